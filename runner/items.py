@@ -1,0 +1,144 @@
+"""Conversation items, kept as the exact JSON the server sent.
+
+The history is a list of `Item`s. Each keeps the server's JSON object untouched and the
+bytes we send back for it, computed once: re-serialising 2,000 items per request would
+cost more than the whole per-request budget, and computing the bytes once makes every
+request an exact byte-for-byte extension of the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+def dumps(obj: Any) -> str:
+    """The one JSON encoding used on the wire: compact, UTF-8, key order preserved."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Item:
+    """One Responses API item.
+
+    `data` is exactly what the server sent (or what we built). `wire` is what goes back
+    in `input`: the same object minus `id`, because with `store: false` the server keeps
+    nothing and rejects references to item ids (Codex drops them for the same reason).
+    """
+
+    data: JSON
+    wire: str = field(repr=False, compare=False, default="")
+
+    def __post_init__(self) -> None:
+        if not self.wire:
+            body = {k: v for k, v in self.data.items() if k != "id"}
+            object.__setattr__(self, "wire", dumps(body))
+
+    @property
+    def type(self) -> str:
+        return str(self.data.get("type", ""))
+
+    @property
+    def role(self) -> str | None:
+        role = self.data.get("role")
+        return role if isinstance(role, str) else None
+
+
+def message(role: str, *texts: str) -> Item:
+    """A message with one text part per section, as Codex builds its context messages."""
+    part = "output_text" if role == "assistant" else "input_text"
+    return Item({"type": "message", "role": role,
+                 "content": [{"type": part, "text": t} for t in texts]})
+
+
+def function_call_output(call_id: str, output: str) -> Item:
+    return Item({"type": "function_call_output", "call_id": call_id, "output": output})
+
+
+def custom_tool_call_output(call_id: str, output: str) -> Item:
+    return Item({"type": "custom_tool_call_output", "call_id": call_id, "output": output})
+
+
+def message_text(item: Item) -> str:
+    """All text of a message item joined, for reports and compaction."""
+    content = item.data.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+
+
+TOOL_CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
+TOOL_OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one response, as the server reported it (missing details are 0)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+
+    @classmethod
+    def from_responses(cls, u: JSON | None) -> Usage | None:
+        if not isinstance(u, dict):
+            return None
+        details = u.get("input_tokens_details") or {}
+        out_details = u.get("output_tokens_details") or {}
+        inp = _int(u.get("input_tokens"))
+        out = _int(u.get("output_tokens"))
+        return cls(
+            input_tokens=inp,
+            cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            output_tokens=out,
+            reasoning_tokens=(_int(out_details.get("reasoning_tokens"))
+                              if isinstance(out_details, dict) else 0),
+            total_tokens=_int(u.get("total_tokens")) or inp + out,
+        )
+
+    @classmethod
+    def from_chat(cls, u: JSON | None) -> Usage | None:
+        if not isinstance(u, dict):
+            return None
+        details = u.get("prompt_tokens_details") or {}
+        out_details = u.get("completion_tokens_details") or {}
+        inp = _int(u.get("prompt_tokens"))
+        out = _int(u.get("completion_tokens"))
+        return cls(
+            input_tokens=inp,
+            cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            output_tokens=out,
+            reasoning_tokens=(_int(out_details.get("reasoning_tokens"))
+                              if isinstance(out_details, dict) else 0),
+            total_tokens=_int(u.get("total_tokens")) or inp + out,
+        )
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.output_tokens + other.output_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "uncached_tokens": self.input_tokens - self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+def _int(v: object) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0

@@ -1,0 +1,65 @@
+"""The model seam. `ModelClient` is the only thing the agent loop knows about models.
+
+Concrete clients (`responses.py` for the Responses wire, `chat.py` for Chat Completions,
+`local.py` to start the embedded engine) live here and are the only modules that
+import httpx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runner.items import Item, Usage
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Everything one model request carries. Identical prefixes give identical bytes."""
+
+    model: str
+    instructions: str
+    input: Sequence[Item]
+    tools: Sequence[dict[str, Any]]
+    prompt_cache_key: str
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = False
+    reasoning: dict[str, Any] | None = None
+    text: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific body fields (temperature, seed) appended after the standard ones."""
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """A streaming notice for live display: text and reasoning deltas, items as they finish."""
+
+    kind: str
+    """`text_delta`, `reasoning_delta`, `item_added` or `item_done`."""
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    items: list[Item]
+    """Output items in order, exactly as the server sent them in `output_item.done`."""
+    usage: Usage | None
+    response_id: str | None = None
+    request_bytes: int = 0
+    """Size of the request body, for the prefix audit and reports."""
+
+
+OnEvent = Callable[[StreamEvent], None]
+
+
+class ModelClient(Protocol):
+    async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+        """Send one request and return the finished response, or raise a `ModelError`."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def tool_names(tools: Sequence[dict[str, Any]]) -> list[str]:
+    return [str(t.get("name", t.get("type", ""))) for t in tools]

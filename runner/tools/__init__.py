@@ -1,0 +1,71 @@
+"""The tool seam: what the agent loop knows about tools.
+
+The loop sees only `Tool` and `ToolCall`/`ToolResult`; tools that run commands go
+through the `Executor` protocol, so the same tool code runs unsandboxed now and under
+bubblewrap later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+CallKind = Literal["function", "custom"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    call_id: str
+    name: str
+    arguments: str
+    """Raw JSON text for function tools; the free-form input for custom tools."""
+    kind: CallKind = "function"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    output: str
+    """Exactly the text the model gets back."""
+    success: bool = True
+    event: dict[str, Any] | None = None
+    """An item for the event stream (`command_execution`, `file_change`, `todo_list`)."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    output: bytes
+    """stdout and stderr interleaved, already capped."""
+    duration_s: float
+    timed_out: bool = False
+    truncated_bytes: int = 0
+
+
+class Executor(Protocol):
+    """Runs one command to completion. Implementations: unsandboxed now, bubblewrap later."""
+
+    async def run(
+        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+    ) -> ExecResult: ...
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch: the workspace and the command executor."""
+
+    cwd: Path
+    executor: Executor
+    env: Mapping[str, str]
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(Protocol):
+    name: str
+
+    def spec(self) -> dict[str, Any]:
+        """The JSON tool definition sent in `tools` (stable bytes: part of the cached prefix)."""
+        ...
+
+    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
