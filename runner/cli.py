@@ -1,0 +1,118 @@
+"""Command line: parse flags, load the task file, run, map the outcome to an exit code.
+
+Exit codes: 0 every task completed; 1 a task failed or hit a limit; 2 bad input (task
+file, flags, environment); 3 the runner itself could not work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.errors import ConfigError, Problem, RunnerError
+
+if TYPE_CHECKING:
+    from runner.config import ResolvedTask
+
+EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_RUNNER = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"runner: error: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="runner", description="Run coding-agent tasks from a YAML file.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run the tasks of a task file")
+    run.add_argument("tasks", type=Path, help="the task file (YAML)")
+    run.add_argument("--out", type=Path, default=Path("runner-out"),
+                     help="directory for report.json and threads/ (default: runner-out)")
+    run.add_argument("--model", help="run every task with this provider/model")
+    run.add_argument("--only", action="append", default=[], metavar="ID",
+                     help="run only this task id (repeatable)")
+    run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
+    run.add_argument("--json", action="store_true",
+                     help="stream JSONL events on stdout (codex exec --json shape)")
+    val = sub.add_parser("validate", help="check a task file and exit")
+    val.add_argument("tasks", type=Path)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "validate":
+            return _validate(args)
+        return _run(args)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"error: {problem}\n")
+        return EXIT_BAD_INPUT
+    except RunnerError as exc:
+        sys.stderr.write(f"runner: {exc}\n")
+        return EXIT_RUNNER
+    except KeyboardInterrupt:
+        sys.stderr.write("runner: interrupted\n")
+        return 130
+
+
+def _problem(field: str, message: str) -> ConfigError:
+    return ConfigError([Problem("(command line)", None, field, message)])
+
+
+def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str]:
+    from runner.config import load_task_file, resolve
+
+    path: Path = args.tasks
+    tf = load_task_file(path)
+    model: str | None = getattr(args, "model", None)
+    if model is not None and not re.fullmatch(r"[^/\s]+/\S+", model):
+        raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
+    tasks = resolve(tf, path.resolve().parent, file=str(path), model_override=model)
+    only: list[str] = getattr(args, "only", [])
+    if only:
+        unknown = sorted(set(only) - {t.id for t in tasks})
+        if unknown:
+            raise _problem("--only", f"no task with id {', '.join(unknown)}; ids in {path}: "
+                                     f"{', '.join(t.id for t in tasks)}")
+        tasks = [t for t in tasks if t.id in only]
+    return tasks, str(path)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    tasks, file = _load(args)
+    for t in tasks:
+        print(f"{t.id}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
+    print(f"{file}: ok, {len(tasks)} task(s)")
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from runner.batch import run_batch
+
+    if args.concurrency < 1:
+        raise _problem("--concurrency", "must be at least 1")
+    tasks, file = _load(args)
+    out: Path = args.out
+    json_out = sys.stdout if args.json else None
+    result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
+                                         concurrency=args.concurrency, json_out=json_out,
+                                         progress=sys.stderr))
+    if not args.json:
+        for run in result.runs:
+            if run.outcome is not None and run.outcome.final_message:
+                print(f"--- {run.task.id}\n{run.outcome.final_message}")
+    sys.stderr.write(f"report: {result.report_path}\n")
+    if os.environ.get("RUNNER_DEBUG"):
+        sys.stderr.write(f"exit code {result.exit_code}\n")
+    return result.exit_code

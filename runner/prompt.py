@@ -1,0 +1,448 @@
+"""The prompt: base instructions and the context items that open every conversation.
+
+The layout follows Codex exactly (tags, part order, joins), because models trained on
+Codex transcripts expect it. The prose is our own. Everything here is deterministic:
+the caller passes date and timezone in, so identical settings give identical bytes and
+the cached prompt prefix survives from one request, and one run, to the next.
+
+The conversation starts with two context messages, then the task:
+
+1. a `developer` message: the permissions block, then the developer instructions;
+2. a `user` message: the AGENTS.md instructions, then the environment context;
+3. the `user` message with the task (`user_turn`).
+
+Later turns append only what changed (`context_update`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal, get_args
+
+from runner.errors import ConfigError, Problem
+from runner.items import Item, message
+
+SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
+ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
+
+AGENTS_MD = "AGENTS.md"
+AGENTS_OVERRIDE_MD = "AGENTS.override.md"
+AGENTS_MD_MAX_BYTES = 32 * 1024
+PROJECT_DOC_SEPARATOR = "\n\n--- project-doc ---\n\n"
+PROJECT_ROOT_MARKERS = (".git",)
+
+PERMISSIONS_OPEN = "<permissions instructions>"
+PERMISSIONS_CLOSE = "</permissions instructions>"
+ENVIRONMENT_OPEN = "<environment_context>"
+ENVIRONMENT_CLOSE = "</environment_context>"
+USER_INSTRUCTIONS_PREFIX = "# AGENTS.md instructions for "
+CONTEXTUAL_USER_PREFIXES = (USER_INSTRUCTIONS_PREFIX, ENVIRONMENT_OPEN)
+
+# Our own wording; only the backticked identifiers and the placeholder mirror Codex.
+_SANDBOX_TEXT: dict[str, str] = {
+    "read-only": (
+        "The filesystem sandbox decides which paths commands may read and which they may"
+        " change. `sandbox_mode` is `read-only`: commands may read any file, but nothing on"
+        " disk may be created, modified or deleted. Network access is {network}."
+    ),
+    "workspace-write": (
+        "The filesystem sandbox decides which paths commands may read and which they may"
+        " change. `sandbox_mode` is `workspace-write`: commands may read any file, and may"
+        " change files only inside `cwd` and the `writable_roots`; changes anywhere else"
+        " are refused. Network access is {network}."
+    ),
+    "danger-full-access": (
+        "The filesystem sandbox decides which paths commands may read and which they may"
+        " change. `sandbox_mode` is `danger-full-access`: there is no sandbox, so commands"
+        " may read and change any file. Network access is {network}."
+    ),
+}
+
+_APPROVAL_TEXT: dict[str, str] = {
+    "never": (
+        "`approval_policy` is `never`: no one is available to approve anything. Never ask"
+        " for escalated permissions or wait for approval; a command the sandbox refuses"
+        " simply fails, so find a way to finish the task within the current permissions."
+    ),
+    "on-request": (
+        "`approval_policy` is `on-request`: commands run inside the sandbox. When a command"
+        " truly needs more access than the sandbox grants, ask for escalation on that call"
+        " and give a one-sentence reason; otherwise stay inside the sandbox."
+    ),
+    "on-failure": (
+        "`approval_policy` is `on-failure`: every command runs inside the sandbox first. If"
+        " it fails there, a person may approve running it again without the sandbox."
+    ),
+    "untrusted": (
+        "`approval_policy` is `untrusted`: only commands known to merely read state run"
+        " without review; any other command waits until a person approves it."
+    ),
+}
+
+
+# --- base instructions -------------------------------------------------------------
+
+
+@functools.cache
+def base_instructions() -> str:
+    """The bundled base instructions, read once: they are the first bytes of every prompt."""
+    path = resources.files("runner").joinpath("data", "base_instructions.md")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def load_instructions(instructions_file: Path | None) -> str:
+    """The `instructions` text: the given file (trimmed, must be non-empty) or our own.
+
+    Like Codex's `model_instructions_file`, a configured file replaces the bundled text
+    entirely; an unreadable or empty file is a configuration error, not a silent fallback.
+    """
+    if instructions_file is None:
+        return base_instructions()
+    try:
+        text = instructions_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError([_instructions_problem(instructions_file, f"cannot read: {e}")]) from e
+    if not text:
+        raise ConfigError([_instructions_problem(instructions_file, "file is empty")])
+    return text
+
+
+def _instructions_problem(path: Path, msg: str) -> Problem:
+    return Problem(file=str(path), line=None, field="instructions_file", message=msg)
+
+
+# --- permissions (developer message) ---------------------------------------------------
+
+
+def permissions_text(
+    *,
+    sandbox: SandboxMode,
+    network: bool,
+    writable_roots: Sequence[Path],
+    approval: str = "never",
+    notes: Sequence[str] = (),
+) -> str:
+    """The `<permissions instructions>` block telling the model what it may touch.
+
+    Layout as in Codex: a newline, the sandbox sentence, a newline, the approval text,
+    then (workspace-write only) the writable-root sentence on its own line, always ending
+    in a newline. `writable_roots` is the complete list to show (the caller includes cwd).
+    `notes` are extra lines of ours, each on its own line, e.g. that no sandbox is
+    enforced yet.
+    """
+    if sandbox not in _SANDBOX_TEXT:
+        raise ValueError(f"unknown sandbox mode {sandbox!r}; expected one of {list(_SANDBOX_TEXT)}")
+    if approval not in _APPROVAL_TEXT:
+        expected = list(get_args(ApprovalPolicy))
+        raise ValueError(f"unknown approval policy {approval!r}; expected one of {expected}")
+    body = ""
+    body = _append_section(
+        body, _SANDBOX_TEXT[sandbox].format(network="enabled" if network else "restricted")
+    )
+    body = _append_section(body, _APPROVAL_TEXT[approval])
+    if sandbox == "workspace-write" and writable_roots:
+        quoted = [f"`{root}`" for root in writable_roots]
+        if len(quoted) == 1:
+            body = _append_section(body, f" The writable root is {quoted[0]}.")
+        else:
+            body = _append_section(body, f" The writable roots are {', '.join(quoted)}.")
+    for note in notes:
+        body = _append_section(body, note)
+    if not body.endswith("\n"):
+        body += "\n"
+    return f"{PERMISSIONS_OPEN}{body}{PERMISSIONS_CLOSE}"
+
+
+def _append_section(text: str, section: str) -> str:
+    """Start `section` on a new line, as Codex's permissions builder does."""
+    return text + section if text.endswith("\n") else f"{text}\n{section}"
+
+
+def _effective_roots(cwd: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
+    """cwd first, then the configured roots, without duplicates (order kept for caching)."""
+    roots: list[Path] = []
+    for root in (cwd, *extra):
+        if root not in roots:
+            roots.append(root)
+    return tuple(roots)
+
+
+# --- AGENTS.md (first part of the contextual user message) ----------------------------
+
+
+def agents_md(
+    *,
+    cwd: Path,
+    runner_home: Path | None,
+    fallback_names: Sequence[str] = (),
+    max_bytes: int = AGENTS_MD_MAX_BYTES,
+) -> str | None:
+    """The AGENTS.md text for `cwd`, assembled by Codex's rules; None when there is none.
+
+    Global: `runner_home/AGENTS.override.md`, else `runner_home/AGENTS.md` (the first
+    non-empty one, trimmed). Project: from the project root (the nearest ancestor of cwd
+    holding a `.git` file or directory; cwd alone if there is none) down to cwd, the first
+    existing file of AGENTS.override.md, AGENTS.md, `fallback_names` in each directory.
+    Project files share a `max_bytes` budget (0 disables them), are kept as written
+    except for a truncation cut on a UTF-8 boundary, and are joined with a blank line.
+    """
+    global_text = _global_agents_md(runner_home)
+    project_text = _project_agents_md(cwd, fallback_names, max_bytes)
+    parts = [p for p in (global_text, project_text) if p is not None]
+    return PROJECT_DOC_SEPARATOR.join(parts) if parts else None
+
+
+def _global_agents_md(runner_home: Path | None) -> str | None:
+    if runner_home is None:
+        return None
+    for name in (AGENTS_OVERRIDE_MD, AGENTS_MD):
+        try:
+            text = (runner_home / name).read_bytes().decode("utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    return None
+
+
+def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int) -> str | None:
+    if max_bytes <= 0:
+        return None
+    remaining = max_bytes
+    parts: list[str] = []
+    for path in _project_doc_paths(cwd, fallback_names):
+        if remaining <= 0:
+            break
+        try:
+            with path.open("rb") as f:
+                data = f.read(remaining + 1)
+        except OSError:
+            continue  # unreadable: skip it rather than fail the whole run
+        if len(data) > remaining:
+            data = data[:remaining]
+            text = _cut_utf8(data).decode("utf-8", errors="replace")
+        else:
+            text = data.decode("utf-8", errors="replace")
+        if text.strip():
+            parts.append(text)
+            # Codex charges the bytes read, so a truncated file uses up the budget.
+            remaining -= len(data)
+    return "\n\n".join(parts) if parts else None
+
+
+def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> list[Path]:
+    """The AGENTS.md-like file to read in each directory from the project root to cwd."""
+    start = cwd.resolve()
+    root = next(
+        (d for d in (start, *start.parents)
+         if any((d / marker).exists() for marker in PROJECT_ROOT_MARKERS)),
+        None,
+    )
+    dirs = [start]
+    if root is not None:
+        d = start
+        while d != root and d.parent != d:
+            d = d.parent
+            dirs.append(d)
+        dirs.reverse()
+    names: list[str] = [AGENTS_OVERRIDE_MD, AGENTS_MD]
+    names += [n for n in dict.fromkeys(fallback_names) if n and n not in names]
+    found: list[Path] = []
+    for d in dirs:
+        for name in names:
+            if (d / name).is_file():
+                found.append(d / name)
+                break
+    return found
+
+
+def _cut_utf8(data: bytes) -> bytes:
+    """Drop a multi-byte character left incomplete at the end of a truncated buffer."""
+    # Step back over continuation bytes (at most 3) to the lead byte of the last character.
+    i = len(data) - 1
+    while i >= 0 and len(data) - i < 4 and data[i] & 0xC0 == 0x80:
+        i -= 1
+    if i < 0:
+        return data
+    lead = data[i]
+    if lead & 0xE0 == 0xC0:
+        need = 2
+    elif lead & 0xF0 == 0xE0:
+        need = 3
+    elif lead & 0xF8 == 0xF0:
+        need = 4
+    else:
+        need = 1
+    return data[:i] if len(data) - i < need else data
+
+
+def user_instructions_text(cwd: Path, text: str) -> str:
+    """The AGENTS.md part of the contextual user message, in Codex's wrapper."""
+    return f"{USER_INSTRUCTIONS_PREFIX}{cwd}\n\n<INSTRUCTIONS>\n{text}\n</INSTRUCTIONS>"
+
+
+# --- environment context (second part of the contextual user message) ----------------
+
+
+def environment_context(*, cwd: Path, shell: str, current_date: str, timezone: str) -> str:
+    """The `<environment_context>` block: where commands run, with which shell, and when."""
+    return _environment_context(cwd, shell, current_date, timezone)
+
+
+def _environment_context(cwd: Path | None, shell: str, current_date: str, timezone: str) -> str:
+    lines = [] if cwd is None else [f"  <cwd>{cwd}</cwd>"]
+    lines += [
+        f"  <shell>{shell}</shell>",
+        f"  <current_date>{current_date}</current_date>",
+        f"  <timezone>{timezone}</timezone>",
+    ]
+    return f"{ENVIRONMENT_OPEN}\n" + "\n".join(lines) + f"\n{ENVIRONMENT_CLOSE}"
+
+
+# --- turn settings and the items built from them --------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnContext:
+    """The settings the context messages describe, kept per turn to diff the next one.
+
+    `writable_roots` are the roots beyond cwd (cwd is always writable in workspace-write
+    and is listed first); add `/tmp` here if the sandbox really makes it writable.
+    """
+
+    cwd: Path
+    sandbox: SandboxMode
+    network: bool
+    shell: str
+    current_date: str
+    timezone: str
+    writable_roots: tuple[Path, ...] = ()
+    approval: str = "never"
+    permission_notes: tuple[str, ...] = ()
+
+    def permissions(self) -> str:
+        """This turn's `<permissions instructions>` block."""
+        return permissions_text(
+            sandbox=self.sandbox,
+            network=self.network,
+            writable_roots=_effective_roots(self.cwd, self.writable_roots),
+            approval=self.approval,
+            notes=self.permission_notes,
+        )
+
+    def environment(self) -> str:
+        """This turn's full `<environment_context>` block."""
+        return environment_context(
+            cwd=self.cwd, shell=self.shell, current_date=self.current_date,
+            timezone=self.timezone,
+        )
+
+
+def initial_context(
+    *,
+    cwd: Path,
+    sandbox: SandboxMode,
+    network: bool,
+    writable_roots: Sequence[Path],
+    developer_instructions: str | None,
+    runner_home: Path | None,
+    shell: str,
+    current_date: str,
+    timezone: str,
+    permission_notes: Sequence[str] = (),
+    approval: str = "never",
+    fallback_names: Sequence[str] = (),
+    max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
+) -> list[Item]:
+    """The two context messages that open a conversation (and follow a compaction).
+
+    Developer message: permissions, then `developer_instructions` if non-empty. User
+    message: AGENTS.md instructions if any, then the environment context. One
+    `input_text` part per section, as Codex sends them.
+    """
+    ctx = TurnContext(
+        cwd=cwd, sandbox=sandbox, network=network, shell=shell, current_date=current_date,
+        timezone=timezone, writable_roots=tuple(writable_roots), approval=approval,
+        permission_notes=tuple(permission_notes),
+    )
+    return initial_items(
+        ctx,
+        developer_instructions=developer_instructions,
+        runner_home=runner_home,
+        fallback_names=fallback_names,
+        max_agents_md_bytes=max_agents_md_bytes,
+    )
+
+
+def initial_items(
+    ctx: TurnContext,
+    *,
+    developer_instructions: str | None,
+    runner_home: Path | None,
+    fallback_names: Sequence[str] = (),
+    max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
+) -> list[Item]:
+    """`initial_context` from a `TurnContext`, so the caller can keep it for diffing."""
+    developer = [ctx.permissions()]
+    if developer_instructions:
+        developer.append(developer_instructions)
+    user: list[str] = []
+    docs = agents_md(
+        cwd=ctx.cwd, runner_home=runner_home, fallback_names=fallback_names,
+        max_bytes=max_agents_md_bytes,
+    )
+    if docs is not None:
+        user.append(user_instructions_text(ctx.cwd, docs))
+    user.append(ctx.environment())
+    return [message("developer", *developer), message("user", *user)]
+
+
+def user_turn(text: str) -> Item:
+    """The task (or a follow-up) as a plain user message."""
+    return message("user", text)
+
+
+def context_update(previous: TurnContext, current: TurnContext) -> list[Item]:
+    """What to append before the next user message when settings changed; [] if none did.
+
+    A full new permissions block when what it says would change (sandbox, network,
+    roots, approval, notes; in workspace-write also cwd, which is a root). An
+    `<environment_context>` when cwd, date or timezone changed: `<cwd>` only if it
+    changed, shell, date and timezone always. A shell change alone sends nothing, as in
+    Codex.
+    """
+    items: list[Item] = []
+    permissions = current.permissions()
+    if permissions != previous.permissions():
+        items.append(message("developer", permissions))
+    cwd_changed = current.cwd != previous.cwd
+    if (cwd_changed or current.current_date != previous.current_date
+            or current.timezone != previous.timezone):
+        env = _environment_context(
+            current.cwd if cwd_changed else None, current.shell, current.current_date,
+            current.timezone,
+        )
+        items.append(message("user", env))
+    return items
+
+
+def is_contextual_user_message(item: Item) -> bool:
+    """True for the user messages we inject (AGENTS.md, environment context).
+
+    Compaction keeps real user messages and drops these; they are re-injected fresh.
+    """
+    if item.type != "message" or item.role != "user":
+        return False
+    content = item.data.get("content")
+    if isinstance(content, str):
+        texts = [content]
+    elif isinstance(content, list):
+        texts = [str(p.get("text", "")) for p in content
+                 if isinstance(p, dict) and p.get("type") == "input_text"]
+    else:
+        return False
+    return any(t.startswith(CONTEXTUAL_USER_PREFIXES) for t in texts)

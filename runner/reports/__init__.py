@@ -1,0 +1,1 @@
+"""What the runner writes: the event stream of each thread and `report.json`."""

@@ -1,0 +1,77 @@
+"""The `report.json` schema (versioned). `docs/report.schema.json` is generated from these
+models and checked by a test, so the documentation cannot drift from the code."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+SCHEMA_VERSION = "runner.report/1"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UsageReport(Strict):
+    input_tokens: int = 0
+    """Prompt tokens the server counted, cached ones included."""
+    cached_tokens: int = 0
+    """Prompt tokens the server served from its prompt cache."""
+    uncached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    cache_hit_ratio: float | None = None
+    """cached_tokens / input_tokens; null when nothing was sent."""
+
+
+class RequestReport(Strict):
+    index: int
+    """1-based position of the request in its thread."""
+    turn: int
+    """0 for the task prompt, then 1.. for each follow-up turn."""
+    input_items: int
+    request_bytes: int
+    duration_ms: float
+    response_id: str | None
+    output_types: list[str]
+    """Types of the output items, in order (message, function_call, reasoning...)."""
+    usage: UsageReport | None
+    """As the server reported it for this request; null if it sent none."""
+
+
+class TaskReport(Strict):
+    id: str
+    model: str
+    """provider/model as written in the task file."""
+    status: str
+    """completed | max_turns | timeout | failed | error."""
+    error: str | None
+    final_message: str | None
+    turns_completed: int
+    tool_calls: int
+    duration_s: float
+    usage: UsageReport
+    requests: list[RequestReport]
+    events_file: str
+    """Path of this thread's JSONL event log, relative to the report directory."""
+
+
+class Totals(Strict):
+    tasks: int
+    completed: int
+    not_completed: int
+    requests: int
+    tool_calls: int
+    usage: UsageReport
+
+
+class Report(Strict):
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    task_file: str
+    started_at: str
+    finished_at: str
+    duration_s: float
+    totals: Totals
+    tasks: list[TaskReport]

@@ -1,0 +1,76 @@
+"""The `update_plan` tool: the model keeps a visible checklist; we echo it as events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runner.tools import ToolCall, ToolContext, ToolResult
+
+STATUSES = ("pending", "in_progress", "completed")
+
+SPEC: dict[str, Any] = {
+    "type": "function",
+    "name": "update_plan",
+    "description": (
+        "Record your plan as a short list of steps with a status each. Call it again to mark "
+        "progress. Only one step may be in_progress at a time."
+    ),
+    "strict": False,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "explanation": {"type": "string"},
+            "plan": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "step": {"type": "string"},
+                        "status": {"type": "string",
+                                   "description": "One of: pending, in_progress, completed"},
+                    },
+                    "required": ["step", "status"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["plan"],
+        "additionalProperties": False,
+    },
+}
+
+
+def parse_plan(raw: str) -> list[dict[str, Any]]:
+    try:
+        args = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"arguments are not valid JSON: {exc}") from None
+    plan = args.get("plan") if isinstance(args, dict) else None
+    if not isinstance(plan, list):
+        raise ValueError("`plan` must be an array of {step, status}")
+    items = []
+    for entry in plan:
+        if not (isinstance(entry, dict) and isinstance(entry.get("step"), str)
+                and entry.get("status") in STATUSES):
+            raise ValueError("each plan entry needs a `step` string and a `status` of "
+                             "pending, in_progress or completed")
+        items.append({"text": entry["step"], "completed": entry["status"] == "completed"})
+    if sum(1 for e in plan if e["status"] == "in_progress") > 1:
+        raise ValueError("at most one step may be in_progress")
+    return items
+
+
+class PlanTool:
+    name = "update_plan"
+
+    def spec(self) -> dict[str, Any]:
+        return SPEC
+
+    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        try:
+            items = parse_plan(call.arguments)
+        except ValueError as exc:
+            return ToolResult(f"invalid plan: {exc}", success=False)
+        ctx.state["plan"] = items
+        return ToolResult("Plan updated", event={"type": "todo_list", "items": items})

@@ -1,0 +1,147 @@
+"""The `shell` tool: argv in, exit code, wall time and output back.
+
+Output goes back in Codex's structured form (a JSON string with `output` and `metadata`),
+cut to a byte budget keeping the head and the tail, since the end of a build log is
+usually where the error is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from runner.items import dumps
+from runner.tools import ToolCall, ToolContext, ToolResult
+from runner.tools.apply_patch import apply_patch, extract_shell_patch
+
+OUTPUT_BUDGET_BYTES = 10_000
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+
+SPEC: dict[str, Any] = {
+    "type": "function",
+    "name": "shell",
+    "description": (
+        "Run a command and get back its exit code, wall time and output (stdout and stderr "
+        "together). `command` is an argv list passed to execvp, not a shell string: wrap "
+        "shell syntax as [\"bash\", \"-lc\", \"...\"]. Set `workdir` on every call. "
+        "Nobody is watching: commands must not wait for input."
+    ),
+    "strict": False,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "command": {"type": "array", "items": {"type": "string"},
+                        "description": "The command and its arguments."},
+            "workdir": {"type": "string",
+                        "description": "Directory to run in; relative paths are taken from "
+                                       "the workspace root."},
+            "timeout_ms": {"type": "number",
+                           "description": "Kill the command after this many milliseconds."},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+}
+
+
+def truncate_middle(text: str, budget: int = OUTPUT_BUDGET_BYTES) -> tuple[str, bool]:
+    """Keep `budget` bytes split between head and tail, cut on UTF-8 boundaries."""
+    raw = text.encode()
+    if len(raw) <= budget:
+        return text, False
+    half = budget // 2
+    head = raw[:half].decode("utf-8", "ignore")
+    tail = raw[len(raw) - half:].decode("utf-8", "ignore")
+    cut = len(text) - len(head) - len(tail)
+    return f"{head}…{cut} chars truncated…{tail}", True
+
+
+def format_output(exit_code: int, duration_s: float, text: str) -> str:
+    body, truncated = truncate_middle(text)
+    if truncated:
+        body = f"Total output lines: {text.count(chr(10)) + 1}\n\n{body}"
+    return dumps({"output": body,
+                  "metadata": {"exit_code": exit_code, "duration_seconds": round(duration_s, 1)}})
+
+
+class ShellArgs:
+    """Validated arguments; a bad call becomes a message to the model, never an exception."""
+
+    def __init__(self, raw: str, default_timeout_ms: int) -> None:
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments are not valid JSON: {exc}") from None
+        if not isinstance(args, dict):
+            raise ValueError("arguments must be a JSON object")
+        command = args.get("command")
+        if isinstance(command, str):
+            command = ["bash", "-lc", command]
+        if (not isinstance(command, list) or not command
+                or not all(isinstance(a, str) for a in command)):
+            raise ValueError("`command` must be a non-empty array of strings")
+        if any("\x00" in a for a in command):
+            raise ValueError("`command` must not contain NUL bytes")
+        self.command: list[str] = command
+        workdir = args.get("workdir")
+        if workdir is not None and not isinstance(workdir, str):
+            raise ValueError("`workdir` must be a string")
+        self.workdir: str | None = workdir
+        timeout = args.get("timeout_ms", args.get("timeout", default_timeout_ms))
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError("`timeout_ms` must be a positive number")
+        self.timeout_ms = min(float(timeout), MAX_TIMEOUT_MS)
+
+
+class ShellTool:
+    name = "shell"
+
+    def __init__(self, *, default_timeout_ms: int = 10_000) -> None:
+        self.default_timeout_ms = default_timeout_ms
+
+    def spec(self) -> dict[str, Any]:
+        return SPEC
+
+    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        try:
+            args = ShellArgs(call.arguments, self.default_timeout_ms)
+        except ValueError as exc:
+            return ToolResult(f"invalid shell call: {exc}", success=False)
+        intercepted = extract_shell_patch(args.command)
+        if intercepted is not None:
+            return _apply_patch_via_shell(ctx, intercepted, args.workdir)
+        cwd = ctx.cwd / args.workdir if args.workdir else ctx.cwd
+        if not cwd.is_dir():
+            return ToolResult(f"invalid shell call: workdir {args.workdir!r} is not a directory",
+                              success=False)
+        res = await ctx.executor.run(args.command, cwd=cwd, timeout_s=args.timeout_ms / 1000,
+                                     env=ctx.env)
+        text = res.output.decode("utf-8", "replace")
+        if res.timed_out:
+            text = f"command timed out after {int(args.timeout_ms)} milliseconds\n{text}"
+        event = {"type": "command_execution", "command": _display(args.command),
+                 "aggregated_output": truncate_middle(text)[0], "exit_code": res.exit_code,
+                 "status": "completed" if res.exit_code == 0 else "failed"}
+        return ToolResult(format_output(res.exit_code, res.duration_s, text),
+                          success=res.exit_code == 0, event=event)
+
+
+def _display(argv: list[str]) -> str:
+    if len(argv) == 3 and argv[1] in ("-lc", "-c") and argv[0].endswith("sh"):
+        return argv[2]
+    return " ".join(argv)
+
+
+def _apply_patch_via_shell(ctx: ToolContext, found: tuple[str, str | None],
+                           workdir: str | None) -> ToolResult:
+    """`apply_patch` typed into the shell is applied as a patch, as Codex does: models
+    trained on Codex transcripts call it that way, and no such binary exists."""
+    patch, cd = found
+    start = time.monotonic()
+    where = "/".join(p for p in (workdir, cd) if p) or None
+    res = apply_patch(ctx.cwd, patch, workdir=where)
+    event = {"type": "file_change", "changes": res.changes,
+             "status": "completed" if res.success else "failed"}
+    return ToolResult(format_output(0 if res.success else 1, time.monotonic() - start,
+                                    res.output), success=res.success, event=event)

@@ -1,0 +1,102 @@
+"""Shared fixtures: the loopback Responses API server in its three modes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Protocol, Unpack
+
+import pytest
+
+from tests.loopback import (
+    LoopbackServer,
+    ProcessServer,
+    Script,
+    ServerOptions,
+    ThreadedServer,
+)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """The server runs on asyncio streams, so async tests run on asyncio only."""
+    return "asyncio"
+
+
+def _raise_first(steps: list[Callable[[], None]]) -> None:
+    """Run every teardown step, then re-raise the first failure (so all servers stop)."""
+    failures: list[BaseException] = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+
+
+class LoopbackFactory(Protocol):
+    async def __call__(self, script: Script, **opts: Unpack[ServerOptions]
+                       ) -> LoopbackServer: ...
+
+
+class ThreadFactory(Protocol):
+    def __call__(self, script: Script, **opts: Unpack[ServerOptions]) -> ThreadedServer: ...
+
+
+class ProcessFactory(Protocol):
+    def __call__(self, script: str = ..., **opts: Unpack[ServerOptions]) -> ProcessServer: ...
+
+
+@pytest.fixture
+async def loopback() -> AsyncIterator[LoopbackFactory]:
+    """`srv = await loopback(script)`: a started server in the test's own event loop.
+
+    For async (anyio) tests. Servers are closed at teardown, and a strict server's
+    problems (script failures, unpaired calls) fail the test there.
+    """
+    servers: list[LoopbackServer] = []
+
+    async def start(script: Script, **opts: Unpack[ServerOptions]) -> LoopbackServer:
+        srv = await LoopbackServer(script, **opts).start()
+        servers.append(srv)
+        return srv
+
+    yield start
+    for srv in servers:
+        await srv.aclose()
+    _raise_first([srv.check for srv in servers if srv.strict])
+
+
+@pytest.fixture
+def loopback_thread() -> Iterator[ThreadFactory]:
+    """`srv = loopback_thread(script)`: a server in a background thread.
+
+    For sync tests and for running the `runner` CLI as a subprocess against `srv.base_url`.
+    """
+    servers: list[ThreadedServer] = []
+
+    def start(script: Script, **opts: Unpack[ServerOptions]) -> ThreadedServer:
+        srv = ThreadedServer(script, **opts).start()
+        servers.append(srv)
+        return srv
+
+    yield start
+    _raise_first([srv.stop for srv in servers])
+
+
+@pytest.fixture
+def loopback_process() -> Iterator[ProcessFactory]:
+    """`srv = loopback_process("module:script")`: a server in a child process.
+
+    Its requests are in `srv.requests` only after `srv.stop()` (teardown stops it too).
+    """
+    servers: list[ProcessServer] = []
+
+    def start(script: str = "tests.loopback:echo",
+              **opts: Unpack[ServerOptions]) -> ProcessServer:
+        srv = ProcessServer(script, **opts).start()
+        servers.append(srv)
+        return srv
+
+    yield start
+    _raise_first([srv.stop for srv in servers])

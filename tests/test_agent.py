@@ -1,0 +1,242 @@
+"""The agent loop against a real loopback Responses server, real subprocesses and files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner import prompt as prompts
+from runner.agent import Outcome, Thread, ThreadSpec
+from runner.providers.responses import ResponsesClient
+from runner.sandbox.env import child_env
+from runner.sandbox.local import LocalExecutor
+from runner.tools import ToolContext
+from runner.tools.apply_patch import ApplyPatchTool
+from runner.tools.plan import PlanTool
+from runner.tools.shell import ShellTool
+from tests.conftest import LoopbackFactory
+from tests.loopback import (
+    Reply,
+    assert_call_outputs_paired,
+    assert_exact_extension,
+    function_call_item,
+    message_item,
+    reply_custom_tool_call,
+    reply_failed,
+    reply_function_call,
+    reply_items,
+    reply_message,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+
+def shell(cmd: str, call_id: str | None = None, **extra: Any) -> Reply:
+    return reply_function_call("shell", {"command": ["bash", "-c", cmd], **extra},
+                               call_id=call_id)
+
+
+async def run_thread(base_url: str, tmp_path: Path, *, prompts_: tuple[str, ...] = ("go",),
+                     max_requests: int = 10, timeout_s: float = 30,
+                     sink: ListSink | None = None) -> tuple[Outcome, ListSink]:
+    sink = sink or ListSink()
+    context = prompts.initial_context(
+        cwd=tmp_path, sandbox="danger-full-access", network=True, writable_roots=[],
+        developer_instructions=None, runner_home=None, shell="bash",
+        current_date="2026-01-01", timezone="UTC")
+    spec = ThreadSpec(thread_id="thread-1", model="m", instructions=prompts.base_instructions(),
+                      context=context, prompts=prompts_, max_requests=max_requests,
+                      timeout_s=timeout_s)
+    client = ResponsesClient(base_url)
+    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env=child_env(os.environ))
+    try:
+        outcome = await Thread(spec, client, [ShellTool(), PlanTool(), ApplyPatchTool()], ctx,
+                               sink).run()
+    finally:
+        await client.aclose()
+    return outcome, sink
+
+
+def output_of(request: Any, call_id: str) -> str:
+    for item in request.input:
+        if item.get("type") in ("function_call_output", "custom_tool_call_output") \
+                and item.get("call_id") == call_id:
+            return str(item["output"])
+    raise AssertionError(f"no output for {call_id}")
+
+
+async def test_call_then_final_message(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    (tmp_path / "hello.txt").write_text("hi there\n")
+    srv = await loopback([shell("cat hello.txt", "c1"), reply_message("The file says hi.")])
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "completed"
+    assert outcome.final_message == "The file says hi."
+    assert len(srv.requests) == 2
+    assert_exact_extension(srv.requests)
+    assert_call_outputs_paired(srv.requests[1])
+    out = json.loads(output_of(srv.requests[1], "c1"))
+    assert out["output"] == "hi there\n"
+    assert out["metadata"]["exit_code"] == 0
+    # One kept-alive connection for the whole thread.
+    assert srv.connections_opened == 1
+    # Usage is the server's, request by request.
+    assert [r.usage.input_tokens for r in outcome.requests if r.usage] == \
+        [r.input_tokens for r in srv.requests]
+    assert outcome.requests[1].usage and outcome.requests[1].usage.cached_tokens == \
+        srv.requests[1].cached_tokens > 0
+    assert sink.types()[0] == "thread.started"
+    assert "turn.completed" in sink.types()
+    cmd = [e for e in sink.events if e["type"] == "item.completed"
+           and e["item"]["type"] == "command_execution"]
+    assert cmd and cmd[0]["item"]["exit_code"] == 0
+
+
+async def test_request_fields(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback([reply_message("done")])
+    await run_thread(srv.base_url, tmp_path)
+    body = srv.requests[0].body
+    assert list(body)[:4] == ["model", "instructions", "input", "tools"]
+    assert body["store"] is False and body["stream"] is True
+    assert body["tool_choice"] == "auto"
+    assert body["prompt_cache_key"] == "thread-1"
+    assert body["include"] == []
+    assert [t["name"] for t in body["tools"]] == ["shell", "update_plan", "apply_patch"]
+    roles = [(i["type"], i.get("role")) for i in body["input"]]
+    assert roles == [("message", "developer"), ("message", "user"), ("message", "user")]
+    assert "previous_response_id" not in body
+
+
+async def test_parallel_calls_each_get_one_output(loopback: LoopbackFactory,
+                                                  tmp_path: Path) -> None:
+    srv = await loopback([
+        reply_items([function_call_item("shell", {"command": ["true"]}, call_id="a"),
+                     function_call_item("nope", {}, call_id="b"),
+                     function_call_item("shell", "{not json", call_id="c"),
+                     function_call_item("update_plan", {"plan": [
+                         {"step": "x", "status": "in_progress"}]}, call_id="d")]),
+        reply_message("ok"),
+    ])
+    outcome, _ = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "completed"
+    last = srv.requests[1]
+    assert_call_outputs_paired(last)
+    assert "unknown tool 'nope'" in output_of(last, "b")
+    assert "not valid JSON" in output_of(last, "c")
+    assert output_of(last, "d") == "Plan updated"
+    assert outcome.tool_calls == 4
+
+
+async def test_follow_up_turns_extend_the_thread(loopback: LoopbackFactory,
+                                                 tmp_path: Path) -> None:
+    srv = await loopback([shell("echo one", "c1"), reply_message("first done"),
+                          reply_message("second done")])
+    outcome, sink = await run_thread(srv.base_url, tmp_path, prompts_=("go", "again"))
+    assert outcome.status == "completed" and outcome.turns_completed == 2
+    assert outcome.final_message == "second done"
+    assert_exact_extension(srv.requests)
+    assert srv.requests[2].input[-1]["content"][0]["text"] == "again"
+    assert sink.types().count("turn.completed") == 2
+
+
+async def test_max_turns_stops_with_work_kept(loopback: LoopbackFactory,
+                                              tmp_path: Path) -> None:
+    srv = await loopback(lambda req, i: shell(f"echo {i} >> log.txt", f"c{i}"))
+    outcome, sink = await run_thread(srv.base_url, tmp_path, max_requests=3)
+    assert outcome.status == "max_turns"
+    assert len(srv.requests) == 3
+    assert (tmp_path / "log.txt").read_text().split() == ["0", "1", "2"]
+    assert "turn.failed" in sink.types()
+    assert_exact_extension(srv.requests)
+
+
+async def test_timeout_mid_tool_answers_the_call(loopback: LoopbackFactory,
+                                                 tmp_path: Path) -> None:
+    srv = await loopback([shell("sleep 30", "slow", timeout_ms=60_000)])
+    outcome, _ = await run_thread(srv.base_url, tmp_path, timeout_s=1.0)
+    assert outcome.status == "timeout"
+    assert outcome.duration_s < 5
+    outputs = [i.data for i in outcome.history if i.type == "function_call_output"]
+    assert outputs == [{"type": "function_call_output", "call_id": "slow", "output": "aborted"}]
+
+
+async def test_shell_timeout_kills_group(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback([shell("sleep 30 & sleep 30; echo never", "c", timeout_ms=300),
+                          reply_message("ok")])
+    outcome, _ = await run_thread(srv.base_url, tmp_path)
+    out = json.loads(output_of(srv.requests[1], "c"))
+    assert out["metadata"]["exit_code"] == 124
+    assert out["output"].startswith("command timed out after 300 milliseconds")
+
+
+async def test_model_failure_is_a_failed_status(loopback: LoopbackFactory,
+                                                tmp_path: Path) -> None:
+    srv = await loopback([reply_failed("invalid_prompt", "no thanks")])
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "failed"
+    assert outcome.error is not None and "invalid_prompt" in outcome.error
+    assert sink.events[-1]["type"] == "turn.failed"
+
+
+async def test_custom_apply_patch_call(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    patch = "*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch"
+    srv = await loopback([reply_custom_tool_call("apply_patch", patch, call_id="p"),
+                          reply_message("added")])
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert (tmp_path / "new.txt").read_text() == "hello\n"
+    assert output_of(srv.requests[1], "p") == "Success. Updated the following files:\nA new.txt"
+    changes = [e for e in sink.events if e["type"] == "item.completed"
+               and e["item"]["type"] == "file_change"]
+    assert changes[0]["item"]["changes"] == [{"path": "new.txt", "kind": "add"}]
+
+
+async def test_apply_patch_through_shell_heredoc(loopback: LoopbackFactory,
+                                                 tmp_path: Path) -> None:
+    script = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\nEOF"
+    srv = await loopback([reply_function_call("shell", {"command": ["bash", "-lc", script]},
+                                              call_id="s"),
+                          reply_message("ok")])
+    await run_thread(srv.base_url, tmp_path)
+    assert (tmp_path / "a.txt").read_text() == "x\n"
+    out = json.loads(output_of(srv.requests[1], "s"))
+    assert out["output"].startswith("Success.")
+
+
+async def test_secrets_not_in_shell_env(loopback: LoopbackFactory, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_API_KEY", "canary-secret-value-123")
+    monkeypatch.setenv("GH_TOKEN", "canary-token-value-456")
+    srv = await loopback([shell("env", "c"), reply_message("ok")])
+    await run_thread(srv.base_url, tmp_path)
+    out = output_of(srv.requests[1], "c")
+    assert "canary-secret" not in out and "canary-token" not in out
+    assert "NO_COLOR=1" in out
+
+
+async def test_reasoning_items_are_sent_back(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    from tests.loopback import reasoning_item
+
+    srv = await loopback([reply_items([reasoning_item("thinking", encrypted_content="enc"),
+                                       function_call_item("shell", {"command": ["true"]},
+                                                          call_id="c")]),
+                          reply_items([message_item("fin")])])
+    outcome, _ = await run_thread(srv.base_url, tmp_path)
+    assert outcome.final_message == "fin"
+    types = [i["type"] for i in srv.requests[1].input]
+    assert types[-3:] == ["reasoning", "function_call", "function_call_output"]
+    assert all("id" not in i for i in srv.requests[1].input)
+    assert_exact_extension(srv.requests)

@@ -1,0 +1,489 @@
+"""Tests for runner.prompt: the exact bytes of the context we send.
+
+Goldens live in tests/golden/prompt/. Regenerate them with `UPDATE_GOLDEN=1 pytest
+tests/test_prompt.py` and review the diff; without it the tests only compare.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner import prompt
+from runner.errors import ConfigError
+from runner.items import Item, message
+from runner.prompt import TurnContext
+
+GOLDEN = Path(__file__).parent / "golden" / "prompt"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+DATE = "2026-03-14"
+TZ = "Europe/Berlin"
+
+
+def check_golden(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8", newline="") as f:
+            f.write(actual)
+    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
+    with path.open(encoding="utf-8", newline="") as f:
+        expected = f.read()
+    assert actual == expected, f"{name} differs from golden; rerun with UPDATE_GOLDEN=1 to review"
+
+
+def items_json(items: list[Item], tmp_path: Path | None = None) -> str:
+    text = json.dumps([i.data for i in items], ensure_ascii=False, indent=2) + "\n"
+    return text.replace(str(tmp_path), "$TMP") if tmp_path is not None else text
+
+
+def git_init(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True, capture_output=True)
+    return path
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def no_git_above(tmp_path: Path) -> Path:
+    """tmp_path, checked not to sit inside some git checkout (discovery would stop there)."""
+    if any((d / ".git").exists() for d in tmp_path.parents):
+        pytest.skip("tmp_path is inside a git checkout")
+    return tmp_path
+
+
+# --- base instructions ---------------------------------------------------------------
+
+
+def test_base_instructions_bundled_and_cached() -> None:
+    text = prompt.base_instructions()
+    assert prompt.base_instructions() is text
+    assert 3_000 <= len(text.encode()) <= 6_500
+    assert text == text.strip()
+    for needle in ("`shell`", '["bash", "-lc"', "`workdir`", "`apply_patch`", "`update_plan`",
+                   "*** Begin Patch", "*** End Patch", "final message"):
+        assert needle in text
+
+
+def test_load_instructions_default_is_base() -> None:
+    assert prompt.load_instructions(None) == prompt.base_instructions()
+
+
+def test_load_instructions_file_replaces_base(tmp_path: Path) -> None:
+    f = write(tmp_path / "instr.md", "\n  Custom instructions.\n\n")
+    assert prompt.load_instructions(f) == "Custom instructions."
+
+
+@pytest.mark.parametrize("content", [None, "  \n\t\n"], ids=["missing", "blank"])
+def test_load_instructions_bad_file_is_config_error(tmp_path: Path, content: str | None) -> None:
+    f = tmp_path / "instr.md"
+    if content is not None:
+        write(f, content)
+    with pytest.raises(ConfigError) as e:
+        prompt.load_instructions(f)
+    assert e.value.problems[0].field == "instructions_file"
+    assert e.value.problems[0].file == str(f)
+
+
+# --- permissions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["restricted", "enabled"])
+@pytest.mark.parametrize("sandbox", ["read-only", "workspace-write", "danger-full-access"])
+def test_permissions_text_golden(sandbox: prompt.SandboxMode, network: bool) -> None:
+    text = prompt.permissions_text(
+        sandbox=sandbox, network=network, writable_roots=[Path("/work/repo")]
+    )
+    check_golden(f"permissions_{sandbox}_{'enabled' if network else 'restricted'}.txt", text)
+
+
+def test_permissions_structure() -> None:
+    text = prompt.permissions_text(sandbox="read-only", network=False, writable_roots=[])
+    assert text.startswith("<permissions instructions>\n")
+    assert text.endswith("\n</permissions instructions>")
+    body = text.removeprefix("<permissions instructions>").removesuffix(
+        "</permissions instructions>")
+    sandbox_line, approval_line, end = body[1:].split("\n")
+    assert "`sandbox_mode` is `read-only`" in sandbox_line
+    assert sandbox_line.endswith("Network access is restricted.")
+    assert approval_line.startswith("`approval_policy` is `never`")
+    assert end == ""
+
+
+def test_permissions_writable_roots_sentences() -> None:
+    one = prompt.permissions_text(
+        sandbox="workspace-write", network=False, writable_roots=[Path("/a")])
+    assert one.endswith("\n The writable root is `/a`.\n</permissions instructions>")
+    many = prompt.permissions_text(
+        sandbox="workspace-write", network=False, writable_roots=[Path("/a"), Path("/b c")])
+    assert many.endswith("\n The writable roots are `/a`, `/b c`.\n</permissions instructions>")
+    none = prompt.permissions_text(sandbox="workspace-write", network=False, writable_roots=[])
+    assert "writable root" not in none
+    for mode in ("read-only", "danger-full-access"):
+        other = prompt.permissions_text(sandbox=mode, network=False, writable_roots=[Path("/a")])
+        assert "writable root" not in other
+
+
+def test_permissions_notes_and_approval_policies() -> None:
+    text = prompt.permissions_text(
+        sandbox="workspace-write", network=True, writable_roots=[Path("/w")],
+        approval="on-request", notes=["No sandbox is enforced yet.", "Second note."],
+    )
+    check_golden("permissions_workspace-write_on-request_notes.txt", text)
+    assert text.endswith("`/w`.\nNo sandbox is enforced yet.\nSecond note.\n"
+                         "</permissions instructions>")
+    for approval in ("untrusted", "on-failure", "on-request", "never"):
+        t = prompt.permissions_text(sandbox="read-only", network=False, writable_roots=[],
+                                    approval=approval)
+        assert f"`approval_policy` is `{approval}`" in t
+
+
+def test_permissions_rejects_unknown_values() -> None:
+    with pytest.raises(ValueError, match="approval"):
+        prompt.permissions_text(sandbox="read-only", network=False, writable_roots=[],
+                                approval="sometimes")
+    with pytest.raises(ValueError, match="sandbox"):
+        prompt.permissions_text(sandbox="yolo", network=False,  # type: ignore[arg-type]
+                                writable_roots=[])
+
+
+# --- environment context, user instructions, user turn --------------------------------
+
+
+def test_environment_context_exact() -> None:
+    text = prompt.environment_context(cwd=Path("/work/repo"), shell="bash",
+                                      current_date=DATE, timezone=TZ)
+    assert text == (
+        "<environment_context>\n"
+        "  <cwd>/work/repo</cwd>\n"
+        "  <shell>bash</shell>\n"
+        "  <current_date>2026-03-14</current_date>\n"
+        "  <timezone>Europe/Berlin</timezone>\n"
+        "</environment_context>"
+    )
+
+
+def test_user_instructions_text_exact() -> None:
+    assert prompt.user_instructions_text(Path("/work/repo"), "Be nice.\n") == (
+        "# AGENTS.md instructions for /work/repo\n\n<INSTRUCTIONS>\nBe nice.\n\n</INSTRUCTIONS>"
+    )
+
+
+def test_user_turn_shape() -> None:
+    item = prompt.user_turn("Fix the bug.")
+    assert item.data == {"type": "message", "role": "user",
+                         "content": [{"type": "input_text", "text": "Fix the bug."}]}
+    assert not prompt.is_contextual_user_message(item)
+
+
+# --- AGENTS.md discovery ---------------------------------------------------------------
+
+
+def test_agents_md_nested_dirs_in_git_repo(tmp_path: Path) -> None:
+    write(tmp_path / "AGENTS.md", "above the repo: never read\n")
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "root rules\n")
+    write(repo / "a" / "AGENTS.md", "a rules\n")
+    write(repo / "a" / "b" / "README.md", "not an agents file\n")  # b contributes nothing
+    write(repo / "a" / "b" / "c" / "AGENTS.md", "c rules\n")
+    write(repo / "a" / "b" / "c" / "d" / "AGENTS.md", "below cwd: never read\n")
+    write(repo / "other" / "AGENTS.md", "sibling: never read\n")
+    cwd = repo / "a" / "b" / "c"
+    text = prompt.agents_md(cwd=cwd, runner_home=None)
+    assert text == "root rules\n\n\na rules\n\n\nc rules\n"
+    check_golden("agents_md_nested.txt", text)
+
+
+def test_agents_md_cwd_is_repo_root(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "root rules")
+    assert prompt.agents_md(cwd=repo, runner_home=None) == "root rules"
+
+
+def test_agents_md_git_file_marks_root(tmp_path: Path) -> None:
+    """A worktree or submodule has a `.git` file, not a directory; it still marks the root."""
+    write(tmp_path / "AGENTS.md", "outer")
+    wt = tmp_path / "wt"
+    write(wt / ".git", "gitdir: /elsewhere\n")
+    write(wt / "AGENTS.md", "worktree")
+    write(wt / "src" / "AGENTS.md", "src")
+    assert prompt.agents_md(cwd=wt / "src", runner_home=None) == "worktree\n\nsrc"
+
+
+def test_agents_md_without_git_reads_only_cwd(no_git_above: Path) -> None:
+    top = no_git_above
+    write(top / "AGENTS.md", "parent: never read")
+    write(top / "proj" / "AGENTS.md", "cwd rules")
+    assert prompt.agents_md(cwd=top / "proj", runner_home=None) == "cwd rules"
+    assert prompt.agents_md(cwd=top / "empty", runner_home=None) is None
+
+
+def test_agents_md_override_precedence(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.override.md", "root override")
+    write(repo / "AGENTS.md", "root plain")
+    write(repo / "sub" / "AGENTS.md", "sub plain")
+    write(repo / "sub" / "CLAUDE.md", "sub fallback")
+    text = prompt.agents_md(cwd=repo / "sub", runner_home=None, fallback_names=["CLAUDE.md"])
+    assert text == "root override\n\nsub plain"
+
+
+def test_agents_md_first_existing_even_if_blank(tmp_path: Path) -> None:
+    """Codex picks the first existing name per directory; a blank one then adds nothing."""
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.override.md", "  \n")
+    write(repo / "AGENTS.md", "shadowed by the blank override")
+    assert prompt.agents_md(cwd=repo, runner_home=None) is None
+
+
+def test_agents_md_fallback_names(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "CLAUDE.md", "root claude")
+    write(repo / "x" / "GUIDE.md", "x guide")
+    write(repo / "x" / "CLAUDE.md", "x claude")
+    (repo / "x" / "y" / "GUIDE.md").mkdir(parents=True)  # a directory is not a candidate
+    write(repo / "x" / "y" / "CLAUDE.md", "y claude")
+    cwd = repo / "x" / "y"
+    assert prompt.agents_md(cwd=cwd, runner_home=None) is None
+    names = ["", "GUIDE.md", "CLAUDE.md", "GUIDE.md"]
+    assert prompt.agents_md(cwd=cwd, runner_home=None, fallback_names=names) == (
+        "root claude\n\nx guide\n\ny claude"
+    )
+
+
+def test_agents_md_truncates_on_utf8_boundary(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    budget = 32 * 1024
+    # "é" is two bytes and straddles the cut: the budget ends after its first byte.
+    write(repo / "AGENTS.md", ("a" * (budget - 1) + "é" + "tail").encode())
+    write(repo / "sub" / "AGENTS.md", "no budget left")
+    text = prompt.agents_md(cwd=repo / "sub", runner_home=None)
+    assert text == "a" * (budget - 1)
+    assert "\ufffd" not in text
+
+
+@pytest.mark.parametrize(
+    ("char", "keep"),
+    [("€", 0), ("€", 1), ("€", 2), ("€", 3), ("😀", 1), ("😀", 3), ("😀", 4), ("x", 1)],
+)
+def test_agents_md_cut_inside_each_multibyte_width(tmp_path: Path, char: str, keep: int) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", ("ab" + char + "z").encode())
+    text = prompt.agents_md(cwd=repo, runner_home=None, max_bytes=2 + keep)
+    expected = "ab" + char if keep == len(char.encode()) else "ab"
+    assert text == expected
+
+
+def test_agents_md_budget_shared_across_files(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "0123456789")
+    write(repo / "a" / "AGENTS.md", "   ")  # blank: skipped, charges nothing
+    write(repo / "a" / "b" / "AGENTS.md", "abcdefghij")
+    cwd = repo / "a" / "b"
+    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=15) == "0123456789\n\nabcde"
+    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=10) == "0123456789"
+    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=0) is None
+
+
+def test_agents_md_global_and_project_join(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write(home / "AGENTS.md", "\n  global rules  \n\n")
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "project rules\n")
+    text = prompt.agents_md(cwd=repo, runner_home=home)
+    assert text == "global rules\n\n--- project-doc ---\n\nproject rules\n"
+    check_golden("agents_md_global_and_project.txt", text)
+    # The global file is not charged to the project budget, and survives max_bytes=0.
+    assert prompt.agents_md(cwd=repo, runner_home=home, max_bytes=0) == "global rules"
+    assert prompt.agents_md(cwd=repo, runner_home=None) == "project rules\n"
+
+
+def test_agents_md_global_override_precedence(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write(home / "AGENTS.md", "global plain")
+    cwd = tmp_path / "nowhere"
+    cwd.mkdir()
+    assert prompt.agents_md(cwd=cwd, runner_home=home) == "global plain"
+    write(home / "AGENTS.override.md", "global override")
+    assert prompt.agents_md(cwd=cwd, runner_home=home) == "global override"
+    write(home / "AGENTS.override.md", " \n")  # blank override: the first non-empty wins
+    assert prompt.agents_md(cwd=cwd, runner_home=home) == "global plain"
+    assert prompt.agents_md(cwd=cwd, runner_home=tmp_path / "missing") is None
+
+
+# --- initial context -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sandbox", ["read-only", "workspace-write", "danger-full-access"])
+def test_initial_context_bare_golden(no_git_above: Path, sandbox: prompt.SandboxMode) -> None:
+    """No developer instructions, no AGENTS.md: permissions + environment only."""
+    cwd = no_git_above / "work"
+    cwd.mkdir()
+    items = prompt.initial_context(
+        cwd=cwd, sandbox=sandbox, network=False, writable_roots=[],
+        developer_instructions=None, runner_home=None, shell="bash",
+        current_date=DATE, timezone=TZ,
+    )
+    assert [(i.type, i.role, len(i.data["content"])) for i in items] == [
+        ("message", "developer", 1), ("message", "user", 1)]
+    check_golden(f"initial_{sandbox}_bare.json", items_json(items, no_git_above))
+
+
+@pytest.mark.parametrize("sandbox", ["read-only", "workspace-write", "danger-full-access"])
+def test_initial_context_full_golden(tmp_path: Path, sandbox: prompt.SandboxMode) -> None:
+    """Developer instructions, global and nested project AGENTS.md, extra root, a note."""
+    home = tmp_path / "home"
+    write(home / "AGENTS.md", "Prefer small commits.")
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "Run `make test` before finishing.\n")
+    write(repo / "pkg" / "AGENTS.md", "This package targets Python 3.11.\n")
+    items = prompt.initial_context(
+        cwd=repo / "pkg", sandbox=sandbox, network=True,
+        writable_roots=[tmp_path / "cache", repo / "pkg"],  # cwd repeated: listed once
+        developer_instructions="Work only on the failing test.",
+        runner_home=home, shell="zsh", current_date=DATE, timezone=TZ,
+        permission_notes=["No sandbox is enforced yet: treat these rules as binding anyway."],
+    )
+    assert [(i.role, len(i.data["content"])) for i in items] == [("developer", 2), ("user", 2)]
+    dev, user = (i.data["content"] for i in items)
+    assert dev[0]["text"].startswith("<permissions instructions>")
+    assert dev[1]["text"] == "Work only on the failing test."
+    assert user[0]["text"].startswith(f"# AGENTS.md instructions for {repo / 'pkg'}\n")
+    assert user[1]["text"].startswith("<environment_context>")
+    check_golden(f"initial_{sandbox}_full.json", items_json(items, tmp_path))
+
+
+def test_initial_context_is_deterministic(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "rules")
+
+    def build() -> list[str]:
+        return [i.wire for i in prompt.initial_context(
+            cwd=repo, sandbox="workspace-write", network=False, writable_roots=[],
+            developer_instructions="", runner_home=None, shell="bash",
+            current_date=DATE, timezone=TZ)]
+
+    first = build()
+    assert build() == first
+    assert '"role":"developer","content":[{"type":"input_text"' in first[0]
+    assert len(json.loads(first[0])["content"]) == 1  # empty developer_instructions: no part
+
+
+def test_initial_items_matches_initial_context(tmp_path: Path) -> None:
+    ctx = TurnContext(cwd=tmp_path, sandbox="workspace-write", network=False, shell="bash",
+                      current_date=DATE, timezone=TZ, writable_roots=(Path("/tmp"),))
+    via_ctx = prompt.initial_items(ctx, developer_instructions="d", runner_home=None)
+    via_kwargs = prompt.initial_context(
+        cwd=tmp_path, sandbox="workspace-write", network=False, writable_roots=[Path("/tmp")],
+        developer_instructions="d", runner_home=None, shell="bash", current_date=DATE,
+        timezone=TZ)
+    assert [i.wire for i in via_ctx] == [i.wire for i in via_kwargs]
+
+
+# --- contextual message detection -------------------------------------------------------
+
+
+def test_is_contextual_user_message(tmp_path: Path) -> None:
+    repo = git_init(tmp_path / "repo")
+    write(repo / "AGENTS.md", "rules")
+    dev, user = prompt.initial_context(
+        cwd=repo, sandbox="read-only", network=False, writable_roots=[],
+        developer_instructions=None, runner_home=None, shell="bash",
+        current_date=DATE, timezone=TZ)
+    assert prompt.is_contextual_user_message(user)
+    assert not prompt.is_contextual_user_message(dev)
+    env_only = message("user", prompt.environment_context(
+        cwd=repo, shell="bash", current_date=DATE, timezone=TZ))
+    assert prompt.is_contextual_user_message(env_only)
+    assert prompt.is_contextual_user_message(
+        Item({"type": "message", "role": "user", "content": "<environment_context>\n</…>"}))
+    assert not prompt.is_contextual_user_message(message("user", "Fix <environment_context>"))
+    assert not prompt.is_contextual_user_message(message("assistant", "<environment_context>"))
+    assert not prompt.is_contextual_user_message(
+        Item({"type": "function_call_output", "call_id": "c", "output": "<environment_context>"}))
+
+
+# --- context updates --------------------------------------------------------------------
+
+
+BASE = TurnContext(cwd=Path("/work/repo"), sandbox="workspace-write", network=False,
+                   shell="bash", current_date=DATE, timezone=TZ)
+
+
+def _replace(**changes: Any) -> TurnContext:
+    return dataclasses.replace(BASE, **changes)
+
+
+def test_context_update_nothing_changed() -> None:
+    assert prompt.context_update(BASE, _replace()) == []
+    assert prompt.context_update(BASE, _replace(shell="zsh")) == []  # shell is ignored
+
+
+def test_context_update_day_rollover() -> None:
+    items = prompt.context_update(BASE, _replace(current_date="2026-03-15"))
+    assert [i.data for i in items] == [message("user", (
+        "<environment_context>\n"
+        "  <shell>bash</shell>\n"
+        "  <current_date>2026-03-15</current_date>\n"
+        "  <timezone>Europe/Berlin</timezone>\n"
+        "</environment_context>")).data]
+    assert prompt.is_contextual_user_message(items[0])
+
+
+def test_context_update_timezone_change_reports_current_shell() -> None:
+    items = prompt.context_update(BASE, _replace(timezone="UTC", shell="zsh"))
+    assert len(items) == 1
+    text = items[0].data["content"][0]["text"]
+    assert "<cwd>" not in text
+    assert "  <shell>zsh</shell>\n" in text and "  <timezone>UTC</timezone>\n" in text
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"network": True}, {"sandbox": "read-only"}, {"sandbox": "danger-full-access"},
+     {"writable_roots": (Path("/tmp"),)}, {"approval": "on-request"},
+     {"permission_notes": ("No sandbox is enforced yet.",)}],
+    ids=["network", "read-only", "full-access", "roots", "approval", "notes"],
+)
+def test_context_update_permissions_only(change: dict[str, object]) -> None:
+    current = _replace(**change)
+    items = prompt.context_update(BASE, current)
+    assert [i.data for i in items] == [message("developer", current.permissions()).data]
+
+
+def test_context_update_cwd_change_golden() -> None:
+    """In workspace-write cwd is a writable root, so both messages go out, developer first."""
+    items = prompt.context_update(BASE, _replace(cwd=Path("/work/repo/sub"),
+                                                 current_date="2026-03-15"))
+    assert [i.role for i in items] == ["developer", "user"]
+    check_golden("update_cwd_workspace-write.json", items_json(items))
+
+
+def test_context_update_cwd_change_read_only() -> None:
+    before = _replace(sandbox="read-only")
+    after = _replace(sandbox="read-only", cwd=Path("/elsewhere"))
+    items = prompt.context_update(before, after)
+    assert [i.role for i in items] == ["user"]
+    assert items[0].data["content"][0]["text"].startswith(
+        "<environment_context>\n  <cwd>/elsewhere</cwd>\n  <shell>bash</shell>\n")
+
+
+def test_context_update_everything_golden() -> None:
+    after = _replace(sandbox="danger-full-access", network=True, cwd=Path("/other"),
+                     current_date="2026-03-16", timezone="America/New_York")
+    items = prompt.context_update(BASE, after)
+    check_golden("update_everything.json", items_json(items))

@@ -1,0 +1,701 @@
+"""Tests for runner.tools.apply_patch.
+
+Golden cases live in `tests/tools/patches/*.case`, one case per file, so the state
+before, the patch and the expected result read top to bottom in one place. Format:
+
+    # comment lines (ignored until the first section header)
+    ~~~ before PATH [+crlf] [+noeol] [+esc]   a file present before the patch
+    ~~~ patch [+crlf] [+esc]                  the patch text
+    ~~~ argv WORD...                          instead of `patch`: a shell tool call whose
+                                              argv is WORD... plus the section text
+    ~~~ after PATH [+crlf] [+noeol] [+esc]    a file expected afterwards
+    ~~~ output                                the exact success output (optional)
+    ~~~ error                                 the exact failure output
+
+A section's text is every line up to the next `~~~` header, each ending in "\\n" (blank
+lines count). `+crlf` ends lines with "\\r\\n" instead, `+noeol` drops the last line's
+ending, and `+esc` decodes `\\uXXXX`, `\\r`, `\\t` and `\\\\` so invisible characters stay
+visible in the case file. For `error` and `output` the final newline is dropped.
+
+With `error`, the tree afterwards must equal the tree before, byte for byte. Otherwise
+the tree afterwards must hold exactly the `after` files: a file that is not listed must
+not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from runner.tools import ToolCall, ToolContext, ToolResult
+from runner.tools import apply_patch as ap
+from runner.tools.apply_patch import (
+    LARK_GRAMMAR,
+    AddFile,
+    ApplyPatchTool,
+    Chunk,
+    DeleteFile,
+    Patch,
+    PatchError,
+    UpdateFile,
+    apply_patch,
+    extract_shell_patch,
+    parse_patch,
+    plan_patch,
+    seek_sequence,
+)
+
+PATCHES = Path(__file__).parent / "patches"
+
+# --------------------------------------------------------------------------- golden
+
+
+@dataclass
+class Case:
+    name: str
+    before: dict[str, bytes] = field(default_factory=dict)
+    after: dict[str, bytes] = field(default_factory=dict)
+    patch: str | None = None
+    argv: list[str] | None = None
+    output: str | None = None
+    error: str | None = None
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|r|t|\\)")
+
+
+def _unescape(text: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if code.startswith("u"):
+            return chr(int(code[1:], 16))
+        return {"r": "\r", "t": "\t", "\\": "\\"}[code]
+
+    return _ESCAPE.sub(one, text)
+
+
+def _section_text(lines: list[str], flags: set[str]) -> str:
+    eol = "\r\n" if "+crlf" in flags else "\n"
+    text = "".join(line + eol for line in lines)
+    if "+noeol" in flags and text.endswith(eol):
+        text = text[: -len(eol)]
+    return _unescape(text) if "+esc" in flags else text
+
+
+def load_case(path: Path) -> Case:
+    case = Case(name=path.stem)
+    sections: list[tuple[list[str], list[str]]] = []
+    for line in path.read_text(encoding="utf-8").split("\n")[:-1]:
+        if line.startswith("~~~ "):
+            sections.append((line[4:].split(), []))
+        elif sections:
+            sections[-1][1].append(line)
+    for header, lines in sections:
+        kind, words = header[0], [w for w in header[1:] if not w.startswith("+")]
+        flags = {w for w in header[1:] if w.startswith("+")}
+        text = _section_text(lines, flags)
+        if kind == "before":
+            case.before[words[0]] = text.encode("utf-8")
+        elif kind == "after":
+            case.after[words[0]] = text.encode("utf-8")
+        elif kind == "patch":
+            case.patch = text
+        elif kind == "argv":
+            case.argv = [*words, text.removesuffix("\n")]
+        elif kind == "output":
+            case.output = text.removesuffix("\n")
+        elif kind == "error":
+            case.error = text.removesuffix("\n")
+        else:
+            raise ValueError(f"{path.name}: unknown section {kind!r}")
+    assert (case.patch is None) != (case.argv is None), f"{path.name}: need patch or argv"
+    return case
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            full = Path(dirpath) / name
+            files[full.relative_to(root).as_posix()] = full.read_bytes()
+    return files
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+CASES = sorted(PATCHES.glob("*.case"))
+
+
+def test_there_are_enough_golden_cases() -> None:
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize("case_file", CASES, ids=[c.stem for c in CASES])
+def test_golden(case_file: Path, tmp_path: Path) -> None:
+    case = load_case(case_file)
+    root = tmp_path / "root"
+    root.mkdir()
+    write_tree(root, case.before)
+
+    if case.argv is not None:
+        found = extract_shell_patch(case.argv)
+        assert found is not None, "shell form not recognised"
+        text, workdir = found
+        result = apply_patch(root, text, workdir=workdir)
+    else:
+        assert case.patch is not None
+        result = apply_patch(root, case.patch)
+
+    if case.error is not None:
+        assert result.output == case.error
+        assert not result.success
+        assert snapshot(root) == case.before
+    else:
+        assert result.success, result.output
+        assert snapshot(root) == case.after
+        if case.output is not None:
+            assert result.output == case.output
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def test_parse_all_hunk_kinds() -> None:
+    patch = parse_patch(
+        "*** Begin Patch\n"
+        "*** Add File: a.txt\n+one\n+two\n"
+        "*** Delete File: b.txt\n"
+        "*** Update File: c.py\n*** Move to: d.py\n"
+        "@@ def f():\n-    pass\n+    return 1\n"
+        "@@\n x\n-y\n*** End of File\n"
+        "*** End Patch\n"
+    )
+    assert patch == Patch(
+        [
+            AddFile("a.txt", "one\ntwo\n"),
+            DeleteFile("b.txt"),
+            UpdateFile(
+                "c.py",
+                "d.py",
+                [
+                    Chunk("def f():", ["    pass"], ["    return 1"], False),
+                    Chunk(None, ["x", "y"], ["x"], True),
+                ],
+            ),
+        ]
+    )
+
+
+def test_parse_stacked_anchor_becomes_anchor_only_chunk() -> None:
+    patch = parse_patch(
+        "*** Begin Patch\n*** Update File: a\n@@ class A\n@@ def f\n-x\n+y\n*** End Patch"
+    )
+    hunk = patch.hunks[0]
+    assert isinstance(hunk, UpdateFile)
+    assert hunk.chunks == [Chunk("class A", [], [], False), Chunk("def f", ["x"], ["y"])]
+
+
+def test_parse_error_carries_line_number() -> None:
+    with pytest.raises(PatchError) as info:
+        parse_patch("*** Begin Patch\n*** Update File: x\n*** End Patch")
+    assert info.value.line == 2
+    assert "update hunk for 'x' is empty" in str(info.value)
+
+
+def test_parse_error_line_numbers_count_heredoc_line() -> None:
+    with pytest.raises(PatchError) as info:
+        parse_patch("<<'EOF'\n*** Begin Patch\n*** Bogus\n*** End Patch\nEOF")
+    assert info.value.line == 3
+
+
+def test_patch_error_is_value_error() -> None:
+    assert issubclass(PatchError, ValueError)
+    with pytest.raises(ValueError, match="first line"):
+        parse_patch("")
+
+
+def test_heredoc_needs_begin_and_end_inside() -> None:
+    with pytest.raises(PatchError, match="first line"):
+        parse_patch("<<'EOF'\nnot a patch\nstill not\nEOF")
+
+
+_PATCHY_LINES = st.sampled_from(
+    [
+        "*** Begin Patch",
+        "*** End Patch",
+        "*** Add File: a",
+        "*** Delete File: a",
+        "*** Update File: a",
+        "*** Move to: b",
+        "*** End of File",
+        "@@",
+        "@@ ctx",
+        "+x",
+        "-x",
+        " x",
+        "",
+        "   ",
+        "<<'EOF'",
+        "EOF",
+        "junk",
+        "*",
+        "\r",
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(st.text())
+def test_parser_only_raises_patch_error_on_any_text(text: str) -> None:
+    with contextlib.suppress(PatchError):
+        parse_patch(text)
+
+
+@settings(max_examples=500)
+@given(st.lists(st.one_of(_PATCHY_LINES, st.text(max_size=8)), max_size=14))
+def test_parser_only_raises_patch_error_on_patch_like_text(lines: list[str]) -> None:
+    try:
+        patch = parse_patch("\n".join(lines))
+    except PatchError:
+        return
+    # Whatever parses, plans against an empty tree with only PatchError, too.
+    with contextlib.suppress(PatchError):
+        plan_patch(patch, lambda _p: None)
+
+
+_LINE = st.text(st.characters(blacklist_characters="\n\r"), max_size=20)
+_PATH = st.from_regex(r"[a-z][a-z0-9_]{0,8}(/[a-z0-9_]{1,8}){0,2}\.txt", fullmatch=True)
+
+
+@given(_PATH, st.lists(_LINE, max_size=10))
+def test_add_file_round_trips(path: str, lines: list[str]) -> None:
+    text = "*** Begin Patch\n*** Add File: " + path + "\n"
+    text += "".join("+" + line + "\n" for line in lines) + "*** End Patch\n"
+    assert parse_patch(text) == Patch([AddFile(path, "".join(line + "\n" for line in lines))])
+
+
+@given(
+    st.lists(_LINE, min_size=1, max_size=12),
+    st.data(),
+    st.lists(_LINE, max_size=4),
+)
+def test_generated_update_applies(lines: list[str], data: st.DataObject, new: list[str]) -> None:
+    start = data.draw(st.integers(0, len(lines) - 1))
+    length = data.draw(st.integers(1, len(lines) - start))
+    old = lines[start : start + length]
+    # The first exact occurrence must be the one we picked.
+    assume(
+        all(lines[i : i + length] != old for i in range(start))
+        and seek_sequence(lines, old, 0, False) == start
+    )
+    text = "*** Begin Patch\n*** Update File: f\n@@\n"
+    text += "".join(f"-{o}\n" for o in old) + "".join(f"+{n}\n" for n in new)
+    text += "*** End Patch"
+    original = "".join(f"{line}\n" for line in lines)
+    (change,) = plan_patch(parse_patch(text), lambda _p: original)
+    expected = lines[:start] + new + lines[start + length :]
+    assert change.contents == "".join(f"{line}\n" for line in expected)
+
+
+# --------------------------------------------------------------------------- planner
+
+
+def test_seek_sequence_passes_in_order() -> None:
+    lines = ["a  ", "  b", "c\u2014d", "b"]
+    assert seek_sequence(lines, ["a"], 0, False) == 0  # trailing whitespace
+    assert seek_sequence(lines, ["b"], 0, False) == 3  # exact beats stripped at 1
+    assert seek_sequence(lines, ["b"], 0, True) == 3
+    assert seek_sequence(lines, ["c-d"], 0, False) == 2  # punctuation folding
+    assert seek_sequence(lines, ["zzz"], 0, False) is None
+    assert seek_sequence(lines, [], 2, False) == 2
+    assert seek_sequence(["x"], ["x", "y"], 0, False) is None
+
+
+def test_plan_is_pure_and_reads_each_path_once() -> None:
+    reads: list[str] = []
+
+    def read(path: str) -> str | None:
+        reads.append(path)
+        return {"a.txt": "1\n2\n"}.get(path)
+
+    patch = parse_patch(
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n-1\n+one\n"
+        "*** Update File: ./a.txt\n@@\n-2\n+two\n*** End Patch"
+    )
+    changes = plan_patch(patch, read)
+    assert reads == ["a.txt"]
+    assert [c.contents for c in changes] == ["one\n2\n", "one\ntwo\n"]
+
+
+def test_plan_rejects_empty_patch() -> None:
+    with pytest.raises(PatchError, match="no file operations"):
+        plan_patch(Patch([]), lambda _p: None)
+
+
+def test_crlf_detection_uses_majority() -> None:
+    patch = parse_patch("*** Begin Patch\n*** Update File: f\n@@\n+new\n*** End Patch")
+    (change,) = plan_patch(patch, lambda _p: "a\r\nb\r\nc\n")
+    assert change.contents == "a\r\nb\r\nc\nnew\r\n"
+
+
+# --------------------------------------------------------------------------- applier
+
+
+def _patch(*body: str) -> str:
+    return "\n".join(["*** Begin Patch", *body, "*** End Patch"])
+
+
+def test_symlink_final_component_escape(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    (root / "link.txt").symlink_to(outside)
+    result = apply_patch(root, _patch("*** Update File: link.txt", "@@", "-secret", "+pwned"))
+    assert not result.success
+    assert "symbolic link" in result.output
+    assert outside.read_text() == "secret\n"
+
+
+def test_symlinked_parent_dir_escape(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "sub").symlink_to(elsewhere, target_is_directory=True)
+    result = apply_patch(root, _patch("*** Add File: sub/new.txt", "+x"))
+    assert not result.success
+    assert "refused path 'sub/new.txt'" in result.output
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_dangling_symlink_escape(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "dangling").symlink_to(tmp_path / "not_yet")
+    result = apply_patch(root, _patch("*** Add File: dangling", "+x"))
+    assert not result.success
+    assert not (tmp_path / "not_yet").exists()
+
+
+def test_symlink_inside_root_is_allowed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "f.txt").write_text("a\n")
+    (root / "alias").symlink_to(root / "real", target_is_directory=True)
+    result = apply_patch(root, _patch("*** Update File: alias/f.txt", "@@", "-a", "+b"))
+    assert result.success, result.output
+    assert (root / "real" / "f.txt").read_text() == "b\n"
+
+
+def test_root_itself_through_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    result = apply_patch(link, _patch("*** Add File: a.txt", "+a"))
+    assert result.success, result.output
+    assert (real / "a.txt").read_text() == "a\n"
+
+
+def test_escape_refused_before_other_hunks_write(tmp_path: Path) -> None:
+    (tmp_path / "ok.txt").write_text("ok\n")
+    result = apply_patch(
+        tmp_path,
+        _patch("*** Update File: ok.txt", "@@", "-ok", "+changed", "*** Delete File: /etc/hosts"),
+    )
+    assert not result.success
+    assert (tmp_path / "ok.txt").read_text() == "ok\n"
+
+
+def test_changes_list_for_events(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a\n")
+    (tmp_path / "src" / "b.txt").write_text("b\n")
+    text = _patch(
+        "*** Add File: c.txt",
+        "+c",
+        "*** Delete File: b.txt",
+        "*** Update File: a.txt",
+        "*** Move to: ../moved.txt",
+        "@@",
+        "-a",
+        "+A",
+    )
+    result = apply_patch(tmp_path, text, workdir="src")
+    assert result.success, result.output
+    assert result.changes == [
+        {"path": "src/c.txt", "kind": "add"},
+        {"path": "src/b.txt", "kind": "delete"},
+        {"path": "src/a.txt", "kind": "update"},
+    ]
+    assert result.output == (
+        "Success. Updated the following files:\nA c.txt\nM ../moved.txt\nD b.txt"
+    )
+    assert (tmp_path / "moved.txt").read_text() == "A\n"
+
+
+def test_update_of_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    result = apply_patch(tmp_path, _patch("*** Update File: d", "@@", "+x"))
+    assert not result.success
+    assert "d is a directory" in result.output
+
+
+def test_add_under_existing_file_is_refused_up_front(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    (tmp_path / "file").write_text("not a dir\n")
+    result = apply_patch(
+        tmp_path,
+        _patch("*** Update File: a.txt", "@@", "-a", "+b", "*** Add File: file/x.txt", "+x"),
+    )
+    assert not result.success
+    assert "file is a file, not a directory" in result.output
+    assert (tmp_path / "a.txt").read_text() == "a\n"
+
+
+def test_non_utf8_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bin.dat").write_bytes(b"\xff\xfe\x00")
+    result = apply_patch(tmp_path, _patch("*** Update File: bin.dat", "@@", "+x"))
+    assert not result.success
+    assert "not UTF-8" in result.output
+
+
+def test_write_failure_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    real_write = Path.write_bytes
+
+    def flaky(self: Path, data: bytes) -> int:
+        if self.name == "b.txt":
+            raise OSError(28, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", flaky)
+    result = apply_patch(
+        tmp_path,
+        _patch("*** Update File: a.txt", "@@", "-a", "+A", "*** Add File: new/b.txt", "+b"),
+    )
+    monkeypatch.undo()
+    assert not result.success
+    assert "No space left on device" in result.output
+    assert "No files were changed." in result.output
+    assert snapshot(tmp_path) == {"a.txt": b"a\n"}
+    assert not (tmp_path / "new").exists()
+
+
+def test_move_keeps_file_mode(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    result = apply_patch(tmp_path, _patch("*** Update File: run.sh", "*** Move to: bin/run.sh"))
+    assert result.success, result.output
+    assert not script.exists()
+    assert (tmp_path / "bin" / "run.sh").stat().st_mode & 0o777 == 0o755
+
+
+def test_update_keeps_file_mode(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o750)
+    result = apply_patch(tmp_path, _patch("*** Update File: run.sh", "@@", "-echo hi", "+echo"))
+    assert result.success, result.output
+    assert script.stat().st_mode & 0o777 == 0o750
+
+
+def test_delete_symlink_removes_link_not_target(tmp_path: Path) -> None:
+    (tmp_path / "target.txt").write_text("t\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "target.txt")
+    result = apply_patch(tmp_path, _patch("*** Delete File: link.txt"))
+    assert result.success, result.output
+    assert not (tmp_path / "link.txt").is_symlink()
+    assert (tmp_path / "target.txt").read_text() == "t\n"
+
+
+# --------------------------------------------------------------------------- shell form
+
+PATCH_TEXT = "*** Begin Patch\n*** Add File: a\n+a\n*** End Patch"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["apply_patch", PATCH_TEXT], (PATCH_TEXT, None)),
+        (["applypatch", PATCH_TEXT], (PATCH_TEXT, None)),
+        (["bash", "-lc", f"apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF\n"], (PATCH_TEXT + "\n", None)),
+        (["bash", "-c", f"apply_patch <<EOF\n{PATCH_TEXT}\nEOF"], (PATCH_TEXT + "\n", None)),
+        (["sh", "-c", f'apply_patch << "X"\n{PATCH_TEXT}\nX'], (PATCH_TEXT + "\n", None)),
+        (
+            ["/usr/bin/zsh", "-lc", f"cd src && apply_patch <<'E'\n{PATCH_TEXT}\nE"],
+            (PATCH_TEXT + "\n", "src"),
+        ),
+        (
+            ["bash", "-lc", f"cd 'my dir' && apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+            (PATCH_TEXT + "\n", "my dir"),
+        ),
+        (
+            ["bash", "-lc", f'cd "a/b" &&apply_patch <<EOF\n{PATCH_TEXT}\nEOF'],
+            (PATCH_TEXT + "\n", "a/b"),
+        ),
+    ],
+)
+def test_extract_shell_patch_forms(argv: list[str], expected: tuple[str, str | None]) -> None:
+    assert extract_shell_patch(argv) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["apply_patch"],
+        ["apply_patch", PATCH_TEXT, "extra"],
+        ["python", "-c", "print(1)"],
+        ["bash", "-lc", "ls -la"],
+        ["bash", "-x", f"apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["fish", "-c", f"apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"echo hi; apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF\necho done"],
+        ["bash", "-lc", f"apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF && echo done"],
+        ["bash", "-lc", f"cd src || apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"cd $HOME && apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"cd a b && apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"apply_patch <<-'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"apply_patch file.patch <<'EOF'\n{PATCH_TEXT}\nEOF"],
+        ["bash", "-lc", f"apply_patch <<'EOF'\n{PATCH_TEXT}"],  # no closing delimiter
+        ["bash", "-lc", f"git apply <<'EOF'\n{PATCH_TEXT}\nEOF"],
+    ],
+)
+def test_extract_shell_patch_rejects(argv: list[str]) -> None:
+    assert extract_shell_patch(argv) is None
+
+
+def test_heredoc_ends_at_first_delimiter_line() -> None:
+    script = f"apply_patch <<'EOF'\n{PATCH_TEXT}\nEOF\nrm -rf x\nEOF"
+    assert extract_shell_patch(["bash", "-lc", script]) is None
+
+
+# --------------------------------------------------------------------------- tool
+
+
+class _NoExecutor:
+    async def run(self, *args: object, **kwargs: object) -> object:
+        raise AssertionError("apply_patch must not run commands")
+
+
+def _ctx(root: Path) -> ToolContext:
+    return ToolContext(cwd=root, executor=_NoExecutor(), env={})  # type: ignore[arg-type]
+
+
+def _run(tool: ApplyPatchTool, call: ToolCall, root: Path) -> ToolResult:
+    return asyncio.run(tool.run(call, _ctx(root)))
+
+
+def test_function_spec_shape() -> None:
+    spec = ApplyPatchTool().spec()
+    assert spec["type"] == "function"
+    assert spec["name"] == "apply_patch"
+    assert spec["strict"] is False
+    assert spec["parameters"] == {
+        "type": "object",
+        "properties": {
+            "input": {
+                "type": "string",
+                "description": spec["parameters"]["properties"]["input"]["description"],
+            }
+        },
+        "required": ["input"],
+        "additionalProperties": False,
+    }
+    description = spec["description"]
+    for needle in ("*** Begin Patch", "relative", "3 lines", "@@", "*** End Patch"):
+        assert needle in description
+    assert json.dumps(spec) == json.dumps(ApplyPatchTool().spec())  # stable bytes
+
+
+def test_freeform_spec_shape() -> None:
+    spec = ApplyPatchTool(freeform=True).spec()
+    assert set(spec) == {"type", "name", "description", "format"}
+    assert spec["type"] == "custom"
+    assert spec["name"] == "apply_patch"
+    assert spec["format"] == {"type": "grammar", "syntax": "lark", "definition": LARK_GRAMMAR}
+
+
+def test_function_description_example_is_a_valid_patch() -> None:
+    description = ApplyPatchTool().spec()["description"]
+    example = description[description.rindex("*** Begin Patch") :]
+    patch = parse_patch(example)
+    assert [type(h) for h in patch.hunks] == [AddFile, UpdateFile, DeleteFile]
+
+
+def test_lark_grammar_accepts_patches() -> None:
+    lark = pytest.importorskip("lark")
+    parser = lark.Lark(LARK_GRAMMAR, parser="lalr")
+    description = ApplyPatchTool().spec()["description"]
+    parser.parse(description[description.rindex("*** Begin Patch") :])
+    parser.parse(
+        "*** Begin Patch\n*** Update File: a\n*** Move to: b\n@@\n \n-x\n+\n"
+        "*** End of File\n*** End Patch"
+    )
+    with pytest.raises(lark.exceptions.LarkError):
+        parser.parse("*** Begin Patch\n*** Frobnicate: a\n*** End Patch\n")
+
+
+def test_run_function_call(tmp_path: Path) -> None:
+    call = ToolCall("c1", "apply_patch", json.dumps({"input": _patch("*** Add File: x", "+1")}))
+    result = _run(ApplyPatchTool(), call, tmp_path)
+    assert result.success
+    assert result.output == "Success. Updated the following files:\nA x"
+    assert result.event == {
+        "type": "file_change",
+        "changes": [{"path": "x", "kind": "add"}],
+        "status": "completed",
+    }
+    assert (tmp_path / "x").read_text() == "1\n"
+
+
+def test_run_custom_call(tmp_path: Path) -> None:
+    (tmp_path / "y").write_text("old\n")
+    call = ToolCall(
+        "c2", "apply_patch", _patch("*** Update File: y", "@@", "-old", "+new"), kind="custom"
+    )
+    result = _run(ApplyPatchTool(freeform=True), call, tmp_path)
+    assert result.success
+    assert result.event is not None and result.event["status"] == "completed"
+    assert (tmp_path / "y").read_text() == "new\n"
+
+
+def test_run_failure_event(tmp_path: Path) -> None:
+    call = ToolCall("c3", "apply_patch", _patch("*** Delete File: nope"), kind="custom")
+    result = _run(ApplyPatchTool(freeform=True), call, tmp_path)
+    assert not result.success
+    assert result.event == {
+        "type": "file_change",
+        "changes": [{"path": "nope", "kind": "delete"}],
+        "status": "failed",
+    }
+
+
+@pytest.mark.parametrize("arguments", ["{not json", "[]", '{"patch": "x"}', '{"input": 3}'])
+def test_run_bad_arguments(arguments: str, tmp_path: Path) -> None:
+    result = _run(ApplyPatchTool(), ToolCall("c4", "apply_patch", arguments), tmp_path)
+    assert not result.success
+    assert result.output.startswith("apply_patch failed: ")
+    assert '"input"' in result.output
+    assert snapshot(tmp_path) == {}
+
+
+def test_module_exports() -> None:
+    for name in ap.__all__:
+        assert hasattr(ap, name)
