@@ -16,12 +16,14 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from runner import items as it
-from runner.errors import ModelError
+from runner.errors import HTTPStatusError, ModelError
 from runner.items import Item, Usage
 from runner.providers import ModelClient, Prompt, StreamEvent
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 
-Status = Literal["completed", "max_turns", "timeout", "failed"]
+Status = Literal["completed", "max_turns", "timeout", "failed", "error"]
+"""`failed`: the model refused or could not go on (context full, invalid prompt);
+`error`: the runner could not reach a working model (network, 5xx, auth)."""
 
 
 class Sink(Protocol):
@@ -107,7 +109,7 @@ class Thread:
                     status, error = "max_turns", (
                         f"stopped after {self.spec.max_requests} model requests (max_turns)")
                 except ModelError as exc:
-                    status, error = "failed", f"model error: {exc}"
+                    status, error = _classify(exc), f"model error: {exc}"
                 if status != "completed":
                     break
                 turns_done += 1
@@ -224,3 +226,9 @@ class Thread:
 
 class _LimitHit(Exception):
     pass
+
+
+def _classify(exc: ModelError) -> Status:
+    if isinstance(exc, HTTPStatusError):
+        return "failed" if exc.status in (400, 413, 422) else "error"
+    return "error" if exc.retryable else "failed"

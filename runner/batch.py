@@ -52,7 +52,7 @@ class BatchResult:
 
     @property
     def exit_code(self) -> int:
-        if any(r.outcome is None for r in self.runs):
+        if any(r.outcome is None or r.outcome.status == "error" for r in self.runs):
             return 3
         return 0 if all(r.outcome and r.outcome.status == "completed" for r in self.runs) else 1
 

@@ -1,0 +1,154 @@
+"""The `runner` command as a user runs it: a real subprocess against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ThreadFactory
+from tests.loopback import (
+    Reply,
+    assert_exact_extension,
+    per_conversation,
+    reply_function_call,
+    reply_message,
+)
+
+
+def write_tasks(tmp_path: Path, base_url: str, tasks: str, defaults: str = "") -> Path:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(
+        "version: 1\n"
+        "providers:\n"
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}\n"
+        "defaults:\n"
+        "  model: fake/test-model\n"
+        f"{defaults}"
+        f"tasks:\n{tasks}")
+    return path
+
+
+def run_cli(*args: str | Path, env: dict[str, str] | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "runner", *map(str, args)], env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def shell(cmd: str, call_id: str) -> Reply:
+    return reply_function_call("shell", {"command": ["bash", "-c", cmd]}, call_id=call_id)
+
+
+def script(req: Any, i: int) -> Reply:
+    if i == 0:
+        return shell("echo from-the-tool; echo $FAKE_API_KEY", f"call{i}")
+    return reply_message("all done")
+
+
+def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(script))
+    tasks = write_tasks(tmp_path, srv.base_url,
+                        "  - {id: one, prompt: say hi, repo: .}\n"
+                        "  - {id: two, prompt: say hi again, repo: .}\n")
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "all done" in res.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["schema_version"] == "runner.report/1"
+    assert report["totals"]["tasks"] == 2 and report["totals"]["completed"] == 2
+    assert report["totals"]["requests"] == 4
+    by_id = {t["id"]: t for t in report["tasks"]}
+    one = by_id["one"]
+    assert one["status"] == "completed" and one["final_message"] == "all done"
+    assert one["model"] == "fake/test-model"
+    assert [r["output_types"] for r in one["requests"]] == [["function_call"], ["message"]]
+    assert one["requests"][1]["usage"]["cached_tokens"] > 0
+    assert one["requests"][1]["usage"]["cache_hit_ratio"] > 0.5
+    assert one["usage"]["input_tokens"] == sum(r["usage"]["input_tokens"]
+                                               for r in one["requests"])
+    # Each thread is an exact extension, request after request; the key is the thread id.
+    convs: dict[str, list[Any]] = {}
+    for r in srv.requests:
+        convs.setdefault(r.prompt_cache_key, []).append(r)
+    assert len(convs) == 2
+    for reqs in convs.values():
+        assert_exact_extension(reqs)
+    assert srv.requests[0].header("authorization") == "Bearer sk-canary-0123456789abcdef"
+    events = [json.loads(line) for line in (out / one["events_file"]).read_text().splitlines()]
+    assert events[0]["type"] == "thread.started"
+    assert any(e["type"] == "request.completed" for e in events)
+    # The key is neither in the agent's environment nor in any artifact.
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert "sk-canary-0123456789abcdef" not in f.read_text(), f
+
+
+def test_json_stream_on_stdout(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(script))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: one, prompt: hi}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "o", "--json")
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[:2] == ["thread.started", "turn.started"]
+    assert types[-1] == "turn.completed"
+    cmd = next(e["item"] for e in events if e["type"] == "item.completed"
+               and e["item"]["type"] == "command_execution")
+    assert cmd["status"] == "completed" and "from-the-tool" in cmd["aggregated_output"]
+    msg = next(e["item"] for e in events if e["type"] == "item.completed"
+               and e["item"]["type"] == "agent_message")
+    assert msg["text"] == "all done" and msg["id"].startswith("item_")
+    usage = events[-1]["usage"]
+    assert set(usage) == {"input_tokens", "cached_input_tokens", "output_tokens",
+                          "reasoning_output_tokens"}
+    assert usage["cached_input_tokens"] > 0
+
+
+def test_limit_gives_exit_1_and_keeps_report(loopback_thread: ThreadFactory,
+                                             tmp_path: Path) -> None:
+    srv = loopback_thread(lambda req, i: shell("true", f"c{i}"))
+    tasks = write_tasks(tmp_path, srv.base_url,
+                        "  - {id: loop, prompt: hi, limits: {max_turns: 2}}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 1
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["tasks"][0]["status"] == "max_turns"
+    assert "max_turns" in report["tasks"][0]["error"]
+
+
+def test_provider_down_is_exit_3(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path, "http://127.0.0.1:9/v1", "  - {id: one, prompt: hi}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 3, res.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["tasks"][0]["status"] == "error"
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_key_is_exit_2(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread([])
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: one, prompt: hi}\n")
+    res = run_cli("run", tasks, env={"FAKE_API_KEY": ""})
+    assert res.returncode == 2
+    assert "FAKE_API_KEY" in res.stderr and "providers.fake.env_key" in res.stderr
+
+
+def test_only_and_bad_flags(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(script))
+    tasks = write_tasks(tmp_path, srv.base_url,
+                        "  - {id: one, prompt: hi}\n  - {id: two, prompt: hi}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "o", "--only", "two")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert [t["id"] for t in report["tasks"]] == ["two"]
+    bad = run_cli("run", tasks, "--only", "three")
+    assert bad.returncode == 2 and "--only" in bad.stderr and "three" in bad.stderr
+    assert run_cli("run", tasks, "--concurrency", "0").returncode == 2
+    assert run_cli("run", tasks, "--model", "nomodel").returncode == 2
+    assert run_cli("frobnicate").returncode == 2
