@@ -22,7 +22,7 @@ ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class ProviderConfig(Frozen):

@@ -9,7 +9,7 @@ SCHEMA_VERSION = "runner.report/1"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class UsageReport(Strict):
