@@ -149,6 +149,9 @@ class Clients:
 
             client = ResponsesClient(base_url, api_key=api_key, headers=p.http_headers,
                                      query_params=p.query_params, store=p.store)
+        from runner.providers.retry import RetryingClient
+
+        client = RetryingClient(client, max_retries=p.request_max_retries)
         self._stack.push_async_callback(client.aclose)
         return client
 

@@ -38,6 +38,8 @@ class ProviderConfig(Frozen):
     """Azure's Responses endpoint needs `store: true` for reasoning items to round-trip."""
     constrained_tools: bool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
+    request_max_retries: Annotated[int, Field(ge=0, le=100)] = 4
+    """How often a request that failed transiently (network, 5xx, cut stream) is resent."""
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
