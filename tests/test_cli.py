@@ -124,7 +124,9 @@ def test_limit_gives_exit_1_and_keeps_report(loopback_thread: ThreadFactory,
 
 def test_provider_down_is_exit_3(tmp_path: Path) -> None:
     tasks = write_tasks(tmp_path, "http://127.0.0.1:9/v1", "  - {id: one, prompt: hi}\n")
-    tasks.write_text(tasks.read_text().replace("env_key: FAKE_API_KEY", "env_key: FAKE_API_KEY, request_max_retries: 1"))
+    text = tasks.read_text().replace("env_key: FAKE_API_KEY",
+                                     "env_key: FAKE_API_KEY, request_max_retries: 1")
+    tasks.write_text(text)
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 3, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -161,7 +163,8 @@ def test_cut_stream_is_resent_without_rerunning_tools(loopback_thread: ThreadFac
 
     srv = loopback_thread([shell("echo x >> ran.txt", "c1"), reply_drop_after(2),
                            reply_message("done")])
-    tasks = write_tasks(tmp_path, srv.base_url, f"  - {{id: one, prompt: hi, repo: '{tmp_path}'}}\n")
+    tasks = write_tasks(tmp_path, srv.base_url,
+                        f"  - {{id: one, prompt: hi, repo: '{tmp_path}'}}\n")
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "ran.txt").read_text() == "x\n"   # the tool ran once
