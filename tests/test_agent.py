@@ -240,3 +240,27 @@ async def test_reasoning_items_are_sent_back(loopback: LoopbackFactory, tmp_path
     assert types[-3:] == ["reasoning", "function_call", "function_call_output"]
     assert all("id" not in i for i in srv.requests[1].input)
     assert_exact_extension(srv.requests)
+
+
+async def test_big_output_is_cut_head_and_tail(loopback: LoopbackFactory,
+                                               tmp_path: Path) -> None:
+    srv = await loopback([shell("echo START; seq 1 200000; echo END", "c"),
+                          reply_message("ok")])
+    await run_thread(srv.base_url, tmp_path)
+    out = json.loads(output_of(srv.requests[1], "c"))
+    text = out["output"]
+    assert len(text.encode()) < 10_200
+    assert text.startswith("Total output lines: 200002\n\nSTART\n1\n")
+    assert text.endswith("199999\n200000\nEND\n")
+    assert "chars truncated…" in text
+
+
+async def test_plan_updates_are_events(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback([reply_function_call("update_plan", {"plan": [
+        {"step": "read", "status": "completed"}, {"step": "fix", "status": "in_progress"}]},
+        call_id="p"), reply_message("ok")])
+    _, sink = await run_thread(srv.base_url, tmp_path)
+    todo = [e["item"] for e in sink.events if e["type"] == "item.completed"
+            and e["item"]["type"] == "todo_list"]
+    assert todo[0]["items"] == [{"text": "read", "completed": True},
+                                {"text": "fix", "completed": False}]

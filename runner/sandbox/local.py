@@ -34,8 +34,13 @@ class Capture:
         self.head = bytearray()
         self.tail = bytearray()
         self.dropped = 0
+        self.newlines = 0
+        self.last = b"\n"
 
     def add(self, chunk: bytes) -> None:
+        if chunk:
+            self.newlines += chunk.count(b"\n")
+            self.last = chunk[-1:]
         room = self.half - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -98,8 +103,9 @@ class LocalExecutor:
             code = 124
         elif code < 0:
             code = 128 - code
+        lines = capture.newlines + (0 if capture.last == b"\n" else 1)
         return ExecResult(code, capture.value(), duration, timed_out=timed_out,
-                          truncated_bytes=capture.dropped)
+                          truncated_bytes=capture.dropped, total_lines=lines)
 
 
 async def _pump(proc: Process, capture: Capture, eof: anyio.Event) -> None:

@@ -41,6 +41,8 @@ class ExecResult:
     duration_s: float
     timed_out: bool = False
     truncated_bytes: int = 0
+    total_lines: int | None = None
+    """Lines of the whole output, counted while streaming (the capture may drop some)."""
 
 
 class Executor(Protocol):

@@ -57,10 +57,12 @@ def truncate_middle(text: str, budget: int = OUTPUT_BUDGET_BYTES) -> tuple[str, 
     return f"{head}…{cut} chars truncated…{tail}", True
 
 
-def format_output(exit_code: int, duration_s: float, text: str) -> str:
+def format_output(exit_code: int, duration_s: float, text: str,
+                  total_lines: int | None = None) -> str:
     body, truncated = truncate_middle(text)
     if truncated:
-        body = f"Total output lines: {text.count(chr(10)) + 1}\n\n{body}"
+        lines = total_lines if total_lines is not None else text.count("\n") + 1
+        body = f"Total output lines: {lines}\n\n{body}"
     return dumps({"output": body,
                   "metadata": {"exit_code": exit_code, "duration_seconds": round(duration_s, 1)}})
 
@@ -123,7 +125,7 @@ class ShellTool:
         event = {"type": "command_execution", "command": _display(args.command),
                  "aggregated_output": truncate_middle(text)[0], "exit_code": res.exit_code,
                  "status": "completed" if res.exit_code == 0 else "failed"}
-        return ToolResult(format_output(res.exit_code, res.duration_s, text),
+        return ToolResult(format_output(res.exit_code, res.duration_s, text, res.total_lines),
                           success=res.exit_code == 0, event=event)
 
 

@@ -1,0 +1,95 @@
+"""The pure Responses stream decoder, event by event."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runner.errors import ContextWindowExceeded, StreamError
+from runner.sse import Assembler
+
+
+def feed(asm: Assembler, kind: str, **payload: object) -> object:
+    return asm.feed(kind, json.dumps({"type": kind, **payload}))
+
+
+def test_full_stream() -> None:
+    asm = Assembler()
+    feed(asm, "response.created", response={"id": "resp_1"})
+    assert feed(asm, "response.output_item.added",
+                item={"type": "message", "id": "m"}) == ("item_added",
+                                                         {"type": "message", "id": "m"})
+    assert feed(asm, "response.output_text.delta", delta="he") == ("text_delta", {"delta": "he"})
+    assert feed(asm, "response.reasoning_summary_text.delta", delta="r")[0] == "reasoning_delta"
+    assert feed(asm, "response.reasoning_text.delta", delta="r")[0] == "reasoning_delta"
+    item = {"type": "message", "id": "m", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "hello", "annotations": []}]}
+    feed(asm, "response.output_item.done", item=item)
+    feed(asm, "response.some_future_event", x=1)
+    feed(asm, "response.completed", response={"id": "resp_1", "usage": {
+        "input_tokens": 100, "input_tokens_details": {"cached_tokens": 60},
+        "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 3},
+        "total_tokens": 107}})
+    assert asm.done and asm.response_id == "resp_1"
+    assert asm.items[0].data == item            # kept exactly as sent
+    assert json.loads(asm.items[0].wire) == {k: v for k, v in item.items() if k != "id"}
+    u = asm.usage
+    assert u is not None
+    assert (u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens,
+            u.total_tokens) == (100, 60, 7, 3, 107)
+
+
+def test_missing_usage_details_are_zero() -> None:
+    asm = Assembler()
+    feed(asm, "response.completed", response={"usage": {"input_tokens": 5,
+                                                        "output_tokens": 2,
+                                                        "input_tokens_details": None}})
+    assert asm.usage is not None and asm.usage.cached_tokens == 0
+    assert asm.usage.total_tokens == 7
+
+
+@pytest.mark.parametrize(("code", "cls", "retryable"), [
+    ("context_length_exceeded", ContextWindowExceeded, False),
+    ("insufficient_quota", StreamError, False),
+    ("invalid_prompt", StreamError, False),
+    ("server_is_overloaded", StreamError, False),
+    ("rate_limit_exceeded", StreamError, True),
+    ("server_error", StreamError, True),
+])
+def test_failed(code: str, cls: type[Exception], retryable: bool) -> None:
+    with pytest.raises(cls) as info:
+        feed(Assembler(), "response.failed", response={"error": {"code": code,
+                                                                 "message": "nope"}})
+    assert code in str(info.value)
+    assert getattr(info.value, "retryable", False) is retryable
+
+
+def test_incomplete_is_retryable() -> None:
+    with pytest.raises(StreamError) as info:
+        feed(Assembler(), "response.incomplete",
+             response={"incomplete_details": {"reason": "max_output_tokens"}})
+    assert info.value.retryable and "max_output_tokens" in str(info.value)
+
+
+def test_bare_error_event() -> None:
+    with pytest.raises(StreamError):
+        feed(Assembler(), "error", error={"code": "server_error", "message": "boom"})
+
+
+def test_invalid_json_is_a_stream_error() -> None:
+    with pytest.raises(StreamError):
+        Assembler().feed("response.output_item.done", "{not json")
+    with pytest.raises(StreamError):
+        Assembler().feed("response.output_item.done", "[1, 2]")
+    with pytest.raises(StreamError):
+        feed(Assembler(), "response.output_item.done", item="nope")
+
+
+@given(st.text(max_size=50), st.text(max_size=200))
+def test_never_raises_anything_else(event: str, data: str) -> None:
+    with contextlib.suppress(StreamError):
+        Assembler().feed(event, data)
