@@ -1,24 +1,99 @@
 """The task file: frozen pydantic models and a YAML loader that remembers line numbers.
 
-PyYAML's node tree carries a line for every key and value; we keep a map from field path
-to line so every validation error can name file, line and field. Pydantic does the
+PyYAML's node tree carries a position for every key and value; we keep a map from field
+path to line so every validation error can name file, line and field. Pydantic does the
 validation itself; this module only translates its errors into located `Problem`s.
+
+The text is parsed once: composed into a node tree (line map, duplicate keys, non-string
+keys, alias cycles and alias bombs are checked on the tree), then constructed from that
+same tree. Anything wrong with the input ends as `ConfigError`, never as a traceback.
 """
 
 from __future__ import annotations
 
+import bisect
+import datetime
 import re
+import types
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from runner.errors import ConfigError, Problem
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
 ToolName = Literal["shell", "apply_patch", "update_plan"]
 ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MODEL_RE = r"^[^/\s]+/\S+$"
+PROVIDER_NAME_RE = r"^[A-Za-z0-9_-]+$"
+COMMAND_LINE = "(command line)"
+
+# YAML 1.1 reads yes/no/on/off as booleans and 1.0 as a float; strict fields keep those
+# from passing as integers (true == 1) or flags. Floats still take integers (60 -> 60.0).
+StrictInt = Annotated[int, Strict()]
+StrictFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+StrictBool = Annotated[bool, Strict()]
+
+
+def _describe(value: object) -> str:
+    """What a value is, in YAML words (never a Python class name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()}; YAML reads yes/no/on/off as booleans)"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return "a date"
+    if isinstance(value, bytes):
+        return "binary data"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (set, frozenset)):
+        return "a set"
+    return "an unsupported value"
+
+
+def _not_blank(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return v
+
+
+def _path_text(v: str) -> str:
+    if not v:
+        raise ValueError("must not be empty; leave the field out to use the default")
+    return v
+
+
+def _version(v: object) -> object:
+    # Literal[1] alone would take `true` and `1.0`, which compare equal to 1.
+    if isinstance(v, (bool, float)):
+        raise ValueError(f"must be 1, got {_describe(v)}")
+    return v
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+PathText = Annotated[str, AfterValidator(_path_text)]
 
 
 class Frozen(BaseModel):
@@ -34,11 +109,11 @@ class ProviderConfig(Frozen):
     query_params: dict[str, str] = {}
     http_headers: dict[str, str] = {}
     wire_api: Literal["responses", "chat"] = "responses"
-    store: bool = False
+    store: StrictBool = False
     """Azure's Responses endpoint needs `store: true` for reasoning items to round-trip."""
-    constrained_tools: bool = False
+    constrained_tools: StrictBool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
-    request_max_retries: Annotated[int, Field(ge=0, le=100)] = 4
+    request_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 4
     """How often a request that failed transiently (network, 5xx, cut stream) is resent."""
 
 
@@ -55,35 +130,37 @@ BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
 
 
 class Limits(Frozen):
-    max_turns: Annotated[int, Field(ge=1, le=100_000)] = 40
+    max_turns: Annotated[StrictInt, Field(ge=1, le=100_000)] = 40
     """Model requests per thread, follow-up turns included."""
-    timeout_s: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 1800
+    timeout_s: Annotated[StrictFloat, Field(gt=0, le=7 * 24 * 3600)] = 1800
 
 
 class ModelOptions(Frozen):
     """Sampling settings sent with each request; unset ones are not sent."""
 
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    seed: int | None = None
-    max_output_tokens: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[StrictFloat, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1)] | None = None
+    seed: StrictInt | None = None
+    max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: StrictBool | None = None
 
 
 class Settings(Frozen):
     """Fields a task may set and `defaults` may set for every task."""
 
-    model: str | None = Field(default=None, pattern=r"^[^/\s]+/\S+$")
-    instructions_file: str | None = None
+    model: str | None = Field(default=None, pattern=MODEL_RE)
+    instructions_file: PathText | None = None
     developer_instructions: str | None = None
     tools: tuple[ToolName, ...] | None = None
     sandbox: SandboxMode | None = None
     limits: Limits | None = None
+    """Merged field by field: the task's fields over the defaults' over the built-in ones."""
     model_options: ModelOptions | None = None
-    shell_timeout_ms: Annotated[int, Field(ge=1, le=24 * 3600 * 1000)] | None = None
+    """Merged field by field, like `limits`."""
+    shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] | None = None
 
     @field_validator("tools")
     @classmethod
@@ -95,27 +172,54 @@ class Settings(Frozen):
 
 class TaskSpec(Settings):
     id: str = Field(pattern=ID_RE)
-    prompt: str = Field(min_length=1)
-    repo: str = "."
-    turns: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    prompt: NonBlank
+    repo: PathText = "."
+    turns: tuple[NonBlank, ...] = ()
+
+
+class _LineMap:
+    """Field path -> line, kept with a parsed TaskFile so `resolve` can locate problems.
+
+    Metadata, not part of the value: any two line maps compare equal, so two TaskFiles with
+    the same content are equal however their files were laid out.
+    """
+
+    __slots__ = ("lines",)
+
+    def __init__(self, lines: dict[Path_, int] | None = None) -> None:
+        self.lines: dict[Path_, int] = lines if lines is not None else {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _LineMap)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"_LineMap({len(self.lines)} paths)"
 
 
 class TaskFile(Frozen):
-    version: Literal[1]
-    providers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], ProviderConfig] = {}
+    version: Annotated[Literal[1], BeforeValidator(_version)]
+    providers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], ProviderConfig] = {}
     defaults: Settings = Settings()
     tasks: tuple[TaskSpec, ...]
+
+    _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
 
     @field_validator("tasks")
     @classmethod
     def _unique_ids(cls, v: tuple[TaskSpec, ...]) -> tuple[TaskSpec, ...]:
         if not v:
             raise ValueError("at least one task is needed")
-        seen: set[str] = set()
-        for t in v:
-            if t.id in seen:
-                raise ValueError(f"task id {t.id!r} is used twice; ids must be unique")
-            seen.add(t.id)
+        first: dict[str, int] = {}
+        for i, t in enumerate(v):
+            if t.id in first:
+                # The context lets parse_task_file blame the second id, not the whole list.
+                raise PydanticCustomError(
+                    "duplicate_task_id", "task id {id} is used twice; ids must be unique",
+                    {"id": repr(t.id), "index": i, "first": first[t.id]})
+            first[t.id] = i
         return v
 
 
@@ -145,29 +249,227 @@ class ResolvedTask(Frozen):
 
 Path_ = tuple[str | int, ...]
 
+_TAG = "tag:yaml.org,2002:"
+_STR_TAGS = {_TAG + "str", _TAG + "value"}
+_MERGE_TAG = _TAG + "merge"
+_KEY_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "null": "null",
+              "timestamp": "a date", "binary": "binary data"}
+ALIAS_EXPANSION_LIMIT = 100_000
+"""How many values aliases may add to a file once expanded (a "billion laughs" guard)."""
 
-def _line_map(node: yaml.Node, path: Path_, out: dict[Path_, int],
-              problems: list[Problem], file: str) -> None:
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
+
+def _esc(text: str) -> str:
+    """Text made safe for a one-line message: unprintable characters escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
+
+
+class _Lines:
+    """Line numbers as editors, `grep -n` and `wc -l` count them: only "\\n" ends a line.
+
+    PyYAML also counts U+0085, U+2028 and U+2029 (and a lone CR), so its `mark.line` drifts
+    after such a character; the character index of a mark is exact.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._newlines = [m.start() for m in re.finditer("\n", text)]
+
+    def __call__(self, index: int) -> int:
+        # == text.count("\n", 0, index) + 1, in O(log n)
+        return bisect.bisect_left(self._newlines, index) + 1
+
+
+class _BadValue(yaml.constructor.ConstructorError):
+    """A scalar whose explicit tag does not fit it, e.g. `!!int ten`."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that remembers anchor names and where aliases stand in sequences, and
+    turns the constructor's own ValueError/KeyError/... on bad tagged values into a
+    located error."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.anchor_names: dict[int, str] = {}
+        self.alias_marks: dict[tuple[int, int], yaml.Mark] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # An alias is the anchored node itself in the tree; keep where the alias stands.
+        if parent is not None and isinstance(index, int) and self.check_event(yaml.AliasEvent):
+            event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+            if isinstance(event.start_mark, yaml.Mark):
+                self.alias_marks[(id(parent), index)] = event.start_mark
+        node = super().compose_node(parent, index)
+        if parent is None:  # the root: every anchor of the document is known now
+            self.anchor_names = {id(n): name for name, n in self.anchors.items()}
+        return node
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
+            value = node.value if isinstance(node, yaml.ScalarNode) else ""
+            shown = f"`{_esc(_short(value))}`" if value else "an empty value"
+            raise _BadValue(None, None, f"{shown} is not a valid {_short_tag(node.tag)}",
+                            node.start_mark) from None
+
+
+# `=` resolves to the YAML 1.1 "value" tag, which SafeLoader cannot construct: read it as text.
+def _construct_text(loader: _Loader, node: yaml.Node) -> str:
+    return loader.construct_yaml_str(node)
+
+
+_Loader.add_constructor(_TAG + "value", _construct_text)
+
+
+class _Walker:
+    """One pass over the node tree: line map, duplicate and non-string keys.
+
+    Aliases reuse node objects, so each node is walked once (remembered by id); a
+    self-referencing alias therefore ends, and a "billion laughs" file stays linear.
+    """
+
+    def __init__(self, file: str, at: _Lines, alias_marks: dict[tuple[int, int], yaml.Mark]):
+        self.file = file
+        self.at = at
+        self.alias_marks = alias_marks
+        self.lines: dict[Path_, int] = {}
+        self.paths: dict[int, Path_] = {}  # node id -> the path it was first seen at
+        self.by_index: dict[int, Path_] = {}  # text index -> deepest path starting there
+        self.problems: list[Problem] = []
+
+    def line(self, node: yaml.Node) -> int:
+        return self.at(node.start_mark.index)
+
+    def walk(self, node: yaml.Node, path: Path_) -> None:
+        self.lines.setdefault(path, self.line(node))
+        if id(node) in self.paths:
+            return
+        self.paths[id(node)] = path
+        self.by_index[node.start_mark.index] = path
+        if isinstance(node, yaml.MappingNode):
+            self._mapping(node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, child in enumerate(node.value):
+                mark = self.alias_marks.get((id(node), i))
+                if mark is not None:
+                    self.lines.setdefault(path + (i,), self.at(mark.index))
+                self.walk(child, path + (i,))
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_) -> None:
+        seen: dict[str, int] = {}
+        merged: list[yaml.Node] = []
         for knode, vnode in node.value:
+            if knode.tag == _MERGE_TAG:
+                merged.append(vnode)
+                self.walk(vnode, path + ("<<",))
+                continue
+            if not (isinstance(knode, yaml.ScalarNode) and knode.tag in _STR_TAGS):
+                self._non_string_key(knode, path)
+                continue
             key = str(knode.value)
+            kpath = path + (key,)
+            line = self.line(knode)
             if key in seen:
-                problems.append(Problem(file, knode.start_mark.line + 1, _dotted(path + (key,)),
-                                        "duplicate key; each key may appear once"))
-            seen.add(key)
-            out[path + (key,)] = knode.start_mark.line + 1
-            _line_map(vnode, path + (key,), out, problems, file)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, child in enumerate(node.value):
-            _line_map(child, path + (i,), out, problems, file)
+                self.problems.append(Problem(
+                    self.file, line, _dotted(kpath),
+                    f"duplicate key; each key may appear once (first at line {seen[key]})"))
+            else:
+                seen[key] = line
+            self.lines[kpath] = line
+            self.walk(vnode, kpath)
+        # Keys brought in by `<<: *base` point at their line in the merged mapping.
+        for m in merged:
+            sources = m.value if isinstance(m, yaml.SequenceNode) else [m]
+            for src in sources:
+                if isinstance(src, yaml.MappingNode):
+                    for knode, _ in src.value:
+                        if isinstance(knode, yaml.ScalarNode) and knode.tag in _STR_TAGS:
+                            self.lines.setdefault(path + (str(knode.value),), self.line(knode))
+
+    def _non_string_key(self, knode: yaml.Node, path: Path_) -> None:
+        if isinstance(knode, yaml.ScalarNode):
+            text = _esc(_short(str(knode.value)))
+            kind = _KEY_KINDS.get(knode.tag[len(_TAG):], _short_tag(knode.tag))
+            name = text or "~"
+            message = (f"keys must be strings; `{name}` reads as {kind}: quote it, as in "
+                       f"'{text}', if it is meant as a name")
+        else:
+            name = "(list)" if isinstance(knode, yaml.SequenceNode) else "(mapping)"
+            message = f"keys must be strings, not a {name[1:-1]}"
+        self.problems.append(Problem(self.file, self.line(knode), _dotted(path + (name,)),
+                                     message))
+
+
+def _alias_problems(root: yaml.Node, walker: _Walker,
+                    anchor_names: dict[int, str]) -> list[Problem]:
+    """A node that contains itself through an alias, or aliases that expand the file
+    beyond ALIAS_EXPANSION_LIMIT values: neither can be a task file."""
+    size: dict[int, int] = {}
+    active: set[int] = set()
+    cycles: list[yaml.Node] = []
+
+    def children(node: yaml.Node) -> list[yaml.Node]:
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        return []
+
+    def expanded(node: yaml.Node) -> int:
+        key = id(node)
+        if key in size:
+            return size[key]
+        if key in active:
+            cycles.append(node)
+            return 0
+        active.add(key)
+        total = 1 + sum(expanded(child) for child in children(node))
+        active.discard(key)
+        size[key] = total
+        return total
+
+    total = expanded(root)
+    file, lines = walker.file, walker.lines
+    if cycles:
+        node = cycles[0]
+        path = walker.paths.get(id(node), ())
+        name = anchor_names.get(id(node))
+        through = f"the alias *{_esc(name)}" if name else "an alias"
+        return [Problem(file, _line_for(path, lines), _dotted(path),
+                        f"contains itself through {through}; recursive structures are "
+                        f"not allowed")]
+    if total - len(size) > ALIAS_EXPANSION_LIMIT:
+        node = root  # blame the smallest node that is still too big
+        while True:
+            big = [c for c in children(node) if size.get(id(c), 0) > ALIAS_EXPANSION_LIMIT]
+            if not big:
+                break
+            node = max(big, key=lambda c: size[id(c)])
+        path = walker.paths.get(id(node), ())
+        return [Problem(file, _line_for(path, lines), _dotted(path),
+                        f"aliases expand this to more than {ALIAS_EXPANSION_LIMIT:,} values; "
+                        f"refusing to load it")]
+    return []
 
 
 def _dotted(path: Path_) -> str:
     s = ""
     for part in path:
-        s += f"[{part}]" if isinstance(part, int) else (f".{part}" if s else str(part))
+        if isinstance(part, int):
+            s += f"[{part}]"
+        else:
+            name = _esc(part) if part else "''"
+            s += f".{name}" if s else name
     return s or "(top level)"
 
 
@@ -178,91 +480,207 @@ def _line_for(path: Path_, lines: dict[Path_, int]) -> int | None:
     return None
 
 
-def _message(err: Any, fields: list[str]) -> str:
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return f"unknown field; allowed here: {', '.join(fields)}"
-    if kind == "missing":
-        return "required field is missing"
-    msg = str(err["msg"])
-    msg = re.sub(r"^Value error, ", "", msg)
-    if kind == "string_pattern_mismatch":
-        pattern = err.get("ctx", {}).get("pattern", "")
-        if pattern == ID_RE:
-            return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        if "https?" in pattern:
-            return "must be an http:// or https:// URL"
-        if "/" in pattern:
-            return "must look like provider/model, e.g. openai/gpt-5.5 or local/smollm2"
-    if kind == "string_too_short" and err.get("ctx", {}).get("min_length") == 1:
-        return "must not be empty"
-    return msg.replace("Input should be", "must be")
+def _yaml_problem(exc: yaml.YAMLError, file: str, at: _Lines,
+                  by_index: dict[int, Path_] | None = None) -> Problem:
+    """One readable line for a PyYAML error: problem, then its context with a line."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        return Problem(file, at(exc.position), "(syntax)",
+                       f"not valid YAML: character U+{code:04X} is not allowed; inside a "
+                       f"double-quoted string write it as {escape}")
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        reason = _esc(" ".join(str(exc).split()))
+        return Problem(file, None, "(syntax)", f"not valid YAML: {reason}")
+    mark = exc.problem_mark or exc.context_mark
+    line = at(mark.index) if mark is not None else None
+    field = "(syntax)"
+    if by_index is not None and isinstance(exc, yaml.constructor.ConstructorError) and mark:
+        field = _dotted(by_index.get(mark.index, ())) if mark.index in by_index else field
+    problem, context = exc.problem, exc.context
+    reason = problem or context or "unreadable"
+    if problem and context:  # PyYAML's order: "while parsing X" (where it began), the problem
+        where = f" at line {at(exc.context_mark.index)}" if exc.context_mark else ""
+        reason = f"{context}{where}, {problem}"
+    reason = _esc(" ".join(reason.split()))
+    if isinstance(exc, _BadValue):
+        return Problem(file, line, field, reason)
+    return Problem(file, line, field, f"not valid YAML: {reason}")
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def _type_at(root: Any, loc: Path_) -> Any:
+    """The annotation at `loc` (pydantic's error location) below `root`, or None."""
+    tp = root
+    for part in loc:
+        tp = _unwrap(tp)
+        origin = get_origin(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            info = tp.model_fields.get(part) if isinstance(part, str) else None
+            if info is None:
+                return None
+            tp = info.annotation
+        elif origin is dict:
+            tp = get_args(tp)[1]  # any key: step over it to the value type
+        elif origin in (tuple, list) and isinstance(part, int):
+            tp = get_args(tp)[0]
+        else:
+            return None
+    return _unwrap(tp)
 
 
 def _allowed_fields(model: type[BaseModel], path: Path_) -> list[str]:
     """Field names of the model at `path`, for 'unknown field' messages."""
-    current: Any = model
-    for part in path[:-1]:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        info = current.model_fields.get(part)
-        if info is None:
-            return []
-        current = _inner_model(info.annotation)
-        if current is None:
-            return []
+    current = _type_at(model, path[:-1])
     if isinstance(current, type) and issubclass(current, BaseModel):
         return list(current.model_fields)
     return []
 
 
-def _inner_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _inner_model(arg)
-        if found is not None:
-            return found
-    return None
+def _list_message(loc: Path_, got: str) -> str:
+    item = _type_at(TaskFile, loc + (0,))
+    if get_origin(item) is Literal:
+        names = [str(a) for a in get_args(item)]
+        return (f"must be a list{got}; allowed items: {', '.join(repr(n) for n in names)}, "
+                f"e.g. [{names[0]}]")
+    if item is str:
+        return f"must be a list of strings{got}"
+    return f"must be a list{got}"
+
+
+def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    got = f", got {_describe(value)}"
+    if kind == "extra_forbidden":
+        return f"unknown field; allowed here: {', '.join(_allowed_fields(TaskFile, loc))}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "must be a mapping" + got
+    if kind in ("tuple_type", "list_type", "iterable_type"):
+        return _list_message(loc, got)
+    if kind == "string_type":
+        hint = " (quote it to make it text)" if not isinstance(value, (list, dict)) else ""
+        return "must be a valid string" + got + hint
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be a valid integer" + got
+    if kind in ("float_type", "float_parsing"):
+        return "must be a number" + got
+    if kind in ("bool_type", "bool_parsing"):
+        return "must be true or false" + got
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "invalid_key":
+        return "keys must be strings"
+    if kind == "duplicate_task_id":
+        first = _line_for(("tasks", ctx.get("first", 0), "id"), lines)
+        return f"task id {ctx.get('id')} is used twice; ids must be unique" + (
+            f" (first at line {first})" if first else "")
+    msg = re.sub(r"^Value error, ", "", str(err["msg"]))
+    if kind == "string_pattern_mismatch":
+        pattern = ctx.get("pattern", "")
+        if pattern == ID_RE:
+            return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        if pattern == PROVIDER_NAME_RE:
+            return "provider names may use only letters, digits, '_' and '-'"
+        if "https?" in pattern:
+            return "must be an http:// or https:// URL"
+        if "/" in pattern:
+            return "must look like provider/model, e.g. openai/gpt-5.5 or local/smollm2"
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "must not be empty"
+    return _esc(msg.replace("Input should be", "must be"))
+
+
+def _validation_problems(exc: ValidationError, file: str,
+                         lines: dict[Path_, int]) -> list[Problem]:
+    problems: list[Problem] = []
+    for err in exc.errors():
+        loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        if loc and loc[-1] == "[key]":  # a dict key failed: blame the key itself
+            loc = loc[:-1]
+        msg_loc = loc
+        if err["type"] == "duplicate_task_id":
+            loc = ("tasks", (err.get("ctx") or {}).get("index", 0), "id")
+        problems.append(Problem(file, _line_for(loc, lines), _dotted(loc),
+                                _message(err, msg_loc, lines)))
+    return problems
 
 
 def parse_task_file(text: str, file: str) -> TaskFile:
     """Parse and validate task file text. Pure: raises ConfigError with located problems."""
-    problems: list[Problem] = []
+    at = _Lines(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _Loader(text)  # checks the characters of the whole text
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([Problem(file, line, "(syntax)", f"not valid YAML: {reason}")]) from None
-    except RecursionError:
-        raise ConfigError([Problem(file, None, "(syntax)", "YAML nested too deeply")]) from None
-    if node is None or data is None:
-        raise ConfigError([Problem(file, 1, "(top level)",
-                                   "the file is empty; expected a mapping with `version: 1` "
-                                   "and `tasks:`")])
-    lines: dict[Path_, int] = {}
-    _line_map(node, (), lines, problems, file)
-    if problems:
-        raise ConfigError(problems)
+        raise ConfigError([_yaml_problem(exc, file, at)]) from None
+    try:
+        data, node, lines = _load(loader, text, file, at)
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
-        raise ConfigError([Problem(file, 1, "(top level)",
-                                   "expected a mapping with `version: 1` and `tasks:`")])
+        raise ConfigError([Problem(file, at(node.start_mark.index), "(top level)",
+                                   f"expected a mapping with `version: 1` and `tasks:`, "
+                                   f"got {_describe(data)}")])
     try:
         tf = TaskFile.model_validate(data)
     except ValidationError as exc:
-        for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
-            fields = _allowed_fields(TaskFile, loc) if err["type"] == "extra_forbidden" else []
-            problems.append(Problem(file, _line_for(loc, lines), _dotted(loc),
-                                    _message(err, fields)))
-        raise ConfigError(problems) from None
+        raise ConfigError(_validation_problems(exc, file, lines)) from None
+    except RecursionError:
+        raise ConfigError([Problem(file, at(node.start_mark.index), "(top level)",
+                                   "nested too deeply")]) from None
     _check_models(tf, file, lines)
+    tf._lines = _LineMap(lines)
     return tf
+
+
+def _load(loader: _Loader, text: str, file: str,
+          at: _Lines) -> tuple[Any, yaml.Node, dict[Path_, int]]:
+    """Compose once, check the tree, construct the data from the same tree."""
+    try:
+        node = loader.get_single_node()
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_problem(exc, file, at)]) from None
+    except RecursionError:  # PyYAML's composer recurses once per level
+        raise ConfigError([Problem(file, at(loader.get_mark().index), "(syntax)",
+                                   "YAML nested too deeply")]) from None
+    if node is None:
+        raise ConfigError([Problem(file, 1, "(top level)",
+                                   "the file is empty; expected a mapping with `version: 1` "
+                                   "and `tasks:`")])
+    walker = _Walker(file, at, loader.alias_marks)
+    try:
+        walker.walk(node, ())
+        problems = walker.problems or _alias_problems(node, walker, loader.anchor_names)
+    except RecursionError:
+        raise ConfigError([Problem(file, None, "(syntax)", "YAML nested too deeply")]) from None
+    if problems:
+        raise ConfigError(problems)
+    try:
+        data: Any = loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_problem(exc, file, at, walker.by_index)]) from None
+    except (RecursionError, ValueError, TypeError, LookupError, AttributeError,
+            ArithmeticError) as exc:
+        raise ConfigError([Problem(file, None, "(syntax)",
+                                   f"cannot read a value: {_esc(str(exc)) or 'unknown error'}")]
+                          ) from None
+    return data, node, walker.lines
 
 
 def _check_models(tf: TaskFile, file: str, lines: dict[Path_, int]) -> None:
@@ -276,10 +694,14 @@ def _check_models(tf: TaskFile, file: str, lines: dict[Path_, int]) -> None:
         provider = model.split("/", 1)[0]
         if provider not in known:
             problems.append(Problem(file, _line_for(path, lines), _dotted(path),
-                                    f"unknown provider {provider!r}; allowed: "
-                                    f"{', '.join(sorted(known))} (add it under `providers:`)"))
+                                    _unknown_provider(provider, known)))
     if problems:
         raise ConfigError(problems)
+
+
+def _unknown_provider(name: str, known: set[str]) -> str:
+    return (f"unknown provider {name!r}; allowed: {', '.join(sorted(known))} "
+            f"(add it under `providers:`)")
 
 
 MAX_TASK_FILE_BYTES = 4 * 1024 * 1024
@@ -303,40 +725,112 @@ def load_task_file(path: Path) -> TaskFile:
     return parse_task_file(text, file)
 
 
+# ---------------------------------------------------------------- resolving
+
+_M = TypeVar("_M", Limits, ModelOptions)
+_T = TypeVar("_T")
+
+
+def _merged(cls: type[_M], *layers: _M | None) -> _M:
+    """Later layers' explicitly set fields over earlier ones' over the built-in defaults."""
+    values: dict[str, Any] = {}
+    for layer in layers:
+        if layer is not None:
+            values.update({name: getattr(layer, name) for name in layer.model_fields_set})
+    return cls.model_validate(values)
+
+
+def _first(*values: _T | None) -> _T | None:
+    for v in values:
+        if v is not None:
+            return v
+    return None
+
+
+def _os_reason(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, RuntimeError) and "loop" in str(exc).lower():
+        return "symlink loop"  # Path.resolve() on Python < 3.13
+    return str(exc) or type(exc).__name__
+
+
+def _check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, str | None]:
+    """(absolute path, problem): the path resolved against base_dir, and what is wrong."""
+    try:
+        path = (base_dir / raw).resolve()
+        ok = path.is_dir() if want_dir else path.is_file()
+    except (OSError, ValueError, RuntimeError) as exc:
+        return None, f"cannot use path {_esc(repr(_short(raw, 80)))}: {_esc(_os_reason(exc))}"
+    if not ok:
+        return path, f"{_esc(str(path))} is not a {'directory' if want_dir else 'file'}"
+    return path, None
+
+
 def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             model_override: str | None = None) -> list[ResolvedTask]:
-    """Apply defaults and resolve paths. Raises ConfigError for missing repos and files."""
-    out: list[ResolvedTask] = []
+    """Apply defaults and resolve paths. Raises ConfigError for missing repos and files.
+
+    Problems carry the line of the field they are about (the line map kept by
+    parse_task_file); an unknown provider in `model_override` is blamed on `--model`.
+    """
+    lines = tf._lines.lines
     problems: list[Problem] = []
+
+    def problem(path: Path_, message: str) -> None:
+        problems.append(Problem(file, _line_for(path, lines), _dotted(path), message))
+
+    known = {**BUILTIN_PROVIDERS, **tf.providers}
+    if model_override is not None:
+        if not re.fullmatch(MODEL_RE, model_override):
+            problems.append(Problem(COMMAND_LINE, None, "--model",
+                                    "must look like provider/model, e.g. local/smollm2"))
+        elif model_override.split("/", 1)[0] not in known:
+            problems.append(Problem(COMMAND_LINE, None, "--model", _unknown_provider(
+                model_override.split("/", 1)[0], set(known))))
     d = tf.defaults
+    files: dict[Path_, Path | None] = {}  # each instructions_file is checked (and blamed) once
+
+    def instructions(path: Path_, raw: str) -> Path | None:
+        if path not in files:
+            found, wrong = _check_path(base_dir, raw, want_dir=False)
+            if wrong is not None:
+                problem(path, wrong)
+            files[path] = found
+        return files[path]
+
+    out: list[ResolvedTask] = []
     for i, t in enumerate(tf.tasks):
-        model = model_override or t.model or d.model or "local/smollm2"
-        provider_name, model_name = model.split("/", 1)
-        provider = tf.providers.get(provider_name) or BUILTIN_PROVIDERS.get(provider_name)
+        repo, wrong = _check_path(base_dir, t.repo, want_dir=True)
+        if wrong is not None:
+            problem(("tasks", i, "repo"), wrong)
+        instr_path: Path | None = None
+        if t.instructions_file is not None:
+            instr_path = instructions(("tasks", i, "instructions_file"), t.instructions_file)
+        elif d.instructions_file is not None:
+            instr_path = instructions(("defaults", "instructions_file"), d.instructions_file)
+
+        model_path: Path_ = ("tasks", i, "model") if t.model is not None else (
+            "defaults", "model")
+        model = model_override or _first(t.model, d.model) or "local/smollm2"
+        provider_name, _, model_name = model.partition("/")
+        provider = known.get(provider_name)
         if provider is None:
-            problems.append(Problem(file, None, f"tasks[{i}].model",
-                                    f"unknown provider {provider_name!r}"))
+            if model_override is None:  # only for a TaskFile that parse_task_file did not make
+                problem(model_path, _unknown_provider(provider_name, set(known)))
             continue
-        repo = (base_dir / t.repo).resolve()
-        if not repo.is_dir():
-            problems.append(Problem(file, None, f"tasks[{i}].repo",
-                                    f"{repo} is not a directory"))
-        instr = t.instructions_file or d.instructions_file
-        instr_path = (base_dir / instr).resolve() if instr else None
-        if instr_path is not None and not instr_path.is_file():
-            problems.append(Problem(file, None, f"tasks[{i}].instructions_file",
-                                    f"{instr_path} is not a file"))
+        if problems or repo is None:
+            continue
         out.append(ResolvedTask(
             id=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
             provider_name=provider_name, provider=provider, model=model_name,
             instructions_file=instr_path,
-            developer_instructions=(t.developer_instructions if t.developer_instructions
-                                    is not None else d.developer_instructions),
-            tools=t.tools if t.tools is not None else (d.tools or DEFAULT_TOOLS),
-            sandbox=t.sandbox or d.sandbox or "danger-full-access",
-            limits=t.limits or d.limits or Limits(),
-            model_options=t.model_options or d.model_options or ModelOptions(),
-            shell_timeout_ms=t.shell_timeout_ms or d.shell_timeout_ms or 10_000,
+            developer_instructions=_first(t.developer_instructions, d.developer_instructions),
+            tools=_first(t.tools, d.tools, DEFAULT_TOOLS) or (),
+            sandbox=_first(t.sandbox, d.sandbox) or "danger-full-access",
+            limits=_merged(Limits, d.limits, t.limits),
+            model_options=_merged(ModelOptions, d.model_options, t.model_options),
+            shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
         ))
     if problems:
         raise ConfigError(problems)
