@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -18,6 +20,7 @@ from typing import IO, Any
 import anyio
 
 from runner import prompt as prompts
+from runner import workspace
 from runner.agent import Outcome, Thread, ThreadSpec
 from runner.config import ModelOptions, ResolvedTask
 from runner.errors import ConfigError, EngineError, Problem
@@ -25,7 +28,6 @@ from runner.fsutil import atomic_write_text
 from runner.providers import ModelClient
 from runner.redact import Redactor
 from runner.reports.events import EventLog
-from runner.reports.json_report import build_report
 from runner.sandbox.env import SECRET_NAME, child_env
 from runner.sandbox.local import LocalExecutor
 from runner.tools import Tool, ToolContext
@@ -43,6 +45,17 @@ class TaskRun:
     outcome: Outcome | None
     events_file: str
     error: str | None = None
+    ws: workspace.Workspace | None = None
+    result: workspace.Result | None = None
+    pushed: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.outcome is None:
+            return "error"
+        if self.result is not None and self.result.violations:
+            return "scope_violation"
+        return self.outcome.status
 
 
 @dataclass
@@ -52,9 +65,22 @@ class BatchResult:
 
     @property
     def exit_code(self) -> int:
-        if any(r.outcome is None or r.outcome.status == "error" for r in self.runs):
+        if any(r.status == "error" for r in self.runs):
             return 3
-        return 0 if all(r.outcome and r.outcome.status == "completed" for r in self.runs) else 1
+        return 0 if all(r.status == "completed" for r in self.runs) else 1
+
+
+def check_repos(tasks: Sequence[ResolvedTask], file: str) -> None:
+    """Every task's repository and base must name a commit before anything starts."""
+    problems = []
+    for i, t in enumerate(tasks):
+        try:
+            workspace.check_base(t.repo, t.git.base)
+        except workspace.WorkspaceError as exc:
+            problems.append(Problem(file, None, f"tasks[{i}] ({t.id}).repo / git.base",
+                                    str(exc)))
+    if problems:
+        raise ConfigError(problems)
 
 
 def secrets_from_env(env: dict[str, str]) -> list[str]:
@@ -109,7 +135,7 @@ def make_tools(task: ResolvedTask) -> list[Tool]:
     if "update_plan" in task.tools:
         chosen.append(PlanTool())
     if "apply_patch" in task.tools:
-        chosen.append(ApplyPatchTool())
+        chosen.append(ApplyPatchTool(freeform=task.apply_patch_tool == "freeform"))
     return chosen
 
 
@@ -167,6 +193,7 @@ async def run_batch(
 ) -> BatchResult:
     env = dict(os.environ)
     check_keys(tasks, env)
+    check_repos(tasks, task_file)
     redact = Redactor(secrets_from_env(env))
     run_id = uuid.uuid4().hex[:12]
     started = dt.datetime.now(dt.UTC)
@@ -175,59 +202,123 @@ async def run_batch(
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.id}.jsonl") for t in tasks]
     limiter = anyio.CapacityLimiter(max(1, concurrency))
+    work_root = Path(tempfile.mkdtemp(prefix="runner-work-"))
 
     async def one(run: TaskRun, clients: Clients) -> None:
         async with limiter:
             t = run.task
             log = EventLog(out_dir / run.events_file, task=t.id, redact=redact, stdout=json_out)
+            ws: workspace.Workspace | None = None
             try:
+                ws = await workspace.prepare(t.repo, base=t.git.base, root=work_root,
+                                             name=t.id)
+                run.ws = ws
                 model = await clients.get(t)
-                extra, reasoning, text = sampling(t.model_options)
-                context = prompts.initial_context(
-                    cwd=t.repo, sandbox=t.sandbox, network=True, writable_roots=[],
-                    developer_instructions=t.developer_instructions, runner_home=runner_home,
-                    shell="bash", current_date=today, timezone=tz,
-                    permission_notes=[NO_SANDBOX_NOTE])
-                spec = ThreadSpec(
-                    thread_id=str(uuid.uuid4()), model=t.model,
-                    instructions=prompts.load_instructions(t.instructions_file),
-                    context=context, prompts=(t.prompt, *t.turns),
-                    max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
-                    parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
-                    reasoning=reasoning, text=text, extra=extra)
-                ctx = ToolContext(cwd=t.repo, executor=LocalExecutor(), env=child_env(env))
-                run.outcome = await Thread(spec, model, make_tools(t), ctx, log).run()
-            except EngineError as exc:
+                run.outcome = await _run_thread(t, ws.path, model, env, log,
+                                                today=today, tz=tz, runner_home=runner_home)
+            except (EngineError, workspace.WorkspaceError) as exc:
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
             finally:
+                if ws is not None:
+                    with anyio.CancelScope(shield=True):
+                        await _keep_result(run, ws, out_dir, run_id, redact, env, log)
+                        await workspace.cleanup(ws)
                 log.close()
             if progress is not None:
                 progress.write(_progress_line(run) + "\n")
                 progress.flush()
 
-    async with AsyncExitStack() as stack:
-        clients = Clients(stack, env)
-        async with anyio.create_task_group() as tg:
-            for run in runs:
-                tg.start_soon(one, run, clients)
+    try:
+        async with AsyncExitStack() as stack:
+            clients = Clients(stack, env)
+            async with anyio.create_task_group() as tg:
+                for run in runs:
+                    tg.start_soon(one, run, clients)
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
     finished = dt.datetime.now(dt.UTC)
-    report = build_report(runs=[(r.task, r.outcome, r.events_file, r.error) for r in runs],
-                          run_id=run_id, task_file=task_file, started=started,
-                          finished=finished)
+    from runner.reports.json_report import build_report
+
+    report = build_report(runs=runs, out_dir=out_dir, run_id=run_id, task_file=task_file,
+                          started=started, finished=finished)
     report_path = out_dir / "report.json"
     atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
     return BatchResult(runs, report_path)
+
+
+async def _run_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
+                      log: EventLog, *, today: str, tz: str,
+                      runner_home: Path | None) -> Outcome:
+    extra, reasoning, text = sampling(t.model_options)
+    context = prompts.initial_context(
+        cwd=cwd, sandbox=t.sandbox, network=True, writable_roots=[],
+        developer_instructions=t.developer_instructions, runner_home=runner_home,
+        shell="bash", current_date=today, timezone=tz, permission_notes=[NO_SANDBOX_NOTE])
+    spec = ThreadSpec(
+        thread_id=str(uuid.uuid4()), model=t.model,
+        instructions=prompts.load_instructions(t.instructions_file),
+        context=context, prompts=(t.prompt, *t.turns),
+        max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
+        parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
+        reasoning=reasoning, text=text, extra=extra)
+    ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(env))
+    return await Thread(spec, model, make_tools(t), ctx, log).run()
+
+
+async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,
+                       redact: Redactor, env: dict[str, str], log: EventLog) -> None:
+    """Commit whatever the run changed, whatever its status: nothing done is lost."""
+    t = run.task
+    status = run.outcome.status if run.outcome else "error"
+    final = (run.outcome.final_message if run.outcome else None) or ""
+    message = redact(f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
+                     f"{final[:4000]}\n\nRunner-Run: {run_id}\nRunner-Status: {status}\n")
+    g = t.git
+    scope = workspace.Scope(allowed=list(g.allowed_paths) if g.allowed_paths is not None
+                            else None, forbidden=list(g.forbidden_paths),
+                            max_diff_lines=g.max_diff_lines)
+    try:
+        result = await workspace.finish(
+            ws, branch_template=g.branch, message=message, scope=scope,
+            fields={"run": run_id, "task": t.id, "model": f"{t.provider_name}/{t.model}",
+                    "repeat": "1"},
+            patch_path=out_dir / "patches" / f"{t.id}.patch")
+    except workspace.WorkspaceError as exc:
+        run.error = f"could not keep the result: {exc}"
+        log.emit({"type": "error", "message": run.error})
+        return
+    run.result = result
+    if result is None:
+        return
+    log.emit({"type": "result.committed", "commit": result.commit, "branch": result.branch,
+              "files_changed": len(result.files), "insertions": result.insertions,
+              "deletions": result.deletions, "violations": list(result.violations)})
+    if g.push is not None and result.branch is not None:
+        token = env.get(g.push.token_env) if g.push.token_env else None
+        try:
+            pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote,
+                                          token=token)
+            run.pushed = pushed.ref
+        except workspace.WorkspaceError as exc:
+            run.error = redact(f"push failed: {exc}")
+            log.emit({"type": "error", "message": run.error})
 
 
 def _progress_line(run: TaskRun) -> str:
     o = run.outcome
     if o is None:
         return f"[{run.task.id}] error: {run.error}"
+    res = run.result
+    where = ""
+    if res is not None:
+        where = (f"\n  branch {res.branch} ({len(res.files)} files, +{res.insertions} "
+                 f"-{res.deletions})" if res.branch else
+                 f"\n  no branch: {'; '.join(res.violations)}")
     u = o.usage
     ratio = f"{u.cached_tokens / u.input_tokens:.0%}" if u.input_tokens else "-"
     line = (f"[{run.task.id}] {o.status}: {len(o.requests)} requests, {o.tool_calls} tool "
             f"calls, {u.input_tokens} input tokens ({ratio} cached), {o.duration_s:.1f} s")
     if o.error:
         line += f"\n  {o.error}"
-    return line
+    return line + where

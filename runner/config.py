@@ -148,6 +148,29 @@ class ModelOptions(Frozen):
     parallel_tool_calls: StrictBool | None = None
 
 
+class PushSettings(Frozen):
+    remote: str = Field(default="origin", min_length=1)
+    """A remote name of the task's repository, or a URL."""
+    token_env: str | None = None
+    """Environment variable with the token for HTTPS pushes; it never reaches the agent."""
+
+
+class GitSettings(Frozen):
+    """How a run's changes become a branch and a patch. Merged field by field."""
+
+    base: str = Field(default="HEAD", min_length=1)
+    """The commit each run starts from; uncommitted changes are not included."""
+    branch: str = Field(default="runner/{run}/{task}-{model}", min_length=1)
+    """Branch name template: {run}, {task}, {model}, {repeat}."""
+    allowed_paths: tuple[str, ...] | None = None
+    """Globs the agent may change (all when unset)."""
+    forbidden_paths: tuple[str, ...] = ()
+    """Globs the agent may not change; `.github/workflows/**` is always forbidden unless an
+    allowed path names it."""
+    max_diff_lines: Annotated[StrictInt, Field(ge=1)] | None = None
+    push: PushSettings | None = None
+
+
 class Settings(Frozen):
     """Fields a task may set and `defaults` may set for every task."""
 
@@ -161,6 +184,9 @@ class Settings(Frozen):
     model_options: ModelOptions | None = None
     """Merged field by field, like `limits`."""
     shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] | None = None
+    apply_patch_tool: Literal["function", "freeform"] | None = None
+    """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
+    git: GitSettings | None = None
 
     @field_validator("tools")
     @classmethod
@@ -243,6 +269,8 @@ class ResolvedTask(Frozen):
     limits: Limits
     model_options: ModelOptions
     shell_timeout_ms: int
+    apply_patch_tool: Literal["function", "freeform"] = "function"
+    git: GitSettings = GitSettings()
 
 
 # ---------------------------------------------------------------- loading
@@ -727,7 +755,7 @@ def load_task_file(path: Path) -> TaskFile:
 
 # ---------------------------------------------------------------- resolving
 
-_M = TypeVar("_M", Limits, ModelOptions)
+_M = TypeVar("_M", Limits, ModelOptions, GitSettings)
 _T = TypeVar("_T")
 
 
@@ -831,6 +859,8 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             limits=_merged(Limits, d.limits, t.limits),
             model_options=_merged(ModelOptions, d.model_options, t.model_options),
             shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
+            apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
+            git=_merged(GitSettings, d.git, t.git),
         ))
     if problems:
         raise ConfigError(problems)

@@ -365,6 +365,21 @@ async def prepare(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> W
         partial(prepare_sync, repo, base=base, root=root, name=name))
 
 
+def check_base(repo: Path, base: str = "HEAD") -> str:
+    """The commit `base` names in `repo`, or a WorkspaceError saying why there is none.
+    Run before a batch starts, so a wrong repo or base is bad input, not a failed run."""
+    if not base or base.startswith("-") or any(ord(c) < 0x20 for c in base):
+        raise WorkspaceError(f"base {base!r} is not a revision")
+    try:
+        return _out(["rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}"],
+                    cwd=repo.resolve()).strip()
+    except GitError as exc:
+        reason = exc.stderr.strip().splitlines()[-1:] or ["unknown error"]
+        raise WorkspaceError(f"{repo}: {base!r} is not a commit there ({reason[0]}); the "
+                             "runner starts every run from a commit, so the repository needs "
+                             "one (git init && git add -A && git commit)") from exc
+
+
 def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Workspace:
     """`prepare` without the thread hop, for benchmarks and synchronous callers."""
     t0 = time.perf_counter()

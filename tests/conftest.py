@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Protocol, Unpack
 
@@ -100,3 +104,21 @@ def loopback_process() -> Iterator[ProcessFactory]:
 
     yield start
     _raise_first([srv.stop for srv in servers])
+
+
+def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    """A real git repository with one commit, for runs that need a base to start from."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in (files or {"README.md": "# sample\n"}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path)}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"]):
+        subprocess.run(["git", *args], cwd=path, check=True, env=env)
+    return path
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    return make_git_repo(tmp_path / "repo")

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from runner.agent import Outcome
-from runner.config import ResolvedTask
 from runner.items import Usage
-from runner.reports.model import Report, RequestReport, TaskReport, Totals, UsageReport
+from runner.reports.model import (
+    Report,
+    RequestReport,
+    ResultReport,
+    TaskReport,
+    Totals,
+    UsageReport,
+    WorkspaceReport,
+)
+
+if TYPE_CHECKING:
+    from runner.batch import TaskRun
 
 
 def usage_report(u: Usage | None) -> UsageReport | None:
@@ -19,33 +30,49 @@ def usage_report(u: Usage | None) -> UsageReport | None:
                        if u.input_tokens else None)
 
 
-def task_report(task: ResolvedTask, o: Outcome | None, events_file: str,
-                error: str | None) -> TaskReport:
+def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
+    task, o = run.task, run.outcome
     name = f"{task.provider_name}/{task.model}"
+    ws = run.ws
+    wsr = (WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
+           if ws is not None else None)
+    res = run.result
+    rr = None
+    if res is not None:
+        patch = res.patch_path
+        rr = ResultReport(commit=res.commit, branch=res.branch,
+                          patch=str(patch.relative_to(out_dir)) if patch.is_relative_to(out_dir)
+                          else str(patch),
+                          files_changed=len(res.files), insertions=res.insertions,
+                          deletions=res.deletions, files=[f.path for f in res.files],
+                          violations=list(res.violations), pushed=run.pushed)
+    error = run.error if o is None else (o.error or run.error)
+    if res is not None and res.violations:
+        error = "scope violation: " + "; ".join(res.violations)
     if o is None:
-        return TaskReport(id=task.id, model=name, status="error", error=error,
+        return TaskReport(id=task.id, model=name, status=run.status, error=error,
                           final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
-                          usage=UsageReport(), requests=[], events_file=events_file)
+                          usage=UsageReport(), requests=[], events_file=run.events_file,
+                          workspace=wsr, result=rr)
     requests = [RequestReport(index=r.index, turn=r.turn, input_items=r.input_items,
                               request_bytes=r.request_bytes,
                               duration_ms=round(r.duration_s * 1000, 1),
                               response_id=r.response_id, output_types=r.output_types,
                               usage=usage_report(r.usage)) for r in o.requests]
-    return TaskReport(id=task.id, model=name, status=o.status, error=o.error,
+    return TaskReport(id=task.id, model=name, status=run.status, error=error,
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
                       usage=usage_report(o.usage) or UsageReport(), requests=requests,
-                      events_file=events_file)
+                      events_file=run.events_file, workspace=wsr, result=rr)
 
 
-def build_report(*, runs: Sequence[tuple[ResolvedTask, Outcome | None, str, str | None]],
-                 run_id: str, task_file: str, started: dt.datetime,
-                 finished: dt.datetime) -> Report:
-    tasks = [task_report(*r) for r in runs]
+def build_report(*, runs: Sequence[TaskRun], out_dir: Path, run_id: str, task_file: str,
+                 started: dt.datetime, finished: dt.datetime) -> Report:
+    tasks = [task_report(r, out_dir) for r in runs]
     total = Usage()
-    for _, o, _, _ in runs:
-        if o is not None:
-            total = total + o.usage
+    for r in runs:
+        if r.outcome is not None:
+            total = total + r.outcome.usage
     done = sum(1 for t in tasks if t.status == "completed")
     totals = Totals(tasks=len(tasks), completed=done, not_completed=len(tasks) - done,
                     requests=sum(len(t.requests) for t in tasks),

@@ -40,12 +40,37 @@ class RequestReport(Strict):
     """As the server reported it for this request; null if it sent none."""
 
 
+class WorkspaceReport(Strict):
+    base: str
+    """The commit the run started from."""
+    base_dirty: bool
+    """The repository had uncommitted changes; they were not part of the run."""
+    setup_s: float
+
+
+class ResultReport(Strict):
+    commit: str
+    """The commit holding every change of the run, on top of `base`."""
+    branch: str | None
+    """The new branch in the task's repository; null when a scope check failed."""
+    patch: str
+    """The patch file (git format-patch), relative to the report directory."""
+    files_changed: int
+    insertions: int
+    deletions: int
+    files: list[str]
+    violations: list[str]
+    """Scope violations (forbidden paths, too many lines); non-empty means no branch."""
+    pushed: str | None = None
+    """The remote ref the branch was pushed to, when `git.push` is set."""
+
+
 class TaskReport(Strict):
     id: str
     model: str
     """provider/model as written in the task file."""
     status: str
-    """completed | max_turns | timeout | failed | error."""
+    """completed | max_turns | timeout | failed | error | scope_violation."""
     error: str | None
     final_message: str | None
     turns_completed: int
@@ -55,6 +80,9 @@ class TaskReport(Strict):
     requests: list[RequestReport]
     events_file: str
     """Path of this thread's JSONL event log, relative to the report directory."""
+    workspace: WorkspaceReport | None = None
+    result: ResultReport | None = None
+    """The run's changes; null when it changed nothing."""
 
 
 class Totals(Strict):

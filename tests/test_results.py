@@ -1,0 +1,185 @@
+"""A batch's changes land as branches and patches; the user's repository is never touched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import (
+    Reply,
+    last_user_text,
+    per_conversation,
+    reply_custom_tool_call,
+    reply_function_call,
+    reply_message,
+)
+from tests.test_cli import run_cli
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def snapshot(repo: Path) -> dict[str, str]:
+    """Everything about the user's repository that a run must not change."""
+    gitdir = repo / ".git"
+    files = sorted(p for p in repo.rglob("*") if p.is_file() and (
+        gitdir not in p.parents or p.parent == gitdir or "hooks" in p.parts))
+    digest = hashlib.sha256()
+    for p in files:   # the work tree, .git/index, HEAD, config, hooks
+        digest.update(str(p.relative_to(repo)).encode() + b"\0" + p.read_bytes())
+    refs = [r for r in git(repo, "for-each-ref").splitlines() if "refs/heads/runner/" not in r]
+    return {"status": git(repo, "status", "--porcelain=v2", "--branch"),
+            "head": git(repo, "rev-parse", "HEAD"), "stash": git(repo, "stash", "list"),
+            "refs": "\n".join(refs), "files": digest.hexdigest()}
+
+
+def patch_script(req: Any, i: int) -> Reply:
+    task = last_user_text(req) if i == 0 else ""
+    if i == 0:
+        if task.startswith("add "):
+            name = task.split()[1]
+            return reply_custom_tool_call(
+                "apply_patch", f"*** Begin Patch\n*** Add File: {name}\n+made by {name}\n"
+                "*** End Patch", call_id="p")
+        if task.startswith("workflow"):
+            return reply_function_call("shell", {"command": [
+                "bash", "-c", "mkdir -p .github/workflows && echo x > .github/workflows/a.yml"]},
+                call_id="s")
+        if task.startswith("nothing"):
+            return reply_message("nothing to do")
+    if i < 3 and task.startswith("forever") or (i > 0 and "forever" in json.dumps(req.input[-3:])):
+        return reply_function_call("shell", {"command": ["bash", "-c", f"echo {i} >> log.txt"]},
+                                   call_id=f"c{i}")
+    return reply_message("done")
+
+
+def tasks_file(dir_: Path, base_url: str, repo: Path, tasks: list[tuple[str, str]],
+               git_settings: str = "") -> Path:
+    lines = ["version: 1", "providers:", f"  fake: {{base_url: '{base_url}'}}", "defaults:",
+             "  model: fake/m", "  apply_patch_tool: freeform"]
+    if git_settings:
+        lines.append(f"  git: {git_settings}")
+    lines.append("tasks:")
+    for tid, prompt in tasks:
+        lines.append(f"  - {{id: {tid}, prompt: '{prompt}', repo: '{repo}'}}")
+    path = dir_ / "tasks.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_eight_runs_on_one_repo_become_eight_branches(loopback_thread: ThreadFactory,
+                                                      tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    (repo / "a.txt").write_text("stashed change\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "stash")
+    (repo / "a.txt").write_text("uncommitted user change\n")   # dirty, must stay as is
+    git(repo, "add", "a.txt")
+    (repo / "a.txt").write_text("unstaged on top\n")
+    before = snapshot(repo)
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo,
+                       [(f"t{i}", f"add file{i}.txt") for i in range(8)])
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out, "--concurrency", "8")
+    assert res.returncode == 0, res.stderr
+    assert snapshot(repo) == before
+    report = json.loads((out / "report.json").read_text())
+    branches = set()
+    for t in report["tasks"]:
+        r = t["result"]
+        assert t["workspace"]["base_dirty"] is True
+        assert r["files"] == [f"file{t['id'][1:]}.txt"] and r["insertions"] == 1
+        assert r["files_changed"] == 1 and r["deletions"] == 0
+        branches.add(r["branch"])
+        assert git(repo, "rev-parse", r["branch"]).strip() == r["commit"]
+        shown = git(repo, "show", f"{r['branch']}:file{t['id'][1:]}.txt")
+        assert shown == f"made by file{t['id'][1:]}.txt\n"
+        # The uncommitted change was not part of the run.
+        assert git(repo, "show", f"{r['branch']}:a.txt") == "a\n"
+        patch = (out / r["patch"]).read_text()
+        assert f"+made by file{t['id'][1:]}.txt" in patch
+        assert "completed" in git(repo, "log", "-1", "--format=%B", r["branch"])
+    assert len(branches) == 8
+    assert all(b.startswith(f"runner/{report['run_id']}/t") for b in branches)
+
+
+def test_patch_applies_to_base(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("one", "add new.txt")])
+    assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    git(clone, "apply", str(tmp_path / "o" / report["tasks"][0]["result"]["patch"]))
+    assert (clone / "new.txt").read_text() == "made by new.txt\n"
+
+
+def test_no_change_no_branch(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    refs = git(repo, "for-each-ref")
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("one", "nothing")])
+    assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 0
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["tasks"][0]["result"] is None
+    assert git(repo, "for-each-ref") == refs
+
+
+def test_limit_keeps_work_on_its_branch(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(
+        lambda req, i: reply_function_call("shell", {"command": [
+            "bash", "-c", f"echo {i} >> log.txt"]}, call_id=f"c{i}")))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("loop", "forever")])
+    text = tasks.read_text().replace("repo:", "limits: {max_turns: 3}, repo:")
+    tasks.write_text(text)
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 1
+    t = json.loads((tmp_path / "o" / "report.json").read_text())["tasks"][0]
+    assert t["status"] == "max_turns"
+    branch = t["result"]["branch"]
+    assert git(repo, "show", f"{branch}:log.txt") == "0\n1\n2\n"
+    assert "max_turns" in git(repo, "log", "-1", "--format=%B", branch)
+
+
+def test_scope_violation_keeps_patch_but_no_branch(loopback_thread: ThreadFactory,
+                                                   tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    refs = git(repo, "for-each-ref")
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("wf", "workflow")])
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 1
+    t = json.loads((tmp_path / "o" / "report.json").read_text())["tasks"][0]
+    assert t["status"] == "scope_violation"
+    assert t["result"]["branch"] is None and t["result"]["violations"]
+    assert ".github/workflows/a.yml" in (tmp_path / "o" / t["result"]["patch"]).read_text()
+    assert git(repo, "for-each-ref") == refs
+
+
+def test_push_with_token_never_leaks(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", str(remote))
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("one", "add pushed.txt")],
+                       git_settings="{push: {remote: origin, token_env: PUSH_TOKEN}}")
+    out = tmp_path / "o"
+    res = run_cli("run", tasks, "--out", out, env={"PUSH_TOKEN": "ghs_canarytoken1234567890"})
+    assert res.returncode == 0, res.stderr
+    t = json.loads((out / "report.json").read_text())["tasks"][0]
+    branch = t["result"]["branch"]
+    assert t["result"]["pushed"]
+    assert git(remote, "rev-parse", branch).strip() == t["result"]["commit"]
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert "ghs_canarytoken" not in f.read_text(errors="replace")
+    assert "ghs_canarytoken" not in res.stderr + res.stdout
