@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
-
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Protocol, Unpack
 
 import pytest
