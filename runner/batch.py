@@ -131,7 +131,9 @@ def make_tools(task: ResolvedTask) -> list[Tool]:
     """Tools in Codex's fixed order (shell, update_plan, apply_patch): part of the prefix."""
     chosen: list[Tool] = []
     if "shell" in task.tools:
-        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms))
+        freeform = "apply_patch" in task.tools and task.apply_patch_tool == "freeform"
+        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms,
+                                plain_output=freeform))
     if "update_plan" in task.tools:
         chosen.append(PlanTool())
     if "apply_patch" in task.tools:

@@ -264,3 +264,15 @@ async def test_plan_updates_are_events(loopback: LoopbackFactory, tmp_path: Path
             and e["item"]["type"] == "todo_list"]
     assert todo[0]["items"] == [{"text": "read", "completed": True},
                                 {"text": "fix", "completed": False}]
+
+
+def test_plain_output_form() -> None:
+    from runner.tools.shell import format_output
+
+    assert format_output(2, 1.234, "oops\n", plain=True) == (
+        "Exit code: 2\nWall time: 1.2 seconds\nOutput:\noops\n")
+    long = "x" * 20_000
+    text = format_output(0, 0.0, long, 1, plain=True)
+    assert text.startswith("Exit code: 0\nWall time: 0.0 seconds\nTotal output lines: 1\nOutput:\n")
+    assert json.loads(format_output(0, 0.04, "ok")) == {
+        "output": "ok", "metadata": {"exit_code": 0, "duration_seconds": 0.0}}

@@ -58,10 +58,17 @@ def truncate_middle(text: str, budget: int = OUTPUT_BUDGET_BYTES) -> tuple[str, 
 
 
 def format_output(exit_code: int, duration_s: float, text: str,
-                  total_lines: int | None = None) -> str:
+                  total_lines: int | None = None, *, plain: bool = False) -> str:
+    """Codex's structured JSON form, or its plain-text form (used when the freeform
+    apply_patch tool is offered, as Codex does for the models trained that way)."""
     body, truncated = truncate_middle(text)
+    lines = total_lines if total_lines is not None else text.count("\n") + 1
+    if plain:
+        head = f"Exit code: {exit_code}\nWall time: {duration_s:.1f} seconds\n"
+        if truncated:
+            head += f"Total output lines: {lines}\n"
+        return f"{head}Output:\n{body}"
     if truncated:
-        lines = total_lines if total_lines is not None else text.count("\n") + 1
         body = f"Total output lines: {lines}\n\n{body}"
     return dumps({"output": body,
                   "metadata": {"exit_code": exit_code, "duration_seconds": round(duration_s, 1)}})
@@ -99,8 +106,9 @@ class ShellArgs:
 class ShellTool:
     name = "shell"
 
-    def __init__(self, *, default_timeout_ms: int = 10_000) -> None:
+    def __init__(self, *, default_timeout_ms: int = 10_000, plain_output: bool = False) -> None:
         self.default_timeout_ms = default_timeout_ms
+        self.plain_output = plain_output
 
     def spec(self) -> dict[str, Any]:
         return SPEC
@@ -112,7 +120,7 @@ class ShellTool:
             return ToolResult(f"invalid shell call: {exc}", success=False)
         intercepted = extract_shell_patch(args.command)
         if intercepted is not None:
-            return _apply_patch_via_shell(ctx, intercepted, args.workdir)
+            return _apply_patch_via_shell(ctx, intercepted, args.workdir, self.plain_output)
         cwd = ctx.cwd / args.workdir if args.workdir else ctx.cwd
         if not cwd.is_dir():
             return ToolResult(f"invalid shell call: workdir {args.workdir!r} is not a directory",
@@ -125,7 +133,8 @@ class ShellTool:
         event = {"type": "command_execution", "command": _display(args.command),
                  "aggregated_output": truncate_middle(text)[0], "exit_code": res.exit_code,
                  "status": "completed" if res.exit_code == 0 else "failed"}
-        return ToolResult(format_output(res.exit_code, res.duration_s, text, res.total_lines),
+        return ToolResult(format_output(res.exit_code, res.duration_s, text, res.total_lines,
+                                        plain=self.plain_output),
                           success=res.exit_code == 0, event=event)
 
 
@@ -136,7 +145,7 @@ def _display(argv: list[str]) -> str:
 
 
 def _apply_patch_via_shell(ctx: ToolContext, found: tuple[str, str | None],
-                           workdir: str | None) -> ToolResult:
+                           workdir: str | None, plain: bool) -> ToolResult:
     """`apply_patch` typed into the shell is applied as a patch, as Codex does: models
     trained on Codex transcripts call it that way, and no such binary exists."""
     patch, cd = found
@@ -146,4 +155,4 @@ def _apply_patch_via_shell(ctx: ToolContext, found: tuple[str, str | None],
     event = {"type": "file_change", "changes": res.changes,
              "status": "completed" if res.success else "failed"}
     return ToolResult(format_output(0 if res.success else 1, time.monotonic() - start,
-                                    res.output), success=res.success, event=event)
+                                    res.output, plain=plain), success=res.success, event=event)
