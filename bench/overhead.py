@@ -41,6 +41,9 @@ class Noop:
         return {"type": "function", "name": "noop", "description": "does nothing",
                 "strict": False, "parameters": {"type": "object", "properties": {}}}
 
+    def started(self, call: ToolCall) -> dict[str, Any] | None:
+        return None
+
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         return ToolResult(OUTPUT)
 

@@ -180,10 +180,9 @@ class Thread:
             result = ToolResult(f"unknown tool {name!r}; available tools: {known}", False)
         else:
             item_id = self._next_item_id()
-            if name == "shell":
-                self.sink.emit({"type": "item.started", "item": {
-                    "id": item_id, "type": "command_execution", "command": call.arguments,
-                    "aggregated_output": "", "status": "in_progress"}})
+            started = tool.started(call)
+            if started is not None:
+                self.sink.emit({"type": "item.started", "item": {"id": item_id, **started}})
             try:
                 result = await tool.run(call, self.ctx)
             except Exception as exc:  # a tool bug must still answer the call

@@ -100,8 +100,12 @@ def test_json_stream_on_stdout(loopback_thread: ThreadFactory, tmp_path: Path) -
     types = [e["type"] for e in events]
     assert types[:2] == ["thread.started", "turn.started"]
     assert types[-1] == "turn.completed"
+    started = next(e["item"] for e in events if e["type"] == "item.started")
+    assert started["command"] == "echo from-the-tool; echo $FAKE_API_KEY"
+    assert started["status"] == "in_progress"
     cmd = next(e["item"] for e in events if e["type"] == "item.completed"
                and e["item"]["type"] == "command_execution")
+    assert cmd["id"] == started["id"]
     assert cmd["status"] == "completed" and "from-the-tool" in cmd["aggregated_output"]
     msg = next(e["item"] for e in events if e["type"] == "item.completed"
                and e["item"]["type"] == "agent_message")

@@ -859,6 +859,9 @@ class ApplyPatchTool:
     def __init__(self, freeform: bool = False) -> None:
         self.freeform = freeform
 
+    def started(self, call: ToolCall) -> dict[str, Any] | None:
+        return None
+
     def spec(self) -> dict[str, Any]:
         if self.freeform:
             return {

@@ -67,6 +67,9 @@ class PlanTool:
     def spec(self) -> dict[str, Any]:
         return SPEC
 
+    def started(self, call: ToolCall) -> dict[str, Any] | None:
+        return None
+
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
             items = parse_plan(call.arguments)

@@ -113,6 +113,14 @@ class ShellTool:
     def spec(self) -> dict[str, Any]:
         return SPEC
 
+    def started(self, call: ToolCall) -> dict[str, Any] | None:
+        try:
+            command = _display(ShellArgs(call.arguments, self.default_timeout_ms).command)
+        except ValueError:
+            command = call.arguments
+        return {"type": "command_execution", "command": command, "aggregated_output": "",
+                "status": "in_progress"}
+
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
             args = ShellArgs(call.arguments, self.default_timeout_ms)
