@@ -32,7 +32,8 @@ build/sample-repo: examples/sample-repo
 
 demo: setup build/sample-repo
 	$(BIN)/runner run configs/quickstart.yaml --out $(OUT)
-	@echo "reports: $(OUT)/report.json and $(OUT)/threads/"
+	@echo "demo done: report $(OUT)/report.json, events $(OUT)/threads/, patch $(OUT)/patches/;"
+	@echo "the result branch is in build/sample-repo: git -C build/sample-repo branch --list 'runner/*'"
 
 lint: setup
 	$(BIN)/ruff check runner tests bench

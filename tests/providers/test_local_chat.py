@@ -58,8 +58,7 @@ SHELL: dict[str, Any] = {
         "additionalProperties": False,
     },
 }
-QUICKSTART_TASK = ('Use the shell tool to run ["bash","-lc","echo hello > hello.txt"] '
-                   'and then reply "Done."')
+QUICKSTART_TASK = 'Use the shell tool to run ["touch","hello.txt"] and then reply "Done."'
 INSTRUCTIONS = ("You are a coding agent working in a git repository. "
                 "Use the shell tool to run commands, then reply to the user.")
 GREEDY = {"temperature": 0, "seed": 42}
@@ -113,6 +112,8 @@ def test_standard_body_sends_tools_and_extra_last() -> None:
         "parameters": SHELL["parameters"]}}]
     assert body["tool_choice"] == "auto" and "response_format" not in body
     assert list(body)[-2:] == ["temperature", "seed"]
+    capped = build_body(prompt(message("user", "hi"), extra={"max_output_tokens": 256}))
+    assert capped["max_tokens"] == 256 and "max_output_tokens" not in capped
 
 
 def test_constrained_body_has_schema_not_tools() -> None:
@@ -291,6 +292,17 @@ async def test_standard_stream_accumulates_calls_and_usage() -> None:
 
 
 @pytest.mark.anyio
+async def test_parallel_calls_get_distinct_ids() -> None:
+    body = sse(delta(tool_calls=[
+        {"index": 0, "function": {"name": "shell", "arguments": "{}"}},
+        {"index": 1, "function": {"name": "shell", "arguments": "{}"}}]), delta("tool_calls"))
+    res = await client_for(stream(body)).generate(prompt(message("user", "hi")))
+    assert [i.type for i in res.items] == ["function_call", "function_call"]
+    assert res.items[0].data["call_id"] != res.items[1].data["call_id"]
+    assert res.usage is None
+
+
+@pytest.mark.anyio
 async def test_constrained_stream_gives_items_not_json_text() -> None:
     body = sse(delta(content='{"tool":"shell",'), delta(content='"arguments":{"command":["ls"]}}'),
                delta("stop"), USAGE)
@@ -378,8 +390,7 @@ async def test_quickstart_loop_calls_then_answers(engine: LocalEngine) -> None:
     first = await client.generate(_quickstart_prompt())
     [call] = first.items
     assert call.type == "function_call" and call.data["name"] == "shell"
-    assert json.loads(call.data["arguments"]) == {
-        "command": ["bash", "-lc", "echo hello > hello.txt"]}
+    assert json.loads(call.data["arguments"]) == {"command": ["touch", "hello.txt"]}
     out = shell_output(call.data["call_id"], "", 0)
     second = await client.generate(_quickstart_prompt(call, out))
     [answer] = second.items

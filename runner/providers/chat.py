@@ -1,0 +1,650 @@
+"""A `ModelClient` over Chat Completions (`POST {base_url}/chat/completions`, SSE).
+
+For servers that speak chat but not Responses, and for the embedded SmolLM2, which cannot
+call tools: its chat template has no tool section and it was trained without tool calls.
+
+Two modes:
+
+* standard: `tools` / `tool_calls`, converted the way Codex's removed chat wire did it
+  (instructions -> first system message, function_call -> assistant `tool_calls`,
+  outputs -> role `tool`).
+* constrained (`constrained_tools=True`): no `tools` are sent. The tools are described in
+  the system message and `response_format: json_schema` forces the answer to be one JSON
+  object, a `oneOf` of `{"tool":NAME,"arguments":{..}}` per tool and `{"answer":".."}`.
+  History is rendered as text the model can read: its own past answers as that JSON, tool
+  results as user turns that start with `[tool output: NAME]` and end with a note that
+  steers it to answer. The JSON answer is turned back into Responses items, with call ids
+  derived from the thread, so reruns give identical items.
+
+Everything that builds a request or reads an answer is a pure function, tested without a
+server; `ChatClient` only adds HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import SSEError, aconnect_sse
+
+from runner.errors import ContextWindowExceeded, HTTPStatusError, StreamError, TransportError
+from runner.items import JSON, Item, Usage, dumps
+from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
+from runner.providers.http import make_client
+
+# --------------------------------------------------------------------------------------
+# Constrained mode: what the model is told and allowed to answer.
+
+MAX_ARRAY_ITEMS = 16
+"""Arrays without `maxItems` get this bound: a 135M model otherwise repeats items forever."""
+MAX_STRING_LENGTH = 2000
+"""Strings without `maxLength` get this bound, for the same reason."""
+
+TOOL_RESULT_HEADER = "[tool output: {name}]"
+"""First line of the turn that carries a tool's output back in constrained mode."""
+
+DEFAULT_TOOL_RESULT_NOTE = 'Now reply to the user with {"answer":"..."}.'
+"""Appended after each tool output in constrained mode. Left alone, SmolLM2 repeats the
+same call: with no note it answered in 0 of 40 probe histories, with "Now reply to the
+user." in 25 of 40, with this line in 76 of 80 (the misses: tasks that quote a whole JSON
+call, which it copies again). It also means one tool call per user turn: set
+`tool_result_note=""` for models that can chain calls."""
+
+ANSWER_FORMAT = """# Answer format
+Answer with exactly one JSON object.
+To use a tool: {"tool":"<tool>","arguments":{...}}
+To answer the user: {"answer":"<text>"}"""
+"""The answer shapes, as the model is told them. The first key is the decision (`tool` or
+`answer`): measured on SmolLM2, a bare `answer` key after "reply to the user" wins far more
+often than a `{"type":"message"}` discriminator does."""
+
+
+@dataclass(frozen=True)
+class Constrained:
+    """Settings of constrained mode (see the module docstring).
+
+    `required_args_only`: ask only for a tool's required arguments. Small models fill
+    every optional field with invented values (SmolLM2 sent `"workdir":"my_bash_workdir"`),
+    which the tool then obeys; left out, the tool uses its defaults.
+    `tool_result_role`: the role of the tool-output turn. `user` works with any template.
+    """
+
+    tool_result_note: str = DEFAULT_TOOL_RESULT_NOTE
+    tool_result_role: str = "user"
+    required_args_only: bool = True
+    max_items: int = MAX_ARRAY_ITEMS
+    max_length: int = MAX_STRING_LENGTH
+
+
+def _function_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [t for t in tools if t.get("type") == "function" and t.get("name")]
+
+
+def _custom_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [t for t in tools if t.get("type") == "custom" and t.get("name")]
+
+
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SUBSCHEMAS = ("items", "additionalProperties", "not")
+
+
+def tighten_schema(schema: Any, *, max_items: int, max_length: int) -> Any:
+    """A copy of a JSON schema with bounds a grammar can enforce.
+
+    Unbounded arrays and strings get `maxItems`/`maxLength`, objects without an explicit
+    `additionalProperties` get `false` (as OpenAI's strict mode does): constrained decoding
+    fixes the syntax, these bounds keep a weak model from looping until `max_tokens`.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    lim = {"max_items": max_items, "max_length": max_length}
+    out = dict(schema)
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(schema.get(key), list):
+            out[key] = [tighten_schema(s, **lim) for s in schema[key]]
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(schema.get(key), dict):
+            out[key] = {k: tighten_schema(v, **lim) for k, v in schema[key].items()}
+    for key in _SUBSCHEMAS:
+        if isinstance(schema.get(key), dict):
+            out[key] = tighten_schema(schema[key], **lim)
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "array" in kinds and "maxItems" not in schema:
+        out["maxItems"] = max_items
+    if "string" in kinds and not any(k in schema for k in ("maxLength", "enum", "const",
+                                                            "pattern", "format")):
+        out["maxLength"] = max_length
+    if "object" in kinds and "additionalProperties" not in schema:
+        out["additionalProperties"] = False
+    return out
+
+
+def _arguments_schema(tool: Mapping[str, Any], settings: Constrained) -> JSON:
+    params = dict(tool.get("parameters") or {"type": "object", "properties": {}})
+    props = params.get("properties")
+    if settings.required_args_only and isinstance(props, dict):
+        required = [r for r in params.get("required") or [] if r in props]
+        params["properties"] = {k: v for k, v in props.items() if k in required}
+        params["required"] = required
+    out: JSON = tighten_schema(params, max_items=settings.max_items,
+                               max_length=settings.max_length)
+    return out
+
+
+def constrained_schema(
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    tool_choice: str = "auto",
+    settings: Constrained = Constrained(),
+) -> JSON:
+    """The `oneOf` the answer must match: one branch per tool, plus the answer branch.
+
+    `{"tool":NAME,"arguments":{..}}` per function tool (`{"tool":NAME,"input":".."}` per
+    custom tool) and `{"answer":".."}`. `tool_choice` `none` leaves only the answer branch,
+    `required` only the tools.
+    """
+    branches: list[JSON] = []
+    if tool_choice != "none":
+        for t in _function_tools(tools):
+            branches.append({
+                "type": "object",
+                "properties": {"tool": {"const": t["name"]},
+                               "arguments": _arguments_schema(t, settings)},
+                "required": ["tool", "arguments"],
+                "additionalProperties": False,
+            })
+        for t in _custom_tools(tools):
+            branches.append({
+                "type": "object",
+                "properties": {"tool": {"const": t["name"]},
+                               "input": {"type": "string", "maxLength": settings.max_length}},
+                "required": ["tool", "input"],
+                "additionalProperties": False,
+            })
+    if tool_choice != "required" or not branches:
+        branches.append({
+            "type": "object",
+            "properties": {"answer": {"type": "string", "maxLength": settings.max_length}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        })
+    return branches[0] if len(branches) == 1 else {"oneOf": branches}
+
+
+def _params_summary(params: Mapping[str, Any]) -> str:
+    props = params.get("properties")
+    if not isinstance(props, dict):
+        return "{}"
+    required = set(params.get("required") or [])
+    parts = []
+    for name, spec in props.items():
+        kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
+        if kind == "array" and isinstance(spec.get("items"), dict):
+            kind = f"{spec['items'].get('type', 'any')}[]"
+        parts.append(f'"{name}": {kind}' + (" (required)" if name in required else ""))
+    return "{" + ", ".join(parts) + "}"
+
+
+def constrained_tools_text(
+    tools: Sequence[Mapping[str, Any]], settings: Constrained = Constrained()
+) -> str:
+    """The section appended to the system message: the answer format and each tool.
+
+    The model never sees the `tools` field in constrained mode, so this is how it learns
+    the tools' names and arguments. Compact on purpose: a 135M model loses a long prompt.
+    """
+    if not _function_tools(tools) and not _custom_tools(tools):
+        return 'Answer with exactly one JSON object: {"answer":"<text>"}'
+    lines = [ANSWER_FORMAT, "", "# Tools"]
+    for t in _function_tools(tools):
+        lines.append(f"## {t['name']}")
+        if t.get("description"):
+            lines.append(str(t["description"]).strip())
+        lines.append("Arguments: " + _params_summary(_arguments_schema(t, settings)))
+    for t in _custom_tools(tools):
+        lines.append(f"## {t['name']}")
+        if t.get("description"):
+            lines.append(str(t["description"]).strip())
+        lines.append(f'Use: {{"tool":"{t["name"]}","input":"..."}}')
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# Prompt -> chat messages and body (pure).
+
+
+def _obj(value: Any) -> JSON:
+    return value if isinstance(value, dict) else {}
+
+
+def _text_of(content: Any) -> str:
+    """Text parts joined with newlines (Codex sends each context section as its own part)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = [str(p.get("text", "")) for p in content
+             if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")]
+    return "\n".join(texts)
+
+
+def _chat_content(content: Any) -> str | list[JSON]:
+    """A string, or a parts list when there are images (as Codex's chat wire did)."""
+    if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") == "input_image" for p in content):
+        parts: list[JSON] = []
+        for p in content:
+            if not isinstance(p, dict):
+                continue
+            if p.get("type") == "input_image":
+                parts.append({"type": "image_url", "image_url": {"url": p.get("image_url", "")}})
+            elif "text" in p:
+                parts.append({"type": "text", "text": str(p["text"])})
+        return parts
+    return _text_of(content)
+
+
+def output_text(output: Any) -> str:
+    """A tool output as text: a string as is, a content list as its text parts."""
+    if isinstance(output, str):
+        return output
+    return _text_of(output)
+
+
+def readable_tool_output(output: str) -> str:
+    """Codex's shell output made stable and plain for a small model.
+
+    The structured form `{"output":..,"metadata":{"exit_code":..,"duration_seconds":..}}`
+    becomes `Exit code: N` + the output; the `Wall time:` line of the text form is dropped.
+    Durations change from run to run, and a prompt that changes breaks determinism.
+    """
+    try:
+        obj = json.loads(output)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and "output" in obj:
+        meta = _obj(obj.get("metadata"))
+        head = f"Exit code: {meta['exit_code']}\n" if "exit_code" in meta else ""
+        return f"{head}Output:\n{obj['output']}"
+    return "\n".join(line for line in output.split("\n") if not line.startswith("Wall time:"))
+
+
+def _args_value(arguments: Any) -> Any:
+    """Arguments as a JSON value for re-rendering; a non-JSON string stays a string."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def render_tool_result(name: str, output: str, note: str) -> str:
+    """The user turn that carries a tool's output back in constrained mode."""
+    body = readable_tool_output(output).rstrip("\n")
+    text = TOOL_RESULT_HEADER.format(name=name) + "\n" + body
+    return f"{text}\n\n{note}" if note else text
+
+
+def chat_messages(
+    prompt: Prompt, *, constrained: Constrained | None = None
+) -> list[JSON]:
+    """The Responses-style prompt as chat messages.
+
+    Developer messages become `system` messages in place: chat servers and small-model
+    templates know `system`, not `developer`. Reasoning and other server-side items are
+    dropped. With `constrained`, calls and outputs are rendered as text (see module doc).
+    """
+    system = prompt.instructions
+    if constrained is not None:
+        tools_text = constrained_tools_text(prompt.tools, constrained)
+        system = f"{system}\n\n{tools_text}" if system else tools_text
+    messages: list[JSON] = [{"role": "system", "content": system}] if system else []
+    names: dict[str, str] = {}
+    for item in prompt.input:
+        d = item.data
+        kind = item.type
+        if kind == "message":
+            role = item.role or "user"
+            if role == "developer":
+                role = "system"
+            if role == "assistant":
+                text = _text_of(d.get("content"))
+                content: Any = (dumps({"answer": text}) if constrained is not None else text)
+            else:
+                content = (_text_of(d.get("content")) if constrained is not None
+                           else _chat_content(d.get("content")))
+            messages.append({"role": role, "content": content})
+        elif kind in ("function_call", "custom_tool_call"):
+            call_id = str(d.get("call_id", ""))
+            name = str(d.get("name", ""))
+            names[call_id] = name
+            if constrained is not None:
+                answer = ({"tool": name, "arguments": _args_value(d.get("arguments", "{}"))}
+                          if kind == "function_call" else
+                          {"tool": name, "input": str(d.get("input", ""))})
+                messages.append({"role": "assistant", "content": dumps(answer)})
+                continue
+            call: JSON = (
+                {"id": call_id, "type": "function",
+                 "function": {"name": name, "arguments": str(d.get("arguments", ""))}}
+                if kind == "function_call" else
+                {"id": call_id, "type": "custom",
+                 "custom": {"name": name, "input": str(d.get("input", ""))}})
+            last = messages[-1] if messages else None
+            if last is not None and last.get("role") == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+                if last.get("content") == "":
+                    last["content"] = None
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = str(d.get("call_id", ""))
+            text = output_text(d.get("output", ""))
+            if constrained is not None:
+                result = render_tool_result(names.get(call_id, "tool"), text,
+                                            constrained.tool_result_note)
+                messages.append({"role": constrained.tool_result_role, "content": result})
+            else:
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+    return messages
+
+
+def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[JSON]:
+    """Function tools in the chat shape; other tool types have no chat equivalent."""
+    out: list[JSON] = []
+    for t in _function_tools(tools):
+        fn: JSON = {"name": t["name"]}
+        if "description" in t:
+            fn["description"] = t["description"]
+        if "strict" in t:
+            fn["strict"] = t["strict"]
+        fn["parameters"] = t.get("parameters") or {"type": "object", "properties": {}}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def build_body(prompt: Prompt, *, constrained: Constrained | None = None) -> JSON:
+    """The request body. Same prompt, same bytes: the server's prefix cache depends on it."""
+    body: JSON = {
+        "model": prompt.model,
+        "messages": chat_messages(prompt, constrained=constrained),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if constrained is not None:
+        # The answer format is ours in this mode; a requested `text.format` cannot apply.
+        schema = constrained_schema(prompt.tools, tool_choice=prompt.tool_choice,
+                                    settings=constrained)
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "answer", "strict": True, "schema": schema}}
+    else:
+        tools = chat_tools(prompt.tools)
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = prompt.tool_choice
+            body["parallel_tool_calls"] = prompt.parallel_tool_calls
+        fmt = prompt.text.get("format") if prompt.text else None
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            spec = {k: v for k, v in fmt.items() if k != "type"}
+            body["response_format"] = {"type": "json_schema", "json_schema": spec}
+    if prompt.reasoning and prompt.reasoning.get("effort"):
+        body["reasoning_effort"] = prompt.reasoning["effort"]
+    for key, value in prompt.extra.items():
+        # The Responses name for the output cap; chat servers know `max_tokens`.
+        body["max_tokens" if key == "max_output_tokens" else key] = value
+    return body
+
+
+# --------------------------------------------------------------------------------------
+# Model answer -> Responses items (pure).
+
+
+def call_id_for(prompt: Prompt, index: int, name: str, arguments: str) -> str:
+    """A call id that is the same on every rerun of the same thread.
+
+    Derived from the position in the thread (input length, output index), the item before
+    it and the call itself: unique within a thread, and no random ids in reports or diffs.
+    """
+    h = hashlib.blake2b(digest_size=12)
+    last = prompt.input[-1].wire if prompt.input else ""
+    for part in (str(len(prompt.input)), str(index), last, name, arguments):
+        h.update(part.encode())
+        h.update(b"\0")
+    return "call_" + h.hexdigest()
+
+
+def _message_item(text: str) -> Item:
+    return Item({"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": text}]})
+
+
+def items_from_constrained(text: str, prompt: Prompt) -> list[Item]:
+    """The model's JSON answer as one Responses item.
+
+    `{"tool":NAME,"arguments":{..}}` -> a `function_call` whose `arguments` is the compact
+    JSON string, `{"tool":NAME,"input":".."}` -> a `custom_tool_call`, `{"answer":".."}` ->
+    an assistant message. Other valid JSON is kept as message text, never dropped.
+    """
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise StreamError(f"constrained answer is not valid JSON ({e}): {text[:200]!r}",
+                          code="invalid_json") from e
+    if isinstance(obj, dict) and isinstance(obj.get("tool"), str) and obj["tool"]:
+        name = obj["tool"]
+        if "input" in obj and "arguments" not in obj:
+            inp = str(obj["input"])
+            return [Item({"type": "custom_tool_call",
+                          "call_id": call_id_for(prompt, 0, name, inp),
+                          "name": name, "input": inp})]
+        args = obj.get("arguments", {})
+        arguments = args if isinstance(args, str) else dumps(args)
+        return [Item({"type": "function_call", "call_id": call_id_for(prompt, 0, name, arguments),
+                      "name": name, "arguments": arguments})]
+    if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
+        return [_message_item(obj["answer"])]
+    return [_message_item(text)]
+
+
+@dataclass
+class _ToolCallAcc:
+    name: str = ""
+    arguments: str = ""
+    kind: str = "function"
+
+
+@dataclass
+class ChatStreamState:
+    """Accumulates chat completion chunks into text, reasoning, tool calls and usage."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: dict[int, _ToolCallAcc] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: JSON | None = None
+    response_id: str | None = None
+
+    def feed(self, chunk: JSON, on_event: OnEvent | None = None,
+             *, text_events: bool = True) -> None:
+        if self.response_id is None and isinstance(chunk.get("id"), str):
+            self.response_id = chunk["id"]
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            delta = _obj(choice.get("delta"))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self.text += content
+                if on_event is not None and text_events:
+                    on_event(StreamEvent("text_delta", {"delta": content}))
+            reasoning = delta.get("reasoning_content", delta.get("reasoning"))
+            if isinstance(reasoning, dict):
+                reasoning = reasoning.get("text", reasoning.get("content"))
+            if isinstance(reasoning, str) and reasoning:
+                self.reasoning += reasoning
+                if on_event is not None:
+                    on_event(StreamEvent("reasoning_delta", {"delta": reasoning}))
+            for tc in delta.get("tool_calls") or []:
+                if not isinstance(tc, dict):
+                    continue
+                index = tc.get("index")
+                if not isinstance(index, int):
+                    index = len(self.calls)
+                acc = self.calls.setdefault(index, _ToolCallAcc())
+                fn = _obj(tc.get("function"))
+                custom = _obj(tc.get("custom"))
+                if tc.get("type") == "custom" or custom:
+                    acc.kind = "custom"
+                acc.name += str(fn.get("name") or custom.get("name") or "")
+                acc.arguments += str(fn.get("arguments") or custom.get("input") or "")
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+
+    def items(self, prompt: Prompt, *, constrained: bool) -> list[Item]:
+        out: list[Item] = []
+        if self.reasoning:
+            out.append(Item({"type": "reasoning", "summary": [],
+                             "content": [{"type": "reasoning_text", "text": self.reasoning}]}))
+        if constrained and not self.calls:
+            return out + items_from_constrained(self.text, prompt)
+        if self.text:
+            out.append(_message_item(self.text))
+        for _, acc in sorted(self.calls.items()):
+            index = len(out)
+            if acc.kind == "custom":
+                out.append(Item({"type": "custom_tool_call",
+                                 "call_id": call_id_for(prompt, index, acc.name, acc.arguments),
+                                 "name": acc.name, "input": acc.arguments}))
+            else:
+                out.append(Item({"type": "function_call",
+                                 "call_id": call_id_for(prompt, index, acc.name, acc.arguments),
+                                 "name": acc.name, "arguments": acc.arguments}))
+        return out
+
+
+# --------------------------------------------------------------------------------------
+# HTTP.
+
+
+def _is_context_error(status: int, body: str) -> bool:
+    low = body.lower()
+    return status in (400, 413) and any(s in low for s in (
+        "context_length_exceeded", "exceed_context_size", "exceeds the available context",
+        "context length", "maximum context"))
+
+
+class ChatClient:
+    """`ModelClient` for `POST {base_url}/chat/completions` with SSE streaming.
+
+    One `httpx.AsyncClient` (from `http.make_client`) per client, so requests share a pool.
+    llama.cpp's server closes the connection after every streamed answer while announcing
+    keep-alive, so a request sent on the just-closed connection fails before any response;
+    that case, and only that case, is resent once, immediately (the server never read it).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        query_params: Mapping[str, str] | None = None,
+        constrained_tools: bool = False,
+        constrained: Constrained | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.params = dict(query_params or {})
+        hdrs = dict(headers or {})
+        if api_key:
+            hdrs["Authorization"] = f"Bearer {api_key}"
+        self.constrained = (constrained or Constrained()) if constrained_tools else None
+        self._own_client = client is None
+        self._client = client if client is not None else make_client(headers=hdrs)
+        self._headers = {} if self._own_client else hdrs
+
+    def build_body(self, prompt: Prompt) -> JSON:
+        return build_body(prompt, constrained=self.constrained)
+
+    async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+        body = self.build_body(prompt)
+        data = dumps(body).encode()
+        headers = {**self._headers, "Content-Type": "application/json"}
+        for attempt in (0, 1):
+            try:
+                state = await self._stream(data, headers, on_event)
+                break
+            except httpx.RemoteProtocolError as e:
+                if attempt == 0 and "without sending a response" in str(e):
+                    continue
+                raise TransportError(f"{type(e).__name__}: {e}") from e
+            except httpx.TransportError as e:
+                raise TransportError(f"{type(e).__name__}: {e}") from e
+        usage = Usage.from_chat(state.usage)
+        if state.finish_reason == "length":
+            cap = body.get("max_completion_tokens", body.get("max_tokens"))
+            if isinstance(cap, int) and usage is not None and usage.output_tokens >= cap:
+                raise StreamError(f"the answer hit max_tokens={cap} before it was complete",
+                                  code="max_output_tokens")
+            raise ContextWindowExceeded("the model ran out of context (finish_reason: length)")
+        if state.finish_reason is None:
+            raise TransportError("stream ended before a finish_reason")
+        items = state.items(prompt, constrained=self.constrained is not None)
+        if on_event is not None:
+            for item in items:
+                on_event(StreamEvent("item_added", {"item": item.data}))
+                on_event(StreamEvent("item_done", {"item": item.data}))
+        return ModelResponse(items=items, usage=usage, response_id=state.response_id,
+                             request_bytes=len(data))
+
+    async def _stream(self, data: bytes, headers: dict[str, str],
+                      on_event: OnEvent | None) -> ChatStreamState:
+        state = ChatStreamState()
+        text_events = self.constrained is None
+        async with aconnect_sse(self._client, "POST", self.url, content=data,
+                                headers=headers, params=self.params) as source:
+            resp = source.response
+            if resp.status_code >= 400:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                if _is_context_error(resp.status_code, text):
+                    raise ContextWindowExceeded(text[:500])
+                raise HTTPStatusError(resp.status_code, text)
+            try:
+                async for sse in source.aiter_sse():
+                    if sse.data == "[DONE]":
+                        break
+                    if not sse.data:
+                        continue
+                    try:
+                        chunk = json.loads(sse.data)
+                    except ValueError as e:
+                        raise StreamError(f"malformed chunk: {sse.data[:200]!r}") from e
+                    if not isinstance(chunk, dict):
+                        raise StreamError(f"malformed chunk: {sse.data[:200]!r}")
+                    if sse.event == "error" or "error" in chunk:
+                        err = chunk.get("error", chunk)
+                        msg = dumps(err)
+                        if _is_context_error(400, msg):
+                            raise ContextWindowExceeded(msg[:500])
+                        raise StreamError(msg[:500], code=(err.get("type") or err.get("code"))
+                                          if isinstance(err, dict) else None)
+                    state.feed(chunk, on_event, text_events=text_events)
+            except SSEError as e:
+                raise StreamError(str(e)) from e
+        return state
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._client.aclose()

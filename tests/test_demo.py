@@ -1,0 +1,51 @@
+"""The quickstart on the real embedded model (slow): the `make demo` promise, as a test."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_git_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+def test_quickstart_on_embedded_model(tmp_path: Path) -> None:
+    sample = ROOT / "examples" / "sample-repo"
+    repo = make_git_repo(tmp_path / "build" / "sample-repo",
+                         {p.name: p.read_text() for p in sample.iterdir() if p.is_file()})
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "runner", "run", str(configs / "quickstart.yaml"),
+                          "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in res.stderr
+    report = json.loads((out / "report.json").read_text())
+    task = report["tasks"][0]
+    assert task["status"] == "completed", (task["error"], res.stderr)
+    requests = task["requests"]
+    assert len(requests) >= 2
+    assert requests[0]["output_types"] == ["function_call"]
+    assert requests[-1]["output_types"] == ["message"] and task["final_message"]
+    # A real number from the engine's KV cache, not an estimate.
+    assert any(r["usage"]["cached_tokens"] > 0 for r in requests[1:])
+    events = [json.loads(line) for line in (out / task["events_file"]).read_text().splitlines()]
+    done = [e["item"] for e in events if e["type"] == "item.completed"
+            and e["item"]["type"] == "command_execution"]
+    assert done and "exit_code" in done[0]
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                          text=True).stdout == ""
+    # The change the model made comes back as a branch and a patch, with diff stats.
+    result = task["result"]
+    assert result["files"] == ["hello.txt"] and result["files_changed"] == 1
+    assert (out / result["patch"]).is_file()
+    shown = subprocess.run(["git", "ls-tree", "--name-only", result["branch"]], cwd=repo,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert "hello.txt" in shown
