@@ -7,12 +7,13 @@ This is the only module that knows every part; each part knows only its protocol
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -204,7 +205,6 @@ async def run_batch(
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.id}.jsonl") for t in tasks]
     limiter = anyio.CapacityLimiter(max(1, concurrency))
-    work_root = Path(tempfile.mkdtemp(prefix="runner-work-"))
 
     async def one(run: TaskRun, clients: Clients) -> None:
         async with limiter:
@@ -231,14 +231,12 @@ async def run_batch(
                 progress.write(_progress_line(run) + "\n")
                 progress.flush()
 
-    try:
+    with _work_root() as work_root:
         async with AsyncExitStack() as stack:
             clients = Clients(stack, env)
             async with anyio.create_task_group() as tg:
                 for run in runs:
                     tg.start_soon(one, run, clients)
-    finally:
-        shutil.rmtree(work_root, ignore_errors=True)
     finished = dt.datetime.now(dt.UTC)
     from runner.reports.json_report import build_report
 
@@ -305,6 +303,34 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
         except workspace.WorkspaceError as exc:
             run.error = redact(f"push failed: {exc}")
             log.emit({"type": "error", "message": run.error})
+
+
+@contextmanager
+def _work_root() -> Iterator[Path]:
+    """Where the run checkouts live: outside any repository, at the same path every time
+    (`$TMPDIR/runner-work/0`, or `/1`... while another batch holds `0`), because the path is
+    part of the prompt (cwd): a stable prompt keeps runs reproducible and cacheable. A lock
+    held for the batch tells a concurrent batch to take the next slot; whatever a killed
+    batch left in a free slot is removed first."""
+    base = Path(tempfile.gettempdir()) / "runner-work"
+    base.mkdir(exist_ok=True)
+    for slot in range(1000):
+        lock = (base / f"{slot}.lock").open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        root = base / str(slot)
+        try:
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            yield root
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+            lock.close()
+        return
+    raise RuntimeError(f"no free workspace slot under {base}")
 
 
 def _progress_line(run: TaskRun) -> str:

@@ -42,8 +42,13 @@ def test_quickstart_on_embedded_model(tmp_path: Path) -> None:
     assert done and "exit_code" in done[0]
     assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
                           text=True).stdout == ""
-    # The change the model made comes back as a branch and a patch, with diff stats.
+    # The change the model made comes back as a branch and a patch, with diff stats. (The
+    # quickstart is deterministic for a given day, since the date is in the prompt; a 135M
+    # model may still get the command wrong some day, and then there is nothing to keep.)
     result = task["result"]
+    if done[0]["exit_code"] != 0:
+        assert result is None
+        return
     assert result["files"] == ["hello.txt"] and result["files_changed"] == 1
     assert (out / result["patch"]).is_file()
     shown = subprocess.run(["git", "ls-tree", "--name-only", result["branch"]], cwd=repo,
