@@ -28,6 +28,7 @@ from runner import items as it  # noqa: E402
 from runner.agent import Thread, ThreadSpec  # noqa: E402
 from runner.providers.responses import ResponsesClient  # noqa: E402
 from runner.tools import ToolCall, ToolContext, ToolResult  # noqa: E402
+from tests.conftest import make_git_repo  # noqa: E402
 from tests.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
 
 STEPS = 50
@@ -107,9 +108,10 @@ def bench_overhead() -> None:
 def bench_startup() -> None:
     with ThreadedServer(lambda req, i: reply_message("hi")) as srv, \
             tempfile.TemporaryDirectory() as tmp:
+        make_git_repo(Path(tmp) / "repo")
         tasks = Path(tmp) / "t.yaml"
         tasks.write_text(f"version: 1\nproviders:\n  fake: {{base_url: '{srv.base_url}'}}\n"
-                         "tasks:\n  - {id: a, prompt: hi, model: fake/m}\n")
+                         "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo}\n")
         times = []
         for _ in range(5):
             before = len(srv.requests)

@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Pydantic's plugin discovery scans every installed distribution (~25 ms of a ~300 ms
+    # start); the runner uses no plugins. The agent's commands get the caller's value back.
+    if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+        os.environ["RUNNER_UNSET_PYDANTIC_DISABLE_PLUGINS"] = "1"
     args = build_parser().parse_args(argv)
     try:
         if args.command == "validate":
