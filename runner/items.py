@@ -88,35 +88,29 @@ class Usage:
 
     @classmethod
     def from_responses(cls, u: JSON | None) -> Usage | None:
-        if not isinstance(u, dict):
-            return None
-        details = u.get("input_tokens_details") or {}
-        out_details = u.get("output_tokens_details") or {}
-        inp = _int(u.get("input_tokens"))
-        out = _int(u.get("output_tokens"))
-        return cls(
-            input_tokens=inp,
-            cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
-            output_tokens=out,
-            reasoning_tokens=(_int(out_details.get("reasoning_tokens"))
-                              if isinstance(out_details, dict) else 0),
-            total_tokens=_int(u.get("total_tokens")) or inp + out,
-        )
+        return cls._read(u, "input_tokens", "output_tokens", "input_tokens_details",
+                         "output_tokens_details")
 
     @classmethod
     def from_chat(cls, u: JSON | None) -> Usage | None:
+        return cls._read(u, "prompt_tokens", "completion_tokens", "prompt_tokens_details",
+                         "completion_tokens_details")
+
+    @classmethod
+    def _read(cls, u: JSON | None, inp_key: str, out_key: str, inp_details: str,
+              out_details: str) -> Usage | None:
+        """The two wires name the same numbers differently; missing details count as 0."""
         if not isinstance(u, dict):
             return None
-        details = u.get("prompt_tokens_details") or {}
-        out_details = u.get("completion_tokens_details") or {}
-        inp = _int(u.get("prompt_tokens"))
-        out = _int(u.get("completion_tokens"))
+        details = u.get(inp_details) or {}
+        odetails = u.get(out_details) or {}
+        inp, out = _int(u.get(inp_key)), _int(u.get(out_key))
         return cls(
             input_tokens=inp,
             cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
             output_tokens=out,
-            reasoning_tokens=(_int(out_details.get("reasoning_tokens"))
-                              if isinstance(out_details, dict) else 0),
+            reasoning_tokens=(_int(odetails.get("reasoning_tokens"))
+                              if isinstance(odetails, dict) else 0),
             total_tokens=_int(u.get("total_tokens")) or inp + out,
         )
 
