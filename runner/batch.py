@@ -40,6 +40,33 @@ NO_SANDBOX_NOTE = ("No sandbox is enforced in this version of the runner: comman
                    "with the runner's own permissions, whatever mode is named above.")
 
 
+@dataclass(frozen=True)
+class CheckResult:
+    command: str
+    exit_code: int
+    passed: bool
+    duration_s: float
+    output_tail: str
+
+
+CHECK_TAIL_BYTES = 4000
+
+
+async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str]) -> CheckResult | None:
+    """The task's `check`, in the run's workspace with the agent's environment: its exit
+    code, not the model's word, decides whether the run passed."""
+    if t.check is None:
+        return None
+    res = await LocalExecutor().run(["bash", "-c", t.check], cwd=cwd,
+                                    timeout_s=t.check_timeout_s, env=child_env(env))
+    text = res.output.decode("utf-8", "replace")
+    if res.timed_out:
+        text += f"\n[check timed out after {t.check_timeout_s:g} s]"
+    tail = text[-CHECK_TAIL_BYTES:]
+    return CheckResult(t.check, res.exit_code, res.exit_code == 0, round(res.duration_s, 3),
+                       tail)
+
+
 @dataclass
 class TaskRun:
     task: ResolvedTask
@@ -49,6 +76,7 @@ class TaskRun:
     ws: workspace.Workspace | None = None
     result: workspace.Result | None = None
     pushed: str | None = None
+    check: CheckResult | None = None
 
     @property
     def status(self) -> str:
@@ -56,6 +84,9 @@ class TaskRun:
             return "error"
         if self.result is not None and self.result.violations:
             return "scope_violation"
+        if self.outcome.status == "completed" and self.check is not None \
+                and not self.check.passed:
+            return "check_failed"
         return self.outcome.status
 
 
@@ -224,7 +255,16 @@ async def run_batch(
             finally:
                 if ws is not None:
                     with anyio.CancelScope(shield=True):
+                        # Commit first: files the check creates (caches, build output)
+                        # must not land on the branch.
                         await _keep_result(run, ws, out_dir, run_id, redact, env, log)
+                        if run.outcome is not None:
+                            run.check = await _run_check(t, ws.path, env)
+                            if run.check is not None:
+                                log.emit({"type": "check.completed",
+                                          "exit_code": run.check.exit_code,
+                                          "passed": run.check.passed,
+                                          "output_tail": run.check.output_tail})
                         await workspace.cleanup(ws)
                 log.close()
             if progress is not None:

@@ -187,6 +187,9 @@ class Settings(Frozen):
     apply_patch_tool: Literal["function", "freeform"] | None = None
     """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
     git: GitSettings | None = None
+    check: NonBlank | None = None
+    """A shell command run in the run's workspace after the agent; exit 0 means pass."""
+    check_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] | None = None
 
     @field_validator("tools")
     @classmethod
@@ -271,6 +274,8 @@ class ResolvedTask(Frozen):
     shell_timeout_ms: int
     apply_patch_tool: Literal["function", "freeform"] = "function"
     git: GitSettings = GitSettings()
+    check: str | None = None
+    check_timeout_s: float = 600.0
 
 
 # ---------------------------------------------------------------- loading
@@ -861,6 +866,8 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
             apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
             git=_merged(GitSettings, d.git, t.git),
+            check=_first(t.check, d.check),
+            check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
         ))
     if problems:
         raise ConfigError(problems)

@@ -183,3 +183,31 @@ def test_push_with_token_never_leaks(loopback_thread: ThreadFactory, tmp_path: P
         if f.is_file():
             assert "ghs_canarytoken" not in f.read_text(errors="replace")
     assert "ghs_canarytoken" not in res.stderr + res.stdout
+
+
+def test_check_decides_pass_or_fail(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("good", "add ok.txt"),
+                                                      ("bad", "add other.txt"),
+                                                      ("slow", "nothing")])
+    text = tasks.read_text()
+    text = text.replace("{id: good,", "{id: good, check: 'test -f ok.txt && echo fine',")
+    text = text.replace("{id: bad,", "{id: bad, check: 'echo no ok.txt here >&2; exit 3',")
+    text = text.replace("{id: slow,", "{id: slow, check: 'sleep 20', check_timeout_s: 0.5,")
+    tasks.write_text(text)
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 1
+    by_id = {t["id"]: t for t in
+             json.loads((tmp_path / "o" / "report.json").read_text())["tasks"]}
+    assert by_id["good"]["status"] == "completed"
+    assert by_id["good"]["check"]["passed"] and by_id["good"]["check"]["output_tail"] == "fine\n"
+    bad = by_id["bad"]
+    assert bad["status"] == "check_failed" and bad["check"]["exit_code"] == 3
+    assert "no ok.txt here" in bad["check"]["output_tail"]
+    assert bad["result"]["branch"]    # the work is kept all the same
+    slow = by_id["slow"]
+    assert slow["status"] == "check_failed" and slow["check"]["exit_code"] == 124
+    # Files the check makes never land on the branch.
+    assert git(repo, "ls-tree", "--name-only", by_id["good"]["result"]["branch"]).split() == \
+        ["README.md", "ok.txt"]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from runner.items import Usage
 from runner.reports.model import (
+    CheckReport,
     Report,
     RequestReport,
     ResultReport,
@@ -46,14 +47,20 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                           files_changed=len(res.files), insertions=res.insertions,
                           deletions=res.deletions, files=[f.path for f in res.files],
                           violations=list(res.violations), pushed=run.pushed)
+    ck = run.check
+    cr = (CheckReport(command=ck.command, exit_code=ck.exit_code, passed=ck.passed,
+                      duration_s=ck.duration_s, output_tail=ck.output_tail)
+          if ck is not None else None)
     error = run.error if o is None else (o.error or run.error)
+    if run.status == "check_failed" and ck is not None:
+        error = f"check failed with exit code {ck.exit_code}: {ck.command}"
     if res is not None and res.violations:
         error = "scope violation: " + "; ".join(res.violations)
     if o is None:
         return TaskReport(id=task.id, model=name, status=run.status, error=error,
                           final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
                           usage=UsageReport(), requests=[], events_file=run.events_file,
-                          workspace=wsr, result=rr)
+                          workspace=wsr, result=rr, check=cr)
     requests = [RequestReport(index=r.index, turn=r.turn, input_items=r.input_items,
                               request_bytes=r.request_bytes,
                               duration_ms=round(r.duration_s * 1000, 1),
@@ -63,7 +70,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
                       usage=usage_report(o.usage) or UsageReport(), requests=requests,
-                      events_file=run.events_file, workspace=wsr, result=rr)
+                      events_file=run.events_file, workspace=wsr, result=rr, check=cr)
 
 
 def build_report(*, runs: Sequence[TaskRun], out_dir: Path, run_id: str, task_file: str,

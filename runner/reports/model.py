@@ -65,12 +65,21 @@ class ResultReport(Strict):
     """The remote ref the branch was pushed to, when `git.push` is set."""
 
 
+class CheckReport(Strict):
+    command: str
+    exit_code: int
+    passed: bool
+    duration_s: float
+    output_tail: str
+    """The last 4,000 characters of its output."""
+
+
 class TaskReport(Strict):
     id: str
     model: str
     """provider/model as written in the task file."""
     status: str
-    """completed | max_turns | timeout | failed | error | scope_violation."""
+    """completed | check_failed | max_turns | timeout | failed | error | scope_violation."""
     error: str | None
     final_message: str | None
     turns_completed: int
@@ -83,6 +92,8 @@ class TaskReport(Strict):
     workspace: WorkspaceReport | None = None
     result: ResultReport | None = None
     """The run's changes; null when it changed nothing."""
+    check: CheckReport | None = None
+    """The task's `check` command, run after the agent; null when there is none."""
 
 
 class Totals(Strict):
