@@ -20,6 +20,7 @@ from runner.errors import HTTPStatusError, ModelError
 from runner.items import Item, Usage
 from runner.providers import ModelClient, Prompt, StreamEvent
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
+from runner.usage import PrefixAudit, PrefixRecord
 
 Status = Literal["completed", "max_turns", "timeout", "failed", "error"]
 """`failed`: the model refused or could not go on (context full, invalid prompt);
@@ -51,6 +52,7 @@ class ThreadSpec:
 
 @dataclass
 class RequestRecord:
+    prefix: PrefixRecord
     index: int
     turn: int
     input_items: int
@@ -91,6 +93,8 @@ class Thread:
         self.usage = Usage()
         self.tool_calls = 0
         self._item_seq = 0
+        self._audit = PrefixAudit()
+        self._last_outputs: list[Item] = []
 
     async def run(self) -> Outcome:
         start = time.monotonic()
@@ -140,11 +144,13 @@ class Thread:
                         tools=self.tool_specs, prompt_cache_key=s.thread_id,
                         parallel_tool_calls=s.parallel_tool_calls, reasoning=s.reasoning,
                         text=s.text, extra=s.extra)
+        prefix = self._audit.check(prompt, self._last_outputs)
         t0 = time.monotonic()
         resp = await self.model.generate(prompt, on_event=self._on_stream)
-        rec = RequestRecord(len(self.requests) + 1, turn, len(self.history), resp.request_bytes,
-                            time.monotonic() - t0, resp.usage, resp.response_id,
-                            [i.type for i in resp.items])
+        self._last_outputs = resp.items
+        rec = RequestRecord(prefix, len(self.requests) + 1, turn, len(self.history),
+                            resp.request_bytes, time.monotonic() - t0, resp.usage,
+                            resp.response_id, [i.type for i in resp.items])
         self.requests.append(rec)
         if resp.usage is not None:
             self.usage = self.usage + resp.usage
@@ -152,7 +158,12 @@ class Thread:
                         "input_items": rec.input_items, "request_bytes": rec.request_bytes,
                         "duration_ms": round(rec.duration_s * 1000, 1),
                         "response_id": rec.response_id,
-                        "usage": resp.usage.as_dict() if resp.usage else None})
+                        "usage": resp.usage.as_dict() if resp.usage else None,
+                        "prefix": {"extends_previous": prefix.extends_previous,
+                                   "reused_items": prefix.reused_items,
+                                   "ideal_cache_ratio": prefix.ideal_cache_ratio,
+                                   "break_index": prefix.break_index,
+                                   "break_reason": prefix.break_reason}})
         self.history.extend(resp.items)
         for item in resp.items:
             if item.type == "message" and item.role == "assistant":

@@ -72,6 +72,12 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     assert [r["output_types"] for r in one["requests"]] == [["function_call"], ["message"]]
     assert one["requests"][1]["usage"]["cached_tokens"] > 0
     assert one["requests"][1]["usage"]["cache_hit_ratio"] > 0.5
+    # The audit agrees: every request extends the one before; the server cached all of it.
+    assert one["prefix_breaks"] == 0
+    assert all(r["prefix"]["extends_previous"] for r in one["requests"])
+    second = one["requests"][1]
+    assert second["prefix"]["reused_items"] == 4
+    assert abs(second["prefix"]["ideal_cache_ratio"] - second["usage"]["cache_hit_ratio"]) < 0.02
     assert one["usage"]["input_tokens"] == sum(r["usage"]["input_tokens"]
                                                for r in one["requests"])
     # Each thread is an exact extension, request after request; the key is the thread id.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from runner.items import Usage
 from runner.reports.model import (
     CheckReport,
+    PrefixReport,
     Report,
     RequestReport,
     ResultReport,
@@ -65,11 +67,14 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                               request_bytes=r.request_bytes,
                               duration_ms=round(r.duration_s * 1000, 1),
                               response_id=r.response_id, output_types=r.output_types,
-                              usage=usage_report(r.usage)) for r in o.requests]
+                              usage=usage_report(r.usage),
+                              prefix=PrefixReport(**dataclasses.asdict(r.prefix)))
+                for r in o.requests]
     return TaskReport(id=task.id, model=name, status=run.status, error=error,
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
                       usage=usage_report(o.usage) or UsageReport(), requests=requests,
+                      prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
                       events_file=run.events_file, workspace=wsr, result=rr, check=cr)
 
 

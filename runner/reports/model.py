@@ -25,6 +25,18 @@ class UsageReport(Strict):
     """cached_tokens / input_tokens; null when nothing was sent."""
 
 
+class PrefixReport(Strict):
+    extends_previous: bool
+    """This request repeats the previous one (and its answer) byte for byte, then adds."""
+    reused_items: int
+    ideal_cache_ratio: float | None
+    """Share of this request's bytes that repeat the previous request: what a perfect
+    prefix cache could serve. Compare with `usage.cache_hit_ratio`."""
+    break_index: int | None = None
+    """First input item that differs, when the request does not extend the previous."""
+    break_reason: str | None = None
+
+
 class RequestReport(Strict):
     index: int
     """1-based position of the request in its thread."""
@@ -38,6 +50,7 @@ class RequestReport(Strict):
     """Types of the output items, in order (message, function_call, reasoning...)."""
     usage: UsageReport | None
     """As the server reported it for this request; null if it sent none."""
+    prefix: PrefixReport
 
 
 class WorkspaceReport(Strict):
@@ -86,6 +99,8 @@ class TaskReport(Strict):
     tool_calls: int
     duration_s: float
     usage: UsageReport
+    prefix_breaks: int = 0
+    """Requests that did not extend the previous one (each one loses the prompt cache)."""
     requests: list[RequestReport]
     events_file: str
     """Path of this thread's JSONL event log, relative to the report directory."""

@@ -1,0 +1,176 @@
+"""Renders a `Report` as JUnit XML, so CI systems can show agent runs as test results.
+
+Pure: returns the document as a string; the caller writes it atomically.
+
+The output must validate against the Jenkins xUnit junit-10 schema, which `junit-xml` alone
+does not produce, so its output is post-processed:
+
+* `disabled` (on `testsuites` and `testsuite`) is not in the schema: removed.
+* `time` is a SUREFIRE_TIME (at most 3 decimals); `junit-xml` writes raw float sums and `%f`
+  (6 decimals): every `time` is rewritten with 3 decimals, and the `testsuites` time is the
+  run's wall-clock duration rather than the sum over (parallel) suites.
+* `properties` is only allowed on `testsuite`, not on `testcase`: the per-run properties go on
+  the model's suite, named `<task id>.<property>`, and are repeated as `name=value` lines in
+  the testcase's `system-out` so they are visible next to the run in CI.
+
+Text is sanitized before it reaches `junit-xml`: characters XML 1.0 cannot carry (control
+characters, lone surrogates, U+FFFE/U+FFFF) and the ones `junit-xml` silently deletes (C1
+controls) are replaced by a visible `\\xNN`/`\\uNNNN` escape instead of breaking the document.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from runner.reports.model import Report, TaskReport
+
+FAILURE_STATUSES = frozenset({"failed", "max_turns", "timeout", "scope_violation"})
+"""Statuses reported as `<failure>`: the agent ran but did not achieve the task."""
+ERROR_STATUSES = frozenset({"error"})
+"""Statuses reported as `<error>`: the run itself broke (provider, workspace, crash)."""
+
+REASONS = {
+    "failed": "the agent reported failure",
+    "max_turns": "stopped at the turn limit",
+    "timeout": "timed out",
+    "scope_violation": "changes outside the allowed scope",
+    "error": "the run failed with an error",
+}
+"""Short human reason per status; the start of the `message` attribute."""
+
+MESSAGE_LIMIT = 200
+"""`message` is a one-line summary; the full text goes in the element body."""
+
+# Everything XML 1.0 forbids, plus what junit-xml's cleaner drops (DEL and C1 controls but
+# U+0085) and noncharacters, so nothing vanishes without a trace.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufddf\ufffe\uffff]"
+    "|[\U0001fffe\U0001ffff\U0002fffe\U0002ffff\U0003fffe\U0003ffff\U0004fffe\U0004ffff"
+    "\U0005fffe\U0005ffff\U0006fffe\U0006ffff\U0007fffe\U0007ffff\U0008fffe\U0008ffff"
+    "\U0009fffe\U0009ffff\U000afffe\U000affff\U000bfffe\U000bffff\U000cfffe\U000cffff"
+    "\U000dfffe\U000dffff\U000efffe\U000effff\U000ffffe\U000fffff\U0010fffe\U0010ffff]"
+)
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
+def xml_safe(text: str) -> str:
+    """Replace characters XML cannot carry with a visible escape (not silently dropped)."""
+    return _UNSAFE.sub(_escape_char, text)
+
+
+def _time(seconds: float) -> str:
+    """SUREFIRE_TIME: non-negative, at most 3 decimals."""
+    return f"{max(seconds, 0.0):.3f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def run_properties(task: TaskReport) -> list[tuple[str, str]]:
+    """The per-run numbers CI dashboards plot (unprefixed names, in a stable order)."""
+    branch = task.result.branch if task.result is not None else None
+    return [
+        ("status", task.status),
+        ("tokens", str(task.usage.total_tokens)),
+        ("cached_tokens", str(task.usage.cached_tokens)),
+        ("cache_hit_ratio", _ratio(task.usage.cache_hit_ratio)),
+        ("requests", str(len(task.requests))),
+        ("turns", str(task.turns_completed)),
+        ("tool_calls", str(task.tool_calls)),
+        ("duration_s", _time(task.duration_s)),
+        ("branch", branch or ""),
+    ]
+
+
+def _first_line(text: str | None) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def failure_message(task: TaskReport) -> str:
+    """One line: the reason for the status, then the first line of the error if any."""
+    reason = REASONS.get(task.status, task.status)
+    detail = _first_line(task.error)
+    message = f"{task.status}: {reason}" + (f": {detail}" if detail else "")
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 1] + "\u2026"
+    return xml_safe(message)
+
+
+def failure_text(task: TaskReport) -> str:
+    """The full error and the agent's final message, for the failure/error body."""
+    parts = []
+    if task.error:
+        parts.append(task.error)
+    if task.final_message:
+        parts.append(f"Final message:\n{task.final_message}")
+    return xml_safe("\n\n".join(parts))
+
+
+def _prefix(task: TaskReport, seen: dict[str, int]) -> str:
+    """Property-name prefix; a task id repeated within one model gets `#2`, `#3`..."""
+    seen[task.id] = seen.get(task.id, 0) + 1
+    n = seen[task.id]
+    return task.id if n == 1 else f"{task.id}#{n}"
+
+
+def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
+    """One suite per model, in order of first appearance; tasks keep report order."""
+    by_model: dict[str, list[TaskReport]] = {}
+    for task in report.tasks:
+        by_model.setdefault(task.model, []).append(task)
+    suites = []
+    for model, tasks in by_model.items():
+        cases = []
+        props: dict[str, str] = {}
+        seen: dict[str, int] = {}
+        for task in tasks:
+            case = TestCase(xml_safe(task.id), classname=xml_safe(model),
+                            elapsed_sec=task.duration_s)
+            pairs = run_properties(task)
+            prefix = xml_safe(_prefix(task, seen))
+            for name, value in pairs:
+                props[f"{prefix}.{name}"] = xml_safe(value)
+            case.stdout = "\n".join(f"{name}={xml_safe(value)}" for name, value in pairs)
+            if task.status in ERROR_STATUSES:
+                case.add_error_info(failure_message(task), failure_text(task) or None,
+                                    task.status)
+            elif task.status != "completed":
+                case.add_failure_info(failure_message(task), failure_text(task) or None,
+                                      xml_safe(task.status))
+            cases.append(case)
+        suites.append(TestSuite(xml_safe(model), cases, timestamp=xml_safe(report.started_at),
+                                properties=props))
+    return suites, list(by_model.values())
+
+
+def render_junit(report: Report) -> str:
+    """The report as a JUnit XML document (UTF-8 declaration, indented, trailing newline)."""
+    suites, grouped = _suites(report)
+    raw = to_xml_report_string(suites, prettyprint=False)
+    root = ET.fromstring(raw)
+    root.attrib.pop("disabled", None)
+    root.set("name", xml_safe(report.run_id))
+    root.set("time", _time(report.duration_s))
+    for suite_el, tasks in zip(root.findall("testsuite"), grouped, strict=True):
+        suite_el.attrib.pop("disabled", None)
+        suite_el.set("time", _time(sum(t.duration_s for t in tasks)))
+        for case_el, task in zip(suite_el.findall("testcase"), tasks, strict=True):
+            case_el.set("time", _time(task.duration_s))
+    if not len(root):
+        for key in ("tests", "failures", "errors"):
+            root.set(key, "0")
+    ET.indent(root, space="  ")
+    body = ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
