@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
@@ -35,6 +35,9 @@ from runner.tools import Tool, ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
+
+if TYPE_CHECKING:
+    from runner.reports.model import Report
 
 NO_SANDBOX_NOTE = ("No sandbox is enforced in this version of the runner: commands run "
                    "with the runner's own permissions, whatever mode is named above.")
@@ -284,7 +287,23 @@ async def run_batch(
                           started=started, finished=finished)
     report_path = out_dir / "report.json"
     atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
+    write_side_reports(report, out_dir, redact, env.get("GITHUB_STEP_SUMMARY"))
     return BatchResult(runs, report_path)
+
+
+def write_side_reports(report: Report, out_dir: Path, redact: Redactor,
+                       step_summary: str | None) -> None:
+    """`junit.xml` for CI systems and `summary.md` for people (also appended to GitHub's
+    step summary when running in Actions)."""
+    from runner.reports.junit import render_junit
+    from runner.reports.markdown import render_markdown
+
+    atomic_write_text(out_dir / "junit.xml", redact(render_junit(report)))
+    summary = redact(render_markdown(report))
+    atomic_write_text(out_dir / "summary.md", summary)
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as f:
+            f.write(summary + "\n")
 
 
 async def _run_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],

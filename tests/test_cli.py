@@ -57,9 +57,19 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
                         "  - {id: one, prompt: say hi, repo: .}\n"
                         "  - {id: two, prompt: say hi again, repo: .}\n")
     out = tmp_path / "out"
-    res = run_cli("run", tasks, "--out", out)
+    step_summary = tmp_path / "step-summary.md"
+    step_summary.write_text("earlier step\n")
+    res = run_cli("run", tasks, "--out", out, env={"GITHUB_STEP_SUMMARY": str(step_summary)})
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr
+    import xmlschema
+
+    xsd = Path(__file__).parent / "golden" / "reports" / "junit.xsd"
+    xmlschema.XMLSchema(str(xsd)).validate(str(out / "junit.xml"))
+    assert (out / "junit.xml").read_text().count("<testcase ") == 2
+    summary = (out / "summary.md").read_text()
+    assert "2 of 2 tasks completed" in summary
+    assert step_summary.read_text() == "earlier step\n" + summary + "\n"
     assert "all done" in res.stdout
     report = json.loads((out / "report.json").read_text())
     assert report["schema_version"] == "runner.report/1"

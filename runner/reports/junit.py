@@ -20,6 +20,7 @@ controls) are replaced by a visible `\\xNN`/`\\uNNNN` escape instead of breaking
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -27,13 +28,14 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, TaskReport
 
-FAILURE_STATUSES = frozenset({"failed", "max_turns", "timeout", "scope_violation"})
-"""Statuses reported as `<failure>`: the agent ran but did not achieve the task."""
 ERROR_STATUSES = frozenset({"error"})
-"""Statuses reported as `<error>`: the run itself broke (provider, workspace, crash)."""
+"""Statuses reported as `<error>`: the run itself broke (provider, workspace, crash). Every
+other status but `completed` (failed, check_failed, max_turns, timeout, scope_violation, and
+any future one) is a `<failure>`: the agent ran but did not achieve the task."""
 
 REASONS = {
     "failed": "the agent reported failure",
+    "check_failed": "the check command failed",
     "max_turns": "stopped at the turn limit",
     "timeout": "timed out",
     "scope_violation": "changes outside the allowed scope",
@@ -67,8 +69,8 @@ def xml_safe(text: str) -> str:
 
 
 def _time(seconds: float) -> str:
-    """SUREFIRE_TIME: non-negative, at most 3 decimals."""
-    return f"{max(seconds, 0.0):.3f}"
+    """SUREFIRE_TIME: digits, at most 3 decimals (so no sign, no `nan`/`inf`, no exponent)."""
+    return f"{max(seconds, 0.0):.3f}" if math.isfinite(seconds) else "0.000"
 
 
 def _ratio(value: float | None) -> str:
@@ -78,6 +80,7 @@ def _ratio(value: float | None) -> str:
 def run_properties(task: TaskReport) -> list[tuple[str, str]]:
     """The per-run numbers CI dashboards plot (unprefixed names, in a stable order)."""
     branch = task.result.branch if task.result is not None else None
+    check = "" if task.check is None else "passed" if task.check.passed else "failed"
     return [
         ("status", task.status),
         ("tokens", str(task.usage.total_tokens)),
@@ -88,6 +91,8 @@ def run_properties(task: TaskReport) -> list[tuple[str, str]]:
         ("tool_calls", str(task.tool_calls)),
         ("duration_s", _time(task.duration_s)),
         ("branch", branch or ""),
+        ("check", check),
+        ("prefix_breaks", str(task.prefix_breaks)),
     ]
 
 
@@ -102,6 +107,8 @@ def failure_message(task: TaskReport) -> str:
     """One line: the reason for the status, then the first line of the error if any."""
     reason = REASONS.get(task.status, task.status)
     detail = _first_line(task.error)
+    if not detail and task.check is not None and not task.check.passed:
+        detail = f"`{task.check.command}` exited {task.check.exit_code}"
     message = f"{task.status}: {reason}" + (f": {detail}" if detail else "")
     if len(message) > MESSAGE_LIMIT:
         message = message[: MESSAGE_LIMIT - 1] + "\u2026"
@@ -109,10 +116,13 @@ def failure_message(task: TaskReport) -> str:
 
 
 def failure_text(task: TaskReport) -> str:
-    """The full error and the agent's final message, for the failure/error body."""
+    """The full error, the failed check's output and the agent's final message."""
     parts = []
     if task.error:
         parts.append(task.error)
+    if task.check is not None and not task.check.passed:
+        parts.append(f"Check `{task.check.command}` exited {task.check.exit_code}:\n"
+                     f"{task.check.output_tail}")
     if task.final_message:
         parts.append(f"Final message:\n{task.final_message}")
     return xml_safe("\n\n".join(parts))
@@ -155,6 +165,14 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
     return suites, list(by_model.values())
 
 
+def _ordered(el: ET.Element, order: tuple[str, ...]) -> None:
+    """Put the attributes in a fixed order (junit-xml's depends on which ones it set)."""
+    attrs = dict(el.attrib)
+    el.attrib.clear()
+    el.attrib.update({k: attrs.pop(k) for k in order if k in attrs})
+    el.attrib.update(attrs)
+
+
 def render_junit(report: Report) -> str:
     """The report as a JUnit XML document (UTF-8 declaration, indented, trailing newline)."""
     suites, grouped = _suites(report)
@@ -168,9 +186,12 @@ def render_junit(report: Report) -> str:
         suite_el.set("time", _time(sum(t.duration_s for t in tasks)))
         for case_el, task in zip(suite_el.findall("testcase"), tasks, strict=True):
             case_el.set("time", _time(task.duration_s))
+            _ordered(case_el, ("name", "classname", "time"))
+        _ordered(suite_el, ("name", "tests", "failures", "errors", "skipped", "time"))
     if not len(root):
         for key in ("tests", "failures", "errors"):
             root.set(key, "0")
+    _ordered(root, ("name", "tests", "failures", "errors", "time"))
     ET.indent(root, space="  ")
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"

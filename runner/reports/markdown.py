@@ -7,6 +7,7 @@ or markup in an agent's message cannot break the tables or inject HTML.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 
@@ -18,6 +19,7 @@ ERROR_LIMIT = 200
 MARKS = {
     "completed": "PASS",
     "failed": "FAIL",
+    "check_failed": "FAIL (check)",
     "max_turns": "FAIL (turns)",
     "timeout": "FAIL (timeout)",
     "scope_violation": "FAIL (scope)",
@@ -29,11 +31,19 @@ MARKS = {
 # start markup inside a table cell or list item (`|` splits cells even inside code spans).
 _MARKUP = re.compile(r"([\\`*_\[\]<>|~&])")
 _SPACE = re.compile(r"\s+")
+# Control characters (terminal escapes) and lone surrogates, which UTF-8 cannot even encode.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _visible(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def inline(text: str) -> str:
-    """Text safe inside a list item: whitespace runs (newlines too) become one space."""
-    return _MARKUP.sub(r"\\\1", _SPACE.sub(" ", text).strip())
+    """Text safe inside a list item: whitespace runs (newlines too) become one space, control
+    characters become a visible escape, markup characters are backslash-escaped."""
+    return _MARKUP.sub(r"\\\1", _UNPRINTABLE.sub(_visible, _SPACE.sub(" ", text).strip()))
 
 
 def cell(text: str) -> str:
@@ -62,6 +72,8 @@ def percent(ratio: float | None) -> str:
 
 def duration(seconds: float) -> str:
     """Seconds below a minute, then `1m 05s`, then `1h 02m`: compact yet unambiguous."""
+    if not math.isfinite(seconds):
+        return "-"
     if seconds < 60:
         return f"{seconds:.1f}s"
     whole = round(seconds)
@@ -88,11 +100,12 @@ def _table(header: list[str], align: list[str], rows: list[list[str]]) -> list[s
 
 def _headline(report: Report) -> list[str]:
     t = report.totals
+    ratio = "n/a" if t.usage.cache_hit_ratio is None else percent(t.usage.cache_hit_ratio)
     return [
         f"# Run {inline(report.run_id)}",
         "",
         f"**{t.completed} of {t.tasks} tasks completed** - {tokens(t.usage.total_tokens)} tokens"
-        f" ({percent(t.usage.cache_hit_ratio)} cached) - {duration(report.duration_s)}",
+        f" - cache hit {ratio} - {duration(report.duration_s)}",
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
         f" finished {inline(report.finished_at)}.",
@@ -137,7 +150,10 @@ def _problems(report: Report) -> list[str]:
     for t in report.tasks:
         if t.status == "completed":
             continue
-        why = t.error or t.final_message or ""
+        why = t.error or ""
+        if not why and t.check is not None and not t.check.passed:
+            why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
+        why = why or t.final_message or ""
         text = f": {inline(truncate(why))}" if why.strip() else ""
         items.append(f"- **{inline(t.id)}** ({inline(t.model)}) {mark(t.status)}{text}")
     return ["## Not completed", "", *items] if items else []
