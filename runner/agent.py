@@ -22,7 +22,7 @@ from runner.providers import ModelClient, Prompt, StreamEvent
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 
-Status = Literal["completed", "max_turns", "timeout", "failed", "error"]
+Status = Literal["completed", "max_turns", "timeout", "failed", "error", "interrupted"]
 """`failed`: the model refused or could not go on (context full, invalid prompt);
 `error`: the runner could not reach a working model (network, 5xx, auth)."""
 
@@ -94,21 +94,22 @@ class Thread:
         self.tool_calls = 0
         self._item_seq = 0
         self._audit = PrefixAudit()
+        self._start = time.monotonic()
+        self._final: str | None = None
+        self._turns_done = 0
         self._last_outputs: list[Item] = []
 
     async def run(self) -> Outcome:
-        start = time.monotonic()
+        self._start = time.monotonic()
         self.sink.emit({"type": "thread.started", "thread_id": self.spec.thread_id})
         status: Status = "completed"
-        final: str | None = None
         error: str | None = None
-        turns_done = 0
         with anyio.move_on_after(self.spec.timeout_s) as deadline:
             for turn, prompt in enumerate(self.spec.prompts):
                 self.sink.emit({"type": "turn.started"})
                 self.history.append(it.message("user", prompt))
                 try:
-                    final = await self._turn(turn)
+                    self._final = await self._turn(turn)
                 except _LimitHit:
                     status, error = "max_turns", (
                         f"stopped after {self.spec.max_requests} model requests (max_turns)")
@@ -116,15 +117,23 @@ class Thread:
                     status, error = _classify(exc), f"model error: {exc}"
                 if status != "completed":
                     break
-                turns_done += 1
+                self._turns_done += 1
                 self.sink.emit({"type": "turn.completed", "usage": self._exec_usage()})
         if deadline.cancelled_caught:
             status, error = "timeout", f"stopped after the {self.spec.timeout_s:g} s timeout"
+        return self._outcome(status, error)
+
+    def interrupted(self, reason: str) -> Outcome:
+        """The outcome of a thread cancelled from outside (Ctrl-C, SIGTERM): everything up
+        to the interruption, with every pending call answered."""
+        return self._outcome("interrupted", reason)
+
+    def _outcome(self, status: Status, error: str | None) -> Outcome:
         if status != "completed":
             self._close_pending_calls()
             self.sink.emit({"type": "turn.failed", "error": {"message": error}})
-        return Outcome(status, final, error, self.history, self.requests, self.usage,
-                       self.tool_calls, turns_done, time.monotonic() - start)
+        return Outcome(status, self._final, error, self.history, self.requests, self.usage,
+                       self.tool_calls, self._turns_done, time.monotonic() - self._start)
 
     async def _turn(self, turn: int) -> str | None:
         while True:

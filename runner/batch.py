@@ -10,6 +10,7 @@ import datetime as dt
 import fcntl
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
@@ -84,7 +85,7 @@ class TaskRun:
     @property
     def status(self) -> str:
         if self.outcome is None:
-            return "error"
+            return "interrupted" if self.error == "interrupted before it started" else "error"
         if self.result is not None and self.result.violations:
             return "scope_violation"
         if self.outcome.status == "completed" and self.check is not None \
@@ -97,9 +98,12 @@ class TaskRun:
 class BatchResult:
     runs: list[TaskRun]
     report_path: Path
+    interrupted: bool = False
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
         if any(r.status == "error" for r in self.runs):
             return 3
         return 0 if all(r.status == "completed" for r in self.runs) else 1
@@ -241,7 +245,9 @@ async def run_batch(
     limiter = anyio.CapacityLimiter(max(1, concurrency))
 
     async def one(run: TaskRun, clients: Clients) -> None:
+        run.error = "interrupted before it started"
         async with limiter:
+            run.error = None
             t = run.task
             log = EventLog(out_dir / run.events_file, task=t.id, redact=redact, stdout=json_out)
             ws: workspace.Workspace | None = None
@@ -250,8 +256,14 @@ async def run_batch(
                                              name=t.id)
                 run.ws = ws
                 model = await clients.get(t)
-                run.outcome = await _run_thread(t, ws.path, model, env, log,
-                                                today=today, tz=tz, runner_home=runner_home)
+                thread = _make_thread(t, ws.path, model, env, log, today=today, tz=tz,
+                                      runner_home=runner_home)
+                try:
+                    run.outcome = await thread.run()
+                except anyio.get_cancelled_exc_class():
+                    run.outcome = thread.interrupted("interrupted by a signal; the work done "
+                                                     "so far is kept")
+                    raise
             except (EngineError, workspace.WorkspaceError) as exc:
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
@@ -274,12 +286,16 @@ async def run_batch(
                 progress.write(_progress_line(run) + "\n")
                 progress.flush()
 
+    interrupted: list[int] = []
     with _work_root() as work_root:
         async with AsyncExitStack() as stack:
             clients = Clients(stack, env)
-            async with anyio.create_task_group() as tg:
-                for run in runs:
-                    tg.start_soon(one, run, clients)
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted)
+                async with anyio.create_task_group() as tg:
+                    for run in runs:
+                        tg.start_soon(one, run, clients)
+                outer.cancel_scope.cancel()
     finished = dt.datetime.now(dt.UTC)
     from runner.reports.json_report import build_report
 
@@ -288,7 +304,17 @@ async def run_batch(
     report_path = out_dir / "report.json"
     atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
     write_side_reports(report, out_dir, redact, env.get("GITHUB_STEP_SUMMARY"))
-    return BatchResult(runs, report_path)
+    return BatchResult(runs, report_path, interrupted=bool(interrupted))
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> None:
+    """Ctrl-C or SIGTERM cancels every run; each one still commits its work (shielded
+    cleanup in `one`) and the reports are written before the runner exits."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            interrupted.append(signum)
+            scope.cancel()
+            return
 
 
 def write_side_reports(report: Report, out_dir: Path, redact: Redactor,
@@ -306,9 +332,8 @@ def write_side_reports(report: Report, out_dir: Path, redact: Redactor,
             f.write(summary + "\n")
 
 
-async def _run_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
-                      log: EventLog, *, today: str, tz: str,
-                      runner_home: Path | None) -> Outcome:
+def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
+                 log: EventLog, *, today: str, tz: str, runner_home: Path | None) -> Thread:
     extra, reasoning, text = sampling(t.model_options)
     context = prompts.initial_context(
         cwd=cwd, sandbox=t.sandbox, network=True, writable_roots=[],
@@ -322,7 +347,7 @@ async def _run_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[
         parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
         reasoning=reasoning, text=text, extra=extra)
     ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(env))
-    return await Thread(spec, model, make_tools(t), ctx, log).run()
+    return Thread(spec, model, make_tools(t), ctx, log)
 
 
 async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,

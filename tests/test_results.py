@@ -211,3 +211,42 @@ def test_check_decides_pass_or_fail(loopback_thread: ThreadFactory, tmp_path: Pa
     # Files the check makes never land on the branch.
     assert git(repo, "ls-tree", "--name-only", by_id["good"]["result"]["branch"]).split() == \
         ["README.md", "ok.txt"]
+
+
+def test_sigterm_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
+                                              tmp_path: Path) -> None:
+    import signal
+    import sys
+    import time
+
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(lambda req, i: reply_function_call(
+        "shell", {"command": ["bash", "-c", "echo partial > work.txt; sleep 60"],
+                  "timeout_ms": 120_000}, call_id=f"c{i}")))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("long", "forever"), ("queued", "x")])
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "run", str(tasks), "--out",
+                             str(out), "--concurrency", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    events = out / "threads" / "long.jsonl"
+    deadline = time.monotonic() + 30
+    while not (events.exists() and "item.started" in events.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    by_id = {t["id"]: t for t in json.loads((out / "report.json").read_text())["tasks"]}
+    long = by_id["long"]
+    assert long["status"] == "interrupted"
+    assert git(repo, "show", f"{long['result']['branch']}:work.txt") == "partial\n"
+    assert by_id["queued"]["status"] == "interrupted" and by_id["queued"]["result"] is None
+    assert "turn.failed" in events.read_text()
+    # No process of the run survives it.
+    ps = subprocess.run(["pgrep", "-f", "-r", "R,S,D", "partial > work.txt; sleep 60"],
+                        capture_output=True, text=True)
+    assert ps.stdout.strip() == ""

@@ -92,7 +92,8 @@ class TaskReport(Strict):
     model: str
     """provider/model as written in the task file."""
     status: str
-    """completed | check_failed | max_turns | timeout | failed | error | scope_violation."""
+    """completed | check_failed | max_turns | timeout | failed | error | interrupted |
+    scope_violation."""
     error: str | None
     final_message: str | None
     turns_completed: int
