@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,23 +18,15 @@ from runner import prompt
 from runner.errors import ConfigError
 from runner.items import Item, message
 from runner.prompt import TurnContext
+from tests import golden_files
 
 GOLDEN = Path(__file__).parent / "golden" / "prompt"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 DATE = "2026-03-14"
 TZ = "Europe/Berlin"
 
 
 def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8", newline="") as f:
-            f.write(actual)
-    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    with path.open(encoding="utf-8", newline="") as f:
-        expected = f.read()
-    assert actual == expected, f"{name} differs from golden; rerun with UPDATE_GOLDEN=1 to review"
+    golden_files.check_golden(GOLDEN / name, actual)
 
 
 def items_json(items: list[Item], tmp_path: Path | None = None) -> str:

@@ -6,7 +6,6 @@ tests/reports` and review the diff; without it the tests only compare.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from runner.reports.model import (
@@ -19,21 +18,13 @@ from runner.reports.model import (
     Totals,
     UsageReport,
 )
+from tests import golden_files
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "reports"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8", newline="") as f:
-            f.write(actual)
-    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    with path.open(encoding="utf-8", newline="") as f:
-        expected = f.read()
-    assert actual == expected, f"{name} differs from golden; rerun with UPDATE_GOLDEN=1 to review"
+    golden_files.check_golden(GOLDEN / name, actual)
 
 
 def usage(input_tokens: int, cached: int, output: int, reasoning: int = 0) -> UsageReport:
