@@ -129,6 +129,11 @@ def secrets_from_env(env: dict[str, str]) -> list[str]:
 def check_keys(tasks: Sequence[ResolvedTask], env: dict[str, str]) -> None:
     problems = []
     for t in tasks:
+        if "YOUR-RESOURCE" in t.provider.base_url:
+            problems.append(Problem("(task file)", None, f"providers.{t.provider_name}.base_url",
+                                    f"task {t.id!r} uses {t.provider_name}, whose endpoint is "
+                                    "yours: set providers.azure.base_url to "
+                                    "https://<resource>.openai.azure.com/openai/v1"))
         key = t.provider.env_key
         if key and not env.get(key):
             problems.append(Problem("(environment)", None, f"providers.{t.provider_name}.env_key",
