@@ -246,7 +246,7 @@ async def run_batch(
     today = dt.datetime.now().astimezone().date().isoformat()
     tz = local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
-    runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.id}.jsonl") for t in tasks]
+    runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
     limiter = anyio.CapacityLimiter(max(1, concurrency))
 
     async def one(run: TaskRun, clients: Clients) -> None:
@@ -254,11 +254,11 @@ async def run_batch(
         async with limiter:
             run.error = None
             t = run.task
-            log = EventLog(out_dir / run.events_file, task=t.id, redact=redact, stdout=json_out)
+            log = EventLog(out_dir / run.events_file, task=t.run, redact=redact, stdout=json_out)
             ws: workspace.Workspace | None = None
             try:
                 ws = await workspace.prepare(t.repo, base=t.git.base, root=work_root,
-                                             name=t.id)
+                                             name=t.run)
                 run.ws = ws
                 model = await clients.get(t)
                 thread = _make_thread(t, ws.path, model, env, log, today=today, tz=tz,
@@ -371,8 +371,8 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
         result = await workspace.finish(
             ws, branch_template=g.branch, message=message, scope=scope,
             fields={"run": run_id, "task": t.id, "model": f"{t.provider_name}/{t.model}",
-                    "repeat": "1"},
-            patch_path=out_dir / "patches" / f"{t.id}.patch")
+                    "repeat": str(t.repeat)},
+            patch_path=out_dir / "patches" / f"{t.run}.patch")
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         log.emit({"type": "error", "message": run.error})
@@ -425,7 +425,7 @@ def _work_root() -> Iterator[Path]:
 def _progress_line(run: TaskRun) -> str:
     o = run.outcome
     if o is None:
-        return f"[{run.task.id}] error: {run.error}"
+        return f"[{run.task.run}] {run.status}: {run.error}"
     res = run.result
     where = ""
     if res is not None:
@@ -434,7 +434,7 @@ def _progress_line(run: TaskRun) -> str:
                  f"\n  no branch: {'; '.join(res.violations)}")
     u = o.usage
     ratio = f"{u.cached_tokens / u.input_tokens:.0%}" if u.input_tokens else "-"
-    line = (f"[{run.task.id}] {o.status}: {len(o.requests)} requests, {o.tool_calls} tool "
+    line = (f"[{run.task.run}] {run.status}: {len(o.requests)} requests, {o.tool_calls} tool "
             f"calls, {u.input_tokens} input tokens ({ratio} cached), {o.duration_s:.1f} s")
     if o.error:
         line += f"\n  {o.error}"

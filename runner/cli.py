@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("tasks", type=Path, help="the task file (YAML)")
     run.add_argument("--out", type=Path, default=Path("runner-out"),
                      help="directory for report.json and threads/ (default: runner-out)")
-    run.add_argument("--model", help="run every task with this provider/model")
+    run.add_argument("--model", action="append", default=[], metavar="PROVIDER/MODEL",
+                     help="run every task on this model (repeatable; replaces matrix.model)")
     run.add_argument("--only", action="append", default=[], metavar="ID",
                      help="run only this task id (repeatable)")
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
@@ -74,14 +75,15 @@ def _problem(field: str, message: str) -> ConfigError:
 
 
 def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str]:
-    from runner.config import load_task_file, resolve
+    from runner.config import expand, load_task_file
 
     path: Path = args.tasks
     tf = load_task_file(path)
-    model: str | None = getattr(args, "model", None)
-    if model is not None and not re.fullmatch(r"[^/\s]+/\S+", model):
-        raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
-    tasks = resolve(tf, path.resolve().parent, file=str(path), model_override=model)
+    models: list[str] = getattr(args, "model", [])
+    for model in models:
+        if not re.fullmatch(r"[^/\s]+/\S+", model):
+            raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
+    tasks = expand(tf, path.resolve().parent, file=str(path), models=models)
     only: list[str] = getattr(args, "only", [])
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})
@@ -95,8 +97,9 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str]:
 def _validate(args: argparse.Namespace) -> int:
     tasks, file = _load(args)
     for t in tasks:
-        print(f"{t.id}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
-    print(f"{file}: ok, {len(tasks)} task(s)")
+        print(f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
+    ids = {t.id for t in tasks}
+    print(f"{file}: ok, {len(ids)} task(s), {len(tasks)} run(s)")
     return EXIT_OK
 
 
@@ -116,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         for run in result.runs:
             if run.outcome is not None and run.outcome.final_message:
-                print(f"--- {run.task.id}\n{run.outcome.final_message}")
+                print(f"--- {run.task.run}\n{run.outcome.final_message}")
     sys.stderr.write(f"report: {result.report_path}\n")
     if os.environ.get("RUNNER_DEBUG"):
         sys.stderr.write(f"exit code {result.exit_code}\n")

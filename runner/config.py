@@ -15,6 +15,7 @@ import bisect
 import datetime
 import re
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -228,10 +229,19 @@ class _LineMap:
         return f"_LineMap({len(self.lines)} paths)"
 
 
+class Matrix(Frozen):
+    """Every task runs once per model and repeat, each run its own thread and branch."""
+
+    model: tuple[Annotated[str, Field(pattern=MODEL_RE)], ...] = ()
+    """provider/model entries; when given, every task runs on each of them."""
+    repeat: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+
+
 class TaskFile(Frozen):
     version: Annotated[Literal[1], BeforeValidator(_version)]
     providers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], ProviderConfig] = {}
     defaults: Settings = Settings()
+    matrix: Matrix | None = None
     tasks: tuple[TaskSpec, ...]
 
     _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
@@ -276,6 +286,10 @@ class ResolvedTask(Frozen):
     git: GitSettings = GitSettings()
     check: str | None = None
     check_timeout_s: float = 600.0
+    run: str = ""
+    """This run's name: the task id, plus model and repeat when a matrix makes several
+    runs of one task. Used for file names, workspaces and the report."""
+    repeat: int = 1
 
 
 # ---------------------------------------------------------------- loading
@@ -855,7 +869,7 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
         if problems or repo is None:
             continue
         out.append(ResolvedTask(
-            id=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
+            id=t.id, run=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
             provider_name=provider_name, provider=provider, model=model_name,
             instructions_file=instr_path,
             developer_instructions=_first(t.developer_instructions, d.developer_instructions),
@@ -872,3 +886,28 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
     if problems:
         raise ConfigError(problems)
     return out
+
+
+def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
+           models: Sequence[str] = ()) -> list[ResolvedTask]:
+    """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
+    else the task's own) × repeat, named so that no two runs share files or branches."""
+    chosen = list(models) or list(tf.matrix.model if tf.matrix else ())
+    repeat = tf.matrix.repeat if tf.matrix else 1
+    if chosen:
+        per_model = [resolve(tf, base_dir, file=file, model_override=m) for m in chosen]
+    else:
+        per_model = [resolve(tf, base_dir, file=file)]
+    several_models = len(per_model) > 1
+    runs: list[ResolvedTask] = []
+    for i in range(len(tf.tasks)):
+        for tasks in per_model:
+            t = tasks[i]
+            for r in range(1, repeat + 1):
+                name = t.id
+                if several_models:
+                    name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-", f"{t.provider_name}-{t.model}")
+                if repeat > 1:
+                    name += f".r{r}"
+                runs.append(t.model_copy(update={"run": name, "repeat": r}))
+    return runs

@@ -161,7 +161,7 @@ def test_good_file(path: Path, validated: dict[Path, subprocess.CompletedProcess
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     tf = parse_task_file(path.read_text(encoding="utf-8-sig"), str(path))
-    assert res.stdout.endswith(f"{path}: ok, {len(tf.tasks)} task(s)\n")
+    assert res.stdout.endswith(f"{path}: ok, {len(tf.tasks)} task(s), {len(tf.tasks)} run(s)\n")
     for task in tf.tasks:
         assert f"{task.id}: " in res.stdout
 
@@ -698,3 +698,23 @@ class _NoAliasDumper(yaml.SafeDumper):
 @given(st.one_of(file_like, structures))
 def test_fuzz_structures(data: Any) -> None:
     check_outcome(yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True))
+
+
+def test_matrix_expands_runs(tmp_path: Path) -> None:
+    from runner.config import expand, parse_task_file
+
+    text = ("version: 1\nproviders:\n  p: {base_url: 'http://127.0.0.1:1/v1'}\n"
+            "matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n"
+            "tasks:\n  - {id: one, prompt: x}\n  - {id: two, prompt: y, model: p/c}\n")
+    tf = parse_task_file(text, "t.yaml")
+    runs = expand(tf, tmp_path, file="t.yaml")
+    assert [(r.id, r.model, r.repeat, r.run) for r in runs] == [
+        ("one", "a", 1, "one.p-a.r1"), ("one", "a", 2, "one.p-a.r2"),
+        ("one", "b:7b", 1, "one.p-b-7b.r1"), ("one", "b:7b", 2, "one.p-b-7b.r2"),
+        ("two", "a", 1, "two.p-a.r1"), ("two", "a", 2, "two.p-a.r2"),
+        ("two", "b:7b", 1, "two.p-b-7b.r1"), ("two", "b:7b", 2, "two.p-b-7b.r2")]
+    # --model replaces the matrix models; one model and no repeat keeps plain names.
+    plain = parse_task_file(text.replace("matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n", ""),
+                            "t.yaml")
+    assert [r.run for r in expand(plain, tmp_path, models=["p/z"])] == ["one", "two"]
+    assert [r.model for r in expand(plain, tmp_path)] == ["smollm2", "c"]

@@ -250,3 +250,33 @@ def test_sigterm_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
     ps = subprocess.run(["pgrep", "-f", "-r", "R,S,D", "partial > work.txt; sleep 60"],
                         capture_output=True, text=True)
     assert ps.stdout.strip() == ""
+
+
+def test_matrix_runs_each_task_per_model_and_repeat(loopback_thread: ThreadFactory,
+                                                    tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(patch_script))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("one", "add m.txt")])
+    text = tasks.read_text().replace("tasks:\n", "matrix: {model: [fake/a, fake/b], repeat: 2}\n"
+                                                 "tasks:\n")
+    text = text.replace("  apply_patch_tool: freeform", "  apply_patch_tool: freeform\n"
+                        "  git: {branch: 'agent/{task}/{model}/{repeat}'}")
+    tasks.write_text(text)
+    out = tmp_path / "o"
+    res = run_cli("run", tasks, "--out", out, "--concurrency", "4")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    runs = {t["run"]: t for t in report["tasks"]}
+    assert sorted(runs) == ["one.fake-a.r1", "one.fake-a.r2", "one.fake-b.r1", "one.fake-b.r2"]
+    assert sorted(t["result"]["branch"] for t in runs.values()) == [
+        "agent/one/fake-a/1", "agent/one/fake-a/2", "agent/one/fake-b/1", "agent/one/fake-b/2"]
+    assert {r.model for r in srv.requests} == {"a", "b"}
+    assert len({r.prompt_cache_key for r in srv.requests}) == 4
+    assert (out / "threads" / "one.fake-b.r2.jsonl").is_file()
+    assert (out / "patches" / "one.fake-a.r1.patch").is_file()
+    assert (out / "junit.xml").read_text().count("<testsuite ") == 2
+    # --model replaces the matrix.
+    res = run_cli("run", tasks, "--out", tmp_path / "o2", "--model", "fake/c")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "o2" / "report.json").read_text())
+    assert [t["run"] for t in report["tasks"]] == ["one.r1", "one.r2"]

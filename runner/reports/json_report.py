@@ -59,7 +59,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
     if res is not None and res.violations:
         error = "scope violation: " + "; ".join(res.violations)
     if o is None:
-        return TaskReport(id=task.id, model=name, status=run.status, error=error,
+        return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
+                          status=run.status, error=error,
                           final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
                           usage=UsageReport(), requests=[], events_file=run.events_file,
                           workspace=wsr, result=rr, check=cr)
@@ -70,7 +71,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                               usage=usage_report(r.usage),
                               prefix=PrefixReport(**dataclasses.asdict(r.prefix)))
                 for r in o.requests]
-    return TaskReport(id=task.id, model=name, status=run.status, error=error,
+    return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
+                      status=run.status, error=error,
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
                       usage=usage_report(o.usage) or UsageReport(), requests=requests,

@@ -89,6 +89,10 @@ class CheckReport(Strict):
 
 class TaskReport(Strict):
     id: str
+    """The task id from the task file."""
+    run: str = ""
+    """This run's name: the id, plus model and repeat when a matrix makes several runs."""
+    repeat: int = 1
     model: str
     """provider/model as written in the task file."""
     status: str
