@@ -248,6 +248,8 @@ class _LimitHit(Exception):
 
 
 def _classify(exc: ModelError) -> Status:
+    if exc.code == "rate_limited":
+        return "error"
     if isinstance(exc, HTTPStatusError):
         return "failed" if exc.status in (400, 413, 422) else "error"
     return "error" if exc.retryable else "failed"

@@ -223,7 +223,8 @@ class Clients:
                                      query_params=p.query_params, store=p.store)
         from runner.providers.retry import RetryingClient
 
-        client = RetryingClient(client, max_retries=p.request_max_retries)
+        client = RetryingClient(client, max_retries=p.request_max_retries,
+                                max_wait_s=p.max_retry_wait_s)
         self._stack.push_async_callback(client.aclose)
         return client
 

@@ -115,7 +115,9 @@ class ProviderConfig(Frozen):
     constrained_tools: StrictBool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
     request_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 4
-    """How often a request that failed transiently (network, 5xx, cut stream) is resent."""
+    """How often a request that failed transiently (network, 5xx, 429, cut stream) is resent."""
+    max_retry_wait_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 120.0
+    """A 429 asking for a longer wait than this fails the run at once as rate-limited."""
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {

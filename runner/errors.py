@@ -57,10 +57,12 @@ class TransportError(ModelError):
 
 
 class HTTPStatusError(ModelError):
-    def __init__(self, status: int, body: str) -> None:
+    def __init__(self, status: int, body: str, *, retry_after_s: float | None = None) -> None:
         self.status = status
         self.body = body
         self.retryable = status >= 500 or status == 429
+        self.retry_after_s = retry_after_s
+        """How long the server asked us to wait (`retry-after-ms` / `Retry-After`)."""
         super().__init__(f"HTTP {status}: {body[:500]}")
 
 

@@ -34,7 +34,7 @@ from httpx_sse import SSEError, aconnect_sse
 from runner.errors import ContextWindowExceeded, HTTPStatusError, StreamError, TransportError
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client
+from runner.providers.http import make_client, retry_after_s
 
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
@@ -620,7 +620,8 @@ class ChatClient:
                 text = (await resp.aread()).decode("utf-8", "replace")
                 if _is_context_error(resp.status_code, text):
                     raise ContextWindowExceeded(text[:500])
-                raise HTTPStatusError(resp.status_code, text)
+                raise HTTPStatusError(resp.status_code, text,
+                                          retry_after_s=retry_after_s(resp.headers))
             try:
                 async for sse in source.aiter_sse():
                     if sse.data == "[DONE]":

@@ -7,6 +7,8 @@ request). Tests point `base_url` at a loopback server; nothing is monkeypatched.
 
 from __future__ import annotations
 
+import email.utils
+import time
 from collections.abc import Mapping
 
 import httpx
@@ -30,3 +32,29 @@ def make_client(
         trust_env=False,
         follow_redirects=False,
     )
+
+
+def retry_after_s(headers: httpx.Headers, *, now: float | None = None) -> float | None:
+    """The wait a server asks for: `retry-after-ms`, else `Retry-After` in seconds or as an
+    HTTP date. None when absent or unreadable."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)

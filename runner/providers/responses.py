@@ -15,7 +15,7 @@ from httpx_sse import SSEError, aconnect_sse
 from runner.errors import HTTPStatusError, StreamError, TransportError
 from runner.items import dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client
+from runner.providers.http import make_client, retry_after_s
 from runner.sse import Assembler
 
 
@@ -78,7 +78,8 @@ class ResponsesClient:
                 resp = source.response
                 if resp.status_code >= 400:
                     text = (await resp.aread()).decode("utf-8", "replace")
-                    raise HTTPStatusError(resp.status_code, text)
+                    raise HTTPStatusError(resp.status_code, text,
+                                          retry_after_s=retry_after_s(resp.headers))
                 # Read to the end of the body even after response.completed: a response
                 # left unread makes httpx drop the connection instead of reusing it.
                 async for sse in source.aiter_sse():
