@@ -220,7 +220,8 @@ class Clients:
             from runner.providers.responses import ResponsesClient
 
             client = ResponsesClient(base_url, api_key=api_key, headers=p.http_headers,
-                                     query_params=p.query_params, store=p.store)
+                                     query_params=p.query_params, store=p.store,
+                                     stream_idle_timeout_s=p.stream_idle_timeout_s)
         from runner.providers.retry import RetryingClient
 
         client = RetryingClient(client, max_retries=p.request_max_retries,

@@ -117,6 +117,8 @@ class ProviderConfig(Frozen):
     request_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 4
     """How often a request that failed transiently (network, 5xx, 429, cut stream) is resent."""
     max_retry_wait_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 120.0
+    stream_idle_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 300.0
+    """A stream with no event for this long is cut and the request resent."""
     """A 429 asking for a longer wait than this fails the run at once as rate-limited."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import anyio
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
@@ -55,6 +56,7 @@ class ResponsesClient:
         headers: Mapping[str, str] | None = None,
         query_params: Mapping[str, str] | None = None,
         store: bool = False,
+        stream_idle_timeout_s: float = 300.0,
         max_connections: int = 32,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -65,6 +67,7 @@ class ResponsesClient:
         self._url = base_url.rstrip("/") + "/responses"
         self._params = dict(query_params or {})
         self._store = store
+        self._idle_s = stream_idle_timeout_s
         self._client = make_client(headers=hdrs, max_connections=max_connections,
                                    transport=transport)
 
@@ -82,7 +85,18 @@ class ResponsesClient:
                                           retry_after_s=retry_after_s(resp.headers))
                 # Read to the end of the body even after response.completed: a response
                 # left unread makes httpx drop the connection instead of reusing it.
-                async for sse in source.aiter_sse():
+                # The idle clock restarts only on a real event: httpx-sse does not yield
+                # `: keepalive` comments, so a server that only pings still times out.
+                events = source.aiter_sse()
+                while True:
+                    with anyio.move_on_after(self._idle_s) as idle:
+                        try:
+                            sse = await anext(events)
+                        except StopAsyncIteration:
+                            break
+                    if idle.cancelled_caught:
+                        raise StreamError(f"idle timeout: no event for {self._idle_s:g} s",
+                                          code="idle_timeout", retryable=True)
                     notice = asm.feed(sse.event, sse.data)
                     if notice is not None and on_event is not None:
                         on_event(StreamEvent(notice[0], notice[1]))

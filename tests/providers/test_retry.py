@@ -79,3 +79,26 @@ async def test_gives_up_after_max_retries(loopback: LoopbackFactory, tmp_path: P
     outcome, _ = await run(srv.base_url, tmp_path, max_retries=2)
     assert outcome.status == "error" and "503" in outcome.error  # type: ignore[attr-defined]
     assert len(srv.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_idle_stream_is_cut_and_resent(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    from tests.loopback import reply_drop_after
+
+    srv = await loopback([reply_drop_after(2, stall_s=30), reply_message("done")])
+    client = RetryingClient(ResponsesClient(srv.base_url, stream_idle_timeout_s=0.5))
+    spec = ThreadSpec(thread_id="t", model="m", instructions="i",
+                      context=[message("user", "ctx")], prompts=("go",), max_requests=5,
+                      timeout_s=30)
+
+    class Sink:
+        def emit(self, event: dict[str, object]) -> None:
+            pass
+
+    outcome = await Thread(spec, client, [], ToolContext(cwd=tmp_path,
+                                                         executor=LocalExecutor(), env={}),
+                           Sink()).run()
+    await client.aclose()
+    assert outcome.status == "completed"
+    gap = srv.requests[1].received_at - srv.requests[0].received_at
+    assert 0.5 <= gap < 0.5 * 1.1 + 0.25   # detected within 10 % (plus backoff ≤ 0.22 s)
