@@ -59,7 +59,3 @@ class ModelClient(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def tool_names(tools: Sequence[dict[str, Any]]) -> list[str]:
-    return [str(t.get("name", t.get("type", ""))) for t in tools]

@@ -4,7 +4,6 @@ crash leaves everything up to the crash; with `--json` the same lines go to stdo
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -34,7 +33,3 @@ class EventLog:
 
     def close(self) -> None:
         self._file.close()
-
-
-def stdout_sink() -> IO[str]:
-    return sys.stdout
