@@ -34,7 +34,7 @@ from httpx_sse import SSEError, aconnect_sse
 from runner.errors import ContextWindowExceeded, HTTPStatusError, StreamError, TransportError
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client, retry_after_s
+from runner.providers.http import make_client, request_headers, retry_after_s
 
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
@@ -567,9 +567,7 @@ class ChatClient:
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.params = dict(query_params or {})
-        hdrs = dict(headers or {})
-        if api_key:
-            hdrs["Authorization"] = f"Bearer {api_key}"
+        hdrs = request_headers(headers, api_key)
         self.constrained = (constrained or Constrained()) if constrained_tools else None
         self._own_client = client is None
         self._client = client if client is not None else make_client(headers=hdrs)

@@ -17,6 +17,17 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
 
 
+def request_headers(headers: Mapping[str, str] | None, api_key: str | None,
+                    **fixed: str) -> dict[str, str]:
+    """Fixed protocol headers, then the provider's own, then the key as a Bearer token
+    (last, so a configured header can never replace or leak beside it)."""
+    out = dict(fixed)
+    out.update(headers or {})
+    if api_key:
+        out["authorization"] = f"Bearer {api_key}"
+    return out
+
+
 def make_client(
     *,
     headers: Mapping[str, str] | None = None,

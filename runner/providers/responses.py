@@ -16,7 +16,7 @@ from httpx_sse import SSEError, aconnect_sse
 from runner.errors import HTTPStatusError, StreamError, TransportError
 from runner.items import dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client, retry_after_s
+from runner.providers.http import make_client, request_headers, retry_after_s
 from runner.sse import Assembler
 
 
@@ -60,10 +60,8 @@ class ResponsesClient:
         max_connections: int = 32,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        hdrs = {"accept": "text/event-stream", "content-type": "application/json"}
-        hdrs.update(headers or {})
-        if api_key:
-            hdrs["authorization"] = f"Bearer {api_key}"
+        hdrs = request_headers(headers, api_key, accept="text/event-stream",
+                               **{"content-type": "application/json"})
         self._url = base_url.rstrip("/") + "/responses"
         self._params = dict(query_params or {})
         self._store = store
