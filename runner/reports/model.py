@@ -95,9 +95,17 @@ class TaskReport(Strict):
     repeat: int = 1
     model: str
     """provider/model as written in the task file."""
+    variant: str | None = None
+    """The matrix variant (a named set of prompt/settings overrides), if any."""
+    tags: list[str] = []
+    fingerprint: str = ""
+    """Stable hash of what defines the run (task, model, variant, repeat, settings): the
+    key for `--resume` and `--shard`, equal on every machine."""
+    cost_usd: float | None = None
+    """From the price table; null when the model's price is unknown (never a guess)."""
     status: str
-    """completed | check_failed | max_turns | timeout | failed | error | interrupted |
-    scope_violation."""
+    """completed | check_failed | max_turns | max_tool_calls | timeout | budget (token or
+    cost limit) | failed | error | interrupted | scope_violation."""
     error: str | None
     final_message: str | None
     turns_completed: int
@@ -123,6 +131,8 @@ class Totals(Strict):
     requests: int
     tool_calls: int
     usage: UsageReport
+    cost_usd: float | None = None
+    """Sum over runs; null when any run's cost is unknown."""
 
 
 class Report(Strict):
