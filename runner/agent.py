@@ -22,9 +22,19 @@ from runner.providers import ModelClient, Prompt, StreamEvent
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 
-Status = Literal["completed", "max_turns", "timeout", "failed", "error", "interrupted"]
+Status = Literal["completed", "max_turns", "max_tool_calls", "budget", "timeout", "failed",
+                 "error", "interrupted"]
 """`failed`: the model refused or could not go on (context full, invalid prompt);
-`error`: the runner could not reach a working model (network, 5xx, auth)."""
+`error`: the runner could not reach a working model (network, 5xx, auth); `budget`: a token
+or cost limit of the run or the batch was reached."""
+
+
+class Budget(Protocol):
+    """Token and cost limits, checked before every request; the loop knows no prices."""
+
+    def exceeded(self, usage: Usage) -> str | None:
+        """Why the thread must stop now, or None to go on."""
+        ...
 
 
 class Sink(Protocol):
@@ -44,6 +54,8 @@ class ThreadSpec:
     """The task prompt, then each follow-up turn, all in the same thread."""
     max_requests: int
     timeout_s: float
+    max_tool_calls: int | None = None
+    budget: Budget | None = None
     parallel_tool_calls: bool = False
     reasoning: dict[str, Any] | None = None
     text: dict[str, Any] | None = None
@@ -110,9 +122,8 @@ class Thread:
                 self.history.append(it.message("user", prompt))
                 try:
                     self._final = await self._turn(turn)
-                except _LimitHit:
-                    status, error = "max_turns", (
-                        f"stopped after {self.spec.max_requests} model requests (max_turns)")
+                except _LimitHit as hit:
+                    status, error = hit.status, hit.reason
                 except ModelError as exc:
                     status, error = _classify(exc), f"model error: {exc}"
                 if status != "completed":
@@ -138,13 +149,21 @@ class Thread:
     async def _turn(self, turn: int) -> str | None:
         while True:
             if len(self.requests) >= self.spec.max_requests:
-                raise _LimitHit
+                raise _LimitHit("max_turns", f"stopped after {self.spec.max_requests} model "
+                                             "requests (max_turns)")
+            why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
+            if why is not None:
+                raise _LimitHit("budget", why)
             outputs = await self._sample(turn)
             calls = [i for i in outputs if i.type in it.TOOL_CALL_TYPES]
             if not calls:
                 messages = [i for i in outputs if i.type == "message" and i.role == "assistant"]
                 return it.message_text(messages[-1]) if messages else None
             for call in calls:
+                cap = self.spec.max_tool_calls
+                if cap is not None and self.tool_calls >= cap:
+                    raise _LimitHit("max_tool_calls", f"stopped at the limit of {cap} tool "
+                                                      "calls (max_tool_calls)")
                 self.history.append(await self._call(call))
 
     async def _sample(self, turn: int) -> list[Item]:
@@ -244,7 +263,10 @@ class Thread:
 
 
 class _LimitHit(Exception):
-    pass
+    def __init__(self, status: Status, reason: str) -> None:
+        super().__init__(reason)
+        self.status: Status = status
+        self.reason = reason
 
 
 def _classify(exc: ModelError) -> Status:

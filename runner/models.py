@@ -1,0 +1,88 @@
+"""What the runner knows about a model: its context window, when to compact, its price.
+
+A built-in table covers common models; the task file's `models:` section overrides any
+field per `provider/model`. A price that is not known stays `None` so the report shows a
+null cost rather than a wrong number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from runner.items import Usage
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens. Cached input is billed instead of input, not on top."""
+
+    input: float
+    cached_input: float
+    output: float
+
+    def cost(self, u: Usage) -> float:
+        uncached = max(u.input_tokens - u.cached_tokens, 0)
+        # Reasoning tokens are part of output_tokens on both wires.
+        return (uncached * self.input + u.cached_tokens * self.cached_input
+                + u.output_tokens * self.output) / 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    context_window: int | None = None
+    auto_compact_limit: int | None = None
+    """Compact when the thread's token count passes this; default 90% of the window."""
+    price: Price | None = None
+
+    @property
+    def compact_limit(self) -> int | None:
+        if self.auto_compact_limit is not None:
+            return self.auto_compact_limit
+        return self.context_window * 9 // 10 if self.context_window else None
+
+
+FREE = Price(0.0, 0.0, 0.0)
+
+# Public list prices (standard tier) as of late 2026; override them in `models:` when
+# your contract differs. Keys are model names; "provider/model" keys win over them.
+BUILTIN: dict[str, ModelInfo] = {
+    "gpt-5": ModelInfo(400_000, None, Price(1.25, 0.125, 10.0)),
+    "gpt-5-codex": ModelInfo(400_000, None, Price(1.25, 0.125, 10.0)),
+    "gpt-5-mini": ModelInfo(400_000, None, Price(0.25, 0.025, 2.0)),
+    "gpt-5-nano": ModelInfo(400_000, None, Price(0.05, 0.005, 0.4)),
+    "gpt-4.1": ModelInfo(1_047_576, None, Price(2.0, 0.5, 8.0)),
+    "gpt-4.1-mini": ModelInfo(1_047_576, None, Price(0.4, 0.1, 1.6)),
+    "gpt-4.1-nano": ModelInfo(1_047_576, None, Price(0.1, 0.025, 0.4)),
+    "gpt-4o": ModelInfo(128_000, None, Price(2.5, 1.25, 10.0)),
+    "gpt-4o-mini": ModelInfo(128_000, None, Price(0.15, 0.075, 0.6)),
+    "o3": ModelInfo(200_000, None, Price(2.0, 0.5, 8.0)),
+    "o4-mini": ModelInfo(200_000, None, Price(1.1, 0.275, 4.4)),
+    # The embedded engine runs SmolLM2 with its full 8k context on this machine: free.
+    "local/smollm2": ModelInfo(8192, None, FREE),
+}
+
+LOCAL_PROVIDERS = frozenset({"local", "ollama", "lmstudio"})
+"""Models served on the user's own machine cost nothing per token."""
+PRICED_BY_NAME = frozenset({"openai", "azure"})
+"""Providers whose bare model names mean OpenAI's models and list prices; any other
+provider (a proxy, vLLM) gets a price only from the task file."""
+
+
+def model_info(provider: str, model: str,
+               overrides: Mapping[str, ModelInfo] | None = None) -> ModelInfo:
+    """The table's entry for `provider/model` (else for `model`), with the task file's
+    fields laid over it field by field."""
+    key = f"{provider}/{model}"
+    info = BUILTIN.get(key) or ModelInfo()
+    if key not in BUILTIN and provider in PRICED_BY_NAME:
+        info = BUILTIN.get(model, info)
+    if provider in LOCAL_PROVIDERS:
+        info = replace(info, price=FREE)
+    over = (overrides or {}).get(key)
+    if over is not None:
+        info = ModelInfo(
+            context_window=over.context_window or info.context_window,
+            auto_compact_limit=over.auto_compact_limit or info.auto_compact_limit,
+            price=over.price or info.price)
+    return info
