@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import bisect
 import datetime
+import hashlib
+import json
 import re
 import types
 from collections.abc import Sequence
@@ -114,6 +116,9 @@ class ProviderConfig(Frozen):
     """Azure's Responses endpoint needs `store: true` for reasoning items to round-trip."""
     constrained_tools: StrictBool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
+    max_connections: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
+    """Requests in flight to this provider at once, over all runs (default: no cap beyond
+    `--concurrency`)."""
     request_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 4
     """How often a request that failed transiently (network, 5xx, 429, cut stream) is resent."""
     max_retry_wait_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 120.0
@@ -135,9 +140,44 @@ BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
 
 
 class Limits(Frozen):
+    """Per run; a run that reaches one stops with its own status and keeps its work."""
+
     max_turns: Annotated[StrictInt, Field(ge=1, le=100_000)] = 40
     """Model requests per thread, follow-up turns included."""
     timeout_s: Annotated[StrictFloat, Field(gt=0, le=7 * 24 * 3600)] = 1800
+    max_tool_calls: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_input_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    """Input tokens summed over the run's requests (cached ones included)."""
+    max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    """Output tokens summed over the run's requests."""
+    max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
+    """Needs a known price for the model (`models:` or the built-in table)."""
+
+
+class BatchLimits(Frozen):
+    """For the whole batch: when one is reached, running runs stop (status `budget`) and
+    runs not yet started are skipped (`--resume` runs them later)."""
+
+    max_input_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
+
+
+class PriceConfig(Frozen):
+    """US dollars per million tokens."""
+
+    input: Annotated[StrictFloat, Field(ge=0)]
+    cached_input: Annotated[StrictFloat, Field(ge=0)]
+    output: Annotated[StrictFloat, Field(ge=0)]
+
+
+class ModelConfig(Frozen):
+    """Overrides for one provider/model over the built-in table."""
+
+    context_window: Annotated[StrictInt, Field(ge=256)] | None = None
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
+    """Compact the thread when its token count passes this (default 90% of the window)."""
+    price: PriceConfig | None = None
 
 
 class ModelOptions(Frozen):
@@ -209,6 +249,8 @@ class TaskSpec(Settings):
     prompt: NonBlank
     repo: PathText = "."
     turns: tuple[NonBlank, ...] = ()
+    tags: tuple[Annotated[str, Field(pattern=ID_RE)], ...] = ()
+    """Select tasks with `--tag` on the command line."""
 
 
 class _LineMap:
@@ -233,12 +275,43 @@ class _LineMap:
         return f"_LineMap({len(self.lines)} paths)"
 
 
+class Variant(Frozen):
+    """A named set of overrides, so a matrix compares prompts and settings, not only models."""
+
+    name: str = Field(pattern=ID_RE)
+    instructions_file: PathText | None = None
+    developer_instructions: str | None = None
+    prompt_template: str | None = None
+    """The task prompt is put where `{prompt}` stands, e.g. "Think first.\n\n{prompt}"."""
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    tools: tuple[ToolName, ...] | None = None
+    model_options: ModelOptions | None = None
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _has_slot(cls, v: str | None) -> str | None:
+        if v is not None and v.count("{prompt}") != 1:
+            raise ValueError("must contain {prompt} exactly once (where the task prompt goes)")
+        return v
+
+
 class Matrix(Frozen):
-    """Every task runs once per model and repeat, each run its own thread and branch."""
+    """Every task runs once per model, variant and repeat, each run its own thread and
+    branch."""
 
     model: tuple[Annotated[str, Field(pattern=MODEL_RE)], ...] = ()
     """provider/model entries; when given, every task runs on each of them."""
+    variant: tuple[Variant, ...] = ()
     repeat: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+
+    @field_validator("variant")
+    @classmethod
+    def _unique_names(cls, v: tuple[Variant, ...]) -> tuple[Variant, ...]:
+        names = [x.name for x in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"variant name {dup[0]!r} is used twice; names must be unique")
+        return v
 
 
 class TaskFile(Frozen):
@@ -246,6 +319,10 @@ class TaskFile(Frozen):
     providers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], ProviderConfig] = {}
     defaults: Settings = Settings()
     matrix: Matrix | None = None
+    models: dict[Annotated[str, Field(pattern=MODEL_RE)], ModelConfig] = {}
+    """Context window, compaction limit and price per provider/model, over the built-in
+    table."""
+    budget: BatchLimits | None = None
     tasks: tuple[TaskSpec, ...]
 
     _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
@@ -294,6 +371,15 @@ class ResolvedTask(Frozen):
     """This run's name: the task id, plus model and repeat when a matrix makes several
     runs of one task. Used for file names, workspaces and the report."""
     repeat: int = 1
+    variant: str | None = None
+    tags: tuple[str, ...] = ()
+    context_window: int | None = None
+    auto_compact_limit: int | None = None
+    price: PriceConfig | None = None
+    """None when the price is unknown: cost is then reported as null."""
+    fingerprint: str = ""
+    """Hash of everything that defines the run except machine paths: equal on every
+    machine, so `--shard` slices agree and `--resume` knows a run it has finished."""
 
 
 # ---------------------------------------------------------------- loading
@@ -886,32 +972,93 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             git=_merged(GitSettings, d.git, t.git),
             check=_first(t.check, d.check),
             check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
+            tags=t.tags,
+            **_model_fields(provider_name, model_name, tf.models),
         ))
     if problems:
         raise ConfigError(problems)
     return out
 
 
+def _model_fields(provider: str, model: str,
+                  overrides: dict[str, ModelConfig]) -> dict[str, Any]:
+    from runner.models import ModelInfo, Price, model_info
+
+    over = {k: ModelInfo(v.context_window, v.auto_compact_limit,
+                         Price(v.price.input, v.price.cached_input, v.price.output)
+                         if v.price else None) for k, v in overrides.items()}
+    info = model_info(provider, model, over)
+    p = info.price
+    return {"context_window": info.context_window, "auto_compact_limit": info.compact_limit,
+            "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
+            if p is not None else None}
+
+
+def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> ResolvedTask:
+    opts = _merged(ModelOptions, t.model_options, v.model_options)
+    if v.reasoning_effort is not None:
+        opts = opts.model_copy(update={"reasoning_effort": v.reasoning_effort})
+    return t.model_copy(update={
+        "variant": v.name,
+        "prompt": v.prompt_template.replace("{prompt}", t.prompt) if v.prompt_template
+        else t.prompt,
+        "instructions_file": instructions or t.instructions_file,
+        "developer_instructions": _first(v.developer_instructions, t.developer_instructions),
+        "tools": _first(v.tools, t.tools) or (),
+        "model_options": opts,
+    })
+
+
+def fingerprint(t: ResolvedTask) -> str:
+    """What makes a run this run, without machine-specific paths; instructions count by
+    content, so editing them makes `--resume` redo the runs that used them."""
+    data = t.model_dump(mode="json", exclude={"repo", "instructions_file", "fingerprint",
+                                              "run"})
+    if t.instructions_file is not None:
+        data["instructions"] = hashlib.sha256(t.instructions_file.read_bytes()).hexdigest()
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
            models: Sequence[str] = ()) -> list[ResolvedTask]:
     """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
-    else the task's own) × repeat, named so that no two runs share files or branches."""
+    else the task's own) × variant × repeat, named so that no two runs share files or
+    branches."""
     chosen = list(models) or list(tf.matrix.model if tf.matrix else ())
     repeat = tf.matrix.repeat if tf.matrix else 1
+    variants: tuple[Variant | None, ...] = (tf.matrix.variant if tf.matrix else ()) or (None,)
     if chosen:
         per_model = [resolve(tf, base_dir, file=file, model_override=m) for m in chosen]
     else:
         per_model = [resolve(tf, base_dir, file=file)]
+    problems: list[Problem] = []
+    variant_files: dict[int, Path | None] = {}
+    for j, v in enumerate(variants):
+        if v is not None and v.instructions_file is not None:
+            found, wrong = _check_path(base_dir, v.instructions_file, want_dir=False)
+            path: Path_ = ("matrix", "variant", j, "instructions_file")
+            if wrong is not None:
+                problems.append(Problem(file, _line_for(path, tf._lines.lines), _dotted(path),
+                                        wrong))
+            variant_files[j] = found
+    if problems:
+        raise ConfigError(problems)
     several_models = len(per_model) > 1
     runs: list[ResolvedTask] = []
     for i in range(len(tf.tasks)):
         for tasks in per_model:
-            t = tasks[i]
-            for r in range(1, repeat + 1):
-                name = t.id
-                if several_models:
-                    name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-", f"{t.provider_name}-{t.model}")
-                if repeat > 1:
-                    name += f".r{r}"
-                runs.append(t.model_copy(update={"run": name, "repeat": r}))
+            for j, v in enumerate(variants):
+                t = tasks[i] if v is None else _with_variant(tasks[i], v, variant_files.get(j))
+                for r in range(1, repeat + 1):
+                    name = t.id
+                    if several_models:
+                        name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-",
+                                             f"{t.provider_name}-{t.model}")
+                    if v is not None:
+                        name += f".{v.name}"
+                    if repeat > 1:
+                        name += f".r{r}"
+                    run = t.model_copy(update={"run": name, "repeat": r})
+                    runs.append(run.model_copy(update={"fingerprint": fingerprint(run)}))
     return runs
