@@ -9,9 +9,16 @@ does not produce, so its output is post-processed:
 * `time` is a SUREFIRE_TIME (at most 3 decimals); `junit-xml` writes raw float sums and `%f`
   (6 decimals): every `time` is rewritten with 3 decimals, and the `testsuites` time is the
   run's wall-clock duration rather than the sum over (parallel) suites.
-* `properties` is only allowed on `testsuite`, not on `testcase`: the per-run properties go on
-  the model's suite, named `<task id>.<property>`, and are repeated as `name=value` lines in
-  the testcase's `system-out` so they are visible next to the run in CI.
+* `properties` is only allowed on `testsuite`, not on `testcase`: the suite carries the model's
+  totals (unprefixed names) and every run's numbers, named `<run>.<property>`; the run's
+  numbers are repeated as `name=value` lines in the testcase's `system-out`, which Jenkins,
+  GitLab and dorny/test-reporter all show next to the test.
+
+Layout: a `testsuite` per model (variants and repeats of a model are its testcases, so a
+model's pass rate is the suite's), a `testcase` per run named by the run's name
+(`<task>.<provider>-<model>[.<variant>].r<n>`), with the task id as `classname`. Jenkins
+splits `classname` at dots into package and class, and model names have dots (`gpt-5.5`)
+where task ids rarely do; it also groups the repeats of one task under one class.
 
 Text is sanitized before it reaches `junit-xml`: characters XML 1.0 cannot carry (control
 characters, lone surrogates, U+FFFE/U+FFFF) and the ones `junit-xml` silently deletes (C1
@@ -26,20 +33,26 @@ import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from runner.reports.model import Report, TaskReport
+from runner.reports.model import Report, TaskReport, UsageReport
+from runner.reports.totals import sum_cost, sum_usage
 
-ERROR_STATUSES = frozenset({"error"})
-"""Statuses reported as `<error>`: the run itself broke (provider, workspace, crash). Every
-other status but `completed` (failed, check_failed, max_turns, timeout, scope_violation, and
-any future one) is a `<failure>`: the agent ran but did not achieve the task."""
+ERROR_STATUSES = frozenset({"error", "interrupted"})
+"""Statuses reported as `<error>`: the run itself broke or was stopped from outside (provider,
+workspace, crash, Ctrl-C), so it says nothing about the agent. Every other status but
+`completed` (failed, check_failed, max_turns, max_tool_calls, timeout, budget,
+scope_violation, and any future one) is a `<failure>`: the agent ran and did not achieve
+the task within its limits."""
 
 REASONS = {
-    "failed": "the agent reported failure",
+    "failed": "the model or server refused to go on",
     "check_failed": "the check command failed",
     "max_turns": "stopped at the turn limit",
+    "max_tool_calls": "stopped at the tool-call limit",
     "timeout": "timed out",
+    "budget": "stopped at the token or cost budget",
     "scope_violation": "changes outside the allowed scope",
     "error": "the run failed with an error",
+    "interrupted": "stopped by Ctrl-C or SIGTERM",
 }
 """Short human reason per status; the start of the `message` attribute."""
 
@@ -73,27 +86,65 @@ def _time(seconds: float) -> str:
     return f"{max(seconds, 0.0):.3f}" if math.isfinite(seconds) else "0.000"
 
 
-def _ratio(value: float | None) -> str:
-    return "" if value is None else f"{value:.4f}"
+def _ratio(value: float | None) -> str | None:
+    return None if value is None else f"{value:.4f}"
+
+
+def _cost(value: float | None) -> str | None:
+    return None if value is None else f"{value:.6f}"
+
+
+def _known(pairs: list[tuple[str, str | None]]) -> list[tuple[str, str]]:
+    """Unknown values (no price, nothing sent, no branch) are left out rather than written
+    as an empty string or a 0 a dashboard would plot."""
+    return [(name, value) for name, value in pairs if value is not None]
+
+
+def _usage_pairs(u: UsageReport) -> list[tuple[str, str | None]]:
+    return [
+        ("tokens", str(u.total_tokens)),
+        ("tokens_input", str(u.input_tokens)),
+        ("tokens_cached", str(u.cached_tokens)),
+        ("tokens_uncached", str(u.uncached_tokens)),
+        ("tokens_output", str(u.output_tokens)),
+        ("cache_hit_ratio", _ratio(u.cache_hit_ratio)),
+    ]
 
 
 def run_properties(task: TaskReport) -> list[tuple[str, str]]:
     """The per-run numbers CI dashboards plot (unprefixed names, in a stable order)."""
     branch = task.result.branch if task.result is not None else None
-    check = "" if task.check is None else "passed" if task.check.passed else "failed"
-    return [
+    check = None if task.check is None else "passed" if task.check.passed else "failed"
+    return _known([
         ("status", task.status),
-        ("tokens", str(task.usage.total_tokens)),
-        ("cached_tokens", str(task.usage.cached_tokens)),
-        ("cache_hit_ratio", _ratio(task.usage.cache_hit_ratio)),
+        ("variant", task.variant),
+        ("repeat", str(task.repeat)),
+        *_usage_pairs(task.usage),
+        ("cost_usd", _cost(task.cost_usd)),
         ("requests", str(len(task.requests))),
         ("turns", str(task.turns_completed)),
         ("tool_calls", str(task.tool_calls)),
         ("duration_s", _time(task.duration_s)),
-        ("branch", branch or ""),
+        ("branch", branch),
         ("check", check),
         ("prefix_breaks", str(task.prefix_breaks)),
-    ]
+    ])
+
+
+def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
+    """The model's totals over its runs; `cost_usd` only when every run's cost is known."""
+    passed = sum(1 for t in tasks if t.status == "completed")
+    return _known([
+        ("runs", str(len(tasks))),
+        ("passed", str(passed)),
+        ("pass_rate", f"{passed / len(tasks):.4f}" if tasks else None),
+        *_usage_pairs(sum_usage(t.usage for t in tasks)),
+        ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
+        ("requests", str(sum(len(t.requests) for t in tasks))),
+        ("turns", str(sum(t.turns_completed for t in tasks))),
+        ("tool_calls", str(sum(t.tool_calls for t in tasks))),
+        ("duration_s", _time(sum(t.duration_s for t in tasks))),
+    ])
 
 
 def _first_line(text: str | None) -> str:
@@ -128,11 +179,18 @@ def failure_text(task: TaskReport) -> str:
     return xml_safe("\n\n".join(parts))
 
 
+def case_name(task: TaskReport) -> str:
+    """The run's name; a report from before run names existed falls back to the task id."""
+    return task.run or task.id
+
+
 def _prefix(task: TaskReport, seen: dict[str, int]) -> str:
-    """Property-name prefix; a task id repeated within one model gets `#2`, `#3`..."""
-    seen[task.id] = seen.get(task.id, 0) + 1
-    n = seen[task.id]
-    return task.id if n == 1 else f"{task.id}#{n}"
+    """Property-name prefix; a name repeated within one model (only in reports without run
+    names) gets `#2`, `#3`..."""
+    name = case_name(task)
+    seen[name] = seen.get(name, 0) + 1
+    n = seen[name]
+    return name if n == 1 else f"{name}#{n}"
 
 
 def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
@@ -143,10 +201,10 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
     suites = []
     for model, tasks in by_model.items():
         cases = []
-        props: dict[str, str] = {}
+        props = {name: xml_safe(value) for name, value in suite_properties(tasks)}
         seen: dict[str, int] = {}
         for task in tasks:
-            case = TestCase(xml_safe(task.id), classname=xml_safe(model),
+            case = TestCase(xml_safe(case_name(task)), classname=xml_safe(task.id),
                             elapsed_sec=task.duration_s)
             pairs = run_properties(task)
             prefix = xml_safe(_prefix(task, seen))

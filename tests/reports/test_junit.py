@@ -13,9 +13,19 @@ import pytest
 import xmlschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from junitparser import JUnitXml
 
 from runner.reports.junit import render_junit, xml_safe
-from tests.reports import GOLDEN, check_golden, report, result, sample_report, task, usage
+from tests.reports import (
+    GOLDEN,
+    benchmark_report,
+    check_golden,
+    report,
+    result,
+    sample_report,
+    task,
+    usage,
+)
 
 SCHEMA_COPY = GOLDEN / "junit.xsd"
 SHARED_SCHEMA = Path(__file__).resolve().parents[2].parent / "shared" / "schemas" / "junit.xsd"
@@ -44,20 +54,22 @@ def test_structure() -> None:
     assert root.tag == "testsuites"
     assert root.attrib["name"] == "20260314-101500-ab12"
     assert root.attrib["time"] == "95.123"
-    assert (root.attrib["tests"], root.attrib["failures"], root.attrib["errors"]) == ("8", "5", "1")
+    assert (root.attrib["tests"], root.attrib["failures"], root.attrib["errors"]) == (
+        "11", "7", "2")
     assert "disabled" not in root.attrib
     suites = root.findall("testsuite")
     assert [s.attrib["name"] for s in suites] == ["openai/gpt-5", "local/smollm2"]
     gpt, local = suites
-    assert (gpt.attrib["tests"], gpt.attrib["failures"], gpt.attrib["errors"]) == ("4", "3", "0")
+    assert (gpt.attrib["tests"], gpt.attrib["failures"], gpt.attrib["errors"]) == ("5", "3", "1")
     assert (local.attrib["tests"], local.attrib["failures"], local.attrib["errors"]) == (
-        "4", "2", "1")
-    assert gpt.attrib["time"] == "199.250"
+        "6", "4", "1")
+    assert gpt.attrib["time"] == "211.750"
     assert all("disabled" not in s.attrib for s in suites)
     cases = gpt.findall("testcase")
     assert [(c.attrib["name"], c.attrib["classname"]) for c in cases] == [
-        ("fix-parser", "openai/gpt-5"), ("add_tests", "openai/gpt-5"),
-        ("refactor", "openai/gpt-5"), ("lint", "openai/gpt-5")]
+        ("fix-parser.openai-gpt-5.r1", "fix-parser"), ("add_tests.openai-gpt-5.r1", "add_tests"),
+        ("refactor.openai-gpt-5.r1", "refactor"), ("lint.openai-gpt-5.r1", "lint"),
+        ("bump.openai-gpt-5.r1", "bump")]
     assert cases[0].find("failure") is None and cases[0].find("error") is None
     failure = cases[1].find("failure")
     assert failure is not None
@@ -81,37 +93,133 @@ def test_structure() -> None:
     assert local.findall("testcase")[2].attrib["time"] == "0.000"
 
 
-def test_properties_on_suite_and_in_system_out() -> None:
-    """The schema has no testcase properties: they go on the suite, prefixed by task id."""
+@pytest.mark.parametrize(("status", "element", "reason"), [
+    ("check_failed", "failure", "the check command failed"),
+    ("max_turns", "failure", "stopped at the turn limit"),
+    ("max_tool_calls", "failure", "stopped at the tool-call limit"),
+    ("timeout", "failure", "timed out"),
+    ("budget", "failure", "stopped at the token or cost budget"),
+    ("failed", "failure", "the model or server refused to go on"),
+    ("scope_violation", "failure", "changes outside the allowed scope"),
+    ("error", "error", "the run failed with an error"),
+    ("interrupted", "error", "stopped by Ctrl-C or SIGTERM"),
+])
+def test_every_status_maps_to_failure_or_error(schema: xmlschema.XMLSchema, status: str,
+                                               element: str, reason: str) -> None:
+    xml = render_junit(report([task("t", "p/m", status, error="why")]))
+    schema.validate(xml)
+    case = ET.fromstring(xml).find("testsuite/testcase")
+    assert case is not None
+    other = "error" if element == "failure" else "failure"
+    assert case.find(other) is None
+    el = case.find(element)
+    assert el is not None
+    assert el.attrib == {"type": status, "message": f"{status}: {reason}: why"}
+    assert el.text == "why"
+
+
+def test_suite_properties_are_the_model_totals() -> None:
+    root = ET.fromstring(render_junit(sample_report()))
+    gpt, local = root.findall("testsuite")
+    props = {p.attrib["name"]: p.attrib["value"] for p in gpt.iter("property")}
+    assert {k: v for k, v in props.items() if "." not in k} == {
+        "runs": "5", "passed": "1", "pass_rate": "0.2000", "tokens": "47900",
+        "tokens_input": "45000", "tokens_cached": "37800", "tokens_uncached": "7200",
+        "tokens_output": "2900", "cache_hit_ratio": "0.8400", "cost_usd": "0.148700",
+        "requests": "30", "turns": "25", "tool_calls": "52", "duration_s": "211.750"}
+    local_props = {p.attrib["name"]: p.attrib["value"] for p in local.iter("property")}
+    # One run of local/smollm2 has no known price: no cost at all, not a partial sum.
+    assert "cost_usd" not in local_props
+    assert not any(k.endswith(".cost_usd") for k in local_props)
+
+
+def test_run_properties_on_suite_and_in_system_out() -> None:
+    """The schema has no testcase properties: they go on the suite, prefixed by run name."""
     root = ET.fromstring(render_junit(sample_report()))
     gpt = root.findall("testsuite")[0]
     props = {p.attrib["name"]: p.attrib["value"] for p in gpt.iter("property")}
-    assert props["fix-parser.tokens"] == "12800"
-    assert props["fix-parser.cached_tokens"] == "9000"
-    assert props["fix-parser.cache_hit_ratio"] == "0.7500"
-    assert props["fix-parser.requests"] == "5"
-    assert props["fix-parser.turns"] == "4"
-    assert props["fix-parser.tool_calls"] == "9"
-    assert props["fix-parser.duration_s"] == "41.250"
-    assert props["fix-parser.branch"] == "runner/fix-parser"
-    assert props["refactor.branch"] == ""
-    assert props["lint.check"] == "failed"
-    assert props["fix-parser.check"] == ""
+    run = "fix-parser.openai-gpt-5.r1"
+    assert {k.removeprefix(run + "."): v for k, v in props.items()
+            if k.startswith(run + ".")} == {
+        "status": "completed", "repeat": "1", "tokens": "12800", "tokens_input": "12000",
+        "tokens_cached": "9000", "tokens_uncached": "3000", "tokens_output": "800",
+        "cache_hit_ratio": "0.7500", "cost_usd": "0.042100", "requests": "5", "turns": "4",
+        "tool_calls": "9", "duration_s": "41.250", "branch": "runner/fix-parser",
+        "prefix_breaks": "0"}
+    # Unknown values are left out, not written as "" or 0.
+    assert "refactor.openai-gpt-5.r1.branch" not in props
+    assert props["lint.openai-gpt-5.r1.check"] == "failed"
+    assert props["add_tests.openai-gpt-5.r1.prefix_breaks"] == "2"
     assert root.find("testsuite/testcase/properties") is None
     out = gpt.find("testcase/system-out")
     assert out is not None and out.text is not None
     assert "branch=runner/fix-parser" in out.text.splitlines()
+    assert "cost_usd=0.042100" in out.text.splitlines()
 
 
-def test_repeated_task_id_gets_distinct_property_names() -> None:
-    root = ET.fromstring(render_junit(sample_report()))
-    local = root.findall("testsuite")[1]
-    names = [p.attrib["name"] for p in local.iter("property")]
+def test_variant_is_a_run_property() -> None:
+    root = ET.fromstring(render_junit(benchmark_report()))
+    assert [s.attrib["name"] for s in root.findall("testsuite")] == [
+        "openai/gpt-5", "local/smollm2"]
+    gpt = root.findall("testsuite")[0]
+    assert len(gpt.findall("testcase")) == 12
+    props = {p.attrib["name"]: p.attrib["value"] for p in gpt.iter("property")}
+    assert props["alpha.openai-gpt-5.terse.r2.variant"] == "terse"
+    assert props["alpha.openai-gpt-5.terse.r2.repeat"] == "2"
+    assert props["passed"] == "6"
+
+
+def test_reports_without_run_names_get_distinct_names() -> None:
+    root = ET.fromstring(render_junit(report([task("docs", "p/m", "error"),
+                                              task("docs", "p/m", "completed")])))
+    suite = root.findall("testsuite")[0]
+    names = [p.attrib["name"] for p in suite.iter("property")]
     assert len(names) == len(set(names))
-    props = {p.attrib["name"]: p.attrib["value"] for p in local.iter("property")}
+    props = {p.attrib["name"]: p.attrib["value"] for p in suite.iter("property")}
     assert props["docs.status"] == "error"
     assert props["docs#2.status"] == "completed"
-    assert props["docs#2.branch"] == "runner/docs-2"
+    assert [c.attrib["name"] for c in suite.findall("testcase")] == ["docs", "docs"]
+
+
+def test_loads_in_junitparser() -> None:
+    """A second consumer, as CI plugins read the file: counts, results, messages, output."""
+    xml = JUnitXml.fromstring(render_junit(sample_report()))
+    suites = list(xml)
+    assert [s.name for s in suites] == ["openai/gpt-5", "local/smollm2"]
+    assert (xml.tests, xml.failures, xml.errors) == (11, 7, 2)
+    gpt = suites[0]
+    assert (gpt.tests, gpt.failures, gpt.errors, gpt.skipped) == (5, 3, 1, 0)
+    assert gpt.time == pytest.approx(211.75)
+    assert {p.name: p.value for p in gpt.properties()}["cost_usd"] == "0.148700"
+    cases = {c.name: c for c in gpt}
+    assert cases["fix-parser.openai-gpt-5.r1"].is_passed
+    turns = cases["add_tests.openai-gpt-5.r1"]
+    assert turns.is_failure and turns.classname == "add_tests"
+    assert turns.time == pytest.approx(120.0)
+    (failure,) = turns.result
+    assert failure.type == "max_turns"
+    assert failure.message == "max_turns: stopped at the turn limit: stopped after 20 turns"
+    assert "Final message" in (failure.text or "")
+    assert "turns=19" in (turns.system_out or "").splitlines()
+    bump = cases["bump.openai-gpt-5.r1"]
+    assert bump.is_error and bump.result[0].type == "interrupted"
+
+
+def test_what_gitlab_reads() -> None:
+    """GitLab takes every testcase under any testsuite; its status is failed when it has
+    <failure>, error when <error>, else success; name, classname, time, the failure text and
+    system-out are shown."""
+    root = ET.fromstring(render_junit(sample_report()))
+    seen = {}
+    for case in root.iter("testcase"):
+        status = ("failed" if case.find("failure") is not None
+                  else "error" if case.find("error") is not None else "success")
+        seen[case.attrib["name"]] = (status, case.attrib["classname"],
+                                     float(case.attrib["time"]))
+    assert len(seen) == 11
+    assert seen["docs.local-smollm2.r2"] == ("success", "docs", 7.5)
+    assert seen["docs.local-smollm2.r1"] == ("error", "docs", 0.0)
+    assert seen["bump.local-smollm2.r1"][0] == "failed"
 
 
 def test_empty_report_is_valid(schema: xmlschema.XMLSchema) -> None:

@@ -1,0 +1,49 @@
+"""Totals of a report, derived from its runs alone.
+
+One function for the batch and for `runner report merge`, so merged shards get the same
+totals as one unsharded batch, number for number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from runner.reports.model import TaskReport, Totals, UsageReport
+
+
+def cache_hit_ratio(cached: int, sent: int) -> float | None:
+    """cached / sent rounded to 4 places, as every usage in report.json; None when nothing
+    was sent (0/0 is unknown, not a 0% hit rate)."""
+    return round(cached / sent, 4) if sent else None
+
+
+def sum_usage(usages: Iterable[UsageReport]) -> UsageReport:
+    """Token counts add up; the ratio is recomputed from the sums, never averaged."""
+    keys = ("input_tokens", "cached_tokens", "uncached_tokens", "output_tokens",
+            "reasoning_tokens", "total_tokens")
+    sums = dict.fromkeys(keys, 0)
+    for u in usages:
+        for k in keys:
+            sums[k] += getattr(u, k)
+    return UsageReport(**sums, cache_hit_ratio=cache_hit_ratio(sums["cached_tokens"],
+                                                              sums["input_tokens"]))
+
+
+def sum_cost(costs: Iterable[float | None]) -> float | None:
+    """A sum of prices, or None as soon as one is unknown: a partial sum would read as the
+    whole cost. Rounded to 6 places so the order of addition (shards) cannot show."""
+    total = 0.0
+    for c in costs:
+        if c is None:
+            return None
+        total += c
+    return round(total, 6)
+
+
+def compute_totals(tasks: Sequence[TaskReport]) -> Totals:
+    done = sum(1 for t in tasks if t.status == "completed")
+    return Totals(tasks=len(tasks), completed=done, not_completed=len(tasks) - done,
+                  requests=sum(len(t.requests) for t in tasks),
+                  tool_calls=sum(t.tool_calls for t in tasks),
+                  usage=sum_usage(t.usage for t in tasks),
+                  cost_usd=sum_cost(t.cost_usd for t in tasks))
