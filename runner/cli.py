@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--only", action="append", default=[], metavar="ID",
                      help="run only this task id (repeatable)")
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
+    run.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
+                     help="use this sandbox for every task (e.g. read-only on pull requests)")
     run.add_argument("--json", action="store_true",
                      help="stream JSONL events on stdout (codex exec --json shape)")
     val = sub.add_parser("validate", help="check a task file and exit")
@@ -83,7 +85,8 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str]:
     for model in models:
         if not re.fullmatch(r"[^/\s]+/\S+", model):
             raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
-    tasks = expand(tf, path.resolve().parent, file=str(path), models=models)
+    tasks = expand(tf, path.resolve().parent, file=str(path), models=models,
+                   sandbox=getattr(args, "sandbox", None))
     only: list[str] = getattr(args, "only", [])
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})

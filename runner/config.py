@@ -1021,10 +1021,11 @@ def fingerprint(t: ResolvedTask) -> str:
 
 
 def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
-           models: Sequence[str] = ()) -> list[ResolvedTask]:
+           models: Sequence[str] = (), sandbox: SandboxMode | None = None
+           ) -> list[ResolvedTask]:
     """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
     else the task's own) × variant × repeat, named so that no two runs share files or
-    branches."""
+    branches. `sandbox` (`--sandbox`) replaces every task's mode, e.g. read-only on PRs."""
     chosen = list(models) or list(tf.matrix.model if tf.matrix else ())
     repeat = tf.matrix.repeat if tf.matrix else 1
     variants: tuple[Variant | None, ...] = (tf.matrix.variant if tf.matrix else ()) or (None,)
@@ -1059,6 +1060,7 @@ def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
                         name += f".{v.name}"
                     if repeat > 1:
                         name += f".r{r}"
-                    run = t.model_copy(update={"run": name, "repeat": r})
+                    run = t.model_copy(update={"run": name, "repeat": r,
+                                               "sandbox": sandbox or t.sandbox})
                     runs.append(run.model_copy(update={"fingerprint": fingerprint(run)}))
     return runs
