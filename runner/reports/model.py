@@ -144,3 +144,6 @@ class Report(Strict):
     duration_s: float
     totals: Totals
     tasks: list[TaskReport]
+    shards: list[str] = []
+    """Run ids of the shard reports `runner report merge` combined into this one; empty for
+    a report written by `runner run`."""
