@@ -13,7 +13,7 @@ import shutil
 import signal
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +23,18 @@ import anyio
 
 from runner import prompt as prompts
 from runner import workspace
-from runner.agent import Outcome, Thread, ThreadSpec
-from runner.config import ModelOptions, ResolvedTask
+from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
+from runner.budget import BatchSpend, RunBudget, price_of
+from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
 from runner.errors import ConfigError, EngineError, Problem
 from runner.fsutil import atomic_write_text
-from runner.providers import ModelClient
+from runner.items import Usage
+from runner.journal import Entry, Journal, done
+from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.redact import Redactor
 from runner.reports.events import EventLog
+from runner.reports.json_report import build_report, task_report
+from runner.reports.model import TaskReport
 from runner.sandbox.env import SECRET_NAME, child_env
 from runner.sandbox.local import LocalExecutor
 from runner.tools import Tool, ToolContext
@@ -81,11 +86,17 @@ class TaskRun:
     result: workspace.Result | None = None
     pushed: str | None = None
     check: CheckResult | None = None
+    skipped: str | None = None
+    """Why the run did not start (`budget`, `interrupted`), when it did not."""
+    report: TaskReport | None = None
+    """Its entry in report.json, made when it finished (or taken from the journal)."""
 
     @property
     def status(self) -> str:
+        if self.report is not None:
+            return self.report.status
         if self.outcome is None:
-            return "interrupted" if self.error == "interrupted before it started" else "error"
+            return self.skipped or "error"
         if self.result is not None and self.result.violations:
             return "scope_violation"
         if self.outcome.status == "completed" and self.check is not None \
@@ -99,6 +110,8 @@ class BatchResult:
     runs: list[TaskRun]
     report_path: Path
     interrupted: bool = False
+    resumed: int = 0
+    """Runs taken from the journal of an earlier attempt instead of being run again."""
 
     @property
     def exit_code(self) -> int:
@@ -120,6 +133,47 @@ def check_repos(tasks: Sequence[ResolvedTask], file: str) -> None:
                                     str(exc)))
     if problems:
         raise ConfigError(problems)
+
+
+def check_prices(tasks: Sequence[ResolvedTask], budget: BatchLimits | None,
+                 file: str) -> None:
+    """A cost limit needs a price: refuse to start rather than never stop."""
+    problems = []
+    for t in tasks:
+        if t.price is not None:
+            continue
+        what = f"{t.provider_name}/{t.model}"
+        fix = (f"has no known price; give one under models: {what}: price: "
+               "{input: ..., cached_input: ..., output: ...} (USD per million tokens)")
+        if t.limits.max_cost_usd is not None:
+            problems.append(Problem(file, None, f"limits.max_cost_usd (task {t.id})",
+                                    f"{what} {fix}"))
+        elif budget is not None and budget.max_cost_usd is not None:
+            problems.append(Problem(file, None, "budget.max_cost_usd", f"{what} {fix}"))
+    if problems:
+        raise ConfigError(list({str(p): p for p in problems}.values()))
+
+
+class RunSink:
+    """Between a thread and its event log: adds each request's cost, feeds the batch's
+    spend (for batch limits) and the progress display."""
+
+    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend) -> None:
+        self.log = log
+        self.price = price_of(price)
+        self.spend = spend
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "request.completed":
+            u = event.get("usage") or {}
+            usage = Usage(input_tokens=int(u.get("input_tokens", 0)),
+                          cached_tokens=int(u.get("cached_tokens", 0)),
+                          output_tokens=int(u.get("output_tokens", 0)),
+                          reasoning_tokens=int(u.get("reasoning_tokens", 0)))
+            cost = None if self.price is None else round(self.price.cost(usage), 8)
+            event = {**event, "cost_usd": cost}
+            self.spend.add(usage, cost)
+        self.log.emit(event)
 
 
 def secrets_from_env(env: dict[str, str]) -> list[str]:
@@ -197,7 +251,10 @@ class Clients:
     async def get(self, task: ResolvedTask) -> ModelClient:
         async with self._lock:
             if task.provider_name not in self._clients:
-                self._clients[task.provider_name] = await self._open(task)
+                client = await self._open(task)
+                if task.provider.max_connections is not None:
+                    client = _Capped(client, task.provider.max_connections)
+                self._clients[task.provider_name] = client
             return self._clients[task.provider_name]
 
     async def _open(self, task: ResolvedTask) -> ModelClient:
@@ -230,6 +287,23 @@ class Clients:
         return client
 
 
+class _Capped:
+    """At most `n` requests in flight to one provider, whatever `--concurrency` is."""
+
+    def __init__(self, inner: ModelClient, n: int) -> None:
+        self.inner = inner
+        self.slots = anyio.CapacityLimiter(n)
+
+    async def generate(self, prompt: Prompt,
+                       *, on_event: Callable[[StreamEvent], None] | None = None
+                       ) -> ModelResponse:
+        async with self.slots:
+            return await self.inner.generate(prompt, on_event=on_event)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def run_batch(
     tasks: Sequence[ResolvedTask],
     *,
@@ -238,33 +312,55 @@ async def run_batch(
     concurrency: int = 4,
     json_out: IO[str] | None = None,
     progress: IO[str] | None = None,
+    resume: bool = False,
+    budget: BatchLimits | None = None,
 ) -> BatchResult:
     env = dict(os.environ)
     check_keys(tasks, env)
     check_repos(tasks, task_file)
+    check_prices(tasks, budget, task_file)
     redact = Redactor(secrets_from_env(env))
-    run_id = uuid.uuid4().hex[:12]
+    journal = Journal(out_dir)
+    run_id = journal.start_batch(run_id=uuid.uuid4().hex[:12], task_file=task_file,
+                                 resume=resume)
+    previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
     today = dt.datetime.now().astimezone().date().isoformat()
     tz = local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
+    resumed = 0
+    for run in runs:
+        kept = done(previous.get(run.task.fingerprint))
+        if kept is not None:
+            run.report = kept
+            resumed += 1
     limiter = anyio.CapacityLimiter(max(1, concurrency))
+    spend = BatchSpend(budget)
 
     async def one(run: TaskRun, clients: Clients) -> None:
+        run.skipped = "interrupted"
         run.error = "interrupted before it started"
         async with limiter:
-            run.error = None
             t = run.task
+            why = spend.exceeded()
+            if why is not None:
+                run.skipped, run.error = "budget", f"not started: {why}"
+                return
+            run.skipped = run.error = None
+            await _forget_attempt(previous.get(t.fingerprint), t.repo)
+            journal.started(t.fingerprint, t.run, _branch(t, run_id))
             log = EventLog(out_dir / run.events_file, task=t.run, redact=redact, stdout=json_out)
+            sink = RunSink(log, t.price, spend)
             ws: workspace.Workspace | None = None
             try:
                 ws = await workspace.prepare(t.repo, base=t.git.base, root=work_root,
                                              name=t.run)
                 run.ws = ws
                 model = await clients.get(t)
-                thread = _make_thread(t, ws.path, model, env, log, today=today, tz=tz,
-                                      runner_home=runner_home)
+                thread = _make_thread(t, ws.path, model, env, sink, today=today, tz=tz,
+                                      runner_home=runner_home,
+                                      budget=RunBudget(t.limits, t.price, spend))
                 try:
                     run.outcome = await thread.run()
                 except anyio.get_cancelled_exc_class():
@@ -275,8 +371,8 @@ async def run_batch(
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
             finally:
-                if ws is not None:
-                    with anyio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
+                    if ws is not None:
                         # Commit first: files the check creates (caches, build output)
                         # must not land on the branch.
                         await _keep_result(run, ws, out_dir, run_id, redact, env, log)
@@ -288,7 +384,9 @@ async def run_batch(
                                           "passed": run.check.passed,
                                           "output_tail": run.check.output_tail})
                         await workspace.cleanup(ws)
-                log.close()
+                    log.close()
+                    run.report = _run_report(run, out_dir, redact)
+                    journal.finished(t.fingerprint, run.report)
             if progress is not None:
                 progress.write(_progress_line(run) + "\n")
                 progress.flush()
@@ -301,17 +399,51 @@ async def run_batch(
                 outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted)
                 async with anyio.create_task_group() as tg:
                     for run in runs:
-                        tg.start_soon(one, run, clients)
+                        if run.report is None:
+                            tg.start_soon(one, run, clients)
                 outer.cancel_scope.cancel()
     finished = dt.datetime.now(dt.UTC)
-    from runner.reports.json_report import build_report
-
-    report = build_report(runs=runs, out_dir=out_dir, run_id=run_id, task_file=task_file,
+    reports = [r.report if r.report is not None else _run_report(r, out_dir, redact)
+               for r in runs]
+    report = build_report(tasks=reports, run_id=run_id, task_file=task_file,
                           started=started, finished=finished)
     report_path = out_dir / "report.json"
     atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
     write_side_reports(report, out_dir, redact, env.get("GITHUB_STEP_SUMMARY"))
-    return BatchResult(runs, report_path, interrupted=bool(interrupted))
+    return BatchResult(runs, report_path, interrupted=bool(interrupted), resumed=resumed)
+
+
+def _run_report(run: TaskRun, out_dir: Path, redact: Redactor) -> TaskReport:
+    t = run.task
+    base = task_report(run, out_dir)
+    price = price_of(t.price)
+    cost = None if price is None else round(
+        price.cost(run.outcome.usage if run.outcome else Usage()), 6)
+    rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
+                                  "fingerprint": t.fingerprint, "cost_usd": cost})
+    # Redacted once here: the journal and every report are made from this copy.
+    return TaskReport.model_validate_json(redact(rep.model_dump_json()))
+
+
+def _branch(t: ResolvedTask, run_id: str) -> str | None:
+    try:
+        return workspace.branch_name(t.git.branch, _branch_fields(t, run_id))
+    except workspace.WorkspaceError:
+        return None
+
+
+def _branch_fields(t: ResolvedTask, run_id: str) -> dict[str, str]:
+    return {"run": run_id, "task": t.id, "model": f"{t.provider_name}/{t.model}",
+            "repeat": str(t.repeat), "name": t.run, "variant": t.variant or ""}
+
+
+async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
+    """A run redone by `--resume` first deletes the branch its killed attempt may have
+    made, so there is one branch per run. Only a branch named in that attempt's journal
+    record is touched, and names carry the batch's unique run id."""
+    if entry is None or not entry.branch:
+        return
+    await workspace.delete_branch(repo, entry.branch)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> None:
@@ -340,7 +472,8 @@ def write_side_reports(report: Report, out_dir: Path, redact: Redactor,
 
 
 def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
-                 log: EventLog, *, today: str, tz: str, runner_home: Path | None) -> Thread:
+                 log: Sink, *, today: str, tz: str, runner_home: Path | None,
+                 budget: Budget | None = None) -> Thread:
     extra, reasoning, text = sampling(t.model_options)
     context = prompts.initial_context(
         cwd=cwd, sandbox=t.sandbox, network=True, writable_roots=[],
@@ -351,6 +484,7 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
         instructions=prompts.load_instructions(t.instructions_file),
         context=context, prompts=(t.prompt, *t.turns),
         max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
+        max_tool_calls=t.limits.max_tool_calls, budget=budget,
         parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
         reasoning=reasoning, text=text, extra=extra)
     ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(env))
@@ -372,8 +506,7 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
     try:
         result = await workspace.finish(
             ws, branch_template=g.branch, message=message, scope=scope,
-            fields={"run": run_id, "task": t.id, "model": f"{t.provider_name}/{t.model}",
-                    "repeat": str(t.repeat)},
+            fields=_branch_fields(t, run_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch")
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"

@@ -205,8 +205,9 @@ class GitSettings(Frozen):
 
     base: str = Field(default="HEAD", min_length=1)
     """The commit each run starts from; uncommitted changes are not included."""
-    branch: str = Field(default="runner/{run}/{task}-{model}", min_length=1)
-    """Branch name template: {run}, {task}, {model}, {repeat}."""
+    branch: str = Field(default="runner/{run}/{name}", min_length=1)
+    """Branch name template: {run} (the batch id), {name} (the run name), {task}, {model},
+    {variant}, {repeat}."""
     allowed_paths: tuple[str, ...] | None = None
     """Globs the agent may change (all when unset)."""
     forbidden_paths: tuple[str, ...] = ()

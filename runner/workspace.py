@@ -136,7 +136,7 @@ _PUSH_PROTOCOLS = "file:git:ssh:http:https"
 _PRIVATE_SUFFIX = ".runner"
 _MAX_COMPONENT = 100
 _MAX_BRANCH_SUFFIX = 1000
-_TEMPLATE_FIELDS = frozenset({"run", "task", "model", "repeat"})
+_TEMPLATE_FIELDS = frozenset({"run", "task", "model", "repeat", "name", "variant"})
 
 
 class WorkspaceError(RunnerError):
@@ -797,3 +797,15 @@ def _force(func: object, failed: str, exc: object) -> None:
         shutil.rmtree(failed, onerror=_force)
     else:
         os.unlink(failed)
+
+
+async def delete_branch(repo: Path, branch: str) -> None:
+    """Remove a branch this runner made (a killed attempt's), if it is there."""
+    await anyio.to_thread.run_sync(partial(delete_branch_sync, repo, branch))
+
+
+def delete_branch_sync(repo: Path, branch: str) -> None:
+    git_dir = Path(_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
+    with _ref_lock(git_dir):
+        _git(["update-ref", "-d", f"refs/heads/{branch}"], env={"GIT_DIR": str(git_dir)},
+             check=False)

@@ -16,10 +16,10 @@ from runner.reports.model import (
     RequestReport,
     ResultReport,
     TaskReport,
-    Totals,
     UsageReport,
     WorkspaceReport,
 )
+from runner.reports.totals import compute_totals
 
 if TYPE_CHECKING:
     from runner.batch import TaskRun
@@ -80,19 +80,9 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                       events_file=run.events_file, workspace=wsr, result=rr, check=cr)
 
 
-def build_report(*, runs: Sequence[TaskRun], out_dir: Path, run_id: str, task_file: str,
+def build_report(*, tasks: Sequence[TaskReport], run_id: str, task_file: str,
                  started: dt.datetime, finished: dt.datetime) -> Report:
-    tasks = [task_report(r, out_dir) for r in runs]
-    total = Usage()
-    for r in runs:
-        if r.outcome is not None:
-            total = total + r.outcome.usage
-    done = sum(1 for t in tasks if t.status == "completed")
-    totals = Totals(tasks=len(tasks), completed=done, not_completed=len(tasks) - done,
-                    requests=sum(len(t.requests) for t in tasks),
-                    tool_calls=sum(t.tool_calls for t in tasks),
-                    usage=usage_report(total) or UsageReport())
     return Report(run_id=run_id, task_file=task_file, started_at=started.isoformat(),
                   finished_at=finished.isoformat(),
                   duration_s=round((finished - started).total_seconds(), 3),
-                  totals=totals, tasks=tasks)
+                  totals=compute_totals(tasks), tasks=list(tasks))

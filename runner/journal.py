@@ -1,0 +1,88 @@
+"""The batch journal: what `--resume` needs to skip finished runs after a crash.
+
+One small file per run under `DIR/journal/`, named by the run's fingerprint and replaced
+atomically: after kill -9 each file is the old version or the new one, never half. A run
+is written `started` (with the branch it will create) before its thread starts and
+`finished` (with its whole report entry) after its result is kept, so a resumed batch
+knows which runs are done and which branch a killed attempt may have left.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runner.fsutil import atomic_write_text
+from runner.reports.model import TaskReport
+
+REDO_STATUSES = frozenset({"interrupted"})
+"""Finished runs with these statuses are run again by `--resume`; a run skipped by the
+batch budget has no `finished` record and is run again too."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    state: str
+    run: str
+    branch: str | None
+    report: TaskReport | None
+
+
+class Journal:
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = out_dir / "journal"
+        self.runs = self.dir / "runs"
+
+    def start_batch(self, *, run_id: str, task_file: str, resume: bool) -> str:
+        """The batch's run id: a resumed batch keeps the one it started with, so branch
+        names of redone runs are the names their killed attempts would have used."""
+        meta = self.dir / "batch.json"
+        if resume:
+            try:
+                old = json.loads(meta.read_text(encoding="utf-8"))
+                return str(old["run_id"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # nothing (valid) to resume: a fresh batch
+        shutil.rmtree(self.dir, ignore_errors=True)
+        atomic_write_text(meta, json.dumps({"run_id": run_id, "task_file": task_file}) + "\n")
+        return run_id
+
+    def entries(self) -> dict[str, Entry]:
+        """Every readable record by fingerprint; an unreadable one counts as absent."""
+        out: dict[str, Entry] = {}
+        if not self.runs.is_dir():
+            return out
+        for path in sorted(self.runs.glob("*.json")):
+            try:
+                data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+                report = (TaskReport.model_validate(data["report"])
+                          if data.get("report") is not None else None)
+                out[path.stem] = Entry(str(data["state"]), str(data["run"]),
+                                       data.get("branch"), report)
+            except (OSError, ValueError, KeyError, TypeError, ValidationError):
+                continue
+        return out
+
+    def started(self, fingerprint: str, run: str, branch: str | None) -> None:
+        self._write(fingerprint, {"state": "started", "run": run, "branch": branch,
+                                  "report": None})
+
+    def finished(self, fingerprint: str, report: TaskReport) -> None:
+        branch = report.result.branch if report.result else None
+        self._write(fingerprint, {"state": "finished", "run": report.run, "branch": branch,
+                                  "report": report.model_dump(mode="json")})
+
+    def _write(self, fingerprint: str, data: dict[str, Any]) -> None:
+        atomic_write_text(self.runs / f"{fingerprint}.json", json.dumps(data) + "\n")
+
+
+def done(entry: Entry | None) -> TaskReport | None:
+    """The report of a run that needs no redo, else None."""
+    if entry is None or entry.state != "finished" or entry.report is None:
+        return None
+    return None if entry.report.status in REDO_STATUSES else entry.report
