@@ -3,6 +3,12 @@
 Pure: returns the text; the caller writes it atomically. Every value that comes from a task
 (ids, models, branches, error messages) goes through `cell` or `inline`, so a `|`, a newline
 or markup in an agent's message cannot break the tables or inject HTML.
+
+Sections: a headline; comparisons per model and per variant (pass rate with a 95% Wilson
+interval, pass@k over repeats, median tokens, cache hit, cost per passed run, median time);
+one row per run; why each failed run failed; runs whose prompt prefix broke. GitHub caps a
+job summary at 1 MiB and a comment at 65,536 characters: with `max_chars` the per-run table,
+then the failure and prefix lists, are cut (with a note) so the comparisons always fit.
 """
 
 from __future__ import annotations
@@ -10,20 +16,33 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from runner.reports.model import Report, TaskReport
+from runner.reports.stats import mean_pass_at_k, wilson_interval
+from runner.reports.totals import sum_cost
 
 ERROR_LIMIT = 200
 """Error messages are cut to about this many characters; report.json has the full text."""
+
+PR_COMMENT_MAX_CHARS = 65_536
+"""GitHub rejects a longer issue or pull-request comment."""
+
+STEP_SUMMARY_MAX_CHARS = 250_000
+"""GitHub's 1 MiB job-summary limit in characters, counting 4 UTF-8 bytes for each."""
 
 MARKS = {
     "completed": "PASS",
     "failed": "FAIL",
     "check_failed": "FAIL (check)",
     "max_turns": "FAIL (turns)",
+    "max_tool_calls": "FAIL (tool calls)",
     "timeout": "FAIL (timeout)",
+    "budget": "FAIL (budget)",
     "scope_violation": "FAIL (scope)",
     "error": "ERROR",
+    "interrupted": "STOPPED",
 }
 """Short, emoji-free status marks: readable in plain text and in a terminal."""
 
@@ -82,8 +101,15 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
-def _ratio(cached: int, sent: int) -> float | None:
-    return cached / sent if sent else None
+def money(usd: float | None) -> str:
+    """Dollars; `n/a` when unknown (a price is missing), never a misleading $0."""
+    if usd is None or not math.isfinite(usd):
+        return "n/a"
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
+
+
+def _name(task: TaskReport) -> str:
+    return task.run or task.id
 
 
 def _branch(task: TaskReport) -> str:
@@ -98,53 +124,159 @@ def _table(header: list[str], align: list[str], rows: list[list[str]]) -> list[s
     return out
 
 
+@dataclass(frozen=True)
+class GroupStats:
+    """What one row of a comparison says about a set of runs."""
+
+    runs: int
+    passed: int
+    interval: tuple[float, float] | None
+    """95% Wilson score interval of passed / runs."""
+    repeats: int
+    """The fewest runs of any one task (same model and variant) in the group: the n of
+    pass@n, so every task has enough samples for it."""
+    pass_at_1: float | None
+    pass_at_n: float | None
+    median_tokens: float
+    cache_hit: float | None
+    cost_per_pass: float | None
+    """Total cost over passed runs; None when a cost is unknown or nothing passed."""
+    median_time: float
+
+
+def group_stats(tasks: Sequence[TaskReport]) -> GroupStats:
+    """Pass rate over runs, and pass@k over tasks: each task (id, model, variant) is one
+    problem sampled `n` times, as in the pass@k literature."""
+    samples: dict[tuple[str, str, str | None], list[bool]] = {}
+    for t in tasks:
+        samples.setdefault((t.id, t.model, t.variant), []).append(t.status == "completed")
+    counts = [(len(v), sum(v)) for v in samples.values()]
+    n = min((c[0] for c in counts), default=0)
+    passed = sum(1 for t in tasks if t.status == "completed")
+    cached = sum(t.usage.cached_tokens for t in tasks)
+    sent = sum(t.usage.input_tokens for t in tasks)
+    cost = sum_cost(t.cost_usd for t in tasks)
+    return GroupStats(
+        runs=len(tasks), passed=passed, interval=wilson_interval(passed, len(tasks)),
+        repeats=n, pass_at_1=mean_pass_at_k(counts, 1) if n else None,
+        pass_at_n=mean_pass_at_k(counts, n) if n else None,
+        median_tokens=statistics.median(t.usage.total_tokens for t in tasks) if tasks else 0,
+        cache_hit=cached / sent if sent else None,
+        cost_per_pass=cost / passed if cost is not None and passed else None,
+        median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0)
+
+
+def _has_repeats(report: Report) -> bool:
+    seen: set[tuple[str, str, str | None]] = set()
+    for t in report.tasks:
+        key = (t.id, t.model, t.variant)
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _comparison(title: str, label: str, report: Report,
+                key: Callable[[TaskReport], str], repeats: bool) -> list[str]:
+    groups: dict[str, list[TaskReport]] = {}
+    for t in report.tasks:
+        groups.setdefault(key(t), []).append(t)
+    rows = []
+    for name, tasks in groups.items():
+        g = group_stats(tasks)
+        ci = "" if g.interval is None else f" ({_pct(g.interval[0])}-{_pct(g.interval[1])})"
+        row = [cell(name), str(g.runs), f"{g.passed}/{g.runs} {_pct(g.passed / g.runs)}{ci}"]
+        if repeats:
+            row += [_pct(g.pass_at_1), f"{_pct(g.pass_at_n)} (n={g.repeats})"]
+        row += [tokens(g.median_tokens), percent(g.cache_hit), money(g.cost_per_pass),
+                duration(g.median_time)]
+        rows.append(row)
+    header = [label, "Runs", "Pass rate (95% CI)"] + (["pass@1", "pass@n"] if repeats else [])
+    header += ["Median tokens", "Cache hit", "Cost / pass", "Median time"]
+    align = ["---", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 4
+    return [f"## {title}", "", *_table(header, align, rows)]
+
+
+def _variant(t: TaskReport) -> str:
+    return t.variant or "(none)"
+
+
+def _comparisons(report: Report) -> list[list[str]]:
+    """Per model; per variant and per model and variant when the matrix has variants."""
+    repeats = _has_repeats(report)
+    out = [_comparison("By model", "Model", report, lambda t: t.model, repeats)]
+    if any(t.variant is not None for t in report.tasks):
+        out.append(_comparison("By variant", "Variant", report, _variant, repeats))
+        if len({t.model for t in report.tasks}) > 1:
+            out.append(_comparison("By model and variant", "Model / variant", report,
+                                   lambda t: f"{t.model} / {_variant(t)}", repeats))
+    notes = ["Pass rate: passed runs of all runs, with a 95% Wilson score interval."]
+    if repeats:
+        notes.append("pass@1, pass@n: the unbiased estimator 1 - C(n-c, k) / C(n, k) for each "
+                     "task (n runs, c passed), averaged over tasks; n is the fewest runs of any "
+                     "task in the row.")
+    notes.append("Cost / pass: total cost over passed runs; n/a when a price is unknown or "
+                 "nothing passed.")
+    out.append([" ".join(notes)])
+    return out
+
+
 def _headline(report: Report) -> list[str]:
     t = report.totals
     ratio = "n/a" if t.usage.cache_hit_ratio is None else percent(t.usage.cache_hit_ratio)
-    return [
+    cost = f" - cost {money(t.cost_usd)}" if report.tasks else ""
+    lines = [
         f"# Run {inline(report.run_id)}",
         "",
-        f"**{t.completed} of {t.tasks} tasks completed** - {tokens(t.usage.total_tokens)} tokens"
-        f" - cache hit {ratio} - {duration(report.duration_s)}",
+        f"**{t.completed} of {t.tasks} runs passed** - {tokens(t.usage.total_tokens)} tokens"
+        f" - cache hit {ratio}{cost} - {duration(report.duration_s)}",
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
         f" finished {inline(report.finished_at)}.",
     ]
+    if report.shards:
+        lines[-1] += (f" Merged from {len(report.shards)} shards: "
+                      f"{inline(', '.join(report.shards))}.")
+    return lines
 
 
-def _runs(report: Report) -> list[str]:
-    rows = [[cell(t.id), cell(t.model), mark(t.status), str(len(t.requests)),
-             tokens(t.usage.total_tokens), percent(t.usage.cache_hit_ratio), str(t.tool_calls),
-             duration(t.duration_s), _branch(t)] for t in report.tasks]
-    return ["## Runs", "", *_table(
-        ["Task", "Model", "Status", "Requests", "Tokens", "Cached", "Tool calls", "Time",
-         "Branch"],
-        ["---", "---", "---", "--:", "--:", "--:", "--:", "--:", "---"], rows)]
+def _cut_note(hidden: int, what: str, max_chars: int | None) -> list[str]:
+    if not hidden:
+        return []
+    return ["", f"_{hidden:,} more {what} not shown, to keep this summary under "
+                f"{max_chars or 0:,} characters; report.json has them all._"]
 
 
-def _models(report: Report) -> list[str]:
-    by_model: dict[str, list[TaskReport]] = {}
-    for task in report.tasks:
-        by_model.setdefault(task.model, []).append(task)
+def _run_rows(report: Report) -> list[list[str]]:
+    variants = any(t.variant is not None for t in report.tasks)
     rows = []
-    for model, tasks in by_model.items():
-        passed = sum(1 for t in tasks if t.status == "completed")
-        cached = sum(t.usage.cached_tokens for t in tasks)
-        sent = sum(t.usage.input_tokens for t in tasks)
-        rows.append([
-            cell(model), str(len(tasks)), f"{passed}/{len(tasks)} ({passed / len(tasks):.0%})",
-            tokens(statistics.median(t.usage.total_tokens for t in tasks)),
-            percent(_ratio(cached, sent)),
-            duration(statistics.median(t.duration_s for t in tasks)),
-            duration(sum(t.duration_s for t in tasks)),
-        ])
-    return ["## Models", "", *_table(
-        ["Model", "Runs", "Pass rate", "Median tokens", "Cache hit", "Median time",
-         "Total time"],
-        ["---", "--:", "--:", "--:", "--:", "--:", "--:"], rows)]
+    for t in report.tasks:
+        row = [cell(_name(t)), cell(t.model)]
+        if variants:
+            row.append(cell(t.variant or "-"))
+        row += [mark(t.status), str(t.turns_completed), str(t.tool_calls),
+                tokens(t.usage.total_tokens), percent(t.usage.cache_hit_ratio),
+                money(t.cost_usd), duration(t.duration_s), _branch(t)]
+        rows.append(row)
+    return rows
 
 
-def _problems(report: Report) -> list[str]:
+def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None
+          ) -> list[str]:
+    variants = any(t.variant is not None for t in report.tasks)
+    header = ["Run", "Model"] + (["Variant"] if variants else []) + [
+        "Status", "Turns", "Tool calls", "Tokens", "Cached", "Cost", "Time", "Branch"]
+    align = ["---", "---"] + (["---"] if variants else []) + [
+        "---", "--:", "--:", "--:", "--:", "--:", "--:", "---"]
+    return ["## Runs", "", *_table(header, align, rows[:keep]),
+            *_cut_note(len(rows) - keep, "runs", max_chars)]
+
+
+def _problem_items(report: Report) -> list[str]:
     """Why each run did not complete; the first place a reader looks after the headline."""
     items = []
     for t in report.tasks:
@@ -155,18 +287,82 @@ def _problems(report: Report) -> list[str]:
             why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
         why = why or t.final_message or ""
         text = f": {inline(truncate(why))}" if why.strip() else ""
-        items.append(f"- **{inline(t.id)}** ({inline(t.model)}) {mark(t.status)}{text}")
-    return ["## Not completed", "", *items] if items else []
+        items.append(f"- **{inline(_name(t))}** ({inline(t.model)}) {mark(t.status)}{text}")
+    return items
 
 
-def render_markdown(report: Report) -> str:
-    """The summary as Markdown: headline, per-run table, per-model comparison, failures."""
-    sections = [_headline(report)]
-    if report.tasks:
-        sections += [_runs(report), _models(report)]
-        problems = _problems(report)
-        if problems:
-            sections.append(problems)
-    else:
-        sections.append(["No tasks ran."])
-    return "\n\n".join("\n".join(s) for s in sections) + "\n"
+def _break_items(report: Report) -> list[str]:
+    """The prefix audit: each break makes the server's prompt cache miss from there on."""
+    items = []
+    for t in report.tasks:
+        if t.prefix_breaks <= 0:
+            continue
+        first = next((r for r in t.requests[1:] if not r.prefix.extends_previous), None)
+        where = ""
+        if first is not None:
+            item = "" if first.prefix.break_index is None else f", item {first.prefix.break_index}"
+            reason = f": {inline(truncate(first.prefix.break_reason))}" \
+                if first.prefix.break_reason else ""
+            where = f" (first at request {first.index}{item}{reason})"
+        items.append(f"- **{inline(_name(t))}**: {t.prefix_breaks}{where}")
+    return items
+
+
+def _listed(title: str, intro: str, items: list[str], keep: int, what: str,
+            max_chars: int | None) -> list[str]:
+    if not items:
+        return []
+    return [f"## {title}", "", *([intro, ""] if intro else []), *items[:keep],
+            *_cut_note(len(items) - keep, what, max_chars)]
+
+
+def render_markdown(report: Report, max_chars: int | None = None) -> str:
+    """The summary as Markdown, at most `max_chars` characters long when that is given."""
+    if not report.tasks:
+        return "\n\n".join("\n".join(s) for s in [_headline(report), ["No tasks ran."]]) + "\n"
+    fixed = [_headline(report)] + (_comparisons(report) if len(report.tasks) > 1 else [])
+    rows = _run_rows(report)
+    problems = _problem_items(report)
+    breaks = _break_items(report)
+
+    def compose(keep_rows: int, keep_problems: int, keep_breaks: int) -> str:
+        sections = [*fixed, _runs(report, rows, keep_rows, max_chars),
+                    _listed("Not completed", "", problems, keep_problems, "runs", max_chars),
+                    _listed("Prefix breaks", "Requests that did not extend the previous one: "
+                            "the prompt cache misses from there on.", breaks, keep_breaks,
+                            "runs", max_chars)]
+        return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
+
+    keep = [len(rows), len(problems), len(breaks)]
+    text = compose(*keep)
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    # Failures first, then prefix breaks, then as many run rows as still fit.
+    keep = [0, 0, 0]
+    for i in (1, 2, 0):
+        full = (len(rows), len(problems), len(breaks))[i]
+        lo, hi = 0, full
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            trial = list(keep)
+            trial[i] = mid
+            if len(compose(*trial)) <= max_chars:
+                lo = mid
+            else:
+                hi = mid - 1
+        keep[i] = lo
+    text = compose(*keep)
+    if len(text) <= max_chars:
+        return text
+    return _hard_cut(text, max_chars)
+
+
+def _hard_cut(text: str, max_chars: int) -> str:
+    """Last resort when even the comparisons do not fit: cut at a line break, say so."""
+    note = "\n\n_Summary cut here; report.json has everything._\n"
+    if max_chars <= len(note):
+        return note[:max_chars]
+    head = text[: max_chars - len(note)]
+    if "\n" in head:
+        head = head[: head.rindex("\n")]
+    return head + note

@@ -47,4 +47,7 @@ def wilson_interval(passed: int, runs: int, z: float = Z_95) -> tuple[float, flo
     denom = 1 + z2 / runs
     centre = (p + z2 / (2 * runs)) / denom
     half = z * math.sqrt(p * (1 - p) / runs + z2 / (4 * runs * runs)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 or n passes the bounds are exactly 0 and 1; rounding would leave 1e-17 off.
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == runs else min(1.0, centre + half)
+    return low, high

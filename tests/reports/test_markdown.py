@@ -1,11 +1,25 @@
-"""Tests for runner.reports.markdown: the GitHub summary, its goldens and its escaping."""
+"""Tests for runner.reports.markdown: the GitHub summary, its goldens, its comparisons, its
+size cap and its escaping."""
 
 from __future__ import annotations
 
 import re
 
-from runner.reports.markdown import cell, duration, inline, render_markdown, truncate
-from tests.reports import check_golden, report, sample_report, task, usage
+import pytest
+
+from runner.reports.markdown import (
+    PR_COMMENT_MAX_CHARS,
+    cell,
+    duration,
+    group_stats,
+    inline,
+    money,
+    render_markdown,
+    truncate,
+)
+from runner.reports.model import TaskReport
+from tests.reports import benchmark_report, check_golden, report, run_name, sample_report, task
+from tests.reports import usage as make_usage
 
 
 def _rows(md: str, heading: str) -> list[list[str]]:
@@ -15,8 +29,17 @@ def _rows(md: str, heading: str) -> list[list[str]]:
     return [[c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
 
 
+def _header(md: str, heading: str) -> list[str]:
+    section = md.split(f"## {heading}\n\n", 1)[1]
+    return [c.strip() for c in section.splitlines()[0].split("|")[1:-1]]
+
+
 def test_sample_golden() -> None:
     check_golden("report.md", render_markdown(sample_report()))
+
+
+def test_benchmark_golden() -> None:
+    check_golden("benchmark.md", render_markdown(benchmark_report()))
 
 
 def test_empty_golden() -> None:
@@ -25,33 +48,111 @@ def test_empty_golden() -> None:
 
 def test_headline() -> None:
     md = render_markdown(sample_report())
-    assert "**2 of 8 tasks completed** - " in md
-    assert " - 54,200 tokens - cache hit 75.3% - 1m 35s\n" in md
     assert md.splitlines()[0] == "# Run 20260314-101500-ab12"
+    assert "**2 of 11 runs passed** - 61,850 tokens - cache hit 74.9% - cost n/a - 1m 35s\n" in md
+    known = report([task("a", "p/m", "completed", cost_usd=0.25),
+                    task("b", "p/m", "failed", cost_usd=1.5)])
+    assert " - cost $1.75 - " in render_markdown(known)
 
 
-def test_every_row_has_every_column() -> None:
+def test_merged_report_names_its_shards() -> None:
+    r = sample_report().model_copy(update={"shards": ["aaa111", "bbb222"]})
+    assert "Merged from 2 shards: aaa111, bbb222." in render_markdown(r)
+
+
+def test_every_run_row_has_every_column() -> None:
     md = render_markdown(sample_report())
+    assert _header(md, "Runs") == ["Run", "Model", "Status", "Turns", "Tool calls", "Tokens",
+                                   "Cached", "Cost", "Time", "Branch"]
     runs = _rows(md, "Runs")
-    assert len(runs) == 8 and all(len(r) == 9 for r in runs)
-    assert runs[0] == ["fix-parser", "openai/gpt-5", "PASS", "5", "12,800", "75.0%", "9",
-                       "41.2s", "runner/fix-parser"]
-    assert [r[2] for r in runs] == ["PASS", "FAIL (turns)", "FAIL (scope)", "FAIL",
-                                    "FAIL (timeout)", "ERROR", "PASS", "FAIL (check)"]
-    assert runs[2][8] == "-"
-    assert runs[4][5] == "-"
-    models = _rows(md, "Models")
-    assert [m[0] for m in models] == ["openai/gpt-5", "local/smollm2"]
-    assert all(len(m) == 7 for m in models)
-    assert models[0][1:3] == ["4", "1/4 (25%)"]
-    assert models[1][1:3] == ["4", "1/4 (25%)"]
+    assert len(runs) == 11 and all(len(r) == 10 for r in runs)
+    assert runs[0] == ["fix-parser.openai-gpt-5.r1", "openai/gpt-5", "PASS", "4", "9",
+                       "12,800", "75.0%", "$0.0421", "41.2s", "runner/fix-parser"]
+    assert [r[2] for r in runs] == [
+        "PASS", "FAIL (turns)", "FAIL (scope)", "FAIL", "FAIL (timeout)", "ERROR", "PASS",
+        "FAIL (check)", "STOPPED", "FAIL (budget)", "FAIL (tool calls)"]
+    assert runs[2][9] == "-"
+    assert runs[4][6] == "-"
+    assert runs[3][7] == "n/a"
+
+
+def test_variant_column_only_with_variants() -> None:
+    md = render_markdown(benchmark_report())
+    assert _header(md, "Runs")[:4] == ["Run", "Model", "Variant", "Status"]
+    assert _rows(md, "Runs")[0][:4] == ["alpha.openai-gpt-5.terse.r1", "openai/gpt-5", "terse",
+                                        "PASS"]
+    assert "Variant" not in _header(render_markdown(sample_report()), "Runs")
+    assert "## By variant" not in render_markdown(sample_report())
+
+
+def test_comparison_by_model_variant_and_both() -> None:
+    md = render_markdown(benchmark_report())
+    assert _header(md, "By model") == [
+        "Model", "Runs", "Pass rate (95% CI)", "pass@1", "pass@n", "Median tokens",
+        "Cache hit", "Cost / pass", "Median time"]
+    assert _rows(md, "By model") == [
+        ["openai/gpt-5", "12", "6/12 50% (25%-75%)", "50%", "75% (n=3)", "2,100", "50.0%",
+         "$0.0400", "20.0s"],
+        ["local/smollm2", "12", "6/12 50% (25%-75%)", "50%", "50% (n=3)", "2,100", "50.0%",
+         "n/a", "20.0s"]]
+    assert [r[:5] for r in _rows(md, "By variant")] == [
+        ["terse", "12", "5/12 42% (19%-68%)", "42%", "50% (n=3)"],
+        ["plain", "12", "7/12 58% (32%-81%)", "58%", "75% (n=3)"]]
+    both = _rows(md, "By model and variant")
+    assert [r[0] for r in both] == ["openai/gpt-5 / terse", "openai/gpt-5 / plain",
+                                    "local/smollm2 / terse", "local/smollm2 / plain"]
+    assert both[0][2:5] == ["5/6 83% (44%-97%)", "83%", "100% (n=3)"]
+    assert both[0][7] == "$0.0240"
+    assert both[2][2:5] == ["0/6 0% (0%-39%)", "0%", "0% (n=3)"]
+    assert both[2][7] == "n/a"
+    assert "95% Wilson score interval" in md and "1 - C(n-c, k) / C(n, k)" in md
+
+
+def test_no_repeats_means_no_pass_at_k_columns() -> None:
+    r = report([task("a", "p/m", "completed", run="a.r1"), task("b", "p/m", "failed",
+                                                               run="b.r1")])
+    md = render_markdown(r)
+    assert "pass@" not in md
+    assert _rows(md, "By model") == [["p/m", "2", "1/2 50% (9%-91%)", "1,200", "60.0%",
+                                      "n/a", "12.5s"]]
+
+
+def test_single_run_has_no_comparison() -> None:
+    md = render_markdown(report([task("a", "p/m", "completed")]))
+    assert "## By model" not in md and "## Runs" in md
+
+
+def test_group_stats_are_null_safe() -> None:
+    g = group_stats([task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0)),
+                     task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0))])
+    assert (g.runs, g.passed, g.repeats) == (2, 0, 2)
+    assert g.cost_per_pass is None  # nothing passed
+    assert g.cache_hit is None  # nothing sent
+    assert g.pass_at_1 == 0.0 and g.pass_at_n == 0.0
+    unknown = group_stats([task("a", "p/m", "completed", cost_usd=0.5),
+                           task("b", "p/m", "completed", cost_usd=None)])
+    assert unknown.cost_per_pass is None  # one price unknown: no number at all
+    known = group_stats([task("a", "p/m", "completed", cost_usd=0.5),
+                         task("b", "p/m", "failed", cost_usd=0.25)])
+    assert known.cost_per_pass == pytest.approx(0.75)
+
+
+def test_uneven_repeats_use_the_fewest() -> None:
+    g = group_stats([task("a", "p/m", "completed", repeat=1), task("a", "p/m", "failed",
+                                                                  repeat=2),
+                     task("a", "p/m", "failed", repeat=3), task("b", "p/m", "completed"),
+                     task("b", "p/m", "failed", repeat=2)])
+    assert g.repeats == 2
+    # a: n=3, c=1 -> pass@2 = 1 - C(2,2)/C(3,2) = 2/3; b: n=2, c=1 -> 1.
+    assert g.pass_at_n == pytest.approx((2 / 3 + 1) / 2)
+    assert g.pass_at_1 == pytest.approx((1 / 3 + 1 / 2) / 2)
 
 
 def test_not_completed_section_truncates_and_escapes() -> None:
     md = render_markdown(sample_report())
-    section = md.split("## Not completed\n\n", 1)[1]
+    section = md.split("## Not completed\n\n", 1)[1].split("\n\n## ", 1)[0]
     items = section.strip().splitlines()
-    assert len(items) == 6 and all(i.startswith("- **") for i in items)
+    assert len(items) == 9 and all(i.startswith("- **") for i in items)
     long = next(i for i in items if "tests failed" in i)
     message = long.split(": ", 1)[1]
     assert len(message) <= 200 and message.endswith("\u2026")
@@ -60,6 +161,52 @@ def test_not_completed_section_truncates_and_escapes() -> None:
     assert "\\<html\\>\\&nbsp;\\</html\\>\\\\x00\\\\x1b\\[31m\\\\ud800" in html
     check = next(i for i in items if "FAIL (check)" in i)
     assert "check ruff check . exited 1: E501 line too long Found 1 error." in check
+
+
+def test_prefix_breaks_section() -> None:
+    md = render_markdown(sample_report())
+    section = md.split("## Prefix breaks\n\n", 1)[1]
+    assert section.strip().splitlines()[-1] == (
+        "- **add\\_tests.openai-gpt-5.r1**: 2 (first at request 2, item 2: instructions changed)")
+    assert "## Prefix breaks" not in render_markdown(benchmark_report())
+
+
+def _big_report(n: int) -> list[TaskReport]:
+    return [task(f"task-{i:04d}", "openai/gpt-5" if i % 2 else "local/smollm2",
+                 "completed" if i % 3 else "failed", error=None if i % 3 else "e" * 300,
+                 run=run_name(f"task-{i:04d}", "p/m", None, 1), cost_usd=0.01)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("limit", [PR_COMMENT_MAX_CHARS, 20_000, 5_000])
+def test_max_chars_cuts_runs_first_and_says_so(limit: int) -> None:
+    r = report(_big_report(1500))
+    full = render_markdown(r)
+    assert len(full) > PR_COMMENT_MAX_CHARS
+    cut = render_markdown(r, max_chars=limit)
+    assert len(cut) <= limit
+    # The comparisons are always whole.
+    assert _rows(cut, "By model") == _rows(full, "By model")
+    assert re.search(r"_[\d,]+ more runs not shown, to keep this summary under "
+                     rf"{limit:,} characters; report.json has them all._", cut)
+    shown = len(_rows(cut, "Runs"))
+    assert 0 <= shown < 1500
+    # Every shown row is a real row, in order.
+    assert _rows(cut, "Runs") == _rows(full, "Runs")[:shown]
+    # Failures are kept before run rows.
+    failures = cut.split("## Not completed\n\n", 1)[1].splitlines()
+    assert failures[0].startswith("- **task-0000")
+
+
+def test_max_chars_not_needed_changes_nothing() -> None:
+    r = sample_report()
+    assert render_markdown(r, max_chars=10**6) == render_markdown(r)
+
+
+@pytest.mark.parametrize("limit", [40, 300, 900])
+def test_max_chars_below_the_comparisons_still_holds(limit: int) -> None:
+    cut = render_markdown(benchmark_report(), max_chars=limit)
+    assert len(cut) <= limit
 
 
 def test_cell_escapes_pipes_newlines_and_markup() -> None:
@@ -74,10 +221,12 @@ def test_cell_escapes_pipes_newlines_and_markup() -> None:
 
 
 def test_pipes_in_task_text_do_not_add_columns() -> None:
-    md = render_markdown(report([task("a|b", "p/m|x", "failed", error="e|\n|f")]))
+    md = render_markdown(report([task("a|b", "p/m|x", "failed", error="e|\n|f"),
+                                 task("c", "p/m|x", "completed", variant="v|w")]))
     runs = _rows(md, "Runs")
-    assert len(runs) == 1 and len(runs[0]) == 9
+    assert len(runs) == 2 and all(len(r) == 11 for r in runs)
     assert runs[0][0] == "a\\|b"
+    assert all(len(r) == 7 for r in _rows(md, "By variant"))
 
 
 def test_truncate() -> None:
@@ -96,9 +245,17 @@ def test_duration() -> None:
     assert duration(float("nan")) == "-" and duration(float("inf")) == "-"
 
 
+def test_money() -> None:
+    assert money(None) == "n/a"
+    assert money(0.0) == "$0.0000"
+    assert money(0.01234) == "$0.0123"
+    assert money(1234.5) == "$1,234.50"
+    assert money(float("nan")) == "n/a"
+
+
 def test_no_cache_data_and_median() -> None:
-    r = report([task("a", "p/m", "completed", u=usage(0, 0, 0)),
-                task("b", "p/m", "completed", u=usage(100, 0, 1)),
-                task("c", "p/m", "error", u=usage(200, 50, 2))])
-    models = _rows(render_markdown(r), "Models")
-    assert models == [["p/m", "3", "2/3 (67%)", "101", "16.7%", "12.5s", "37.5s"]]
+    r = report([task("a", "p/m", "completed", u=make_usage(0, 0, 0)),
+                task("b", "p/m", "completed", u=make_usage(100, 0, 1)),
+                task("c", "p/m", "error", u=make_usage(200, 50, 2))])
+    models = _rows(render_markdown(r), "By model")
+    assert models == [["p/m", "3", "2/3 67% (21%-94%)", "101", "16.7%", "n/a", "12.5s"]]
