@@ -1,24 +1,30 @@
 """The agent loop: sample, run every tool call, feed the outputs back, until the model
 answers without calls; then the next follow-up turn.
 
-It sees only protocols (`ModelClient`, `Tool`, `Executor` via the tool context, `Sink`):
-no HTTP, git or sandbox code is imported here, so tests drive it with scripted models and
-the same loop runs against every provider.
+It sees only protocols (`ModelClient`, `Compactor`, `Tool`, `Executor` via the tool
+context, `Sink`): no HTTP, git or sandbox code is imported here, so tests drive it with
+scripted models and the same loop runs against every provider.
+
+Every request is the previous one plus what is new (instructions, tools and earlier items
+are never rebuilt), except right after a compaction, which `runner.compaction` does when
+the thread's token count reaches the limit: before a turn, mid-turn while tool calls are
+pending, and once when the server says the context is full.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio
 
+from runner import compaction as cp
 from runner import items as it
 from runner.errors import HTTPStatusError, ModelError
 from runner.items import Item, Usage
-from runner.providers import ModelClient, Prompt, StreamEvent
+from runner.providers import Compactor, ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 
@@ -44,13 +50,22 @@ class Sink(Protocol):
 
 
 @dataclass(frozen=True)
+class Turn:
+    """A follow-up turn whose settings changed: `context` (from `prompt.context_update`)
+    is appended before the prompt, never edited into earlier messages."""
+
+    prompt: str
+    context: Sequence[Item] = ()
+
+
+@dataclass(frozen=True)
 class ThreadSpec:
     thread_id: str
     model: str
     instructions: str
     context: Sequence[Item]
     """Initial context (developer + contextual user message), before the first prompt."""
-    prompts: Sequence[str]
+    prompts: Sequence[str | Turn]
     """The task prompt, then each follow-up turn, all in the same thread."""
     max_requests: int
     timeout_s: float
@@ -60,6 +75,12 @@ class ThreadSpec:
     reasoning: dict[str, Any] | None = None
     text: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    compaction: cp.CompactionSettings = field(default_factory=cp.CompactionSettings)
+    compactor: Compactor | None = None
+    """The provider's own compaction endpoint, when it has one; else local compaction."""
+
+
+RequestKind = Literal["turn", "compaction"]
 
 
 @dataclass
@@ -73,6 +94,8 @@ class RequestRecord:
     usage: Usage | None
     response_id: str | None
     output_types: list[str]
+    kind: RequestKind = "turn"
+    """`compaction`: a summary request or a call of the compaction endpoint."""
 
 
 @dataclass
@@ -86,6 +109,7 @@ class Outcome:
     tool_calls: int
     turns_completed: int
     duration_s: float
+    compactions: list[cp.Compaction] = field(default_factory=list)
 
 
 class Thread:
@@ -97,11 +121,13 @@ class Thread:
         self.spec = spec
         self.model = model
         self.tools = {t.name: t for t in tools}
-        self.tool_specs = [t.spec() for t in tools]
+        # Fixed for the life of the thread: the tools are part of every request's prefix.
+        self.tool_specs = tuple(t.spec() for t in tools)
         self.ctx = ctx
         self.sink = sink
         self.history: list[Item] = list(spec.context)
         self.requests: list[RequestRecord] = []
+        self.compactions: list[cp.Compaction] = []
         self.usage = Usage()
         self.tool_calls = 0
         self._item_seq = 0
@@ -109,7 +135,17 @@ class Thread:
         self._start = time.monotonic()
         self._final: str | None = None
         self._turns_done = 0
+        self._turn = 0
+        self._turn_requests = 0
         self._last_outputs: list[Item] = []
+        self._context: list[Item] = list(spec.context)
+        """What a rebuilt history starts with: the initial context and later updates."""
+        self._head = len(spec.context)
+        """Leading history items that are context, which compaction never drops."""
+        self._counter = cp.TokenCounter(cp.head_bytes(spec.instructions, self.tool_specs))
+        self._counter.reset(self.history)
+        self._after_compaction = False
+        self._compacted_at = -1
 
     async def run(self) -> Outcome:
         self._start = time.monotonic()
@@ -118,10 +154,12 @@ class Thread:
         error: str | None = None
         with anyio.move_on_after(self.spec.timeout_s) as deadline:
             for turn, prompt in enumerate(self.spec.prompts):
+                self._turn = turn
                 self.sink.emit({"type": "turn.started"})
-                self.history.append(it.message("user", prompt))
                 try:
-                    self._final = await self._turn(turn)
+                    await self._maybe_compact("pre-turn")
+                    self._begin_turn(prompt)
+                    self._final = await self._turn_loop(turn)
                 except _LimitHit as hit:
                     status, error = hit.status, hit.reason
                 except ModelError as exc:
@@ -144,17 +182,40 @@ class Thread:
             self._close_pending_calls()
             self.sink.emit({"type": "turn.failed", "error": {"message": error}})
         return Outcome(status, self._final, error, self.history, self.requests, self.usage,
-                       self.tool_calls, self._turns_done, time.monotonic() - self._start)
+                       self.tool_calls, self._turns_done, time.monotonic() - self._start,
+                       self.compactions)
 
-    async def _turn(self, turn: int) -> str | None:
+    def _begin_turn(self, turn: str | Turn) -> None:
+        t = turn if isinstance(turn, Turn) else Turn(turn)
+        self.history.extend(t.context)
+        self._context.extend(t.context)
+        self.history.append(it.message("user", t.prompt))
+
+    async def _turn_loop(self, turn: int) -> str | None:
+        first = True
+        overflowed = False
         while True:
-            if len(self.requests) >= self.spec.max_requests:
+            if self._turn_requests >= self.spec.max_requests:
                 raise _LimitHit("max_turns", f"stopped after {self.spec.max_requests} model "
                                              "requests (max_turns)")
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
                 raise _LimitHit("budget", why)
-            outputs = await self._sample(turn)
+            if not first:
+                await self._maybe_compact("mid-turn")
+            first = False
+            try:
+                outputs = await self._sample(turn)
+            except ModelError as exc:
+                if not cp.is_context_overflow(exc):
+                    raise
+                if overflowed:
+                    raise _LimitHit("failed", "the model's context window was exceeded again "
+                                              f"right after a compaction: {exc}") from exc
+                overflowed = True
+                await self._compact("context_length_exceeded")
+                continue
+            overflowed = False
             calls = [i for i in outputs if i.type in it.TOOL_CALL_TYPES]
             if not calls:
                 messages = [i for i in outputs if i.type == "message" and i.role == "assistant"]
@@ -166,33 +227,20 @@ class Thread:
                                                       "calls (max_tool_calls)")
                 self.history.append(await self._call(call))
 
-    async def _sample(self, turn: int) -> list[Item]:
+    def _prompt(self) -> Prompt:
+        """The next request: the same instructions, tools and cache key every time."""
         s = self.spec
-        prompt = Prompt(model=s.model, instructions=s.instructions, input=tuple(self.history),
-                        tools=self.tool_specs, prompt_cache_key=s.thread_id,
-                        parallel_tool_calls=s.parallel_tool_calls, reasoning=s.reasoning,
-                        text=s.text, extra=s.extra)
-        prefix = self._audit.check(prompt, self._last_outputs)
-        t0 = time.monotonic()
-        resp = await self.model.generate(prompt, on_event=self._on_stream)
-        self._last_outputs = resp.items
-        rec = RequestRecord(prefix, len(self.requests) + 1, turn, len(self.history),
-                            resp.request_bytes, time.monotonic() - t0, resp.usage,
-                            resp.response_id, [i.type for i in resp.items])
-        self.requests.append(rec)
-        if resp.usage is not None:
-            self.usage = self.usage + resp.usage
-        self.sink.emit({"type": "request.completed", "request": rec.index, "turn": turn,
-                        "input_items": rec.input_items, "request_bytes": rec.request_bytes,
-                        "duration_ms": round(rec.duration_s * 1000, 1),
-                        "response_id": rec.response_id,
-                        "usage": resp.usage.as_dict() if resp.usage else None,
-                        "prefix": {"extends_previous": prefix.extends_previous,
-                                   "reused_items": prefix.reused_items,
-                                   "ideal_cache_ratio": prefix.ideal_cache_ratio,
-                                   "break_index": prefix.break_index,
-                                   "break_reason": prefix.break_reason}})
+        return Prompt(model=s.model, instructions=s.instructions, input=tuple(self.history),
+                      tools=self.tool_specs, prompt_cache_key=s.thread_id,
+                      parallel_tool_calls=s.parallel_tool_calls, reasoning=s.reasoning,
+                      text=s.text, extra=s.extra)
+
+    async def _sample(self, turn: int) -> list[Item]:
+        self._turn_requests += 1
+        _, resp = await self._request(
+            self._prompt(), "turn", lambda p: self.model.generate(p, on_event=self._on_stream))
         self.history.extend(resp.items)
+        self._counter.observe(resp.usage, self.history)
         for item in resp.items:
             if item.type == "message" and item.role == "assistant":
                 self._emit_item("agent_message", {"text": it.message_text(item)})
@@ -202,6 +250,69 @@ class Thread:
                 if text:
                     self._emit_item("reasoning", {"text": text})
         return resp.items
+
+    async def _request(self, prompt: Prompt, kind: RequestKind,
+                       call: Callable[[Prompt], Awaitable[ModelResponse]]
+                       ) -> tuple[int, ModelResponse]:
+        """Send one request, audited, timed and recorded with the server's usage."""
+        prefix = self._audit.check(prompt, self._last_outputs,
+                                   after_compaction=self._after_compaction)
+        self._after_compaction = False
+        self._last_outputs = []
+        t0 = time.monotonic()
+        resp = await call(prompt)
+        self._last_outputs = resp.items
+        rec = RequestRecord(prefix, len(self.requests) + 1, self._turn, len(prompt.input),
+                            resp.request_bytes, time.monotonic() - t0, resp.usage,
+                            resp.response_id, [i.type for i in resp.items], kind)
+        self.requests.append(rec)
+        if resp.usage is not None:
+            self.usage = self.usage + resp.usage
+        self.sink.emit({"type": "request.completed", "request": rec.index, "turn": rec.turn,
+                        "kind": kind, "input_items": rec.input_items,
+                        "request_bytes": rec.request_bytes,
+                        "duration_ms": round(rec.duration_s * 1000, 1),
+                        "response_id": rec.response_id,
+                        "usage": resp.usage.as_dict() if resp.usage else None,
+                        "prefix": {"extends_previous": prefix.extends_previous,
+                                   "reused_items": prefix.reused_items,
+                                   "ideal_cache_ratio": prefix.ideal_cache_ratio,
+                                   "break_index": prefix.break_index,
+                                   "break_reason": prefix.break_reason}})
+        return rec.index, resp
+
+    async def _maybe_compact(self, reason: cp.Reason) -> None:
+        limit = self.spec.compaction.limit
+        if limit is None or self._counter.count(self.history) < limit:
+            return
+        if self._compacted_at == self._turn_requests:
+            return  # nothing new since the last compaction: compacting again cannot help
+        await self._compact(reason)
+
+    async def _compact(self, reason: cp.Reason) -> None:
+        compactor = self.spec.compactor
+
+        async def send(prompt: Prompt, remote: bool) -> tuple[int, ModelResponse]:
+            if remote and compactor is not None:
+                return await self._request(prompt, "compaction", compactor.compact)
+            return await self._request(prompt, "compaction", self.model.generate)
+
+        try:
+            new, done = await cp.compact(
+                prompt=self._prompt(), context=self._context, keep=self._head,
+                settings=self.spec.compaction, send=send, remote=compactor is not None,
+                reason=reason, tokens_before=self._counter.count(self.history))
+        except ModelError as exc:
+            if cp.is_context_overflow(exc):
+                raise _LimitHit("failed", f"compaction failed: {exc}") from exc
+            raise
+        self.history = new
+        self._head = len(self._context)
+        self._counter.reset(self.history)
+        self._after_compaction = True
+        self._compacted_at = self._turn_requests
+        self.compactions.append(done)
+        self.sink.emit(done.event())
 
     async def _call(self, item: Item) -> Item:
         """Run one tool call; always returns exactly one output item for it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 JSON = dict[str, Any]
@@ -36,6 +37,11 @@ class Item:
         if not self.wire:
             body = {k: v for k, v in self.data.items() if k != "id"}
             object.__setattr__(self, "wire", dumps(body))
+
+    @cached_property
+    def nbytes(self) -> int:
+        """UTF-8 size of `wire`: what token estimates and cache shares are measured in."""
+        return len(self.wire.encode())
 
     @property
     def type(self) -> str:

@@ -4,7 +4,8 @@ Prompt caches serve the longest exact prefix, so every request should be the pre
 request plus the previous response's items plus what is new. The audit compares each
 request with that expectation item by item (each item's wire text; identical objects
 compare in O(1)), and says where and why a request breaks it. It also gives the ideal
-cache share of a request: the part of its bytes that repeat the previous request.
+cache share of a request: the part of its bytes that repeat the previous request, counted
+the way a prefix cache counts them (instructions, then each tool, then each input item).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 
 from runner.items import Item, dumps
 from runner.providers import Prompt
+
+COMPACTION = "compaction"
+"""The break reason of the first request after a compaction: the one expected break."""
 
 
 @dataclass(frozen=True)
@@ -28,48 +32,67 @@ class PrefixRecord:
     first): what a perfect prefix cache could serve."""
     break_index: int | None = None
     break_reason: str | None = None
+    """`compaction`, `instructions changed`, `tools changed`, `item N rewritten (type)`
+    or `history shortened`; null when the request extends the previous one."""
+
+
+def ideal_cached_tokens(input_tokens: int, prefix: PrefixRecord) -> int:
+    """The cached tokens a perfect prefix cache would report for this request."""
+    return round(input_tokens * (prefix.ideal_cache_ratio or 0.0))
 
 
 class PrefixAudit:
     def __init__(self) -> None:
         self._instructions: str | None = None
         self._tools: str | None = None
+        self._tool_bytes: list[int] = []
         self._expected: list[Item] = []
+        self._sent = 0
         self._first = True
 
-    def check(self, prompt: Prompt, outputs_before: Sequence[Item] = ()) -> PrefixRecord:
-        """Audit `prompt` against the previous request plus `outputs_before`."""
+    def check(self, prompt: Prompt, outputs_before: Sequence[Item] = (), *,
+              after_compaction: bool = False) -> PrefixRecord:
+        """Audit `prompt` against the previous request plus `outputs_before`.
+
+        `after_compaction`: the history was rebuilt on purpose since the last request, so
+        a break here is reported as `compaction` rather than as a fault.
+        """
         tools = dumps(list(prompt.tools))
-        expected = self._expected + list(outputs_before)
+        if tools != self._tools:
+            self._tool_bytes = [len(dumps(t).encode()) for t in prompt.tools]
+        instr = len(dumps(prompt.instructions).encode()) if prompt.instructions else 0
         current = list(prompt.input)
+        total = instr + sum(self._tool_bytes) + sum(i.nbytes for i in current)
         record: PrefixRecord
         if self._first:
             record = PrefixRecord(True, 0, None)
         else:
+            expected = self._expected + list(outputs_before)
             reused = 0
             for a, b in zip(expected, current, strict=False):
                 if a.wire != b.wire:
                     break
                 reused += 1
-            head = len(prompt.instructions) + len(tools)
-            repeated = sum(len(i.wire) for i in current[:reused])
-            total = head + sum(len(i.wire) for i in current)
-            reason = None
-            index = None
+            # Only the previous request's own input can be in the cache, not its output.
+            repeated = instr + sum(self._tool_bytes) + sum(
+                i.nbytes for i in current[:min(reused, self._sent)])
+            reason: str | None = None
+            index: int | None = None
             if prompt.instructions != self._instructions:
                 reason, index, repeated = "instructions changed", 0, 0
             elif tools != self._tools:
-                reason, index, repeated = "tools changed", 0, len(prompt.instructions)
+                reason, index, repeated = "tools changed", 0, instr
             elif reused < len(expected):
                 index = reused
                 reason = ("history shortened" if reused == len(current)
                           else f"item {reused} rewritten ({current[reused].type})")
-            ok = reason is None
-            record = PrefixRecord(ok, reused, round((repeated + (head if ok else 0))
-                                                    / total, 4) if total else None,
-                                  index, reason)
+            if reason is not None and after_compaction:
+                reason = COMPACTION
+            record = PrefixRecord(reason is None, reused,
+                                  round(repeated / total, 4) if total else None, index, reason)
         self._first = False
         self._instructions = prompt.instructions
         self._tools = tools
         self._expected = current
+        self._sent = len(current)
         return record

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from runner.items import Item, Usage
 
@@ -59,3 +59,13 @@ class ModelClient(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """A server that compacts a history itself (`POST {base_url}/responses/compact`)."""
+
+    async def compact(self, prompt: Prompt) -> ModelResponse:
+        """The server's replacement for `prompt.input` (its `output` items), or a
+        `ModelError`; `ContextWindowExceeded` when even the compaction does not fit."""
+        ...
