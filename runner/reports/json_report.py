@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from runner.items import Usage
 from runner.reports.model import (
     CheckReport,
+    CompactionReport,
     PrefixReport,
     Report,
     RequestReport,
@@ -19,18 +20,23 @@ from runner.reports.model import (
     UsageReport,
     WorkspaceReport,
 )
-from runner.reports.totals import compute_totals
+from runner.reports.totals import cache_hit_ratio, compute_totals
+from runner.usage import ideal_cached_tokens
 
 if TYPE_CHECKING:
     from runner.batch import TaskRun
 
 
-def usage_report(u: Usage | None) -> UsageReport | None:
+def usage_report(u: Usage | None, ideal: int | None = None) -> UsageReport | None:
+    """`ideal`: the tokens a perfect prefix cache would have served (see UsageReport)."""
     if u is None:
         return None
     return UsageReport(**u.as_dict(),
                        cache_hit_ratio=round(u.cached_tokens / u.input_tokens, 4)
-                       if u.input_tokens else None)
+                       if u.input_tokens else None,
+                       ideal_cached_tokens=ideal,
+                       ideal_cache_ratio=None if ideal is None
+                       else cache_hit_ratio(ideal, u.input_tokens))
 
 
 def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
@@ -68,15 +74,21 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                               request_bytes=r.request_bytes,
                               duration_ms=round(r.duration_s * 1000, 1),
                               response_id=r.response_id, output_types=r.output_types,
-                              usage=usage_report(r.usage),
-                              prefix=PrefixReport(**dataclasses.asdict(r.prefix)))
+                              usage=usage_report(r.usage, ideal_cached_tokens(
+                                  r.usage.input_tokens, r.prefix) if r.usage else None),
+                              prefix=PrefixReport(**dataclasses.asdict(r.prefix)), kind=r.kind)
                 for r in o.requests]
+    ideal = sum(r.usage.ideal_cached_tokens or 0 for r in requests if r.usage) \
+        if requests else None
+    compactions = [CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
+                   for c in o.compactions]
     return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
                       status=run.status, error=error,
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
-                      usage=usage_report(o.usage) or UsageReport(), requests=requests,
+                      usage=usage_report(o.usage, ideal) or UsageReport(), requests=requests,
                       prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
+                      compactions=compactions,
                       events_file=run.events_file, workspace=wsr, result=rr, check=cr)
 
 

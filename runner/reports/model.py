@@ -3,6 +3,8 @@ models and checked by a test, so the documentation cannot drift from the code.""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = "runner.report/1"
@@ -23,6 +25,14 @@ class UsageReport(Strict):
     total_tokens: int = 0
     cache_hit_ratio: float | None = None
     """cached_tokens / input_tokens; null when nothing was sent."""
+    ideal_cached_tokens: int | None = None
+    """What a perfect prefix cache would have served: for each request, its tokens that
+    repeat the previous request exactly (0 for a thread's first request); summed for runs
+    and totals. Null where no request was audited."""
+    ideal_cache_ratio: float | None = None
+    """ideal_cached_tokens / input_tokens (token-weighted for runs and totals). Beside
+    `cache_hit_ratio`: a gap is caching the server lost; a low ideal is caching the prompt
+    itself made impossible (new content, compaction, prefix breaks)."""
 
 
 class PrefixReport(Strict):
@@ -51,6 +61,26 @@ class RequestReport(Strict):
     usage: UsageReport | None
     """As the server reported it for this request; null if it sent none."""
     prefix: PrefixReport
+    kind: Literal["turn", "compaction"] = "turn"
+    """`compaction`: a hand-off summary request or a call of `/responses/compact`."""
+
+
+class CompactionReport(Strict):
+    kind: Literal["remote", "local"]
+    """`remote`: the provider's `/responses/compact`; `local`: a summary request."""
+    reason: Literal["pre-turn", "mid-turn", "context_length_exceeded"]
+    tokens_before: int
+    """The thread's token count that triggered it (server count plus estimate)."""
+    tokens_after: int
+    """Estimated size of the rebuilt history, instructions and tools included."""
+    items_before: int
+    items_after: int
+    dropped_items: int
+    """Oldest items left out of the compaction request because it did not fit."""
+    requests: list[int]
+    """Indexes of the requests it made (see `requests[].kind`)."""
+    fallback: str | None = None
+    """Why remote compaction gave way to local compaction, if it did."""
 
 
 class WorkspaceReport(Strict):
@@ -113,7 +143,10 @@ class TaskReport(Strict):
     duration_s: float
     usage: UsageReport
     prefix_breaks: int = 0
-    """Requests that did not extend the previous one (each one loses the prompt cache)."""
+    """Requests that did not extend the previous one (each one loses the prompt cache);
+    those right after a compaction are expected and say `compaction` as their reason."""
+    compactions: list[CompactionReport] = []
+    """Each time the thread's history was compacted to fit the context window."""
     requests: list[RequestReport]
     events_file: str
     """Path of this thread's JSONL event log, relative to the report directory."""

@@ -22,11 +22,17 @@ def sum_usage(usages: Iterable[UsageReport]) -> UsageReport:
     keys = ("input_tokens", "cached_tokens", "uncached_tokens", "output_tokens",
             "reasoning_tokens", "total_tokens")
     sums = dict.fromkeys(keys, 0)
+    ideal: int | None = None
     for u in usages:
         for k in keys:
             sums[k] += getattr(u, k)
+        if u.ideal_cached_tokens is not None:
+            ideal = (ideal or 0) + u.ideal_cached_tokens
     return UsageReport(**sums, cache_hit_ratio=cache_hit_ratio(sums["cached_tokens"],
-                                                              sums["input_tokens"]))
+                                                              sums["input_tokens"]),
+                       ideal_cached_tokens=ideal,
+                       ideal_cache_ratio=None if ideal is None
+                       else cache_hit_ratio(ideal, sums["input_tokens"]))
 
 
 def sum_cost(costs: Iterable[float | None]) -> float | None:
