@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from runner.errors import ConfigError, Problem, RunnerError
 
 if TYPE_CHECKING:
-    from runner.config import ResolvedTask
+    from runner.config import ResolvedTask, TaskFile
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_RUNNER = 0, 1, 2, 3
 
@@ -39,13 +39,29 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run every task on this model (repeatable; replaces matrix.model)")
     run.add_argument("--only", action="append", default=[], metavar="ID",
                      help="run only this task id (repeatable)")
+    run.add_argument("--tag", action="append", default=[], metavar="TAG",
+                     help="run only tasks with this tag (repeatable: any of them)")
+    run.add_argument("--shard", metavar="K/N",
+                     help="run the K-th of N deterministic slices of the runs (1-based)")
+    run.add_argument("--resume", action="store_true",
+                     help="keep the finished runs recorded in --out and run the rest")
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
     run.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
                      help="use this sandbox for every task (e.g. read-only on pull requests)")
     run.add_argument("--json", action="store_true",
                      help="stream JSONL events on stdout (codex exec --json shape)")
-    val = sub.add_parser("validate", help="check a task file and exit")
+    val = sub.add_parser("validate", help="check a task file, list its runs and exit")
     val.add_argument("tasks", type=Path)
+    for flag, kw in (("--model", {"metavar": "PROVIDER/MODEL"}), ("--only", {"metavar": "ID"}),
+                     ("--tag", {"metavar": "TAG"})):
+        val.add_argument(flag, action="append", default=[], **kw)  # type: ignore[arg-type]
+    val.add_argument("--shard", metavar="K/N")
+    rep = sub.add_parser("report", help="work with report directories")
+    rep_sub = rep.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
+    merge = rep_sub.add_parser("merge", help="combine the report directories of shards into one")
+    merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
+                       help="directories written by `runner run --shard K/N --out DIR`")
+    merge.add_argument("--out", type=Path, required=True, help="the merged directory")
     return p
 
 
@@ -59,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "report":
+            return _report_merge(args)
         return _run(args)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -76,7 +94,7 @@ def _problem(field: str, message: str) -> ConfigError:
     return ConfigError([Problem("(command line)", None, field, message)])
 
 
-def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str]:
+def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
     from runner.config import expand, load_task_file
 
     path: Path = args.tasks
@@ -94,11 +112,33 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str]:
             raise _problem("--only", f"no task with id {', '.join(unknown)}; ids in {path}: "
                                      f"{', '.join(t.id for t in tasks)}")
         tasks = [t for t in tasks if t.id in only]
-    return tasks, str(path)
+    tags: list[str] = getattr(args, "tag", [])
+    if tags:
+        known = sorted({tag for t in tasks for tag in t.tags})
+        unknown = sorted(set(tags) - set(known))
+        if unknown:
+            raise _problem("--tag", f"no task has tag {', '.join(unknown)}; tags in {path}: "
+                                    f"{', '.join(known) or 'none'}")
+        tasks = [t for t in tasks if set(t.tags) & set(tags)]
+    shard: str | None = getattr(args, "shard", None)
+    if shard is not None:
+        tasks = _shard(tasks, shard)
+    return tasks, str(path), tf
+
+
+def _shard(tasks: list[ResolvedTask], text: str) -> list[ResolvedTask]:
+    """Runs ordered by fingerprint (the same on every machine), then every N-th from the
+    K-th: slices are disjoint, cover everything, and differ in size by at most one."""
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise _problem("--shard", f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4")
+    k, n = int(m[1]), int(m[2])
+    ordered = sorted(tasks, key=lambda t: (t.fingerprint, t.run))
+    return [t for i, t in enumerate(ordered) if i % n == k - 1]
 
 
 def _validate(args: argparse.Namespace) -> int:
-    tasks, file = _load(args)
+    tasks, file, _ = _load(args)
     for t in tasks:
         print(f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
     ids = {t.id for t in tasks}
@@ -113,12 +153,13 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.concurrency < 1:
         raise _problem("--concurrency", "must be at least 1")
-    tasks, file = _load(args)
+    tasks, file, tf = _load(args)
     out: Path = args.out
     json_out = sys.stdout if args.json else None
     result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
                                          concurrency=args.concurrency, json_out=json_out,
-                                         progress=sys.stderr))
+                                         progress=sys.stderr, resume=args.resume,
+                                         budget=tf.budget))
     if not args.json:
         for run in result.runs:
             if run.outcome is not None and run.outcome.final_message:
@@ -127,3 +168,14 @@ def _run(args: argparse.Namespace) -> int:
     if os.environ.get("RUNNER_DEBUG"):
         sys.stderr.write(f"exit code {result.exit_code}\n")
     return result.exit_code
+
+
+def _report_merge(args: argparse.Namespace) -> int:
+    """Exit 0 when every merged run completed, 1 otherwise, as `runner run` would have."""
+    from runner.reports.merge import merge_command
+
+    report = merge_command(args.dirs, args.out)
+    t = report.totals
+    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s), {t.completed} "
+                     f"passed\nreport: {args.out / 'report.json'}\n")
+    return EXIT_OK if t.not_completed == 0 else EXIT_TASK_FAILED

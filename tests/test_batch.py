@@ -1,0 +1,246 @@
+"""Batches: matrix with variants, tags, shards, limits, per-provider connections, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.test_cli import run_cli, shell, write_tasks
+from tests.test_results import git
+
+
+def _runs(out: Path) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = json.loads((out / "report.json").read_text())["tasks"]
+    return runs
+
+
+def test_matrix_variants_and_tags_expand_and_select(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path, "http://127.0.0.1:9/v1", (
+        "  - {id: a, prompt: fix it, repo: ., tags: [nightly, bugs]}\n"
+        "  - {id: b, prompt: explain, repo: .}\n"), defaults=(
+        "matrix:\n"
+        "  model: [fake/m1, fake/m2]\n"
+        "  variant:\n"
+        "    - {name: terse, prompt_template: 'Be brief. {prompt}', reasoning_effort: low}\n"
+        "    - {name: plain}\n"
+        "  repeat: 2\n"))
+    res = run_cli("validate", tasks)
+    assert res.returncode == 0, res.stderr
+    names = [line.split(":")[0] for line in res.stdout.splitlines()[:-1]]
+    assert len(names) == 2 * 2 * 2 * 2 and len(set(names)) == 16
+    assert "a.fake-m1.terse.r1" in names and "b.fake-m2.plain.r2" in names
+    assert res.stdout.splitlines()[-1].endswith("2 task(s), 16 run(s)")
+    tagged = run_cli("validate", tasks, "--tag", "nightly")
+    assert tagged.stdout.splitlines()[-1].endswith("1 task(s), 8 run(s)")
+    bad = run_cli("validate", tasks, "--tag", "weekly")
+    assert bad.returncode == 2
+    assert "--tag: no task has tag weekly; tags in" in bad.stderr and "bugs, nightly" in bad.stderr
+
+
+def _validate_names(*args: str | Path) -> list[str]:
+    res = run_cli("validate", *args)
+    assert res.returncode == 0, res.stderr
+    return [line.split(":")[0] for line in res.stdout.splitlines()[:-1]]
+
+
+def test_shards_are_disjoint_balanced_and_independent_of_the_machine(tmp_path: Path) -> None:
+    body = "".join(f"  - {{id: t{i}, prompt: task {i}, repo: .}}\n" for i in range(7))
+    matrix = "matrix:\n  model: [fake/m1, fake/m2]\n  repeat: 3\n"
+    # The same task file in two places (two "machines"): same slices.
+    first = write_tasks(tmp_path / "one", "http://127.0.0.1:9/v1", body, defaults=matrix)
+    second = write_tasks(tmp_path / "two", "http://127.0.0.1:9/v1", body, defaults=matrix)
+    everything = set(_validate_names(first))
+    assert len(everything) == 42
+    slices = [_validate_names(first, "--shard", f"{k}/4") for k in range(1, 5)]
+    assert [len(s) for s in slices] in ([11, 11, 10, 10],)
+    assert set().union(*map(set, slices)) == everything
+    assert sum(map(len, slices)) == len(everything)
+    assert _validate_names(second, "--shard", "3/4") == slices[2]
+    bad = run_cli("validate", first, "--shard", "5/4")
+    assert bad.returncode == 2 and "--shard: got '5/4'; must be K/N" in bad.stderr
+
+
+def looping(req: Any, i: int) -> Reply:
+    """A model that never stops calling the shell tool."""
+    return shell(f"echo {i} >> log.txt", f"c{i}")
+
+
+def test_limits_stop_runs_with_their_own_status(loopback_thread: ThreadFactory,
+                                                tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(looping))
+    tasks = write_tasks(tmp_path, srv.base_url, (
+        "  - {id: calls, prompt: go, repo: ., limits: {max_tool_calls: 3}}\n"
+        "  - {id: inp, prompt: go, repo: ., limits: {max_input_tokens: 2000}}\n"
+        "  - {id: cost, prompt: go, repo: ., limits: {max_cost_usd: 0.01}}\n"
+        "  - {id: turns, prompt: go, repo: ., limits: {max_turns: 2}}\n"), defaults=(
+        "models:\n"
+        "  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"))
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 1, res.stderr
+    by_id = {t["id"]: t for t in _runs(out)}
+    assert by_id["calls"]["status"] == "max_tool_calls"
+    assert by_id["calls"]["tool_calls"] == 3
+    assert "max_tool_calls" in by_id["calls"]["error"]
+    assert by_id["inp"]["status"] == "budget"
+    inp = by_id["inp"]["usage"]["input_tokens"]
+    # Stopped at the first check after crossing the limit, never before.
+    before_last = inp - by_id["inp"]["requests"][-1]["usage"]["input_tokens"]
+    assert before_last < 2000 <= inp
+    assert by_id["cost"]["status"] == "budget" and "limits.max_cost_usd" in by_id["cost"]["error"]
+    assert by_id["cost"]["cost_usd"] >= 0.01
+    assert by_id["turns"]["status"] == "max_turns" and len(by_id["turns"]["requests"]) == 2
+    for t in by_id.values():
+        u = t["usage"]
+        expected = (u["uncached_tokens"] * 2.0 + u["cached_tokens"] * 0.5
+                    + u["output_tokens"] * 8.0) / 1e6
+        assert t["cost_usd"] == pytest.approx(expected, abs=1e-6)
+        # The work done before the limit is kept on the run's branch.
+        assert t["result"]["branch"], t
+    report = json.loads((out / "report.json").read_text())
+    assert report["totals"]["cost_usd"] == pytest.approx(
+        sum(t["cost_usd"] for t in by_id.values()), abs=1e-5)
+
+
+def test_unknown_price_is_null_and_a_cost_limit_needs_one(loopback_thread: ThreadFactory,
+                                                          tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("ok")))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["tasks"][0]["cost_usd"] is None and report["totals"]["cost_usd"] is None
+    capped = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n",
+                         defaults="budget: {max_cost_usd: 1.5}\n")
+    res = run_cli("run", capped, "--out", tmp_path / "out2")
+    assert res.returncode == 2
+    assert "budget.max_cost_usd: fake/test-model has no known price" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_batch_budget_skips_runs_not_started(loopback_thread: ThreadFactory,
+                                             tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell("echo hi", "c0") if i == 0 else reply_message("done")))
+    body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(5))
+    tasks = write_tasks(tmp_path, srv.base_url, body,
+                        defaults="budget: {max_input_tokens: 1}\n")
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out, "--concurrency", "1")
+    assert res.returncode == 1
+    statuses = [t["status"] for t in _runs(out)]
+    # The first run's second request is refused; nothing else starts.
+    assert statuses == ["budget"] * 5
+    assert [len(t["requests"]) for t in _runs(out)] == [1, 0, 0, 0, 0]
+    assert "not started: the batch used" in _runs(out)[1]["error"]
+
+
+def test_max_connections_caps_requests_in_flight(loopback_thread: ThreadFactory,
+                                                 tmp_path: Path) -> None:
+    in_flight = [0]
+    peak = [0]
+
+    async def slow(req: Any, i: int) -> Reply:
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        await asyncio.sleep(0.15)
+        in_flight[0] -= 1
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(slow))
+    body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(6))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    text = tasks.read_text().replace("env_key: FAKE_API_KEY}", "env_key: FAKE_API_KEY, "
+                                     "max_connections: 2}")
+    tasks.write_text(text)
+    assert run_cli("run", tasks, "--out", tmp_path / "o", "--concurrency", "6").returncode == 0
+    assert peak[0] == 2
+    tasks.write_text(text.replace("max_connections: 2", "max_connections: 6"))
+    peak[0] = 0
+    assert run_cli("run", tasks, "--out", tmp_path / "o2", "--concurrency", "6").returncode == 0
+    assert peak[0] > 2
+
+
+def test_resume_skips_finished_runs(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell(f"echo {last_user_text(req)} > out.txt", "c0") if i == 0
+        else reply_message("done")))
+    body = "".join(f"  - {{id: t{i}, prompt: run{i}, repo: .}}\n" for i in range(3))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    first = json.loads((out / "report.json").read_text())
+    sent = len(srv.requests)
+    res = run_cli("run", tasks, "--out", out, "--resume")
+    assert res.returncode == 0, res.stderr
+    assert len(srv.requests) == sent        # nothing was run again
+    again = json.loads((out / "report.json").read_text())
+    assert again["run_id"] == first["run_id"]
+    assert again["tasks"] == first["tasks"]
+    # Without --resume the same out dir starts a new batch.
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    assert len(srv.requests) == sent * 2
+    assert json.loads((out / "report.json").read_text())["run_id"] != first["run_id"]
+
+
+def _start(tasks: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef"}
+    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(tasks), "--out",
+                             str(out), "--concurrency", "4", *extra], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+@pytest.mark.slow
+def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    async def script(req: Any, i: int) -> Reply:
+        await asyncio.sleep(0.03)
+        if i < 2:
+            return shell(f"echo {last_user_text(req)} step {i} >> work.txt", f"c{i}")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    repo = make_git_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    body = "".join(f"  - {{id: t{i:02d}, prompt: run{i}, repo: '{repo}'}}\n"
+                   for i in range(20))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    out = tmp_path / "out"
+    rng = random.Random(20261122)
+    for _ in range(10):
+        proc = _start(tasks, out, "--resume")
+        time.sleep(rng.uniform(0.4, 1.6))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        # Whatever the kill left behind must be readable or absent, never half a file.
+        for f in (out / "journal").rglob("*.json"):
+            json.loads(f.read_text())
+        if (out / "report.json").exists():
+            json.loads((out / "report.json").read_text())
+    final = _start(tasks, out, "--resume")
+    assert final.wait(timeout=120) == 0
+    report = json.loads((out / "report.json").read_text())
+    runs = report["tasks"]
+    assert sorted(t["run"] for t in runs) == [f"t{i:02d}" for i in range(20)]
+    assert all(t["status"] == "completed" for t in runs)
+    branches = git(repo, "for-each-ref", "--format=%(refname:short)",
+                   "refs/heads/runner/").split()
+    assert sorted(branches) == sorted(t["result"]["branch"] for t in runs)
+    assert all(b.startswith(f"runner/{report['run_id']}/") for b in branches)
+    for t in runs:
+        prompt = f"run{int(t['id'][1:])}"
+        shown = git(repo, "show", f"{t['result']['branch']}:work.txt")
+        assert shown == f"{prompt} step 0\n{prompt} step 1\n"
+        assert (out / t["result"]["patch"]).is_file()
