@@ -1,0 +1,586 @@
+"""GitHub Actions glue for `actions/run`: what the composite action does besides installing.
+
+It lives here rather than in the action's YAML so that it is typed, linted and tested like
+the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
+
+    run            the `runner run` command line from the action's inputs; the API key is
+                   put into the runner's environment only (the runner keeps it from the agent)
+    outputs        report.json -> $GITHUB_OUTPUT (runs, passed, failed, tokens, cost, ...)
+    comment        one sticky PR comment: found by its marker and edited, else created once
+    pull-requests  push result branches; one PR per task, opened once and then updated
+    finish         the runner's exit code -> the step's (exit 1 is optional)
+
+Everything a task produced (ids, messages, branches) is untrusted: it goes into Markdown only
+through `inline`/`cell` or a fenced block, so a model cannot add links, images or mentions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.errors import RunnerError
+from runner.redact import Redactor
+from runner.reports.markdown import cell, inline, mark, percent, tokens, truncate
+from runner.reports.model import Report, TaskReport
+from runner.sandbox.env import SECRET_NAME
+
+MARKER = "<!-- runner:summary -->"
+"""Starts our PR comment, so the next run finds it and edits it instead of adding one."""
+TASK_MARKER = "<!-- runner:task:{run} -->"
+"""Starts a nightly PR's body: which run it belongs to."""
+PR_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_review",
+                       "pull_request_review_comment", "issue_comment", "merge_group"})
+"""Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+MESSAGE_LIMIT = 3000
+"""Characters of a final message shown in a comment; the report has all of it."""
+COMMENT_LIMIT = 60_000
+"""GitHub refuses bodies over 65,536 characters; keep room for the footer."""
+API_VERSION = "2022-11-28"
+EXIT_BAD_INPUT, EXIT_RUNNER = 2, 3
+
+
+# ----------------------------------------------------------------------- pure parts
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the action runs, from the variables GitHub sets for every step."""
+
+    repository: str = ""
+    server_url: str = "https://github.com"
+    api_url: str = "https://api.github.com"
+    run_id: str = ""
+    event_name: str = ""
+    event: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Context:
+        event: Mapping[str, Any] | None = None
+        path = env.get("GITHUB_EVENT_PATH")
+        if path and Path(path).is_file():
+            loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            event = loaded if isinstance(loaded, dict) else None
+        return cls(repository=env.get("GITHUB_REPOSITORY", ""),
+                   server_url=env.get("GITHUB_SERVER_URL", "https://github.com"),
+                   api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
+                   run_id=env.get("GITHUB_RUN_ID", ""),
+                   event_name=env.get("GITHUB_EVENT_NAME", ""), event=event)
+
+    @property
+    def pr_number(self) -> int | None:
+        """The pull request this event is about (an issue comment counts when on a PR)."""
+        event = self.event or {}
+        pr = event.get("pull_request")
+        if isinstance(pr, dict) and isinstance(pr.get("number"), int):
+            return int(pr["number"])
+        issue = event.get("issue")
+        if isinstance(issue, dict) and "pull_request" in issue and isinstance(
+                issue.get("number"), int):
+            return int(issue["number"])
+        return None
+
+    @property
+    def run_url(self) -> str | None:
+        if not (self.repository and self.run_id):
+            return None
+        return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+
+def parse_models(text: str) -> list[str]:
+    """The `models` input: provider/model entries separated by newlines, spaces or commas."""
+    return [m for m in re.split(r"[\s,]+", text) if m]
+
+
+def sandbox_for(requested: str, event_name: str) -> str | None:
+    """The `--sandbox` to pass: `auto` is read-only on pull-request events and the task
+    file's own elsewhere; `task-file` (or empty) never overrides."""
+    if requested == "auto":
+        return "read-only" if event_name in PR_EVENTS else None
+    if requested in ("", "task-file"):
+        return None
+    if requested not in SANDBOXES:
+        raise RunnerError(f"sandbox must be auto, task-file or one of {', '.join(SANDBOXES)}; "
+                          f"got {requested!r}")
+    return requested
+
+
+def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
+                sandbox: str | None, concurrency: str) -> list[str]:
+    argv = [sys.executable, "-m", "runner", "run", task_file, "--out", out]
+    for model in models:
+        argv += ["--model", model]
+    if shard:
+        argv += ["--shard", shard]
+    if sandbox:
+        argv += ["--sandbox", sandbox]
+    if concurrency:
+        argv += ["--concurrency", concurrency]
+    return argv
+
+
+def _cost(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def outputs_for(report: Report, report_path: str) -> dict[str, str]:
+    """The action's outputs. Numbers are plain (no thousands separators) so that workflow
+    expressions can compare them; unknown values (no price, nothing sent) are empty."""
+    t = report.totals
+    ratio = t.usage.cache_hit_ratio
+    branches = {r.run or r.id: r.result.branch for r in report.tasks
+                if r.result is not None and r.result.branch is not None}
+    return {
+        "runs": str(t.tasks), "passed": str(t.completed), "failed": str(t.not_completed),
+        "tokens": str(t.usage.total_tokens), "cached-tokens": str(t.usage.cached_tokens),
+        "cache-hit-ratio": "" if ratio is None else f"{ratio:.4f}",
+        "cost": _cost(t.cost_usd),
+        "branches": json.dumps(branches, sort_keys=True),
+        "report": report_path,
+    }
+
+
+def format_outputs(values: Mapping[str, str]) -> str:
+    """`$GITHUB_OUTPUT` text in the heredoc form, which takes any value, newlines included.
+    The delimiter is random and checked against the value, so a value cannot end it early
+    and set another output."""
+    lines = []
+    for name, value in values.items():
+        delimiter = f"runner_{secrets.token_hex(16)}"
+        while delimiter in value:  # pragma: no cover - 128 random bits
+            delimiter = f"runner_{secrets.token_hex(16)}"
+        lines += [f"{name}<<{delimiter}", value, delimiter]
+    return "\n".join(lines) + "\n"
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def fenced(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Text shown verbatim: a fence longer than any backtick run inside, so the text cannot
+    close it and turn into Markdown (links, images, mentions)."""
+    text = _CONTROL.sub("?", text)
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "\u2026"
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _changes(t: TaskReport) -> str:
+    r = t.result
+    if r is None:
+        return "-"
+    where = f"`{cell(r.branch)}`" if r.branch else "no branch (scope)"
+    return f"{where} +{r.insertions} -{r.deletions} in {r.files_changed} file(s)"
+
+
+def _why(t: TaskReport) -> str:
+    why = t.error or ""
+    if not why and t.check is not None and not t.check.passed:
+        why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
+    return inline(truncate(why)) if why.strip() else ""
+
+
+def _cost_cell(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def _totals_line(report: Report) -> str:
+    t = report.totals
+    ratio = percent(t.usage.cache_hit_ratio)
+    cost = "cost unknown" if t.cost_usd is None else f"cost ${t.cost_usd:.4f}"
+    return (f"**Totals:** {t.tasks} run(s), {t.requests} request(s), {t.tool_calls} tool "
+            f"call(s), {tokens(t.usage.total_tokens)} tokens, {tokens(t.usage.cached_tokens)} "
+            f"cached ({ratio}), {cost}.")
+
+
+def _footer(report: Report, ctx: Context, artifact: str) -> str:
+    parts = [f"run id `{inline(report.run_id)}`"]
+    if ctx.run_url:
+        parts.insert(0, f"[workflow run]({ctx.run_url})")
+    if artifact:
+        parts.append(f"artifact `{inline(artifact)}`")
+    return "<sub>" + " · ".join(parts) + "</sub>"
+
+
+def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
+    """The sticky PR comment: headline, one row per run, why runs failed, and each run's
+    final message (a review, an explanation) folded and shown verbatim."""
+    t = report.totals
+    head = [MARKER, f"### runner: {t.completed} of {t.tasks} run(s) passed", ""]
+    if report.tasks:
+        head += ["| Run | Model | Status | Tokens | Cached | Cost | Changes |",
+                 "|---|---|---|--:|--:|--:|---|"]
+        head += [f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status)} | "
+                 f"{tokens(r.usage.total_tokens)} | {percent(r.usage.cache_hit_ratio)} | "
+                 f"{_cost_cell(r.cost_usd)} | {_changes(r)} |" for r in report.tasks]
+        head.append("")
+    head.append(_totals_line(report))
+    failed = [f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r))
+                                                                    else "")
+              for r in report.tasks if r.status != "completed"]
+    if failed:
+        head += ["", "#### Not completed", "", *failed]
+    footer = _footer(report, ctx, artifact)
+    body = "\n".join(head)
+    for r in report.tasks:
+        if not (r.final_message and r.final_message.strip()):
+            continue
+        block = (f"\n\n<details><summary>{inline(r.run or r.id)}: final message</summary>\n\n"
+                 f"{fenced(r.final_message)}\n\n</details>")
+        if len(body) + len(block) + len(footer) > COMMENT_LIMIT:
+            body += "\n\nMore final messages are in the report artifact."
+            break
+        body += block
+    return f"{body}\n\n{footer}\n"
+
+
+def render_pr_body(task: TaskReport, report: Report, ctx: Context) -> str:
+    """A nightly PR's description: what ran, how it went, what the agent said."""
+    lines = [TASK_MARKER.format(run=task.run or task.id),
+             f"Automated change by **runner**: task **{inline(task.id)}** on "
+             f"{inline(task.model)}.", "",
+             f"- Status: {mark(task.status)}",
+             f"- Tokens: {tokens(task.usage.total_tokens)}, cached "
+             f"{percent(task.usage.cache_hit_ratio)}, cost {_cost_cell(task.cost_usd)}",
+             f"- Changes: {_changes(task)}"]
+    if task.check is not None:
+        verdict = "passed" if task.check.passed else f"failed (exit {task.check.exit_code})"
+        lines.append(f"- Check `{cell(task.check.command)}`: {verdict}")
+    if task.final_message and task.final_message.strip():
+        lines += ["", "Final message:", "", fenced(task.final_message)]
+    lines += ["", _footer(report, ctx, "")]
+    return "\n".join(lines) + "\n"
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """Values of secret-looking variables, masked from anything we send to GitHub."""
+    return [v for k, v in env.items() if SECRET_NAME.search(k) and v]
+
+
+# ----------------------------------------------------------------------- GitHub REST
+
+
+class GitHub:
+    """A small REST client: bearer token, JSON, pagination, and a few resends for the
+    transient failures (connection errors, 5xx, 429) that hosted runners do see."""
+
+    def __init__(self, api_url: str, token: str, *, attempts: int = 3) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self._attempts = attempts
+        self._client = httpx.Client(
+            base_url=api_url.rstrip("/"), timeout=30.0,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+                     "X-GitHub-Api-Version": API_VERSION, "User-Agent": "runner-action"})
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(self, method: str, path: str, *, json_body: Any = None,
+                params: Mapping[str, str] | None = None, ok: Sequence[int] = ()) -> Any:
+        """JSON of a 2xx answer (None for 204); a status in `ok` returns None too."""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                resp = self._client.request(method, path, json=json_body, params=params)
+            except self._httpx.TransportError as exc:
+                if attempt == self._attempts:
+                    raise RunnerError(f"GitHub {method} {path}: {type(exc).__name__}") from None
+                time.sleep(attempt)
+                continue
+            if resp.status_code in ok:
+                return None
+            if (resp.status_code >= 500 or resp.status_code == 429) and attempt < self._attempts:
+                wait = resp.headers.get("retry-after", "")
+                time.sleep(min(float(wait), 30.0) if wait.isdigit() else attempt)
+                continue
+            if resp.status_code >= 300:
+                try:
+                    message = str(resp.json().get("message", ""))
+                except ValueError:
+                    message = ""
+                raise RunnerError(f"GitHub {method} {path}: HTTP {resp.status_code} "
+                                  f"{truncate(message, 200)}".rstrip())
+            return resp.json() if resp.content else None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def paginate(self, path: str, params: Mapping[str, str] | None = None,
+                 max_pages: int = 50) -> list[Any]:
+        items: list[Any] = []
+        for page in range(1, max_pages + 1):
+            got = self.request("GET", path, params={**(params or {}), "per_page": "100",
+                                                    "page": str(page)})
+            if not isinstance(got, list):
+                raise RunnerError(f"GitHub GET {path}: expected a list")
+            items += got
+            if len(got) < 100:
+                break
+        return items
+
+
+def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str = ""
+                   ) -> tuple[str, int]:
+    """Edit our comment on the PR if it is there, else create it: ("patched"|"created", id).
+
+    Ours means: the body starts with the marker and, when `author` is given, that account
+    wrote it, so a comment that merely quotes the marker is never taken over."""
+    for c in gh.paginate(f"/repos/{repo}/issues/{number}/comments"):
+        login = (c.get("user") or {}).get("login", "")
+        if str(c.get("body", "")).startswith(MARKER) and (not author or login == author):
+            gh.request("PATCH", f"/repos/{repo}/issues/comments/{c['id']}",
+                       json_body={"body": body})
+            return "patched", int(c["id"])
+    made = gh.request("POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body})
+    return "created", int(made["id"])
+
+
+def set_branch(gh: GitHub, repo: str, branch: str, sha: str) -> None:
+    """Point `branch` at `sha` on GitHub, creating it or moving it (forced: a bot branch)."""
+    if gh.request("GET", f"/repos/{repo}/git/ref/heads/{branch}", ok=(404,)) is None:
+        gh.request("POST", f"/repos/{repo}/git/refs",
+                   json_body={"ref": f"refs/heads/{branch}", "sha": sha})
+    else:
+        gh.request("PATCH", f"/repos/{repo}/git/refs/heads/{branch}",
+                   json_body={"sha": sha, "force": True})
+
+
+def upsert_pull_request(gh: GitHub, repo: str, *, head: str, base: str, title: str,
+                        body: str) -> tuple[str, str]:
+    """("updated"|"created", url): the open PR from `head`, or a new one."""
+    owner = repo.split("/", 1)[0]
+    found = gh.request("GET", f"/repos/{repo}/pulls",
+                       params={"state": "open", "head": f"{owner}:{head}", "base": base})
+    if isinstance(found, list) and found:
+        number = found[0]["number"]
+        pr = gh.request("PATCH", f"/repos/{repo}/pulls/{number}",
+                        json_body={"title": title, "body": body})
+        return "updated", str(pr["html_url"])
+    pr = gh.request("POST", f"/repos/{repo}/pulls",
+                    json_body={"title": title, "head": head, "base": base, "body": body})
+    return "created", str(pr["html_url"])
+
+
+# ----------------------------------------------------------------------- commands
+
+
+def annotate(kind: str, title: str, message: str) -> None:
+    """A workflow command (`::warning` / `::error`); newlines and `%` escaped so a message
+    cannot start a command of its own on the next line."""
+    esc = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    print(f"::{kind} title={title}::{esc}", flush=True)
+
+
+def _write_outputs(values: Mapping[str, str], env: Mapping[str, str]) -> None:
+    path = env.get("GITHUB_OUTPUT")
+    text = format_outputs(values)
+    if not path:
+        sys.stdout.write(text)
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _append_summary(text: str, env: Mapping[str, str]) -> None:
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+
+
+def _load_report(path: Path) -> Report | None:
+    """The report, or None (with a warning) when the runner stopped before writing one:
+    the runner's own exit code already fails the job, later steps need not fail too."""
+    if not path.is_file():
+        annotate("warning", "runner", f"no report at {path}")
+        return None
+    try:
+        return Report.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise RunnerError(f"{path} is not a runner report: {truncate(str(exc))}") from None
+
+
+def _token(env: Mapping[str, str], name: str) -> str:
+    token = env.get(name, "")
+    if not token:
+        raise RunnerError(f"{name} is empty: pass github-token (needs pull-requests: write)")
+    return token
+
+
+def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    ctx = Context.from_env(env)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
+        raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
+    argv = runner_argv(args.task_file, out=args.out, models=parse_models(args.models),
+                       shard=args.shard.strip(), sandbox=sandbox_for(args.sandbox.strip(),
+                                                                     ctx.event_name),
+                       concurrency=args.concurrency.strip())
+    child = dict(env)
+    key = child.pop("RUNNER_API_KEY", "")
+    if key:
+        child[args.api_key_env] = key
+    print("runner " + " ".join(argv[3:]), flush=True)
+    code = subprocess.run(argv, env=child, check=False).returncode
+    _write_outputs({"exit-code": str(code)}, env)
+    if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
+        _append_summary(f"**runner** exited {code} before writing a report; see the log.\n",
+                        env)
+    return 0
+
+
+def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    report = _load_report(Path(args.report))
+    if report is not None:
+        _write_outputs(outputs_for(report, args.report), env)
+    return 0
+
+
+def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    ctx = Context.from_env(env)
+    mode = args.mode.strip().lower()
+    if mode not in ("auto", "true", "false"):
+        raise RunnerError(f"comment must be auto, true or false; got {args.mode!r}")
+    number = args.pr or ctx.pr_number
+    if mode == "false" or (mode == "auto" and number is None):
+        return 0
+    report = _load_report(Path(args.report))
+    if report is None:
+        return 0
+    body = Redactor(secret_values(env))(render_comment(report, ctx, artifact=args.artifact))
+    if args.write:
+        Path(args.write).write_text(body, encoding="utf-8")
+    if number is None:
+        raise RunnerError("comment: true, but this event is not about a pull request")
+    gh = GitHub(ctx.api_url, _token(env, args.token_env))
+    try:
+        how, comment_id = upsert_comment(gh, ctx.repository, number, body, author=args.author)
+    except RunnerError as exc:
+        # A fork's PR gets a read-only token: the summary is still in the job summary.
+        annotate("warning", "runner comment", str(exc))
+        return 0
+    finally:
+        gh.close()
+    print(f"comment {comment_id} {how} on #{number}")
+    return 0
+
+
+def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from runner.workspace import push_sync
+
+    ctx = Context.from_env(env)
+    report = _load_report(Path(args.report))
+    if report is None:
+        return 0
+    token = _token(env, args.token_env)
+    redact = Redactor(secret_values(env))
+    base = args.base or str(((ctx.event or {}).get("repository") or {}).get(
+        "default_branch") or "main")
+    gh = GitHub(ctx.api_url, token)
+    made: dict[str, str] = {}
+    failures = 0
+    try:
+        for t in report.tasks:
+            r = t.result
+            if r is None or r.branch is None or t.status not in args.statuses.split(","):
+                continue
+            run = t.run or t.id
+            stable = f"{args.branch_prefix}{run}"
+            try:
+                if r.pushed is None:
+                    push_sync(Path(args.repo_dir), r.branch, remote=args.remote, token=token)
+                if stable != r.branch:
+                    set_branch(gh, ctx.repository, stable, r.commit)
+                    gh.request("DELETE", f"/repos/{ctx.repository}/git/refs/heads/{r.branch}",
+                               ok=(404, 422))
+                how, url = upsert_pull_request(
+                    gh, ctx.repository, head=stable, base=base, title=f"runner: {run}",
+                    body=redact(render_pr_body(t, report, ctx)))
+            except RunnerError as exc:  # WorkspaceError included
+                failures += 1
+                annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
+                continue
+            made[run] = url
+            print(f"{run}: pull request {how}: {url}")
+    finally:
+        gh.close()
+    _write_outputs({"pull-requests": json.dumps(made, sort_keys=True)}, env)
+    return 1 if failures else 0
+
+
+def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if not args.exit_code.strip().isdigit():
+        annotate("error", "runner", "the run step did not finish")
+        return EXIT_RUNNER
+    code = int(args.exit_code)
+    if code == 1 and args.fail_on_task_failure.strip().lower() != "true":
+        return 0
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m runner.github",
+                                description="GitHub Actions steps of actions/run.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the runner with the action's inputs")
+    run.add_argument("--task-file", required=True)
+    run.add_argument("--out", required=True)
+    run.add_argument("--models", default="")
+    run.add_argument("--shard", default="")
+    run.add_argument("--sandbox", default="auto")
+    run.add_argument("--concurrency", default="")
+    run.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    run.set_defaults(func=cmd_run)
+    out = sub.add_parser("outputs", help="report.json -> $GITHUB_OUTPUT")
+    out.add_argument("--report", required=True)
+    out.set_defaults(func=cmd_outputs)
+    com = sub.add_parser("comment", help="create or edit the PR comment")
+    com.add_argument("--report", required=True)
+    com.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
+    com.add_argument("--pr", type=int, default=None)
+    com.add_argument("--artifact", default="")
+    com.add_argument("--author", default="github-actions[bot]",
+                     help="only edit a comment by this account ('' for any)")
+    com.add_argument("--token-env", default="GITHUB_TOKEN")
+    com.add_argument("--write", default="", help="also write the body to this file")
+    com.set_defaults(func=cmd_comment)
+    prs = sub.add_parser("pull-requests", help="push result branches, one PR per task")
+    prs.add_argument("--report", required=True)
+    prs.add_argument("--repo-dir", default=".")
+    prs.add_argument("--remote", default="origin")
+    prs.add_argument("--base", default="")
+    prs.add_argument("--branch-prefix", default="runner/nightly/")
+    prs.add_argument("--statuses", default="completed",
+                     help="comma-separated run statuses that get a PR")
+    prs.add_argument("--token-env", default="GITHUB_TOKEN")
+    prs.set_defaults(func=cmd_pull_requests)
+    fin = sub.add_parser("finish", help="exit with the runner's code")
+    fin.add_argument("--exit-code", default="")
+    fin.add_argument("--fail-on-task-failure", default="true")
+    fin.set_defaults(func=cmd_finish)
+    return p
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args, os.environ if env is None else env)
+    except RunnerError as exc:
+        annotate("error", "runner", str(exc))
+        return EXIT_BAD_INPUT
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
