@@ -69,3 +69,15 @@ class Compactor(Protocol):
         """The server's replacement for `prompt.input` (its `output` items), or a
         `ModelError`; `ContextWindowExceeded` when even the compaction does not fit."""
         ...
+
+
+def find_compactor(client: object) -> Compactor | None:
+    """The compaction endpoint behind a client's wrappers (retries, connection caps), which
+    all keep the wrapped client in `inner`. Called once per thread; a failed compaction
+    there is not resent, because local compaction is the fallback."""
+    node: object | None = client
+    while node is not None:
+        if isinstance(node, Compactor):
+            return node
+        node = getattr(node, "inner", None)
+    return None
