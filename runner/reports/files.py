@@ -1,0 +1,30 @@
+"""Writes a report's three files; the batch and `runner report merge` share it, so a merged
+directory looks exactly like one written by a single `runner run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner.fsutil import atomic_write_text
+from runner.redact import Redactor
+from runner.reports.junit import render_junit
+from runner.reports.markdown import STEP_SUMMARY_MAX_CHARS, render_markdown
+from runner.reports.model import Report
+
+
+def write_reports(report: Report, out_dir: Path, *, redact: Redactor,
+                  step_summary: str | None = None) -> Path:
+    """`report.json`, `junit.xml` for CI systems and `summary.md` for people, each written
+    atomically; the summary is also appended to GitHub's step summary file when one is
+    given, cut to fit its 1 MiB limit. Returns the path of `report.json`."""
+    path = out_dir / "report.json"
+    atomic_write_text(path, redact(report.model_dump_json(indent=2)) + "\n")
+    atomic_write_text(out_dir / "junit.xml", redact(render_junit(report)))
+    summary = render_markdown(report)
+    atomic_write_text(out_dir / "summary.md", redact(summary))
+    if step_summary:
+        if len(summary) > STEP_SUMMARY_MAX_CHARS:
+            summary = render_markdown(report, max_chars=STEP_SUMMARY_MAX_CHARS)
+        with open(step_summary, "a", encoding="utf-8") as f:
+            f.write(redact(summary) + "\n")
+    return path
