@@ -36,9 +36,10 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from runner.reports.model import Report, TaskReport, UsageReport
 from runner.reports.totals import sum_cost, sum_usage
 
-ERROR_STATUSES = frozenset({"error", "interrupted"})
+ERROR_STATUSES = frozenset({"error", "interrupted", "rate_limited", "quota_exhausted"})
 """Statuses reported as `<error>`: the run itself broke or was stopped from outside (provider,
-workspace, crash, Ctrl-C), so it says nothing about the agent. Every other status but
+workspace, crash, Ctrl-C, a rate limit or quota that retries could not get past), so it
+says nothing about the agent. Every other status but
 `completed` (failed, check_failed, max_turns, max_tool_calls, timeout, budget,
 scope_violation, and any future one) is a `<failure>`: the agent ran and did not achieve
 the task within its limits."""
@@ -53,6 +54,8 @@ REASONS = {
     "scope_violation": "changes outside the allowed scope",
     "error": "the run failed with an error",
     "interrupted": "stopped by Ctrl-C or SIGTERM",
+    "rate_limited": "still rate-limited after every retry",
+    "quota_exhausted": "the provider account is out of quota",
 }
 """Short human reason per status; the start of the `message` attribute."""
 

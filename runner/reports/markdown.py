@@ -43,6 +43,8 @@ MARKS = {
     "scope_violation": "FAIL (scope)",
     "error": "ERROR",
     "interrupted": "STOPPED",
+    "rate_limited": "ERROR (rate limit)",
+    "quota_exhausted": "ERROR (quota)",
 }
 """Short, emoji-free status marks: readable in plain text and in a terminal."""
 

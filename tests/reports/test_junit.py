@@ -103,6 +103,8 @@ def test_structure() -> None:
     ("scope_violation", "failure", "changes outside the allowed scope"),
     ("error", "error", "the run failed with an error"),
     ("interrupted", "error", "stopped by Ctrl-C or SIGTERM"),
+    ("rate_limited", "error", "still rate-limited after every retry"),
+    ("quota_exhausted", "error", "the provider account is out of quota"),
 ])
 def test_every_status_maps_to_failure_or_error(schema: xmlschema.XMLSchema, status: str,
                                                element: str, reason: str) -> None:
