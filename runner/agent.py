@@ -29,10 +29,12 @@ from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 
 Status = Literal["completed", "max_turns", "max_tool_calls", "budget", "timeout", "failed",
-                 "error", "interrupted"]
+                 "error", "interrupted", "rate_limited", "quota_exhausted"]
 """`failed`: the model refused or could not go on (context full, invalid prompt);
 `error`: the runner could not reach a working model (network, 5xx, auth); `budget`: a token
-or cost limit of the run or the batch was reached."""
+or cost limit of the run or the batch was reached; `rate_limited`: the provider still said
+429 after every retry, or asked for a wait over `max_retry_wait_s`; `quota_exhausted`: the
+account has no quota or credit left."""
 
 
 class Budget(Protocol):
@@ -381,7 +383,12 @@ class _LimitHit(Exception):
 
 
 def _classify(exc: ModelError) -> Status:
+    """The run's status for the error that ended it (the message is the error's own)."""
     if exc.code == "rate_limited":
+        return "rate_limited"
+    if exc.code == "insufficient_quota":
+        return "quota_exhausted"
+    if exc.code == "auth_failed":
         return "error"
     if isinstance(exc, HTTPStatusError):
         return "failed" if exc.status in (400, 413, 422) else "error"

@@ -13,7 +13,7 @@ import shutil
 import signal
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ from runner.fsutil import atomic_write_text
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
-from runner.redact import Redactor
+from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
 from runner.reports.json_report import build_report, task_report
 from runner.reports.model import TaskReport
@@ -176,8 +176,30 @@ class RunSink:
         self.log.emit(event)
 
 
-def secrets_from_env(env: dict[str, str]) -> list[str]:
-    return [v for k, v in env.items() if SECRET_NAME.search(k)]
+def secret_names(env: Mapping[str, str], tasks: Sequence[ResolvedTask] = ()) -> set[str]:
+    """Variables whose values are secrets: names that look secret, the task file's
+    `secrets:`, and every provider key and push token in use, whatever its name."""
+    names = {k for k in env if SECRET_NAME.search(k)}
+    for t in tasks:
+        names.update(t.secrets)
+        if t.provider.env_key:
+            names.add(t.provider.env_key)
+        if t.git.push is not None and t.git.push.token_env:
+            names.add(t.git.push.token_env)
+    return names
+
+
+def secrets_from_env(env: Mapping[str, str], tasks: Sequence[ResolvedTask] = ()) -> list[str]:
+    return [env[k] for k in sorted(secret_names(env, tasks)) if env.get(k)]
+
+
+def without_secrets(env: Mapping[str, str], tasks: Sequence[ResolvedTask]) -> dict[str, str]:
+    """The environment the agent's commands and the check start from: no secret variable,
+    and no variable that carries a secret's value inside (`DB_URL=postgres://u:KEY@h`)."""
+    names = secret_names(env, tasks)
+    values = [v for v in secrets_from_env(env, tasks) if len(v) >= MIN_SECRET_LEN]
+    return {k: v for k, v in env.items()
+            if k not in names and not any(s in v for s in values)}
 
 
 def check_keys(tasks: Sequence[ResolvedTask], env: dict[str, str]) -> None:
@@ -278,11 +300,13 @@ class Clients:
 
             client = ResponsesClient(base_url, api_key=api_key, headers=p.http_headers,
                                      query_params=p.query_params, store=p.store,
-                                     stream_idle_timeout_s=p.stream_idle_timeout_s)
+                                     stream_idle_timeout_s=p.stream_idle_timeout_s,
+                                     request_timeout_s=p.request_timeout_s)
         from runner.providers.retry import RetryingClient
 
-        client = RetryingClient(client, max_retries=p.request_max_retries,
-                                max_wait_s=p.max_retry_wait_s)
+        client = RetryingClient(client, request_max_retries=p.request_max_retries,
+                                stream_max_retries=p.stream_max_retries,
+                                max_wait_s=p.max_retry_wait_s, key_env=p.env_key)
         self._stack.push_async_callback(client.aclose)
         return client
 
@@ -319,7 +343,8 @@ async def run_batch(
     check_keys(tasks, env)
     check_repos(tasks, task_file)
     check_prices(tasks, budget, task_file)
-    redact = Redactor(secrets_from_env(env))
+    redact = Redactor(secrets_from_env(env, tasks))
+    agent_env = without_secrets(env, tasks)
     journal = Journal(out_dir)
     run_id = journal.start_batch(run_id=uuid.uuid4().hex[:12], task_file=task_file,
                                  resume=resume)
@@ -358,7 +383,7 @@ async def run_batch(
                                              name=t.run)
                 run.ws = ws
                 model = await clients.get(t)
-                thread = _make_thread(t, ws.path, model, env, sink, today=today, tz=tz,
+                thread = _make_thread(t, ws.path, model, agent_env, sink, today=today, tz=tz,
                                       runner_home=runner_home,
                                       budget=RunBudget(t.limits, t.price, spend))
                 try:
@@ -377,7 +402,7 @@ async def run_batch(
                         # must not land on the branch.
                         await _keep_result(run, ws, out_dir, run_id, redact, env, log)
                         if run.outcome is not None:
-                            run.check = await _run_check(t, ws.path, env)
+                            run.check = await _run_check(t, ws.path, agent_env)
                             if run.check is not None:
                                 log.emit({"type": "check.completed",
                                           "exit_code": run.check.exit_code,
@@ -388,7 +413,7 @@ async def run_batch(
                     run.report = _run_report(run, out_dir, redact)
                     journal.finished(t.fingerprint, run.report)
             if progress is not None:
-                progress.write(_progress_line(run) + "\n")
+                progress.write(redact(_progress_line(run)) + "\n")
                 progress.flush()
 
     interrupted: list[int] = []
@@ -493,8 +518,14 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
 
 async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,
                        redact: Redactor, env: dict[str, str], log: EventLog) -> None:
-    """Commit whatever the run changed, whatever its status: nothing done is lost."""
+    """Commit whatever the run changed, whatever its status: nothing done is lost.
+    Secrets are redacted from the files before the commit (see `workspace.finish`)."""
     t = run.task
+    if run.outcome is not None:
+        # What the model said goes to stdout and reports: never with a secret in it.
+        o = run.outcome
+        o.final_message = redact(o.final_message) if o.final_message else o.final_message
+        o.error = redact(o.error) if o.error else o.error
     status = run.outcome.status if run.outcome else "error"
     final = (run.outcome.final_message if run.outcome else None) or ""
     message = redact(f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
@@ -507,7 +538,8 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
         result = await workspace.finish(
             ws, branch_template=g.branch, message=message, scope=scope,
             fields=_branch_fields(t, run_id),
-            patch_path=out_dir / "patches" / f"{t.run}.patch")
+            patch_path=out_dir / "patches" / f"{t.run}.patch",
+            redact=redact.bytes if redact else None)
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         log.emit({"type": "error", "message": run.error})

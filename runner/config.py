@@ -95,7 +95,15 @@ def _version(v: object) -> object:
     return v
 
 
+def _env_name(v: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+        raise ValueError("must be an environment variable name: letters, digits and '_', "
+                         "not starting with a digit")
+    return v
+
+
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
 PathText = Annotated[str, AfterValidator(_path_text)]
 
 
@@ -120,11 +128,17 @@ class ProviderConfig(Frozen):
     """Requests in flight to this provider at once, over all runs (default: no cap beyond
     `--concurrency`)."""
     request_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 4
-    """How often a request that failed transiently (network, 5xx, 429, cut stream) is resent."""
+    """How often a request the server did not answer with 200 (network error, 5xx, 408,
+    409, 429) is resent."""
+    stream_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 5
+    """How often a request is resent after its stream failed (cut, stalled, incomplete,
+    failed with a transient code); counted apart from `request_max_retries`."""
     max_retry_wait_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 120.0
+    """A server asking for a longer wait than this fails the run at once as rate-limited."""
     stream_idle_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 300.0
     """A stream with no event for this long is cut and the request resent."""
-    """A 429 asking for a longer wait than this fails the run at once as rate-limited."""
+    request_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 600.0
+    """One attempt's whole time, first byte to `response.completed`; then it is resent."""
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
@@ -324,6 +338,10 @@ class TaskFile(Frozen):
     """Context window, compaction limit and price per provider/model, over the built-in
     table."""
     budget: BatchLimits | None = None
+    secrets: tuple[EnvName, ...] = ()
+    """Environment variables whose values are secrets: kept from the agent's commands and
+    redacted from every report, log, commit and patch. Provider keys (`env_key`) and push
+    tokens (`token_env`) are secrets without being listed."""
     tasks: tuple[TaskSpec, ...]
 
     _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
@@ -372,6 +390,8 @@ class ResolvedTask(Frozen):
     """This run's name: the task id, plus model and repeat when a matrix makes several
     runs of one task. Used for file names, workspaces and the report."""
     repeat: int = 1
+    secrets: tuple[str, ...] = ()
+    """The task file's `secrets:` (names of environment variables)."""
     variant: str | None = None
     tags: tuple[str, ...] = ()
     context_window: int | None = None
@@ -974,6 +994,7 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             check=_first(t.check, d.check),
             check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
             tags=t.tags,
+            secrets=tf.secrets,
             **_model_fields(provider_name, model_name, tf.models),
         ))
     if problems:

@@ -3,10 +3,13 @@
     RunnerError
     ├── ConfigError            bad input: task file, flags (exit 2)
     ├── ModelError             anything between us and the model
-    │   ├── TransportError       connect/read failures, stream cut before response.completed
-    │   ├── HTTPStatusError      a non-2xx answer (status and body kept)
-    │   ├── StreamError          response.failed / response.incomplete / malformed stream
-    │   └── ContextWindowExceeded
+    │   ├── TransportError       no answer: connect/send failures, timeouts before the status
+    │   ├── HTTPStatusError      a non-2xx answer (status, body, the body's error code kept)
+    │   ├── StreamError          response.failed / incomplete, a cut or malformed stream
+    │   ├── ContextWindowExceeded
+    │   ├── RateLimited          still rate limited after retries, or asked to wait too long
+    │   ├── QuotaExhausted       `insufficient_quota`: no retry can help
+    │   └── AuthFailed           401 / 403: the API key is wrong or lacks access
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
     └── EngineError            the embedded model could not be started
 
@@ -16,6 +19,7 @@ nothing above `providers/` ever sees an httpx exception.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 
@@ -50,31 +54,97 @@ class ModelError(RunnerError):
 
     retryable: bool = False
     code: str | None = None
+    retry_after_s: float | None = None
+    """How long the server asked us to wait before resending, if it said."""
+    rate_limit: bool = False
+    """The server says we send too much: every run of the provider should wait."""
 
 
 class TransportError(ModelError):
     retryable = True
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def error_fields(body: str) -> tuple[str | None, str | None]:
+    """`(code, message)` of an OpenAI-style `{"error": {...}}` body; Nones otherwise."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None, None
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(err, str):
+        return None, err
+    if not isinstance(err, dict):
+        return None, None
+    code, message = err.get("code") or err.get("type"), err.get("message")
+    return (str(code) if code else None), (str(message) if message else None)
+
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+"""Besides 5xx: what resending may fix (the statuses OpenAI's own SDK resends)."""
+OVERLOAD_CODES = frozenset({"rate_limit_exceeded", "server_is_overloaded", "slow_down"})
+"""Codes that mean "send less": the wait they cause holds every run of the provider."""
 
 
 class HTTPStatusError(ModelError):
     def __init__(self, status: int, body: str, *, retry_after_s: float | None = None) -> None:
         self.status = status
         self.body = body
-        self.retryable = status >= 500 or status == 429
+        self.code, message = error_fields(body)
+        self.retryable = status >= 500 or status in RETRYABLE_STATUSES
+        self.rate_limit = status == 429 or self.code in OVERLOAD_CODES
         self.retry_after_s = retry_after_s
         """How long the server asked us to wait (`retry-after-ms` / `Retry-After`)."""
-        super().__init__(f"HTTP {status}: {body[:500]}")
+        code = f" {self.code}" if self.code else ""
+        super().__init__(f"HTTP {status}{code}: {(message or body)[:500]}")
 
 
 class StreamError(ModelError):
-    def __init__(self, message: str, *, code: str | None = None, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, code: str | None = None, retryable: bool = False,
+                 retry_after_s: float | None = None) -> None:
         self.code = code
         self.retryable = retryable
+        self.rate_limit = code in OVERLOAD_CODES
+        self.retry_after_s = retry_after_s
         super().__init__(message)
 
 
 class ContextWindowExceeded(ModelError):
     code = "context_length_exceeded"
+
+
+class RateLimited(ModelError):
+    """Still rate limited after every retry, or asked to wait longer than the cap."""
+
+    code = "rate_limited"
+
+
+class QuotaExhausted(ModelError):
+    """The account is out of quota or credit: resending cannot help."""
+
+    code = "insufficient_quota"
+
+
+class AuthFailed(ModelError):
+    """401 or 403: the API key is missing, wrong, or not allowed this model."""
+
+    code = "auth_failed"
+
+
+def http_error(status: int, body: str, *, retry_after_s: float | None = None) -> ModelError:
+    """The error for a non-2xx answer, by status and the body's error code: quota and
+    authentication failures are fatal and say so; a full context is for compaction."""
+    err = HTTPStatusError(status, body, retry_after_s=retry_after_s)
+    if err.code == "insufficient_quota":
+        return QuotaExhausted(f"quota exhausted: {err}")
+    if err.code == "context_length_exceeded":
+        return ContextWindowExceeded(str(err))
+    if status in (401, 403):
+        return AuthFailed(str(err))
+    return err
 
 
 class ToolError(RunnerError):

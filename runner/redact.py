@@ -1,41 +1,69 @@
-"""Removes known secret values from anything that leaves the runner (events, reports).
+"""Removes known secret values from anything that leaves the runner: events, reports,
+progress lines, commit messages and the files of a commit.
 
-Secrets are registered by value (provider keys read from the environment); the plain
-value and its common encodings are replaced, because a model that prints a key through
-`base64` or a URL has leaked it just the same.
+Secrets are registered by value (provider keys, push tokens and the task file's
+`secrets:`, read from the environment); the plain value and its common encodings are
+replaced, because a model that prints a key through `base64`, `xxd -p`, a URL or a JSON
+string has leaked it just the same.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import urllib.parse
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 8
+"""Shorter values are not redacted: they would match ordinary text everywhere."""
+
+
+def forms(secret: str) -> set[str]:
+    """The spellings of `secret` worth looking for."""
+    raw = secret.encode()
+    out = {secret, raw.hex(), raw.hex().upper(),
+           urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret),
+           urllib.parse.quote_plus(secret),
+           json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode()
+        out |= {whole, whole.rstrip("=")}
+        # Inside a longer text the secret may start at any offset modulo 3; the
+        # characters that depend on its bytes alone are the same whatever surrounds it.
+        for k in (0, 1, 2):
+            enc = encode(b"\0" * k + raw).decode().rstrip("=")
+            core = enc[(4 if k else 0):len(enc) - 4]
+            if len(core) >= MIN_SECRET_LEN:
+                out.add(core)
+    return {f for f in out if len(f) >= MIN_SECRET_LEN}
 
 
 class Redactor:
     def __init__(self, secrets: list[str] | None = None) -> None:
         self._needles: list[str] = []
+        self._bneedles: list[bytes] = []
         for s in secrets or []:
             self.add(s)
 
     def add(self, secret: str) -> None:
         if len(secret) < MIN_SECRET_LEN:
             return
-        raw = secret.encode()
-        forms = {secret, urllib.parse.quote(secret, safe=""), raw.hex(),
-                 base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
-        # base64 of the secret at another alignment inside a longer text: strip padding.
-        forms |= {f.rstrip("=") for f in forms}
-        self._needles = sorted(set(self._needles) | {f for f in forms if f}, key=len,
-                               reverse=True)
+        self._needles = sorted(set(self._needles) | forms(secret), key=len, reverse=True)
+        self._bneedles = [n.encode() for n in self._needles]
 
     def __call__(self, text: str) -> str:
         for needle in self._needles:
             if needle in text:
                 text = text.replace(needle, MASK)
         return text
+
+    def bytes(self, data: bytes) -> bytes:
+        """The same for file contents and names, whatever their encoding."""
+        mask = MASK.encode()
+        for needle in self._bneedles:
+            if needle in data:
+                data = data.replace(needle, mask)
+        return data
 
     def __bool__(self) -> bool:
         return bool(self._needles)

@@ -1,25 +1,139 @@
 """Pure decoding of a Responses API event stream (no I/O).
 
-SSE framing (lines, `event:`/`data:` fields) is done by httpx-sse; this module turns each
-framed event into meaning and assembles the finished response. The assembler is a small
-state machine fed one event at a time, so the same code serves live streaming and
-tests that replay recorded streams.
+Two small state machines, fed as bytes arrive, so the same code serves live streaming and
+tests that replay recorded streams:
+
+- `Framer` cuts raw bytes into SSE events (`event:` / `data:` lines, comments skipped).
+  It is ours rather than httpx-sse's because a server can send one endless line: the
+  framer holds at most `max_event_bytes` of a pending event and fails the request
+  instead of growing without bound.
+- `Assembler` turns each event into meaning and assembles the finished response.
+
+Every problem in the stream raises a `ModelError` subclass, never anything else.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.errors import ContextWindowExceeded, StreamError
+from runner.errors import (
+    ContextWindowExceeded,
+    ModelError,
+    QuotaExhausted,
+    StreamError,
+)
 from runner.items import Item, Usage
 
-# Errors the server reports in response.failed that resending cannot fix.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""One event, all its lines. The largest real one is `response.completed`, which repeats
+the whole output: a few MB for a long answer with encrypted reasoning."""
+MAX_STREAM_BYTES = 256 * 1024 * 1024
+"""One response. Text deltas dominate a long stream (~100 bytes of framing per few
+characters); 128k output tokens stream as about 40 MB."""
+
+# Errors the server reports in response.failed that resending cannot fix. Overload
+# (`server_is_overloaded`, `slow_down`) is resent after a wait: it passes.
 FATAL_CODES = frozenset({
     "insufficient_quota", "usage_not_included", "invalid_prompt", "cyber_policy",
-    "server_is_overloaded", "slow_down", "invalid_request_error",
+    "invalid_request_error", "context_length_exceeded",
 })
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+_TRY_AGAIN = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
+
+
+class Framer:
+    """SSE framing (WHATWG rules: CRLF, LF or CR end a line; `:` starts a comment; an
+    empty line dispatches) over raw bytes, with a cap on what one event may hold."""
+
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES,
+                 max_stream_bytes: int = MAX_STREAM_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.max_stream_bytes = max_stream_bytes
+        self.total = 0
+        self._partial = bytearray()
+        self._skip_lf = False
+        self._event = b""
+        self._data: list[bytes] = []
+        self._held = 0
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        """The events completed by `chunk`, as `(event name, data)`."""
+        self.total += len(chunk)
+        if self.total > self.max_stream_bytes:
+            raise StreamError(f"the response is larger than {_size(self.max_stream_bytes)}; "
+                              "refusing to read more", code="response_too_large")
+        out: list[tuple[str, str]] = []
+        pos = 1 if self._skip_lf and chunk.startswith(b"\n") else 0
+        self._skip_lf = False
+        for m in _EOL.finditer(chunk, pos):
+            line = chunk[pos:m.start()]
+            if self._partial:
+                line = bytes(self._partial) + line
+                self._partial.clear()
+            pos = m.end()
+            if m.group() == b"\r" and pos == len(chunk):
+                self._skip_lf = True  # the LF of a CRLF may come with the next chunk
+            event = self._line(line)
+            if event is not None:
+                out.append(event)
+        self._partial += chunk[pos:]
+        self._hold(0)
+        return out
+
+    def _hold(self, extra: int) -> None:
+        self._held += extra
+        if self._held + len(self._partial) > self.max_event_bytes:
+            raise StreamError(f"an SSE event is larger than {_size(self.max_event_bytes)}",
+                              code="event_too_large")
+
+    def _line(self, line: bytes) -> tuple[str, str] | None:
+        if not line:
+            data, event = self._data, self._event
+            self._data, self._event, self._held = [], b"", 0
+            if not data:
+                return None
+            return (event.decode("utf-8", "replace"),
+                    b"\n".join(data).decode("utf-8", "replace"))
+        if line.startswith(b":"):
+            return None  # a comment: keepalives are not events
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+            self._hold(len(value) + 1)
+        elif name == b"event":
+            self._event = value
+        return None
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def _text(value: object) -> str:
+    """A string safe to write anywhere: lone surrogates from `\\ud800` escapes replaced."""
+    s = value if isinstance(value, str) else str(value)
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace").decode()
+    return s
+
+
+def _clean(value: Any) -> Any:
+    """`value` with every string made encodable (see `_text`)."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k): _clean(v) for k, v in value.items()}
+    return value
 
 
 @dataclass
@@ -33,17 +147,21 @@ class Assembler:
     unknown_events: int = 0
 
     def feed(self, event: str, data: str) -> tuple[str, dict[str, Any]] | None:
-        """Consume one SSE event. Raises `StreamError` for failed/incomplete/malformed."""
+        """Consume one SSE event. Raises a `ModelError` for failed/incomplete/malformed."""
         if self.done:
             return None
         try:
             payload = json.loads(data) if data else {}
-        except json.JSONDecodeError as exc:
-            raise StreamError(f"invalid JSON in SSE event {event!r}: {exc}",
-                              retryable=True) from exc
+        except (ValueError, RecursionError) as exc:
+            raise StreamError(f"invalid JSON in SSE event {event[:80]!r}: {str(exc)[:200]}",
+                              retryable=True) from None
         if not isinstance(payload, dict):
-            raise StreamError(f"SSE event {event!r} is not a JSON object", retryable=True)
-        kind = payload.get("type") or event
+            raise StreamError(f"SSE event {event[:80]!r} is not a JSON object", retryable=True)
+        if "\\ud" in data or "\\uD" in data:
+            payload = _clean(payload)  # a lone surrogate cannot be written or sent back
+        kind = payload.get("type")
+        if not isinstance(kind, str):
+            kind = event
         if kind == "response.output_item.done":
             item = payload.get("item")
             if not isinstance(item, dict):
@@ -54,9 +172,9 @@ class Assembler:
             item = payload.get("item")
             return ("item_added", item) if isinstance(item, dict) else None
         if kind == "response.output_text.delta":
-            return ("text_delta", {"delta": str(payload.get("delta", ""))})
+            return ("text_delta", {"delta": _text(payload.get("delta", ""))})
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return ("reasoning_delta", {"delta": str(payload.get("delta", ""))})
+            return ("reasoning_delta", {"delta": _text(payload.get("delta", ""))})
         if kind == "response.created":
             resp = payload.get("response")
             if isinstance(resp, dict) and isinstance(resp.get("id"), str):
@@ -77,7 +195,7 @@ class Assembler:
             reason = None
             if isinstance(resp, dict) and isinstance(resp.get("incomplete_details"), dict):
                 reason = resp["incomplete_details"].get("reason")
-            raise StreamError(f"incomplete response returned, reason: {reason}",
+            raise StreamError(f"incomplete response returned, reason: {_text(reason)[:200]}",
                               code="incomplete", retryable=True)
         if kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
@@ -87,14 +205,24 @@ class Assembler:
         return None
 
 
-def failed_error(resp: object) -> StreamError | ContextWindowExceeded:
+def failed_error(resp: object) -> ModelError:
+    """The error for a `response.failed` (Codex's classification of `error.code`)."""
     err = resp.get("error") if isinstance(resp, dict) else None
     code = message = None
     if isinstance(err, dict):
         code = err.get("code") or err.get("type")
         message = err.get("message")
-    code = str(code) if code else None
+    code = _text(code)[:100] if code else None
+    message = _text(message)[:1000] if message else None
     text = f"{code or 'error'}: {message or 'response failed'}"
     if code == "context_length_exceeded":
         return ContextWindowExceeded(text)
-    return StreamError(text, code=code, retryable=code not in FATAL_CODES)
+    if code == "insufficient_quota":
+        return QuotaExhausted(f"quota exhausted: {text}")
+    wait = None
+    if code == "rate_limit_exceeded" and message:
+        m = _TRY_AGAIN.search(message)
+        if m:
+            wait = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+    return StreamError(text, code=code, retryable=code not in FATAL_CODES,
+                       retry_after_s=wait)

@@ -73,7 +73,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -477,7 +477,8 @@ def _is_dirty(repo: Path) -> bool:
 
 async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                  message: str, patch_path: Path, create_branch: bool = True,
-                 scope: Scope | None = None) -> Result | None:
+                 scope: Scope | None = None,
+                 redact: Callable[[bytes], bytes] | None = None) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
 
     Returns None, with no commit and no branch, when the tree equals the base. The commit
@@ -491,15 +492,20 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
 
     No branch is created when `create_branch` is false or `scope` finds violations
     (`Result.violations`); an existing branch is never moved: `-2`, `-3`, ... is appended.
+
+    `redact` removes secrets from the changed files before the commit, so neither the
+    commit nor the patch carries them; each file it changed is a violation (no branch: a
+    run that wrote a secret into the repository is not one to push).
     """
     return await anyio.to_thread.run_sync(partial(
         finish_sync, ws, branch_template=branch_template, fields=fields, message=message,
-        patch_path=patch_path, create_branch=create_branch, scope=scope))
+        patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact))
 
 
 def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                 message: str, patch_path: Path, create_branch: bool = True,
-                scope: Scope | None = None) -> Result | None:
+                scope: Scope | None = None,
+                redact: Callable[[bytes], bytes] | None = None) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
     env = _private_env(ws)
@@ -507,6 +513,10 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
+    redacted = _redact_files(ws, env, redact) if redact is not None else []
+    if redacted:
+        _git(["add", "--all"], env=env, cwd=ws.path)
+        tree = _out(["write-tree"], env=env, cwd=ws.path)
     ident = {"GIT_AUTHOR_NAME": IDENTITY[0], "GIT_AUTHOR_EMAIL": IDENTITY[1],
              "GIT_COMMITTER_NAME": IDENTITY[0], "GIT_COMMITTER_EMAIL": IDENTITY[1]}
     commit = _out(["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
@@ -526,10 +536,52 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
         violations = check_scope(result.changed_paths, allowed=scope.allowed,
                                  forbidden=scope.forbidden or [],
                                  max_diff_lines=scope.max_diff_lines, diff_lines=ins + dels)
+    violations += [f"{path}: held the value of a secret (redacted in the commit and the "
+                   "patch)" for path in redacted]
     branch = None
     if name is not None and not violations:
         branch = _create_branch(ws, name, commit)
     return replace(result, branch=branch, violations=tuple(violations))
+
+
+def _redact_files(ws: Workspace, env: Mapping[str, str],
+                  redact: Callable[[bytes], bytes]) -> list[str]:
+    """Redact secrets in the files (contents, symlink targets, names) the run added or
+    changed; returns the paths it had to touch."""
+    out = _git(["diff", "--cached", "--name-only", "-z", "--no-renames",
+                "--diff-filter=AMT", ws.base], env=env, cwd=ws.path).stdout
+    touched: list[str] = []
+    for raw in filter(None, out.split(b"\0")):
+        path = ws.path / os.fsdecode(raw)
+        clean_name = redact(raw)
+        hit = clean_name != raw
+        try:
+            if path.is_symlink():
+                target = os.fsencode(os.readlink(path))
+                if redact(target) != target:
+                    path.unlink()
+                    os.symlink(redact(target), path)
+                    hit = True
+            elif path.is_file():
+                data = path.read_bytes()
+                clean = redact(data)
+                if clean != data:
+                    mode = path.stat().st_mode & 0o7777
+                    path.unlink()  # also works when the agent made the file read-only
+                    path.write_bytes(clean)
+                    path.chmod(mode)
+                    hit = True
+            if clean_name != raw:
+                dest = ws.path / os.fsdecode(clean_name)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                path.rename(dest)
+        except OSError as exc:
+            # Better no commit and no patch at all than one that carries the secret.
+            raise WorkspaceError(f"could not redact a secret from a changed file: "
+                                 f"{exc.strerror or exc}") from None
+        if hit:
+            touched.append(os.fsdecode(clean_name))
+    return touched
 
 
 def _changes(ws: Workspace, commit: str) -> tuple[FileChange, ...]:

@@ -117,6 +117,9 @@ class Reply:
     """Cut by ending the chunked body cleanly (no response.completed) instead of closing."""
     stall_s: float = 0.0
     """Seconds to hang after the last event sent before a drop (idle-timeout tests)."""
+    keepalive_s: float = 0.0
+    """While stalling, send an SSE comment (`: keepalive`) this often: not an event, so it
+    must not count as one."""
     close_delimited: bool = False
     """Frame the stream by closing the connection instead of chunked encoding."""
     close_connection: bool = False
@@ -882,7 +885,7 @@ class LoopbackServer:
                 writer.write(frame)
                 await writer.drain()
         if reply.stall_s:
-            await asyncio.sleep(reply.stall_s)
+            await _stall(writer, reply, chunked)
         if reply.event_delay_s or reply.stall_s:
             writer.write(tail)
             await writer.drain()
@@ -962,6 +965,20 @@ class LoopbackServer:
             if "total_tokens" not in reply.usage:
                 usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
         return usage
+
+
+async def _stall(writer: asyncio.StreamWriter, reply: Reply, chunked: bool) -> None:
+    """Hang for `reply.stall_s`, sending keepalive comments if asked."""
+    if not reply.keepalive_s:
+        await asyncio.sleep(reply.stall_s)
+        return
+    comment = b": keepalive\n\n"
+    end = time.monotonic() + reply.stall_s
+    while (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(reply.keepalive_s, left))
+        if time.monotonic() < end:
+            writer.write(_chunk(comment) if chunked else comment)
+            await writer.drain()
 
 
 def _head(status: int, headers: Sequence[tuple[str, str]], close: bool) -> bytes:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.errors import ContextWindowExceeded, StreamError
+from runner.errors import ContextWindowExceeded, QuotaExhausted, StreamError
 from runner.sse import Assembler
 
 
@@ -54,9 +54,10 @@ def test_missing_usage_details_are_zero() -> None:
 
 @pytest.mark.parametrize(("code", "cls", "retryable"), [
     ("context_length_exceeded", ContextWindowExceeded, False),
-    ("insufficient_quota", StreamError, False),
+    ("insufficient_quota", QuotaExhausted, False),
     ("invalid_prompt", StreamError, False),
-    ("server_is_overloaded", StreamError, False),
+    ("server_is_overloaded", StreamError, True),
+    ("slow_down", StreamError, True),
     ("rate_limit_exceeded", StreamError, True),
     ("server_error", StreamError, True),
 ])

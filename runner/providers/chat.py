@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
-from runner.errors import ContextWindowExceeded, HTTPStatusError, StreamError, TransportError
+from runner.errors import ContextWindowExceeded, StreamError, TransportError, http_error
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
 from runner.providers.http import make_client, request_headers, retry_after_s
@@ -598,7 +598,8 @@ class ChatClient:
                                   code="max_output_tokens")
             raise ContextWindowExceeded("the model ran out of context (finish_reason: length)")
         if state.finish_reason is None:
-            raise TransportError("stream ended before a finish_reason")
+            raise StreamError("stream ended before a finish_reason", code="stream_cut",
+                              retryable=True)
         items = state.items(prompt, constrained=self.constrained is not None)
         if on_event is not None:
             for item in items:
@@ -618,8 +619,8 @@ class ChatClient:
                 text = (await resp.aread()).decode("utf-8", "replace")
                 if _is_context_error(resp.status_code, text):
                     raise ContextWindowExceeded(text[:500])
-                raise HTTPStatusError(resp.status_code, text,
-                                          retry_after_s=retry_after_s(resp.headers))
+                raise http_error(resp.status_code, text,
+                                 retry_after_s=retry_after_s(resp.headers))
             try:
                 async for sse in source.aiter_sse():
                     if sse.data == "[DONE]":
@@ -642,6 +643,11 @@ class ChatClient:
                     state.feed(chunk, on_event, text_events=text_events)
             except SSEError as e:
                 raise StreamError(str(e)) from e
+            except httpx.TransportError as e:
+                # After a 200: a cut stream, which the retry policy counts apart from
+                # requests that got no answer.
+                raise StreamError(f"stream cut: {type(e).__name__}: {e}", code="stream_cut",
+                                  retryable=True) from e
         return state
 
     async def aclose(self) -> None:

@@ -11,13 +11,19 @@ from collections.abc import Mapping
 
 import anyio
 import httpx
-from httpx_sse import SSEError, aconnect_sse
 
-from runner.errors import HTTPStatusError, StreamError, TransportError
+from runner.errors import (
+    StreamError,
+    TransportError,
+    http_error,
+)
 from runner.items import dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
 from runner.providers.http import make_client, request_headers, retry_after_s
-from runner.sse import Assembler
+from runner.sse import MAX_EVENT_BYTES, Assembler, Framer
+
+ERROR_BODY_BYTES = 64 * 1024
+"""How much of an error answer is read: enough for any real message, bounded for any other."""
 
 
 def build_body(prompt: Prompt, *, store: bool = False) -> str:
@@ -57,6 +63,8 @@ class ResponsesClient:
         query_params: Mapping[str, str] | None = None,
         store: bool = False,
         stream_idle_timeout_s: float = 300.0,
+        request_timeout_s: float = 600.0,
+        max_event_bytes: int = MAX_EVENT_BYTES,
         max_connections: int = 32,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -66,47 +74,87 @@ class ResponsesClient:
         self._params = dict(query_params or {})
         self._store = store
         self._idle_s = stream_idle_timeout_s
+        self._deadline_s = request_timeout_s
+        self._max_event = max_event_bytes
         self._client = make_client(headers=hdrs, max_connections=max_connections,
                                    transport=transport)
 
     async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+        """One attempt. Failures before the server answers are `TransportError`s; once it
+        has answered 200, a cut, a stall or a bad stream is a `StreamError`: the retry
+        policy counts the two against different budgets, as Codex does."""
         body = build_body(prompt, store=self._store).encode()
         asm = Assembler()
-        headers = {"session_id": prompt.prompt_cache_key}
-        try:
-            async with aconnect_sse(self._client, "POST", self._url, content=body,
-                                    params=self._params, headers=headers) as source:
-                resp = source.response
-                if resp.status_code >= 400:
-                    text = (await resp.aread()).decode("utf-8", "replace")
-                    raise HTTPStatusError(resp.status_code, text,
-                                          retry_after_s=retry_after_s(resp.headers))
-                # Read to the end of the body even after response.completed: a response
-                # left unread makes httpx drop the connection instead of reusing it.
-                # The idle clock restarts only on a real event: httpx-sse does not yield
-                # `: keepalive` comments, so a server that only pings still times out.
-                events = source.aiter_sse()
-                while True:
-                    with anyio.move_on_after(self._idle_s) as idle:
-                        try:
-                            sse = await anext(events)
-                        except StopAsyncIteration:
-                            break
-                    if idle.cancelled_caught:
-                        raise StreamError(f"idle timeout: no event for {self._idle_s:g} s",
-                                          code="idle_timeout", retryable=True)
-                    notice = asm.feed(sse.event, sse.data)
-                    if notice is not None and on_event is not None:
-                        on_event(StreamEvent(notice[0], notice[1]))
-        except httpx.TransportError as exc:
-            if not asm.done:
-                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
-        except SSEError as exc:
-            raise StreamError(f"not an event stream: {exc}", retryable=True) from exc
+        started = False
+        with anyio.move_on_after(self._deadline_s) as deadline:
+            try:
+                async with self._client.stream("POST", self._url, content=body,
+                                               params=self._params,
+                                               headers={"session_id": prompt.prompt_cache_key}
+                                               ) as resp:
+                    if resp.status_code >= 400:
+                        raise http_error(resp.status_code, await _read_capped(resp),
+                                         retry_after_s=retry_after_s(resp.headers))
+                    started = True
+                    kind = resp.headers.get("content-type", "")
+                    if "text/event-stream" not in kind:
+                        raise StreamError(f"not an event stream: content-type {kind[:100]!r}",
+                                          code="not_event_stream", retryable=True)
+                    await self._read(resp, asm, on_event)
+            except httpx.TransportError as exc:
+                if not asm.done:
+                    what = f"{type(exc).__name__}: {exc}"
+                    if started:
+                        raise StreamError(f"stream cut: {what}", code="stream_cut",
+                                          retryable=True) from exc
+                    raise TransportError(what) from exc
+        if deadline.cancelled_caught and not asm.done:
+            what = f"request timeout: no complete response within {self._deadline_s:g} s"
+            if started:
+                raise StreamError(what, code="request_timeout", retryable=True)
+            raise TransportError(what, code="request_timeout")
         if not asm.done:
-            raise StreamError("stream closed before response.completed", retryable=True)
+            raise StreamError("stream closed before response.completed", code="stream_cut",
+                              retryable=True)
         return ModelResponse(items=asm.items, usage=asm.usage, response_id=asm.response_id,
                              request_bytes=len(body))
 
+    async def _read(self, resp: httpx.Response, asm: Assembler,
+                    on_event: OnEvent | None) -> None:
+        """Frame and assemble the stream. The idle clock restarts only on a real event,
+        so a server that sends nothing but `: keepalive` comments still times out. The
+        body is read to its end even after response.completed: a response left unread
+        makes httpx drop the connection instead of reusing it."""
+        framer = Framer(max_event_bytes=self._max_event)
+        chunks = resp.aiter_bytes()
+        idle_at = anyio.current_time() + self._idle_s
+        while True:
+            with anyio.CancelScope(deadline=idle_at) as idle:
+                chunk = await anext(chunks, None)
+            if idle.cancelled_caught:
+                if asm.done:
+                    return
+                raise StreamError(f"idle timeout: no event for {self._idle_s:g} s",
+                                  code="idle_timeout", retryable=True)
+            if chunk is None:
+                return
+            events = framer.feed(chunk)
+            if events:
+                idle_at = anyio.current_time() + self._idle_s
+            for name, data in events:
+                notice = asm.feed(name, data)
+                if notice is not None and on_event is not None:
+                    on_event(StreamEvent(notice[0], notice[1]))
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def _read_capped(resp: httpx.Response) -> str:
+    """The start of an error answer, however long the answer is."""
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) >= ERROR_BODY_BYTES:
+            break
+    return bytes(buf[:ERROR_BODY_BYTES]).decode("utf-8", "replace")

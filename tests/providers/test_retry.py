@@ -1,23 +1,42 @@
-"""Resending: backoff, Retry-After honoured, and too-long waits failing fast."""
+"""The retry policy: which failures are resent against which budget, the waits, and the
+status and message a run ends with when resending cannot help."""
 
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from runner.agent import Thread, ThreadSpec
+from runner.agent import Outcome, Thread, ThreadSpec
+from runner.errors import (
+    AuthFailed,
+    ContextWindowExceeded,
+    HTTPStatusError,
+    QuotaExhausted,
+    StreamError,
+    TransportError,
+    http_error,
+)
 from runner.items import message
 from runner.providers.http import retry_after_s
 from runner.providers.responses import ResponsesClient
-from runner.providers.retry import RetryingClient
+from runner.providers.retry import Retry, RetryingClient, backoff_s, decide
 from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
 from tests.conftest import LoopbackFactory
-from tests.loopback import reply_http_error, reply_message
+from tests.loopback import (
+    Reply,
+    reply_drop_after,
+    reply_failed,
+    reply_http_error,
+    reply_incomplete,
+    reply_message,
+)
 
 
 def test_retry_after_forms() -> None:
@@ -31,17 +50,67 @@ def test_retry_after_forms() -> None:
     assert retry_after_s(httpx.Headers({"retry-after-ms": "10", "retry-after": "9"})) == 0.01
 
 
-async def run(base_url: str, tmp_path: Path, **kw: float) -> tuple[object, float]:
-    client = RetryingClient(ResponsesClient(base_url), **kw)  # type: ignore[arg-type]
+def body(code: str | None, message: str = "m", kind: str = "x") -> str:
+    return json.dumps({"error": {"message": message, "type": kind, "code": code}})
+
+
+@pytest.mark.parametrize(("exc", "expected"), [
+    (TransportError("connect refused"), Retry("request", 0.0, False)),
+    (http_error(500, "oops"), Retry("request", 0.0, False)),
+    (http_error(408, ""), Retry("request", 0.0, False)),
+    (http_error(429, body("rate_limit_exceeded"), retry_after_s=3),
+     Retry("request", 3.0, True)),
+    (http_error(503, body("server_is_overloaded")), Retry("request", 0.0, True)),
+    (StreamError("cut", code="stream_cut", retryable=True), Retry("stream", 0.0, False)),
+    (StreamError("rl", code="rate_limit_exceeded", retryable=True, retry_after_s=2),
+     Retry("stream", 2.0, True)),
+    (http_error(400, body(None, kind="invalid_request_error")), None),
+    (http_error(404, ""), None),
+    (http_error(429, body("insufficient_quota")), None),
+    (http_error(401, ""), None),
+    (http_error(400, body("context_length_exceeded")), None),
+    (StreamError("bad prompt", code="invalid_prompt"), None),
+])
+def test_decide(exc: Any, expected: Retry | None) -> None:
+    assert decide(exc) == expected
+
+
+def test_http_errors_become_the_right_class() -> None:
+    quota = http_error(429, body("insufficient_quota", "You exceeded your current quota"))
+    assert isinstance(quota, QuotaExhausted)
+    assert str(quota).startswith("quota exhausted: HTTP 429 insufficient_quota: You exceeded")
+    assert isinstance(http_error(403, ""), AuthFailed)
+    assert isinstance(http_error(400, body("context_length_exceeded")), ContextWindowExceeded)
+    bad = http_error(400, body(None, "Unknown parameter: 'foo'.", "invalid_request_error"))
+    assert isinstance(bad, HTTPStatusError)
+    assert str(bad) == "HTTP 400 invalid_request_error: Unknown parameter: 'foo'."
+    assert str(http_error(502, "<html>" + "x" * 5000)).startswith("HTTP 502: <html>xxx")
+    assert len(str(http_error(502, "x" * 5000))) < 520
+
+
+def test_backoff_doubles_with_jitter() -> None:
+    for n, base in ((1, 0.2), (2, 0.4), (3, 0.8), (4, 1.6)):
+        waits = [backoff_s(n) for _ in range(200)]
+        assert base * 0.9 <= min(waits) and max(waits) <= base * 1.1
+        assert max(waits) - min(waits) > base * 0.05      # jittered, not constant
+    assert backoff_s(30) <= 10 * 1.1                        # capped
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+
+async def run(base_url: str, tmp_path: Path, **kw: Any) -> tuple[Outcome, float]:
+    client = RetryingClient(ResponsesClient(base_url, stream_idle_timeout_s=kw.pop("idle", 30)),
+                            base_delay_s=kw.pop("base_delay_s", 0.01), **kw)
     spec = ThreadSpec(thread_id="t", model="m", instructions="i",
                       context=[message("user", "ctx")], prompts=("go",), max_requests=5,
                       timeout_s=30)
     ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
-
-    class Sink:
-        def emit(self, event: dict[str, object]) -> None:
-            pass
-
     t0 = time.monotonic()
     outcome = await Thread(spec, client, [], ctx, Sink()).run()
     await client.aclose()
@@ -55,7 +124,7 @@ async def test_429_waits_as_asked(loopback: LoopbackFactory, tmp_path: Path) -> 
                           reply_http_error(429, None, {"retry-after-ms": "300"}),
                           reply_message("done")])
     outcome, took = await run(srv.base_url, tmp_path)
-    assert outcome.status == "completed"  # type: ignore[attr-defined]
+    assert outcome.status == "completed"
     assert len(srv.requests) == 3
     gaps = [b.received_at - a.received_at for a, b in zip(srv.requests, srv.requests[1:],
                                                           strict=False)]
@@ -64,41 +133,106 @@ async def test_429_waits_as_asked(loopback: LoopbackFactory, tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
+async def test_try_again_in_from_a_failed_stream_is_honoured(loopback: LoopbackFactory,
+                                                             tmp_path: Path) -> None:
+    srv = await loopback([reply_failed("rate_limit_exceeded",
+                                       "Rate limit reached. Please try again in 400ms."),
+                          reply_message("done")])
+    outcome, _ = await run(srv.base_url, tmp_path)
+    assert outcome.status == "completed"
+    assert srv.requests[1].received_at - srv.requests[0].received_at >= 0.4
+
+
+@pytest.mark.anyio
 async def test_too_long_wait_fails_fast(loopback: LoopbackFactory, tmp_path: Path) -> None:
     srv = await loopback([reply_http_error(429, None, {"retry-after": "3600"})])
     outcome, took = await run(srv.base_url, tmp_path, max_wait_s=60)
     assert took < 5
-    assert outcome.status == "error"  # type: ignore[attr-defined]
-    assert "rate limited" in outcome.error  # type: ignore[attr-defined]
+    assert outcome.status == "rate_limited"
+    assert outcome.error is not None and "3600 s" in outcome.error and "60 s" in outcome.error
     assert len(srv.requests) == 1
 
 
 @pytest.mark.anyio
-async def test_gives_up_after_max_retries(loopback: LoopbackFactory, tmp_path: Path) -> None:
+async def test_endless_429_ends_rate_limited(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback(lambda req, i: reply_http_error(429, None, {"retry-after-ms": "10"}))
+    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=3)
+    assert outcome.status == "rate_limited"
+    assert outcome.error is not None and "after 3 retries" in outcome.error
+    assert len(srv.requests) == 4
+
+
+@pytest.mark.anyio
+async def test_gives_up_after_request_retries(loopback: LoopbackFactory, tmp_path: Path) -> None:
     srv = await loopback([reply_http_error(503, "busy")] * 3)
-    outcome, _ = await run(srv.base_url, tmp_path, max_retries=2)
-    assert outcome.status == "error" and "503" in outcome.error  # type: ignore[attr-defined]
+    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2)
+    assert outcome.status == "error"
+    assert outcome.error is not None and "503" in outcome.error
     assert len(srv.requests) == 3
 
 
 @pytest.mark.anyio
-async def test_idle_stream_is_cut_and_resent(loopback: LoopbackFactory, tmp_path: Path) -> None:
-    from tests.loopback import reply_drop_after
+async def test_budgets_are_counted_apart(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    """Two request failures and two stream failures fit budgets of 2 and 2: five requests."""
+    srv = await loopback([reply_http_error(500), reply_drop_after(1), reply_http_error(502),
+                          reply_incomplete(), reply_message("done")])
+    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2,
+                           stream_max_retries=2)
+    assert outcome.status == "completed" and len(srv.requests) == 5
+    srv = await loopback([reply_http_error(500), reply_drop_after(1), reply_http_error(502),
+                          reply_http_error(503)])
+    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2,
+                           stream_max_retries=2)
+    assert outcome.status == "error" and len(srv.requests) == 4
 
-    srv = await loopback([reply_drop_after(2, stall_s=30), reply_message("done")])
-    client = RetryingClient(ResponsesClient(srv.base_url, stream_idle_timeout_s=0.5))
-    spec = ThreadSpec(thread_id="t", model="m", instructions="i",
-                      context=[message("user", "ctx")], prompts=("go",), max_requests=5,
-                      timeout_s=30)
 
-    class Sink:
-        def emit(self, event: dict[str, object]) -> None:
-            pass
+@pytest.mark.anyio
+@pytest.mark.parametrize(("reply", "status", "words"), [
+    (reply_http_error(429, {"error": {"message": "You exceeded your current quota",
+                                      "type": "insufficient_quota",
+                                      "code": "insufficient_quota"}}),
+     "quota_exhausted", "quota exhausted"),
+    (reply_failed("insufficient_quota", "no credit"), "quota_exhausted", "quota exhausted"),
+    (reply_http_error(400, {"error": {"message": "Invalid value for 'model'",
+                                      "type": "invalid_request_error", "code": None}}),
+     "failed", "Invalid value for 'model'"),
+    (reply_http_error(401, {"error": {"message": "Incorrect API key provided",
+                                      "type": "invalid_request_error",
+                                      "code": "invalid_api_key"}}),
+     "error", "check the API key in $FAKE_API_KEY"),
+    (reply_http_error(403, "forbidden"), "error", "check the API key in $FAKE_API_KEY"),
+    (reply_failed("invalid_prompt", "flagged"), "failed", "invalid_prompt: flagged"),
+])
+async def test_fatal_errors_end_at_once(loopback: LoopbackFactory, tmp_path: Path,
+                                        reply: Reply, status: str, words: str) -> None:
+    srv = await loopback([reply])
+    outcome, _ = await run(srv.base_url, tmp_path, key_env="FAKE_API_KEY")
+    assert (outcome.status, len(srv.requests)) == (status, 1)
+    assert outcome.error is not None and words in outcome.error
 
-    outcome = await Thread(spec, client, [], ToolContext(cwd=tmp_path,
-                                                         executor=LocalExecutor(), env={}),
-                           Sink()).run()
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("code", ["server_is_overloaded", "slow_down", "server_error"])
+async def test_transient_failures_are_resent(loopback: LoopbackFactory, tmp_path: Path,
+                                             code: str) -> None:
+    srv = await loopback([reply_failed(code, "busy"), reply_message("done")])
+    outcome, _ = await run(srv.base_url, tmp_path)
+    assert outcome.status == "completed" and len(srv.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_request_deadline(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    """A server that keeps sending events slowly never trips the idle timeout; the
+    per-request deadline cuts it, and the request is resent."""
+    slow = reply_message("x" * 200).but(delta_chars=1, event_delay_s=0.05)
+    srv = await loopback([slow, reply_message("done")])
+    client = RetryingClient(ResponsesClient(srv.base_url, stream_idle_timeout_s=1.0,
+                                            request_timeout_s=0.5), base_delay_s=0.01)
+    spec = ThreadSpec(thread_id="t", model="m", instructions="i", context=[],
+                      prompts=("go",), max_requests=5, timeout_s=30)
+    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    outcome = await Thread(spec, client, [], ctx, Sink()).run()
     await client.aclose()
-    assert outcome.status == "completed"
+    assert outcome.status == "completed" and outcome.final_message == "done"
     gap = srv.requests[1].received_at - srv.requests[0].received_at
-    assert 0.5 <= gap < 0.5 * 1.1 + 0.25   # detected within 10 % (plus backoff ≤ 0.22 s)
+    assert 0.5 <= gap < 0.8
