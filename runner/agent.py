@@ -98,6 +98,9 @@ class RequestRecord:
     output_types: list[str]
     kind: RequestKind = "turn"
     """`compaction`: a summary request or a call of the compaction endpoint."""
+    error: str | None = None
+    """Why the server refused it: kept for context-window overflows, which the loop
+    answers with a compaction (other failures end the run and are its `error`)."""
 
 
 @dataclass
@@ -262,26 +265,37 @@ class Thread:
         self._after_compaction = False
         self._last_outputs = []
         t0 = time.monotonic()
-        resp = await call(prompt)
+        try:
+            resp = await call(prompt)
+        except ModelError as exc:
+            if cp.is_context_overflow(exc):
+                self._record(RequestRecord(prefix, len(self.requests) + 1, self._turn,
+                                           len(prompt.input), 0, time.monotonic() - t0, None,
+                                           None, [], kind, str(exc)))
+            raise
         self._last_outputs = resp.items
         rec = RequestRecord(prefix, len(self.requests) + 1, self._turn, len(prompt.input),
                             resp.request_bytes, time.monotonic() - t0, resp.usage,
                             resp.response_id, [i.type for i in resp.items], kind)
+        self._record(rec)
+        return rec.index, resp
+
+    def _record(self, rec: RequestRecord) -> None:
         self.requests.append(rec)
-        if resp.usage is not None:
-            self.usage = self.usage + resp.usage
+        if rec.usage is not None:
+            self.usage = self.usage + rec.usage
+        prefix = rec.prefix
         self.sink.emit({"type": "request.completed", "request": rec.index, "turn": rec.turn,
-                        "kind": kind, "input_items": rec.input_items,
+                        "kind": rec.kind, "error": rec.error, "input_items": rec.input_items,
                         "request_bytes": rec.request_bytes,
                         "duration_ms": round(rec.duration_s * 1000, 1),
                         "response_id": rec.response_id,
-                        "usage": resp.usage.as_dict() if resp.usage else None,
+                        "usage": rec.usage.as_dict() if rec.usage else None,
                         "prefix": {"extends_previous": prefix.extends_previous,
                                    "reused_items": prefix.reused_items,
                                    "ideal_cache_ratio": prefix.ideal_cache_ratio,
                                    "break_index": prefix.break_index,
                                    "break_reason": prefix.break_reason}})
-        return rec.index, resp
 
     async def _maybe_compact(self, reason: cp.Reason) -> None:
         limit = self.spec.compaction.limit

@@ -18,6 +18,8 @@ from runner.tools import ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
+from runner.usage import ideal_cached_tokens
+from tests.cache_stable import assert_cache_stable
 from tests.conftest import LoopbackFactory
 from tests.loopback import (
     Reply,
@@ -276,3 +278,84 @@ def test_plain_output_form() -> None:
     assert text.startswith("Exit code: 0\nWall time: 0.0 seconds\nTotal output lines: 1\nOutput:\n")
     assert json.loads(format_output(0, 0.04, "ok")) == {
         "output": "ok", "metadata": {"exit_code": 0, "duration_seconds": 0.0}}
+
+
+async def test_changed_settings_are_appended_not_edited(loopback: LoopbackFactory,
+                                                        tmp_path: Path) -> None:
+    """A follow-up turn in another directory and sandbox: a new permissions message and
+    an `<environment_context>` with the new cwd go before its prompt; nothing earlier
+    changes, so the request still extends the previous one."""
+    from runner.agent import Turn
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    before = prompts.TurnContext(cwd=tmp_path, sandbox="danger-full-access", network=True,
+                                 shell="bash", current_date="2026-01-01", timezone="UTC")
+    after = prompts.TurnContext(cwd=sub, sandbox="read-only", network=True, shell="bash",
+                                current_date="2026-01-01", timezone="UTC")
+    update = prompts.context_update(before, after)
+    srv = await loopback([shell("pwd", "c1"), reply_message("one"), reply_message("two")])
+    outcome, _ = await run_thread(srv.base_url, tmp_path,
+                                  prompts_=("go", Turn("now here", update)))  # type: ignore[arg-type]
+    assert outcome.status == "completed" and outcome.final_message == "two"
+    assert_exact_extension(srv.requests)
+    tail = srv.requests[2].input[-3:]
+    assert [(i["role"], i["content"][0]["text"][:22]) for i in tail] == [
+        ("developer", "<permissions instructi"), ("user", "<environment_context>\n"),
+        ("user", "now here")]
+    assert f"<cwd>{sub}</cwd>" in tail[1]["content"][0]["text"]
+    assert_cache_stable(outcome.requests)
+
+
+class ShiftingTool:
+    """A tool whose definition changes every time it is asked for it."""
+
+    name = "shifty"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def spec(self) -> dict[str, Any]:
+        self.asked += 1
+        return {"type": "function", "name": "shifty", "description": f"version {self.asked}",
+                "parameters": {"type": "object", "properties": {}}}
+
+    def started(self, call: Any) -> None:
+        return None
+
+    async def run(self, call: Any, ctx: ToolContext) -> Any:
+        from runner.tools import ToolResult
+
+        return ToolResult("ok")
+
+
+async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory,
+                                              tmp_path: Path) -> None:
+    srv = await loopback([reply_function_call("shifty", {}, call_id=f"s{n}") for n in range(3)]
+                         + [reply_message("done")])
+    spec = ThreadSpec(thread_id="t", model="m", instructions="i", context=(), prompts=("go",),
+                      max_requests=10, timeout_s=30)
+    client = ResponsesClient(srv.base_url)
+    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    try:
+        outcome = await Thread(spec, client, [ShiftingTool()], ctx, ListSink()).run()
+    finally:
+        await client.aclose()
+    assert outcome.status == "completed" and len(srv.requests) == 4
+    assert_exact_extension(srv.requests)
+    assert_cache_stable(outcome.requests)
+
+
+async def test_every_request_is_served_from_cache(loopback: LoopbackFactory,
+                                                  tmp_path: Path) -> None:
+    """With a server that caches exact prefixes, cached = ideal on every request."""
+    srv = await loopback([shell(f"echo {n}", f"c{n}") for n in range(8)] + [reply_message("ok")])
+    outcome, sink = await run_thread(srv.base_url, tmp_path, max_requests=20)
+    assert outcome.status == "completed"
+    assert_cache_stable(outcome.requests)
+    for rec, req in zip(outcome.requests[1:], srv.requests[1:], strict=True):
+        assert rec.usage is not None and rec.usage.cached_tokens == req.cached_tokens > 0
+        assert abs(ideal_cached_tokens(rec.usage.input_tokens, rec.prefix)
+                   - req.ideal_cached_tokens) <= 1
+    events = [e for e in sink.events if e["type"] == "request.completed"]
+    assert all(e["kind"] == "turn" and e["prefix"]["break_reason"] is None for e in events)

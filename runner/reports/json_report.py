@@ -76,7 +76,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                               response_id=r.response_id, output_types=r.output_types,
                               usage=usage_report(r.usage, ideal_cached_tokens(
                                   r.usage.input_tokens, r.prefix) if r.usage else None),
-                              prefix=PrefixReport(**dataclasses.asdict(r.prefix)), kind=r.kind)
+                              prefix=PrefixReport(**dataclasses.asdict(r.prefix)), kind=r.kind,
+                              error=r.error)
                 for r in o.requests]
     ideal = sum(r.usage.ideal_cached_tokens or 0 for r in requests if r.usage) \
         if requests else None

@@ -63,6 +63,9 @@ class RequestReport(Strict):
     prefix: PrefixReport
     kind: Literal["turn", "compaction"] = "turn"
     """`compaction`: a hand-off summary request or a call of `/responses/compact`."""
+    error: str | None = None
+    """Set when the server refused the request because the context window was full; the
+    run went on with a compaction (or stopped, as its `error` says)."""
 
 
 class CompactionReport(Strict):
