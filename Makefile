@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo benchmark test lint typecheck unit bench clean
 
 # - compat editable mode puts the source dir on sys.path instead of an import hook (faster
 #   start);
@@ -34,6 +34,10 @@ demo: setup build/sample-repo
 	$(BIN)/runner run configs/quickstart.yaml --out $(OUT)
 	@echo "demo done: report $(OUT)/report.json, events $(OUT)/threads/, patch $(OUT)/patches/;"
 	@echo "the result branch is in build/sample-repo: git -C build/sample-repo branch --list 'runner/*'"
+
+benchmark: setup build/sample-repo
+	$(BIN)/runner run configs/benchmark.yaml --out build/benchmark --concurrency 2
+	@echo "benchmark done: build/benchmark/summary.md, build/benchmark/junit.xml"
 
 lint: setup
 	$(BIN)/ruff check runner tests bench

@@ -18,3 +18,26 @@ def _calls(req: Any, i: int) -> Reply:
 def calls() -> Any:
     """Answer every thread with BENCH_STEPS no-op tool calls, then a final message."""
     return per_conversation(_calls)
+
+
+async def _batch(req: Any, i: int) -> Reply:
+    delay = float(os.environ.get("BENCH_DELAY_S", "0"))
+    if delay:
+        import asyncio
+
+        await asyncio.sleep(delay)
+    if i == 0:
+        patch = "*** Begin Patch\n*** Add File: result.txt\n+made by the benchmark\n*** End Patch"
+        return reply_function_call("apply_patch", {"input": patch}, call_id="p0")
+    if i < 4:
+        plan = [{"step": f"step {n}", "status": "completed" if n < i else "pending"}
+                for n in range(3)]
+        return reply_function_call("update_plan", {"plan": plan}, call_id=f"u{i}")
+    return reply_message("done")
+
+
+def batch() -> Any:
+    """Five requests per thread: a file added with apply_patch (so every run commits),
+    three plan updates, a final message. Tools that run in-process, so the CPU measured is
+    the runner's own (plus the git it runs for workspaces and commits)."""
+    return per_conversation(_batch)

@@ -31,6 +31,7 @@ from runner.fsutil import atomic_write_text
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
+from runner.progress import Progress, QuietProgress, make_progress
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
 from runner.reports.json_report import build_report, task_report
@@ -158,10 +159,13 @@ class RunSink:
     """Between a thread and its event log: adds each request's cost, feeds the batch's
     spend (for batch limits) and the progress display."""
 
-    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend) -> None:
+    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend,
+                 run: str, progress: Progress) -> None:
         self.log = log
         self.price = price_of(price)
         self.spend = spend
+        self.run = run
+        self.progress = progress
 
     def emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "request.completed":
@@ -174,6 +178,7 @@ class RunSink:
             event = {**event, "cost_usd": cost}
             self.spend.add(usage, cost)
         self.log.emit(event)
+        self.progress.event(self.run, event)
 
 
 def secret_names(env: Mapping[str, str], tasks: Sequence[ResolvedTask] = ()) -> set[str]:
@@ -362,6 +367,11 @@ async def run_batch(
             resumed += 1
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     spend = BatchSpend(budget)
+    show: Progress = make_progress(progress) if progress is not None else QuietProgress()
+    if resumed and progress is not None:
+        progress.write(f"resuming batch {run_id}: {resumed} of {len(runs)} runs already "
+                       "finished\n")
+    show.start(len(runs) - resumed)
 
     async def one(run: TaskRun, clients: Clients) -> None:
         run.skipped = "interrupted"
@@ -376,7 +386,8 @@ async def run_batch(
             await _forget_attempt(previous.get(t.fingerprint), t.repo)
             journal.started(t.fingerprint, t.run, _branch(t, run_id))
             log = EventLog(out_dir / run.events_file, task=t.run, redact=redact, stdout=json_out)
-            sink = RunSink(log, t.price, spend)
+            show.run_started(t.run, f"{t.provider_name}/{t.model}")
+            sink = RunSink(log, t.price, spend, t.run, show)
             ws: workspace.Workspace | None = None
             try:
                 ws = await workspace.prepare(t.repo, base=t.git.base, root=work_root,
@@ -412,9 +423,8 @@ async def run_batch(
                     log.close()
                     run.report = _run_report(run, out_dir, redact)
                     journal.finished(t.fingerprint, run.report)
-            if progress is not None:
-                progress.write(redact(_progress_line(run)) + "\n")
-                progress.flush()
+            if run.report is not None:
+                show.run_finished(run.report)
 
     interrupted: list[int] = []
     with _work_root() as work_root:
@@ -427,6 +437,7 @@ async def run_batch(
                         if run.report is None:
                             tg.start_soon(one, run, clients)
                 outer.cancel_scope.cancel()
+    show.close()
     finished = dt.datetime.now(dt.UTC)
     reports = [r.report if r.report is not None else _run_report(r, out_dir, redact)
                for r in runs]
@@ -499,19 +510,25 @@ def write_side_reports(report: Report, out_dir: Path, redact: Redactor,
 def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
                  log: Sink, *, today: str, tz: str, runner_home: Path | None,
                  budget: Budget | None = None) -> Thread:
+    from runner import compaction
+    from runner.providers import find_compactor
+
     extra, reasoning, text = sampling(t.model_options)
     context = prompts.initial_context(
         cwd=cwd, sandbox=t.sandbox, network=True, writable_roots=[],
         developer_instructions=t.developer_instructions, runner_home=runner_home,
         shell="bash", current_date=today, timezone=tz, permission_notes=[NO_SANDBOX_NOTE])
     spec = ThreadSpec(
-        thread_id=str(uuid.uuid4()), model=t.model,
+        thread_id=str(uuid.uuid4()), model=t.api_model or t.model,
         instructions=prompts.load_instructions(t.instructions_file),
         context=context, prompts=(t.prompt, *t.turns),
         max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
         max_tool_calls=t.limits.max_tool_calls, budget=budget,
         parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
-        reasoning=reasoning, text=text, extra=extra)
+        reasoning=reasoning, text=text, extra=extra,
+        compaction=compaction.CompactionSettings(
+            limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)),
+        compactor=find_compactor(model) if t.provider.remote_compaction else None)
     ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(env))
     return Thread(spec, model, make_tools(t), ctx, log)
 
@@ -587,22 +604,3 @@ def _work_root() -> Iterator[Path]:
             lock.close()
         return
     raise RuntimeError(f"no free workspace slot under {base}")
-
-
-def _progress_line(run: TaskRun) -> str:
-    o = run.outcome
-    if o is None:
-        return f"[{run.task.run}] {run.status}: {run.error}"
-    res = run.result
-    where = ""
-    if res is not None:
-        where = (f"\n  branch {res.branch} ({len(res.files)} files, +{res.insertions} "
-                 f"-{res.deletions})" if res.branch else
-                 f"\n  no branch: {'; '.join(res.violations)}")
-    u = o.usage
-    ratio = f"{u.cached_tokens / u.input_tokens:.0%}" if u.input_tokens else "-"
-    line = (f"[{run.task.run}] {run.status}: {len(o.requests)} requests, {o.tool_calls} tool "
-            f"calls, {u.input_tokens} input tokens ({ratio} cached), {o.duration_s:.1f} s")
-    if o.error:
-        line += f"\n  {o.error}"
-    return line + where

@@ -124,6 +124,9 @@ class ProviderConfig(Frozen):
     """Azure's Responses endpoint needs `store: true` for reasoning items to round-trip."""
     constrained_tools: StrictBool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
+    remote_compaction: StrictBool = False
+    """The server has `POST {base_url}/responses/compact`: compact long threads there
+    (local compaction is the fallback when it fails)."""
     max_connections: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
     """Requests in flight to this provider at once, over all runs (default: no cap beyond
     `--concurrency`)."""
@@ -142,9 +145,11 @@ class ProviderConfig(Frozen):
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
-    "openai": ProviderConfig(base_url="https://api.openai.com/v1", env_key="OPENAI_API_KEY"),
+    "openai": ProviderConfig(base_url="https://api.openai.com/v1", env_key="OPENAI_API_KEY",
+                             remote_compaction=True),
     "azure": ProviderConfig(base_url="https://YOUR-RESOURCE.openai.azure.com/openai/v1",
-                            env_key="AZURE_OPENAI_API_KEY", store=True),
+                            env_key="AZURE_OPENAI_API_KEY", store=True,
+                            remote_compaction=True),
     "ollama": ProviderConfig(base_url="http://localhost:11434/v1"),
     "lmstudio": ProviderConfig(base_url="http://localhost:1234/v1"),
     # The embedded engine: base_url is filled in when it starts on a random port.
@@ -192,6 +197,11 @@ class ModelConfig(Frozen):
     auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
     """Compact the thread when its token count passes this (default 90% of the window)."""
     price: PriceConfig | None = None
+    model: str | None = Field(default=None, min_length=1)
+    """The name sent to the server, when the entry is an alias: two entries for one model
+    with different `model_options` compare settings in one matrix."""
+    model_options: ModelOptions | None = None
+    """Over `defaults.model_options`, under a task's and a variant's own."""
 
 
 class ModelOptions(Frozen):
@@ -250,6 +260,11 @@ class Settings(Frozen):
     check: NonBlank | None = None
     """A shell command run in the run's workspace after the agent; exit 0 means pass."""
     check_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] | None = None
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
+    """Compact the thread when its token count reaches this; wins over `models:` and the
+    built-in 90% of the context window."""
+    compact_prompt_file: PathText | None = None
+    """Replaces the bundled hand-off summary request of local compaction."""
 
     @field_validator("tools")
     @classmethod
@@ -394,8 +409,12 @@ class ResolvedTask(Frozen):
     """The task file's `secrets:` (names of environment variables)."""
     variant: str | None = None
     tags: tuple[str, ...] = ()
+    api_model: str = ""
+    """The model name sent to the server (`model` is the task file's name, maybe an
+    alias from `models:`)."""
     context_window: int | None = None
     auto_compact_limit: int | None = None
+    compact_prompt_file: Path | None = None
     price: PriceConfig | None = None
     """None when the price is unknown: cost is then reported as null."""
     fingerprint: str = ""
@@ -967,6 +986,13 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             instr_path = instructions(("tasks", i, "instructions_file"), t.instructions_file)
         elif d.instructions_file is not None:
             instr_path = instructions(("defaults", "instructions_file"), d.instructions_file)
+        compact_path: Path | None = None
+        if t.compact_prompt_file is not None:
+            compact_path = instructions(("tasks", i, "compact_prompt_file"),
+                                        t.compact_prompt_file)
+        elif d.compact_prompt_file is not None:
+            compact_path = instructions(("defaults", "compact_prompt_file"),
+                                        d.compact_prompt_file)
 
         model_path: Path_ = ("tasks", i, "model") if t.model is not None else (
             "defaults", "model")
@@ -979,6 +1005,7 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             continue
         if problems or repo is None:
             continue
+        entry = tf.models.get(model) or ModelConfig()
         out.append(ResolvedTask(
             id=t.id, run=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
             provider_name=provider_name, provider=provider, model=model_name,
@@ -987,31 +1014,37 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             tools=_first(t.tools, d.tools, DEFAULT_TOOLS) or (),
             sandbox=_first(t.sandbox, d.sandbox) or "danger-full-access",
             limits=_merged(Limits, d.limits, t.limits),
-            model_options=_merged(ModelOptions, d.model_options, t.model_options),
+            model_options=_merged(ModelOptions, d.model_options, entry.model_options,
+                                  t.model_options),
             shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
             apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
             git=_merged(GitSettings, d.git, t.git),
             check=_first(t.check, d.check),
             check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
-            tags=t.tags,
+            tags=t.tags, api_model=entry.model or model_name,
             secrets=tf.secrets,
-            **_model_fields(provider_name, model_name, tf.models),
+            compact_prompt_file=compact_path,
+            **_model_fields(provider_name, entry.model or model_name, tf.models,
+                            _first(t.auto_compact_limit, d.auto_compact_limit), alias=model),
         ))
     if problems:
         raise ConfigError(problems)
     return out
 
 
-def _model_fields(provider: str, model: str,
-                  overrides: dict[str, ModelConfig]) -> dict[str, Any]:
+def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],
+                  compact_limit: int | None = None, *, alias: str = "") -> dict[str, Any]:
     from runner.models import ModelInfo, Price, model_info
 
     over = {k: ModelInfo(v.context_window, v.auto_compact_limit,
                          Price(v.price.input, v.price.cached_input, v.price.output)
                          if v.price else None) for k, v in overrides.items()}
+    if alias in over:  # an alias entry's own fields, over the real model's
+        over[f"{provider}/{model}"] = over[alias]
     info = model_info(provider, model, over)
     p = info.price
-    return {"context_window": info.context_window, "auto_compact_limit": info.compact_limit,
+    return {"context_window": info.context_window,
+            "auto_compact_limit": compact_limit or info.compact_limit,
             "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
             if p is not None else None}
 
@@ -1035,9 +1068,11 @@ def fingerprint(t: ResolvedTask) -> str:
     """What makes a run this run, without machine-specific paths; instructions count by
     content, so editing them makes `--resume` redo the runs that used them."""
     data = t.model_dump(mode="json", exclude={"repo", "instructions_file", "fingerprint",
-                                              "run"})
+                                              "run", "compact_prompt_file"})
     if t.instructions_file is not None:
         data["instructions"] = hashlib.sha256(t.instructions_file.read_bytes()).hexdigest()
+    if t.compact_prompt_file is not None:
+        data["compact_prompt"] = hashlib.sha256(t.compact_prompt_file.read_bytes()).hexdigest()
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
