@@ -51,25 +51,6 @@ class Progress(Protocol):
     def close(self) -> None: ...
 
 
-class QuietProgress:
-    """Shows nothing: for library callers and tests that watch the reports instead."""
-
-    def start(self, total_runs: int) -> None:
-        pass
-
-    def run_started(self, run: str, model: str) -> None:
-        pass
-
-    def event(self, run: str, event: Mapping[str, Any]) -> None:
-        pass
-
-    def run_finished(self, task: TaskReport) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def make_progress(stream: IO[str], *, env: Mapping[str, str] | None = None) -> Progress:
     """GitHub Actions groups when `GITHUB_ACTIONS=true`; a live display when `stream` is a
     terminal (and TERM is not `dumb`); plain lines otherwise."""

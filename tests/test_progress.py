@@ -15,6 +15,7 @@ from runner.progress import (
     LiveProgress,
     PlainProgress,
     Progress,
+    QuietProgress,
     compact,
     make_progress,
     printable,
@@ -252,6 +253,11 @@ def test_make_progress_chooses_by_where_output_goes() -> None:
         assert b"0/1 done" in reader.read(4096)
         assert type(make_progress(tty, env={"TERM": "dumb"})) is PlainProgress
         assert isinstance(make_progress(tty, env={"GITHUB_ACTIONS": "true"}), GitHubProgress)
+
+
+def test_quiet_progress_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    drive(QuietProgress(), runs())
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.parametrize(("n", "text"), [(0, "0"), (999, "999"), (1000, "1.0k"),
