@@ -7,6 +7,7 @@ extension of it and costs time proportional to what is new, not to the history.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import anyio
@@ -17,7 +18,7 @@ from runner.errors import (
     TransportError,
     http_error,
 )
-from runner.items import dumps
+from runner.items import Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
 from runner.providers.http import make_client, request_headers, retry_after_s
 from runner.sse import MAX_EVENT_BYTES, Assembler, Framer
@@ -146,8 +147,53 @@ class ResponsesClient:
                 if notice is not None and on_event is not None:
                     on_event(StreamEvent(notice[0], notice[1]))
 
+    async def compact(self, prompt: Prompt) -> ModelResponse:
+        """`POST {base_url}/responses/compact`: the server's own compaction of the history.
+
+        Unary JSON both ways: Codex's `CompactionInput` fields in, `{"output": [items]}`
+        (typically the kept user messages and one opaque `compaction` item) out.
+        """
+        body = build_compact_body(prompt).encode()
+        try:
+            resp = await self._client.post(self._url + "/compact", content=body,
+                                           params=self._params,
+                                           headers={"session_id": prompt.prompt_cache_key,
+                                                    "accept": "application/json"})
+        except httpx.TransportError as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        text = resp.text
+        if resp.status_code >= 400:
+            raise http_error(resp.status_code, text[:ERROR_BODY_BYTES],
+                             retry_after_s=retry_after_s(resp.headers))
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise StreamError(f"compaction answer is not JSON: {text[:200]!r}") from exc
+        output = data.get("output") if isinstance(data, dict) else None
+        if not isinstance(output, list) or not all(isinstance(i, dict) for i in output):
+            raise StreamError(f"compaction answer has no output list: {text[:200]!r}")
+        return ModelResponse(items=[Item(i) for i in output],
+                             usage=Usage.from_responses(data.get("usage")),
+                             response_id=data.get("id") if isinstance(data.get("id"), str)
+                             else None, request_bytes=len(body))
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def build_compact_body(prompt: Prompt) -> str:
+    """The compaction request: the thread's own prefix, so the server can cache it too."""
+    parts = [f'"model":{dumps(prompt.model)}',
+             '"input":[' + ",".join(i.wire for i in prompt.input) + "]"]
+    if prompt.instructions:
+        parts.append(f'"instructions":{dumps(prompt.instructions)}')
+    parts.append(f'"tools":{dumps(list(prompt.tools))}')
+    parts.append(f'"parallel_tool_calls":{dumps(prompt.parallel_tool_calls)}')
+    if prompt.reasoning is not None:
+        parts.append(f'"reasoning":{dumps(prompt.reasoning)}')
+    if prompt.text is not None:
+        parts.append(f'"text":{dumps(prompt.text)}')
+    return "{" + ",".join(parts) + "}"
 
 
 async def _read_capped(resp: httpx.Response) -> str:
