@@ -244,3 +244,51 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
         shown = git(repo, "show", f"{t['result']['branch']}:work.txt")
         assert shown == f"{prompt} step 0\n{prompt} step 1\n"
         assert (out / t["result"]["patch"]).is_file()
+
+
+def _comparable(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's report entry without what differs between two executions of it (times,
+    ids made up by the server, and the batch id inside branch names and commits)."""
+    res = run["result"] or {}
+    return {"id": run["id"], "run": run["run"], "model": run["model"],
+            "variant": run["variant"], "repeat": run["repeat"], "status": run["status"],
+            "fingerprint": run["fingerprint"], "final": run["final_message"],
+            "usage": run["usage"], "cost": run["cost_usd"], "tool_calls": run["tool_calls"],
+            "requests": len(run["requests"]), "files": res.get("files"),
+            "patch": res.get("patch"), "events": run["events_file"]}
+
+
+def test_merged_shards_equal_one_unsharded_batch(loopback_thread: ThreadFactory,
+                                                 tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell(f"echo {last_user_text(req)} > out.txt", "c0") if i == 0
+        else reply_message(f"done with {last_user_text(req)}")))
+    body = "".join(f"  - {{id: t{i}, prompt: job{i}, repo: ., tags: [x]}}\n" for i in range(4))
+    tasks = write_tasks(tmp_path, srv.base_url, body, defaults=(
+        "models:\n  fake/m1: {price: {input: 1.0, cached_input: 0.1, output: 4.0}}\n"
+        "  fake/m2: {price: {input: 3.0, cached_input: 0.3, output: 9.0}}\n"
+        "matrix:\n  model: [fake/m1, fake/m2]\n  repeat: 2\n"))
+    whole = tmp_path / "whole"
+    assert run_cli("run", tasks, "--out", whole).returncode == 0
+    shards = [tmp_path / f"shard{k}" for k in (1, 2, 3)]
+    for k, d in enumerate(shards, 1):
+        res = run_cli("run", tasks, "--out", d, "--shard", f"{k}/3")
+        assert res.returncode == 0, res.stderr
+    merged = tmp_path / "merged"
+    res = run_cli("report", "merge", *shards, "--out", merged)
+    assert res.returncode == 0, res.stderr
+    one = json.loads((whole / "report.json").read_text())
+    many = json.loads((merged / "report.json").read_text())
+    assert len(many["tasks"]) == len(one["tasks"]) == 16
+    assert sorted(map(_comparable, many["tasks"]), key=lambda r: r["run"]) == \
+        sorted(map(_comparable, one["tasks"]), key=lambda r: r["run"])
+    for key in ("tasks", "completed", "not_completed", "requests", "tool_calls", "usage",
+                "cost_usd"):
+        assert many["totals"][key] == one["totals"][key], key
+    for t in many["tasks"]:
+        assert (merged / t["events_file"]).is_file()
+        assert (merged / t["result"]["patch"]).is_file()
+    junit = (merged / "junit.xml").read_text()
+    assert junit.count("<testcase ") == 16
+    summary = (merged / "summary.md").read_text()
+    assert all(t["run"] in summary for t in one["tasks"])
