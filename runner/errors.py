@@ -11,7 +11,8 @@
     │   ├── QuotaExhausted       `insufficient_quota`: no retry can help
     │   └── AuthFailed           401 / 403: the API key is wrong or lacks access
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
-    └── EngineError            the embedded model could not be started
+    ├── EngineError            the embedded model could not be started
+    └── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
 
 Providers translate httpx and protocol errors into this tree at the boundary, so
 nothing above `providers/` ever sees an httpx exception.
@@ -153,3 +154,8 @@ class ToolError(RunnerError):
 
 class EngineError(RunnerError):
     """The embedded model engine could not start or answer."""
+
+
+class SandboxError(RunnerError):
+    """The sandbox a run asked for cannot be set up; the run fails rather than run its
+    commands unsandboxed. The message names the fix."""

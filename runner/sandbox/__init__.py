@@ -1,2 +1,44 @@
-"""Where commands run. Only unsandboxed execution exists so far (`danger-full-access`);
-bubblewrap comes behind the same `Executor` protocol (see runner/tools/__init__.py)."""
+"""Where commands run: `make_executor` turns a run's sandbox settings into an `Executor`
+(runner/tools/__init__.py) — bubblewrap for `read-only` and `workspace-write`, the host
+itself only for `danger-full-access`, and never the host as a quiet fallback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from runner.sandbox.bwrap import BwrapExecutor, Limits, hand_over, probe
+from runner.sandbox.local import LocalExecutor
+from runner.sandbox.policy import Policy, SandboxMode
+from runner.tools import Executor
+
+__all__ = ["Policy", "SandboxMode", "make_executor", "make_policy"]
+
+
+def make_policy(mode: SandboxMode, *, workspace: Path, writable_roots: Sequence[Path] = (),
+                network: bool = False, hidden: Sequence[Path] = ()) -> Policy:
+    """A policy with every path resolved, as the sandbox will see it."""
+
+    def real(p: Path) -> Path:
+        return Path(os.path.realpath(p))
+
+    roots = tuple(real(r) for r in writable_roots)
+    return Policy(mode=mode, workspace=real(workspace),
+                  writable_roots=roots if mode == "workspace-write" else (),
+                  network_access=network, hidden=tuple(real(h) for h in hidden))
+
+
+def make_executor(policy: Policy, *, limits: Limits | None = None,
+                  search_path: str | None = None) -> Executor:
+    """The executor enforcing `policy`. Raises SandboxError where bubblewrap cannot run.
+
+    When the runner is root, commands run as an unprivileged user, who is given the
+    workspace and writable roots here (see runner/sandbox/bwrap.py).
+    """
+    if not policy.sandboxed:
+        return LocalExecutor()
+    host = probe(search_path)
+    if host.uid is not None:
+        hand_over([policy.workspace, *policy.writable()], host.uid)
+    return BwrapExecutor(policy, host, limits)

@@ -3,6 +3,7 @@
 Names containing KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL are dropped (Codex drops the
 first three by default; we are stricter), so provider keys and push tokens never reach
 the agent's shell. Pagers and colours are switched off because nobody reads a terminal.
+A sandboxed command gets less still: only the allowlist of `sandbox_env`.
 """
 
 from __future__ import annotations
@@ -30,4 +31,23 @@ def child_env(base: Mapping[str, str], *, extra: Mapping[str, str] | None = None
         env.pop("PYDANTIC_DISABLE_PLUGINS", None)   # set by our CLI for itself only
     env.update(FIXED)
     env.update(extra or {})
+    return env
+
+
+PASSED = ("PATH", "TZ", "SHELL")
+"""The only variables a sandboxed command inherits: an allowlist, so a secret under a name
+nobody thought of (`DATABASE_URL`, `SENTRY_DSN`, a `.netrc`-style `*_AUTH`) stays out."""
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sandbox_env(base: Mapping[str, str], *, home: str, user: str | None) -> dict[str, str]:
+    """The whole environment of a sandboxed command (and of bubblewrap itself, whose
+    process 1 inside the sandbox shows it in `/proc/1/environ`)."""
+    env = {k: base[k] for k in PASSED if k in base}
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.update(FIXED)
+    env.update({"HOME": home, "TMPDIR": "/tmp"})
+    if user:
+        env.update({"USER": user, "LOGNAME": user})
     return env

@@ -1,0 +1,347 @@
+"""Commands inside bubblewrap (`read-only`, `workspace-write`), as Codex runs them on Linux.
+
+Every command gets fresh namespaces (mount, pid, ipc, uts, cgroup, user unless the runner
+is root, network unless the policy allows it) and this filesystem, mounted in order of
+depth so the most specific rule wins:
+
+    /                       the host, read-only
+    /dev, /proc, /dev/shm   private (a new /proc shows only the sandbox's processes)
+    /tmp, /run              private tmpfs; /run holds host daemons' sockets (Docker's
+                            among them), which a network namespace does not cut off
+    workspace, roots        bound read-write (`workspace-write`) or read-only
+    <root>/.git, .runner    read-only again
+    hidden, credentials     empty and read-only: the runs' directory (the runner's private
+                            git dirs, other runs), the user's git dir (its config may hold
+                            a token), ~/.ssh, ~/.aws, ...
+    the object store        read-only at a fixed path under /tmp, with the workspace's
+                            `.git/objects/info/alternates` shown pointing there, so git
+                            works however deep and private the user's repository is
+
+Identity: as a normal user, bubblewrap runs unprivileged in a new user namespace and the
+command keeps the user's uid. As root, bubblewrap runs as root without a user namespace
+(so it can bind paths only root can reach, such as a repository under /root) and the
+command starts through `setpriv` as uid/gid 65534 (nobody), no supplementary groups, no
+capabilities, empty bounding set; the workspace (and any writable root) is handed to that
+user first. Mapping root into a user namespace instead would keep the host uid 0, which
+reads root's files and is exempt from RLIMIT_NPROC. Either way the command has no
+capabilities and no_new_privs (bubblewrap sets it).
+
+Lifetime: bubblewrap is process 1 of the sandbox's pid namespace and exits when the
+command does; the kernel then kills everything left in the namespace, `setsid` children
+included. A timeout kills bubblewrap's process group (`run_process`), and
+`--die-with-parent` covers a runner that dies.
+
+Resources: `prlimit` inside the sandbox sets RLIMIT_NPROC and RLIMIT_FSIZE. For a normal
+user it is set after the user namespace exists, so the kernel counts processes per
+sandbox: the host user's other processes do not count, and a fork bomb stops at the
+limit. For root's sandboxes the count is uid 65534's, shared by the runs of the batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import SandboxError
+from runner.sandbox.env import sandbox_env
+from runner.sandbox.policy import PROTECTED_NAMES, Policy
+from runner.sandbox.process import run_process
+from runner.tools import ExecResult
+
+SANDBOX_UID = 65534
+"""Who commands run as when the runner is root (`nobody` on Debian)."""
+MAX_PROCESSES = 512
+"""Processes and threads one command may have at once (RLIMIT_NPROC)."""
+MAX_FILE_BYTES = 1 << 30
+"""Largest file a command may write (RLIMIT_FSIZE): a write past it gets SIGXFSZ."""
+MAX_TMP_BYTES = 1 << 30
+"""Size of the private /tmp, which lives in memory."""
+HOME = "/tmp/home"
+"""HOME inside the sandbox: writable and private, so tools that keep caches work."""
+OBJECTS_AT = "/tmp/.runner/objects"
+CREDENTIALS = (".ssh", ".aws", ".azure", ".config/gcloud", ".config/gh", ".docker",
+               ".kube", ".gnupg", ".git-credentials", ".netrc", ".npmrc", ".pypirc",
+               ".config/git/credentials")
+"""Under the runner's home: hidden even though the rest of the host is readable."""
+PROBE_TIMEOUT_S = 10.0
+FIX = ("install bubblewrap (`apt-get install bubblewrap`); where it is installed but "
+       "cannot create namespaces, allow unprivileged user namespaces "
+       "(`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 "
+       "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`); or run the task with "
+       "`sandbox: danger-full-access` to go without a sandbox on purpose")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the probe found: the programs to run and as whom."""
+
+    bwrap: str
+    prlimit: str
+    setpriv: str | None
+    """Set when the runner is root: the command drops to `uid` through it."""
+    uid: int | None
+    user: str | None
+    """The name commands run under (USER, LOGNAME)."""
+    home: Path | None
+    """The runner's own home, whose credential files are hidden."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    processes: int = MAX_PROCESSES
+    file_bytes: int = MAX_FILE_BYTES
+    tmp_bytes: int = MAX_TMP_BYTES
+
+
+def probe(search_path: str | None = None) -> Host:
+    """Check once per process (per PATH) that bubblewrap works here; SandboxError if not.
+
+    Never falls back: a sandboxed mode either runs in bubblewrap or fails the run.
+    """
+    found = _probe(search_path if search_path is not None else os.environ.get("PATH", ""))
+    if isinstance(found, str):
+        raise SandboxError(found)
+    return found
+
+
+@functools.cache
+def _probe(search_path: str) -> Host | str:
+    def which(name: str) -> str | None:
+        return shutil.which(name, path=search_path)
+
+    bwrap = which("bwrap")
+    if bwrap is None:
+        return f"the sandbox needs bubblewrap (`bwrap`), which is not installed: {FIX}"
+    root = os.geteuid() == 0
+    tools = {name: which(name) for name in ("prlimit", "true", *(["setpriv"] if root else []))}
+    missing = [name for name, path in tools.items() if path is None]
+    if missing:
+        return (f"the sandbox needs {', '.join(missing)} (util-linux, coreutils), not found "
+                "on PATH: install util-linux and coreutils")
+    uid = SANDBOX_UID if root else None
+    host = Host(bwrap=bwrap, prlimit=str(tools["prlimit"]), setpriv=tools.get("setpriv"),
+                uid=uid, user=_user_name(uid if uid is not None else os.getuid()),
+                home=Path(os.path.expanduser("~")))
+    argv = [bwrap, *namespace_args(host, network=False), "--die-with-parent",
+            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+            *command_prefix(host, Limits()), str(tools["true"])]
+    try:
+        proc = subprocess.run(argv, env={}, capture_output=True, timeout=PROBE_TIMEOUT_S,
+                              cwd="/", check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap ({bwrap}) could not be started: {exc}; {FIX}"
+    if proc.returncode != 0:
+        why = proc.stderr.decode(errors="replace").strip()[-500:] or f"exit {proc.returncode}"
+        return f"bubblewrap ({bwrap}) cannot create a sandbox here ({why}): {FIX}"
+    return host
+
+
+def _user_name(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
+def namespace_args(host: Host, *, network: bool) -> list[str]:
+    """New namespaces for everything; a user namespace only for an unprivileged runner
+    (root keeps real root for setup, and the command leaves it through setpriv)."""
+    if host.setpriv is None:
+        args = ["--unshare-all", "--cap-drop", "ALL"]
+        return args + (["--share-net"] if network else [])
+    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    return args + ([] if network else ["--unshare-net"])
+
+
+def command_prefix(host: Host, limits: Limits) -> list[str]:
+    """What runs inside the sandbox before the command: the identity switch (root runner
+    only), then the resource limits."""
+    prefix: list[str] = []
+    if host.setpriv is not None and host.uid is not None:
+        prefix += [host.setpriv, f"--reuid={host.uid}", f"--regid={host.uid}",
+                   "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    return prefix + [host.prlimit, f"--nproc={limits.processes}",
+                     f"--fsize={limits.file_bytes}", "--"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the disk holds that the mounts depend on, looked up before each command."""
+
+    objects: tuple[Path, ...] = ()
+    """Object stores the workspace's `.git` borrows through alternates."""
+    protected: tuple[Path, ...] = ()
+    """Existing `.git` / `.runner` in writable roots."""
+    masked: tuple[tuple[Path, bool], ...] = ()
+    """(path, is a directory) to hide."""
+    resolv: Path | None = None
+    """/etc/resolv.conf's target when it lies under /run (Ubuntu), kept for the network."""
+
+
+@dataclass(frozen=True)
+class _Mount:
+    dest: Path
+    rank: int
+    """Order among mounts of the same depth: directories, binds, re-protections, masks."""
+    args: tuple[str, ...]
+
+
+SCRATCH = (Path("/tmp"), Path("/run"))
+"""The sandbox's own empty filesystems, where bubblewrap creates mount points."""
+
+
+def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
+               tmp_bytes: int = MAX_TMP_BYTES) -> list[str]:
+    """bubblewrap's filesystem arguments. Pure: the caller looked at the disk (`layout`);
+    `alternates_fd` is a pipe holding the alternates text the workspace's git sees."""
+    base = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+            "--perms", "0777", "--dir", HOME, "--tmpfs", "/run"]
+    sealed = ["/run"]
+    """Empty tmpfs mounts made read-only last, once every mount point inside exists."""
+    mounts: list[_Mount] = []
+    writable = policy.writable()
+    for root in (policy.workspace, *writable):
+        verb = "--bind" if root in writable else "--ro-bind"
+        mounts.append(_Mount(root, 1, (verb, str(root), str(root))))
+    for path in layout.protected:
+        mounts.append(_Mount(path, 2, ("--ro-bind", str(path), str(path))))
+    for path, is_dir in layout.masked:
+        if is_dir:
+            sealed.append(str(path))
+        args = ("--tmpfs", str(path)) if is_dir else ("--ro-bind", "/dev/null", str(path))
+        mounts.append(_Mount(path, 3, args))
+    for i, store in enumerate(layout.objects):
+        mounts.append(_Mount(Path(OBJECTS_AT, str(i)), 1,
+                             ("--ro-bind", str(store), f"{OBJECTS_AT}/{i}")))
+    if alternates_fd is not None:
+        target = policy.workspace / ".git" / "objects" / "info" / "alternates"
+        mounts.append(_Mount(target, 4, ("--perms", "0444", "--ro-bind-data",
+                                         str(alternates_fd), str(target))))
+    if layout.resolv is not None and policy.network:
+        mounts.append(_Mount(layout.resolv, 1,
+                             ("--ro-bind", str(layout.resolv), str(layout.resolv))))
+    # Mount points bubblewrap would make on the fly get mode 0700 and root's owner when
+    # root runs it: made here instead, traversable by the command's user.
+    scratch = (*SCRATCH, *(p for p, is_dir in layout.masked if is_dir))
+    bound = [m.dest for m in mounts if m.args[0] != "--tmpfs"]
+    for m in list(mounts):
+        for parent in m.dest.parents:
+            if (any(parent != s and parent.is_relative_to(s) for s in scratch)
+                    and not any(parent.is_relative_to(b) for b in bound)):
+                mounts.append(_Mount(parent, 0, ("--perms", "0755", "--dir", str(parent))))
+    out = base
+    seen: set[tuple[str, ...]] = set()
+    for m in sorted(mounts, key=lambda m: (len(m.dest.parts), m.rank)):
+        if m.args not in seen:
+            seen.add(m.args)
+            out += m.args
+    for dest in sealed:
+        out += ["--remount-ro", dest]
+    return out
+
+
+class BwrapExecutor:
+    """Runs each command in a fresh bubblewrap sandbox enforcing `policy`."""
+
+    def __init__(self, policy: Policy, host: Host, limits: Limits | None = None) -> None:
+        if not policy.sandboxed:
+            raise ValueError("danger-full-access runs without bubblewrap (LocalExecutor)")
+        self.policy = policy
+        self.host = host
+        self.limits = limits or Limits()
+        self._stores = tuple(_object_stores(policy.workspace))
+        hide = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects"),
+                *((host.home / c for c in CREDENTIALS) if host.home else ())]
+        self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
+        self._resolv = _resolv_under_run()
+
+    def layout(self) -> Layout:
+        """Looked up per command: a `.runner` made by one command is protected in the next."""
+        protected = _existing([root / name for root in self.policy.writable()
+                               for name in PROTECTED_NAMES])
+        return Layout(objects=self._stores, protected=tuple(p for p, _ in protected),
+                      masked=self._masked, resolv=self._resolv)
+
+    def command(self, argv: Sequence[str], *, cwd: Path, layout: Layout,
+                alternates_fd: int | None) -> list[str]:
+        """The whole bubblewrap command line for one command (paths only, no secrets)."""
+        return [self.host.bwrap, *namespace_args(self.host, network=self.policy.network),
+                "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                *mount_args(self.policy, layout, alternates_fd=alternates_fd,
+                            tmp_bytes=self.limits.tmp_bytes),
+                "--chdir", str(cwd), "--", *command_prefix(self.host, self.limits), *argv]
+
+    async def run(
+        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+    ) -> ExecResult:
+        layout = self.layout()
+        alternates_fd = None
+        if layout.objects:
+            alternates_fd = _pipe_with(
+                "".join(f"{OBJECTS_AT}/{i}\n" for i in range(len(layout.objects))))
+        try:
+            return await run_process(
+                self.command(argv, cwd=cwd, layout=layout, alternates_fd=alternates_fd),
+                cwd=Path("/"), timeout_s=timeout_s,
+                env=sandbox_env(env, home=HOME, user=self.host.user),
+                pass_fds=() if alternates_fd is None else (alternates_fd,))
+        finally:
+            if alternates_fd is not None:
+                os.close(alternates_fd)
+
+
+def _pipe_with(text: str) -> int:
+    """A pipe's read end holding `text` (small: it must fit the pipe's buffer)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, text.encode())
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
+def _object_stores(workspace: Path) -> list[Path]:
+    """The object stores the workspace's `.git` borrows through alternates."""
+    info = workspace / ".git" / "objects" / "info" / "alternates"
+    try:
+        lines = info.read_text().splitlines()
+    except OSError:
+        return []
+    base = info.parent.parent
+    stores = [Path(os.path.realpath(base / line.strip())) for line in lines
+              if line.strip() and not line.startswith("#")]
+    return [s for s in stores if s.is_dir()]
+
+
+def _existing(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
+    """(path, is_dir) of the paths that exist; symlinks are skipped, since bubblewrap
+    would follow them to a place the policy never named."""
+    out = []
+    for p in paths:
+        if os.path.lexists(p) and not os.path.islink(p):
+            out.append((p, os.path.isdir(p)))
+    return out
+
+
+def _resolv_under_run() -> Path | None:
+    """Ubuntu's /etc/resolv.conf is a link into /run, which the sandbox replaces."""
+    target = Path(os.path.realpath("/etc/resolv.conf"))
+    return target if target.parts[1:2] == ("run",) and target.is_file() else None
+
+
+def hand_over(paths: Sequence[Path], uid: int) -> None:
+    """Make `paths` (recursively) owned by the sandbox user, so a root runner's commands,
+    running as that user, can change them. Links are changed themselves, never followed."""
+    for top in paths:
+        os.chown(top, uid, uid, follow_symlinks=False)
+        for _, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
+            for name in (*dirs, *files):
+                os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
