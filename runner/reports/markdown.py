@@ -234,7 +234,9 @@ def _headline(report: Report) -> list[str]:
     lines = [
         f"# Run {inline(report.run_id)}",
         "",
-        f"**{t.completed} of {t.tasks} runs passed** - {tokens(t.usage.total_tokens)} tokens"
+        # "tasks" counts runs (task x model x variant x repeat); the wording is what
+        # existing consumers match on.
+        f"**{t.completed} of {t.tasks} tasks completed** - {tokens(t.usage.total_tokens)} tokens"
         f" - cache hit {ratio}{cost} - {duration(report.duration_s)}",
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"

@@ -49,7 +49,8 @@ def test_empty_golden() -> None:
 def test_headline() -> None:
     md = render_markdown(sample_report())
     assert md.splitlines()[0] == "# Run 20260314-101500-ab12"
-    assert "**2 of 11 runs passed** - 61,850 tokens - cache hit 74.9% - cost n/a - 1m 35s\n" in md
+    assert ("**2 of 11 tasks completed** - 61,850 tokens - cache hit 74.9% - cost n/a"
+            " - 1m 35s\n") in md
     known = report([task("a", "p/m", "completed", cost_usd=0.25),
                     task("b", "p/m", "failed", cost_usd=1.5)])
     assert " - cost $1.75 - " in render_markdown(known)
