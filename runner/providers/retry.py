@@ -100,8 +100,10 @@ class RateGate:
 class _Attempts:
     """The budgets of one call and the decision about its last failure."""
 
-    def __init__(self, limits: dict[Budget, int], max_wait_s: float, base_s: float) -> None:
+    def __init__(self, limits: dict[Budget, int], max_wait_s: float, base_s: float,
+                 gate: RateGate) -> None:
         self.limits = limits
+        self.gate = gate
         self.max_wait_s = max_wait_s
         self.base_s = base_s
         self.used: dict[Budget, int] = {"request": 0, "stream": 0}
@@ -117,6 +119,8 @@ class _Attempts:
         if retry is None:
             return False
         if retry.asked_s > self.max_wait_s:
+            if retry.holds_provider:
+                self.gate.hold(retry.asked_s)  # the other runs fail fast too, unsent
             self.final = RateLimited(
                 f"rate limited: the server asks to wait {retry.asked_s:.0f} s, more than "
                 f"the {self.max_wait_s:g} s cap (max_retry_wait_s); last error: {exc}")
@@ -157,7 +161,7 @@ class RetryingClient:
 
     async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run `attempt` under the policy: any model request of this provider can use it."""
-        tries = _Attempts(self.limits, self.max_wait_s, self.base_delay_s)
+        tries = _Attempts(self.limits, self.max_wait_s, self.base_delay_s, self.gate)
         try:
             async for state in AsyncRetrying(retry=retry_if_exception(tries.allow),
                                              stop=stop_never, wait=tries.wait,
