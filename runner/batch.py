@@ -30,8 +30,8 @@ from runner.errors import ConfigError, EngineError, Problem
 from runner.fsutil import atomic_write_text
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
-from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.progress import Progress, QuietProgress, make_progress
+from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
 from runner.reports.json_report import build_report, task_report
@@ -406,23 +406,32 @@ async def run_batch(
             except (EngineError, workspace.WorkspaceError) as exc:
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
+            except Exception as exc:  # a bug in one run must not stop the others
+                run.error = _internal(exc)
+                log.emit({"type": "error", "message": run.error})
             finally:
                 with anyio.CancelScope(shield=True):
-                    if ws is not None:
-                        # Commit first: files the check creates (caches, build output)
-                        # must not land on the branch.
-                        await _keep_result(run, ws, out_dir, run_id, redact, env, log)
-                        if run.outcome is not None:
-                            run.check = await _run_check(t, ws.path, agent_env)
-                            if run.check is not None:
-                                log.emit({"type": "check.completed",
-                                          "exit_code": run.check.exit_code,
-                                          "passed": run.check.passed,
-                                          "output_tail": run.check.output_tail})
-                        await workspace.cleanup(ws)
-                    log.close()
-                    run.report = _run_report(run, out_dir, redact)
-                    journal.finished(t.fingerprint, run.report)
+                    try:
+                        if ws is not None:
+                            # Commit first: files the check creates (caches, build output)
+                            # must not land on the branch.
+                            await _keep_result(run, ws, out_dir, run_id, redact, env, log)
+                            if run.outcome is not None:
+                                run.check = await _run_check(t, ws.path, agent_env)
+                                if run.check is not None:
+                                    log.emit({"type": "check.completed",
+                                              "exit_code": run.check.exit_code,
+                                              "passed": run.check.passed,
+                                              "output_tail": run.check.output_tail})
+                    except Exception as exc:
+                        run.error = _internal(exc)
+                        log.emit({"type": "error", "message": run.error})
+                    finally:
+                        if ws is not None:
+                            await workspace.cleanup(ws)
+                        log.close()
+                        run.report = _run_report(run, out_dir, redact)
+                        journal.finished(t.fingerprint, run.report)
             if run.report is not None:
                 show.run_finished(run.report)
 
@@ -447,6 +456,11 @@ async def run_batch(
     atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
     write_side_reports(report, out_dir, redact, env.get("GITHUB_STEP_SUMMARY"))
     return BatchResult(runs, report_path, interrupted=bool(interrupted), resumed=resumed)
+
+
+def _internal(exc: Exception) -> str:
+    return (f"internal error in the runner ({type(exc).__name__}: {exc}); the other runs "
+            "went on. Please report it with this run's events file.")
 
 
 def _run_report(run: TaskRun, out_dir: Path, redact: Redactor) -> TaskReport:
