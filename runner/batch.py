@@ -385,7 +385,15 @@ async def run_batch(
             run.skipped = run.error = None
             await _forget_attempt(previous.get(t.fingerprint), t.repo)
             journal.started(t.fingerprint, t.run, _branch(t, run_id))
-            log = EventLog(out_dir / run.events_file, task=t.run, redact=redact, stdout=json_out)
+            try:
+                log = EventLog(out_dir / run.events_file, task=t.run, redact=redact,
+                               stdout=json_out)
+            except OSError as exc:
+                run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
+                run.report = _run_report(run, out_dir, redact)
+                journal.finished(t.fingerprint, run.report)
+                show.run_finished(run.report)
+                return
             show.run_started(t.run, f"{t.provider_name}/{t.model}")
             sink = RunSink(log, t.price, spend, t.run, show)
             ws: workspace.Workspace | None = None

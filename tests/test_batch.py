@@ -292,3 +292,21 @@ def test_merged_shards_equal_one_unsharded_batch(loopback_thread: ThreadFactory,
     assert junit.count("<testcase ") == 16
     summary = (merged / "summary.md").read_text()
     assert all(t["run"] in summary for t in one["tasks"])
+
+
+def test_a_run_that_breaks_does_not_stop_the_others(loopback_thread: ThreadFactory,
+                                                    tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell("echo x > x.txt", "c0") if i == 0 else reply_message("done")))
+    body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(3))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    out = tmp_path / "out"
+    (out / "threads" / "t1.jsonl").mkdir(parents=True)   # its events file cannot be written
+    res = run_cli("run", tasks, "--out", out, "--concurrency", "1")
+    assert res.returncode == 3, res.stderr
+    assert "Traceback" not in res.stderr
+    by_id = {t["id"]: t for t in _runs(out)}
+    assert by_id["t1"]["status"] == "error"
+    assert "cannot write its events file threads/t1.jsonl" in by_id["t1"]["error"]
+    assert by_id["t0"]["status"] == by_id["t2"]["status"] == "completed"
+    assert by_id["t2"]["result"]["branch"]
