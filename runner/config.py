@@ -249,6 +249,12 @@ class Settings(Frozen):
     developer_instructions: str | None = None
     tools: tuple[ToolName, ...] | None = None
     sandbox: SandboxMode | None = None
+    network_access: StrictBool | None = None
+    """Whether sandboxed commands reach the network (default: no). `danger-full-access`
+    has no sandbox, so there it is always on."""
+    writable_roots: tuple[PathText, ...] | None = None
+    """Directories besides the workspace that commands may change in `workspace-write`,
+    relative to the task file's directory."""
     limits: Limits | None = None
     """Merged field by field: the task's fields over the defaults' over the built-in ones."""
     model_options: ModelOptions | None = None
@@ -397,6 +403,8 @@ class ResolvedTask(Frozen):
     limits: Limits
     model_options: ModelOptions
     shell_timeout_ms: int
+    network_access: bool = False
+    writable_roots: tuple[Path, ...] = ()
     apply_patch_tool: Literal["function", "freeform"] = "function"
     git: GitSettings = GitSettings()
     check: str | None = None
@@ -976,6 +984,17 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             files[path] = found
         return files[path]
 
+    dirs: dict[Path_, Path | None] = {}  # writable roots, checked (and blamed) once too
+
+    def directories(path: Path_, raws: tuple[str, ...]) -> tuple[Path, ...]:
+        for j, raw in enumerate(raws):
+            if (*path, j) not in dirs:
+                found, wrong = _check_path(base_dir, raw, want_dir=True)
+                if wrong is not None:
+                    problem((*path, j), wrong)
+                dirs[(*path, j)] = found
+        return tuple(p for j in range(len(raws)) if (p := dirs[(*path, j)]) is not None)
+
     out: list[ResolvedTask] = []
     for i, t in enumerate(tf.tasks):
         repo, wrong = _check_path(base_dir, t.repo, want_dir=True)
@@ -1003,6 +1022,11 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             if model_override is None:  # only for a TaskFile that parse_task_file did not make
                 problem(model_path, _unknown_provider(provider_name, set(known)))
             continue
+        roots: tuple[Path, ...] = ()
+        if t.writable_roots is not None:
+            roots = directories(("tasks", i, "writable_roots"), t.writable_roots)
+        elif d.writable_roots is not None:
+            roots = directories(("defaults", "writable_roots"), d.writable_roots)
         if problems or repo is None:
             continue
         entry = tf.models.get(model) or ModelConfig()
@@ -1012,7 +1036,9 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             instructions_file=instr_path,
             developer_instructions=_first(t.developer_instructions, d.developer_instructions),
             tools=_first(t.tools, d.tools, DEFAULT_TOOLS) or (),
-            sandbox=_first(t.sandbox, d.sandbox) or "danger-full-access",
+            sandbox=_first(t.sandbox, d.sandbox) or "workspace-write",
+            network_access=bool(_first(t.network_access, d.network_access)),
+            writable_roots=roots,
             limits=_merged(Limits, d.limits, t.limits),
             model_options=_merged(ModelOptions, d.model_options, entry.model_options,
                                   t.model_options),
@@ -1068,7 +1094,7 @@ def fingerprint(t: ResolvedTask) -> str:
     """What makes a run this run, without machine-specific paths; instructions count by
     content, so editing them makes `--resume` redo the runs that used them."""
     data = t.model_dump(mode="json", exclude={"repo", "instructions_file", "fingerprint",
-                                              "run", "compact_prompt_file"})
+                                              "run", "compact_prompt_file", "writable_roots"})
     if t.instructions_file is not None:
         data["instructions"] = hashlib.sha256(t.instructions_file.read_bytes()).hexdigest()
     if t.compact_prompt_file is not None:

@@ -479,7 +479,8 @@ def test_resolve_builtin_defaults(tmp_path: Path) -> None:
     assert t.repo == tmp_path and t.instructions_file is None
     assert t.developer_instructions is None
     assert t.tools == DEFAULT_TOOLS
-    assert t.sandbox == "danger-full-access"
+    assert t.sandbox == "workspace-write"
+    assert t.network_access is False and t.writable_roots == ()
     assert t.limits == Limits() and t.limits.max_turns == 40 and t.limits.timeout_s == 1800
     assert t.model_options == ModelOptions()
     assert t.shell_timeout_ms == 10_000
