@@ -41,6 +41,7 @@ benchmark: setup build/sample-repo
 
 lint: setup
 	$(BIN)/ruff check runner tests bench
+	$(BIN)/actionlint -shellcheck $(BIN)/shellcheck -pyflakes '' .github/workflows/*.yml examples/workflows/*.yml
 
 typecheck: setup
 	$(BIN)/mypy

@@ -3,8 +3,9 @@
 It lives here rather than in the action's YAML so that it is typed, linted and tested like
 the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
 
-    run            the `runner run` command line from the action's inputs; the API key is
-                   put into the runner's environment only (the runner keeps it from the agent)
+    run            the `runner run` command line from the action's inputs (or `runner report
+                   merge` of shard reports); the API key is put into the runner's
+                   environment only (the runner keeps it from the agent)
     outputs        report.json -> $GITHUB_OUTPUT (runs, passed, failed, tokens, cost, ...)
     comment        one sticky PR comment: found by its marker and edited, else created once
     pull-requests  push result branches; one PR per task, opened once and then updated
@@ -190,7 +191,8 @@ def _why(t: TaskReport) -> str:
     why = t.error or ""
     if not why and t.check is not None and not t.check.passed:
         why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
-    return inline(truncate(why)) if why.strip() else ""
+    # A zero-width joiner after "@" keeps a model-made "@user" from notifying anyone.
+    return re.sub(r"@(?=\w)", "@\u2060", inline(truncate(why))) if why.strip() else ""
 
 
 def _cost_cell(value: float | None) -> str:
@@ -419,19 +421,32 @@ def _token(env: Mapping[str, str], name: str) -> str:
     return token
 
 
+def merge_argv(patterns: str, out: str) -> list[str]:
+    """`runner report merge` over the directories the globs match (shard artifacts)."""
+    dirs = sorted({str(p) for pat in patterns.split() for p in Path().glob(pat) if p.is_dir()})
+    if not dirs:
+        raise RunnerError(f"merge: no directory matches {patterns!r}")
+    return [sys.executable, "-m", "runner", "report", "merge", *dirs, "--out", out]
+
+
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ctx = Context.from_env(env)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
         raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
-    argv = runner_argv(args.task_file, out=args.out, models=parse_models(args.models),
-                       shard=args.shard.strip(), sandbox=sandbox_for(args.sandbox.strip(),
-                                                                     ctx.event_name),
-                       concurrency=args.concurrency.strip())
+    if args.merge.strip():
+        argv = merge_argv(args.merge, args.out)
+    elif args.task_file:
+        argv = runner_argv(args.task_file, out=args.out, models=parse_models(args.models),
+                           shard=args.shard.strip(),
+                           sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
+                           concurrency=args.concurrency.strip())
+    else:
+        raise RunnerError("task-file is required (or merge, to combine shard reports)")
     child = dict(env)
     key = child.pop("RUNNER_API_KEY", "")
     if key:
         child[args.api_key_env] = key
-    print("runner " + " ".join(argv[3:]), flush=True)
+    print("runner " + " ".join(argv[3:]), flush=True)  # no secret is on a command line
     code = subprocess.run(argv, env=child, check=False).returncode
     _write_outputs({"exit-code": str(code)}, env)
     if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
@@ -534,7 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="GitHub Actions steps of actions/run.")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the runner with the action's inputs")
-    run.add_argument("--task-file", required=True)
+    run.add_argument("--task-file", default="")
+    run.add_argument("--merge", default="", help="globs of shard report directories")
     run.add_argument("--out", required=True)
     run.add_argument("--models", default="")
     run.add_argument("--shard", default="")

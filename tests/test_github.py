@@ -1,0 +1,733 @@
+"""The GitHub Action, run locally step by step.
+
+`run_action` reads `actions/run/action.yml` and runs its `run:` steps the way the Actions
+runner does (bash -eo pipefail, a fresh GITHUB_OUTPUT per step, `${{ }}` evaluated in
+`env:` and `if:`), against the loopback model server and a loopback fake of the GitHub
+REST API. Only the steps that need the network or sudo are left out: `uses:` steps
+(setup-python, cache, upload-artifact) and the `install` and `bubblewrap` steps; the
+test's own venv stands in for the installed runner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from runner.github import (
+    MARKER,
+    Context,
+    fenced,
+    format_outputs,
+    main,
+    parse_models,
+    render_comment,
+    sandbox_for,
+)
+from runner.reports.markdown import percent, tokens
+from runner.reports.model import Report
+from tests import golden_files
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import (
+    RecordedRequest,
+    Reply,
+    last_user_text,
+    per_conversation,
+    reply_custom_tool_call,
+    reply_function_call,
+    reply_message,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION_DIR = ROOT / "actions" / "run"
+ACTION = ACTION_DIR / "action.yml"
+GOLDEN = Path(__file__).parent / "golden" / "github"
+BIN = Path(sys.executable).parent
+ACTION_REF = "your-org/runner/actions/run@v1"
+"""How the examples and the README refer to the action."""
+SKIPPED = {"install", "bubblewrap"}
+"""Steps that need the network or sudo; everything else runs for real."""
+API_KEY = "sk-canary-api-key-5d41402abc4b2a76"
+GITHUB_TOKEN = "ghs_canaryGitHubToken0123456789abcdef"
+REPO = "octo/widgets"
+
+
+# ------------------------------------------------------------------ fake GitHub REST API
+
+
+@dataclass
+class FakeGitHub:
+    """Just enough of api.github.com for comments, refs and pull requests, with state."""
+
+    token: str
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)
+    pulls: list[dict[str, Any]] = field(default_factory=list)
+    log: list[tuple[str, str, Any]] = field(default_factory=list)
+    next_id: int = 1000
+    url: str = ""
+
+    def calls(self, method: str, pattern: str = "") -> list[tuple[str, str, Any]]:
+        return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any
+               ) -> tuple[int, Any]:
+        base = f"/repos/{REPO}"
+        if not path.startswith(base):
+            return 404, {"message": "Not Found"}
+        path = path[len(base):]
+        if m := re.fullmatch(r"/issues/(\d+)/comments", path):
+            if method == "GET":
+                mine = [c for c in self.comments.values() if c["issue"] == int(m[1])]
+                per, page = int(query["per_page"][0]), int(query["page"][0])
+                return 200, mine[(page - 1) * per: page * per]
+            self.next_id += 1
+            self.comments[self.next_id] = {"id": self.next_id, "issue": int(m[1]),
+                                           "body": body["body"],
+                                           "user": {"login": "github-actions[bot]"}}
+            return 201, self.comments[self.next_id]
+        if (m := re.fullmatch(r"/issues/comments/(\d+)", path)) and method == "PATCH":
+            self.comments[int(m[1])]["body"] = body["body"]
+            return 200, self.comments[int(m[1])]
+        if m := re.fullmatch(r"/git/refs?/heads/(.+)", path):
+            if method == "GET":
+                if m[1] not in self.refs:
+                    return 404, {"message": "Not Found"}
+                return 200, {"ref": f"refs/heads/{m[1]}", "object": {"sha": self.refs[m[1]]}}
+            if method == "PATCH":
+                self.refs[m[1]] = body["sha"]
+                return 200, {}
+            if method == "DELETE":
+                return (204, None) if self.refs.pop(m[1], None) else (422, {"message": "no"})
+        if path == "/git/refs" and method == "POST":
+            self.refs[body["ref"].removeprefix("refs/heads/")] = body["sha"]
+            return 201, {}
+        if path == "/pulls" and method == "GET":
+            head = query["head"][0].split(":", 1)[1]
+            return 200, [p for p in self.pulls if p["head"] == head and p["state"] == "open"]
+        if path == "/pulls" and method == "POST":
+            number = len(self.pulls) + 1
+            self.pulls.append({**body, "number": number, "state": "open",
+                               "html_url": f"https://github.test/{REPO}/pull/{number}"})
+            return 201, self.pulls[-1]
+        if (m := re.fullmatch(r"/pulls/(\d+)", path)) and method == "PATCH":
+            pr = self.pulls[int(m[1]) - 1]
+            pr.update(body)
+            return 200, pr
+        return 404, {"message": "Not Found"}
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    fake = FakeGitHub(token=GITHUB_TOKEN)
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            url = urlsplit(self.path)
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            with lock:
+                fake.log.append((self.command, url.path, body))
+                if self.headers.get("authorization") != f"Bearer {fake.token}":
+                    status, answer = 401, {"message": "Bad credentials"}
+                else:
+                    status, answer = fake.handle(self.command, url.path, parse_qs(url.query),
+                                                 body)
+            data = b"" if answer is None else json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield fake
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+# ------------------------------------------------------------------ running the action
+
+
+def parse_output_file(text: str) -> dict[str, str]:
+    """GITHUB_OUTPUT as the Actions runner reads it: `name=value` or `name<<DELIM`."""
+    values: dict[str, str] = {}
+    lines = iter(text.split("\n"))
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delim = line.split("<<", 1)
+            chunk = []
+            for nxt in lines:
+                if nxt == delim:
+                    break
+                chunk.append(nxt)
+            else:
+                raise AssertionError(f"unterminated value for {name}")
+            values[name] = "\n".join(chunk)
+        elif line:
+            name, value = line.split("=", 1)
+            values[name] = value
+    return values
+
+
+@dataclass
+class ActionRun:
+    outputs: dict[str, str]
+    step_outputs: dict[str, dict[str, str]]
+    outcomes: dict[str, str]
+    logs: dict[str, str]
+    failed: bool
+    files: list[Path]
+    """Every file the run wrote where GitHub would keep it: GITHUB_OUTPUT files, the step
+    summary and the out dir (the artifact)."""
+
+
+class Expressions:
+    """The few `${{ }}` forms the action uses; anything else fails the test, so the
+    action cannot grow an expression this harness silently gets wrong."""
+
+    def __init__(self, inputs: dict[str, str], steps: dict[str, dict[str, str]],
+                 github: dict[str, str]) -> None:
+        self.inputs, self.steps, self.github = inputs, steps, github
+
+    def value(self, expr: str) -> str:
+        expr = expr.strip()
+        if m := re.fullmatch(r"inputs\.([\w-]+)", expr):
+            return self.inputs[m[1]]
+        if m := re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr):
+            return self.steps.get(m[1], {}).get(m[2], "")
+        if m := re.fullmatch(r"github\.(\w+)", expr):
+            return self.github[m[1]]
+        if expr == "runner.os":
+            return "Linux"
+        if m := re.fullmatch(r"'([^']*)'", expr):
+            return m[1]
+        raise AssertionError(f"harness does not know the expression {expr!r}")
+
+    def substitute(self, text: str) -> str:
+        return re.sub(r"\$\{\{(.*?)\}\}", lambda m: self.value(m[1]), text)
+
+    def condition(self, cond: str, failed: bool) -> bool:
+        ok = True
+        saw_always = False
+        for term in (t.strip() for t in cond.split("&&")):
+            if term == "always()":
+                saw_always = True
+            elif m := re.fullmatch(r"(.+?)\s*(==|!=)\s*(.+)", term):
+                equal = self.value(m[1]) == self.value(m[3])
+                ok = ok and (equal if m[2] == "==" else not equal)
+            else:
+                raise AssertionError(f"harness does not know the condition {term!r}")
+        return ok and (saw_always or not failed)
+
+
+def action_inputs(overrides: dict[str, str]) -> dict[str, str]:
+    spec = yaml.safe_load(ACTION.read_text())["inputs"]
+    unknown = set(overrides) - set(spec)
+    assert not unknown, f"not inputs of the action: {unknown}"
+    values = {name: str(i.get("default", "")) for name, i in spec.items()}
+    values.update(overrides)
+    missing = [n for n, i in spec.items() if i.get("required") and not values[n]]
+    assert not missing, f"required inputs missing: {missing}"
+    return values
+
+
+def run_action(tmp: Path, workspace: Path, inputs: dict[str, str], *, event_name: str,
+               event: dict[str, Any], api_url: str, job_env: dict[str, str] | None = None
+               ) -> ActionRun:
+    action = yaml.safe_load(ACTION.read_text())
+    tmp.mkdir(parents=True, exist_ok=True)
+    event_path = tmp / "event.json"
+    event_path.write_text(json.dumps(event))
+    summary = tmp / "step-summary.md"
+    summary.touch()
+    runner_temp = tmp / "runner-temp"
+    runner_temp.mkdir(exist_ok=True)
+    base_env = {
+        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
+        "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_ACTION_PATH": str(ACTION_DIR), "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": api_url,
+        "GITHUB_SERVER_URL": "https://github.test", "GITHUB_RUN_ID": "4242",
+        "RUNNER_TEMP": str(runner_temp), "RUNNER_OS": "Linux",
+        "GIT_CONFIG_NOSYSTEM": "1", **(job_env or {}),
+    }
+    values = action_inputs(inputs)
+    if values["github-token"] == "${{ github.token }}":
+        values["github-token"] = GITHUB_TOKEN
+    steps: dict[str, dict[str, str]] = {"install": {"python": sys.executable}}
+    expr = Expressions(values, steps, {"token": GITHUB_TOKEN, "action_path": str(ACTION_DIR)})
+    outcomes: dict[str, str] = {}
+    logs: dict[str, str] = {}
+    files: list[Path] = [summary]
+    failed = False
+    for n, step in enumerate(action["runs"]["steps"]):
+        sid = step.get("id", f"step{n}")
+        if "uses" in step or sid in SKIPPED:
+            outcomes[sid] = "skipped-by-harness"
+            continue
+        if "if" in step and not expr.condition(step["if"], failed):
+            outcomes[sid] = "skipped"
+            continue
+        assert step["shell"] == "bash"
+        out_file = tmp / f"output-{sid}"
+        out_file.write_text("")
+        files.append(out_file)
+        env = {**base_env, "GITHUB_OUTPUT": str(out_file)}
+        env.update({k: expr.substitute(str(v)) for k, v in (step.get("env") or {}).items()})
+        script = tmp / f"step-{sid}.sh"
+        script.write_text(step["run"])
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                              cwd=workspace, env=env, capture_output=True, text=True,
+                              timeout=120)
+        logs[sid] = proc.stdout + proc.stderr
+        steps[sid] = parse_output_file(out_file.read_text())
+        outcomes[sid] = "success" if proc.returncode == 0 else f"failure({proc.returncode})"
+        failed = failed or proc.returncode != 0
+    outputs = {name: expr.substitute(o["value"]) for name, o in action["outputs"].items()}
+    out_dir = workspace / values["out-dir"]
+    files += [p for p in out_dir.rglob("*") if p.is_file()]
+    return ActionRun(outputs, steps, outcomes, logs, failed, files)
+
+
+# ------------------------------------------------------------------ the scripted model
+
+
+def scripted_model() -> Callable[[RecordedRequest, int], Reply]:
+    """review: looks at the environment (to prove secrets are gone), then answers with
+    Markdown that tries links, images, mentions and a fence break; lint: fails its check;
+    bump: adds a file (a branch)."""
+    tasks: dict[Any, str] = {}
+
+    def script(req: RecordedRequest, turn: int) -> Reply:
+        if turn == 0:
+            tasks[req.prompt_cache_key] = last_user_text(req).split()[0]
+        task = tasks[req.prompt_cache_key]
+        if task == "review" and turn == 0:
+            return reply_function_call("shell", {"command": [
+                "bash", "-c", "echo key=$OPENAI_API_KEY token=$GITHUB_TOKEN; env | sort"]},
+                call_id="env")
+        if task == "review":
+            return reply_message(
+                "Looks good overall.\n\n```\nclosed fence\n```\n"
+                "![pixel](https://evil.test/x.png) ping @octocat <b>bold</b> | pipe")
+        if task == "bump" and turn == 0:
+            return reply_custom_tool_call(
+                "apply_patch", "*** Begin Patch\n*** Add File: bumped.txt\n+v2\n"
+                "*** End Patch", call_id="p")
+        return reply_message(f"{task}: done")
+
+    return script
+
+
+def write_tasks(path: Path, base_url: str, repo: Path, tasks: str) -> Path:
+    path.write_text(
+        "version: 1\n"
+        f"providers:\n  fake: {{base_url: '{base_url}', env_key: OPENAI_API_KEY}}\n"
+        "defaults:\n  model: fake/m\n  apply_patch_tool: freeform\n"
+        f"  sandbox: workspace-write\n"
+        f"tasks:\n{tasks.replace('REPO', str(repo))}")
+    return path
+
+
+PR_EVENT = {"number": 7, "pull_request": {"number": 7, "head": {"sha": "abc"}},
+            "repository": {"full_name": REPO, "default_branch": "main"}}
+
+
+def assert_no_canary(files: list[Path], *texts: str) -> None:
+    for path in files:
+        data = path.read_bytes()
+        for canary in (API_KEY, GITHUB_TOKEN):
+            assert canary.encode() not in data, f"{canary[:8]}... leaked into {path}"
+    for text in texts:
+        assert API_KEY not in text and GITHUB_TOKEN not in text
+
+
+def normalise_comment(body: str, report: Report) -> str:
+    """Token counts depend on the prompt (today's date, the temp path): replace them."""
+    for t in report.tasks:
+        body = body.replace(f"| {tokens(t.usage.total_tokens)} | "
+                            f"{percent(t.usage.cache_hit_ratio)} |", "| <tokens> | <cached> |")
+    body = re.sub(r"[\d,]+ tokens, [\d,]+ cached \([\d.]+%\)", "<tokens> tokens, <cached>",
+                  body)
+    return body.replace(report.run_id, "<run-id>")
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_pull_request_run_outputs_summary_comment_and_no_secrets(
+        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(scripted_model()))
+    workspace = make_git_repo(tmp_path / "ws", {"README.md": "# widgets\n"})
+    tasks = write_tasks(tmp_path / "pr.yaml", srv.base_url, workspace,
+                        "  - {id: review, prompt: review this change, repo: REPO}\n"
+                        "  - {id: lint, prompt: lint the code, repo: REPO, check: 'exit 3'}\n")
+    # Comments already on the PR: 120 others (ours must be found past the first page) and
+    # one by a person that quotes our marker (must never be edited).
+    for i in range(120):
+        github.comments[i + 1] = {"id": i + 1, "issue": 7, "body": f"comment {i}",
+                                  "user": {"login": "someone"}}
+    github.comments[500] = {"id": 500, "issue": 7, "body": f"{MARKER} quoted",
+                            "user": {"login": "mallory"}}
+    inputs = {"task-file": str(tasks), "api-key": API_KEY, "models": "fake/m"}
+    job_env = {"GITHUB_TOKEN": GITHUB_TOKEN, "PUSH_TOKEN": GITHUB_TOKEN}
+
+    first = run_action(tmp_path / "gha1", workspace, inputs, event_name="pull_request",
+                       event=PR_EVENT, api_url=github.url, job_env=job_env)
+
+    # The run itself: one task failed its check, so the action fails at its last step,
+    # after the outputs, the comment and the upload have run.
+    assert first.step_outputs["run"]["exit-code"] == "1", first.logs
+    assert first.outcomes["finish"] == "failure(1)" and first.failed
+    assert first.outcomes["report"] == first.outcomes["comment"] == "success", first.logs
+    assert first.outcomes["pull-requests"] == "skipped"
+    report = Report.model_validate_json((workspace / "runner-out/report.json").read_text())
+    t = report.totals
+    assert first.outputs["runs"] == "2" and first.outputs["passed"] == "1"
+    assert first.outputs["failed"] == "1" and first.outputs["exit-code"] == "1"
+    assert first.outputs["tokens"] == str(t.usage.total_tokens) and t.usage.total_tokens > 0
+    assert first.outputs["cached-tokens"] == str(t.usage.cached_tokens)
+    assert t.usage.cache_hit_ratio is not None
+    assert first.outputs["cache-hit-ratio"] == f"{t.usage.cache_hit_ratio:.4f}"
+    assert first.outputs["cost"] == ""          # no price for fake/m: unknown, not zero
+    assert json.loads(first.outputs["branches"]) == {}
+    assert first.outputs["report"] == "runner-out/report.json"
+
+    # The step summary is the runner's summary.md.
+    summary = (tmp_path / "gha1" / "step-summary.md").read_text()
+    assert (workspace / "runner-out/summary.md").read_text() in summary
+
+    # The API key reached the model server (and only as the bearer key); a PR event made
+    # every task read-only.
+    assert srv.requests and all(r.headers["authorization"] == f"Bearer {API_KEY}"
+                                for r in srv.requests)
+    assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
+
+    # One comment, created once; rendered as the golden file shows.
+    posts = github.calls("POST", r"/comments$")
+    assert len(posts) == 1 and not github.calls("PATCH")
+    ours = github.comments[max(github.comments)]
+    assert ours["body"].startswith(MARKER)
+    golden_files.check_golden(GOLDEN / "pr-comment.md", normalise_comment(ours["body"], report))
+    # The model's Markdown (image, mention, HTML, a fence of its own) is shown, not rendered.
+    outside = re.sub(r"````text\n.*?\n````\n", "", ours["body"], flags=re.DOTALL)
+    assert "evil.test" in ours["body"] and "evil.test" not in outside
+    assert "@octocat" not in outside and "<b>" not in outside
+
+    # A second push to the PR: the same comment is edited, nothing new is posted.
+    second = run_action(tmp_path / "gha2", workspace, inputs, event_name="pull_request",
+                        event=PR_EVENT, api_url=github.url, job_env=job_env)
+    assert second.outcomes["comment"] == "success", second.logs
+    assert len(github.calls("POST", r"/comments$")) == 1
+    patches = github.calls("PATCH", r"/issues/comments/")
+    assert [p[1].rsplit("/", 1)[1] for p in patches] == [str(ours["id"])]
+    assert github.comments[500]["body"] == f"{MARKER} quoted"
+
+    # No secret in anything GitHub keeps: the artifact, outputs, summary, comment.
+    assert_no_canary(first.files + second.files, *(c["body"] for c in github.comments.values()))
+    assert any(p.name.endswith(".jsonl") for p in first.files)   # the thread logs were scanned
+    # The model saw the environment but neither secret.
+    sent = "".join(r.raw.decode(errors="replace") for r in srv.requests)
+    assert "key= token=" in sent and API_KEY not in sent.replace(
+        f"Bearer {API_KEY}", "") and GITHUB_TOKEN not in sent
+
+
+def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
+        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(scripted_model()))
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    workspace = make_git_repo(tmp_path / "ws")
+    subprocess.run(["git", "-C", str(workspace), "remote", "add", "origin", str(origin)],
+                   check=True)
+    tasks = write_tasks(tmp_path / "nightly.yaml", srv.base_url, workspace,
+                        "  - {id: bump, prompt: bump the version, repo: REPO}\n")
+    inputs = {"task-file": str(tasks), "api-key": API_KEY, "push": "true"}
+    event = {"schedule": "0 3 * * *", "repository": {"full_name": REPO,
+                                                     "default_branch": "main"}}
+    runs = []
+    for night in (1, 2):
+        run = run_action(tmp_path / f"night{night}", workspace, inputs, event_name="schedule",
+                         event=event, api_url=github.url)
+        assert not run.failed, run.logs
+        assert run.outcomes["comment"] == "success"      # auto: not a PR event, no comment
+        runs.append(run)
+        branch = json.loads(run.outputs["branches"])["bump"]
+        sha = subprocess.run(["git", "-C", str(origin), "rev-parse", branch], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        assert github.refs["runner/nightly/bump"] == sha    # the PR branch moved to it
+        assert json.loads(run.outputs["pull-requests"]) == {
+            "bump": f"https://github.test/{REPO}/pull/1"}
+    assert not github.calls("POST", "/comments")
+    # Not read-only: a schedule is not a PR event, the task file's sandbox holds.
+    assert all("`sandbox_mode` is `workspace-write`" in json.dumps(r.body)
+               for r in srv.requests)
+    assert len(github.calls("POST", r"/pulls$")) == 1 and len(github.pulls) == 1
+    assert len(github.calls("PATCH", r"/pulls/1$")) == 1
+    pr = github.pulls[0]
+    assert pr["head"] == "runner/nightly/bump" and pr["base"] == "main"
+    assert pr["body"].startswith("<!-- runner:task:bump -->") and "bump: done" in pr["body"]
+    assert len(github.calls("DELETE", r"/git/refs/heads/runner/")) == 2
+    assert_no_canary([f for r in runs for f in r.files], pr["body"])
+
+
+def test_bad_task_file_fails_the_action_without_a_report(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    workspace = make_git_repo(tmp_path / "ws")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ntasks: []\n")
+    run = run_action(tmp_path / "gha", workspace, {"task-file": str(bad)},
+                     event_name="pull_request", event=PR_EVENT, api_url=github.url)
+    assert run.step_outputs["run"]["exit-code"] == "2"
+    assert run.outcomes["finish"] == "failure(2)"
+    assert run.outcomes["report"] == run.outcomes["comment"] == "success"
+    assert run.outputs["runs"] == "" and not github.log
+    assert "exited 2 before writing a report" in (tmp_path / "gha/step-summary.md").read_text()
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def test_outputs_survive_any_value(tmp_path: Path) -> None:
+    nasty = "line one\nsneaky=1\nrunner_deadbeef\n<<EOF\n"
+    text = format_outputs({"a": nasty, "b": "", "c": "plain"})
+    assert parse_output_file(text) == {"a": nasty, "b": "", "c": "plain"}
+
+
+def test_fence_cannot_be_closed_from_inside() -> None:
+    block = fenced("a\n````\nb ```` c\n")
+    fence = block.split("text", 1)[0]
+    assert fence == "`````" and block.endswith("\n" + fence)
+    assert fenced("x" * 5000, limit=100).split("\n")[1] == "x" * 99 + "\u2026"
+
+
+def test_models_and_sandbox_inputs() -> None:
+    assert parse_models("openai/gpt-5.5\n ollama/gpt-oss:20b, local/smollm2 ") == [
+        "openai/gpt-5.5", "ollama/gpt-oss:20b", "local/smollm2"]
+    assert sandbox_for("auto", "pull_request") == "read-only"
+    assert sandbox_for("auto", "issue_comment") == "read-only"
+    assert sandbox_for("auto", "schedule") is None
+    assert sandbox_for("task-file", "pull_request") is None
+    assert sandbox_for("workspace-write", "pull_request") == "workspace-write"
+    with pytest.raises(Exception, match="sandbox must be"):
+        sandbox_for("yolo", "push")
+
+
+def test_finish_maps_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["finish", "--exit-code", "0"]) == 0
+    assert main(["finish", "--exit-code", "1"]) == 1
+    assert main(["finish", "--exit-code", "1", "--fail-on-task-failure", "false"]) == 0
+    assert main(["finish", "--exit-code", "2", "--fail-on-task-failure", "false"]) == 2
+    assert main(["finish", "--exit-code", ""]) == 3
+    assert "::error title=runner::" in capsys.readouterr().out
+
+
+def test_comment_is_empty_of_task_markup() -> None:
+    report = Report.model_validate({
+        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
+        "duration_s": 1.0,
+        "totals": {"tasks": 1, "completed": 0, "not_completed": 1, "requests": 1,
+                   "tool_calls": 0, "usage": {}},
+        "tasks": [{"id": "x", "run": "x|<img src=y>", "model": "p/m", "status": "failed",
+                   "error": "boom <script>@everyone", "final_message": None,
+                   "turns_completed": 0, "tool_calls": 0, "duration_s": 1.0, "usage": {},
+                   "requests": [], "events_file": "e"}]})
+    body = render_comment(report, Context())
+    assert not re.search(r"(?<!\\)<(img|script)", body) and "x\\|" in body
+    assert "@everyone" not in body and "@\u2060everyone" in body
+
+
+# ------------------------------------------------------------------ lint: action, workflows
+
+
+def lint_project(tmp_path: Path) -> Path:
+    """A copy of the action and every workflow where the examples use the action by its
+    local path, so actionlint checks their `with:` against action.yml's inputs."""
+    project = tmp_path / "project"
+    (project / ".github/workflows").mkdir(parents=True)
+    shutil.copytree(ACTION_DIR, project / "actions/run")
+    workflows = sorted((ROOT / ".github/workflows").glob("*.yml"))
+    workflows += sorted((ROOT / "examples/workflows").glob("*.yml"))
+    for wf in workflows:
+        text = wf.read_text().replace(ACTION_REF, "./actions/run")
+        prefix = "examples-" if wf.parent.parent.name == "examples" else ""
+        (project / ".github/workflows" / f"{prefix}{wf.name}").write_text(text)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    return project
+
+
+def actionlint(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("actionlint", path=str(BIN))
+    shellcheck = shutil.which("shellcheck", path=str(BIN))
+    assert exe and shellcheck, "make setup installs actionlint and shellcheck (dev extra)"
+    return subprocess.run([exe, "-no-color", "-oneline", "-shellcheck", shellcheck,
+                           "-pyflakes", "", *files], cwd=project, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_actionlint_passes_on_every_workflow(tmp_path: Path) -> None:
+    project = lint_project(tmp_path)
+    names = sorted(p.name for p in (project / ".github/workflows").iterdir())
+    assert {"ci.yml", "examples-pr.yml", "examples-nightly.yml",
+            "examples-benchmark.yml"} <= set(names)
+    res = actionlint(project)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_actionlint_sees_a_wrong_input(tmp_path: Path) -> None:
+    """The check above can fail: a misspelt input of our action is caught."""
+    project = lint_project(tmp_path)
+    wf = project / ".github/workflows/examples-nightly.yml"
+    wf.write_text(wf.read_text().replace("task-file:", "taskfile:", 1))
+    res = actionlint(project)
+    assert res.returncode == 1 and "taskfile" in res.stdout
+
+
+def action_as_workflow(action: dict[str, Any]) -> dict[str, Any]:
+    """actionlint reads action.yml as a (broken) workflow, not as an action, so the
+    composite steps are linted inside a reusable workflow with the same inputs: that
+    checks their expressions, `uses:` inputs and, through shellcheck, every script."""
+    inputs = {name: {"type": "string", "required": False, "default": ""}
+              for name in action["inputs"]}
+    return {"on": {"workflow_call": {"inputs": inputs}},
+            "jobs": {"action": {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}}}
+
+
+def test_action_steps_pass_actionlint_and_shellcheck(tmp_path: Path) -> None:
+    action = yaml.safe_load(ACTION.read_text())
+    project = tmp_path / "p"
+    (project / ".github/workflows").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    wf = project / ".github/workflows/action.yml"
+    wf.write_text(yaml.safe_dump(action_as_workflow(action), sort_keys=False))
+    res = actionlint(project)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # And it can fail: an unquoted variable in a script is a shellcheck finding.
+    action["runs"]["steps"][0]["run"] = "echo $GITHUB_ACTION_PATH/x"
+    wf.write_text(yaml.safe_dump(action_as_workflow(action), sort_keys=False))
+    res = actionlint(project)
+    assert res.returncode == 1 and "shellcheck" in res.stdout
+
+
+def test_action_structure() -> None:
+    action = yaml.safe_load(ACTION.read_text())
+    assert action["runs"]["using"] == "composite"
+    steps = action["runs"]["steps"]
+    ids: list[str] = []
+    for step in steps:
+        if "run" in step:
+            assert step.get("shell") == "bash", step
+            # Inputs reach scripts through env only: no expression inside a script.
+            assert "${{" not in step["run"], step.get("id")
+        else:
+            assert re.fullmatch(r"[\w-]+/[\w-]+@v\d+", step["uses"]), step["uses"]
+        text = json.dumps(step)
+        for ref in re.findall(r"steps\.([\w-]+)\.", text):
+            assert ref in ids, f"{step.get('id')} uses step {ref} before it runs"
+        for ref in re.findall(r"inputs\.([\w-]+)", text):
+            assert ref in action["inputs"], ref
+        if "id" in step:
+            ids.append(step["id"])
+    for name, out in action["outputs"].items():
+        (sid,) = re.findall(r"steps\.([\w-]+)\.outputs\.", out["value"])
+        assert sid in ids, name
+    run_env = next(s for s in steps if s.get("id") == "run")["env"]
+    # The run step never sees the GitHub token; only it gets the API key.
+    assert "GITHUB_TOKEN" not in run_env and "github-token" not in json.dumps(run_env)
+    assert [s.get("id") for s in steps if "inputs.api-key }}" in json.dumps(s)] == ["run"]
+
+
+def test_lock_pins_every_runtime_dependency() -> None:
+    import importlib.metadata as md
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    lock = {}
+    for line in (ACTION_DIR / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            lock[canonicalize_name(name)] = Version(version)
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    todo = [Requirement(d) for d in deps]
+    seen: set[str] = set()
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(name)
+        assert name in lock, f"{name} is a runtime dependency missing from requirements.lock"
+        assert lock[name] in req.specifier, f"lock pins {name} {lock[name]}, needs {req}"
+        todo += [Requirement(r) for r in md.distribution(req.name).requires or []]
+
+
+def test_benchmark_shards_then_merge(loopback_thread: ThreadFactory, github: FakeGitHub,
+                                     tmp_path: Path) -> None:
+    """The benchmark workflow's path: two shard jobs, then a merge job with `merge:`."""
+    srv = loopback_thread(per_conversation(scripted_model()))
+    workspace = make_git_repo(tmp_path / "ws")
+    tasks = write_tasks(tmp_path / "bench.yaml", srv.base_url, workspace,
+                        "".join(f"  - {{id: t{i}, prompt: t{i} go, repo: REPO}}\n"
+                                for i in range(4)))
+    runs = {}
+    for k in (1, 2):
+        run = run_action(tmp_path / f"shard{k}", workspace,
+                         {"task-file": str(tasks), "api-key": API_KEY, "shard": f"{k}/2",
+                          "out-dir": f"shards/s{k}", "comment": "false"},
+                         event_name="workflow_dispatch", event={}, api_url=github.url)
+        assert not run.failed, run.logs
+        runs[k] = int(run.outputs["runs"])
+    assert runs[1] + runs[2] == 4 and runs[1] and runs[2]
+    merged = run_action(tmp_path / "merge", workspace,
+                        {"merge": "shards/s*", "out-dir": "merged", "comment": "false"},
+                        event_name="workflow_dispatch", event={}, api_url=github.url)
+    assert not merged.failed, merged.logs
+    assert merged.outputs["runs"] == "4" and merged.outputs["passed"] == "4"
+    report = json.loads((workspace / "merged/report.json").read_text())
+    assert sorted(t["id"] for t in report["tasks"]) == ["t0", "t1", "t2", "t3"]
+    assert (workspace / "merged/junit.xml").read_text().count("<testcase ") == 4
+    summary = (tmp_path / "merge/step-summary.md").read_text()
+    assert (workspace / "merged/summary.md").read_text() in summary
+    assert not github.log
+
+
+def test_example_task_files_validate(tmp_path: Path) -> None:
+    """The task files the example workflows point at, where the README says to put them."""
+    repo = make_git_repo(tmp_path / "repo")
+    (repo / ".github/runner").mkdir(parents=True)
+    examples = sorted((ROOT / "examples/workflows/runner").glob("*.yaml"))
+    assert {p.name for p in examples} >= {"pr.yaml", "nightly.yaml"}
+    for path in examples:
+        shutil.copy(path, repo / ".github/runner" / path.name)
+        res = subprocess.run([sys.executable, "-m", "runner", "validate",
+                              f".github/runner/{path.name}"], cwd=repo, capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert f"repo {repo.resolve()}" in res.stdout
