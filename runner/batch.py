@@ -26,7 +26,7 @@ from runner import workspace
 from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
-from runner.errors import ConfigError, EngineError, Problem
+from runner.errors import ConfigError, EngineError, Problem, SandboxError
 from runner.fsutil import atomic_write_text
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
@@ -36,8 +36,8 @@ from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
 from runner.reports.json_report import build_report, task_report
 from runner.reports.model import TaskReport
+from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import SECRET_NAME, child_env
-from runner.sandbox.local import LocalExecutor
 from runner.tools import Tool, ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.plan import PlanTool
@@ -45,9 +45,6 @@ from runner.tools.shell import ShellTool
 
 if TYPE_CHECKING:
     from runner.reports.model import Report
-
-NO_SANDBOX_NOTE = ("No sandbox is enforced in this version of the runner: commands run "
-                   "with the runner's own permissions, whatever mode is named above.")
 
 
 @dataclass(frozen=True)
@@ -63,12 +60,15 @@ CHECK_TAIL_BYTES = 4000
 
 
 async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str]) -> CheckResult | None:
-    """The task's `check`, in the run's workspace with the agent's environment: its exit
-    code, not the model's word, decides whether the run passed."""
+    """The task's `check`, in the run's workspace with the agent's environment and in the
+    agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
     if t.check is None:
         return None
-    res = await LocalExecutor().run(["bash", "-c", t.check], cwd=cwd,
-                                    timeout_s=t.check_timeout_s, env=child_env(env))
+    executor = make_executor(make_policy(
+        t.sandbox, workspace=cwd, writable_roots=t.writable_roots, network=t.network_access,
+        hidden=[cwd.parent]))
+    res = await executor.run(["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s,
+                             env=child_env(env))
     text = res.output.decode("utf-8", "replace")
     if res.timed_out:
         text += f"\n[check timed out after {t.check_timeout_s:g} s]"
@@ -411,7 +411,7 @@ async def run_batch(
                     run.outcome = thread.interrupted("interrupted by a signal; the work done "
                                                      "so far is kept")
                     raise
-            except (EngineError, workspace.WorkspaceError) as exc:
+            except (EngineError, SandboxError, workspace.WorkspaceError) as exc:
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
             except Exception as exc:  # a bug in one run must not stop the others
@@ -536,10 +536,16 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
     from runner.providers import find_compactor
 
     extra, reasoning, text = sampling(t.model_options)
+    # One policy for what the sandbox enforces and what the model is told. The runs'
+    # directory (cwd's parent) holds the other runs and the runner's private git dirs.
+    policy = make_policy(t.sandbox, workspace=cwd, writable_roots=t.writable_roots,
+                         network=t.network_access, hidden=[cwd.parent])
+    executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
     context = prompts.initial_context(
-        cwd=cwd, sandbox=t.sandbox, network=True, writable_roots=[],
+        cwd=cwd, sandbox=t.sandbox, network=policy.network,
+        writable_roots=list(policy.prompt_roots()),
         developer_instructions=t.developer_instructions, runner_home=runner_home,
-        shell="bash", current_date=today, timezone=tz, permission_notes=[NO_SANDBOX_NOTE])
+        shell="bash", current_date=today, timezone=tz, permission_notes=list(policy.notes()))
     spec = ThreadSpec(
         thread_id=str(uuid.uuid4()), model=t.api_model or t.model,
         instructions=prompts.load_instructions(t.instructions_file),
@@ -551,7 +557,7 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
         compaction=compaction.CompactionSettings(
             limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)),
         compactor=find_compactor(model) if t.provider.remote_compaction else None)
-    ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(env))
+    ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env))
     return Thread(spec, model, make_tools(t), ctx, log)
 
 
