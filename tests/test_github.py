@@ -576,8 +576,18 @@ def lint_project(tmp_path: Path) -> Path:
         text = wf.read_text().replace(ACTION_REF, "./actions/run")
         prefix = "examples-" if wf.parent.parent.name == "examples" else ""
         (project / ".github/workflows" / f"{prefix}{wf.name}").write_text(text)
+    for n, block in enumerate(readme_workflows()):
+        (project / ".github/workflows" / f"readme-{n}.yml").write_text(
+            block.replace(ACTION_REF, "./actions/run"))
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     return project
+
+
+def readme_workflows() -> list[str]:
+    """The copy-paste workflows of the README's GitHub Actions section."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## GitHub Actions\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```yaml\n(.*?)```", section, flags=re.DOTALL)
 
 
 def actionlint(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
@@ -592,8 +602,8 @@ def actionlint(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
 def test_actionlint_passes_on_every_workflow(tmp_path: Path) -> None:
     project = lint_project(tmp_path)
     names = sorted(p.name for p in (project / ".github/workflows").iterdir())
-    assert {"ci.yml", "examples-pr.yml", "examples-nightly.yml",
-            "examples-benchmark.yml"} <= set(names)
+    assert {"ci.yml", "examples-pr.yml", "examples-nightly.yml", "examples-benchmark.yml",
+            "readme-0.yml", "readme-1.yml", "readme-2.yml"} <= set(names)
     res = actionlint(project)
     assert res.returncode == 0, res.stdout + res.stderr
 
