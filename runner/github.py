@@ -71,7 +71,10 @@ class Context:
         event: Mapping[str, Any] | None = None
         path = env.get("GITHUB_EVENT_PATH")
         if path and Path(path).is_file():
-            loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            try:
+                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise RunnerError(f"GITHUB_EVENT_PATH {path} is not JSON: {exc}") from None
             event = loaded if isinstance(loaded, dict) else None
         return cls(repository=env.get("GITHUB_REPOSITORY", ""),
                    server_url=env.get("GITHUB_SERVER_URL", "https://github.com"),

@@ -741,3 +741,30 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
                              text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         assert f"repo {repo.resolve()}" in res.stdout
+
+
+def test_comment_without_write_access_warns_and_goes_on(
+        github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fork's PR gets a read-only token: no comment, a warning, the job goes on."""
+    report = tmp_path / "report.json"
+    report.write_text(Report.model_validate({
+        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
+        "duration_s": 1.0, "tasks": [],
+        "totals": {"tasks": 0, "completed": 0, "not_completed": 0, "requests": 0,
+                   "tool_calls": 0, "usage": {}}}).model_dump_json())
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(PR_EVENT))
+    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": REPO,
+           "GITHUB_API_URL": github.url, "GITHUB_TOKEN": "ghs_wrongtoken123456"}
+    assert main(["comment", "--report", str(report)], env=env) == 0
+    out = capsys.readouterr().out
+    assert "::warning title=runner comment::" in out and "HTTP 401" in out
+    assert "ghs_wrongtoken123456" not in out and not github.comments
+    # Not a PR event and comment: auto: nothing is sent at all.
+    env["GITHUB_EVENT_PATH"] = ""
+    github.log.clear()
+    assert main(["comment", "--report", str(report)], env=env) == 0 and not github.log
+    # A broken event file is bad input, not a traceback.
+    event.write_text("{not json")
+    env["GITHUB_EVENT_PATH"] = str(event)
+    assert main(["comment", "--report", str(report)], env=env) == 2
