@@ -509,14 +509,12 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
     env = _private_env(ws)
+    # Before `git add`: that writes blobs straight into the user's object store.
+    redacted = _redact_files(ws, env, redact) if redact is not None else []
     _git(["add", "--all"], env=env, cwd=ws.path)
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
-    redacted = _redact_files(ws, env, redact) if redact is not None else []
-    if redacted:
-        _git(["add", "--all"], env=env, cwd=ws.path)
-        tree = _out(["write-tree"], env=env, cwd=ws.path)
     ident = {"GIT_AUTHOR_NAME": IDENTITY[0], "GIT_AUTHOR_EMAIL": IDENTITY[1],
              "GIT_COMMITTER_NAME": IDENTITY[0], "GIT_COMMITTER_EMAIL": IDENTITY[1]}
     commit = _out(["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
@@ -547,11 +545,13 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
 def _redact_files(ws: Workspace, env: Mapping[str, str],
                   redact: Callable[[bytes], bytes]) -> list[str]:
     """Redact secrets in the files (contents, symlink targets, names) the run added or
-    changed; returns the paths it had to touch."""
-    out = _git(["diff", "--cached", "--name-only", "-z", "--no-renames",
-                "--diff-filter=AMT", ws.base], env=env, cwd=ws.path).stdout
+    changed; returns the paths it had to touch. Reads only: no object is written."""
+    changed = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMT",
+                    ws.base], env=env, cwd=ws.path).stdout
+    new = _git(["ls-files", "-z", "--others", "--exclude-standard"], env=env,
+               cwd=ws.path).stdout
     touched: list[str] = []
-    for raw in filter(None, out.split(b"\0")):
+    for raw in filter(None, (changed + b"\0" + new).split(b"\0")):
         path = ws.path / os.fsdecode(raw)
         clean_name = redact(raw)
         hit = clean_name != raw
