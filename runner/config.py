@@ -15,9 +15,10 @@ import bisect
 import datetime
 import hashlib
 import json
+import os
 import re
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -32,10 +33,12 @@ from pydantic import (
     Strict,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from runner.errors import ConfigError, Problem
+from runner.skills import Skill, SkillError, load_skills
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
 ToolName = Literal["shell", "apply_patch", "update_plan"]
@@ -116,7 +119,14 @@ class ProviderConfig(Frozen):
 
     base_url: str = Field(pattern=r"^https?://")
     env_key: str | None = None
-    """Environment variable holding the API key, sent as a Bearer token."""
+    """Environment variable holding the API key, sent the way `auth` says."""
+    name: str | None = None
+    """A display name (Codex's `name`); tasks use the key under `providers:`."""
+    auth: Literal["bearer", "api-key", "none"] = "bearer"
+    """How the key is sent: `Authorization: Bearer` (OpenAI and most servers), an
+    `api-key` header (Azure), or not at all."""
+    env_http_headers: dict[str, EnvName] = {}
+    """Header -> environment variable, sent when the variable is set and not empty."""
     query_params: dict[str, str] = {}
     http_headers: dict[str, str] = {}
     wire_api: Literal["responses", "chat"] = "responses"
@@ -146,12 +156,15 @@ class ProviderConfig(Frozen):
 
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
     "openai": ProviderConfig(base_url="https://api.openai.com/v1", env_key="OPENAI_API_KEY",
+                             env_http_headers={"OpenAI-Organization": "OPENAI_ORGANIZATION",
+                                               "OpenAI-Project": "OPENAI_PROJECT"},
                              remote_compaction=True),
     "azure": ProviderConfig(base_url="https://YOUR-RESOURCE.openai.azure.com/openai/v1",
-                            env_key="AZURE_OPENAI_API_KEY", store=True,
+                            env_key="AZURE_OPENAI_API_KEY", auth="api-key", store=True,
                             remote_compaction=True),
     "ollama": ProviderConfig(base_url="http://localhost:11434/v1"),
     "lmstudio": ProviderConfig(base_url="http://localhost:1234/v1"),
+    "vllm": ProviderConfig(base_url="http://localhost:8000/v1"),
     # The embedded engine: base_url is filled in when it starts on a random port.
     "local": ProviderConfig(base_url="http://127.0.0.1:0/v1", wire_api="chat",
                             constrained_tools=True),
@@ -241,6 +254,38 @@ class GitSettings(Frozen):
     push: PushSettings | None = None
 
 
+class McpServerConfig(Frozen):
+    """One MCP server: a command spoken to over stdio, or a streamable HTTP `url`."""
+
+    command: tuple[NonBlank, ...] | None = None
+    """The program and its arguments, e.g. [npx, -y, some-mcp-server]."""
+    env: dict[str, str] = {}
+    """Variables set for a stdio server (besides PATH, HOME, USER, SHELL, TERM, LOGNAME)."""
+    env_vars: tuple[EnvName, ...] = ()
+    """Names of the runner's own environment variables passed on to a stdio server."""
+    cwd: PathText | None = None
+    """Working directory of a stdio server, relative to the task file (default: the run's
+    workspace)."""
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    http_headers: dict[str, str] = {}
+    """Headers for a `url` server."""
+    bearer_token_env_var: EnvName | None = None
+    """Environment variable whose value a `url` server gets as a Bearer token."""
+    startup_timeout_s: Annotated[StrictFloat, Field(gt=0, le=3600)] = 10.0
+    """Start, handshake and tool listing must finish within this, or the run fails."""
+    tool_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 60.0
+    """One tool call's limit; a call past it gets an error output, the run goes on."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either `command` (a stdio server) or `url` (streamable "
+                             "HTTP), not both and not neither")
+        if self.command is not None and not self.command:
+            raise ValueError("`command` must name a program")
+        return self
+
+
 class Settings(Frozen):
     """Fields a task may set and `defaults` may set for every task."""
 
@@ -271,6 +316,17 @@ class Settings(Frozen):
     built-in 90% of the context window."""
     compact_prompt_file: PathText | None = None
     """Replaces the bundled hand-off summary request of local compaction."""
+    mcp_servers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)],
+                      McpServerConfig] | None = None
+    """MCP servers whose tools the agent gets, by name; a task's entry replaces the
+    defaults' entry of the same name."""
+    skills: tuple[PathText, ...] | None = None
+    """Skill folders, relative to the task file: each holds a SKILL.md, or subfolders
+    that do."""
+    web_search: StrictBool | None = None
+    """Offer the provider's hosted `web_search` tool (Responses providers; default off)."""
+    output_schema: dict[str, Any] | PathText | None = None
+    """A JSON schema the final answer must match: a mapping, or a path to a JSON file."""
 
     @field_validator("tools")
     @classmethod
@@ -363,6 +419,9 @@ class TaskFile(Frozen):
     """Environment variables whose values are secrets: kept from the agent's commands and
     redacted from every report, log, commit and patch. Provider keys (`env_key`) and push
     tokens (`token_env`) are secrets without being listed."""
+    codex_config: StrictBool | PathText | None = None
+    """Also read `[model_providers.*]` from Codex's config.toml: `true` for
+    `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`), or a path."""
     tasks: tuple[TaskSpec, ...]
 
     _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
@@ -425,6 +484,10 @@ class ResolvedTask(Frozen):
     compact_prompt_file: Path | None = None
     price: PriceConfig | None = None
     """None when the price is unknown: cost is then reported as null."""
+    mcp_servers: dict[str, McpServerConfig] = {}
+    skills: tuple[Skill, ...] = ()
+    web_search: bool = False
+    output_schema: dict[str, Any] | None = None
     fingerprint: str = ""
     """Hash of everything that defines the run except machine paths: equal on every
     machine, so `--shard` slices agree and `--resume` knows a run it has finished."""
@@ -869,6 +932,8 @@ def _load(loader: _Loader, text: str, file: str,
 
 
 def _check_models(tf: TaskFile, file: str, lines: dict[Path_, int]) -> None:
+    if tf.codex_config:  # its providers are read (and models checked) by `resolve`
+        return
     known = set(BUILTIN_PROVIDERS) | set(tf.providers)
     problems: list[Problem] = []
     candidates: list[tuple[Path_, str | None]] = [(("defaults", "model"), tf.defaults.model)]
@@ -963,9 +1028,11 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
     problems: list[Problem] = []
 
     def problem(path: Path_, message: str) -> None:
-        problems.append(Problem(file, _line_for(path, lines), _dotted(path), message))
+        found = Problem(file, _line_for(path, lines), _dotted(path), message)
+        if found not in problems:  # a defaults' problem is met once per task
+            problems.append(found)
 
-    known = {**BUILTIN_PROVIDERS, **tf.providers}
+    known = {**BUILTIN_PROVIDERS, **_providers(tf, base_dir, problem)}
     if model_override is not None:
         if not re.fullmatch(MODEL_RE, model_override):
             problems.append(Problem(COMMAND_LINE, None, "--model",
@@ -1027,6 +1094,7 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             roots = directories(("tasks", i, "writable_roots"), t.writable_roots)
         elif d.writable_roots is not None:
             roots = directories(("defaults", "writable_roots"), d.writable_roots)
+        extras = _extras(t, d, i, provider, base_dir, problem)
         if problems or repo is None:
             continue
         entry = tf.models.get(model) or ModelConfig()
@@ -1052,10 +1120,101 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             compact_prompt_file=compact_path,
             **_model_fields(provider_name, entry.model or model_name, tf.models,
                             _first(t.auto_compact_limit, d.auto_compact_limit), alias=model),
+            **extras,
         ))
     if problems:
         raise ConfigError(problems)
     return out
+
+
+_AZURE_HOSTS = ("openai.azure.", "cognitiveservices.azure.", "aoai.azure.", "azure-api.",
+                "azurefd.", "windows.net/openai")
+
+
+def _providers(tf: TaskFile, base_dir: Path,
+               problem: Callable[[Path_, str], None]) -> dict[str, ProviderConfig]:
+    """Codex's `[model_providers.*]` (when `codex_config` says so), then the task file's.
+
+    Azure endpoints get `store: true` unless the file sets `store`, as Codex does: Azure
+    drops reasoning items between requests otherwise.
+    """
+    found: dict[str, ProviderConfig] = {}
+    if tf.codex_config:
+        from runner.providers.codex_config import default_path, load_codex_providers
+
+        path = (default_path(os.environ) if tf.codex_config is True
+                else base_dir / str(tf.codex_config))
+        if path.is_file():
+            found.update(load_codex_providers(path))
+        else:
+            problem(("codex_config",), f"{_esc(str(path))} is not a file")
+    found.update(tf.providers)
+    return {name: p.model_copy(update={"store": True})
+            if "store" not in p.model_fields_set and any(h in p.base_url for h in _AZURE_HOSTS)
+            else p for name, p in found.items()}
+
+
+def _extras(t: TaskSpec, d: Settings, i: int, provider: ProviderConfig, base_dir: Path,
+            problem: Callable[[Path_, str], None]) -> dict[str, Any]:
+    """MCP servers, skills, the hosted web search and the output schema of one task."""
+    def where(name: str) -> Path_:
+        return ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
+
+    servers: dict[str, McpServerConfig] = {}
+    for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
+        for name, server in (layer or {}).items():
+            if server.cwd is not None:
+                cwd, wrong = _check_path(base_dir, server.cwd, want_dir=True)
+                if wrong is not None:
+                    problem((*owner, "mcp_servers", name, "cwd"), wrong)
+                server = server.model_copy(update={"cwd": str(cwd)})
+            servers[name] = server
+    skills: list[Skill] = []
+    for j, raw in enumerate(_first(t.skills, d.skills) or ()):
+        folder, wrong = _check_path(base_dir, raw, want_dir=True)
+        if folder is None or wrong is not None:
+            problem((*where("skills"), j), wrong or "not a directory")
+            continue
+        try:
+            skills.extend(load_skills(folder))
+        except SkillError as exc:
+            problem((*where("skills"), j), _esc(str(exc)))
+    names = [s.name for s in skills]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problem(where("skills"), f"two skills are named {name!r}; names must be unique")
+    web_search = bool(_first(t.web_search, d.web_search))
+    if web_search and provider.wire_api == "chat":
+        problem(where("web_search"), "web_search is a hosted tool of the Responses API; this "
+                "task's provider speaks Chat Completions (wire_api: chat), which has none")
+    given: dict[str, Any] | str | None = (t.output_schema if t.output_schema is not None
+                                          else d.output_schema)
+    schema = (_json_file(base_dir, given, where("output_schema"), problem)
+              if isinstance(given, str) else given)
+    if schema is not None:
+        from runner.output_schema import schema_problem
+
+        wrong = schema_problem(schema)
+        if wrong is not None:
+            problem(where("output_schema"), wrong)
+    return {"mcp_servers": servers, "skills": tuple(skills), "web_search": web_search,
+            "output_schema": schema}
+
+
+def _json_file(base_dir: Path, raw: str, path: Path_,
+               problem: Callable[[Path_, str], None]) -> dict[str, Any] | None:
+    found, wrong = _check_path(base_dir, raw, want_dir=False)
+    if found is None or wrong is not None:
+        problem(path, wrong or "not a file")
+        return None
+    try:
+        value = json.loads(found.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problem(path, f"cannot read JSON from {_esc(str(found))}: {_esc(str(exc))}")
+        return None
+    if not isinstance(value, dict):
+        problem(path, f"{_esc(str(found))} must hold a JSON object (a schema)")
+        return None
+    return value
 
 
 def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],

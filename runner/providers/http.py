@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
+from typing import Literal
 
 import httpx
 
@@ -26,6 +27,37 @@ def request_headers(headers: Mapping[str, str] | None, api_key: str | None,
     if api_key:
         out["authorization"] = f"Bearer {api_key}"
     return out
+
+
+Auth = Literal["bearer", "api-key", "none"]
+
+
+def provider_headers(
+    *,
+    http_headers: Mapping[str, str],
+    env_http_headers: Mapping[str, str],
+    env_key: str | None,
+    auth: Auth,
+    env: Mapping[str, str],
+) -> tuple[dict[str, str], str | None]:
+    """A provider's headers in this environment, and the key to send as a Bearer token.
+
+    `env_http_headers` maps a header to an environment variable, sent only when the
+    variable is set and not empty (as Codex does, so `OpenAI-Organization` appears only
+    for users who have one). Azure takes its key in an `api-key` header instead of
+    `Authorization`; it goes last so no configured header can replace it.
+    """
+    out = dict(http_headers)
+    for header, var in env_http_headers.items():
+        value = env.get(var)
+        if value:
+            out[header] = value
+    key = env.get(env_key) if env_key and auth != "none" else None
+    if auth == "api-key":
+        if key:
+            out["api-key"] = key
+        return out, None
+    return out, key or None
 
 
 def make_client(
