@@ -379,6 +379,7 @@ def normalise_comment(body: str, report: Report) -> str:
 # ------------------------------------------------------------------ tests
 
 
+@pytest.mark.slow
 def test_pull_request_run_outputs_summary_comment_and_no_secrets(
         loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(scripted_model()))
@@ -456,6 +457,7 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
         f"Bearer {API_KEY}", "") and GITHUB_TOKEN not in sent
 
 
+@pytest.mark.slow
 def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
         loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(scripted_model()))
@@ -698,6 +700,7 @@ def test_lock_pins_every_runtime_dependency() -> None:
         todo += [Requirement(r) for r in md.distribution(req.name).requires or []]
 
 
+@pytest.mark.slow
 def test_benchmark_shards_then_merge(loopback_thread: ThreadFactory, github: FakeGitHub,
                                      tmp_path: Path) -> None:
     """The benchmark workflow's path: two shard jobs, then a merge job with `merge:`."""
