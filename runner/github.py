@@ -46,6 +46,8 @@ PR_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_revi
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 MESSAGE_LIMIT = 3000
 """Characters of a final message shown in a comment; the report has all of it."""
+TABLE_ROWS = 50
+"""Runs listed in a comment (a benchmark can have hundreds; the summary has them all)."""
 COMMENT_LIMIT = 60_000
 """GitHub refuses bodies over 65,536 characters; keep room for the footer."""
 API_VERSION = "2022-11-28"
@@ -230,12 +232,15 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
                  "|---|---|---|--:|--:|--:|---|"]
         head += [f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status)} | "
                  f"{tokens(r.usage.total_tokens)} | {percent(r.usage.cache_hit_ratio)} | "
-                 f"{_cost_cell(r.cost_usd)} | {_changes(r)} |" for r in report.tasks]
+                 f"{_cost_cell(r.cost_usd)} | {_changes(r)} |"
+                 for r in report.tasks[:TABLE_ROWS]]
+        if len(report.tasks) > TABLE_ROWS:
+            head.append(f"\n{len(report.tasks) - TABLE_ROWS} more run(s) in the report.")
         head.append("")
     head.append(_totals_line(report))
     failed = [f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r))
                                                                     else "")
-              for r in report.tasks if r.status != "completed"]
+              for r in report.tasks if r.status != "completed"][:TABLE_ROWS]
     if failed:
         head += ["", "#### Not completed", "", *failed]
     footer = _footer(report, ctx, artifact)

@@ -771,3 +771,17 @@ def test_comment_without_write_access_warns_and_goes_on(
     event.write_text("{not json")
     env["GITHUB_EVENT_PATH"] = str(event)
     assert main(["comment", "--report", str(report)], env=env) == 2
+
+
+def test_comment_stays_under_githubs_limit() -> None:
+    task = {"id": "x", "model": "p/m", "status": "failed", "error": "e" * 500,
+            "final_message": "m" * 10_000, "turns_completed": 0, "tool_calls": 0,
+            "duration_s": 1.0, "usage": {}, "requests": [], "events_file": "e"}
+    report = Report.model_validate({
+        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
+        "duration_s": 1.0, "tasks": [{**task, "run": f"x{i}"} for i in range(400)],
+        "totals": {"tasks": 400, "completed": 0, "not_completed": 400, "requests": 0,
+                   "tool_calls": 0, "usage": {}}})
+    body = render_comment(report, Context())
+    assert len(body) < 65_536 and "350 more run(s) in the report." in body
+    assert "More final messages are in the report artifact." in body
