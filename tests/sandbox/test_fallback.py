@@ -1,0 +1,61 @@
+"""Where bubblewrap cannot run, a sandboxed mode fails with a message naming the fix; it
+never runs the command unsandboxed. `danger-full-access` needs no bubblewrap."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runner.errors import SandboxError
+from runner.sandbox import make_executor
+from runner.sandbox.local import LocalExecutor
+from tests.sandbox.conftest import Box
+
+FIXES = ("apt-get install bubblewrap", "sysctl kernel.unprivileged_userns_clone=1",
+         "sysctl kernel.apparmor_restrict_unprivileged_userns=0", "danger-full-access")
+
+
+def broken_bwrap(dir_: Path) -> Path:
+    """A `bwrap` that fails as bubblewrap does on a kernel without user namespaces, and
+    counts its starts."""
+    dir_.mkdir()
+    script = dir_ / "bwrap"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo started >> {dir_}/starts\n"
+        "echo 'bwrap: No permissions to creating new namespace, likely because the kernel "
+        "does not allow non-privileged user namespaces.' >&2\n"
+        "exit 1\n")
+    script.chmod(0o755)
+    return dir_
+
+
+def test_missing_bubblewrap(box: Box, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    with pytest.raises(SandboxError) as err:
+        make_executor(box.policy("workspace-write"), search_path=str(empty))
+    assert "not installed" in str(err.value)
+    for fix in FIXES:
+        assert fix in str(err.value)
+
+
+def test_no_user_namespaces(box: Box, tmp_path: Path) -> None:
+    fake = broken_bwrap(tmp_path / "fake")
+    path = f"{fake}:{os.environ['PATH']}"
+    for mode in ("read-only", "workspace-write", "read-only"):
+        with pytest.raises(SandboxError) as err:
+            make_executor(box.policy(mode), search_path=path)  # type: ignore[arg-type]
+        assert "No permissions to creating new namespace" in str(err.value)
+        for fix in FIXES:
+            assert fix in str(err.value)
+    assert (fake / "starts").read_text() == "started\n"   # probed once, then remembered
+
+
+def test_full_access_needs_no_bubblewrap(box: Box, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    executor = make_executor(box.policy("danger-full-access"), search_path=str(empty))
+    assert isinstance(executor, LocalExecutor)
