@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -27,13 +28,13 @@ from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
 from runner.errors import ConfigError, EngineError, Problem, SandboxError
-from runner.fsutil import atomic_write_text
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.progress import Progress, QuietProgress, make_progress
 from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
+from runner.reports.files import write_reports
 from runner.reports.json_report import build_report, task_report
 from runner.reports.model import TaskReport
 from runner.sandbox import make_executor, make_policy
@@ -44,7 +45,7 @@ from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
 
 if TYPE_CHECKING:
-    from runner.reports.model import Report
+    pass
 
 
 @dataclass(frozen=True)
@@ -460,9 +461,8 @@ async def run_batch(
                for r in runs]
     report = build_report(tasks=reports, run_id=run_id, task_file=task_file,
                           started=started, finished=finished)
-    report_path = out_dir / "report.json"
-    atomic_write_text(report_path, redact(report.model_dump_json(indent=2)) + "\n")
-    write_side_reports(report, out_dir, redact, env.get("GITHUB_STEP_SUMMARY"))
+    report_path = write_reports(report, out_dir, redact=redact,
+                                step_summary=env.get("GITHUB_STEP_SUMMARY"))
     return BatchResult(runs, report_path, interrupted=bool(interrupted), resumed=resumed)
 
 
@@ -479,8 +479,20 @@ def _run_report(run: TaskRun, out_dir: Path, redact: Redactor) -> TaskReport:
         price.cost(run.outcome.usage if run.outcome else Usage()), 6)
     rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
                                   "fingerprint": t.fingerprint, "cost_usd": cost})
-    # Redacted once here: the journal and every report are made from this copy.
-    return TaskReport.model_validate_json(redact(rep.model_dump_json()))
+    # Redacted once here: the journal and every report are made from this copy. Text from
+    # the model may hold lone surrogates (valid in JSON, not in UTF-8): replaced first.
+    return TaskReport.model_validate_json(redact(json.dumps(
+        _utf8_safe(rep.model_dump(mode="json")), ensure_ascii=False)))
+
+
+def _utf8_safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_utf8_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _utf8_safe(v) for k, v in value.items()}
+    return value
 
 
 def _branch(t: ResolvedTask, run_id: str) -> str | None:
@@ -512,21 +524,6 @@ async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> N
             interrupted.append(signum)
             scope.cancel()
             return
-
-
-def write_side_reports(report: Report, out_dir: Path, redact: Redactor,
-                       step_summary: str | None) -> None:
-    """`junit.xml` for CI systems and `summary.md` for people (also appended to GitHub's
-    step summary when running in Actions)."""
-    from runner.reports.junit import render_junit
-    from runner.reports.markdown import render_markdown
-
-    atomic_write_text(out_dir / "junit.xml", redact(render_junit(report)))
-    summary = redact(render_markdown(report))
-    atomic_write_text(out_dir / "summary.md", summary)
-    if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as f:
-            f.write(summary + "\n")
 
 
 def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],

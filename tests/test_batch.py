@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.loopback import (
+    Reply,
+    last_user_text,
+    per_conversation,
+    reply_message,
+    reply_sse_bytes,
+)
 from tests.test_cli import run_cli, shell, write_tasks
 from tests.test_results import git
 
@@ -310,3 +316,23 @@ def test_a_run_that_breaks_does_not_stop_the_others(loopback_thread: ThreadFacto
     assert "cannot write its events file threads/t1.jsonl" in by_id["t1"]["error"]
     assert by_id["t0"]["status"] == by_id["t2"]["status"] == "completed"
     assert by_id["t2"]["result"]["branch"]
+
+
+def test_lone_surrogates_from_the_model_do_not_break_the_reports(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    item = ('{"type":"message","role":"assistant","status":"completed","content":'
+            '[{"type":"output_text","annotations":[],"text":"half \\ud800 pair"}]}')
+    body = ('event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+            f'"output_index":0,"item":{item}}}\n\n'
+            'event: response.completed\ndata: {"type":"response.completed","response":'
+            f'{{"id":"r1","status":"completed","output":[{item}],"usage":{{"input_tokens":9,'
+            '"output_tokens":3,"total_tokens":12}}}\n\n').encode()
+    srv = loopback_thread(per_conversation(lambda req, i: reply_sse_bytes(body)))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert _runs(out)[0]["final_message"] == "half ? pair"
+    events = [json.loads(line) for line in (out / "threads" / "a.jsonl").read_text()
+              .splitlines()]
+    assert any("half" in json.dumps(e) for e in events)
