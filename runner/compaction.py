@@ -39,6 +39,9 @@ from runner.providers import ModelResponse, Prompt
 USER_MESSAGE_TOKENS = 20_000
 """How much of the user's own messages a rebuilt history keeps (Codex's budget)."""
 NO_SUMMARY = "(no summary available)"
+SUMMARY_OUTPUT_TOKENS = 1024
+"""The least output a summary request may use, whatever `max_output_tokens` the task set
+for its turns: a summary cut off by a cap meant for short steps fails the compaction."""
 TRUNCATED = "\n[... earlier part of this message cut at compaction]"
 
 Kind = Literal["remote", "local"]
@@ -265,7 +268,11 @@ async def compact(*, prompt: Prompt, context: Sequence[Item], keep: int,
                 raise
             fallback = f"remote compaction failed, compacted locally: {exc}"
     ask = (it.message("user", settings.prompt),)
-    local = replace(prompt, tool_choice="none")
+    extra = dict(prompt.extra)
+    cap = extra.get("max_output_tokens")
+    if isinstance(cap, int) and cap < SUMMARY_OUTPUT_TOKENS:
+        extra["max_output_tokens"] = SUMMARY_OUTPUT_TOKENS  # not part of the cached prefix
+    local = replace(prompt, tool_choice="none", extra=extra)
     resp, dropped = await _fitting(send, local, history, keep, ask, False, requests)
     new = rebuild_local(context, history, summary_text(resp.items),
                         settings.user_message_tokens)

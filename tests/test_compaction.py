@@ -452,3 +452,100 @@ def test_cache_check_fails_on_a_break() -> None:
     assert cache_problems(report, exact_cache=False) == problems[:1]
     with pytest.raises(AssertionError, match="request 2 breaks"):
         assert_cache_stable(report)
+
+
+# --- through the command line ------------------------------------------------------------
+
+
+def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path) -> None:
+    """`runner run` with `auto_compact_limit` and a `compact_prompt_file` from the task
+    file: the report lists each compaction, marks its requests, and still holds the cache
+    check; the event log has the compaction events."""
+    import subprocess
+    import sys
+
+    from tests.conftest import make_git_repo
+    from tests.loopback import per_conversation
+
+    script = LongScript(40)
+    srv = loopback_thread(per_conversation(script))
+    repo = make_git_repo(tmp_path / "repo")
+    (tmp_path / "handoff.md").write_text("Summarise for the next shift.\n")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}'}}}}\n"
+        "defaults:\n"
+        "  model: fake/m\n"
+        "  tools: [shell]\n"
+        "  auto_compact_limit: 3000\n"
+        "  compact_prompt_file: handoff.md\n"
+        "  limits: {max_turns: 100}\n"
+        "tasks:\n"
+        f"  - {{id: long, prompt: go, repo: {repo}}}\n")
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    task = report["tasks"][0]
+    assert task["status"] == "completed" and task["tool_calls"] == 40
+    comps = task["compactions"]
+    assert len(comps) >= 2 and all(c["kind"] == "local" for c in comps)
+    assert all(c["tokens_before"] >= 3000 > c["tokens_after"] for c in comps)
+    kinds = [r["kind"] for r in task["requests"]]
+    assert kinds.count("compaction") == len(comps) == script.summaries
+    for c in comps:
+        (n,) = c["requests"]
+        assert task["requests"][n - 1]["kind"] == "compaction"
+        assert task["requests"][n]["prefix"]["break_reason"] == "compaction"
+    assert task["prefix_breaks"] == len(comps)
+    assert_cache_stable(report)
+    # The run's ideal share is token-weighted over its requests, and the totals add up.
+    usage = task["usage"]
+    assert usage["ideal_cached_tokens"] == sum(r["usage"]["ideal_cached_tokens"]
+                                               for r in task["requests"])
+    assert usage["ideal_cache_ratio"] == round(usage["ideal_cached_tokens"]
+                                               / usage["input_tokens"], 4)
+    assert abs(usage["cache_hit_ratio"] - usage["ideal_cache_ratio"]) < 0.01
+    assert report["totals"]["usage"]["ideal_cached_tokens"] == usage["ideal_cached_tokens"]
+    # The task's own summary request was sent.
+    summary_reqs = [r for r in srv.requests if is_summary_request(r)]
+    assert all(r.input[-1]["content"][0]["text"] == "Summarise for the next shift."
+               for r in summary_reqs)
+    events = [json.loads(line) for line in (out / task["events_file"]).read_text().splitlines()]
+    assert len([e for e in events if e["type"] == "compaction.completed"]) == len(comps)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
+    """`configs/long.yaml` on the real embedded model: through a compaction to a final
+    message, with the summary request served from the engine's KV cache."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import make_git_repo
+
+    root = Path(__file__).resolve().parent.parent
+    sample = root / "examples" / "sample-repo"
+    make_git_repo(tmp_path / "build" / "sample-repo",
+                  {p.name: p.read_text() for p in sample.iterdir() if p.is_file()})
+    shutil.copytree(root / "configs", tmp_path / "configs")
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "runner", "run",
+                          str(tmp_path / "configs" / "long.yaml"), "--out", str(out)],
+                         capture_output=True, text=True, timeout=880)
+    assert "Traceback" not in res.stderr
+    task = json.loads((out / "report.json").read_text())["tasks"][0]
+    assert task["status"] == "completed", (task["error"], res.stderr)
+    assert task["final_message"]
+    assert len(task["compactions"]) >= 1
+    for c in task["compactions"]:
+        assert c["kind"] == "local" and c["tokens_before"] >= 1200 > c["tokens_after"]
+        summary = task["requests"][c["requests"][0] - 1]
+        assert summary["kind"] == "compaction" and summary["prefix"]["extends_previous"]
+        # A real number from llama.cpp's KV cache: the summary request repeats the thread.
+        assert summary["usage"]["cached_tokens"] >= 0.8 * summary["usage"]["input_tokens"]
+    assert_cache_stable(task, exact_cache=False)
