@@ -30,8 +30,10 @@ from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
 from runner.errors import ConfigError, EngineError, Problem, SandboxError
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
+from runner.output_schema import check_answer, text_format
 from runner.progress import Progress, QuietProgress, make_progress
 from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
+from runner.providers.http import provider_headers
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
 from runner.reports.files import write_reports
@@ -41,6 +43,9 @@ from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import SECRET_NAME, child_env
 from runner.tools import Tool, ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
+from runner.tools.hosted import WebSearchTool
+from runner.tools.mcp import SANDBOX_NOTE as MCP_NOTE
+from runner.tools.mcp import McpError, McpSessions
 from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
 
@@ -92,6 +97,8 @@ class TaskRun:
     """Why the run did not start (`budget`, `interrupted`), when it did not."""
     report: TaskReport | None = None
     """Its entry in report.json, made when it finished (or taken from the journal)."""
+    output: Any = None
+    """The final answer parsed as JSON, when the task has an `output_schema` it matches."""
 
     @property
     def status(self) -> str:
@@ -264,6 +271,8 @@ def make_tools(task: ResolvedTask) -> list[Tool]:
         chosen.append(PlanTool())
     if "apply_patch" in task.tools:
         chosen.append(ApplyPatchTool(freeform=task.apply_patch_tool == "freeform"))
+    if task.web_search:  # where Codex puts it: after apply_patch, before MCP tools
+        chosen.append(WebSearchTool())
     return chosen
 
 
@@ -293,18 +302,20 @@ class Clients:
 
             engine = await self._stack.enter_async_context(LocalEngine())
             base_url = engine.base_url
-        api_key = self._env.get(p.env_key) if p.env_key else None
+        headers, api_key = provider_headers(
+            http_headers=p.http_headers, env_http_headers=p.env_http_headers,
+            env_key=p.env_key, auth=p.auth, env=self._env)
         client: ModelClient
         if p.wire_api == "chat":
             from runner.providers.chat import ChatClient
 
-            client = ChatClient(base_url, api_key=api_key, headers=p.http_headers,
+            client = ChatClient(base_url, api_key=api_key, headers=headers,
                                 query_params=p.query_params,
                                 constrained_tools=p.constrained_tools)
         else:
             from runner.providers.responses import ResponsesClient
 
-            client = ResponsesClient(base_url, api_key=api_key, headers=p.http_headers,
+            client = ResponsesClient(base_url, api_key=api_key, headers=headers,
                                      query_params=p.query_params, store=p.store,
                                      stream_idle_timeout_s=p.stream_idle_timeout_s,
                                      request_timeout_s=p.request_timeout_s)
@@ -403,16 +414,20 @@ async def run_batch(
                                              name=t.run)
                 run.ws = ws
                 model = await clients.get(t)
-                thread = _make_thread(t, ws.path, model, agent_env, sink, today=today, tz=tz,
-                                      runner_home=runner_home,
-                                      budget=RunBudget(t.limits, t.price, spend))
-                try:
-                    run.outcome = await thread.run()
-                except anyio.get_cancelled_exc_class():
-                    run.outcome = thread.interrupted("interrupted by a signal; the work done "
-                                                     "so far is kept")
-                    raise
-            except (EngineError, SandboxError, workspace.WorkspaceError) as exc:
+                async with McpSessions(t.mcp_servers, cwd=ws.path, env=env,
+                                       emit=sink.emit) as mcp:
+                    thread = _make_thread(t, ws.path, model, agent_env, sink, today=today,
+                                          tz=tz, runner_home=runner_home,
+                                          budget=RunBudget(t.limits, t.price, spend),
+                                          extra_tools=mcp.tools)
+                    try:
+                        run.outcome = await thread.run()
+                    except anyio.get_cancelled_exc_class():
+                        run.outcome = thread.interrupted("interrupted by a signal; the work "
+                                                         "done so far is kept")
+                        raise
+                _check_output(run)
+            except (EngineError, SandboxError, McpError, workspace.WorkspaceError) as exc:
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
             except Exception as exc:  # a bug in one run must not stop the others
@@ -528,7 +543,7 @@ async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> N
 
 def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
                  log: Sink, *, today: str, tz: str, runner_home: Path | None,
-                 budget: Budget | None = None) -> Thread:
+                 budget: Budget | None = None, extra_tools: Sequence[Tool] = ()) -> Thread:
     from runner import compaction
     from runner.providers import find_compactor
 
@@ -542,7 +557,11 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
         cwd=cwd, sandbox=t.sandbox, network=policy.network,
         writable_roots=list(policy.prompt_roots()),
         developer_instructions=t.developer_instructions, runner_home=runner_home,
-        shell="bash", current_date=today, timezone=tz, permission_notes=list(policy.notes()))
+        shell="bash", current_date=today, timezone=tz,
+        permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
+        skills=prompts.skills_instructions(t.skills, context_window=t.context_window))
+    if t.output_schema is not None:
+        text = {**(text or {}), "format": text_format(t.output_schema)}
     spec = ThreadSpec(
         thread_id=str(uuid.uuid4()), model=t.api_model or t.model,
         instructions=prompts.load_instructions(t.instructions_file),
@@ -555,7 +574,18 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
             limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)),
         compactor=find_compactor(model) if t.provider.remote_compaction else None)
     ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env))
-    return Thread(spec, model, make_tools(t), ctx, log)
+    return Thread(spec, model, [*make_tools(t), *extra_tools], ctx, log)
+
+
+def _check_output(run: TaskRun) -> None:
+    """A completed run's final answer against the task's `output_schema`: parsed into
+    the report, or the run fails saying why. Only the last answer is the run's output."""
+    o, schema = run.outcome, run.task.output_schema
+    if o is None or schema is None or o.status != "completed":
+        return
+    run.output, why = check_answer(schema, o.final_message)
+    if why is not None:
+        o.status, o.error = "failed", why
 
 
 async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,

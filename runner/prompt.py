@@ -25,6 +25,7 @@ from typing import Literal, get_args
 
 from runner.errors import ConfigError, Problem
 from runner.items import Item, message
+from runner.skills import Skill
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
 ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
@@ -285,6 +286,93 @@ def user_instructions_text(cwd: Path, text: str) -> str:
     return f"{USER_INSTRUCTIONS_PREFIX}{cwd}\n\n<INSTRUCTIONS>\n{text}\n</INSTRUCTIONS>"
 
 
+# --- skills (last part of the developer message) -------------------------------------
+
+SKILLS_OPEN = "<skills_instructions>"
+SKILLS_CLOSE = "</skills_instructions>"
+SKILLS_CHAR_BUDGET = 8000
+"""Characters for the skill lines when the model's context window is unknown."""
+SKILLS_WINDOW_PERCENT = 2
+"""Otherwise 2% of the window, in tokens of about 4 characters (Codex's budget)."""
+
+_SKILLS_INTRO = (
+    "Skills are instructions kept in `SKILL.md` files. Each entry below gives a skill's"
+    " name, what it is for, and the file to read before using it.")
+_SKILLS_USE = """\
+- When the task names a skill, or clearly fits a skill's description, read that skill's \
+`SKILL.md` before starting and follow it. Use every skill that applies; a skill counts \
+only for the turn that calls for it.
+- Read only as much of `SKILL.md` as you need. Paths it mentions are relative to the \
+folder that holds it; open further files only when the task needs them, and prefer \
+running its scripts and reusing its templates to writing your own.
+- When a skill cannot be read or does not fit, say so in one line and carry on without it."""
+
+
+def skills_budget(context_window: int | None) -> int:
+    """Characters the skill lines may take: 2% of the context window (at 4 characters
+    a token), or `SKILLS_CHAR_BUDGET` when the window is unknown."""
+    if context_window:
+        return max(1, context_window * SKILLS_WINDOW_PERCENT // 100) * 4
+    return SKILLS_CHAR_BUDGET
+
+
+def skill_lines(skills: Sequence[Skill], budget: int) -> list[str]:
+    """`- name: description (file: path)` per skill, sorted by name, within `budget`
+    characters, cut the same way every time.
+
+    Over budget, descriptions are shortened first: each gets an equal share of the room
+    left after the bare lines, and a share a short description does not use passes to
+    the others (shortest first, then by name); a cut one ends in `…`. If even the bare
+    lines do not fit, the skills at the end of the list are left out and a last line
+    says how many.
+    """
+    ordered = sorted(skills, key=lambda s: (s.name, str(s.path)))
+    bare = [f"- {s.name}: (file: {s.path})" for s in ordered]
+    full = [f"- {s.name}: {s.description} (file: {s.path})" for s in ordered]
+    if sum(map(len, full)) <= budget:
+        return full
+    if sum(map(len, bare)) <= budget:
+        room = budget - sum(map(len, bare))
+        allowance: dict[int, int] = {}
+        left = len(ordered)
+        for i in sorted(range(len(ordered)),
+                        key=lambda i: (len(ordered[i].description), ordered[i].name)):
+            give = min(len(ordered[i].description) + 1, room // left)
+            allowance[i] = give
+            room -= give
+            left -= 1
+        lines = []
+        for i, s in enumerate(ordered):
+            a = allowance[i]
+            if a >= len(s.description) + 1:
+                lines.append(full[i])
+            elif a >= 3:
+                lines.append(f"- {s.name}: {s.description[:a - 2]}… (file: {s.path})")
+            else:
+                lines.append(bare[i])
+        return lines
+    kept: list[str] = []
+    used = 0
+    for i, line in enumerate(bare):
+        note = f"- ({len(bare) - i - 1} more skills left out: over the skills budget)"
+        if used + len(line) + len(note) > budget:
+            break
+        kept.append(line)
+        used += len(line)
+    return [*kept, f"- ({len(bare) - len(kept)} more skills left out: over the skills budget)"]
+
+
+def skills_instructions(skills: Sequence[Skill], *, context_window: int | None = None,
+                        budget: int | None = None) -> str | None:
+    """The `<skills_instructions>` block of the developer message; None without skills."""
+    if not skills:
+        return None
+    lines = skill_lines(skills, skills_budget(context_window) if budget is None else budget)
+    body = ["## Skills", _SKILLS_INTRO, "### Available skills", *lines,
+            "### How to use skills", _SKILLS_USE]
+    return SKILLS_OPEN + "\n" + "\n".join(body) + "\n" + SKILLS_CLOSE
+
+
 # --- environment context (second part of the contextual user message) ----------------
 
 
@@ -357,10 +445,12 @@ def initial_context(
     approval: str = "never",
     fallback_names: Sequence[str] = (),
     max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
+    skills: str | None = None,
 ) -> list[Item]:
     """The two context messages that open a conversation (and follow a compaction).
 
-    Developer message: permissions, then `developer_instructions` if non-empty. User
+    Developer message: permissions, then `developer_instructions` if non-empty, then the
+    `skills` block (`skills_instructions`) if any. User
     message: AGENTS.md instructions if any, then the environment context. One
     `input_text` part per section, as Codex sends them.
     """
@@ -375,6 +465,7 @@ def initial_context(
         runner_home=runner_home,
         fallback_names=fallback_names,
         max_agents_md_bytes=max_agents_md_bytes,
+        skills=skills,
     )
 
 
@@ -385,11 +476,14 @@ def initial_items(
     runner_home: Path | None,
     fallback_names: Sequence[str] = (),
     max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
+    skills: str | None = None,
 ) -> list[Item]:
     """`initial_context` from a `TurnContext`, so the caller can keep it for diffing."""
     developer = [ctx.permissions()]
     if developer_instructions:
         developer.append(developer_instructions)
+    if skills:
+        developer.append(skills)
     user: list[str] = []
     docs = agents_md(
         cwd=ctx.cwd, runner_home=runner_home, fallback_names=fallback_names,
