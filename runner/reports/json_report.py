@@ -90,7 +90,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                       usage=usage_report(o.usage, ideal) or UsageReport(), requests=requests,
                       prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
                       compactions=compactions,
-                      events_file=run.events_file, workspace=wsr, result=rr, check=cr)
+                      events_file=run.events_file, workspace=wsr, result=rr, check=cr,
+                      output=run.output)
 
 
 def build_report(*, tasks: Sequence[TaskReport], run_id: str, task_file: str,

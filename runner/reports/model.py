@@ -3,7 +3,7 @@ models and checked by a test, so the documentation cannot drift from the code.""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -162,6 +162,9 @@ class TaskReport(Strict):
     """The run's changes; null when it changed nothing."""
     check: CheckReport | None = None
     """The task's `check` command, run after the agent; null when there is none."""
+    output: Any = None
+    """The final answer parsed as JSON when the task has an `output_schema` and the answer
+    matches it; null otherwise (a mismatch fails the run and says why in `error`)."""
 
 
 class Totals(Strict):
