@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
-.PHONY: setup demo benchmark test lint typecheck unit bench clean
+.PHONY: setup bubblewrap demo benchmark test lint typecheck unit bench clean
 
 # - compat editable mode puts the source dir on sys.path instead of an import hook (faster
 #   start);
@@ -22,7 +22,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m compileall -q runner
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) bubblewrap
+
+# The sandbox (read-only, workspace-write) runs commands in bubblewrap: install it on a bare
+# Debian/Ubuntu machine (as root, or through sudo without a password); skip when present.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; \
+	  else echo "bubblewrap is missing: install it as root (apt-get install bubblewrap)"; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$sudo apt-get install -y -q bubblewrap || \
+	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q bubblewrap; }; }
 
 build/sample-repo: examples/sample-repo
 	rm -rf $@ && mkdir -p build && cp -r examples/sample-repo $@
