@@ -301,8 +301,8 @@ class Thread:
         limit = self.spec.compaction.limit
         if limit is None or self._counter.count(self.history) < limit:
             return
-        if self._compacted_at == self._turn_requests:
-            return  # nothing new since the last compaction: compacting again cannot help
+        if self._compacted_at == self._turn_requests or len(self.history) <= self._head:
+            return  # nothing new since the last compaction (or at all): it cannot help
         await self._compact(reason)
 
     async def _compact(self, reason: cp.Reason) -> None:

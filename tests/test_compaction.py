@@ -549,3 +549,19 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
         # A real number from llama.cpp's KV cache: the summary request repeats the thread.
         assert summary["usage"]["cached_tokens"] >= 0.8 * summary["usage"]["input_tokens"]
     assert_cache_stable(task, exact_cache=False)
+
+
+async def test_limit_below_the_context_compacts_only_after_new_work(
+        loopback: LoopbackFactory, tmp_path: Path) -> None:
+    """A limit the context alone passes: no compaction before the first request, and never
+    two without a model answer in between (Codex was seen compacting 48 times in a row)."""
+    script = LongScript(3)
+    srv = await loopback(script)
+    outcome = await run_long(srv.base_url, tmp_path, limit=128, prompts_=("go", "again"))
+    assert outcome.status == "completed", outcome.error
+    assert outcome.requests[0].kind == "turn"
+    kinds = [r.kind for r in outcome.requests]
+    assert "compaction" in kinds
+    assert all(not (a == b == "compaction") for a, b in zip(kinds, kinds[1:], strict=False))
+    assert all(kinds[i - 1] == "turn" for i, k in enumerate(kinds) if k == "compaction")
+    assert len(outcome.compactions) == kinds.count("compaction") == script.summaries
