@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.errors import ContextWindowExceeded, QuotaExhausted, StreamError
-from runner.sse import Assembler
+from runner.errors import ContextWindowExceeded, ModelError, QuotaExhausted, StreamError
+from runner.sse import Assembler, Framer
 
 
 def feed(asm: Assembler, kind: str, **payload: object) -> object:
@@ -92,5 +92,26 @@ def test_invalid_json_is_a_stream_error() -> None:
 
 @given(st.text(max_size=50), st.text(max_size=200))
 def test_never_raises_anything_else(event: str, data: str) -> None:
-    with contextlib.suppress(StreamError):
+    with contextlib.suppress(ModelError):
         Assembler().feed(event, data)
+
+
+def test_framing_line_ends_and_comments() -> None:
+    f = Framer()
+    assert f.feed(b": keepalive\n\nevent: a\r") == []
+    assert f.feed(b"\ndata: 1\r\ndata:2\r\r") == [("a", "1\n2")]   # CRLF split, CR, no space
+    assert f.feed(b"data: x") == []
+    assert f.feed(b"y\n") == []
+    assert f.feed(b"\n") == [("", "xy")]
+    assert f.feed(b"event: no-data\n\nid: 3\nretry: 10\nbogus\ndata\n\n") == [("", "")]
+
+
+def test_rate_limit_message_sets_the_wait() -> None:
+    with pytest.raises(StreamError) as info:
+        feed(Assembler(), "response.failed", response={"error": {
+            "code": "rate_limit_exceeded", "message": "Please try again in 1.5s."}})
+    assert info.value.retry_after_s == 1.5 and info.value.rate_limit
+    with pytest.raises(StreamError) as info:
+        feed(Assembler(), "response.failed", response={"error": {
+            "code": "rate_limit_exceeded", "message": "try again in 250ms"}})
+    assert info.value.retry_after_s == 0.25
