@@ -142,12 +142,14 @@ def constrained_schema(
     *,
     tool_choice: str = "auto",
     settings: Constrained = Constrained(),
+    answer: JSON | None = None,
 ) -> JSON:
     """The `oneOf` the answer must match: one branch per tool, plus the answer branch.
 
     `{"tool":NAME,"arguments":{..}}` per function tool (`{"tool":NAME,"input":".."}` per
-    custom tool) and `{"answer":".."}`. `tool_choice` `none` leaves only the answer branch,
-    `required` only the tools.
+    custom tool) and `{"answer":".."}`, or `{"answer":<value>}` matching `answer` when the
+    task asks for structured output (`text.format`). `tool_choice` `none` leaves only the
+    answer branch, `required` only the tools.
     """
     branches: list[JSON] = []
     if tool_choice != "none":
@@ -168,9 +170,12 @@ def constrained_schema(
                 "additionalProperties": False,
             })
     if tool_choice != "required" or not branches:
+        value = (tighten_schema(answer, max_items=settings.max_items,
+                                max_length=settings.max_length)
+                 if answer is not None else {"type": "string", "maxLength": settings.max_length})
         branches.append({
             "type": "object",
-            "properties": {"answer": {"type": "string", "maxLength": settings.max_length}},
+            "properties": {"answer": value},
             "required": ["answer"],
             "additionalProperties": False,
         })
@@ -192,16 +197,18 @@ def _params_summary(params: Mapping[str, Any]) -> str:
 
 
 def constrained_tools_text(
-    tools: Sequence[Mapping[str, Any]], settings: Constrained = Constrained()
+    tools: Sequence[Mapping[str, Any]], settings: Constrained = Constrained(),
+    answer: JSON | None = None,
 ) -> str:
     """The section appended to the system message: the answer format and each tool.
 
     The model never sees the `tools` field in constrained mode, so this is how it learns
     the tools' names and arguments. Compact on purpose: a 135M model loses a long prompt.
     """
+    shape = f"\nThe answer must match this JSON schema: {dumps(answer)}" if answer else ""
     if not _function_tools(tools) and not _custom_tools(tools):
-        return 'Answer with exactly one JSON object: {"answer":"<text>"}'
-    lines = [ANSWER_FORMAT, "", "# Tools"]
+        return 'Answer with exactly one JSON object: {"answer":"<text>"}' + shape
+    lines = [ANSWER_FORMAT + shape, "", "# Tools"]
     for t in _function_tools(tools):
         lines.append(f"## {t['name']}")
         if t.get("description"):
@@ -221,6 +228,16 @@ def constrained_tools_text(
 
 def _obj(value: Any) -> JSON:
     return value if isinstance(value, dict) else {}
+
+
+def answer_schema(prompt: Prompt) -> JSON | None:
+    """The schema of `text.format` (structured output), if the prompt asks for one."""
+    fmt = prompt.text.get("format") if prompt.text else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" \
+            and isinstance(fmt.get("schema"), dict):
+        schema: JSON = fmt["schema"]
+        return schema
+    return None
 
 
 def _text_of(content: Any) -> str:
@@ -302,8 +319,9 @@ def chat_messages(
     dropped. With `constrained`, calls and outputs are rendered as text (see module doc).
     """
     system = prompt.instructions
+    structured = answer_schema(prompt) is not None
     if constrained is not None:
-        tools_text = constrained_tools_text(prompt.tools, constrained)
+        tools_text = constrained_tools_text(prompt.tools, constrained, answer_schema(prompt))
         system = f"{system}\n\n{tools_text}" if system else tools_text
     messages: list[JSON] = [{"role": "system", "content": system}] if system else []
     names: dict[str, str] = {}
@@ -316,7 +334,8 @@ def chat_messages(
                 role = "system"
             if role == "assistant":
                 text = _text_of(d.get("content"))
-                content: Any = (dumps({"answer": text}) if constrained is not None else text)
+                content: Any = (dumps({"answer": _args_value(text) if structured else text})
+                                if constrained is not None else text)
             else:
                 content = (_text_of(d.get("content")) if constrained is not None
                            else _chat_content(d.get("content")))
@@ -381,7 +400,7 @@ def build_body(prompt: Prompt, *, constrained: Constrained | None = None) -> JSO
     if constrained is not None:
         # The answer format is ours in this mode; a requested `text.format` cannot apply.
         schema = constrained_schema(prompt.tools, tool_choice=prompt.tool_choice,
-                                    settings=constrained)
+                                    settings=constrained, answer=answer_schema(prompt))
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "answer", "strict": True, "schema": schema}}
     else:
@@ -448,6 +467,8 @@ def items_from_constrained(text: str, prompt: Prompt) -> list[Item]:
         arguments = args if isinstance(args, str) else dumps(args)
         return [Item({"type": "function_call", "call_id": call_id_for(prompt, 0, name, arguments),
                       "name": name, "arguments": arguments})]
+    if isinstance(obj, dict) and answer_schema(prompt) is not None and "answer" in obj:
+        return [_message_item(dumps(obj["answer"]))]  # structured output: the JSON itself
     if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
         return [_message_item(obj["answer"])]
     return [_message_item(text)]

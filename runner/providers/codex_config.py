@@ -54,9 +54,9 @@ def load_codex_providers(path: Path) -> dict[str, ProviderConfig]:
         raise ConfigError([Problem(file, None, "(file)",
                                    f"not UTF-8 text (byte {exc.start})")]) from None
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        raise ConfigError([Problem(file, line, "(syntax)", str(exc).split(" (at")[0])]
-                          ) from None
+        at = re.search(r"\(at line (\d+)", str(exc))  # tomllib gives lineno from 3.14 only
+        raise ConfigError([Problem(file, int(at.group(1)) if at else None, "(syntax)",
+                                   str(exc).split(" (at")[0])]) from None
     return providers_from_toml(data, text, file)
 
 

@@ -24,7 +24,6 @@ from runner.errors import (
     EngineError,
     HTTPStatusError,
     StreamError,
-    TransportError,
 )
 from runner.items import Item, function_call_output, message
 from runner.providers import Prompt, StreamEvent
@@ -316,7 +315,7 @@ async def test_constrained_stream_gives_items_not_json_text() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize(("body", "status", "error"), [
     (sse(delta(content="x"), delta("length"), USAGE), 200, ContextWindowExceeded),
-    (sse(delta(content="x"), done=False), 200, TransportError),
+    (sse(delta(content="x"), done=False), 200, StreamError),  # cut: no finish_reason
     (b'{"error":{"code":500,"message":"boom"}}', 500, HTTPStatusError),
     (b'{"error":{"code":400,"type":"exceed_context_size_error","message":"the request '
      b'exceeds the available context size"}}', 400, ContextWindowExceeded),

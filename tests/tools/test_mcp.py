@@ -81,8 +81,15 @@ def test_results_become_text() -> None:
 
 async def test_stdio_server_tools_calls_and_errors(tmp_path: Path) -> None:
     events: list[dict[str, Any]] = []
+    changed = anyio.Event()
+
+    def emit(event: dict[str, Any]) -> None:
+        events.append(event)
+        if event["type"] == "mcp.tools_list_changed":
+            changed.set()
+
     servers = {"calc": stdio(tool_timeout_s=1.0)}
-    async with McpSessions(servers, cwd=tmp_path, env={}, emit=events.append) as mcp:
+    async with McpSessions(servers, cwd=tmp_path, env={}, emit=emit) as mcp:
         tools = {t.name: t for t in mcp.tools}
         names = [t.name for t in mcp.tools]
         assert names == sorted(names) == ["mcp__calc__add", "mcp__calc__broken",
@@ -107,8 +114,7 @@ async def test_stdio_server_tools_calls_and_errors(tmp_path: Path) -> None:
         grew = await tools["mcp__calc__grow"].run(call("mcp__calc__grow", {}), CTX)
         assert grew.success
         with anyio.fail_after(5):
-            while not any(e["type"] == "mcp.tools_list_changed" for e in events):
-                await anyio.sleep(0.05)
+            await changed.wait()
         assert [t.name for t in mcp.tools] == names  # logged, not applied
     assert events[0] == {"type": "mcp.server_started", "server": "calc", "tools": names}
 
