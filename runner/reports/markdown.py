@@ -230,6 +230,8 @@ def _comparisons(report: Report) -> list[list[str]]:
 def _headline(report: Report) -> list[str]:
     t = report.totals
     ratio = "n/a" if t.usage.cache_hit_ratio is None else percent(t.usage.cache_hit_ratio)
+    if t.usage.ideal_cache_ratio is not None:
+        ratio += f" (ideal {percent(t.usage.ideal_cache_ratio)})"
     cost = f" - cost {money(t.cost_usd)}" if report.tasks else ""
     lines = [
         f"# Run {inline(report.run_id)}",
@@ -257,14 +259,20 @@ def _cut_note(hidden: int, what: str, max_chars: int | None) -> list[str]:
 
 def _run_rows(report: Report) -> list[list[str]]:
     variants = any(t.variant is not None for t in report.tasks)
+    compacted = any(t.compactions for t in report.tasks)
     rows = []
     for t in report.tasks:
         row = [cell(_name(t)), cell(t.model)]
         if variants:
             row.append(cell(t.variant or "-"))
+        cached = percent(t.usage.cache_hit_ratio)
+        if t.usage.ideal_cache_ratio is not None:
+            cached += f" / {percent(t.usage.ideal_cache_ratio)}"
         row += [mark(t.status), str(t.turns_completed), str(t.tool_calls),
-                tokens(t.usage.total_tokens), percent(t.usage.cache_hit_ratio),
-                money(t.cost_usd), duration(t.duration_s), _branch(t)]
+                tokens(t.usage.total_tokens), cached]
+        if compacted:
+            row.append(str(len(t.compactions)))
+        row += [money(t.cost_usd), duration(t.duration_s), _branch(t)]
         rows.append(row)
     return rows
 
@@ -272,10 +280,13 @@ def _run_rows(report: Report) -> list[list[str]]:
 def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None
           ) -> list[str]:
     variants = any(t.variant is not None for t in report.tasks)
+    compacted = any(t.compactions for t in report.tasks)
     header = ["Run", "Model"] + (["Variant"] if variants else []) + [
-        "Status", "Turns", "Tool calls", "Tokens", "Cached", "Cost", "Time", "Branch"]
+        "Status", "Turns", "Tool calls", "Tokens", "Cached / ideal"] + (
+        ["Compactions"] if compacted else []) + ["Cost", "Time", "Branch"]
     align = ["---", "---"] + (["---"] if variants else []) + [
-        "---", "--:", "--:", "--:", "--:", "--:", "--:", "---"]
+        "---", "--:", "--:", "--:", "--:"] + (["--:"] if compacted else []) + [
+        "--:", "--:", "---"]
     return ["## Runs", "", *_table(header, align, rows[:keep]),
             *_cut_note(len(rows) - keep, "runs", max_chars)]
 

@@ -64,7 +64,7 @@ def test_merged_report_names_its_shards() -> None:
 def test_every_run_row_has_every_column() -> None:
     md = render_markdown(sample_report())
     assert _header(md, "Runs") == ["Run", "Model", "Status", "Turns", "Tool calls", "Tokens",
-                                   "Cached", "Cost", "Time", "Branch"]
+                                   "Cached / ideal", "Cost", "Time", "Branch"]
     runs = _rows(md, "Runs")
     assert len(runs) == 11 and all(len(r) == 10 for r in runs)
     assert runs[0] == ["fix-parser.openai-gpt-5.r1", "openai/gpt-5", "PASS", "4", "9",
@@ -75,6 +75,24 @@ def test_every_run_row_has_every_column() -> None:
     assert runs[2][9] == "-"
     assert runs[4][6] == "-"
     assert runs[3][7] == "n/a"
+
+
+def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
+    from runner.reports.model import CompactionReport
+
+    report = sample_report()
+    first = report.tasks[0]
+    usage = first.usage.model_copy(update={"ideal_cache_ratio": 0.8})
+    comp = CompactionReport(kind="local", reason="pre-turn", tokens_before=9000,
+                            tokens_after=2000, items_before=80, items_after=4,
+                            dropped_items=0, requests=[7])
+    report.tasks[0] = first.model_copy(update={"usage": usage, "compactions": [comp, comp]})
+    md = render_markdown(report)
+    header = _header(md, "Runs")
+    row = _rows(md, "Runs")[0]
+    assert row[header.index("Cached / ideal")] == "75.0% / 80.0%"
+    assert row[header.index("Compactions")] == "2"
+    assert _rows(md, "Runs")[1][header.index("Compactions")] == "0"
 
 
 def test_variant_column_only_with_variants() -> None:
