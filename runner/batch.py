@@ -41,6 +41,7 @@ from runner.reports.json_report import build_report, task_report
 from runner.reports.model import TaskReport
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import SECRET_NAME, child_env
+from runner.sandbox.policy import PROTECTED_NAMES
 from runner.tools import Tool, ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.hosted import WebSearchTool
@@ -573,7 +574,9 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
         compaction=compaction.CompactionSettings(
             limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)),
         compactor=find_compactor(model) if t.provider.remote_compaction else None)
-    ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env))
+    ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env),
+                      read_only=policy.mode == "read-only",
+                      protected=PROTECTED_NAMES if policy.sandboxed else ())
     return Thread(spec, model, [*make_tools(t), *extra_tools], ctx, log)
 
 

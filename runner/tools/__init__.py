@@ -61,6 +61,12 @@ class ToolContext:
     executor: Executor
     env: Mapping[str, str]
     state: dict[str, Any] = field(default_factory=dict)
+    read_only: bool = False
+    """The sandbox lets nothing be changed: tools that edit files in-process (apply_patch)
+    must refuse, as the sandbox refuses commands."""
+    protected: tuple[str, ...] = ()
+    """Directory names (`.git`, `.runner`) that in-process edits may not touch, as the
+    sandbox mounts them read-only for commands."""
 
 
 class Tool(Protocol):

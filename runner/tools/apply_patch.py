@@ -21,6 +21,7 @@ import posixpath
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePath
 from typing import Any, Literal
 
@@ -607,17 +608,23 @@ def _event_changes(patch: Patch, names: dict[str, str]) -> list[dict[str, str]]:
     return [{"path": names.get(h.path, h.path), "kind": kinds[type(h)]} for h in patch.hunks]
 
 
-def apply_patch(root: Path, text: str, *, workdir: str | None = None) -> ApplyResult:
+def apply_patch(root: Path, text: str, *, workdir: str | None = None, read_only: bool = False,
+                protected: tuple[str, ...] = ()) -> ApplyResult:
     """Parse, plan and apply `text` inside `root`; never raises for a bad patch.
 
     Paths are taken relative to `root` (or to `workdir`, itself inside root, when the
     patch came from `cd DIR && apply_patch`). Nothing is written unless every hunk
-    plans cleanly; if a write still fails, earlier writes are rolled back.
+    plans cleanly; if a write still fails, earlier writes are rolled back. The sandbox's
+    rules hold here too, since this runs in the runner's process: nothing is written when
+    `read_only`, and nothing under a directory named in `protected`.
     """
     try:
         patch = parse_patch(text)
     except PatchError as exc:
         return _failure(exc.message, [])
+    if read_only:
+        return _failure("refused: the sandbox is read-only, so no file can be changed "
+                        "(sandbox: read-only)", _event_changes(patch, {}))
 
     root = Path(os.path.abspath(root))
     real_root = os.path.realpath(root)
@@ -631,6 +638,10 @@ def apply_patch(root: Path, text: str, *, workdir: str | None = None) -> ApplyRe
                 paths.append(hunk.move_to)
             for p in paths:
                 locations[p], names[p] = _resolve(root, real_root, base, p)
+                hit = set(names[p].split("/")) & set(protected)
+                if hit:
+                    raise PatchError(f"refused path '{p}': {sorted(hit)[0]} is read-only "
+                                     "in the sandbox")
     except PatchError as exc:
         return _failure(exc.message, _event_changes(patch, names))
     changes = _event_changes(patch, names)
@@ -897,7 +908,8 @@ class ApplyPatchTool:
             if isinstance(text_or_error, ToolResult):
                 return text_or_error
             text = text_or_error
-        result = await anyio.to_thread.run_sync(apply_patch, ctx.cwd, text)
+        result = await anyio.to_thread.run_sync(partial(
+            apply_patch, ctx.cwd, text, read_only=ctx.read_only, protected=ctx.protected))
         return ToolResult(
             output=result.output,
             success=result.success,

@@ -159,7 +159,8 @@ def _apply_patch_via_shell(ctx: ToolContext, found: tuple[str, str | None],
     patch, cd = found
     start = time.monotonic()
     where = "/".join(p for p in (workdir, cd) if p) or None
-    res = apply_patch(ctx.cwd, patch, workdir=where)
+    res = apply_patch(ctx.cwd, patch, workdir=where, read_only=ctx.read_only,
+                      protected=ctx.protected)
     event = {"type": "file_change", "changes": res.changes,
              "status": "completed" if res.success else "failed"}
     return ToolResult(format_output(0 if res.success else 1, time.monotonic() - start,

@@ -87,3 +87,34 @@ def test_run_fails_where_bubblewrap_cannot(loopback_thread: ThreadFactory,
     for fix in FIXES:
         assert fix in task["error"]
     assert list(outside.iterdir()) == [] and srv.requests == []
+
+
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+def test_apply_patch_obeys_the_sandbox_too(loopback_thread: ThreadFactory, tmp_path: Path,
+                                           mode: str) -> None:
+    """apply_patch runs in the runner's process, outside bubblewrap: it must refuse what
+    the sandbox would refuse a command (any write when read-only, `.git` always)."""
+    patches = ["*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch",
+               "*** Begin Patch\n*** Add File: .git/hooks/post-checkout\n+#!/bin/sh\n"
+               "*** End Patch"]
+
+    def script(req: Any, i: int) -> Reply:
+        if i < len(patches):
+            return reply_function_call("apply_patch", {"input": patches[i]}, call_id=f"p{i}")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    tasks = write_tasks(tmp_path, srv.base_url, check="true")
+    tasks.write_text(tasks.read_text().replace("tools: [shell]", f"tools: [apply_patch], "
+                                                                 f"sandbox: {mode}"))
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    outputs = [str(r.call_outputs()[f"p{i}"]) for i, r in enumerate(srv.requests[1:])]
+    if mode == "read-only":
+        assert all("the sandbox is read-only" in o for o in outputs)
+    else:
+        assert "read-only" not in outputs[0]
+        assert ".git is read-only in the sandbox" in outputs[1]
+    report = json.loads((out / "report.json").read_text())
+    files = (report["tasks"][0]["result"] or {}).get("files", [])
+    assert files == ([] if mode == "read-only" else ["new.txt"])
