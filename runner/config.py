@@ -1253,7 +1253,9 @@ def fingerprint(t: ResolvedTask) -> str:
     """What makes a run this run, without machine-specific paths; instructions count by
     content, so editing them makes `--resume` redo the runs that used them."""
     data = t.model_dump(mode="json", exclude={"repo", "instructions_file", "fingerprint",
-                                              "run", "compact_prompt_file", "writable_roots"})
+                                              "run", "compact_prompt_file", "writable_roots",
+                                              "skills"})
+    data["skills"] = [[s.name, s.description] for s in t.skills]  # not their paths
     if t.instructions_file is not None:
         data["instructions"] = hashlib.sha256(t.instructions_file.read_bytes()).hexdigest()
     if t.compact_prompt_file is not None:
