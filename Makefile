@@ -47,7 +47,8 @@ demo: setup build/sample-repo
 	@echo "the result branch is in build/sample-repo: git -C build/sample-repo branch --list 'runner/*'"
 
 benchmark: setup build/sample-repo
-	$(BIN)/runner run configs/benchmark.yaml --out build/benchmark --concurrency 2
+	# Exit 1 (some runs failed) is a benchmark result, not an error of the target.
+	$(BIN)/runner run configs/benchmark.yaml --out build/benchmark --concurrency 2 || test $$? -eq 1
 	@echo "benchmark done: build/benchmark/summary.md, build/benchmark/junit.xml"
 
 lint: setup
