@@ -127,7 +127,8 @@ class BatchResult:
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        if any(r.status == "error" for r in self.runs):
+        # The provider could not be used (down, out of quota, rate-limited past the cap).
+        if any(r.status in ("error", "rate_limited", "quota_exhausted") for r in self.runs):
             return 3
         return 0 if all(r.status == "completed" for r in self.runs) else 1
 
