@@ -6,6 +6,7 @@ This is the only module that knows every part; each part knows only its protocol
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fcntl
 import json
@@ -42,7 +43,7 @@ from runner.reports.model import TaskReport
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import SECRET_NAME, child_env
 from runner.sandbox.policy import PROTECTED_NAMES
-from runner.tools import Tool, ToolContext
+from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.hosted import WebSearchTool
 from runner.tools.mcp import SANDBOX_NOTE as MCP_NOTE
@@ -421,7 +422,7 @@ async def run_batch(
                     thread = _make_thread(t, ws.path, model, agent_env, sink, today=today,
                                           tz=tz, runner_home=runner_home,
                                           budget=RunBudget(t.limits, t.price, spend),
-                                          extra_tools=mcp.tools)
+                                          extra_tools=mcp.tools, redact=redact)
                     try:
                         run.outcome = await thread.run()
                     except anyio.get_cancelled_exc_class():
@@ -545,7 +546,8 @@ async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> N
 
 def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
                  log: Sink, *, today: str, tz: str, runner_home: Path | None,
-                 budget: Budget | None = None, extra_tools: Sequence[Tool] = ()) -> Thread:
+                 budget: Budget | None = None, extra_tools: Sequence[Tool] = (),
+                 redact: Redactor | None = None) -> Thread:
     from runner import compaction
     from runner.providers import find_compactor
 
@@ -578,7 +580,31 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
     ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env),
                       read_only=policy.mode == "read-only",
                       protected=PROTECTED_NAMES if policy.sandboxed else ())
-    return Thread(spec, model, [*make_tools(t), *extra_tools], ctx, log)
+    tools: list[Tool] = [*make_tools(t), *extra_tools]
+    if redact:
+        tools = [Redacting(tool, redact) for tool in tools]
+    return Thread(spec, model, tools, ctx, log)
+
+
+class Redacting:
+    """A tool whose output is redacted before the model sees it: without a sandbox a
+    command can read the runner's own environment (/proc/$PPID/environ), and what the
+    model reads is sent to the provider and may be echoed into any artifact."""
+
+    def __init__(self, inner: Tool, redact: Redactor) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.redact = redact
+
+    def spec(self) -> dict[str, Any]:
+        return self.inner.spec()
+
+    def started(self, call: ToolCall) -> dict[str, Any] | None:
+        return self.inner.started(call)
+
+    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        result = await self.inner.run(call, ctx)
+        return dataclasses.replace(result, output=self.redact(result.output))
 
 
 def _check_output(run: TaskRun) -> None:

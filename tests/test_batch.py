@@ -336,3 +336,23 @@ def test_lone_surrogates_from_the_model_do_not_break_the_reports(
     events = [json.loads(line) for line in (out / "threads" / "a.jsonl").read_text()
               .splitlines()]
     assert any("half" in json.dumps(e) for e in events)
+
+
+def test_tool_output_reaching_the_model_is_redacted(loopback_thread: ThreadFactory,
+                                                    tmp_path: Path) -> None:
+    """Without a sandbox a command can read the runner's environment through /proc; the
+    provider must still never receive a secret in a tool output."""
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell("tr '\\0' '\\n' < /proc/$PPID/environ; echo $PPID", "c0")
+        if i == 0 else reply_message("done")))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n",
+                        defaults="  sandbox: danger-full-access\n")
+    text = tasks.read_text().replace("defaults:\n", "defaults:\n", 1)
+    tasks.write_text(text.replace("tasks:\n", "secrets: [MY_CANARY]\ntasks:\n", 1))
+    res = run_cli("run", tasks, "--out", tmp_path / "out",
+                  env={"MY_CANARY": "canary-4c1d9e7f22"})
+    assert res.returncode == 0, res.stderr
+    output = str(srv.requests[1].call_outputs()["c0"])
+    assert "FAKE_API_KEY=" in output          # the command did read the environment
+    assert "canary-4c1d9e7f22" not in output
+    assert "sk-canary-0123456789abcdef" not in output
