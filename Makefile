@@ -65,6 +65,9 @@ test: lint typecheck unit
 
 bench: setup
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/batch.py
+	$(BIN)/python bench/cache.py
+	$(BIN)/python bench/sandbox.py
 
 clean:
 	rm -rf build $(VENV)
