@@ -121,3 +121,11 @@ def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
     return make_git_repo(tmp_path / "repo")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests (the embedded model, kill -9 cycles) get 600 s instead of the default
+    120 s: on a busy 2-core machine the model alone can take minutes."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(600))
