@@ -314,7 +314,9 @@ class Clients:
 
             client = ChatClient(base_url, api_key=api_key, headers=headers,
                                 query_params=p.query_params,
-                                constrained_tools=p.constrained_tools)
+                                constrained_tools=p.constrained_tools,
+                                stream_idle_timeout_s=p.stream_idle_timeout_s,
+                                request_timeout_s=p.request_timeout_s)
         else:
             from runner.providers.responses import ResponsesClient
 

@@ -1,4 +1,4 @@
-"""Pure decoding of a Responses API event stream (no I/O).
+"""Pure decoding of a model's event stream (no I/O).
 
 Two small state machines, fed as bytes arrive, so the same code serves live streaming and
 tests that replay recorded streams:
@@ -6,8 +6,9 @@ tests that replay recorded streams:
 - `Framer` cuts raw bytes into SSE events (`event:` / `data:` lines, comments skipped).
   It is ours rather than httpx-sse's because a server can send one endless line: the
   framer holds at most `max_event_bytes` of a pending event and fails the request
-  instead of growing without bound.
-- `Assembler` turns each event into meaning and assembles the finished response.
+  instead of growing without bound. Both wires (Responses, Chat Completions) use it.
+- `Assembler` turns each Responses event into meaning and assembles the finished response.
+  `json_event` is the part both wires share: an event's data as a JSON object.
 
 Every problem in the stream raises a `ModelError` subclass, never anything else.
 """
@@ -150,15 +151,7 @@ class Assembler:
         """Consume one SSE event. Raises a `ModelError` for failed/incomplete/malformed."""
         if self.done:
             return None
-        try:
-            payload = json.loads(data) if data else {}
-        except (ValueError, RecursionError) as exc:
-            raise StreamError(f"invalid JSON in SSE event {event[:80]!r}: {str(exc)[:200]}",
-                              retryable=True) from None
-        if not isinstance(payload, dict):
-            raise StreamError(f"SSE event {event[:80]!r} is not a JSON object", retryable=True)
-        if "\\ud" in data or "\\uD" in data:
-            payload = _clean(payload)  # a lone surrogate cannot be written or sent back
+        payload = json_event(event, data)
         kind = payload.get("type")
         if not isinstance(kind, str):
             kind = event
@@ -203,6 +196,21 @@ class Assembler:
         if not kind.startswith("response."):
             self.unknown_events += 1
         return None
+
+
+def json_event(event: str, data: str) -> dict[str, Any]:
+    """An event's data as a JSON object, its strings made writable. A garbled event is a
+    retryable `StreamError`: the same request usually streams cleanly the next time."""
+    try:
+        payload = json.loads(data) if data else {}
+    except (ValueError, RecursionError) as exc:
+        raise StreamError(f"invalid JSON in SSE event {event[:80]!r}: {str(exc)[:200]}",
+                          retryable=True) from None
+    if not isinstance(payload, dict):
+        raise StreamError(f"SSE event {event[:80]!r} is not a JSON object", retryable=True)
+    if "\\ud" in data or "\\uD" in data:
+        payload = _clean(payload)  # a lone surrogate cannot be written or sent back
+    return payload
 
 
 def failed_error(resp: object) -> ModelError:

@@ -17,6 +17,10 @@ A *script* decides each reply. It is a callable ``(request, index) -> Reply`` (i
 ``POST /v1/responses`` requests from 0 in arrival order. Build replies with the
 ``reply_*`` helpers and adjust them with ``Reply.but(...)``.
 
+``POST /v1/chat/completions`` is answered by the same script and counted the same way,
+for Chat Completions fault tests: reply with ``reply_sse_bytes`` (chat chunks),
+``reply_http_error`` or ``reply_raw``; generated replies are Responses events.
+
 Token accounting (deterministic, so cache tests mean something):
 
 - A request's *segments* are, in order: the ``instructions`` value, each element of
@@ -67,6 +71,7 @@ from urllib.parse import parse_qs, urlsplit
 JSON: TypeAlias = dict[str, Any]
 
 RESPONSES_PATH = "/v1/responses"
+CHAT_PATH = "/v1/chat/completions"
 DEFAULT_PROCESS_SCRIPT = "tests.loopback:echo"
 
 __all__ = [
@@ -727,7 +732,7 @@ class LoopbackServer:
                               path=url.path, query=parse_qs(url.query, keep_blank_values=True),
                               headers=headers, raw=raw, body=None,
                               received_at=time.monotonic(), body_bytes=len(raw))
-        if url.path != RESPONSES_PATH:
+        if url.path not in (RESPONSES_PATH, CHAT_PATH):
             return self._reject(req, writer, 404, "unknown_url",
                                 f"Unknown path: {method} {url.path}", keep_alive)
         if method != "POST":

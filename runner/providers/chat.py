@@ -17,7 +17,9 @@ Two modes:
   derived from the thread, so reruns give identical items.
 
 Everything that builds a request or reads an answer is a pure function, tested without a
-server; `ChatClient` only adds HTTP.
+server; `ChatClient` only adds HTTP, with the Responses client's guards: the bounded SSE
+framing of `runner.sse`, an idle timeout that keepalive comments do not reset, a deadline
+per attempt, and error bodies read only up to 64 KiB.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
-from httpx_sse import SSEError, aconnect_sse
 
-from runner.errors import ContextWindowExceeded, StreamError, TransportError, http_error
+from runner.errors import (
+    ContextWindowExceeded,
+    ModelError,
+    StreamError,
+    TransportError,
+    http_error,
+)
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
 from runner.providers.http import make_client, request_headers, retry_after_s
+from runner.providers.responses import _read_capped
+from runner.sse import MAX_EVENT_BYTES, Framer, failed_error, json_event
 
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
@@ -491,6 +501,22 @@ class ChatStreamState:
     finish_reason: str | None = None
     usage: JSON | None = None
     response_id: str | None = None
+    done: bool = False
+    """`data: [DONE]` arrived: nothing after it is read as an answer."""
+
+    def feed_event(self, event: str, data: str, on_event: OnEvent | None = None,
+                   *, text_events: bool = True) -> None:
+        """One SSE event as framed by `runner.sse.Framer`. Raises a `ModelError` for an
+        error event or a chunk that is not a JSON object; shapes it does not know pass."""
+        if self.done:
+            return
+        if data.strip() == "[DONE]":
+            self.done = True
+            return
+        chunk = json_event(event, data)
+        if event == "error" or chunk.get("error") is not None:
+            raise stream_error(chunk.get("error", chunk))
+        self.feed(chunk, on_event, text_events=text_events)
 
     def feed(self, chunk: JSON, on_event: OnEvent | None = None,
              *, text_events: bool = True) -> None:
@@ -517,7 +543,8 @@ class ChatStreamState:
                 self.reasoning += reasoning
                 if on_event is not None:
                     on_event(StreamEvent("reasoning_delta", {"delta": reasoning}))
-            for tc in delta.get("tool_calls") or []:
+            calls = delta.get("tool_calls")
+            for tc in calls if isinstance(calls, list) else []:
                 if not isinstance(tc, dict):
                     continue
                 index = tc.get("index")
@@ -566,6 +593,20 @@ def _is_context_error(status: int, body: str) -> bool:
         "context length", "maximum context"))
 
 
+def stream_error(err: object) -> ModelError:
+    """The error for an error chunk in a stream, classified as a `response.failed` is
+    (transient codes are resent, quota and invalid requests are final); llama.cpp's
+    context-size wording is recognised too."""
+    text = dumps(err)[:2000]
+    if _is_context_error(400, text):
+        return ContextWindowExceeded(text[:500])
+    return failed_error({"error": err if isinstance(err, dict) else {"message": str(err)}})
+
+
+_CLOSED_UNREAD = "without sending a response"
+"""httpx's words for a connection the server closed before answering (see `ChatClient`)."""
+
+
 class ChatClient:
     """`ModelClient` for `POST {base_url}/chat/completions` with SSE streaming.
 
@@ -573,6 +614,11 @@ class ChatClient:
     llama.cpp's server closes the connection after every streamed answer while announcing
     keep-alive, so a request sent on the just-closed connection fails before any response;
     that case, and only that case, is resent once, immediately (the server never read it).
+
+    Failures are typed for the retry policy as in `ResponsesClient`: before the 200 a
+    `TransportError`, after it a retryable `StreamError` (cut, idle, deadline, garbled).
+    An answer whose `finish_reason` has arrived is kept even if the tail (usage, `[DONE]`)
+    is lost: resending it would pay for the whole generation again.
     """
 
     def __init__(
@@ -584,12 +630,18 @@ class ChatClient:
         query_params: Mapping[str, str] | None = None,
         constrained_tools: bool = False,
         constrained: Constrained | None = None,
+        stream_idle_timeout_s: float = 300.0,
+        request_timeout_s: float = 600.0,
+        max_event_bytes: int = MAX_EVENT_BYTES,
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.params = dict(query_params or {})
         hdrs = request_headers(headers, api_key)
         self.constrained = (constrained or Constrained()) if constrained_tools else None
+        self._idle_s = stream_idle_timeout_s
+        self._deadline_s = request_timeout_s
+        self._max_event = max_event_bytes
         self._own_client = client is None
         self._client = client if client is not None else make_client(headers=hdrs)
         self._headers = {} if self._own_client else hdrs
@@ -600,17 +652,7 @@ class ChatClient:
     async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
         body = self.build_body(prompt)
         data = dumps(body).encode()
-        headers = {**self._headers, "Content-Type": "application/json"}
-        for attempt in (0, 1):
-            try:
-                state = await self._stream(data, headers, on_event)
-                break
-            except httpx.RemoteProtocolError as e:
-                if attempt == 0 and "without sending a response" in str(e):
-                    continue
-                raise TransportError(f"{type(e).__name__}: {e}") from e
-            except httpx.TransportError as e:
-                raise TransportError(f"{type(e).__name__}: {e}") from e
+        state = await self._attempt(data, on_event)
         usage = Usage.from_chat(state.usage)
         if state.finish_reason == "length":
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -629,48 +671,76 @@ class ChatClient:
         return ModelResponse(items=items, usage=usage, response_id=state.response_id,
                              request_bytes=len(data))
 
-    async def _stream(self, data: bytes, headers: dict[str, str],
-                      on_event: OnEvent | None) -> ChatStreamState:
+    async def _attempt(self, data: bytes, on_event: OnEvent | None) -> ChatStreamState:
+        """One attempt under the deadline (the immediate resend of a request the server
+        closed unread is part of it)."""
+        headers = {**self._headers, "Content-Type": "application/json"}
         state = ChatStreamState()
-        text_events = self.constrained is None
-        async with aconnect_sse(self._client, "POST", self.url, content=data,
-                                headers=headers, params=self.params) as source:
-            resp = source.response
-            if resp.status_code >= 400:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                if _is_context_error(resp.status_code, text):
-                    raise ContextWindowExceeded(text[:500])
-                raise http_error(resp.status_code, text,
-                                 retry_after_s=retry_after_s(resp.headers))
-            try:
-                async for sse in source.aiter_sse():
-                    if sse.data == "[DONE]":
+        started = False
+        with anyio.move_on_after(self._deadline_s) as deadline:
+            for resend in (False, True):
+                try:
+                    async with self._client.stream("POST", self.url, content=data,
+                                                   headers=headers, params=self.params
+                                                   ) as resp:
+                        if resp.status_code >= 400:
+                            text = await _read_capped(resp)
+                            if _is_context_error(resp.status_code, text):
+                                raise ContextWindowExceeded(text[:500])
+                            raise http_error(resp.status_code, text,
+                                             retry_after_s=retry_after_s(resp.headers))
+                        started = True
+                        kind = resp.headers.get("content-type", "")
+                        if "text/event-stream" not in kind:
+                            raise StreamError(
+                                f"not an event stream: content-type {kind[:100]!r}",
+                                code="not_event_stream", retryable=True)
+                        await self._read(resp, state, on_event)
+                    break
+                except httpx.TransportError as exc:
+                    if state.finish_reason is not None:
                         break
-                    if not sse.data:
+                    what = f"{type(exc).__name__}: {exc}"
+                    if started:
+                        raise StreamError(f"stream cut: {what}", code="stream_cut",
+                                          retryable=True) from exc
+                    if not resend and isinstance(exc, httpx.RemoteProtocolError) \
+                            and _CLOSED_UNREAD in str(exc):
                         continue
-                    try:
-                        chunk = json.loads(sse.data)
-                    except ValueError as e:
-                        raise StreamError(f"malformed chunk: {sse.data[:200]!r}") from e
-                    if not isinstance(chunk, dict):
-                        raise StreamError(f"malformed chunk: {sse.data[:200]!r}")
-                    if sse.event == "error" or "error" in chunk:
-                        err = chunk.get("error", chunk)
-                        msg = dumps(err)
-                        if _is_context_error(400, msg):
-                            raise ContextWindowExceeded(msg[:500])
-                        raise StreamError(msg[:500], code=(err.get("type") or err.get("code"))
-                                          if isinstance(err, dict) else None)
-                    state.feed(chunk, on_event, text_events=text_events)
-            except SSEError as e:
-                raise StreamError(str(e)) from e
-            except httpx.TransportError as e:
-                # After a 200: a cut stream, which the retry policy counts apart from
-                # requests that got no answer.
-                raise StreamError(f"stream cut: {type(e).__name__}: {e}", code="stream_cut",
-                                  retryable=True) from e
+                    raise TransportError(what) from exc
+        if deadline.cancelled_caught and state.finish_reason is None:
+            what = f"request timeout: no complete answer within {self._deadline_s:g} s"
+            if started:
+                raise StreamError(what, code="request_timeout", retryable=True)
+            raise TransportError(what, code="request_timeout")
         return state
+
+    async def _read(self, resp: httpx.Response, state: ChatStreamState,
+                    on_event: OnEvent | None) -> None:
+        """Frame and accumulate the stream. The idle clock restarts only on a real event,
+        so `: keepalive` comments alone still time out. The body is read to its end after
+        `[DONE]` so that the connection can be reused."""
+        framer = Framer(max_event_bytes=self._max_event)
+        text_events = self.constrained is None
+        chunks = resp.aiter_bytes()
+        idle_at = anyio.current_time() + self._idle_s
+        while True:
+            with anyio.CancelScope(deadline=idle_at) as idle:
+                chunk = await anext(chunks, None)
+            if idle.cancelled_caught:
+                if state.done or state.finish_reason is not None:
+                    return
+                raise StreamError(f"idle timeout: no event for {self._idle_s:g} s",
+                                  code="idle_timeout", retryable=True)
+            if chunk is None:
+                return
+            events = framer.feed(chunk)
+            if events:
+                idle_at = anyio.current_time() + self._idle_s
+            for name, text in events:
+                state.feed_event(name, text, on_event, text_events=text_events)
 
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
+
