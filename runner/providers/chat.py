@@ -643,7 +643,8 @@ class ChatClient:
         self._deadline_s = request_timeout_s
         self._max_event = max_event_bytes
         self._own_client = client is None
-        self._client = client if client is not None else make_client(headers=hdrs)
+        self._client = client if client is not None else make_client(headers=hdrs,
+                                                                     base_url=base_url)
         self._headers = {} if self._own_client else hdrs
 
     def build_body(self, prompt: Prompt) -> JSON:

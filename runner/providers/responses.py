@@ -78,7 +78,7 @@ class ResponsesClient:
         self._deadline_s = request_timeout_s
         self._max_event = max_event_bytes
         self._client = make_client(headers=hdrs, max_connections=max_connections,
-                                   transport=transport)
+                                   transport=transport, base_url=base_url)
 
     async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
         """One attempt. Failures before the server answers are `TransportError`s; once it
