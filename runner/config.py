@@ -154,12 +154,15 @@ class ProviderConfig(Frozen):
     """One attempt's whole time, first byte to `response.completed`; then it is resent."""
 
 
+PLACEHOLDER_HOST = "YOUR-RESOURCE"
+"""Stands in the built-in azure endpoint: a task file must name its own resource."""
+
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
     "openai": ProviderConfig(base_url="https://api.openai.com/v1", env_key="OPENAI_API_KEY",
                              env_http_headers={"OpenAI-Organization": "OPENAI_ORGANIZATION",
                                                "OpenAI-Project": "OPENAI_PROJECT"},
                              remote_compaction=True),
-    "azure": ProviderConfig(base_url="https://YOUR-RESOURCE.openai.azure.com/openai/v1",
+    "azure": ProviderConfig(base_url=f"https://{PLACEHOLDER_HOST}.openai.azure.com/openai/v1",
                             env_key="AZURE_OPENAI_API_KEY", auth="api-key", store=True,
                             remote_compaction=True),
     "ollama": ProviderConfig(base_url="http://localhost:11434/v1"),
@@ -1089,12 +1092,25 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             if model_override is None:  # only for a TaskFile that parse_task_file did not make
                 problem(model_path, _unknown_provider(provider_name, set(known)))
             continue
+        if PLACEHOLDER_HOST in provider.base_url:
+            wrong = (f"{_esc(model)} uses provider {provider_name!r}, whose base_url is the "
+                     f"placeholder {_esc(provider.base_url)}; set providers.{provider_name}"
+                     ".base_url to your endpoint, e.g. https://<resource>.openai.azure.com"
+                     "/openai/v1")
+            matrix = tf.matrix.model if tf.matrix else ()
+            if model_override is None:
+                problem(model_path, wrong)
+            elif model_override in matrix:
+                problem(("matrix", "model", matrix.index(model_override)), wrong)
+            elif (found := Problem(COMMAND_LINE, None, "--model", wrong)) not in problems:
+                problems.append(found)
+            continue
         roots: tuple[Path, ...] = ()
         if t.writable_roots is not None:
             roots = directories(("tasks", i, "writable_roots"), t.writable_roots)
         elif d.writable_roots is not None:
             roots = directories(("defaults", "writable_roots"), d.writable_roots)
-        extras = _extras(t, d, i, provider, base_dir, problem)
+        extras = _extras(t, d, i, provider_name, known, base_dir, problem)
         if problems or repo is None:
             continue
         entry = tf.models.get(model) or ModelConfig()
@@ -1154,9 +1170,12 @@ def _providers(tf: TaskFile, base_dir: Path,
             else p for name, p in found.items()}
 
 
-def _extras(t: TaskSpec, d: Settings, i: int, provider: ProviderConfig, base_dir: Path,
+def _extras(t: TaskSpec, d: Settings, i: int, provider_name: str,
+            known: dict[str, ProviderConfig], base_dir: Path,
             problem: Callable[[Path_, str], None]) -> dict[str, Any]:
     """MCP servers, skills, the hosted web search and the output schema of one task."""
+    provider = known[provider_name]
+
     def where(name: str) -> Path_:
         return ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
 
@@ -1183,9 +1202,12 @@ def _extras(t: TaskSpec, d: Settings, i: int, provider: ProviderConfig, base_dir
     for name in sorted({n for n in names if names.count(n) > 1}):
         problem(where("skills"), f"two skills are named {name!r}; names must be unique")
     web_search = bool(_first(t.web_search, d.web_search))
-    if web_search and provider.wire_api == "chat":
-        problem(where("web_search"), "web_search is a hosted tool of the Responses API; this "
-                "task's provider speaks Chat Completions (wire_api: chat), which has none")
+    if web_search:
+        from runner.tools.hosted import web_search_problem
+
+        builtin = provider is BUILTIN_PROVIDERS.get(provider_name)  # not redefined
+        if (wrong := web_search_problem(provider_name, provider.wire_api, builtin=builtin)):
+            problem(where("web_search"), wrong)
     given: dict[str, Any] | str | None = (t.output_schema if t.output_schema is not None
                                           else d.output_schema)
     schema = (_json_file(base_dir, given, where("output_schema"), problem)

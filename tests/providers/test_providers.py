@@ -101,6 +101,29 @@ tasks:
     assert req.json["model"] == "my-deployment" and req.json["store"] is False
 
 
+def test_validate_refuses_the_azure_placeholder_endpoint(tmp_path: Path) -> None:
+    """The built-in azure provider has no endpoint of its own: `validate` says so where the
+    model is named, as `run` does, unless the file sets providers.azure.base_url."""
+    tasks = tmp_path / "t.yaml"
+    tasks.write_text(task_text("", "azure/my-deployment"))
+    res = run_cli("validate", tasks)
+    assert res.returncode == 2, res.stdout
+    assert f"{tasks}:3: defaults.model" in res.stderr and "YOUR-RESOURCE" in res.stderr
+    assert "providers.azure.base_url" in res.stderr and "Traceback" not in res.stderr
+    flag = run_cli("validate", tasks, "--model", "openai/gpt-5", "--model", "azure/dep")
+    assert flag.returncode == 2 and "(command line): --model" in flag.stderr
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(task_text("", "openai/gpt-5", "matrix: {model: [openai/x, azure/y]}\n"))
+    res = run_cli("validate", matrix)
+    assert res.returncode == 2 and f"{matrix}:4: matrix.model[1]" in res.stderr, res.stderr
+    run = run_cli("run", tasks, "--out", tmp_path / "out", env={"AZURE_OPENAI_API_KEY": "k"})
+    assert run.returncode == 2 and "YOUR-RESOURCE" in run.stderr
+    tasks.write_text(task_text("providers:\n  azure: {base_url: "
+                               "'https://me.openai.azure.com/openai/v1'}\n", "azure/dep"))
+    ok = run_cli("validate", tasks)
+    assert ok.returncode == 0, ok.stderr
+
+
 # ---------------------------------------------------------------- Codex's config.toml
 
 CODEX_TOML = """\
@@ -191,6 +214,38 @@ def test_web_search_needs_a_responses_provider(tmp_path: Path) -> None:
     (p,) = err.value.problems
     assert (p.line, p.field) == (4, "defaults.web_search")
     assert "Chat Completions" in p.message
+
+
+@pytest.mark.parametrize("provider", ["ollama", "lmstudio", "vllm"])
+def test_web_search_is_refused_for_builtin_local_servers(tmp_path: Path, provider: str
+                                                         ) -> None:
+    text = task_text("", f"{provider}/m", "  web_search: true\n")
+    with pytest.raises(ConfigError) as err:
+        resolve(parse_task_file(text, "t.yaml"), tmp_path)
+    (p,) = err.value.problems
+    assert (p.line, p.field) == (4, "defaults.web_search")
+    assert f"built-in {provider!r} provider" in p.message
+
+
+def test_web_search_is_allowed_for_openai_azure_and_own_providers(tmp_path: Path) -> None:
+    text = task_text("providers:\n"
+                     "  azure: {base_url: 'https://me.openai.azure.com/openai/v1'}\n"
+                     "  proxy: {base_url: 'https://proxy.example/v1'}\n"
+                     "  ollama: {base_url: 'https://gateway.example/v1'}\n",
+                     "openai/gpt-5", "  web_search: true\n")
+    tf = parse_task_file(text, "t.yaml")
+    for model in ("openai/gpt-5", "azure/dep", "proxy/m", "ollama/m"):
+        (t,) = resolve(tf, tmp_path, model_override=model)
+        assert t.web_search is True
+
+
+def test_validate_refuses_web_search_on_ollama(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.yaml"
+    tasks.write_text("version: 1\ndefaults:\n  model: ollama/qwen3\n  web_search: true\n"
+                     "tasks:\n  - id: a\n    prompt: do it\n")
+    res = run_cli("validate", tasks)
+    assert res.returncode == 2, res.stdout
+    assert f"{tasks}:4: defaults.web_search" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_web_search_is_sent_after_the_builtin_tools(loopback_thread: Any, git_repo: Path,
