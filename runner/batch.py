@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fcntl
+import functools
 import json
 import os
 import shutil
 import signal
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
@@ -132,6 +134,10 @@ class BatchResult:
         if any(r.status in ("error", "rate_limited", "quota_exhausted") for r in self.runs):
             return 3
         return 0 if all(r.status == "completed" for r in self.runs) else 1
+
+
+CHECKPOINT_S = 3.0
+"""Least time between two rewrites of the reports while a batch runs."""
 
 
 def check_repos(tasks: Sequence[ResolvedTask], file: str) -> None:
@@ -463,6 +469,25 @@ async def run_batch(
                         journal.finished(t.fingerprint, run.report)
             if run.report is not None:
                 show.run_finished(run.report)
+            await checkpoint()
+
+    last_write = [0.0]
+    writing = anyio.Lock()
+
+    async def checkpoint() -> None:
+        """Reports of the runs finished so far, at most every few seconds (in a worker
+        thread: JUnit for thousands of runs takes a second), so a job killed or timed out
+        by CI still leaves readable reports; the final write replaces them."""
+        if time.monotonic() - last_write[0] < CHECKPOINT_S or writing.locked():
+            return
+        async with writing:
+            last_write[0] = time.monotonic()
+            done_reports = [r.report for r in runs if r.report is not None]
+            partial = build_report(tasks=done_reports, run_id=run_id, task_file=task_file,
+                                   started=started, finished=dt.datetime.now(dt.UTC),
+                                   pending=len(runs) - len(done_reports))
+            await anyio.to_thread.run_sync(functools.partial(
+                write_reports, partial, out_dir, redact=redact))
 
     interrupted: list[int] = []
     with _work_root() as work_root:
@@ -476,6 +501,8 @@ async def run_batch(
                             tg.start_soon(one, run, clients)
                 outer.cancel_scope.cancel()
     show.close()
+    async with writing:   # a checkpoint still writing must not land after the final report
+        pass
     finished = dt.datetime.now(dt.UTC)
     reports = [r.report if r.report is not None else _run_report(r, out_dir, redact)
                for r in runs]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -209,11 +210,30 @@ def _start(tasks: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
+def _journal(out: Path) -> dict[str, str]:
+    """State of every run record the journal holds (`started` or `finished`)."""
+    states = {}
+    for f in (out / "journal" / "runs").glob("*.json"):
+        try:
+            states[f.stem] = json.loads(f.read_text())["state"]
+        except (OSError, ValueError):
+            continue   # being replaced right now: os.replace makes that atomic
+    return states
+
+
+def _wait_for(cond: Any, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert proc.poll() is None, "the runner exited before the kill point"
+        assert time.monotonic() < end, "kill point never reached"
+        time.sleep(0.005)
+
+
 @pytest.mark.slow
 def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
         loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     async def script(req: Any, i: int) -> Reply:
-        await asyncio.sleep(0.03)
+        await asyncio.sleep(0.05)
         if i < 2:
             return shell(f"echo {last_user_text(req)} step {i} >> work.txt", f"c{i}")
         return reply_message("done")
@@ -225,19 +245,43 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
     tasks = write_tasks(tmp_path, srv.base_url, body)
     out = tmp_path / "out"
     rng = random.Random(20261122)
-    for _ in range(10):
+    # Kill points are moments of the batch, not wall times (a busy machine would make
+    # every kill land before the first run): before any run starts, while runs are in
+    # flight, just after a run's result is kept.
+    points = ["start", "running", "finished"] * 3 + ["running"]
+    in_flight_at_kill = []
+    for point in points:
+        before = _journal(out)
+        done_before = sum(v == "finished" for v in before.values())
         proc = _start(tasks, out, "--resume")
-        time.sleep(rng.uniform(0.4, 1.6))
+        if point == "start":
+            _wait_for(lambda: (out / "journal" / "batch.json").exists(), proc)
+        elif point == "running":
+            _wait_for(lambda old=before: any(v == "started" for k, v in _journal(out).items()
+                                             if old.get(k) != "started"), proc)
+            time.sleep(rng.uniform(0, 0.15))
+        else:
+            _wait_for(lambda n=done_before: sum(v == "finished" for v in _journal(out).values())
+                      > n, proc)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        # Whatever the kill left behind must be readable or absent, never half a file.
+        in_flight_at_kill.append(sum(v == "started" for v in _journal(out).values()))
+        # Whatever the kill left behind is readable or absent, never half a file.
         for f in (out / "journal").rglob("*.json"):
             json.loads(f.read_text())
+        for f in (out / "threads").glob("*.jsonl"):
+            for line in f.read_text().splitlines():
+                json.loads(line)
         if (out / "report.json").exists():
-            json.loads((out / "report.json").read_text())
+            partial = json.loads((out / "report.json").read_text())
+            assert partial["pending"] + len(partial["tasks"]) == 20
+            ET.parse(out / "junit.xml")
+            assert (out / "summary.md").read_text().startswith("# Run ")
+    assert sum(n > 0 for n in in_flight_at_kill) >= 4, in_flight_at_kill
     final = _start(tasks, out, "--resume")
     assert final.wait(timeout=120) == 0
     report = json.loads((out / "report.json").read_text())
+    assert report["pending"] == 0
     runs = report["tasks"]
     assert sorted(t["run"] for t in runs) == [f"t{i:02d}" for i in range(20)]
     assert all(t["status"] == "completed" for t in runs)

@@ -244,6 +244,9 @@ def _headline(report: Report) -> list[str]:
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
         f" finished {inline(report.finished_at)}.",
     ]
+    if report.pending:
+        lines += ["", f"_Partial report, written while the batch runs: {report.pending:,} "
+                      "more runs not finished yet._"]
     if report.shards:
         lines[-1] += (f" Merged from {len(report.shards)} shards: "
                       f"{inline(', '.join(report.shards))}.")

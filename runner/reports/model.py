@@ -190,3 +190,6 @@ class Report(Strict):
     shards: list[str] = []
     """Run ids of the shard reports `runner report merge` combined into this one; empty for
     a report written by `runner run`."""
+    pending: int = 0
+    """Runs of the batch not finished yet: a report written while the batch runs (so a
+    killed job still leaves one) lists only the finished runs. 0 in a final report."""
