@@ -400,3 +400,30 @@ def test_tool_output_reaching_the_model_is_redacted(loopback_thread: ThreadFacto
     assert "FAKE_API_KEY=" in output          # the command did read the environment
     assert "canary-4c1d9e7f22" not in output
     assert "sk-canary-0123456789abcdef" not in output
+
+
+def test_variant_settings_reach_the_request(loopback_thread: ThreadFactory,
+                                            tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("ok")))
+    (tmp_path / "terse.md").write_text("Terse instructions for this variant.\n")
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: fix it, repo: .}\n",
+                        defaults=(
+        "matrix:\n  variant:\n"
+        "    - {name: terse, prompt_template: 'Be brief. {prompt}', reasoning_effort: low,\n"
+        "       developer_instructions: Keep diffs tiny., tools: [shell],\n"
+        "       instructions_file: terse.md}\n"
+        "    - {name: plain}\n"))
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 0, res.stderr
+    by_run = {r["run"]: r for r in _runs(tmp_path / "o")}
+    assert set(by_run) == {"a.terse", "a.plain"}
+    terse, plain = (next(r for r in srv.requests if ("Be brief. fix it" in r.raw.decode())
+                         == want) for want in (True, False))
+    assert terse.json["reasoning"]["effort"] == "low" and "reasoning" not in plain.json
+    assert terse.instructions == "Terse instructions for this variant."
+    assert plain.instructions != terse.instructions
+    assert [t["name"] for t in terse.tools] == ["shell"]
+    assert len(plain.tools) == 3
+    assert "Keep diffs tiny." in terse.raw.decode()
+    assert "Keep diffs tiny." not in plain.raw.decode()
+    assert by_run["a.terse"]["variant"] == "terse"

@@ -54,3 +54,32 @@ def test_quickstart_on_embedded_model(tmp_path: Path) -> None:
     shown = subprocess.run(["git", "ls-tree", "--name-only", result["branch"]], cwd=repo,
                            capture_output=True, text=True, check=True).stdout.split()
     assert "hello.txt" in shown
+
+
+def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
+    """`make benchmark`'s file, cut to one task with --only: 2 model entries x 2 repeats,
+    the three reports, a JUnit file the schema accepts. Whether the small model passes is
+    the benchmark's result, not this test's."""
+    import xml.etree.ElementTree as ET
+
+    sample = ROOT / "examples" / "sample-repo"
+    make_git_repo(tmp_path / "build" / "sample-repo",
+                  {p.name: p.read_text() for p in sample.iterdir() if p.is_file()})
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "runner", "run",
+                          str(configs / "benchmark.yaml"), "--only", "touch", "--out", str(out),
+                          "--concurrency", "2"], capture_output=True, text=True, timeout=600)
+    assert res.returncode in (0, 1), res.stderr
+    report = json.loads((out / "report.json").read_text())
+    runs = sorted(t["run"] for t in report["tasks"])
+    assert runs == ["touch.local-smollm2-warm.r1", "touch.local-smollm2-warm.r2",
+                    "touch.local-smollm2.r1", "touch.local-smollm2.r2"]
+    assert all(t["status"] in ("completed", "check_failed", "failed", "max_turns")
+               for t in report["tasks"]), [t["error"] for t in report["tasks"]]
+    assert all(t["cost_usd"] == 0.0 for t in report["tasks"])
+    suites = ET.parse(out / "junit.xml").getroot().findall("testsuite")
+    assert sorted(s.get("name") for s in suites) == ["local/smollm2", "local/smollm2-warm"]
+    summary = (out / "summary.md").read_text()
+    assert "## By model" in summary and "pass@n" in summary
