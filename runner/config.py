@@ -135,6 +135,10 @@ class ProviderConfig(Frozen):
     constrained_tools: StrictBool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
     remote_compaction: StrictBool = False
+    context_window: Annotated[StrictInt, Field(ge=256)] | None = None
+    """For every model of this provider that `models:` and the built-in table do not size
+    (e.g. a local server's own models)."""
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
     """The server has `POST {base_url}/responses/compact`: compact long threads there
     (local compaction is the fallback when it fails)."""
     max_connections: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
@@ -1135,7 +1139,8 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             secrets=tf.secrets,
             compact_prompt_file=compact_path,
             **_model_fields(provider_name, entry.model or model_name, tf.models,
-                            _first(t.auto_compact_limit, d.auto_compact_limit), alias=model),
+                            _first(t.auto_compact_limit, d.auto_compact_limit), alias=model,
+                            provider_cfg=provider),
             **extras,
         ))
     if problems:
@@ -1240,15 +1245,26 @@ def _json_file(base_dir: Path, raw: str, path: Path_,
 
 
 def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],
-                  compact_limit: int | None = None, *, alias: str = "") -> dict[str, Any]:
+                  compact_limit: int | None = None, *, alias: str = "",
+                  provider_cfg: ProviderConfig | None = None) -> dict[str, Any]:
+    """Context window, compaction limit and price, each from the first that gives it: the
+    task's `auto_compact_limit`, the `models:` entry (an alias's own, then the real
+    model's), the provider's settings, the built-in table."""
     from runner.models import ModelInfo, Price, model_info
 
     over = {k: ModelInfo(v.context_window, v.auto_compact_limit,
                          Price(v.price.input, v.price.cached_input, v.price.output)
                          if v.price else None) for k, v in overrides.items()}
+    key = f"{provider}/{model}"
     if alias in over:  # an alias entry's own fields, over the real model's
-        over[f"{provider}/{model}"] = over[alias]
+        over[key] = over[alias]
     info = model_info(provider, model, over)
+    if provider_cfg is not None:
+        entry = over.get(key) or ModelInfo()
+        if entry.context_window is None and provider_cfg.context_window is not None:
+            info = ModelInfo(provider_cfg.context_window, info.auto_compact_limit, info.price)
+        if entry.auto_compact_limit is None and provider_cfg.auto_compact_limit is not None:
+            info = ModelInfo(info.context_window, provider_cfg.auto_compact_limit, info.price)
     p = info.price
     return {"context_window": info.context_window,
             "auto_compact_limit": compact_limit or info.compact_limit,
