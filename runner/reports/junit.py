@@ -110,7 +110,9 @@ def _usage_pairs(u: UsageReport) -> list[tuple[str, str | None]]:
         ("tokens_cached", str(u.cached_tokens)),
         ("tokens_uncached", str(u.uncached_tokens)),
         ("tokens_output", str(u.output_tokens)),
+        ("tokens_reasoning", str(u.reasoning_tokens)),
         ("cache_hit_ratio", _ratio(u.cache_hit_ratio)),
+        ("ideal_cache_ratio", _ratio(u.ideal_cache_ratio)),
     ]
 
 

@@ -141,6 +141,8 @@ class GroupStats:
     pass_at_n: float | None
     median_tokens: float
     cache_hit: float | None
+    ideal_hit: float | None
+    """Token-weighted ideal cache share: what exact-prefix caching could have served."""
     cost_per_pass: float | None
     """Total cost over passed runs; None when a cost is unknown or nothing passed."""
     median_time: float
@@ -164,6 +166,8 @@ def group_stats(tasks: Sequence[TaskReport]) -> GroupStats:
         pass_at_n=mean_pass_at_k(counts, n) if n else None,
         median_tokens=statistics.median(t.usage.total_tokens for t in tasks) if tasks else 0,
         cache_hit=cached / sent if sent else None,
+        ideal_hit=sum(t.usage.ideal_cached_tokens or 0 for t in tasks) / sent
+        if sent and all(t.usage.ideal_cached_tokens is not None for t in tasks) else None,
         cost_per_pass=cost / passed if cost is not None and passed else None,
         median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0)
 
@@ -194,11 +198,13 @@ def _comparison(title: str, label: str, report: Report,
         row = [cell(name), str(g.runs), f"{g.passed}/{g.runs} {_pct(g.passed / g.runs)}{ci}"]
         if repeats:
             row += [_pct(g.pass_at_1), f"{_pct(g.pass_at_n)} (n={g.repeats})"]
-        row += [tokens(g.median_tokens), percent(g.cache_hit), money(g.cost_per_pass),
-                duration(g.median_time)]
+        hit = percent(g.cache_hit)
+        if g.ideal_hit is not None:
+            hit += f" / {percent(g.ideal_hit)}"
+        row += [tokens(g.median_tokens), hit, money(g.cost_per_pass), duration(g.median_time)]
         rows.append(row)
     header = [label, "Runs", "Pass rate (95% CI)"] + (["pass@1", "pass@n"] if repeats else [])
-    header += ["Median tokens", "Cache hit", "Cost / pass", "Median time"]
+    header += ["Median tokens", "Cache hit / ideal", "Cost / pass", "Median time"]
     align = ["---", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 4
     return [f"## {title}", "", *_table(header, align, rows)]
 

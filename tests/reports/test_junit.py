@@ -127,7 +127,8 @@ def test_suite_properties_are_the_model_totals() -> None:
     assert {k: v for k, v in props.items() if "." not in k} == {
         "runs": "5", "passed": "1", "pass_rate": "0.2000", "tokens": "47900",
         "tokens_input": "45000", "tokens_cached": "37800", "tokens_uncached": "7200",
-        "tokens_output": "2900", "cache_hit_ratio": "0.8400", "cost_usd": "0.148700",
+        "tokens_output": "2900", "tokens_reasoning": "300", "cache_hit_ratio": "0.8400",
+        "cost_usd": "0.148700",
         "requests": "30", "turns": "25", "tool_calls": "52", "duration_s": "211.750"}
     local_props = {p.attrib["name"]: p.attrib["value"] for p in local.iter("property")}
     # One run of local/smollm2 has no known price: no cost at all, not a partial sum.
@@ -145,7 +146,7 @@ def test_run_properties_on_suite_and_in_system_out() -> None:
             if k.startswith(run + ".")} == {
         "status": "completed", "repeat": "1", "tokens": "12800", "tokens_input": "12000",
         "tokens_cached": "9000", "tokens_uncached": "3000", "tokens_output": "800",
-        "cache_hit_ratio": "0.7500", "cost_usd": "0.042100", "requests": "5", "turns": "4",
+        "tokens_reasoning": "300", "cache_hit_ratio": "0.7500", "cost_usd": "0.042100", "requests": "5", "turns": "4",
         "tool_calls": "9", "duration_s": "41.250", "branch": "runner/fix-parser",
         "prefix_breaks": "0"}
     # Unknown values are left out, not written as "" or 0.

@@ -108,7 +108,7 @@ def test_comparison_by_model_variant_and_both() -> None:
     md = render_markdown(benchmark_report())
     assert _header(md, "By model") == [
         "Model", "Runs", "Pass rate (95% CI)", "pass@1", "pass@n", "Median tokens",
-        "Cache hit", "Cost / pass", "Median time"]
+        "Cache hit / ideal", "Cost / pass", "Median time"]
     assert _rows(md, "By model") == [
         ["openai/gpt-5", "12", "6/12 50% (25%-75%)", "50%", "75% (n=3)", "2,100", "50.0%",
          "$0.0400", "20.0s"],
