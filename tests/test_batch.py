@@ -427,3 +427,63 @@ def test_variant_settings_reach_the_request(loopback_thread: ThreadFactory,
     assert "Keep diffs tiny." in terse.raw.decode()
     assert "Keep diffs tiny." not in plain.raw.decode()
     assert by_run["a.terse"]["variant"] == "terse"
+
+
+def test_concurrency_caps_runs_at_once(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    in_flight = [0]
+    peak = [0]
+
+    async def slow(req: Any, i: int) -> Reply:
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        await asyncio.sleep(0.2)
+        in_flight[0] -= 1
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(slow))
+    body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(6))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    assert run_cli("run", tasks, "--out", tmp_path / "o", "--concurrency", "2").returncode == 0
+    assert peak[0] == 2 and len(srv.requests) == 6
+
+
+def test_output_tokens_and_batch_cost_limits(loopback_thread: ThreadFactory,
+                                             tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(looping))
+    price = "models:\n  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"
+    tasks = write_tasks(tmp_path, srv.base_url,
+                        "  - {id: out, prompt: go, repo: ., limits: {max_output_tokens: 60}}\n",
+                        defaults=price)
+    assert run_cli("run", tasks, "--out", tmp_path / "o1").returncode == 1
+    run = _runs(tmp_path / "o1")[0]
+    assert run["status"] == "budget" and "limits.max_output_tokens" in run["error"]
+    last = run["requests"][-1]["usage"]["output_tokens"]
+    assert run["usage"]["output_tokens"] - last < 60 <= run["usage"]["output_tokens"]
+
+    body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(3))
+    capped = write_tasks(tmp_path, srv.base_url, body,
+                         defaults=price + "budget: {max_cost_usd: 0.004}\n")
+    assert run_cli("run", capped, "--out", tmp_path / "o2", "--concurrency", "1").returncode == 1
+    runs = _runs(tmp_path / "o2")
+    assert [r["status"] for r in runs] == ["budget"] * 3
+    assert "budget.max_cost_usd" in runs[0]["error"] and runs[0]["cost_usd"] >= 0.004
+    assert [len(r["requests"]) for r in runs[1:]] == [0, 0]
+    report = json.loads((tmp_path / "o2" / "report.json").read_text())
+    assert report["totals"]["cost_usd"] == pytest.approx(runs[0]["cost_usd"], abs=1e-6)
+
+
+def test_timeout_through_the_command_keeps_work(loopback_thread: ThreadFactory,
+                                                tmp_path: Path) -> None:
+    async def slow_loop(req: Any, i: int) -> Reply:
+        await asyncio.sleep(0.3)
+        return shell(f"echo {i} >> log.txt", f"c{i}")
+
+    srv = loopback_thread(per_conversation(slow_loop))
+    tasks = write_tasks(tmp_path, srv.base_url,
+                        "  - {id: slow, prompt: go, repo: ., limits: {timeout_s: 1.5}}\n")
+    t0 = time.monotonic()
+    assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 1
+    assert time.monotonic() - t0 < 15
+    run = _runs(tmp_path / "o")[0]
+    assert run["status"] == "timeout" and "1.5 s timeout" in run["error"]
+    assert run["result"]["branch"] and "log.txt" in run["result"]["files"]

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.loopback import (
     Reply,
@@ -213,8 +215,9 @@ def test_check_decides_pass_or_fail(loopback_thread: ThreadFactory, tmp_path: Pa
         ["README.md", "ok.txt"]
 
 
-def test_sigterm_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
-                                              tmp_path: Path) -> None:
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
+                                             tmp_path: Path, signame: str) -> None:
     import signal
     import sys
     import time
@@ -235,7 +238,7 @@ def test_sigterm_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
         time.sleep(0.05)
     time.sleep(0.3)
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(getattr(signal, signame))
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10
     assert proc.returncode == 130, err

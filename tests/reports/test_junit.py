@@ -146,7 +146,8 @@ def test_run_properties_on_suite_and_in_system_out() -> None:
             if k.startswith(run + ".")} == {
         "status": "completed", "repeat": "1", "tokens": "12800", "tokens_input": "12000",
         "tokens_cached": "9000", "tokens_uncached": "3000", "tokens_output": "800",
-        "tokens_reasoning": "300", "cache_hit_ratio": "0.7500", "cost_usd": "0.042100", "requests": "5", "turns": "4",
+        "tokens_reasoning": "300", "cache_hit_ratio": "0.7500", "cost_usd": "0.042100",
+        "requests": "5", "turns": "4",
         "tool_calls": "9", "duration_s": "41.250", "branch": "runner/fix-parser",
         "prefix_breaks": "0"}
     # Unknown values are left out, not written as "" or 0.
