@@ -3,9 +3,13 @@
 It lives here rather than in the action's YAML so that it is typed, linted and tested like
 the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
 
+    can-write      the write-access gate of pull-request runs: a branch of this repository,
+                   or the PR's author and the event's sender have write permission
     run            the `runner run` command line from the action's inputs (or `runner report
                    merge` of shard reports); the API key is put into the runner's
-                   environment only (the runner keeps it from the agent)
+                   environment only (the runner keeps it from the agent); with
+                   `--trusted-config` it first refuses a task file that makes the runner read
+                   or start anything from outside that (base-branch) directory
     outputs        report.json -> $GITHUB_OUTPUT (runs, passed, failed, tokens, cost, ...)
     comment        one sticky PR comment: found by its marker and edited, else created once
     pull-requests  push result branches; one PR per task, opened once and then updated
@@ -13,6 +17,10 @@ the rest: the YAML only passes inputs through `env:` and calls `python -m runner
 
 Everything a task produced (ids, messages, branches) is untrusted: it goes into Markdown only
 through `inline`/`cell` or a fenced block, so a model cannot add links, images or mentions.
+
+Every Python this module starts runs with `-I`: the step's working directory is the checked
+out repository (on pull requests, the PR's code), and plain `python -m runner` would import a
+`runner/` package from there before the installed one.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from runner.errors import RunnerError
 from runner.redact import Redactor
@@ -51,6 +60,13 @@ TABLE_ROWS = 50
 COMMENT_LIMIT = 60_000
 """GitHub refuses bodies over 65,536 characters; keep room for the footer."""
 API_VERSION = "2022-11-28"
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+"""Values of the collaborator-permission endpoint's `permission` that allow a push."""
+ACTIONS_BOT = "github-actions[bot]"
+"""Who writes with the workflow's own GITHUB_TOKEN (for which `GET /user` is refused)."""
+PYTHON = (sys.executable, "-I")
+"""Isolated mode: neither the working directory nor PYTHON* variables decide what is
+imported (see the module docstring)."""
 EXIT_BAD_INPUT, EXIT_RUNNER = 2, 3
 
 
@@ -122,9 +138,78 @@ def sandbox_for(requested: str, event_name: str) -> str | None:
     return requested
 
 
+def trust_problems(task_file: Path, trusted: Path) -> list[str]:
+    """Why the runner could read or start something that is not in `trusted`; [] if nothing.
+
+    On pull requests the workflow replaces `trusted` (e.g. `.github/runner/`) with the base
+    branch's copy, so whatever lies inside it is the maintainers'. Everything else in the
+    checkout is the PR's. The task file may point outside its directory (`../../x.md`), or
+    through a symlink, and a stdio MCP server starts, unsandboxed and with the runner's
+    user, in the run's workspace (the PR's code) unless given a `cwd`: each of those would
+    let the PR decide instructions, skills, schemas or code run outside the sandbox.
+    A task file the runner will refuse anyway is left to the runner's located problems."""
+    from runner.config import Settings, load_task_file
+    from runner.errors import ConfigError
+
+    root = trusted.resolve()
+    if not task_file.resolve().is_relative_to(root):
+        return [f"the task file {task_file} is not inside {trusted}"]
+    try:
+        tf = load_task_file(task_file)
+    except ConfigError:
+        return []
+    base = task_file.resolve().parent
+    problems: list[str] = []
+
+    def inside(raw: str, what: str, against: Path = base) -> Path:
+        path = (against / raw).resolve()
+        if not path.is_relative_to(root):
+            problems.append(f"{what}: {raw} is outside {trusted}")
+        elif path.is_dir():
+            for sub in sorted(path.rglob("*")):
+                if not sub.resolve().is_relative_to(root):
+                    problems.append(f"{what}: {sub.relative_to(path)} in {raw} leads outside "
+                                    f"{trusted}")
+        return path
+
+    layers: list[tuple[str, Settings]] = [("defaults", tf.defaults)]
+    layers += [(f"tasks.{t.id}", t) for t in tf.tasks]
+    for where, layer in layers:
+        for name in ("instructions_file", "compact_prompt_file"):
+            raw = getattr(layer, name)
+            if raw is not None:
+                inside(raw, f"{where}.{name}")
+        if isinstance(layer.output_schema, str):
+            inside(layer.output_schema, f"{where}.output_schema")
+        for raw in layer.skills or ():
+            inside(raw, f"{where}.skills")
+        for name, server in (layer.mcp_servers or {}).items():
+            what = f"{where}.mcp_servers.{name}"
+            if server.command is None:
+                continue  # a `url` server: nothing runs here
+            if server.cwd is None:
+                problems.append(
+                    f"{what}: a stdio MCP server runs outside the sandbox with the runner's "
+                    f"user, by default in the pull request's code; give it a `cwd` inside "
+                    f"{trusted}, or use a `url` server")
+                continue
+            cwd = inside(server.cwd, f"{what}.cwd")
+            program = server.command[0]
+            if "/" in program and not program.startswith("/"):
+                inside(program, f"{what}.command", cwd)
+        if layer.git is not None and layer.git.push is not None:
+            problems.append(f"{where}.git.push: pull-request runs do not push")
+    for variant in tf.matrix.variant if tf.matrix else ():
+        if variant.instructions_file is not None:
+            inside(variant.instructions_file, f"matrix.variant.{variant.name}.instructions_file")
+    if isinstance(tf.codex_config, str):
+        inside(tf.codex_config, "codex_config")
+    return problems
+
+
 def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
                 sandbox: str | None, concurrency: str) -> list[str]:
-    argv = [sys.executable, "-m", "runner", "run", task_file, "--out", out]
+    argv = [*PYTHON, "-m", "runner", "run", task_file, "--out", out]
     for model in models:
         argv += ["--model", model]
     if shard:
@@ -341,15 +426,36 @@ class GitHub:
         return items
 
 
-def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str = ""
+def token_login(gh: GitHub) -> str:
+    """The account the token writes as: `GET /user` for a personal access token; the
+    workflow's GITHUB_TOKEN (an installation token) is refused there and writes as
+    github-actions[bot]. Another App's token is refused too: pass `comment-author`."""
+    try:
+        me = gh.request("GET", "/user", ok=(401, 403, 404))
+    except RunnerError:
+        me = None
+    login = me.get("login") if isinstance(me, dict) else None
+    return login if isinstance(login, str) and login else ACTIONS_BOT
+
+
+def has_write_access(gh: GitHub, repo: str, user: str) -> bool:
+    """The collaborator-permission endpoint, which counts teams, organisation roles and
+    base permissions (an `author_association` of MEMBER or COLLABORATOR does not imply
+    write access). A user who is not a collaborator is a 404: no access."""
+    got = gh.request("GET", f"/repos/{repo}/collaborators/{quote(user, safe='')}/permission",
+                     ok=(404,))
+    return isinstance(got, dict) and got.get("permission") in WRITE_PERMISSIONS
+
+
+def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str
                    ) -> tuple[str, int]:
     """Edit our comment on the PR if it is there, else create it: ("patched"|"created", id).
 
-    Ours means: the body starts with the marker and, when `author` is given, that account
-    wrote it, so a comment that merely quotes the marker is never taken over."""
+    Ours means: the body starts with the marker and `author` (the token's account) wrote
+    it, so a comment that merely quotes the marker is never taken over."""
     for c in gh.paginate(f"/repos/{repo}/issues/{number}/comments"):
         login = (c.get("user") or {}).get("login", "")
-        if str(c.get("body", "")).startswith(MARKER) and (not author or login == author):
+        if str(c.get("body", "")).startswith(MARKER) and login == author:
             gh.request("PATCH", f"/repos/{repo}/issues/comments/{c['id']}",
                        json_body={"body": body})
             return "patched", int(c["id"])
@@ -434,7 +540,7 @@ def merge_argv(patterns: str, out: str) -> list[str]:
     dirs = sorted({str(p) for pat in patterns.split() for p in Path().glob(pat) if p.is_dir()})
     if not dirs:
         raise RunnerError(f"merge: no directory matches {patterns!r}")
-    return [sys.executable, "-m", "runner", "report", "merge", *dirs, "--out", out]
+    return [*PYTHON, "-m", "runner", "report", "merge", *dirs, "--out", out]
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -450,11 +556,24 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                            concurrency=args.concurrency.strip())
     else:
         raise RunnerError("task-file is required (or merge, to combine shard reports)")
+    if args.trusted_config and not args.merge.strip():
+        problems = trust_problems(Path(args.task_file), Path(args.trusted_config))
+        if problems:
+            for problem in problems:
+                annotate("error", "runner trusted-config", problem)
+            _write_outputs({"exit-code": str(EXIT_BAD_INPUT)}, env)
+            _append_summary("**runner** did not run: the task file reaches outside "
+                            f"`{inline(args.trusted_config)}` (see the log).\n", env)
+            return 0
+    elif ctx.event_name in PR_EVENTS:
+        annotate("warning", "runner", "a pull-request run without trusted-config: the task "
+                 "file may read or start files of the pull request (see examples/workflows"
+                 "/pr.yml)")
     child = dict(env)
     key = child.pop("RUNNER_API_KEY", "")
     if key:
         child[args.api_key_env] = key
-    print("runner " + " ".join(argv[3:]), flush=True)  # no secret is on a command line
+    print("runner " + " ".join(argv[len(PYTHON) + 2:]), flush=True)  # no secret in argv
     code = subprocess.run(argv, env=child, check=False).returncode
     _write_outputs({"exit-code": str(code)}, env)
     if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
@@ -488,7 +607,8 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise RunnerError("comment: true, but this event is not about a pull request")
     gh = GitHub(ctx.api_url, _token(env, args.token_env))
     try:
-        how, comment_id = upsert_comment(gh, ctx.repository, number, body, author=args.author)
+        author = args.author.strip() or token_login(gh)
+        how, comment_id = upsert_comment(gh, ctx.repository, number, body, author=author)
     except RunnerError as exc:
         # A fork's PR gets a read-only token: the summary is still in the job summary.
         annotate("warning", "runner comment", str(exc))
@@ -499,10 +619,54 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """`allowed=true|false` in $GITHUB_OUTPUT. On pull-request events (or `--mode true`):
+    a head branch in this repository was pushed by someone with write access; from a fork,
+    the PR's author and the event's sender must both have write permission. Any API
+    failure counts as no."""
+    ctx = Context.from_env(env)
+    mode = args.mode.strip().lower()
+    if mode not in ("auto", "true", "false"):
+        raise RunnerError(f"require-write-access must be auto, true or false; got {args.mode!r}")
+    event = ctx.event or {}
+    found = event.get("pull_request")
+    pr: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    allowed, why = True, "not required"
+    if mode == "true" or (mode == "auto" and ctx.event_name in PR_EVENTS):
+        head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+        users = sorted({str(u["login"]) for u in (pr.get("user"), event.get("sender"))
+                        if isinstance(u, dict) and u.get("login")})
+        if head and head == ctx.repository:
+            why = "the head branch is in this repository"
+        elif not users:
+            allowed, why = False, "the event names no user to check"
+        else:
+            gh = GitHub(ctx.api_url, _token(env, args.token_env))
+            try:
+                lacking = [u for u in users if not has_write_access(gh, ctx.repository, u)]
+            except RunnerError as exc:
+                annotate("warning", "runner can-write", str(exc))
+                lacking = users
+            finally:
+                gh.close()
+            allowed = not lacking
+            why = (f"{', '.join(users)} may write" if allowed
+                   else f"{', '.join(lacking)} has no write access to {ctx.repository}")
+    print(f"write access: {'yes' if allowed else 'no'} ({why})")
+    if not allowed:
+        annotate("notice", "runner", f"not run: {why}")
+        _append_summary(f"**runner** did not run: {inline(why)}.\n", env)
+    _write_outputs({"allowed": "true" if allowed else "false"}, env)
+    return 0
+
+
 def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from runner.workspace import push_sync
 
     ctx = Context.from_env(env)
+    if ctx.event_name in PR_EVENTS:
+        raise RunnerError("push: pull-request runs never push; the patches are in the "
+                          "report artifact")
     report = _load_report(Path(args.report))
     if report is None:
         return 0
@@ -565,7 +729,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sandbox", default="auto")
     run.add_argument("--concurrency", default="")
     run.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    run.add_argument("--trusted-config", default="",
+                     help="a directory from the base branch the task file must stay inside")
     run.set_defaults(func=cmd_run)
+    gate = sub.add_parser("can-write", help="the write-access gate of pull-request runs")
+    gate.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
+    gate.add_argument("--token-env", default="GITHUB_TOKEN")
+    gate.set_defaults(func=cmd_can_write)
     out = sub.add_parser("outputs", help="report.json -> $GITHUB_OUTPUT")
     out.add_argument("--report", required=True)
     out.set_defaults(func=cmd_outputs)
@@ -574,8 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
     com.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
     com.add_argument("--pr", type=int, default=None)
     com.add_argument("--artifact", default="")
-    com.add_argument("--author", default="github-actions[bot]",
-                     help="only edit a comment by this account ('' for any)")
+    com.add_argument("--author", default="",
+                     help="only edit a comment by this account (default: the token's)")
     com.add_argument("--token-env", default="GITHUB_TOKEN")
     com.add_argument("--write", default="", help="also write the body to this file")
     com.set_defaults(func=cmd_comment)

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from runner.github import (
+    ACTIONS_BOT,
     MARKER,
     Context,
     fenced,
@@ -35,6 +36,7 @@ from runner.github import (
     parse_models,
     render_comment,
     sandbox_for,
+    trust_problems,
 )
 from runner.reports.markdown import percent, tokens
 from runner.reports.model import Report
@@ -61,7 +63,10 @@ SKIPPED = {"install", "bubblewrap"}
 """Steps that need the network or sudo; everything else runs for real."""
 API_KEY = "sk-canary-api-key-5d41402abc4b2a76"
 GITHUB_TOKEN = "ghs_canaryGitHubToken0123456789abcdef"
+PAT = "github_pat_canaryPersonalToken0123456789"
+"""A personal access token: `GET /user` answers with its account (unlike GITHUB_TOKEN)."""
 REPO = "octo/widgets"
+PR_WORKFLOW = ROOT / "examples/workflows/pr.yml"
 
 
 # ------------------------------------------------------------------ fake GitHub REST API
@@ -71,8 +76,12 @@ REPO = "octo/widgets"
 class FakeGitHub:
     """Just enough of api.github.com for comments, refs and pull requests, with state."""
 
-    token: str
+    tokens: dict[str, str | None]
+    """Accepted tokens -> the login `GET /user` reports (None: refused there, as for an
+    installation token, which writes as github-actions[bot])."""
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+    """user -> `permission` of the collaborator-permission endpoint; absent: 404."""
     refs: dict[str, str] = field(default_factory=dict)
     pulls: list[dict[str, Any]] = field(default_factory=list)
     log: list[tuple[str, str, Any]] = field(default_factory=list)
@@ -82,12 +91,21 @@ class FakeGitHub:
     def calls(self, method: str, pattern: str = "") -> list[tuple[str, str, Any]]:
         return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any
-               ) -> tuple[int, Any]:
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
+               token: str) -> tuple[int, Any]:
+        if path == "/user" and method == "GET":
+            login = self.tokens[token]
+            if login is None:
+                return 403, {"message": "Resource not accessible by integration"}
+            return 200, {"login": login, "type": "User"}
         base = f"/repos/{REPO}"
         if not path.startswith(base):
             return 404, {"message": "Not Found"}
         path = path[len(base):]
+        if (m := re.fullmatch(r"/collaborators/([^/]+)/permission", path)) and method == "GET":
+            if m[1] not in self.permissions:
+                return 404, {"message": "Not Found"}
+            return 200, {"permission": self.permissions[m[1]], "user": {"login": m[1]}}
         if m := re.fullmatch(r"/issues/(\d+)/comments", path):
             if method == "GET":
                 mine = [c for c in self.comments.values() if c["issue"] == int(m[1])]
@@ -96,7 +114,8 @@ class FakeGitHub:
             self.next_id += 1
             self.comments[self.next_id] = {"id": self.next_id, "issue": int(m[1]),
                                            "body": body["body"],
-                                           "user": {"login": "github-actions[bot]"}}
+                                           "user": {"login": self.tokens[token]
+                                                    or ACTIONS_BOT}}
             return 201, self.comments[self.next_id]
         if (m := re.fullmatch(r"/issues/comments/(\d+)", path)) and method == "PATCH":
             self.comments[int(m[1])]["body"] = body["body"]
@@ -131,7 +150,7 @@ class FakeGitHub:
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    fake = FakeGitHub(token=GITHUB_TOKEN)
+    fake = FakeGitHub(tokens={GITHUB_TOKEN: None, PAT: "octo-bot"})
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -141,11 +160,12 @@ def github() -> Iterator[FakeGitHub]:
             body = json.loads(self.rfile.read(length)) if length else None
             with lock:
                 fake.log.append((self.command, url.path, body))
-                if self.headers.get("authorization") != f"Bearer {fake.token}":
+                token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+                if token not in fake.tokens:
                     status, answer = 401, {"message": "Bad credentials"}
                 else:
                     status, answer = fake.handle(self.command, url.path, parse_qs(url.query),
-                                                 body)
+                                                 body, token)
             data = b"" if answer is None else json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -353,8 +373,12 @@ def write_tasks(path: Path, base_url: str, repo: Path, tasks: str) -> Path:
     return path
 
 
-PR_EVENT = {"number": 7, "pull_request": {"number": 7, "head": {"sha": "abc"}},
+PR_EVENT = {"number": 7, "action": "synchronize",
+            "pull_request": {"number": 7, "user": {"login": "alice"},
+                             "head": {"sha": "abc", "repo": {"full_name": REPO}}},
+            "sender": {"login": "alice"},
             "repository": {"full_name": REPO, "default_branch": "main"}}
+"""A pull request from a branch of this repository: the write-access gate needs no API."""
 
 
 def assert_no_canary(files: list[Path], *texts: str) -> None:
@@ -656,7 +680,7 @@ def test_action_structure() -> None:
             # Inputs reach scripts through env only: no expression inside a script.
             assert "${{" not in step["run"], step.get("id")
         else:
-            assert re.fullmatch(r"[\w-]+/[\w-]+@v\d+", step["uses"]), step["uses"]
+            assert re.fullmatch(r"[\w-]+/[\w-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
         text = json.dumps(step)
         for ref in re.findall(r"steps\.([\w-]+)\.", text):
             assert ref in ids, f"{step.get('id')} uses step {ref} before it runs"
@@ -732,18 +756,33 @@ def test_benchmark_shards_then_merge(loopback_thread: ThreadFactory, github: Fak
 
 
 def test_example_task_files_validate(tmp_path: Path) -> None:
-    """The task files the example workflows point at, where the README says to put them."""
+    """The task files the example workflows point at, where the README says to put them;
+    the pull-request ones also pass the Action's trusted-config check."""
     repo = make_git_repo(tmp_path / "repo")
     (repo / ".github/runner").mkdir(parents=True)
     examples = sorted((ROOT / "examples/workflows/runner").glob("*.yaml"))
-    assert {p.name for p in examples} >= {"pr.yaml", "nightly.yaml"}
+    assert {p.name for p in examples} == {"pr.yaml", "pr-fix.yaml", "nightly.yaml",
+                                          "benchmark.yaml"}
+    workflows = "".join(p.read_text() for p in (ROOT / "examples/workflows").glob("*.yml"))
     for path in examples:
+        assert f".github/runner/{path.name}" in workflows, f"no example uses {path.name}"
         shutil.copy(path, repo / ".github/runner" / path.name)
         res = subprocess.run([sys.executable, "-m", "runner", "validate",
                               f".github/runner/{path.name}"], cwd=repo, capture_output=True,
                              text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         assert f"repo {repo.resolve()}" in res.stdout
+    trusted = repo / ".github/runner"
+    for name in ("pr.yaml", "pr-fix.yaml"):
+        assert trust_problems(trusted / name, trusted) == []
+        assert "mcp_servers" not in (trusted / name).read_text().split("\nversion: 1", 1)[1]
+    fix = yaml.safe_load((trusted / "pr-fix.yaml").read_text())
+    assert fix["defaults"]["sandbox"] == "workspace-write"
+    assert "push" not in fix["defaults"]["git"]
+    pr_job = yaml.safe_load(PR_WORKFLOW.read_text())["jobs"]["runner"]
+    fix_step = next(s for s in pr_job["steps"] if "pr-fix.yaml" in str(s.get("with")))
+    assert fix_step["with"]["sandbox"] == "workspace-write"
+    assert fix_step["with"]["push"] == "false" and fix_step["with"]["comment"] == "false"
 
 
 def test_comment_without_write_access_warns_and_goes_on(
@@ -785,3 +824,344 @@ def test_comment_stays_under_githubs_limit() -> None:
     body = render_comment(report, Context())
     assert len(body) < 65_536 and "350 more run(s) in the report." in body
     assert "More final messages are in the report artifact." in body
+
+
+# ------------------------------------------------------------------ pull requests: trust
+
+
+def swap_step() -> dict[str, Any]:
+    """The PR workflow's step that puts the base branch's runner config in place."""
+    steps = yaml.safe_load(PR_WORKFLOW.read_text())["jobs"]["runner"]["steps"]
+    step: dict[str, Any] = next(s for s in steps if s.get("id") == "trusted-config")
+    assert step["env"] == {"BASE_SHA": "${{ github.event.pull_request.base.sha }}",
+                           "HEAD_SHA": "${{ github.event.pull_request.head.sha }}"}
+    return step
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          cwd=repo, check=True, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(repo.parent),
+                               "GIT_CONFIG_NOSYSTEM": "1"}).stdout.strip()
+
+
+def pr_repos(tmp_path: Path, base_files: dict[str, str], head_files: dict[str, str | None]
+             ) -> tuple[Path, str, str]:
+    """A repository whose HEAD is a pull request's head commit on top of a base commit, as
+    `actions/checkout` leaves it: (work tree, base sha, head sha). None deletes a file; a
+    value starting with "->" makes a symlink."""
+    repo = make_git_repo(tmp_path / "ws", base_files)
+    base = git(repo, "rev-parse", "HEAD")
+    for name, text in head_files.items():
+        path = repo / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+        if text is None:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if text.startswith("->"):
+            path.symlink_to(text[2:])
+        else:
+            path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the pull request")
+    return repo, base, git(repo, "rev-parse", "HEAD")
+
+
+def run_swap(tmp_path: Path, repo: Path, base: str, head: str
+             ) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "swap.sh"
+    script.write_text(swap_step()["run"])
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                          cwd=repo, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "GIT_CONFIG_NOSYSTEM": "1", "BASE_SHA": base,
+                               "HEAD_SHA": head})
+
+
+def tree_files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.slow
+def test_pr_runs_read_only_the_base_branchs_runner_config(
+        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    """The PR edits the instructions file, the task file (adding an MCP server), AGENTS.md,
+    and adds an MCP script and a `runner` package that would shadow ours: after the
+    workflow's swap step, the Action's run reads and starts only the base branch's."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("reviewed")))
+    pwned = tmp_path / "pwned"
+    base_task = (
+        "version: 1\n"
+        f"providers:\n  fake: {{base_url: '{srv.base_url}', env_key: OPENAI_API_KEY}}\n"
+        "defaults:\n  model: fake/m\n  instructions_file: instr.md\n"
+        "  tools: [shell, update_plan]\n"
+        "tasks:\n  - {id: review, prompt: review the diff in .runner/pr.diff, repo: ../..}\n")
+    evil_task = base_task.replace(
+        "tasks:", "  mcp_servers:\n    evil: {command: [python3, evil_mcp.py], cwd: .}\ntasks:")
+    evil = f"open({str(pwned)!r}, 'w').write('ran')\n"
+    repo, base, head = pr_repos(
+        tmp_path,
+        {"README.md": "# widgets\n", "src/app.py": "x = 1\n",
+         "AGENTS.md": "BASE-AGENTS-CANARY\n", "docs/AGENTS.md": "BASE-DOCS-AGENTS\n",
+         ".github/runner/pr.yaml": base_task,
+         ".github/runner/instr.md": "BASE-INSTRUCTIONS-CANARY\n"},
+        {"src/app.py": "x = 2  # HEAD-CODE-CHANGE\n",
+         "AGENTS.md": "HEAD-AGENTS-CANARY\n", "sub/AGENTS.md": "HEAD-SUB-AGENTS\n",
+         "docs": f"->{tmp_path / 'outside'}",
+         ".github/runner/pr.yaml": evil_task,
+         ".github/runner/instr.md": "HEAD-INSTRUCTIONS-CANARY\n",
+         ".github/runner/evil_mcp.py": evil, "evil_mcp.py": evil,
+         "runner/__init__.py": evil, "runner/github.py": evil})
+    (tmp_path / "outside").mkdir()
+
+    swap = run_swap(tmp_path, repo, base, head)
+    assert swap.returncode == 0, swap.stdout + swap.stderr
+
+    # The runner config directory is the base's, in the commit and in the work tree.
+    assert git(repo, "rev-parse", "HEAD:.github/runner") == git(
+        repo, "rev-parse", f"{base}:.github/runner")
+    assert tree_files(repo / ".github/runner") == {
+        "pr.yaml": base_task, "instr.md": "BASE-INSTRUCTIONS-CANARY\n"}
+    # AGENTS.md files too: the PR's are gone, the base's back (through no symlink).
+    assert (repo / "AGENTS.md").read_text() == "BASE-AGENTS-CANARY\n"
+    assert not (repo / "sub/AGENTS.md").exists()
+    assert not (repo / "docs").is_symlink() and not list((tmp_path / "outside").iterdir())
+    assert git(repo, "show", "HEAD:docs/AGENTS.md") == "BASE-DOCS-AGENTS"
+    # The PR's code and its diff are what the agent gets to see.
+    assert "HEAD-CODE-CHANGE" in (repo / "src/app.py").read_text()
+    assert "HEAD-CODE-CHANGE" in git(repo, "show", "HEAD:.runner/pr.diff")
+    assert git(repo, "status", "--porcelain") == ""
+
+    run = run_action(tmp_path / "gha", repo,
+                     {"task-file": ".github/runner/pr.yaml", "trusted-config": ".github/runner",
+                      "api-key": API_KEY},
+                     event_name="pull_request", event=PR_EVENT, api_url=github.url)
+    assert run.step_outputs["run"]["exit-code"] == "0", run.logs
+    assert not run.failed, run.logs
+    sent = "".join(r.raw.decode(errors="replace") for r in srv.requests)
+    assert "BASE-INSTRUCTIONS-CANARY" in sent and "BASE-AGENTS-CANARY" in sent
+    assert "HEAD-INSTRUCTIONS-CANARY" not in sent and "HEAD-AGENTS-CANARY" not in sent
+    assert "HEAD-SUB-AGENTS" not in sent and "evil" not in sent
+    # Neither the PR's MCP script nor its `runner` package ran (python -I).
+    assert not pwned.exists()
+
+
+def test_readme_swaps_like_the_example() -> None:
+    """The README's copy-paste PR workflow has the same (tested) swap step."""
+    script = swap_step()["run"]
+    (pr_snippet,) = [w for w in readme_workflows() if "pull_request:" in w]
+    indented = "".join(f"          {line}\n" if line else "\n" for line in script.splitlines())
+    assert indented in pr_snippet
+
+
+def test_swap_refuses_a_symlinked_runner_dir(tmp_path: Path) -> None:
+    """A PR that turns .github into a symlink could point the runner config anywhere."""
+    (tmp_path / "elsewhere").mkdir()
+    repo, base, head = pr_repos(
+        tmp_path, {".github/runner/pr.yaml": "version: 1\n"},
+        {".github": f"->{tmp_path / 'elsewhere'}"})
+    swap = run_swap(tmp_path, repo, base, head)
+    assert swap.returncode == 1
+    assert "::error title=runner::.github is not a directory" in swap.stdout
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_trusted_config_refuses_what_the_pr_could_control(tmp_path: Path) -> None:
+    trusted = tmp_path / "repo/.github/runner"
+    (trusted / "skills/lint").mkdir(parents=True)
+    (trusted / "skills/lint/SKILL.md").write_text(
+        "---\nname: lint\ndescription: run the linter\n---\nRun make lint.\n")
+    (trusted / "instr.md").write_text("be careful\n")
+    (trusted / "schema.json").write_text('{"type": "object"}\n')
+    (trusted / "mcp").mkdir()
+    (tmp_path / "repo/docs").mkdir()
+    (tmp_path / "repo/docs/instr.md").write_text("PR text\n")
+    (trusted / "linked.md").symlink_to(tmp_path / "repo/docs/instr.md")
+
+    def problems(settings: str, tasks: str = "") -> list[str]:
+        path = trusted / "t.yaml"
+        path.write_text(f"version: 1\ndefaults:\n{settings}\n"
+                        f"tasks:\n  - {{id: a, prompt: p, repo: ../..{tasks}}}\n")
+        return trust_problems(path, trusted)
+
+    assert problems("  instructions_file: instr.md\n  skills: [skills]\n"
+                    "  output_schema: schema.json\n"
+                    "  mcp_servers:\n    m: {command: [python3, server.py], cwd: mcp}\n"
+                    "    web: {url: 'https://mcp.example/x'}") == []
+    assert problems("  instructions_file: ../../docs/instr.md") == [
+        f"defaults.instructions_file: ../../docs/instr.md is outside {trusted}"]
+    assert problems("  instructions_file: linked.md") == [
+        f"defaults.instructions_file: linked.md is outside {trusted}"]
+    assert problems("  output_schema: ../../docs/instr.md")[0].startswith(
+        "defaults.output_schema:")
+    (trusted / "skills/lint/ref.md").symlink_to(tmp_path / "repo/docs/instr.md")
+    assert problems("  skills: [skills]") == [
+        f"defaults.skills: lint/ref.md in skills leads outside {trusted}"]
+    (trusted / "skills/lint/ref.md").unlink()
+    found = problems("  model: local/smollm2", ", mcp_servers: {m: {command: [npx, srv]}}")
+    assert len(found) == 1 and found[0].startswith("tasks.a.mcp_servers.m: a stdio MCP")
+    assert problems("  mcp_servers:\n    m: {command: [python3, x.py], cwd: ../../docs}") == [
+        f"defaults.mcp_servers.m.cwd: ../../docs is outside {trusted}"]
+    assert problems("  mcp_servers:\n    m: {command: [../../docs/x], cwd: mcp}") == [
+        f"defaults.mcp_servers.m.command: ../../docs/x is outside {trusted}"]
+    assert problems("  git: {push: {remote: origin}}") == [
+        "defaults.git.push: pull-request runs do not push"]
+    outside = tmp_path / "repo/t.yaml"
+    outside.write_text("version: 1\ntasks: [{id: a, prompt: p}]\n")
+    assert trust_problems(outside, trusted) == [
+        f"the task file {outside} is not inside {trusted}"]
+
+    # Through the Action's run command: exit code 2 as an output, nothing started.
+    out = tmp_path / "output"
+    summary = tmp_path / "summary.md"
+    env = {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary),
+           "GITHUB_EVENT_NAME": "pull_request", "PATH": "/usr/bin:/bin"}
+    problems("  instructions_file: ../../docs/instr.md")
+    assert main(["run", "--task-file", str(trusted / "t.yaml"), "--out",
+                 str(tmp_path / "out"), "--trusted-config", str(trusted)], env=env) == 0
+    assert parse_output_file(out.read_text()) == {"exit-code": "2"}
+    assert "did not run" in summary.read_text() and not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ the write-access gate
+
+
+def gate(github: FakeGitHub, tmp_path: Path, event: dict[str, Any], *, token: str = GITHUB_TOKEN,
+         event_name: str = "pull_request", mode: str = "auto") -> str:
+    event_file = tmp_path / "event.json"
+    event_file.write_text(json.dumps(event))
+    out = tmp_path / "gate-output"
+    out.write_text("")
+    env = {"GITHUB_EVENT_PATH": str(event_file), "GITHUB_EVENT_NAME": event_name,
+           "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.url, "GITHUB_TOKEN": token,
+           "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    assert main(["can-write", "--mode", mode], env=env) == 0
+    return parse_output_file(out.read_text())["allowed"]
+
+
+def fork_event(author: str, sender: str, association: str = "MEMBER") -> dict[str, Any]:
+    return {**PR_EVENT, "sender": {"login": sender},
+            "pull_request": {"number": 7, "user": {"login": author},
+                             "author_association": association,
+                             "head": {"sha": "abc", "repo": {"full_name": "mallory/widgets"}}}}
+
+
+def test_write_access_gate(github: FakeGitHub, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    github.permissions = {"alice": "write", "carol": "admin", "dave": "maintain",
+                          "bob": "read", "erin": "none"}
+    # A branch of this repository: pushed by someone with write access, no API call.
+    assert gate(github, tmp_path, PR_EVENT) == "true" and not github.log
+    # Not a pull request and mode auto: no gate.
+    assert gate(github, tmp_path, {}, event_name="schedule") == "true" and not github.log
+    # From a fork: the author and the sender are asked about, by name.
+    assert gate(github, tmp_path, fork_event("alice", "carol")) == "true"
+    assert sorted(c[1] for c in github.calls("GET", "/permission$")) == [
+        f"/repos/{REPO}/collaborators/{u}/permission" for u in ("alice", "carol")]
+    assert gate(github, tmp_path, fork_event("dave", "dave")) == "true"
+    # MEMBER or COLLABORATOR by association, but only read (or none): refused.
+    assert gate(github, tmp_path, fork_event("bob", "bob", "COLLABORATOR")) == "false"
+    assert gate(github, tmp_path, fork_event("erin", "erin", "MEMBER")) == "false"
+    # A writer's label on a reader's PR is not enough, nor the other way round.
+    assert gate(github, tmp_path, fork_event("bob", "alice")) == "false"
+    assert gate(github, tmp_path, fork_event("alice", "bob")) == "false"
+    # Not a collaborator at all (404), and a token the API refuses: no.
+    assert gate(github, tmp_path, fork_event("zed", "zed")) == "false"
+    assert gate(github, tmp_path, fork_event("alice", "alice"), token="ghs_bad") == "false"
+    out = capsys.readouterr().out
+    assert "::warning title=runner can-write::" in out and "HTTP 401" in out
+    assert "::notice title=runner::not run: bob has no write access" in out
+    assert "did not run" in (tmp_path / "summary.md").read_text()
+    # mode true checks the sender even outside pull requests; false never checks.
+    github.log.clear()
+    assert gate(github, tmp_path, {"sender": {"login": "bob"}}, event_name="workflow_dispatch",
+                mode="true") == "false"
+    assert gate(github, tmp_path, fork_event("bob", "bob"), mode="false") == "true"
+    assert len(github.log) == 1
+
+
+def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub,
+                                                      tmp_path: Path) -> None:
+    github.permissions = {"bob": "read"}
+    workspace = make_git_repo(tmp_path / "ws")
+    tasks = write_tasks(tmp_path / "pr.yaml", "http://127.0.0.1:9/v1", workspace,
+                        "  - {id: review, prompt: review, repo: REPO}\n")
+    run = run_action(tmp_path / "gha", workspace, {"task-file": str(tasks), "api-key": API_KEY},
+                     event_name="pull_request", event=fork_event("bob", "bob"),
+                     api_url=github.url)
+    assert not run.failed, run.logs
+    assert run.outputs["allowed"] == "false" and run.outputs["runs"] == ""
+    assert {run.outcomes[s] for s in ("run", "report", "comment", "finish")} == {"skipped"}
+    assert not (workspace / "runner-out").exists() and not github.calls("POST")
+
+
+def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(PR_EVENT))
+    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request",
+           "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.url,
+           "GITHUB_TOKEN": GITHUB_TOKEN}
+    assert main(["pull-requests", "--report", str(tmp_path / "report.json")], env=env) == 2
+    assert not github.log
+
+
+# ------------------------------------------------------------------ the comment's author
+
+
+def empty_report(path: Path) -> Path:
+    path.write_text(Report.model_validate({
+        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
+        "duration_s": 1.0, "tasks": [],
+        "totals": {"tasks": 0, "completed": 0, "not_completed": 0, "requests": 0,
+                   "tool_calls": 0, "usage": {}}}).model_dump_json())
+    return path
+
+
+def test_comment_with_a_personal_token_is_edited_not_reposted(
+        github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With a custom github-token the comment is written by that account, not by
+    github-actions[bot]: the next run must find it by that login."""
+    report = empty_report(tmp_path / "report.json")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(PR_EVENT))
+    # An old comment of ours written with the workflow's token: not this token's.
+    github.comments[1] = {"id": 1, "issue": 7, "body": f"{MARKER} old",
+                          "user": {"login": ACTIONS_BOT}}
+    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request",
+           "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.url, "GITHUB_TOKEN": PAT}
+    for _ in range(3):
+        assert main(["comment", "--report", str(report)], env=env) == 0
+    assert len(github.calls("POST", r"/comments$")) == 1
+    ours = max(github.comments)
+    assert github.comments[ours]["user"]["login"] == "octo-bot"
+    assert [c[1] for c in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/{ours}"] * 2
+    assert len(github.calls("GET", "^/user$")) == 3
+    assert github.comments[1]["body"] == f"{MARKER} old"
+    # comment-author given: no `GET /user`, that login's comment is the one edited.
+    github.log.clear()
+    assert main(["comment", "--report", str(report), "--author", ACTIONS_BOT], env=env) == 0
+    assert not github.calls("GET", "^/user$")
+    assert [c[1] for c in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/1"]
+    assert PAT not in capsys.readouterr().out
+
+
+def test_actions_pin_third_party_actions_by_commit() -> None:
+    """Tags can be moved by whoever owns the action; a full commit cannot. Our own action
+    in the examples is the exception: users pin their copy (README)."""
+    texts = {p.name: p.read_text() for p in [ACTION, *sorted(
+        (ROOT / ".github/workflows").glob("*.yml")), *sorted(
+        (ROOT / "examples/workflows").glob("*.yml"))]}
+    texts["README"] = "".join(readme_workflows())
+    seen = 0
+    for name, text in texts.items():
+        for ref in re.findall(r"uses:\s*(\S+.*)", text):
+            if ref.startswith(ACTION_REF):
+                continue
+            seen += 1
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", ref), \
+                (name, ref)
+    assert seen >= 10
