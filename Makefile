@@ -22,7 +22,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m compileall -q runner
 	touch $(STAMP)
 
+# Byte-compile on every run too (only changed files are redone): with
+# PYTHONDONTWRITEBYTECODE set, an edited module would otherwise be recompiled at each start.
 setup: $(STAMP) bubblewrap
+	@$(BIN)/python -m compileall -q runner
 
 # The sandbox (read-only, workspace-write) runs commands in bubblewrap: install it on a bare
 # Debian/Ubuntu machine (as root, or through sudo without a password); skip when present.
