@@ -126,4 +126,9 @@ def bench_startup() -> None:
 
 if __name__ == "__main__":
     bench_overhead()
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process after the 100- and 2,000-item threads: {rss:.0f} MB "
+          f"(budget 150 MB for one 2,000-item thread, ratio {rss / 150:.2f})")
     bench_startup()
