@@ -268,10 +268,12 @@ class Thread:
         try:
             resp = await call(prompt)
         except ModelError as exc:
-            if cp.is_context_overflow(exc):
+            # Kept when the loop goes on (a compaction answers an overflow) or when the
+            # server billed the failed answer, so the run's tokens add up.
+            if cp.is_context_overflow(exc) or exc.usage is not None:
                 self._record(RequestRecord(prefix, len(self.requests) + 1, self._turn,
-                                           len(prompt.input), 0, time.monotonic() - t0, None,
-                                           None, [], kind, str(exc)))
+                                           len(prompt.input), 0, time.monotonic() - t0,
+                                           exc.usage, None, [], kind, str(exc)))
             raise
         self._last_outputs = resp.items
         rec = RequestRecord(prefix, len(self.requests) + 1, self._turn, len(prompt.input),

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.items import Usage
 
 
 class RunnerError(Exception):
@@ -59,6 +63,9 @@ class ModelError(RunnerError):
     """How long the server asked us to wait before resending, if it said."""
     rate_limit: bool = False
     """The server says we send too much: every run of the provider should wait."""
+    usage: Usage | None = None
+    """What the server billed for the failed answer (an incomplete or length-capped one),
+    so the run's token counts still add up."""
 
 
 class TransportError(ModelError):

@@ -182,14 +182,21 @@ class Assembler:
             self.done = True
             return None
         if kind == "response.failed":
-            raise failed_error(payload.get("response"))
+            failed = failed_error(payload.get("response"))
+            resp = payload.get("response")
+            failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
+                else None
+            raise failed
         if kind == "response.incomplete":
             resp = payload.get("response")
             reason = None
             if isinstance(resp, dict) and isinstance(resp.get("incomplete_details"), dict):
                 reason = resp["incomplete_details"].get("reason")
-            raise StreamError(f"incomplete response returned, reason: {_text(reason)[:200]}",
+            err = StreamError(f"incomplete response returned, reason: {_text(reason)[:200]}",
                               code="incomplete", retryable=True)
+            err.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
+                else None
+            raise err
         if kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
             raise failed_error({"error": payload.get("error", payload)})

@@ -21,6 +21,7 @@ from tests.loopback import (
     Reply,
     last_user_text,
     per_conversation,
+    reply_incomplete,
     reply_message,
     reply_sse_bytes,
 )
@@ -487,3 +488,19 @@ def test_timeout_through_the_command_keeps_work(loopback_thread: ThreadFactory,
     run = _runs(tmp_path / "o")[0]
     assert run["status"] == "timeout" and "1.5 s timeout" in run["error"]
     assert run["result"]["branch"] and "log.txt" in run["result"]["files"]
+
+
+def test_a_failed_answer_still_counts_its_tokens(loopback_thread: ThreadFactory,
+                                                 tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell("echo hi", "c0") if i == 0 else reply_incomplete()))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+    text = tasks.read_text().replace("env_key: FAKE_API_KEY}",
+                                     "env_key: FAKE_API_KEY, stream_max_retries: 0}")
+    tasks.write_text(text)
+    assert run_cli("run", tasks, "--out", tmp_path / "o").returncode != 0
+    run = _runs(tmp_path / "o")[0]
+    assert len(srv.requests) == 2 and len(run["requests"]) == 2
+    failed = run["requests"][1]
+    assert "incomplete" in failed["error"] and failed["usage"]["input_tokens"] > 0
+    assert run["usage"]["input_tokens"] == sum(srv.requests[i].input_tokens for i in (0, 1))

@@ -657,10 +657,15 @@ class ChatClient:
         usage = Usage.from_chat(state.usage)
         if state.finish_reason == "length":
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
+            err: ModelError
             if isinstance(cap, int) and usage is not None and usage.output_tokens >= cap:
-                raise StreamError(f"the answer hit max_tokens={cap} before it was complete",
+                err = StreamError(f"the answer hit max_tokens={cap} before it was complete",
                                   code="max_output_tokens")
-            raise ContextWindowExceeded("the model ran out of context (finish_reason: length)")
+            else:
+                err = ContextWindowExceeded("the model ran out of context (finish_reason: "
+                                            "length)")
+            err.usage = usage
+            raise err
         if state.finish_reason is None:
             raise StreamError("stream ended before a finish_reason", code="stream_cut",
                               retryable=True)
