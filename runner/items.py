@@ -39,6 +39,12 @@ class Item:
             object.__setattr__(self, "wire", dumps(body))
 
     @cached_property
+    def stored_wire(self) -> str:
+        """The item with its `id`, for `store: true` (Azure): there the server keeps the
+        items and expects them referenced by id, as Codex re-attaches them."""
+        return dumps(self.data) if "id" in self.data else self.wire
+
+    @cached_property
     def nbytes(self) -> int:
         """UTF-8 size of `wire`: what token estimates and cache shares are measured in."""
         return len(self.wire.encode())

@@ -34,7 +34,8 @@ def build_body(prompt: Prompt, *, store: bool = False) -> str:
     ]
     if prompt.instructions:
         parts.append(f'"instructions":{dumps(prompt.instructions)}')
-    parts.append('"input":[' + ",".join(i.wire for i in prompt.input) + "]")
+    wires = (i.stored_wire for i in prompt.input) if store else (i.wire for i in prompt.input)
+    parts.append('"input":[' + ",".join(wires) + "]")
     parts.append(f'"tools":{dumps(list(prompt.tools))}')
     parts.append(f'"tool_choice":{dumps(prompt.tool_choice)}')
     parts.append(f'"parallel_tool_calls":{dumps(prompt.parallel_tool_calls)}')

@@ -278,3 +278,30 @@ def test_every_example_config_validates() -> None:
         res = run_cli("validate", f, env=env)
         assert res.returncode == 0, f"{f.name}: {res.stderr}"
         assert json.dumps(res.stderr).count("error") == 0
+
+
+def test_store_true_sends_item_ids_back(loopback_thread: Any, tmp_path: Path) -> None:
+    """Azure (store: true) keeps items server-side and wants their ids back, as Codex
+    re-attaches them; with store: false ids are never sent."""
+    from tests.loopback import per_conversation, reply_function_call, reply_message
+    from tests.test_cli import run_cli, write_tasks
+
+    def script(req: Any, i: int) -> Any:
+        if i == 0:
+            return reply_function_call("shell", {"command": ["true"]}, call_id="c0")
+        return reply_message("done")
+
+    for store in (True, False):
+        srv = loopback_thread(per_conversation(script))
+        d = tmp_path / str(store)
+        d.mkdir()
+        tasks = write_tasks(d, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+        tasks.write_text(tasks.read_text().replace(
+            "env_key: FAKE_API_KEY}", f"env_key: FAKE_API_KEY, store: {str(store).lower()}}}"))
+        assert run_cli("run", tasks, "--out", d / "o").returncode == 0
+        second = srv.requests[1].json
+        assert second["store"] is store
+        call = next(x for x in second["input"] if x.get("type") == "function_call")
+        assert ("id" in call) is store
+        if store:
+            assert call["id"] == srv.requests[0].output[0]["id"]
