@@ -39,9 +39,6 @@ from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.providers.http import provider_headers
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
-from runner.reports.files import write_reports
-from runner.reports.json_report import build_report, task_report
-from runner.reports.model import TaskReport
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import SECRET_NAME, child_env
 from runner.sandbox.policy import PROTECTED_NAMES
@@ -54,7 +51,9 @@ from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
 
 if TYPE_CHECKING:
-    pass
+    # The report modules load when a run finishes: they are not needed before the first
+    # request, and importing them costs start-up time (see bench/overhead.py).
+    from runner.reports.model import TaskReport
 
 
 @dataclass(frozen=True)
@@ -480,6 +479,9 @@ async def run_batch(
         by CI still leaves readable reports; the final write replaces them."""
         if time.monotonic() - last_write[0] < CHECKPOINT_S or writing.locked():
             return
+        from runner.reports.files import write_reports
+        from runner.reports.json_report import build_report
+
         async with writing:
             last_write[0] = time.monotonic()
             done_reports = [r.report for r in runs if r.report is not None]
@@ -503,6 +505,9 @@ async def run_batch(
     show.close()
     async with writing:   # a checkpoint still writing must not land after the final report
         pass
+    from runner.reports.files import write_reports
+    from runner.reports.json_report import build_report
+
     finished = dt.datetime.now(dt.UTC)
     reports = [r.report if r.report is not None else _run_report(r, out_dir, redact)
                for r in runs]
@@ -519,6 +524,9 @@ def _internal(exc: Exception) -> str:
 
 
 def _run_report(run: TaskRun, out_dir: Path, redact: Redactor) -> TaskReport:
+    from runner.reports.json_report import task_report
+    from runner.reports.model import TaskReport
+
     t = run.task
     base = task_report(run, out_dir)
     price = price_of(t.price)

@@ -111,7 +111,10 @@ PathText = Annotated[str, AfterValidator(_path_text)]
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # The attribute docstrings below are for readers. Pydantic would read them into field
+    # descriptions by re-parsing this file's source at import (~100 ms of every start), and
+    # nothing uses those descriptions: no schema is generated from the task-file models.
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ProviderConfig(Frozen):

@@ -13,12 +13,14 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from runner.fsutil import atomic_write_text
-from runner.reports.model import TaskReport
+
+if TYPE_CHECKING:
+    from runner.reports.model import TaskReport  # loaded by `entries`, not at start-up
 
 REDO_STATUSES = frozenset({"interrupted"})
 """Finished runs with these statuses are run again by `--resume`; a run skipped by the
@@ -54,6 +56,8 @@ class Journal:
 
     def entries(self) -> dict[str, Entry]:
         """Every readable record by fingerprint; an unreadable one counts as absent."""
+        from runner.reports.model import TaskReport
+
         out: dict[str, Entry] = {}
         if not self.runs.is_dir():
             return out

@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from runner.reports.model import TaskReport
-
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
+
+    from runner.reports.model import TaskReport
 
 REFRESH_INTERVAL_S = 0.25
 """The live display redraws at most 4 times a second, however many events arrive."""
