@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,9 +43,9 @@ from runner.errors import (
 )
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client, request_headers, retry_after_s
+from runner.providers.http import make_client, request_headers, retry_after_s, sse_events
 from runner.providers.responses import _read_capped
-from runner.sse import MAX_EVENT_BYTES, Framer, failed_error, json_event
+from runner.sse import MAX_EVENT_BYTES, failed_error, json_event
 
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
@@ -726,24 +727,11 @@ class ChatClient:
         """Frame and accumulate the stream. The idle clock restarts only on a real event,
         so `: keepalive` comments alone still time out. The body is read to its end after
         `[DONE]` so that the connection can be reused."""
-        framer = Framer(max_event_bytes=self._max_event)
         text_events = self.constrained is None
-        chunks = resp.aiter_bytes()
-        idle_at = anyio.current_time() + self._idle_s
-        while True:
-            with anyio.CancelScope(deadline=idle_at) as idle:
-                chunk = await anext(chunks, None)
-            if idle.cancelled_caught:
-                if state.done or state.finish_reason is not None:
-                    return
-                raise StreamError(f"idle timeout: no event for {self._idle_s:g} s",
-                                  code="idle_timeout", retryable=True)
-            if chunk is None:
-                return
-            events = framer.feed(chunk)
-            if events:
-                idle_at = anyio.current_time() + self._idle_s
-            for name, text in events:
+        events = sse_events(resp, max_event_bytes=self._max_event, idle_s=self._idle_s,
+                            finished=lambda: state.done or state.finish_reason is not None)
+        async with aclosing(events):
+            async for name, text in events:
                 state.feed_event(name, text, on_event, text_events=text_events)
 
     async def aclose(self) -> None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Literal
 
+import anyio
 import httpx
+
+from runner.errors import StreamError
+from runner.sse import Framer
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
@@ -107,3 +111,29 @@ def retry_after_s(headers: httpx.Headers, *, now: float | None = None) -> float 
         return None
     current = time.time() if now is None else now
     return max(0.0, when.timestamp() - current)
+
+
+async def sse_events(resp: httpx.Response, *, max_event_bytes: int, idle_s: float,
+                     finished: Callable[[], bool]) -> AsyncGenerator[tuple[str, str], None]:
+    """The (event, data) pairs of a streamed body, framed with bounded event sizes. The idle
+    clock restarts only on a real event, so a server sending nothing but `: keepalive`
+    comments still times out (a retryable `StreamError`), unless `finished()` says the
+    answer is already complete. Both wires read their streams through this."""
+    framer = Framer(max_event_bytes=max_event_bytes)
+    chunks = resp.aiter_bytes()
+    idle_at = anyio.current_time() + idle_s
+    while True:
+        with anyio.CancelScope(deadline=idle_at) as idle:
+            chunk = await anext(chunks, None)
+        if idle.cancelled_caught:
+            if finished():
+                return
+            raise StreamError(f"idle timeout: no event for {idle_s:g} s", code="idle_timeout",
+                              retryable=True)
+        if chunk is None:
+            return
+        events = framer.feed(chunk)
+        if events:
+            idle_at = anyio.current_time() + idle_s
+        for event in events:
+            yield event

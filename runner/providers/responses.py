@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import aclosing
 
 import anyio
 import httpx
@@ -20,8 +21,8 @@ from runner.errors import (
 )
 from runner.items import Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client, request_headers, retry_after_s
-from runner.sse import MAX_EVENT_BYTES, Assembler, Framer
+from runner.providers.http import make_client, request_headers, retry_after_s, sse_events
+from runner.sse import MAX_EVENT_BYTES, Assembler
 
 ERROR_BODY_BYTES = 64 * 1024
 """How much of an error answer is read: enough for any real message, bounded for any other."""
@@ -127,23 +128,10 @@ class ResponsesClient:
         so a server that sends nothing but `: keepalive` comments still times out. The
         body is read to its end even after response.completed: a response left unread
         makes httpx drop the connection instead of reusing it."""
-        framer = Framer(max_event_bytes=self._max_event)
-        chunks = resp.aiter_bytes()
-        idle_at = anyio.current_time() + self._idle_s
-        while True:
-            with anyio.CancelScope(deadline=idle_at) as idle:
-                chunk = await anext(chunks, None)
-            if idle.cancelled_caught:
-                if asm.done:
-                    return
-                raise StreamError(f"idle timeout: no event for {self._idle_s:g} s",
-                                  code="idle_timeout", retryable=True)
-            if chunk is None:
-                return
-            events = framer.feed(chunk)
-            if events:
-                idle_at = anyio.current_time() + self._idle_s
-            for name, data in events:
+        events = sse_events(resp, max_event_bytes=self._max_event, idle_s=self._idle_s,
+                            finished=lambda: asm.done)
+        async with aclosing(events):
+            async for name, data in events:
                 notice = asm.feed(name, data)
                 if notice is not None and on_event is not None:
                     on_event(StreamEvent(notice[0], notice[1]))
