@@ -43,8 +43,13 @@ from runner.errors import (
 )
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client, request_headers, retry_after_s, sse_events
-from runner.providers.responses import _read_capped
+from runner.providers.http import (
+    make_client,
+    read_capped,
+    request_headers,
+    retry_after_s,
+    sse_events,
+)
 from runner.sse import MAX_EVENT_BYTES, failed_error, json_event
 
 # --------------------------------------------------------------------------------------
@@ -691,7 +696,7 @@ class ChatClient:
                                                    headers=headers, params=self.params
                                                    ) as resp:
                         if resp.status_code >= 400:
-                            text = await _read_capped(resp)
+                            text = await read_capped(resp)
                             if _is_context_error(resp.status_code, text):
                                 raise ContextWindowExceeded(text[:500])
                             raise http_error(resp.status_code, text,

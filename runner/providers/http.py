@@ -137,3 +137,17 @@ async def sse_events(resp: httpx.Response, *, max_event_bytes: int, idle_s: floa
             idle_at = anyio.current_time() + idle_s
         for event in events:
             yield event
+
+
+ERROR_BODY_BYTES = 64 * 1024
+"""How much of an error answer is read: enough for any real message, bounded for any other."""
+
+
+async def read_capped(resp: httpx.Response) -> str:
+    """The start of an error answer, however long the answer is."""
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) >= ERROR_BODY_BYTES:
+            break
+    return bytes(buf[:ERROR_BODY_BYTES]).decode("utf-8", "replace")

@@ -21,11 +21,15 @@ from runner.errors import (
 )
 from runner.items import Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import make_client, request_headers, retry_after_s, sse_events
+from runner.providers.http import (
+    ERROR_BODY_BYTES,
+    make_client,
+    read_capped,
+    request_headers,
+    retry_after_s,
+    sse_events,
+)
 from runner.sse import MAX_EVENT_BYTES, Assembler
-
-ERROR_BODY_BYTES = 64 * 1024
-"""How much of an error answer is read: enough for any real message, bounded for any other."""
 
 
 def build_body(prompt: Prompt, *, store: bool = False) -> str:
@@ -96,7 +100,7 @@ class ResponsesClient:
                                                headers={"session_id": prompt.prompt_cache_key}
                                                ) as resp:
                     if resp.status_code >= 400:
-                        raise http_error(resp.status_code, await _read_capped(resp),
+                        raise http_error(resp.status_code, await read_capped(resp),
                                          retry_after_s=retry_after_s(resp.headers))
                     started = True
                     kind = resp.headers.get("content-type", "")
@@ -184,12 +188,3 @@ def build_compact_body(prompt: Prompt) -> str:
         parts.append(f'"text":{dumps(prompt.text)}')
     return "{" + ",".join(parts) + "}"
 
-
-async def _read_capped(resp: httpx.Response) -> str:
-    """The start of an error answer, however long the answer is."""
-    buf = bytearray()
-    async for chunk in resp.aiter_bytes():
-        buf += chunk
-        if len(buf) >= ERROR_BODY_BYTES:
-            break
-    return bytes(buf[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
