@@ -96,6 +96,8 @@ class TaskRun:
     result: workspace.Result | None = None
     pushed: str | None = None
     check: CheckResult | None = None
+    not_kept: bool = False
+    """Its changes could not be committed: whatever the agent did, the run is an error."""
     skipped: str | None = None
     """Why the run did not start (`budget`, `interrupted`), when it did not."""
     report: TaskReport | None = None
@@ -107,7 +109,7 @@ class TaskRun:
     def status(self) -> str:
         if self.report is not None:
             return self.report.status
-        if self.outcome is None:
+        if self.outcome is None or self.not_kept:
             return self.skipped or "error"
         if self.result is not None and self.result.violations:
             return "scope_violation"
@@ -681,6 +683,7 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
             redact=redact.bytes if redact else None)
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
+        run.not_kept = True
         log.emit({"type": "error", "message": run.error})
         return
     run.result = result

@@ -857,7 +857,12 @@ async def delete_branch(repo: Path, branch: str) -> None:
 
 
 def delete_branch_sync(repo: Path, branch: str) -> None:
+    """Also removes the branch's ref lock: a runner killed inside `git update-ref` leaves
+    `<branch>.lock` behind, and git would refuse the branch for good. The name holds the
+    killed batch's unique id, so no other git process can be holding that lock."""
     git_dir = Path(_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
+    common = _common_dir(git_dir)
     with _ref_lock(git_dir):
+        (common / "refs" / "heads" / f"{branch}.lock").unlink(missing_ok=True)
         _git(["update-ref", "-d", f"refs/heads/{branch}"], env={"GIT_DIR": str(git_dir)},
              check=False)

@@ -504,3 +504,30 @@ def test_a_failed_answer_still_counts_its_tokens(loopback_thread: ThreadFactory,
     failed = run["requests"][1]
     assert "incomplete" in failed["error"] and failed["usage"]["input_tokens"] > 0
     assert run["usage"]["input_tokens"] == sum(srv.requests[i].input_tokens for i in (0, 1))
+
+
+def test_a_result_that_cannot_be_kept_is_an_error(loopback_thread: ThreadFactory,
+                                                  tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell("echo x > x.txt", "c0") if i == 0 else reply_message("done")))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n",
+                        defaults="  git: {branch: 'fixed/{name}'}\n")
+    lock = tmp_path / ".git" / "refs" / "heads" / "fixed" / "a.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")    # as a runner killed inside `git update-ref` leaves it
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 3
+    run = _runs(tmp_path / "o")[0]
+    assert run["status"] == "error" and "could not keep the result" in run["error"]
+
+
+def test_resume_clears_the_ref_lock_of_a_killed_attempt(tmp_path: Path) -> None:
+    from runner import workspace
+
+    repo = make_git_repo(tmp_path / "repo")
+    lock = repo / ".git" / "refs" / "heads" / "runner" / "abc" / "t1.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    workspace.delete_branch_sync(repo, "runner/abc/t1")
+    assert not lock.exists()
+    git(repo, "branch", "runner/abc/t1")   # git can make the branch again
