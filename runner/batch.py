@@ -17,7 +17,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,10 +131,21 @@ class BatchResult:
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        # The provider could not be used (down, out of quota, rate-limited past the cap).
-        if any(r.status in ("error", "rate_limited", "quota_exhausted") for r in self.runs):
-            return 3
-        return 0 if all(r.status == "completed" for r in self.runs) else 1
+        return exit_code(r.status for r in self.runs)
+
+
+NOT_WORKING = frozenset({"error", "rate_limited", "quota_exhausted"})
+"""Statuses meaning the runner could not work: a provider down after retries, out of quota
+or rate-limited past the cap."""
+
+
+def exit_code(statuses: Iterable[str]) -> int:
+    """3 when any run could not work, else 0 when all completed, else 1; `runner run` and
+    `runner report merge` exit alike."""
+    seen = set(statuses)
+    if seen & NOT_WORKING:
+        return 3
+    return 0 if seen <= {"completed"} else 1
 
 
 CHECKPOINT_S = 3.0
@@ -186,6 +197,10 @@ class RunSink:
         self.progress = progress
 
     def emit(self, event: dict[str, Any]) -> None:
+        if str(event.get("type", "")).startswith("stream."):
+            # Token deltas: one JSON line, redaction scan and flush per token for text the
+            # completed message carries anyway (`codex exec --json` has none either).
+            return
         if event.get("type") == "request.completed":
             u = event.get("usage") or {}
             usage = Usage(input_tokens=int(u.get("input_tokens", 0)),

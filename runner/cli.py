@@ -171,11 +171,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report_merge(args: argparse.Namespace) -> int:
-    """Exit 0 when every merged run completed, 1 otherwise, as `runner run` would have."""
+    """Exits as `runner run` would have for the same runs (0, 1 or 3)."""
+    from runner.batch import exit_code
     from runner.reports.merge import merge_command
 
     report = merge_command(args.dirs, args.out)
     t = report.totals
     sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s), {t.completed} "
                      f"passed\nreport: {args.out / 'report.json'}\n")
-    return EXIT_OK if t.not_completed == 0 else EXIT_TASK_FAILED
+    return exit_code(r.status for r in report.tasks)

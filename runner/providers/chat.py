@@ -709,7 +709,7 @@ class ChatClient:
                                 code="not_event_stream", retryable=True)
                         await self._read(resp, state, on_event)
                     break
-                except httpx.TransportError as exc:
+                except httpx.RequestError as exc:
                     if state.finish_reason is not None:
                         break
                     what = f"{type(exc).__name__}: {exc}"

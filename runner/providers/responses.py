@@ -108,7 +108,7 @@ class ResponsesClient:
                         raise StreamError(f"not an event stream: content-type {kind[:100]!r}",
                                           code="not_event_stream", retryable=True)
                     await self._read(resp, asm, on_event)
-            except httpx.TransportError as exc:
+            except httpx.RequestError as exc:
                 if not asm.done:
                     what = f"{type(exc).__name__}: {exc}"
                     if started:
@@ -152,7 +152,7 @@ class ResponsesClient:
                                            params=self._params,
                                            headers={"session_id": prompt.prompt_cache_key,
                                                     "accept": "application/json"})
-        except httpx.TransportError as exc:
+        except httpx.RequestError as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
         text = resp.text
         if resp.status_code >= 400:
