@@ -531,3 +531,18 @@ def test_resume_clears_the_ref_lock_of_a_killed_attempt(tmp_path: Path) -> None:
     workspace.delete_branch_sync(repo, "runner/abc/t1")
     assert not lock.exists()
     git(repo, "branch", "runner/abc/t1")   # git can make the branch again
+
+
+def test_retried_attempts_the_server_billed_are_counted(loopback_thread: ThreadFactory,
+                                                        tmp_path: Path) -> None:
+    def script(req: Any, i: int) -> Reply:
+        if i == 0:
+            return shell("echo hi", "c0")
+        return reply_incomplete() if i == 1 else reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+    assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 0
+    run = _runs(tmp_path / "o")[0]
+    assert len(srv.requests) == 3 and len(run["requests"]) == 2   # one resent request
+    assert run["usage"]["input_tokens"] == sum(r.input_tokens for r in srv.requests)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 import anyio
@@ -39,6 +39,7 @@ from runner.errors import (
     RateLimited,
     StreamError,
 )
+from runner.items import Usage
 from runner.providers import ModelClient, ModelResponse, OnEvent, Prompt
 
 __all__ = ["RateGate", "RateLimited", "Retry", "RetryingClient", "backoff_s", "decide"]
@@ -157,7 +158,28 @@ class RetryingClient:
         """Attempts resent, over every call (for reports and tests)."""
 
     async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
-        return await self.call(lambda: self.inner.generate(prompt, on_event=on_event))
+        """One request under the policy. Attempts the server billed before failing
+        (incomplete, failed mid-stream) are added to the usage returned or raised, so a
+        run's tokens match what was paid for."""
+        billed: list[Usage] = []
+
+        async def attempt() -> ModelResponse:
+            try:
+                return await self.inner.generate(prompt, on_event=on_event)
+            except ModelError as exc:
+                if exc.usage is not None:
+                    billed.append(exc.usage)
+                raise
+
+        try:
+            resp = await self.call(attempt)
+        except ModelError as exc:
+            if billed:
+                exc.usage = sum(billed, Usage())
+            raise
+        if not billed:
+            return resp
+        return replace(resp, usage=sum(billed, resp.usage or Usage()))
 
     async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run `attempt` under the policy: any model request of this provider can use it."""
