@@ -30,12 +30,12 @@ from runner import workspace
 from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
-from runner.errors import ConfigError, EngineError, Problem, SandboxError
+from runner.errors import ConfigError, EngineError, ModelError, Problem, SandboxError
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.output_schema import check_answer, text_format
 from runner.progress import Progress, QuietProgress, make_progress
-from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent
+from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent, find_compactor
 from runner.providers.http import provider_headers
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog
@@ -368,6 +368,14 @@ class _Capped:
         async with self.slots:
             return await self.inner.generate(prompt, on_event=on_event)
 
+    async def compact(self, prompt: Prompt) -> ModelResponse:
+        """Compaction requests count against the same connection cap."""
+        inner = find_compactor(self.inner)
+        if inner is None:
+            raise ModelError("this provider has no compaction endpoint")
+        async with self.slots:
+            return await inner.compact(prompt)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
@@ -603,7 +611,7 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
                  budget: Budget | None = None, extra_tools: Sequence[Tool] = (),
                  redact: Redactor | None = None) -> Thread:
     from runner import compaction
-    from runner.providers import find_compactor
+
 
     extra, reasoning, text = sampling(t.model_options)
     # One policy for what the sandbox enforces and what the model is told. The runs'

@@ -72,8 +72,9 @@ class Compactor(Protocol):
 
 
 def find_compactor(client: object) -> Compactor | None:
-    """The compaction endpoint behind a client's wrappers (retries, connection caps), which
-    all keep the wrapped client in `inner`. Called once per thread; a failed compaction
+    """The outermost client that can compact. The wrappers (retries, connection caps) keep
+    the wrapped client in `inner` and forward `compact` under their own rate gate and
+    connection cap. Called once per thread; a failed compaction
     there is not resent, because local compaction is the fallback."""
     node: object | None = client
     while node is not None:

@@ -40,7 +40,7 @@ from runner.errors import (
     StreamError,
 )
 from runner.items import Usage
-from runner.providers import ModelClient, ModelResponse, OnEvent, Prompt
+from runner.providers import ModelClient, ModelResponse, OnEvent, Prompt, find_compactor
 
 __all__ = ["RateGate", "RateLimited", "Retry", "RetryingClient", "backoff_s", "decide"]
 
@@ -200,6 +200,16 @@ class RetryingClient:
                 raise tries.final from exc
             raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def compact(self, prompt: Prompt) -> ModelResponse:
+        """The provider's compaction endpoint, behind the same rate gate as every other
+        request (a provider holding us off after a 429 is not hit meanwhile). Not resent:
+        a failed compaction falls back to a local one."""
+        inner = find_compactor(self.inner)
+        if inner is None:
+            raise ModelError("this provider has no compaction endpoint")
+        await self.gate.wait(self.max_wait_s)
+        return await inner.compact(prompt)
 
     def _sleep(self, tries: _Attempts) -> Callable[[float], Awaitable[None]]:
         async def sleep(seconds: float) -> None:

@@ -236,3 +236,26 @@ async def test_request_deadline(loopback: LoopbackFactory, tmp_path: Path) -> No
     assert outcome.status == "completed" and outcome.final_message == "done"
     gap = srv.requests[1].received_at - srv.requests[0].received_at
     assert 0.5 <= gap < 0.8
+
+
+@pytest.mark.anyio
+async def test_compaction_waits_behind_the_rate_gate(loopback: Any) -> None:
+    """A provider holding us off after a 429 is not hit by a compaction request either."""
+    from runner.errors import RateLimited as Limited
+    from runner.items import message
+    from runner.providers import Prompt, find_compactor
+    from runner.providers.responses import ResponsesClient
+    from runner.providers.retry import RetryingClient
+
+    srv = await loopback(lambda req, i: reply_message("unused"))
+    client = RetryingClient(ResponsesClient(srv.base_url), max_wait_s=5)
+    try:
+        assert find_compactor(client) is client
+        client.gate.hold(3600)
+        prompt = Prompt(model="m", instructions="", input=(message("user", "hi"),), tools=[],
+                        prompt_cache_key="k")
+        with pytest.raises(Limited):
+            await client.compact(prompt)
+        assert srv.requests == []
+    finally:
+        await client.aclose()
