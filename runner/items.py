@@ -116,14 +116,14 @@ class Usage:
             return None
         details = u.get(inp_details) or {}
         odetails = u.get(out_details) or {}
-        inp, out = _int(u.get(inp_key)), _int(u.get(out_key))
+        inp, out = as_int(u.get(inp_key)), as_int(u.get(out_key))
         return cls(
             input_tokens=inp,
-            cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            cached_tokens=as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
             output_tokens=out,
-            reasoning_tokens=(_int(odetails.get("reasoning_tokens"))
+            reasoning_tokens=(as_int(odetails.get("reasoning_tokens"))
                               if isinstance(odetails, dict) else 0),
-            total_tokens=_int(u.get("total_tokens")) or inp + out,
+            total_tokens=as_int(u.get("total_tokens")) or inp + out,
         )
 
     def __add__(self, other: Usage) -> Usage:
@@ -146,5 +146,6 @@ class Usage:
         }
 
 
-def _int(v: object) -> int:
+def as_int(v: object) -> int:
+    """A token count from JSON: an integer, else 0 (booleans are not counts)."""
     return v if isinstance(v, int) and not isinstance(v, bool) else 0

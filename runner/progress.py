@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from runner.items import as_int
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
@@ -99,10 +101,6 @@ def _seconds(s: float) -> str:
         f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
-def _int(v: object) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
 @dataclass
 class _RunCount:
     input_tokens: int = 0
@@ -135,9 +133,9 @@ class Tally:
         c.requests += 1
         usage = event.get("usage")
         if isinstance(usage, Mapping):
-            c.input_tokens += _int(usage.get("input_tokens"))
-            c.cached_tokens += _int(usage.get("cached_tokens"))
-            c.output_tokens += _int(usage.get("output_tokens"))
+            c.input_tokens += as_int(usage.get("input_tokens"))
+            c.cached_tokens += as_int(usage.get("cached_tokens"))
+            c.output_tokens += as_int(usage.get("output_tokens"))
         cost = event.get("cost_usd")
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             c.cost_usd += float(cost)
