@@ -46,6 +46,9 @@ class PrefixAudit:
         self._instructions: str | None = None
         self._tools: str | None = None
         self._tool_bytes: list[int] = []
+        self._tools_seen: object = None
+        self._instr_seen: object = None
+        self._instr_bytes = 0
         self._expected: list[Item] = []
         self._sent = 0
         self._first = True
@@ -57,10 +60,20 @@ class PrefixAudit:
         `after_compaction`: the history was rebuilt on purpose since the last request, so
         a break here is reported as `compaction` rather than as a fault.
         """
-        tools = dumps(list(prompt.tools))
-        if tools != self._tools:
-            self._tool_bytes = [len(dumps(t).encode()) for t in prompt.tools]
-        instr = len(dumps(prompt.instructions).encode()) if prompt.instructions else 0
+        # A thread sends the same tools and instructions objects every time: serialise
+        # them only when they are new objects, not on every request.
+        if prompt.tools is not self._tools_seen:
+            self._tools_seen = prompt.tools
+            tools = dumps(list(prompt.tools))
+            if tools != self._tools:
+                self._tool_bytes = [len(dumps(t).encode()) for t in prompt.tools]
+        else:
+            tools = self._tools or ""
+        if prompt.instructions is not self._instr_seen:
+            self._instr_seen = prompt.instructions
+            self._instr_bytes = (len(dumps(prompt.instructions).encode())
+                                 if prompt.instructions else 0)
+        instr = self._instr_bytes
         current = list(prompt.input)
         total = instr + sum(self._tool_bytes) + sum(i.nbytes for i in current)
         record: PrefixRecord
