@@ -38,8 +38,8 @@ from runner.providers.chat import (
     constrained_schema,
     items_from_constrained,
     readable_tool_output,
-    tighten_schema,
 )
+from runner.providers.grammar import MAX_LENGTH, bound
 from runner.providers.http import make_client
 from runner.providers.local import LocalEngine, find_model
 
@@ -124,7 +124,7 @@ def test_constrained_body_has_schema_not_tools() -> None:
     args = call["properties"]["arguments"]
     assert list(args["properties"]) == ["command"]        # optional arguments left out
     assert args["properties"]["command"]["maxItems"] > 0
-    assert answer["properties"] == {"answer": {"type": "string", "maxLength": 2000}}
+    assert answer["properties"] == {"answer": {"type": "string", "maxLength": MAX_LENGTH}}
     system = body["messages"][0]["content"]
     assert system.startswith(INSTRUCTIONS) and '{"answer":"<text>"}' in system
     assert "## shell" in system and '"command": string[] (required)' in system
@@ -145,13 +145,13 @@ def test_all_arguments_when_asked() -> None:
         "command", "workdir", "timeout_ms"]
 
 
-def test_tighten_schema_bounds_without_mutating() -> None:
+def test_bound_schema_without_mutating() -> None:
     original = {"type": "object", "properties": {
         "xs": {"type": "array", "items": {"type": "string"}},
         "kind": {"type": "string", "enum": ["a", "b"]},
         "sub": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {}}]}}}
     before = json.dumps(original)
-    out = tighten_schema(original, max_items=3, max_length=9)
+    out = bound(original, 3, 9)
     assert json.dumps(original) == before
     assert out["additionalProperties"] is False
     assert out["properties"]["xs"]["maxItems"] == 3
