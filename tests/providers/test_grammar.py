@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.errors import StreamError
+from runner.items import message
+from runner.providers import Prompt
 from runner.providers.chat import Constrained, answer_branches, build_body, constrained_schema
 from runner.providers.grammar import (
     CHAR_BYTES,
@@ -30,8 +32,6 @@ from runner.providers.grammar import (
     narrow,
     to_gbnf,
 )
-from runner.providers import Prompt
-from runner.items import message
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
