@@ -227,15 +227,20 @@ def sampling(opts: ModelOptions) -> tuple[dict[str, Any], dict[str, Any] | None,
 
 
 def local_timezone() -> str:
-    tz = os.environ.get("TZ")
-    if tz:
-        return tz.lstrip(":")
+    """This machine's IANA zone for the prompt: `$TZ` if it names one, else the zone
+    /etc/localtime links to, else UTC. Anything else in `$TZ` (a path, POSIX rules, junk)
+    never reaches the prompt or the report."""
+    from runner.config import timezone_problem
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
     try:
         link = os.readlink("/etc/localtime")
-        if "zoneinfo/" in link:
-            return link.split("zoneinfo/", 1)[1]
+        candidates.append(link.split("zoneinfo/", 1)[1] if "zoneinfo/" in link else "")
     except OSError:
         pass
+    for name in candidates:
+        if name and timezone_problem(name) is None:
+            return name
     return "UTC"
 
 

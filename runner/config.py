@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import bisect
 import datetime
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -123,8 +125,29 @@ def _iso_date(v: object) -> object:
 
 
 TIMEZONE_RE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,3}$"
-"""An IANA name (Europe/Paris, UTC, Etc/GMT+3): checked by shape, not against this
-machine's zone database, so a file valid on one machine is valid on every one."""
+"""The shape of an IANA name (Europe/Paris, UTC, Etc/GMT+3)."""
+
+
+def timezone_problem(name: str) -> str | None:
+    """Why `name` is not an IANA zone, or None. Checked against the `tzdata` package's
+    database as well as the system's, so a file valid on one machine is valid on all."""
+    if len(name) > 64 or not re.fullmatch(TIMEZONE_RE, name):
+        return f"must be an IANA zone name such as UTC or Europe/Paris, got {_esc(_short(name))!r}"
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return (f"{name!r} is not a zone of the IANA database; use a name such as UTC or "
+                "Europe/Paris")
+    return None
+
+
+def _timezone(v: str) -> str:
+    wrong = timezone_problem(v)
+    if wrong is not None:
+        raise ValueError(wrong)
+    return v
 
 def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem]:
     """What is wrong with `--date` / `--timezone`, in the task file's words."""
@@ -134,17 +157,15 @@ def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem
             _iso_date(current_date)
         except ValueError as exc:
             problems.append(Problem(COMMAND_LINE, None, "--date", str(exc)))
-    if timezone is not None and not (len(timezone) <= 64 and re.fullmatch(TIMEZONE_RE,
-                                                                           timezone)):
-        problems.append(Problem(COMMAND_LINE, None, "--timezone",
-                                f"must be an IANA zone name such as UTC or Europe/Paris, "
-                                f"got {_esc(_short(timezone))!r}"))
+    wrong = timezone_problem(timezone) if timezone is not None else None
+    if wrong is not None:
+        problems.append(Problem(COMMAND_LINE, None, "--timezone", wrong))
     return problems
 
 
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
 IsoDate = Annotated[str, BeforeValidator(_iso_date)]
-TimeZone = Annotated[str, Field(pattern=TIMEZONE_RE, max_length=64)]
+TimeZone = Annotated[str, AfterValidator(_timezone)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 PathText = Annotated[str, AfterValidator(_path_text)]
 
@@ -159,10 +180,10 @@ class Frozen(BaseModel):
 class ProviderConfig(Frozen):
     """An endpoint that speaks the Responses API (or Chat Completions)."""
 
-    base_url: str = Field(default="", pattern=r"^(https?://|$)")
+    base_url: str = Field(default="", pattern=r"^(https?://[^/\s?#]+\S*)?$")
     """Required for a provider of your own; a built-in one keeps its own when left out
     (an entry named like a built-in provider overrides only the fields it sets)."""
-    env_key: str | None = None
+    env_key: EnvName | None = None
     """Environment variable holding the API key, sent the way `auth` says."""
     name: str | None = None
     """A display name (Codex's `name`); tasks use the key under `providers:`."""
@@ -281,7 +302,8 @@ class ModelOptions(Frozen):
     temperature: Annotated[StrictFloat, Field(ge=0, le=2)] | None = None
     top_p: Annotated[StrictFloat, Field(gt=0, le=1)] | None = None
     seed: StrictInt | None = None
-    max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_output_tokens: Annotated[StrictInt, Field(ge=1, le=10_000_000)] | None = None
+    """Per request (`max_tokens` on the Chat wire)."""
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
@@ -922,8 +944,6 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
             return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         if pattern == PROVIDER_NAME_RE:
             return "provider names may use only letters, digits, '_' and '-'"
-        if pattern == TIMEZONE_RE:
-            return "must be an IANA zone name such as UTC or Europe/Paris"
         if "https?" in pattern:
             return "must be an http:// or https:// URL"
         if "/" in pattern:
@@ -1035,10 +1055,29 @@ def _unknown_provider(name: str, known: set[str]) -> str:
 MAX_TASK_FILE_BYTES = 4 * 1024 * 1024
 
 
+def _read_regular(path: Path, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file: a FIFO, a device (/dev/zero) or a
+    directory is refused before anything is read, so nothing blocks or fills memory."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise OSError(errno.EINVAL, f"Is {kind}" if kind == "a directory" else
+                          "not a regular file (a FIFO, device or socket)")
+        chunks, left = [], limit
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def load_task_file(path: Path) -> TaskFile:
     file = str(path)
     try:
-        raw = path.read_bytes()
+        raw = _read_regular(path, MAX_TASK_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError([Problem(file, None, "(file)",
                                    f"cannot read: {exc.strerror or exc}")]) from None

@@ -88,6 +88,7 @@ def check(tasks: Sequence[ResolvedTask], *, file: str, env: Mapping[str, str],
     found += _branches(tasks, where)
     found += _prices(tasks, where, budget)
     found += _files(tasks, where)
+    found += _output_caps(tasks, where)
     if not offline:
         found += _keys(tasks, where, env)
         found += _repos(tasks, where)
@@ -179,11 +180,36 @@ def text_file_problem(path: Path) -> str | None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-    if not text.strip():
+    if not text.lstrip("\ufeff").strip():
         return f"{path} is empty; write the instructions or leave the field out"
     if re.search(r"[\x00-\x08\x0e-\x1f]", text):
         return f"{path} holds control characters; is it a binary file?"
     return None
+
+
+def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+    """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
+    small to hold one call of each offered tool would silently take the tools away."""
+    from runner.batch import make_tools
+    from runner.providers.chat import Constrained, answer_branches
+    from runner.providers.grammar import allocate
+
+    out = []
+    for t in tasks:
+        cap = t.model_options.max_output_tokens
+        if not t.provider.constrained_tools or cap is None:
+            continue
+        specs = [tool.spec() for tool in make_tools(t)]
+        for branch in answer_branches(specs, settings=Constrained()):
+            if allocate(branch, cap) is not None:
+                continue
+            name = branch["properties"].get("tool", {}).get("const", "the final answer")
+            need = next(n for n in range(cap, 100_000) if allocate(branch, n) is not None)
+            out.append(_say(where.field(t, "model_options", "max_output_tokens"),
+                            f"{cap} tokens cannot hold one answer of the constrained format "
+                            f"for {name!r} (it needs at least {need}); raise it"))
+            break
+    return out
 
 
 def _keys(tasks: Sequence[ResolvedTask], where: _Where,
@@ -208,6 +234,10 @@ def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         if (t.repo, t.git.base) in checked:
             continue
         checked.add((t.repo, t.git.base))
+        if ".git" in t.repo.parts:
+            out.append(_say(where.field(t, "repo"), f"{t.repo} is inside a repository's .git "
+                            "directory; point repo at the work tree that holds it"))
+            continue
         try:
             workspace.check_base(t.repo, t.git.base)
         except workspace.WorkspaceError as exc:

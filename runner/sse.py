@@ -137,6 +137,9 @@ def _clean(value: Any) -> Any:
     return value
 
 
+TEXT_KEPT = 16_000
+
+
 @dataclass
 class Assembler:
     """Collects a response from its events; `feed` returns a live notice or None."""
@@ -146,6 +149,10 @@ class Assembler:
     response_id: str | None = None
     done: bool = False
     unknown_events: int = 0
+    text: list[str] = field(default_factory=list)
+    """Output text as it streamed (up to TEXT_KEPT characters): what an answer cut off at
+    `max_output_tokens` had said, for the report."""
+    _kept: int = 0
 
     def feed(self, event: str, data: str) -> tuple[str, dict[str, Any]] | None:
         """Consume one SSE event. Raises a `ModelError` for failed/incomplete/malformed."""
@@ -165,7 +172,11 @@ class Assembler:
             item = payload.get("item")
             return ("item_added", item) if isinstance(item, dict) else None
         if kind == "response.output_text.delta":
-            return ("text_delta", {"delta": _text(payload.get("delta", ""))})
+            delta = _text(payload.get("delta", ""))
+            if self._kept < TEXT_KEPT:
+                self.text.append(delta[:TEXT_KEPT - self._kept])
+                self._kept += len(self.text[-1])
+            return ("text_delta", {"delta": delta})
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return ("reasoning_delta", {"delta": _text(payload.get("delta", ""))})
         if kind == "response.created":
@@ -192,8 +203,15 @@ class Assembler:
             reason = None
             if isinstance(resp, dict) and isinstance(resp.get("incomplete_details"), dict):
                 reason = resp["incomplete_details"].get("reason")
-            err = StreamError(f"incomplete response returned, reason: {_text(reason)[:200]}",
-                              code="incomplete", retryable=True)
+            if reason == "max_output_tokens":
+                # Resending the same request would be cut at the same cap, and billed again.
+                err = StreamError("the answer hit max_output_tokens before it was complete",
+                                  code="max_output_tokens")
+                err.partial_output = "".join(self.text)
+            else:
+                err = StreamError(
+                    f"incomplete response returned, reason: {_text(reason)[:200]}",
+                    code="incomplete", retryable=True)
             err.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
                 else None
             raise err

@@ -679,14 +679,24 @@ def branch_name(template: str, fields: Mapping[str, str]) -> str:
     `openai-gpt-5`), so two runs cannot collide as a file and a directory; the template's
     own `/` do."""
     parts: list[str] = []
-    for literal, field, spec, conv in Formatter().parse(template):
+    allowed = ", ".join(f"{{{f}}}" for f in sorted(_TEMPLATE_FIELDS))
+    try:
+        pieces = list(Formatter().parse(template))
+    except ValueError:  # an unbalanced brace
+        raise WorkspaceError(f"branch template {template!r}: unbalanced braces; fields are "
+                             f"written {allowed}, and a literal brace cannot be part of a "
+                             "branch name") from None
+    for literal, field, spec, conv in pieces:
         parts.append(literal)
         if field is None:
             continue
-        if field not in _TEMPLATE_FIELDS or spec or conv:
+        if field not in _TEMPLATE_FIELDS:
             raise WorkspaceError(
-                f"branch template {template!r}: unknown field {{{field}}}; use "
-                + ", ".join(f"{{{f}}}" for f in sorted(_TEMPLATE_FIELDS)))
+                f"branch template {template!r}: unknown field {{{field}}}; use {allowed}")
+        if spec or conv:
+            raise WorkspaceError(
+                f"branch template {template!r}: {{{field}}} takes no format spec or "
+                "conversion (`:...`, `!r`); write it bare")
         if field not in fields:
             raise WorkspaceError(f"branch template {template!r}: no value for {{{field}}}")
         parts.append(_component(fields[field]))

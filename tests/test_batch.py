@@ -20,6 +20,7 @@ from tests.conftest import ThreadFactory, make_git_repo
 from tests.loopback import (
     Reply,
     last_user_text,
+    message_item,
     per_conversation,
     reply_incomplete,
     reply_message,
@@ -493,7 +494,7 @@ def test_timeout_through_the_command_keeps_work(loopback_thread: ThreadFactory,
 def test_a_failed_answer_still_counts_its_tokens(loopback_thread: ThreadFactory,
                                                  tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo hi", "c0") if i == 0 else reply_incomplete()))
+        lambda req, i: shell("echo hi", "c0") if i == 0 else reply_incomplete("content_filter")))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     text = tasks.read_text().replace("env_key: FAKE_API_KEY}",
                                      "env_key: FAKE_API_KEY, stream_max_retries: 0}")
@@ -538,7 +539,7 @@ def test_retried_attempts_the_server_billed_are_counted(loopback_thread: ThreadF
     def script(req: Any, i: int) -> Reply:
         if i == 0:
             return shell("echo hi", "c0")
-        return reply_incomplete() if i == 1 else reply_message("done")
+        return reply_incomplete("content_filter") if i == 1 else reply_message("done")
 
     srv = loopback_thread(per_conversation(script))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
@@ -546,3 +547,18 @@ def test_retried_attempts_the_server_billed_are_counted(loopback_thread: ThreadF
     run = _runs(tmp_path / "o")[0]
     assert len(srv.requests) == 3 and len(run["requests"]) == 2   # one resent request
     assert run["usage"]["input_tokens"] == sum(r.input_tokens for r in srv.requests)
+
+
+def test_an_answer_cut_at_max_output_tokens_is_kept_not_resent(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    """`response.incomplete` for `max_output_tokens`: resending would be cut (and billed)
+    the same way, so the run ends as `max_output_tokens` with what the model wrote."""
+    srv = loopback_thread(per_conversation(lambda req, i: reply_incomplete(
+        "max_output_tokens", output=[message_item("The plan is to first")])))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+    assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 1
+    run = _runs(tmp_path / "o")[0]
+    assert len(srv.requests) == 1 and len(run["requests"]) == 1
+    assert run["status"] == "max_output_tokens"
+    assert run["truncated_output"] == "The plan is to first"
+    assert run["usage"]["input_tokens"] == srv.requests[0].input_tokens

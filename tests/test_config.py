@@ -201,6 +201,28 @@ def test_validate_directory(tmp_path: Path) -> None:
     assert res.stderr == f"error: {tmp_path}: (file): cannot read: Is a directory\n"
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_task_file_that_is_no_regular_file_is_refused_at_once(tmp_path: Path,
+                                                                kind: str) -> None:
+    """A FIFO would block the read forever and /dev/zero would fill memory: both are
+    refused before anything is read; a huge regular file is read only up to the cap."""
+    target = tmp_path / "tasks.yaml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        target = Path("/dev/zero")
+    else:
+        with target.open("wb") as f:
+            f.truncate(64 * 1024 * 1024)   # sparse: 64 MiB of NULs
+    t0 = time.monotonic()
+    res = run_validate(target, None, "--offline")
+    assert time.monotonic() - t0 < 30
+    _no_traceback(res)
+    assert res.returncode == 2
+    says = "larger than" if kind == "huge" else "not a regular file"
+    assert res.stderr.startswith(f"error: {target}: (file): ") and says in res.stderr
+
+
 def test_validate_resolves_paths_against_the_file_not_the_cwd(tmp_path: Path) -> None:
     (tmp_path / "proj" / "src").mkdir(parents=True)
     (tmp_path / "proj" / "base.md").write_text("base\n", encoding="utf-8")

@@ -61,7 +61,7 @@ FAILURES: dict[str, Reply] = {
     "cut": reply_drop_after(3),                          # connection closed mid-body
     "ended": reply_drop_after(3, graceful=True),         # body ends, no response.completed
     "empty": reply_drop_after(0),                        # 200, then nothing
-    "incomplete": reply_incomplete(),
+    "incomplete": reply_incomplete("content_filter"),
     "failed": reply_failed("server_error", "try later"),
 }
 

@@ -175,7 +175,7 @@ async def test_gives_up_after_request_retries(loopback: LoopbackFactory, tmp_pat
 async def test_budgets_are_counted_apart(loopback: LoopbackFactory, tmp_path: Path) -> None:
     """Two request failures and two stream failures fit budgets of 2 and 2: five requests."""
     srv = await loopback([reply_http_error(500), reply_drop_after(1), reply_http_error(502),
-                          reply_incomplete(), reply_message("done")])
+                          reply_incomplete("content_filter"), reply_message("done")])
     outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2,
                            stream_max_retries=2)
     assert outcome.status == "completed" and len(srv.requests) == 5
