@@ -151,6 +151,7 @@ class Thread:
         self._counter.reset(self.history)
         self._after_compaction = False
         self._compacted_at = -1
+        self._reasoning_seen = False
 
     async def run(self) -> Outcome:
         self._start = time.monotonic()
@@ -238,7 +239,7 @@ class Thread:
         return Prompt(model=s.model, instructions=s.instructions, input=tuple(self.history),
                       tools=self.tool_specs, prompt_cache_key=s.thread_id,
                       parallel_tool_calls=s.parallel_tool_calls, reasoning=s.reasoning,
-                      text=s.text, extra=s.extra)
+                      reasoning_seen=self._reasoning_seen, text=s.text, extra=s.extra)
 
     async def _sample(self, turn: int) -> list[Item]:
         self._turn_requests += 1
@@ -250,6 +251,7 @@ class Thread:
             if item.type == "message" and item.role == "assistant":
                 self._emit_item("agent_message", {"text": it.message_text(item)})
             elif item.type == "reasoning":
+                self._reasoning_seen = True
                 text = "".join(str(p.get("text", "")) for p in item.data.get("summary") or []
                                if isinstance(p, dict))
                 if text:

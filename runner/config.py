@@ -38,6 +38,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from runner.errors import ConfigError, Problem
+from runner.models import codex_defaults
 from runner.skills import Skill, SkillError, load_skills
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
@@ -1131,8 +1132,9 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             network_access=bool(_first(t.network_access, d.network_access)),
             writable_roots=roots,
             limits=_merged(Limits, d.limits, t.limits),
-            model_options=_merged(ModelOptions, d.model_options, entry.model_options,
-                                  t.model_options),
+            model_options=_merged(ModelOptions,
+                                  ModelOptions.model_validate(codex_defaults(entry.model or model_name)),
+                                  d.model_options, entry.model_options, t.model_options),
             shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
             apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
             git=_merged(GitSettings, d.git, t.git),

@@ -1,0 +1,138 @@
+"""Requests as Codex 0.169 sends them when the task file says nothing.
+
+Known OpenAI models get Codex's profile (reasoning effort medium with encrypted
+reasoning included, verbosity low, parallel tool calls); the task file overrides it
+field by field and the report records what was sent. Items go back with their ids and
+without null-valued fields; a reasoning item the server could not resolve with `store:
+false` is never sent, and encrypted reasoning is asked for as soon as one arrives. Every
+body is also checked by the loopback server against the openai SDK's request types.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.items import Item, Usage
+from runner.models import codex_defaults
+from tests.loopback import (
+    assert_exact_extension,
+    function_call_item,
+    message_item,
+    reply_items,
+    reply_message,
+)
+from tests.providers.test_request_options import run_cli, write_tasks
+
+
+def run_one(srv: Any, git_repo: Path, tmp_path: Path, model: str,
+            options: str = "") -> dict[str, Any]:
+    tasks = write_tasks(tmp_path / "t.yaml", srv.base_url, git_repo, f"""\
+defaults: {{model: "fake/{model}"{options}}}
+tasks:
+  - {{id: a, repo: "REPO", prompt: say ok}}
+""")
+    res = run_cli(tasks, tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    report: dict[str, Any] = json.loads((tmp_path / "out" / "report.json").read_text())
+    return report["tasks"][0]
+
+
+@pytest.mark.parametrize("model", ["gpt-5", "gpt-5.5", "gpt-5-mini"])
+def test_gpt5_gets_codex_defaults(loopback_thread: Any, git_repo: Path, tmp_path: Path,
+                                  model: str) -> None:
+    srv = loopback_thread([reply_message("ok")])
+    task = run_one(srv, git_repo, tmp_path, model)
+    body = srv.requests[0].json
+    assert body["reasoning"] == {"effort": "medium"}
+    assert body["include"] == ["reasoning.encrypted_content"]
+    assert body["parallel_tool_calls"] is True
+    assert body["text"] == {"verbosity": "low"}
+    assert body["store"] is False
+    assert task["model_options"] == {"reasoning_effort": "medium", "verbosity": "low",
+                                     "parallel_tool_calls": True}
+
+
+def test_task_file_overrides_defaults_field_by_field(loopback_thread: Any, git_repo: Path,
+                                                     tmp_path: Path) -> None:
+    srv = loopback_thread([reply_message("ok")])
+    task = run_one(srv, git_repo, tmp_path, "gpt-5",
+                   ", model_options: {reasoning_effort: high, parallel_tool_calls: false}")
+    body = srv.requests[0].json
+    assert body["reasoning"] == {"effort": "high"}
+    assert body["parallel_tool_calls"] is False
+    assert body["text"] == {"verbosity": "low"}  # not overridden: still Codex's
+    assert task["model_options"]["reasoning_effort"] == "high"
+
+
+@pytest.mark.parametrize("model", ["gpt-4.1", "qwen3:8b", "smollm2"])
+def test_unknown_or_non_reasoning_models_get_nothing(loopback_thread: Any, git_repo: Path,
+                                                     tmp_path: Path, model: str) -> None:
+    """Codex sends no reasoning for models it does not know; a local server may refuse it."""
+    srv = loopback_thread([reply_message("ok")])
+    task = run_one(srv, git_repo, tmp_path, model)
+    body = srv.requests[0].json
+    assert "reasoning" not in body and "text" not in body
+    assert body["include"] == [] and body["parallel_tool_calls"] is False
+    assert task["model_options"] == {}
+
+
+def test_codex_model_variants() -> None:
+    assert codex_defaults("gpt-5-codex") == {"reasoning_effort": "medium",
+                                             "parallel_tool_calls": True}
+    assert codex_defaults("o3") == {"reasoning_effort": "medium"}
+    assert codex_defaults("gpt-5.5-pro-x") == {}
+
+
+def reasoning(rid: str | None, enc: str | None, **more: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "reasoning", "summary": []}
+    if rid is not None:
+        item = {"id": rid, **item}
+    if enc is not None:
+        item["encrypted_content"] = enc
+    return {**item, **more}
+
+
+def test_reasoning_round_trip_without_asking(loopback_thread: Any, git_repo: Path,
+                                             tmp_path: Path) -> None:
+    """A model that reasons by default: its first reasoning item came without encrypted
+    content, so it cannot go back with `store: false`; from then on it is asked for."""
+    call = function_call_item("shell", {"command": ["true"]}, call_id="c1")
+    srv = loopback_thread([
+        reply_items([reasoning("rs_1", None, content=None), {**call, "namespace": None}]),
+        reply_items([reasoning("rs_2", "gAAAA-two"),
+                     function_call_item("shell", {"command": ["true"]}, call_id="c2")]),
+        reply_message("ok")])
+    run_one(srv, git_repo, tmp_path, "qwen3:8b")
+    first, second, third = (r.json for r in srv.requests)
+    assert first["include"] == [] and "reasoning" not in first
+    assert second["include"] == ["reasoning.encrypted_content"]
+    assert [i["type"] for i in second["input"][-2:]] == ["function_call",
+                                                         "function_call_output"]
+    sent_call = second["input"][-2]
+    assert sent_call["id"] == srv.requests[0].output[1]["id"]
+    assert "namespace" not in sent_call  # null on the way in, absent on the way back
+    assert not any(i.get("id") == "rs_1" for i in third["input"])
+    back = next(i for i in third["input"] if i.get("id") == "rs_2")
+    assert back["encrypted_content"] == "gAAAA-two"
+    assert_exact_extension(srv.requests)
+
+
+def test_items_keep_ids_and_drop_nulls() -> None:
+    msg = {**message_item("hi"), "id": "msg_1", "phase": None}
+    assert json.loads(Item(msg).wire) == {k: v for k, v in msg.items() if v is not None}
+    assert Item(reasoning("rs", None)).wire == ""            # unusable with store: false
+    assert Item(reasoning("rs", None)).stored_wire != ""     # store: true resolves it by id
+    assert Item(reasoning(None, "enc")).wire == ""           # the API requires an id
+    raw = [{"type": "reasoning_text", "text": "t"}]
+    assert json.loads(Item(reasoning("rs", None, content=raw)).wire)["content"] == raw
+
+
+def test_cache_write_tokens_are_read() -> None:
+    u = Usage.from_responses({"input_tokens": 10, "output_tokens": 2, "input_tokens_details": {
+        "cached_tokens": 4, "cache_write_tokens": 6}})
+    assert u is not None and u.cache_write_tokens == 6
+    assert (u + u).as_dict()["cache_write_tokens"] == 12
