@@ -1119,9 +1119,12 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
         elif d.writable_roots is not None:
             roots = directories(("defaults", "writable_roots"), d.writable_roots)
         extras = _extras(t, d, i, provider_name, known, base_dir, problem)
+        entry = tf.models.get(model) or ModelConfig()
+        _no_seed_on_responses(provider, ((("tasks", i), t.model_options),
+                                         (("models", model), entry.model_options),
+                                         (("defaults",), d.model_options)), problem)
         if problems or repo is None:
             continue
-        entry = tf.models.get(model) or ModelConfig()
         out.append(ResolvedTask(
             id=t.id, run=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
             provider_name=provider_name, provider=provider, model=model_name,
@@ -1275,6 +1278,21 @@ def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],
             "auto_compact_limit": compact_limit or info.compact_limit,
             "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
             if p is not None else None}
+
+
+def _no_seed_on_responses(provider: ProviderConfig,
+                          layers: Sequence[tuple[Path_, ModelOptions | None]],
+                          problem: Callable[[Path_, str], None]) -> None:
+    """The Responses API has no `seed` (OpenAI refuses the request): said here, once,
+    rather than by every request of the run."""
+    if provider.wire_api != "responses":
+        return
+    for where, opts in layers:
+        if opts is not None and opts.seed is not None:
+            problem((*where, "model_options", "seed"),
+                    "the Responses API has no seed (OpenAI refuses the request); it is "
+                    "sent only to providers with wire_api: chat")
+            return
 
 
 def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> ResolvedTask:
