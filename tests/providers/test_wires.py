@@ -113,8 +113,8 @@ tasks:
                   (out / run["events_file"]).read_text().splitlines()]
         calls = [e["item"] for e in events if e["type"] == "item.completed"
                  and e["item"].get("type") == "mcp_tool_call"]
-        assert [(c["tool"], c["result"], c["status"]) for c in calls] == [
-            ("add", '{"result":42}', "completed")]
+        assert [(c["tool"], c["result"]["structured_content"], c["status"]) for c in calls] == [
+            ("add", {"result": 42}, "completed")]
         print(f"{model}: " + ", ".join(
             f"request {r['index']}: {r['usage']['input_tokens']} in, "
             f"{r['usage']['cached_tokens']} cached, {r['usage']['output_tokens']} out"
