@@ -320,6 +320,9 @@ class RecordedRequest:
     """Items of the `response.completed` sent (with ids); empty unless completed."""
     usage: JSON | None = None
     reply: Reply | None = None
+    replied_at: float = 0.0
+    """time.monotonic() when the whole reply was written (0 if it never was): the next
+    request's `received_at` minus this is the client's step gap."""
 
     @property
     def json(self) -> JSON:
@@ -900,6 +903,7 @@ class LoopbackServer:
         if reply.event_delay_s or reply.stall_s:
             writer.write(tail)
             await writer.drain()
+        req.replied_at = time.monotonic()
         return close
 
     def _settle(self, req: RecordedRequest, sent: list[JSON], cut: bool, reply: Reply) -> None:
