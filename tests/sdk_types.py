@@ -73,10 +73,7 @@ def _drain(value: Any) -> None:
     if isinstance(value, dict):
         for v in value.values():
             _drain(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _drain(v)
-    elif hasattr(value, "__next__"):
+    elif isinstance(value, list | tuple) or hasattr(value, "__next__"):
         for v in value:
             _drain(v)
 

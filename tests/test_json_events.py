@@ -16,8 +16,8 @@ from typing import Any
 
 from tests.conftest import ThreadFactory
 from tests.loopback import (
-    Reply,
     RecordedRequest,
+    Reply,
     message_item,
     per_conversation,
     reasoning_item,

@@ -37,8 +37,9 @@ tasks:
 """)
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
-    report: dict[str, Any] = json.loads((tmp_path / "out" / "report.json").read_text())
-    return report["tasks"][0]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    task: dict[str, Any] = report["tasks"][0]
+    return task
 
 
 @pytest.mark.parametrize("model", ["gpt-5", "gpt-5.5", "gpt-5-mini"])

@@ -45,7 +45,8 @@ def bridge(engine_url: str) -> Any:
     async def script(req: RecordedRequest, index: int) -> Reply:
         body = req.json
         # The Responses API has no seed: the bridge adds the one the chat half is given.
-        extra = {k: body[k] for k in ("temperature", "max_output_tokens") if k in body}
+        extra: dict[str, Any] = {k: body[k] for k in ("temperature", "max_output_tokens")
+                                 if k in body}
         extra["seed"] = 42
         prompt = Prompt(model=body["model"], instructions=body.get("instructions", ""),
                         input=[Item(i) for i in body["input"]], tools=body["tools"],
