@@ -61,7 +61,7 @@ def request_problems(wire: str, body: Any) -> list[str]:
 
 def _problems(model: type[BaseModel], body: Any, where: str) -> list[str]:
     try:
-        _drain(model(body=body).body)
+        _drain(model(body=body).__dict__["body"])
     except ValidationError as exc:
         return _explain(exc, body, where)
     return []
