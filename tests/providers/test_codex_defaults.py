@@ -137,3 +137,66 @@ def test_cache_write_tokens_are_read() -> None:
         "cached_tokens": 4, "cache_write_tokens": 6}})
     assert u is not None and u.cache_write_tokens == 6
     assert (u + u).as_dict()["cache_write_tokens"] == 12
+
+
+def sdk_stream(n: int) -> list[dict[str, Any]]:
+    """One response built from the SDK's own event and item models, dumped as the API
+    sends them: every optional field present, null where unset (`namespace`, `content`,
+    `status`...), so a client that echoes nulls back fails the SDK's request types."""
+    from openai.types.responses import (
+        Response,
+        ResponseCompletedEvent,
+        ResponseCreatedEvent,
+        ResponseFunctionToolCall,
+        ResponseOutputItemDoneEvent,
+        ResponseOutputMessage,
+        ResponseOutputText,
+        ResponseReasoningItem,
+        ResponseUsage,
+    )
+    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+    output: list[Any] = [ResponseReasoningItem(id=f"rs_{n}", type="reasoning", summary=[],
+                                               encrypted_content=f"gAAAA-{n}")]
+    if n == 0:
+        output.append(ResponseFunctionToolCall(id="fc_0", type="function_call", call_id="c0",
+                                               name="shell", status="completed",
+                                               arguments='{"command":["true"]}'))
+    else:
+        output.append(ResponseOutputMessage(
+            id="msg_1", type="message", role="assistant", status="completed",
+            content=[ResponseOutputText(type="output_text", text="ok", annotations=[])]))
+    usage = ResponseUsage(input_tokens=100, output_tokens=10, total_tokens=110,
+                          input_tokens_details=InputTokensDetails(cached_tokens=40,
+                                                                  cache_write_tokens=60),
+                          output_tokens_details=OutputTokensDetails(reasoning_tokens=5))
+
+    def response(status: Any, items: list[Any], u: ResponseUsage | None) -> Response:
+        return Response(id=f"resp_{n}", created_at=0, model="gpt-5", object="response",
+                        output=items, parallel_tool_calls=True, tool_choice="auto", tools=[],
+                        status=status, usage=u)
+
+    events: list[Any] = [ResponseCreatedEvent(type="response.created", sequence_number=0,
+                                              response=response("in_progress", [], None))]
+    events += [ResponseOutputItemDoneEvent(type="response.output_item.done", item=item,
+                                           output_index=i, sequence_number=i + 1)
+               for i, item in enumerate(output)]
+    events.append(ResponseCompletedEvent(type="response.completed", sequence_number=9,
+                                         response=response("completed", output, usage)))
+    return [e.model_dump(mode="json") for e in events]
+
+
+def test_sdk_built_stream_round_trips(loopback_thread: Any, git_repo: Path,
+                                      tmp_path: Path) -> None:
+    from tests.loopback import per_conversation, reply_events
+
+    srv = loopback_thread(per_conversation(lambda req, i: reply_events(sdk_stream(i))))
+    task = run_one(srv, git_repo, tmp_path, "gpt-5")
+    assert task["status"] == "completed" and task["final_message"] == "ok"
+    assert sdk_stream(0)[1]["item"]["content"] is None  # the server's nulls...
+    second = srv.requests[1].json["input"]
+    reasoning_back, call_back = second[-3], second[-2]
+    assert reasoning_back == {"id": "rs_0", "summary": [], "type": "reasoning",
+                              "encrypted_content": "gAAAA-0"}  # ...are not sent back
+    assert call_back["id"] == "fc_0" and None not in call_back.values()
+    assert task["usage"]["cache_write_tokens"] == 120
