@@ -46,7 +46,7 @@ class Item:
     def stored_wire(self) -> str:
         """The item for `store: true` (Azure): the server keeps reasoning items itself,
         so even one without encrypted content is referenced by its id."""
-        return dumps({k: v for k, v in self.data.items() if v is not None})
+        return dumps({k: _sendable(k, v) for k, v in self.data.items() if v is not None})
 
     @cached_property
     def nbytes(self) -> int:
@@ -61,6 +61,12 @@ class Item:
     def role(self) -> str | None:
         role = self.data.get("role")
         return role if isinstance(role, str) else None
+
+
+def _sendable(key: str, value: Any) -> Any:
+    """A call's `arguments` go back as the JSON text the API takes, even when a server
+    sent them as an object (which it would then refuse to take back)."""
+    return dumps(value) if key == "arguments" and not isinstance(value, str) else value
 
 
 def _unresolvable(data: JSON) -> bool:

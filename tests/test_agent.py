@@ -203,7 +203,8 @@ async def test_custom_apply_patch_call(loopback: LoopbackFactory, tmp_path: Path
     assert output_of(srv.requests[1], "p") == "Success. Updated the following files:\nA new.txt"
     changes = [e for e in sink.events if e["type"] == "item.completed"
                and e["item"]["type"] == "file_change"]
-    assert changes[0]["item"]["changes"] == [{"path": "new.txt", "kind": "add"}]
+    # Absolute, as `codex exec --json` prints them.
+    assert changes[0]["item"]["changes"] == [{"path": str(tmp_path / "new.txt"), "kind": "add"}]
 
 
 async def test_apply_patch_through_shell_heredoc(loopback: LoopbackFactory,
