@@ -13,6 +13,7 @@ pending, and once when the server says the context is full.
 
 from __future__ import annotations
 
+import posixpath
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -155,6 +156,7 @@ class Thread:
         self._counter.reset(self.history)
         self._after_compaction = False
         self._compacted_at = -1
+        self._reasoning_seen = False
 
     async def run(self) -> Outcome:
         self._start = time.monotonic()
@@ -247,7 +249,7 @@ class Thread:
         return Prompt(model=s.model, instructions=s.instructions, input=tuple(self.history),
                       tools=self.tool_specs, prompt_cache_key=s.thread_id,
                       parallel_tool_calls=s.parallel_tool_calls, reasoning=s.reasoning,
-                      text=s.text, extra=s.extra)
+                      reasoning_seen=self._reasoning_seen, text=s.text, extra=s.extra)
 
     async def _sample(self, turn: int) -> list[Item]:
         self._turn_requests += 1
@@ -259,6 +261,7 @@ class Thread:
             if item.type == "message" and item.role == "assistant":
                 self._emit_item("agent_message", {"text": it.message_text(item)})
             elif item.type == "reasoning":
+                self._reasoning_seen = True
                 text = "".join(str(p.get("text", "")) for p in item.data.get("summary") or []
                                if isinstance(p, dict))
                 if text:
@@ -359,17 +362,29 @@ class Thread:
             item_id = self._next_item_id()
             started = tool.started(call)
             if started is not None:
-                self.sink.emit({"type": "item.started", "item": {"id": item_id, **started}})
+                self.sink.emit({"type": "item.started",
+                                "item": {"id": item_id, **self._absolute(started)}})
             try:
                 result = await tool.run(call, self.ctx)
             except Exception as exc:  # a tool bug must still answer the call
                 result = ToolResult(f"tool {name} failed: {type(exc).__name__}: {exc}", False)
             if result.event is not None:
-                self.sink.emit({"type": "item.completed", "item": {"id": item_id,
-                                                                   **result.event}})
+                self.sink.emit({"type": "item.completed",
+                                "item": {"id": item_id, **self._absolute(result.event)}})
         if kind == "custom":
             return it.custom_tool_call_output(call_id, result.output)
         return it.function_call_output(call_id, result.output)
+
+    def _absolute(self, item: dict[str, Any]) -> dict[str, Any]:
+        """File changes name absolute paths, as `codex exec --json` does (tools report
+        them relative to the workspace)."""
+        changes = item.get("changes")
+        if item.get("type") != "file_change" or not isinstance(changes, list):
+            return item
+        root = str(self.ctx.cwd)
+        return {**item, "changes": [
+            {**c, "path": posixpath.normpath(posixpath.join(root, str(c.get("path", ""))))}
+            if isinstance(c, dict) else c for c in changes]}
 
     def _close_pending_calls(self) -> None:
         """Give every call without an output an `aborted` one, so the history stays valid."""
@@ -397,6 +412,7 @@ class Thread:
         """Cumulative thread usage in `codex exec --json` field names."""
         u = self.usage
         return {"input_tokens": u.input_tokens, "cached_input_tokens": u.cached_tokens,
+                "cache_write_input_tokens": u.cache_write_tokens,
                 "output_tokens": u.output_tokens, "reasoning_output_tokens": u.reasoning_tokens}
 
 

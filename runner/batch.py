@@ -38,7 +38,7 @@ from runner.progress import Progress, QuietProgress, make_progress
 from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent, find_compactor
 from runner.providers.http import provider_headers
 from runner.redact import MIN_SECRET_LEN, Redactor
-from runner.reports.events import EventLog
+from runner.reports.events import EventLog, JsonStream
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import SECRET_NAME, child_env
 from runner.sandbox.policy import PROTECTED_NAMES
@@ -347,6 +347,7 @@ async def run_batch(
     task_file: str,
     concurrency: int = 4,
     json_out: IO[str] | None = None,
+    json_extra: bool = False,
     progress: IO[str] | None = None,
     resume: bool = False,
     budget: BatchLimits | None = None,
@@ -358,6 +359,7 @@ async def run_batch(
     preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
     redact = Redactor(secrets_from_env(env, tasks))
     agent_env = without_secrets(env, tasks)
+    stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
     run_id = journal.start_batch(run_id=uuid.uuid4().hex[:12], task_file=task_file,
                                  resume=resume)
@@ -395,7 +397,7 @@ async def run_batch(
             journal.started(t.fingerprint, t.run, _branch(t, run_id))
             try:
                 log = EventLog(out_dir / run.events_file, task=t.run, redact=redact,
-                               stdout=json_out)
+                               stdout=stream)
             except OSError as exc:
                 run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
                 run.report = _run_report(run, out_dir, redact)
@@ -428,10 +430,10 @@ async def run_batch(
                 _check_output(run)
             except (EngineError, SandboxError, McpError, workspace.WorkspaceError) as exc:
                 run.error = str(exc)
-                log.emit({"type": "error", "message": run.error})
+                log.failed(run.error)
             except Exception as exc:  # a bug in one run must not stop the others
                 run.error = _internal(exc)
-                log.emit({"type": "error", "message": run.error})
+                log.failed(run.error)
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
@@ -448,7 +450,7 @@ async def run_batch(
                                               "output_tail": run.check.output_tail})
                     except Exception as exc:
                         run.error = _internal(exc)
-                        log.emit({"type": "error", "message": run.error})
+                        log.failed(run.error)
                     finally:
                         if ws is not None:
                             await workspace.cleanup(ws)

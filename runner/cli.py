@@ -50,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
                      help="use this sandbox for every task (e.g. read-only on pull requests)")
     run.add_argument("--json", action="store_true",
-                     help="stream JSONL events on stdout (codex exec --json shape)")
+                     help="stream the `codex exec --json` events on stdout, one run after "
+                          "another")
+    run.add_argument("--json-extra", action="store_true",
+                     help="with --json: also the runner's own events (requests, "
+                          "compactions, checks), each line tagged with task and ts")
     _pin_flags(run)
     val = sub.add_parser("validate", help="check a task file, list its runs and exit")
     val.add_argument("tasks", type=Path)
@@ -196,12 +200,13 @@ def _run(args: argparse.Namespace) -> int:
         raise _problem("--concurrency", "must be at least 1")
     tasks, file, tf = _load(args)
     out: Path = args.out
-    json_out = sys.stdout if args.json else None
+    json_out = sys.stdout if args.json or args.json_extra else None
     result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
                                          concurrency=args.concurrency, json_out=json_out,
+                                         json_extra=args.json_extra,
                                          progress=sys.stderr, resume=args.resume,
                                          budget=tf.budget, tf=tf, models=args.model))
-    if not args.json:
+    if json_out is None:
         for run in result.runs:
             if run.outcome is not None and run.outcome.final_message:
                 print(f"--- {run.task.run}\n{run.outcome.final_message}")

@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from runner.errors import ConfigError, Problem
+from runner.models import codex_defaults
 from runner.skills import Skill, SkillError, load_skills
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
@@ -1225,9 +1226,12 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
         elif d.writable_roots is not None:
             roots = directories(("defaults", "writable_roots"), d.writable_roots)
         extras = _extras(t, d, i, provider_name, known, base_dir, problem)
+        entry = tf.models.get(model) or ModelConfig()
+        _no_seed_on_responses(provider, ((("tasks", i), t.model_options),
+                                         (("models", model), entry.model_options),
+                                         (("defaults",), d.model_options)), problem)
         if problems or repo is None:
             continue
-        entry = tf.models.get(model) or ModelConfig()
         out.append(ResolvedTask(
             id=t.id, run=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
             provider_name=provider_name, provider=provider, model=model_name,
@@ -1238,8 +1242,9 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             network_access=bool(_first(t.network_access, d.network_access)),
             writable_roots=roots,
             limits=_merged(Limits, d.limits, t.limits),
-            model_options=_merged(ModelOptions, d.model_options, entry.model_options,
-                                  t.model_options),
+            model_options=_merged(ModelOptions, ModelOptions.model_validate(
+                codex_defaults(entry.model or model_name)),
+                d.model_options, entry.model_options, t.model_options),
             shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
             apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
             git=_merged(GitSettings, d.git, t.git),
@@ -1390,6 +1395,21 @@ def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],
             "auto_compact_limit": compact_limit or info.compact_limit,
             "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
             if p is not None else None}
+
+
+def _no_seed_on_responses(provider: ProviderConfig,
+                          layers: Sequence[tuple[Path_, ModelOptions | None]],
+                          problem: Callable[[Path_, str], None]) -> None:
+    """The Responses API has no `seed` (OpenAI refuses the request): said here, once,
+    rather than by every request of the run."""
+    if provider.wire_api != "responses":
+        return
+    for where, opts in layers:
+        if opts is not None and opts.seed is not None:
+            problem((*where, "model_options", "seed"),
+                    "the Responses API has no seed (OpenAI refuses the request); it is "
+                    "sent only to providers with wire_api: chat")
+            return
 
 
 def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> ResolvedTask:

@@ -26,8 +26,12 @@ class Item:
     """One Responses API item.
 
     `data` is exactly what the server sent (or what we built). `wire` is what goes back
-    in `input`: the same object minus `id`, because with `store: false` the server keeps
-    nothing and rejects references to item ids (Codex drops them for the same reason).
+    in `input`, as Codex 0.169 sends it: the same object with its `id` (with `store:
+    false` the server resolves a reasoning item by id plus its encrypted content) and
+    without the fields the server sent as null (`content: null`, `namespace: null`),
+    which the API's own request types reject. A reasoning item the server could not
+    resolve with `store: false` (no id, or neither encrypted content nor raw content)
+    has an empty `wire`: it is never sent, in any request, so the prefix stays stable.
     """
 
     data: JSON
@@ -35,14 +39,14 @@ class Item:
 
     def __post_init__(self) -> None:
         if not self.wire:
-            body = {k: v for k, v in self.data.items() if k != "id"}
-            object.__setattr__(self, "wire", dumps(body))
+            wire = "" if _unresolvable(self.data) else self.stored_wire
+            object.__setattr__(self, "wire", wire)
 
     @cached_property
     def stored_wire(self) -> str:
-        """The item with its `id`, for `store: true` (Azure): there the server keeps the
-        items and expects them referenced by id, as Codex re-attaches them."""
-        return dumps(self.data) if "id" in self.data else self.wire
+        """The item for `store: true` (Azure): the server keeps reasoning items itself,
+        so even one without encrypted content is referenced by its id."""
+        return dumps({k: _sendable(k, v) for k, v in self.data.items() if v is not None})
 
     @cached_property
     def nbytes(self) -> int:
@@ -57,6 +61,20 @@ class Item:
     def role(self) -> str | None:
         role = self.data.get("role")
         return role if isinstance(role, str) else None
+
+
+def _sendable(key: str, value: Any) -> Any:
+    """A call's `arguments` go back as the JSON text the API takes, even when a server
+    sent them as an object (which it would then refuse to take back)."""
+    return dumps(value) if key == "arguments" and not isinstance(value, str) else value
+
+
+def _unresolvable(data: JSON) -> bool:
+    """A reasoning item that a `store: false` server cannot use: it needs an id (the API
+    requires one) and either its encrypted content or its raw reasoning text."""
+    if data.get("type") != "reasoning":
+        return False
+    return not data.get("id") or not (data.get("encrypted_content") or data.get("content"))
 
 
 def message(role: str, *texts: str) -> Item:
@@ -97,6 +115,9 @@ class Usage:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     total_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Input tokens written to the prompt cache (`input_tokens_details.cache_write_tokens`,
+    sent by providers that bill cache writes); 0 when not reported."""
 
     @classmethod
     def from_responses(cls, u: JSON | None) -> Usage | None:
@@ -124,6 +145,8 @@ class Usage:
             reasoning_tokens=(as_int(odetails.get("reasoning_tokens"))
                               if isinstance(odetails, dict) else 0),
             total_tokens=as_int(u.get("total_tokens")) or inp + out,
+            cache_write_tokens=(as_int(details.get("cache_write_tokens"))
+                                if isinstance(details, dict) else 0),
         )
 
     def __add__(self, other: Usage) -> Usage:
@@ -133,6 +156,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.total_tokens + other.total_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def as_dict(self) -> dict[str, int]:
@@ -143,6 +167,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "total_tokens": self.total_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
 

@@ -7,6 +7,7 @@ null cost rather than a wrong number.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -80,6 +81,26 @@ LOCAL_PROVIDERS = frozenset({"local", "ollama", "lmstudio"})
 PRICED_BY_NAME = frozenset({"openai", "azure"})
 """Providers whose bare model names mean OpenAI's models and list prices; any other
 provider (a proxy, vLLM) gets a price only from the task file."""
+
+
+def codex_defaults(model: str) -> dict[str, object]:
+    """The request settings Codex 0.169 sends for `model` when its config is silent: the
+    task file's `model_options` go over these field by field.
+
+    GPT-5 models reason (effort medium; encrypted reasoning is then asked for and sent
+    back), answer tersely (verbosity low; not the `-codex` variants, which reject it) and
+    may call tools in parallel. o3/o4-mini reason but know no verbosity. Any other model
+    (local servers, gpt-4.x) gets nothing: a server that does not reason may refuse a
+    `reasoning` field, and Codex sends none for models it does not know either.
+    """
+    name = model.rsplit("/", 1)[-1].lower()
+    if re.fullmatch(r"gpt-5(\.\d+)?(-mini|-nano)?", name):
+        return {"reasoning_effort": "medium", "verbosity": "low", "parallel_tool_calls": True}
+    if re.fullmatch(r"gpt-5(\.\d+)?(-codex)(-mini|-max)?", name):
+        return {"reasoning_effort": "medium", "parallel_tool_calls": True}
+    if re.fullmatch(r"o3|o4-mini", name):
+        return {"reasoning_effort": "medium"}
+    return {}
 
 
 def model_info(provider: str, model: str,

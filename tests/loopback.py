@@ -68,6 +68,8 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, TypeAlias, TypedDict, Unpack
 from urllib.parse import parse_qs, urlsplit
 
+from tests.sdk_types import request_problems
+
 JSON: TypeAlias = dict[str, Any]
 
 RESPONSES_PATH = "/v1/responses"
@@ -170,9 +172,9 @@ def function_call_item(name: str, arguments: Mapping[str, Any] | str,
 
 
 def custom_tool_call_item(name: str, input: str, call_id: str | None = None) -> JSON:
-    """A freeform (custom) tool call, as used by Codex's apply_patch."""
-    return {"type": "custom_tool_call", "status": "completed", "call_id": call_id,
-            "input": input, "name": name}
+    """A freeform (custom) tool call, as used by Codex's apply_patch (no `status`: the
+    API's `ResponseCustomToolCall` has none, and its request type rejects one)."""
+    return {"type": "custom_tool_call", "call_id": call_id, "input": input, "name": name}
 
 
 def reasoning_item(summary: str | Sequence[str] = "",
@@ -318,6 +320,9 @@ class RecordedRequest:
     """Items of the `response.completed` sent (with ids); empty unless completed."""
     usage: JSON | None = None
     reply: Reply | None = None
+    replied_at: float = 0.0
+    """time.monotonic() when the whole reply was written (0 if it never was): the next
+    request's `received_at` minus this is the client's step gap."""
 
     @property
     def json(self) -> JSON:
@@ -749,6 +754,10 @@ class LoopbackServer:
         self.requests.append(req)
         if self.validate:
             self.errors.extend(f"request {req.index}: {p}" for p in find_pairing_problems(req))
+            wire = "chat" if url.path == CHAT_PATH else "responses"
+            self.errors.extend(f"request {req.index}: not a valid {wire} request by the "
+                               f"openai SDK's types: {p}"
+                               for p in request_problems(wire, req.json))
         reply = await self._reply_for(req)
         req.reply = reply
         close = await self._send(req, reply, writer) or not keep_alive
@@ -894,6 +903,7 @@ class LoopbackServer:
         if reply.event_delay_s or reply.stall_s:
             writer.write(tail)
             await writer.drain()
+        req.replied_at = time.monotonic()
         return close
 
     def _settle(self, req: RecordedRequest, sent: list[JSON], cut: bool, reply: Reply) -> None:
@@ -1163,18 +1173,27 @@ def _extension_problem(prev: RecordedRequest, cur: RecordedRequest) -> str | Non
             kind = cur.input[k].get("type") if isinstance(cur.input[k], dict) else "?"
             return (f"input[{k}] ({kind}) differs from the previous request's "
                     f"input[{k}]{_same_value_note(a, b)}; {_snippet(a, b)}")
-    for j, item in enumerate(prev.output):
+    sent_back = [item for item in prev.output if not _unresolvable(item, cur)]
+    for j, item in enumerate(sent_back):
         k = need + j
-        want = _dumps({key: v for key, v in item.items() if key != "id"})
+        want = _dumps({key: v for key, v in item.items() if v is not None})
         if k >= len(cur.input_raw):
             return (f"input ends at {len(cur.input_raw)} items; expected the previous "
                     f"response's output[{j}] ({item.get('type')}) at input[{k}]")
         got = _dumps(cur.input[k])
         if got != want:
             return (f"input[{k}] should be the previous response's output[{j}] "
-                    f"({item.get('type')}) without id{_same_value_note(want, got)}; "
+                    f"({item.get('type')}) without null fields{_same_value_note(want, got)}; "
                     f"{_snippet(want, got)}")
     return None
+
+
+def _unresolvable(item: JSON, req: RecordedRequest) -> bool:
+    """A reasoning item a `store: false` server could not take back (no id, or neither
+    encrypted nor raw content): a client must leave it out."""
+    if item.get("type") != "reasoning" or req.json.get("store") is True:
+        return False
+    return not item.get("id") or not (item.get("encrypted_content") or item.get("content"))
 
 
 def find_extension_break(requests: Sequence[RecordedRequest]) -> str | None:
@@ -1182,8 +1201,10 @@ def find_extension_break(requests: Sequence[RecordedRequest]) -> str | None:
 
     Exact extension: same prompt_cache_key, model, instructions and tools (byte for
     byte, same order); `input` starts with the previous request's input items byte for
-    byte, followed by the previous response's output items minus `id` (compared as JSON
-    with key order significant; empty when that reply did not complete).
+    byte, followed by the previous response's output items as Codex 0.169 sends them
+    back: with their `id`, without null-valued fields, and without reasoning items the
+    server could not resolve (compared as JSON with key order significant; empty when
+    that reply did not complete).
     """
     for n in range(1, len(requests)):
         prev, cur = requests[n - 1], requests[n]

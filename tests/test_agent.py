@@ -203,7 +203,8 @@ async def test_custom_apply_patch_call(loopback: LoopbackFactory, tmp_path: Path
     assert output_of(srv.requests[1], "p") == "Success. Updated the following files:\nA new.txt"
     changes = [e for e in sink.events if e["type"] == "item.completed"
                and e["item"]["type"] == "file_change"]
-    assert changes[0]["item"]["changes"] == [{"path": "new.txt", "kind": "add"}]
+    # Absolute, as `codex exec --json` prints them.
+    assert changes[0]["item"]["changes"] == [{"path": str(tmp_path / "new.txt"), "kind": "add"}]
 
 
 async def test_apply_patch_through_shell_heredoc(loopback: LoopbackFactory,
@@ -240,7 +241,11 @@ async def test_reasoning_items_are_sent_back(loopback: LoopbackFactory, tmp_path
     assert outcome.final_message == "fin"
     types = [i["type"] for i in srv.requests[1].input]
     assert types[-3:] == ["reasoning", "function_call", "function_call_output"]
-    assert all("id" not in i for i in srv.requests[1].input)
+    # Codex 0.169 sends every item back with its id: with `store: false` the server
+    # resolves a reasoning item by id plus its encrypted content.
+    sent = srv.requests[1].input[-3:-1]
+    assert [i["id"] for i in sent] == [o["id"] for o in srv.requests[0].output]
+    assert sent[0]["encrypted_content"] == "enc"
     assert_exact_extension(srv.requests)
 
 
@@ -318,7 +323,7 @@ class ShiftingTool:
     def spec(self) -> dict[str, Any]:
         self.asked += 1
         return {"type": "function", "name": "shifty", "description": f"version {self.asked}",
-                "parameters": {"type": "object", "properties": {}}}
+                "strict": False, "parameters": {"type": "object", "properties": {}}}
 
     def started(self, call: Any) -> None:
         return None

@@ -117,7 +117,8 @@ def test_json_stream_on_stdout(loopback_thread: ThreadFactory, tmp_path: Path) -
     assert types[:2] == ["thread.started", "turn.started"]
     assert types[-1] == "turn.completed"
     started = next(e["item"] for e in events if e["type"] == "item.started")
-    assert started["command"] == "echo from-the-tool; echo $FAKE_API_KEY"
+    assert started["command"] == "bash -c 'echo from-the-tool; echo $FAKE_API_KEY'"
+    assert started["exit_code"] is None
     assert started["status"] == "in_progress"
     cmd = next(e["item"] for e in events if e["type"] == "item.completed"
                and e["item"]["type"] == "command_execution")
@@ -127,8 +128,8 @@ def test_json_stream_on_stdout(loopback_thread: ThreadFactory, tmp_path: Path) -
                and e["item"]["type"] == "agent_message")
     assert msg["text"] == "all done" and msg["id"].startswith("item_")
     usage = events[-1]["usage"]
-    assert set(usage) == {"input_tokens", "cached_input_tokens", "output_tokens",
-                          "reasoning_output_tokens"}
+    assert set(usage) == {"input_tokens", "cached_input_tokens", "cache_write_input_tokens",
+                          "output_tokens", "reasoning_output_tokens"}
     assert usage["cached_input_tokens"] > 0
 
 

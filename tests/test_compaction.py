@@ -343,7 +343,8 @@ async def test_remote_compaction(tmp_path: Path) -> None:
     assert [i.get("role") or i["type"] for i in nxt.input[:4]] == [
         "developer", "user", "user", "compaction"]
     assert nxt.input[0] == prev.input[0] and nxt.input[1] == prev.input[1]
-    assert nxt.input[3] == {"type": "compaction", "encrypted_content": "gAAAA-opaque"}
+    assert nxt.input[3] == {"id": "cmp_item_1", "type": "compaction",
+                            "encrypted_content": "gAAAA-opaque"}
     # The endpoint's usage counts like any request's.
     rec = outcome.requests[outcome.compactions[0].requests[0] - 1]
     assert rec.kind == "compaction" and rec.usage == Usage(900, 800, 50, 0, 950)

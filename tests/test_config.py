@@ -501,7 +501,7 @@ tasks:
     tools: [apply_patch, update_plan]
     sandbox: workspace-write
     limits: {max_turns: 9, timeout_s: 90}
-    model_options: {seed: 3}
+    model_options: {top_p: 0.3}
     shell_timeout_ms: 3000
 """
 
@@ -527,7 +527,9 @@ def test_resolve_defaults_apply_and_task_values_win(project: Path,
     assert inherits.tools == ("shell",)
     assert inherits.sandbox == "read-only"
     assert inherits.limits == Limits(max_turns=5, timeout_s=60)
-    assert inherits.model_options == ModelOptions(temperature=0.5)
+    # openai/gpt-5.5 gets Codex's defaults under the task file's options.
+    assert inherits.model_options == ModelOptions(
+        temperature=0.5, reasoning_effort="medium", verbosity="low", parallel_tool_calls=True)
     assert inherits.shell_timeout_ms == 2000
 
     assert (overrides.provider_name, overrides.model) == ("mine", "qwen")
@@ -539,7 +541,7 @@ def test_resolve_defaults_apply_and_task_values_win(project: Path,
     assert overrides.sandbox == "workspace-write"
     assert overrides.limits == Limits(max_turns=9, timeout_s=90)
     # model_options merge field by field, like limits: the default temperature stays.
-    assert overrides.model_options == ModelOptions(temperature=0.5, seed=3)
+    assert overrides.model_options == ModelOptions(temperature=0.5, top_p=0.3)
     assert overrides.shell_timeout_ms == 3000
 
 

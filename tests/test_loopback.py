@@ -58,8 +58,9 @@ def user(text: str) -> dict[str, Any]:
 
 
 TOOLS = [
-    {"type": "function", "name": "shell", "parameters": {"type": "object"}},
-    {"type": "function", "name": "update_plan", "parameters": {"type": "object"}},
+    {"type": "function", "name": "shell", "strict": False, "parameters": {"type": "object"}},
+    {"type": "function", "name": "update_plan", "strict": False,
+     "parameters": {"type": "object"}},
 ]
 
 
@@ -77,13 +78,14 @@ def post(client: httpx.Client, url: str, payload: dict[str, Any] | str) -> list[
         return [(e.event, json.loads(e.data)) for e in source.iter_sse()]
 
 
-def without_id(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if k != "id"}
+def sent_back(item: dict[str, Any]) -> dict[str, Any]:
+    """An output item as a client sends it back (Codex 0.169): id kept, nulls dropped."""
+    return {k: v for k, v in item.items() if v is not None}
 
 
 def next_input(req: RecordedRequest, *extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """What a correct client sends next: old input, the reply's items minus id, new items."""
-    return [*req.input, *(without_id(i) for i in req.output), *extra]
+    """What a correct client sends next: old input, the reply's items, new items."""
+    return [*req.input, *(sent_back(i) for i in req.output), *extra]
 
 
 # -- keep-alive and framing ----------------------------------------------------------------
@@ -313,9 +315,9 @@ def test_extension_checker_wants_the_previous_output(loopback_thread: ThreadFact
     with httpx.Client() as client:
         url = srv.base_url + "/responses"
         post(client, url, body([user("one")]))
-        dropped_reasoning = [user("one"), without_id(srv.requests[0].output[1]), user("two")]
+        dropped_reasoning = [user("one"), sent_back(srv.requests[0].output[1]), user("two")]
         post(client, url, body(dropped_reasoning))
-    with pytest.raises(AssertionError, match=r"output\[0\] \(reasoning\) without id"):
+    with pytest.raises(AssertionError, match=r"output\[0\] \(reasoning\) without null fields"):
         assert_exact_extension(srv.requests)
 
 
@@ -542,7 +544,7 @@ def test_process_mode_serves_and_records(loopback_process: ProcessFactory) -> No
     with httpx.Client() as client:
         first = post(client, srv.base_url + "/responses", body([user("where?")]))
         assert first[-1][1]["response"]["output"][0]["call_id"] == "p1"
-        call = without_id(first[-1][1]["response"]["output"][0])
+        call = sent_back(first[-1][1]["response"]["output"][0])
         out = {"type": "function_call_output", "call_id": "p1", "output": "/tmp"}
         second = post(client, srv.base_url + "/responses", body([user("where?"), call, out]))
         assert second[-1][1]["response"]["output"][0]["content"][0]["text"] == "bye"

@@ -36,7 +36,7 @@ def test_full_stream() -> None:
         "total_tokens": 107}})
     assert asm.done and asm.response_id == "resp_1"
     assert asm.items[0].data == item            # kept exactly as sent
-    assert json.loads(asm.items[0].wire) == {k: v for k, v in item.items() if k != "id"}
+    assert json.loads(asm.items[0].wire) == item  # sent back with its id, as Codex 0.169
     u = asm.usage
     assert u is not None
     assert (u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens,

@@ -26,6 +26,9 @@ class Prompt:
     tool_choice: str = "auto"
     parallel_tool_calls: bool = False
     reasoning: dict[str, Any] | None = None
+    reasoning_seen: bool = False
+    """A reasoning item came back although `reasoning` was not asked for (a model that
+    reasons by default): later requests ask for its encrypted content too."""
     text: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific body fields (temperature, seed) appended after the standard ones."""

@@ -39,8 +39,7 @@ def build_body(prompt: Prompt, *, store: bool = False) -> str:
     ]
     if prompt.instructions:
         parts.append(f'"instructions":{dumps(prompt.instructions)}')
-    wires = (i.stored_wire for i in prompt.input) if store else (i.wire for i in prompt.input)
-    parts.append('"input":[' + ",".join(wires) + "]")
+    parts.append('"input":[' + _input(prompt, store) + "]")
     parts.append(f'"tools":{dumps(list(prompt.tools))}')
     parts.append(f'"tool_choice":{dumps(prompt.tool_choice)}')
     parts.append(f'"parallel_tool_calls":{dumps(prompt.parallel_tool_calls)}')
@@ -48,14 +47,26 @@ def build_body(prompt: Prompt, *, store: bool = False) -> str:
         parts.append(f'"reasoning":{dumps(prompt.reasoning)}')
     parts.append(f'"store":{dumps(store)}')
     parts.append('"stream":true')
-    include = ["reasoning.encrypted_content"] if prompt.reasoning is not None else []
-    parts.append(f'"include":{dumps(include)}')
+    parts.append(f'"include":{dumps(include(prompt))}')
     parts.append(f'"prompt_cache_key":{dumps(prompt.prompt_cache_key)}')
     if prompt.text is not None:
         parts.append(f'"text":{dumps(prompt.text)}')
     for key, value in prompt.extra.items():
         parts.append(f"{dumps(key)}:{dumps(value)}")
     return "{" + ",".join(parts) + "}"
+
+
+def include(prompt: Prompt) -> list[str]:
+    """Encrypted reasoning whenever reasoning items can come back: with `store: false`
+    it is the only way the server can take a reasoning item back."""
+    wanted = prompt.reasoning is not None or prompt.reasoning_seen
+    return ["reasoning.encrypted_content"] if wanted else []
+
+
+def _input(prompt: Prompt, store: bool) -> str:
+    """Items the server can use, each as its cached wire text (see `Item.wire`)."""
+    wires = (i.stored_wire for i in prompt.input) if store else (i.wire for i in prompt.input)
+    return ",".join(w for w in wires if w)
 
 
 class ResponsesClient:
@@ -177,7 +188,7 @@ class ResponsesClient:
 def build_compact_body(prompt: Prompt) -> str:
     """The compaction request: the thread's own prefix, so the server can cache it too."""
     parts = [f'"model":{dumps(prompt.model)}',
-             '"input":[' + ",".join(i.wire for i in prompt.input) + "]"]
+             '"input":[' + _input(prompt, False) + "]"]
     if prompt.instructions:
         parts.append(f'"instructions":{dumps(prompt.instructions)}')
     parts.append(f'"tools":{dumps(list(prompt.tools))}')

@@ -1,35 +1,107 @@
 """Event sinks: every event of a thread goes to `threads/<task>.jsonl`, flushed per line so a
-crash leaves everything up to the crash; with `--json` the same lines go to stdout."""
+crash leaves everything up to the crash; with `--json` the `codex exec --json` stream goes
+to stdout (see docs/json-events.md)."""
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import IO, Any
 
 from runner.redact import Redactor
 
+CODEX_TYPES = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed",
+                         "item.started", "item.updated", "item.completed", "error"})
+"""The event types `codex exec --json` prints; the runner's own (request.completed,
+compaction.completed, check.completed, ...) are added only with `--json-extra`."""
+
+
+def dumps(obj: Any) -> str:
+    """Compact, as Codex prints: `grep '"type":"turn.completed"'` must find the line."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class JsonStream:
+    """stdout under `--json`: one run's events at a time.
+
+    Plain mode prints exactly Codex's events (no extra fields), so a consumer written
+    for `codex exec --json` can read it; with several runs at once, each run's lines
+    stay together (the first run streams live, the others are held until it ends), and
+    each run starts with its own `thread.started`. Extra mode prints every event as it
+    comes, tagged with `task` and `ts`, so interleaved runs can be told apart.
+    """
+
+    def __init__(self, out: IO[str], *, extra: bool = False) -> None:
+        self.out = out
+        self.extra = extra
+        self._owner: str | None = None
+        self._held: dict[str, list[str]] = {}
+        self._finished: set[str] = set()
+
+    def write(self, run: str, line: str) -> None:
+        if self.extra or self._owner in (None, run):
+            self._owner = None if self.extra else run
+            self._print([line])
+        else:
+            self._held.setdefault(run, []).append(line)
+
+    def finish(self, run: str) -> None:
+        """`run` wrote its last line: hand stdout to the next run that has lines."""
+        self._finished.add(run)
+        if self._owner not in (None, run):
+            return
+        self._owner = None
+        while self._held:
+            nxt = next(iter(self._held))
+            self._print(self._held.pop(nxt))
+            if nxt not in self._finished:
+                self._owner = nxt
+                return
+
+    def _print(self, lines: list[str]) -> None:
+        self.out.write("".join(f"{line}\n" for line in lines))
+        self.out.flush()
+
 
 class EventLog:
     def __init__(self, path: Path, *, task: str, redact: Redactor,
-                 stdout: IO[str] | None = None) -> None:
+                 stdout: JsonStream | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("w", encoding="utf-8")
         self._task = task
         self._redact = redact
-        self._stdout = stdout
+        self._stream = stdout
+        self._thread_started = False
+        self._turn_open = False
 
     def emit(self, event: dict[str, Any]) -> None:
-        line = json.dumps({**event, "task": self._task, "ts": round(time.time(), 3)},
-                          ensure_ascii=False)
-        if self._redact:
-            line = self._redact(line)
+        kind = event.get("type")
+        self._thread_started |= kind == "thread.started"
+        if kind in ("turn.started", "turn.completed", "turn.failed"):
+            self._turn_open = kind == "turn.started"
+        line = self._clean(dumps({**event, "task": self._task, "ts": round(time.time(), 3)}))
         self._file.write(line + "\n")
         self._file.flush()
-        if self._stdout is not None:
-            self._stdout.write(line + "\n")
-            self._stdout.flush()
+        stream = self._stream
+        if stream is not None and (stream.extra or kind in CODEX_TYPES):
+            stream.write(self._task, line if stream.extra else self._clean(dumps(event)))
+
+    def _clean(self, line: str) -> str:
+        return self._redact(line) if self._redact else line
+
+    def failed(self, message: str) -> None:
+        """The run failed outside the agent loop (workspace, sandbox, MCP server, a bug):
+        a consumer of the Codex stream still sees a thread whose turn failed."""
+        if not self._thread_started:
+            self.emit({"type": "thread.started", "thread_id": str(uuid.uuid4())})
+            self.emit({"type": "turn.started"})
+        self.emit({"type": "error", "message": message})
+        if self._turn_open:
+            self.emit({"type": "turn.failed", "error": {"message": message}})
 
     def close(self) -> None:
         self._file.close()
+        if self._stream is not None:
+            self._stream.finish(self._task)

@@ -64,9 +64,10 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
         error = f"check failed with exit code {ck.exit_code}: {ck.command}"
     if res is not None and res.violations:
         error = "scope violation: " + "; ".join(res.violations)
+    options = task.model_options.model_dump(exclude_none=True)
     if o is None:
         return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
-                          status=run.status, error=error,
+                          model_options=options, status=run.status, error=error,
                           final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
                           usage=UsageReport(), requests=[], events_file=run.events_file,
                           workspace=wsr, result=rr, check=cr,
@@ -85,7 +86,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
     compactions = [CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
                    for c in o.compactions]
     return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
-                      status=run.status, error=error,
+                      model_options=options, status=run.status, error=error,
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
                       usage=usage_report(o.usage, ideal) or UsageReport(), requests=requests,

@@ -23,6 +23,8 @@ class UsageReport(Strict):
     output_tokens: int = 0
     reasoning_tokens: int = 0
     total_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Prompt tokens the server wrote to its cache, where it reports them (else 0)."""
     cache_hit_ratio: float | None = None
     """cached_tokens / input_tokens; null when nothing was sent."""
     ideal_cached_tokens: int | None = None
@@ -131,6 +133,9 @@ class TaskReport(Strict):
     variant: str | None = None
     """The matrix variant (a named set of prompt/settings overrides), if any."""
     tags: list[str] = []
+    model_options: dict[str, Any] = {}
+    """The settings sent with each request: the task file's `model_options` over Codex's
+    defaults for known models (reasoning effort, verbosity, parallel tool calls)."""
     fingerprint: str = ""
     """Stable hash of what defines the run (task, model, variant, repeat, settings): the
     key for `--resume` and `--shard`, equal on every machine."""

@@ -603,6 +603,19 @@ def _failure(message: str, changes: list[dict[str, str]]) -> ApplyResult:
     )
 
 
+def patch_started(text: str, workdir: str | None) -> dict[str, Any] | None:
+    """The `in_progress` file_change item for a patch about to be applied (paths as the
+    patch names them, under `workdir`), or None when it does not even parse."""
+    try:
+        patch = parse_patch(text)
+    except PatchError:
+        return None
+    changes = _event_changes(patch, {})
+    if workdir:
+        changes = [{**c, "path": f"{workdir.rstrip('/')}/{c['path']}"} for c in changes]
+    return {"type": "file_change", "changes": changes, "status": "in_progress"}
+
+
 def _event_changes(patch: Patch, names: dict[str, str]) -> list[dict[str, str]]:
     kinds: dict[type, ChangeKind] = {AddFile: "add", DeleteFile: "delete", UpdateFile: "update"}
     return [{"path": names.get(h.path, h.path), "kind": kinds[type(h)]} for h in patch.hunks]
@@ -871,7 +884,8 @@ class ApplyPatchTool:
         self.freeform = freeform
 
     def started(self, call: ToolCall) -> dict[str, Any] | None:
-        return None
+        text = call.arguments if call.kind == "custom" else _patch_from_arguments(call.arguments)
+        return patch_started(text, None) if isinstance(text, str) else None
 
     def spec(self) -> dict[str, Any]:
         if self.freeform:

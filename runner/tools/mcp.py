@@ -121,8 +121,23 @@ class McpTool:
         return self._spec
 
     def started(self, call: ToolCall) -> dict[str, Any] | None:
+        return self._item(call, "in_progress")
+
+    def _item(self, call: ToolCall, status: str, result: CallToolResult | None = None,
+              error: str | None = None) -> dict[str, Any]:
+        """`codex exec --json`'s mcp_tool_call: the arguments as a JSON value, the result
+        as `{content, structured_content}` and the error as `{message}`, null when absent."""
+        try:
+            arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            arguments = call.arguments
+        out = None if result is None else {
+            "content": [b.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for b in result.content],
+            "structured_content": result.structured_content}
         return {"type": "mcp_tool_call", "server": self.server, "tool": self.tool,
-                "arguments": call.arguments, "status": "in_progress"}
+                "arguments": arguments, "result": out,
+                "error": None if error is None else {"message": error}, "status": status}
 
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
@@ -140,15 +155,13 @@ class McpTool:
             return self._failed(call, f"timed out after {self._timeout_s:g} s (tool_timeout_s)")
         text = result_text(result)
         status = "failed" if result.is_error else "completed"
-        event = {"type": "mcp_tool_call", "server": self.server, "tool": self.tool,
-                 "arguments": call.arguments, "result": text, "status": status}
-        return ToolResult(text, success=not result.is_error, event=event)
+        return ToolResult(text, success=not result.is_error,
+                          event=self._item(call, status, result))
 
     def _failed(self, call: ToolCall, why: str) -> ToolResult:
         message = f"MCP tool {self.server}/{self.tool} failed: {why}"
-        return ToolResult(message, success=False, event={
-            "type": "mcp_tool_call", "server": self.server, "tool": self.tool,
-            "arguments": call.arguments, "error": {"message": message}, "status": "failed"})
+        return ToolResult(message, success=False,
+                          event=self._item(call, "failed", error=message))
 
 
 class McpSessions:

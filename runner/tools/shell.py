@@ -8,12 +8,14 @@ usually where the error is.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import time
 from typing import Any
 
 from runner.items import dumps
 from runner.tools import ToolCall, ToolContext, ToolResult
-from runner.tools.apply_patch import apply_patch, extract_shell_patch
+from runner.tools.apply_patch import apply_patch, extract_shell_patch, patch_started
 
 OUTPUT_BUDGET_BYTES = 10_000
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
@@ -115,11 +117,17 @@ class ShellTool:
 
     def started(self, call: ToolCall) -> dict[str, Any] | None:
         try:
-            command = _display(ShellArgs(call.arguments, self.default_timeout_ms).command)
+            args = ShellArgs(call.arguments, self.default_timeout_ms)
         except ValueError:
-            command = call.arguments
-        return {"type": "command_execution", "command": command, "aggregated_output": "",
-                "status": "in_progress"}
+            return {"type": "command_execution", "command": call.arguments,
+                    "aggregated_output": "", "exit_code": None, "status": "in_progress"}
+        intercepted = extract_shell_patch(args.command)
+        if intercepted is not None:
+            patch, cd = intercepted
+            where = "/".join(p for p in (args.workdir, cd) if p) or None
+            return patch_started(patch, where)
+        return {"type": "command_execution", "command": _display(args.command),
+                "aggregated_output": "", "exit_code": None, "status": "in_progress"}
 
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
@@ -133,7 +141,8 @@ class ShellTool:
         if not cwd.is_dir():
             return ToolResult(f"invalid shell call: workdir {args.workdir!r} is not a directory",
                               success=False)
-        res = await ctx.executor.run(args.command, cwd=cwd, timeout_s=args.timeout_ms / 1000,
+        argv = await login_argv(args.command, ctx)
+        res = await ctx.executor.run(argv, cwd=cwd, timeout_s=args.timeout_ms / 1000,
                                      env=ctx.env)
         text = res.output.decode("utf-8", "replace")
         if res.timed_out:
@@ -146,10 +155,58 @@ class ShellTool:
                           success=res.exit_code == 0, event=event)
 
 
+LOGIN_SHELLS = frozenset({"bash", "/bin/bash", "/usr/bin/bash"})
+SNAPSHOT_TIMEOUT_S = 10.0
+SNAPSHOT_MARK = "RUNNER-LOGIN-ENV"
+SNAPSHOT_SCRIPT = (
+    # Functions the profile defines (nvm, pyenv's shims) are carried as exported
+    # functions (BASH_FUNC_name%%), which every later bash imports.
+    'for f in $(compgen -A function); do export -f "$f"; done; '
+    f"printf '\\0{SNAPSHOT_MARK}\\0'; exec env -0")
+PER_COMMAND = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+"""Set by each shell for itself; a stale copy would only mislead."""
+MAX_SNAPSHOT_BYTES = 512 * 1024
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|BASH_FUNC_[^=\s]+%%")
+
+
+async def login_argv(argv: list[str], ctx: ToolContext) -> list[str]:
+    """`bash -lc CMD` run as `env -i <login environment> bash -c CMD`.
+
+    Models wrap every command in a login shell, and a profile that sets up a version
+    manager costs ~0.1 s each time. As Codex does, the login shell runs once per thread
+    (inside the same sandbox and environment as the commands) and its environment,
+    functions included, is reused; the profile is not read again. When the snapshot
+    cannot be taken (a profile that fails, hangs or prints too much), commands run as
+    asked.
+    """
+    if len(argv) != 3 or argv[0] not in LOGIN_SHELLS or argv[1] != "-lc":
+        return argv
+    if "login_env" not in ctx.state:
+        ctx.state["login_env"] = await _snapshot(ctx)
+    env: list[str] | None = ctx.state["login_env"]
+    return argv if env is None else ["env", "-i", *env, argv[0], "-c", argv[2]]
+
+
+async def _snapshot(ctx: ToolContext) -> list[str] | None:
+    res = await ctx.executor.run(["bash", "-lc", SNAPSHOT_SCRIPT], cwd=ctx.cwd,
+                                 timeout_s=SNAPSHOT_TIMEOUT_S, env=ctx.env)
+    mark = f"\0{SNAPSHOT_MARK}\0".encode()
+    if res.exit_code != 0 or res.truncated_bytes or mark not in res.output:
+        return None
+    raw = res.output.rsplit(mark, 1)[1]
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        return None
+    pairs = []
+    for entry in raw.decode("utf-8", "surrogateescape").split("\0"):
+        name, eq, _ = entry.partition("=")
+        if eq and name not in PER_COMMAND and _NAME.fullmatch(name):
+            pairs.append(entry)
+    return pairs
+
+
 def _display(argv: list[str]) -> str:
-    if len(argv) == 3 and argv[1] in ("-lc", "-c") and argv[0].endswith("sh"):
-        return argv[2]
-    return " ".join(argv)
+    """The command as `codex exec --json` shows it: the argv, shell-quoted."""
+    return shlex.join(argv)
 
 
 def _apply_patch_via_shell(ctx: ToolContext, found: tuple[str, str | None],

@@ -281,8 +281,9 @@ def test_every_example_config_validates() -> None:
 
 
 def test_store_true_sends_item_ids_back(loopback_thread: Any, tmp_path: Path) -> None:
-    """Azure (store: true) keeps items server-side and wants their ids back, as Codex
-    re-attaches them; with store: false ids are never sent."""
+    """Items go back with their ids either way, as Codex 0.169 sends them (Azure's
+    `store: true` resolves them server-side; `store: false` resolves each from its
+    content, reasoning from its encrypted content)."""
     from tests.loopback import per_conversation, reply_function_call, reply_message
     from tests.test_cli import run_cli, write_tasks
 
@@ -302,6 +303,4 @@ def test_store_true_sends_item_ids_back(loopback_thread: Any, tmp_path: Path) ->
         second = srv.requests[1].json
         assert second["store"] is store
         call = next(x for x in second["input"] if x.get("type") == "function_call")
-        assert ("id" in call) is store
-        if store:
-            assert call["id"] == srv.requests[0].output[0]["id"]
+        assert call["id"] == srv.requests[0].output[0]["id"]

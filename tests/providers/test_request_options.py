@@ -51,7 +51,6 @@ defaults:
     parallel_tool_calls: true
     temperature: 0.3
     top_p: 0.9
-    seed: 7
     max_output_tokens: 500
 tasks:
   - {id: a, repo: "REPO", prompt: say ok}
@@ -65,10 +64,9 @@ tasks:
     assert body["include"] == ["reasoning.encrypted_content"]
     assert body["parallel_tool_calls"] is True
     assert body["text"] == {"verbosity": "low"}
-    assert (body["temperature"], body["top_p"], body["seed"], body["max_output_tokens"]) == (
-        0.3, 0.9, 7, 500)
+    assert (body["temperature"], body["top_p"], body["max_output_tokens"]) == (0.3, 0.9, 500)
     # Codex's order: the standard fields first, sampling fields last.
-    assert list(body)[-4:] == ["temperature", "top_p", "seed", "max_output_tokens"]
+    assert list(body)[-3:] == ["temperature", "top_p", "max_output_tokens"]
     assert list(body).index("reasoning") < list(body).index("include")
 
 
@@ -97,7 +95,7 @@ def test_alias_entries_send_their_model_and_options(loopback_thread: Any, git_re
 models:
   fake/warm: {model: m, model_options: {temperature: 0.9, reasoning_effort: low}}
   fake/cold: {model: m, model_options: {temperature: 0.0, verbosity: high}}
-defaults: {model_options: {seed: 3, temperature: 0.5}}
+defaults: {model_options: {top_p: 0.7, temperature: 0.5}}
 matrix: {model: [fake/warm, fake/cold]}
 tasks:
   - {id: a, repo: "REPO", prompt: say ok}
@@ -107,10 +105,10 @@ tasks:
     bodies = sorted((r.json for r in srv.requests), key=lambda b: b["temperature"])
     assert len(bodies) == 2
     cold, warm = bodies
-    assert (warm["model"], warm["temperature"], warm["seed"]) == ("m", 0.9, 3)
+    assert (warm["model"], warm["temperature"], warm["top_p"]) == ("m", 0.9, 0.7)
     assert warm["reasoning"] == {"effort": "low"}
     assert warm["include"] == ["reasoning.encrypted_content"] and "text" not in warm
-    assert (cold["model"], cold["temperature"], cold["seed"]) == ("m", 0.0, 3)
+    assert (cold["model"], cold["temperature"], cold["top_p"]) == ("m", 0.0, 0.7)
     assert "reasoning" not in cold and cold["text"] == {"verbosity": "high"}
 
     srv2 = loopback_thread([reply_message("ok")])
@@ -125,6 +123,20 @@ tasks:
     assert res.returncode == 0, res.stderr
     body = srv2.requests[0].json
     assert (body["model"], body["temperature"], body["top_p"]) == ("m", 0.1, 0.5)
+
+
+def test_seed_is_refused_on_the_responses_wire(git_repo: Path, tmp_path: Path) -> None:
+    """The Responses API has no seed: said at load time with file, line and field."""
+    tasks = write_tasks(tmp_path / "t.yaml", "http://127.0.0.1:9/v1", git_repo, """defaults:
+  model: fake/m
+  model_options: {seed: 3}
+tasks:
+  - {id: a, repo: "REPO", prompt: say ok}
+""")
+    res = run_cli(tasks, tmp_path / "out")
+    assert res.returncode == 2
+    assert "t.yaml:5: defaults.model_options.seed: the Responses API has no seed" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 # ---------------------------------------------------------------- the Chat wire

@@ -225,6 +225,10 @@ tasks:
     events = [json.loads(line) for line in (out / task["events_file"]).read_text().splitlines()]
     done = [e["item"] for e in events if e["type"] == "item.completed"
             and e["item"].get("type") == "mcp_tool_call"]
+    # `codex exec --json`'s shape: arguments as a JSON value, the result as the server's
+    # content blocks and structured content, no error.
     assert done == [{"id": done[0]["id"], "type": "mcp_tool_call", "server": "calc",
-                     "tool": "add", "arguments": '{"a":19,"b":23}', "result": '{"result":42}',
-                     "status": "completed"}]
+                     "tool": "add", "arguments": {"a": 19, "b": 23},
+                     "result": {"content": [{"type": "text", "text": "42"}],
+                                "structured_content": {"result": 42}},
+                     "error": None, "status": "completed"}]
