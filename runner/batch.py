@@ -12,7 +12,6 @@ import fcntl
 import functools
 import json
 import os
-import shutil
 import signal
 import tempfile
 import time
@@ -31,6 +30,7 @@ from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
 from runner.errors import ConfigError, EngineError, ModelError, Problem, SandboxError
+from runner.hostfs import remove_tree
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.output_schema import check_answer, text_format
@@ -703,7 +703,7 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
             ws, branch_template=g.branch, message=message, scope=scope,
             fields=_branch_fields(t, run_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch",
-            redact=redact.bytes if redact else None)
+            redact=redact if redact else None)
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         run.not_kept = True
@@ -744,11 +744,20 @@ def _work_root() -> Iterator[Path]:
             continue
         root = base / str(slot)
         try:
-            shutil.rmtree(root, ignore_errors=True)
+            _clear_slot(root)
             root.mkdir()
             yield root
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            _clear_slot(root)
             lock.close()
         return
     raise RuntimeError(f"no free workspace slot under {base}")
+
+
+def _clear_slot(root: Path) -> None:
+    """Whatever a run left (any depth, any permissions) never blocks the next batch: what
+    cannot be deleted is moved out of the way."""
+    try:
+        remove_tree(root)
+    except OSError:
+        os.rename(root, root.with_name(f".stale-{root.name}-{uuid.uuid4().hex[:8]}"))

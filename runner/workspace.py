@@ -70,10 +70,11 @@ import base64
 import os
 import re
 import shutil
+import stat
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -81,8 +82,10 @@ from string import Formatter
 
 import anyio
 
-from runner.errors import RunnerError
+from runner import hostfs
+from runner.errors import RunnerError, UnsafeFileError
 from runner.fsutil import atomic_write_bytes
+from runner.redact import Redactor
 
 __all__ = [
     "DEFAULT_FORBIDDEN",
@@ -478,7 +481,7 @@ def _is_dirty(repo: Path) -> bool:
 async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                  message: str, patch_path: Path, create_branch: bool = True,
                  scope: Scope | None = None,
-                 redact: Callable[[bytes], bytes] | None = None) -> Result | None:
+                 redact: Redactor | None = None) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
 
     Returns None, with no commit and no branch, when the tree equals the base. The commit
@@ -505,7 +508,7 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
 def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                 message: str, patch_path: Path, create_branch: bool = True,
                 scope: Scope | None = None,
-                redact: Callable[[bytes], bytes] | None = None) -> Result | None:
+                redact: Redactor | None = None) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
     env = _private_env(ws)
@@ -542,46 +545,73 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     return replace(result, branch=branch, violations=tuple(violations))
 
 
-def _redact_files(ws: Workspace, env: Mapping[str, str],
-                  redact: Callable[[bytes], bytes]) -> list[str]:
+def _redact_files(ws: Workspace, env: Mapping[str, str], redactor: Redactor) -> list[str]:
     """Redact secrets in the files (contents, symlink targets, names) the run added or
-    changed; returns the paths it had to touch. Reads only: no object is written."""
+    changed; returns the paths it had to touch. Reads only: no object is written.
+
+    Every step is relative to a directory handle and never follows a link the agent
+    made (`hostfs`): a rename or a new directory cannot land outside the workspace, and
+    contents are streamed, so a huge file costs no memory."""
     changed = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMT",
                     ws.base], env=env, cwd=ws.path).stdout
     new = _git(["ls-files", "-z", "--others", "--exclude-standard"], env=env,
                cwd=ws.path).stdout
     touched: list[str] = []
     for raw in filter(None, (changed + b"\0" + new).split(b"\0")):
-        path = ws.path / os.fsdecode(raw)
-        clean_name = redact(raw)
-        hit = clean_name != raw
+        rel = os.fsdecode(raw)
+        clean_name = redactor.bytes(raw)
         try:
-            if path.is_symlink():
-                target = os.fsencode(os.readlink(path))
-                if redact(target) != target:
-                    path.unlink()
-                    os.symlink(redact(target), path)
+            with hostfs.open_parent(ws.path, rel) as (dir_fd, name):
+                hit = _redact_entry(dir_fd, name, redactor)
+                if clean_name != raw:
+                    with hostfs.open_parent(ws.path, os.fsdecode(clean_name),
+                                            create=True) as (dest_fd, dest):
+                        os.rename(name, dest, src_dir_fd=dir_fd, dst_dir_fd=dest_fd)
                     hit = True
-            elif path.is_file():
-                data = path.read_bytes()
-                clean = redact(data)
-                if clean != data:
-                    mode = path.stat().st_mode & 0o7777
-                    path.unlink()  # also works when the agent made the file read-only
-                    path.write_bytes(clean)
-                    path.chmod(mode)
-                    hit = True
-            if clean_name != raw:
-                dest = ws.path / os.fsdecode(clean_name)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                path.rename(dest)
-        except OSError as exc:
+        except (OSError, UnsafeFileError) as exc:
             # Better no commit and no patch at all than one that carries the secret.
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise WorkspaceError(f"could not redact a secret from a changed file: "
-                                 f"{exc.strerror or exc}") from None
+                                 f"{why}") from None
         if hit:
             touched.append(os.fsdecode(clean_name))
     return touched
+
+
+def _redact_entry(dir_fd: int, name: str, redactor: Redactor) -> bool:
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.fsencode(os.readlink(name, dir_fd=dir_fd))
+        if redactor.bytes(target) == target:
+            return False
+        os.unlink(name, dir_fd=dir_fd)
+        os.symlink(redactor.bytes(target), name, dir_fd=dir_fd)
+        return True
+    if not stat.S_ISREG(st.st_mode):
+        return False   # git records no FIFO, device or socket
+    fd = hostfs.open_regular(name, dir_fd, name)
+    try:
+        if not redactor.contains(_chunks(fd)):
+            return False
+        os.lseek(fd, 0, os.SEEK_SET)
+        tmp = f".{name[:200]}.{os.getpid()}.redact"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                      stat.S_IMODE(st.st_mode), dir_fd=dir_fd)
+        try:
+            for piece in redactor.stream(_chunks(fd)):
+                os.write(out, piece)
+        finally:
+            os.close(out)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode), dir_fd=dir_fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, hostfs.CHUNK):
+        yield chunk
 
 
 def _changes(ws: Workspace, commit: str) -> tuple[FileChange, ...]:
@@ -835,20 +865,9 @@ def cleanup_sync(ws: Workspace) -> None:
 
 
 def _remove(path: Path) -> None:
-    """Delete a tree, also where the agent took permissions away from its directories."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=_force)
-
-
-def _force(func: object, failed: str, exc: object) -> None:
-    os.chmod(os.path.dirname(failed), 0o700)
-    if os.path.isdir(failed) and not os.path.islink(failed):
-        os.chmod(failed, 0o700)
-        shutil.rmtree(failed, onerror=_force)
-    else:
-        os.unlink(failed)
+    """Delete a tree the agent shaped: any depth, links not followed, permissions it
+    took away given back first (`hostfs.remove_tree`)."""
+    hostfs.remove_tree(path)
 
 
 async def delete_branch(repo: Path, branch: str) -> None:
