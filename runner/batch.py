@@ -29,7 +29,14 @@ from runner import workspace
 from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
-from runner.errors import ConfigError, EngineError, ModelError, Problem, SandboxError
+from runner.errors import (
+    ConfigError,
+    EngineError,
+    ModelError,
+    Problem,
+    SandboxError,
+    UnsafeFileError,
+)
 from runner.hostfs import remove_tree
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
@@ -68,14 +75,15 @@ class CheckResult:
 CHECK_TAIL_BYTES = 4000
 
 
-async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str]) -> CheckResult | None:
+async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str],
+                     objects: Path | None = None) -> CheckResult | None:
     """The task's `check`, in the run's workspace with the agent's environment and in the
     agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
     if t.check is None:
         return None
     executor = make_executor(make_policy(
         t.sandbox, workspace=cwd, writable_roots=t.writable_roots, network=t.network_access,
-        hidden=[cwd.parent]))
+        hidden=[cwd.parent]), objects=None if objects is None else [objects])
     res = await executor.run(["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s,
                              env=child_env(env))
     text = res.output.decode("utf-8", "replace")
@@ -462,7 +470,8 @@ async def run_batch(
                                                          "done so far is kept")
                         raise
                 _check_output(run)
-            except (EngineError, SandboxError, McpError, workspace.WorkspaceError) as exc:
+            except (EngineError, SandboxError, McpError, workspace.WorkspaceError,
+                    UnsafeFileError) as exc:
                 run.error = str(exc)
                 log.emit({"type": "error", "message": run.error})
             except Exception as exc:  # a bug in one run must not stop the others
@@ -476,7 +485,7 @@ async def run_batch(
                             # must not land on the branch.
                             await _keep_result(run, ws, out_dir, run_id, redact, env, log)
                             if run.outcome is not None:
-                                run.check = await _run_check(t, ws.path, agent_env)
+                                run.check = await _run_check(t, ws.path, agent_env, ws.objects)
                                 if run.check is not None:
                                     log.emit({"type": "check.completed",
                                               "exit_code": run.check.exit_code,

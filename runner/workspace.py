@@ -514,7 +514,10 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     env = _private_env(ws)
     # Before `git add`: that writes blobs straight into the user's object store.
     redacted = _redact_files(ws, env, redact) if redact is not None else []
-    _git(["add", "--all"], env=env, cwd=ws.path)
+    # `.GIT/x` (any case, any depth) is a path git refuses to commit: left out, so it
+    # cannot fail the commit and lose the rest of the run's work.
+    _git(["add", "--all", "--", ".", ":(exclude,icase).git",
+          ":(exclude,icase,glob)**/.git/**"], env=env, cwd=ws.path)
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None

@@ -67,8 +67,9 @@ HOME = "/tmp/home"
 OBJECTS_AT = "/tmp/.runner/objects"
 CREDENTIALS = (".ssh", ".aws", ".azure", ".config/gcloud", ".config/gh", ".docker",
                ".kube", ".gnupg", ".git-credentials", ".netrc", ".npmrc", ".pypirc",
-               ".config/git/credentials")
-"""Under the runner's home: hidden even though the rest of the host is readable."""
+               ".config/git/credentials", ".cargo/credentials", ".cargo/credentials.toml",
+               ".local/share/keyrings", ".local/share/gh")
+"""Under each hidden home: hidden again below the toolchain folders shown from it."""
 PROBE_TIMEOUT_S = 10.0
 FIX = ("install bubblewrap (`apt-get install bubblewrap`); where it is installed but "
        "cannot create namespaces, allow unprivileged user namespaces "
@@ -182,6 +183,8 @@ class Layout:
     """(path, is a directory) to hide."""
     resolv: Path | None = None
     """/etc/resolv.conf's target when it lies under /run (Ubuntu), kept for the network."""
+    shown: tuple[Path, ...] = ()
+    """Read-only again inside a hidden home: the PATH directories that live there."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,8 @@ def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
     for root in (policy.workspace, *writable):
         verb = "--bind" if root in writable else "--ro-bind"
         mounts.append(_Mount(root, 1, (verb, str(root), str(root))))
+    for path in layout.shown:
+        mounts.append(_Mount(path, 1, ("--ro-bind", str(path), str(path))))
     for path in layout.protected:
         mounts.append(_Mount(path, 2, ("--ro-bind", str(path), str(path))))
     for path, is_dir in layout.masked:
@@ -251,16 +256,24 @@ def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
 class BwrapExecutor:
     """Runs each command in a fresh bubblewrap sandbox enforcing `policy`."""
 
-    def __init__(self, policy: Policy, host: Host, limits: Limits | None = None) -> None:
+    def __init__(self, policy: Policy, host: Host, limits: Limits | None = None, *,
+                 objects: Sequence[Path] | None = None) -> None:
+        """`objects`: the object stores the workspace borrows, as the runner made them;
+        without it they are read from the workspace's alternates, which is safe only
+        before the agent has run."""
         if not policy.sandboxed:
             raise ValueError("danger-full-access runs without bubblewrap (LocalExecutor)")
         self.policy = policy
         self.host = host
         self.limits = limits or Limits()
-        self._stores = tuple(_object_stores(policy.workspace))
+        self._stores = tuple(Path(os.path.realpath(p)) for p in objects
+                             ) if objects is not None else tuple(
+                                 _object_stores(policy.workspace))
+        homes = _homes(host)
         hide = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects"),
-                *((host.home / c for c in CREDENTIALS) if host.home else ())]
+                *homes, *(h / c for h in homes for c in CREDENTIALS)]
         self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
+        self._shown = tuple(_tools_in(homes))
         self._resolv = _resolv_under_run()
 
     def layout(self) -> Layout:
@@ -268,7 +281,7 @@ class BwrapExecutor:
         protected = _existing([root / name for root in self.policy.writable()
                                for name in PROTECTED_NAMES])
         return Layout(objects=self._stores, protected=tuple(p for p, _ in protected),
-                      masked=self._masked, resolv=self._resolv)
+                      masked=self._masked, resolv=self._resolv, shown=self._shown)
 
     def command(self, argv: Sequence[str], *, cwd: Path, layout: Layout,
                 alternates_fd: int | None) -> list[str]:
@@ -296,6 +309,40 @@ class BwrapExecutor:
         finally:
             if alternates_fd is not None:
                 os.close(alternates_fd)
+
+
+def _homes(host: Host) -> list[Path]:
+    """Every home the invoking user may keep credentials in (`~/.gitconfig`,
+    `~/.cargo/credentials.toml`, ...): the runner's HOME, its uid's home, and under sudo
+    the calling user's. Hidden whole, whatever the uid the sandbox runs as."""
+    found = [host.home] if host.home else []
+    for name in (None, os.environ.get("SUDO_USER")):
+        try:
+            entry = pwd.getpwuid(os.getuid()) if name is None else pwd.getpwnam(name)
+        except KeyError:
+            continue
+        found.append(Path(entry.pw_dir))
+    out: list[Path] = []
+    for h in found:
+        real = Path(os.path.realpath(h))
+        if real != Path("/") and real not in out:
+            out.append(real)
+    return out
+
+
+def _tools_in(homes: Sequence[Path]) -> list[Path]:
+    """The home entries holding PATH directories (`~/.local`, `~/.cargo`, `~/.pyenv`):
+    toolchains, shown again read-only so the commands the user installed still run; the
+    credential files inside them stay hidden (`CREDENTIALS`)."""
+    out: list[Path] = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = Path(os.path.realpath(entry))
+        for h in homes:
+            if real != h and real.is_relative_to(h) and real.is_dir():
+                out.append(h / real.relative_to(h).parts[0])
+    return list(dict.fromkeys(out))
 
 
 def _pipe_with(text: str) -> int:
