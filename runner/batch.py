@@ -483,7 +483,8 @@ async def run_batch(
                         if ws is not None:
                             # Commit first: files the check creates (caches, build output)
                             # must not land on the branch.
-                            await _keep_result(run, ws, out_dir, run_id, redact, env, log)
+                            await _keep_result(run, ws, out_dir, run_id, redact, env, log,
+                                               journal)
                             if run.outcome is not None:
                                 run.check = await _run_check(t, ws.path, agent_env, ws.objects)
                                 if run.check is not None:
@@ -599,10 +600,10 @@ def _branch_fields(t: ResolvedTask, run_id: str) -> dict[str, str]:
 async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
     """A run redone by `--resume` first deletes the branch its killed attempt may have
     made, so there is one branch per run. Only a branch named in that attempt's journal
-    record is touched, and names carry the batch's unique run id."""
-    if entry is None or not entry.branch:
-        return
-    await workspace.delete_branch(repo, entry.branch)
+    record, and still pointing at the commit recorded there, is touched."""
+    if entry is None or not entry.branch or not entry.commit:
+        return   # no commit recorded: the attempt never got to make a branch
+    await workspace.delete_branch(repo, entry.branch, entry.commit)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> None:
@@ -690,7 +691,8 @@ def _check_output(run: TaskRun) -> None:
 
 
 async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,
-                       redact: Redactor, env: dict[str, str], log: EventLog) -> None:
+                       redact: Redactor, env: dict[str, str], log: EventLog,
+                       journal: Journal | None = None) -> None:
     """Commit whatever the run changed, whatever its status: nothing done is lost.
     Secrets are redacted from the files before the commit (see `workspace.finish`)."""
     t = run.task
@@ -712,7 +714,9 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
             ws, branch_template=g.branch, message=message, scope=scope,
             fields=_branch_fields(t, run_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch",
-            redact=redact if redact else None)
+            redact=redact if redact else None,
+            before_branch=None if journal is None else functools.partial(
+                journal.branching, t.fingerprint, t.run))
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         run.not_kept = True

@@ -74,7 +74,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -481,7 +481,8 @@ def _is_dirty(repo: Path) -> bool:
 async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                  message: str, patch_path: Path, create_branch: bool = True,
                  scope: Scope | None = None,
-                 redact: Redactor | None = None) -> Result | None:
+                 redact: Redactor | None = None,
+                 before_branch: Callable[[str, str], None] | None = None) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
 
     Returns None, with no commit and no branch, when the tree equals the base. The commit
@@ -502,13 +503,15 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
     """
     return await anyio.to_thread.run_sync(partial(
         finish_sync, ws, branch_template=branch_template, fields=fields, message=message,
-        patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact))
+        patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact,
+        before_branch=before_branch))
 
 
 def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                 message: str, patch_path: Path, create_branch: bool = True,
                 scope: Scope | None = None,
-                redact: Redactor | None = None) -> Result | None:
+                redact: Redactor | None = None,
+                 before_branch: Callable[[str, str], None] | None = None) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
     env = _private_env(ws)
@@ -544,6 +547,8 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
                    "patch)" for path in redacted]
     branch = None
     if name is not None and not violations:
+        if before_branch is not None:
+            before_branch(name, commit)   # journaled first: resume may then delete it
         branch = _create_branch(ws, name, commit)
     return replace(result, branch=branch, violations=tuple(violations))
 
@@ -873,18 +878,34 @@ def _remove(path: Path) -> None:
     hostfs.remove_tree(path)
 
 
-async def delete_branch(repo: Path, branch: str) -> None:
-    """Remove a branch this runner made (a killed attempt's), if it is there."""
-    await anyio.to_thread.run_sync(partial(delete_branch_sync, repo, branch))
+async def delete_branch(repo: Path, branch: str, commit: str) -> None:
+    """Remove the branches a killed attempt of this batch made, and only those."""
+    await anyio.to_thread.run_sync(partial(delete_branch_sync, repo, branch, commit))
 
 
-def delete_branch_sync(repo: Path, branch: str) -> None:
-    """Also removes the branch's ref lock: a runner killed inside `git update-ref` leaves
-    `<branch>.lock` behind, and git would refuse the branch for good. The name holds the
-    killed batch's unique id, so no other git process can be holding that lock."""
+def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
+    """Compare-and-delete: `branch` (or the `branch-N` it became when the name was taken)
+    is removed only while it still points at `commit`, the result the journal recorded
+    before the branch was made. A branch that existed before (the user's own
+    `agent/t1` under a custom template) points elsewhere and is never touched, and
+    `update-ref -d <ref> <commit>` makes the check and the deletion one atomic step.
+
+    A ref lock a runner killed inside `git update-ref` left is removed too, but only when
+    it holds this commit or nothing (git had not written it yet)."""
     git_dir = Path(_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
     common = _common_dir(git_dir)
+    user = {"GIT_DIR": str(git_dir)}
+    ours = re.compile(re.escape(f"refs/heads/{branch}") + r"(?:-\d+)?")
     with _ref_lock(git_dir):
-        (common / "refs" / "heads" / f"{branch}.lock").unlink(missing_ok=True)
-        _git(["update-ref", "-d", f"refs/heads/{branch}"], env={"GIT_DIR": str(git_dir)},
-             check=False)
+        lock = common / "refs" / "heads" / f"{branch}.lock"
+        try:
+            held = hostfs.read_regular(lock, 200).decode(errors="replace").strip()
+        except (OSError, UnsafeFileError):
+            held = None
+        if held is not None and held in ("", commit):
+            lock.unlink(missing_ok=True)
+        refs = _git(["for-each-ref", "--format=%(refname)", f"--points-at={commit}",
+                     "refs/heads/"], env=user, check=False).stdout.decode().split()
+        for ref in refs:
+            if ours.fullmatch(ref):
+                _git(["update-ref", "-d", ref, commit], env=user, check=False)
