@@ -72,6 +72,7 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -84,7 +85,6 @@ import anyio
 
 from runner import hostfs
 from runner.errors import RunnerError, UnsafeFileError
-from runner.fsutil import atomic_write_bytes
 from runner.redact import Redactor
 
 __all__ = [
@@ -301,6 +301,26 @@ def _git(args: Sequence[str], *, env: Mapping[str, str] | None = None,
         raise GitError(argv, proc.returncode,
                        _scrub(proc.stderr.decode(errors="replace"), secrets), args)
     return proc
+
+
+def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str],
+                 cwd: Path) -> None:
+    """git's stdout written atomically to `path` (see `atomic_write_bytes`), streamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            argv = _argv(args)
+            proc = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, cwd=cwd,
+                                  env=git_env(env), check=False)
+            if proc.returncode != 0:
+                raise GitError(argv, proc.returncode,
+                               proc.stderr.decode(errors="replace")[-4000:], args)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _out(args: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -529,11 +549,11 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     commit = _out(["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
                   env={**env, **ident}, cwd=ws.path, input=message.encode())
     files = _changes(ws, commit)
-    patch = _git(["format-patch", "-1", "--stdout", "--binary", "--full-index", "-M",
+    # Straight from git to the file: a patch of a 1 GiB file never passes through memory.
+    _git_to_file(["format-patch", "-1", "--stdout", "--binary", "--full-index", "-M",
                   "--no-signature", "--no-thread", "--no-attach", "--no-notes",
                   "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
-                  commit], env=env, cwd=ws.path).stdout
-    atomic_write_bytes(patch_path, patch)
+                  commit], patch_path, env=env, cwd=ws.path)
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
     result = Result(commit=commit, base=ws.base, branch=None, files=files, insertions=ins,

@@ -62,6 +62,9 @@ MAX_FILE_BYTES = 1 << 30
 """Largest file a command may write (RLIMIT_FSIZE): a write past it gets SIGXFSZ."""
 MAX_TMP_BYTES = 1 << 30
 """Size of the private /tmp, which lives in memory."""
+MAX_SHM_BYTES = 256 << 20
+"""Size of the private /dev/shm (also memory): uncapped it would be half the machine's RAM.
+A write past it fails with ENOSPC in that command only."""
 HOME = "/tmp/home"
 """HOME inside the sandbox: writable and private, so tools that keep caches work."""
 OBJECTS_AT = "/tmp/.runner/objects"
@@ -98,6 +101,7 @@ class Limits:
     processes: int = MAX_PROCESSES
     file_bytes: int = MAX_FILE_BYTES
     tmp_bytes: int = MAX_TMP_BYTES
+    shm_bytes: int = MAX_SHM_BYTES
 
 
 def probe(search_path: str | None = None) -> Host:
@@ -200,11 +204,11 @@ SCRATCH = (Path("/tmp"), Path("/run"))
 
 
 def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
-               tmp_bytes: int = MAX_TMP_BYTES) -> list[str]:
+               tmp_bytes: int = MAX_TMP_BYTES, shm_bytes: int = MAX_SHM_BYTES) -> list[str]:
     """bubblewrap's filesystem arguments. Pure: the caller looked at the disk (`layout`);
     `alternates_fd` is a pipe holding the alternates text the workspace's git sees."""
     base = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--size", str(shm_bytes), "--tmpfs", "/dev/shm",
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
             "--perms", "0777", "--dir", HOME, "--tmpfs", "/run"]
     sealed = ["/run"]
@@ -289,7 +293,8 @@ class BwrapExecutor:
         return [self.host.bwrap, *namespace_args(self.host, network=self.policy.network),
                 "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 *mount_args(self.policy, layout, alternates_fd=alternates_fd,
-                            tmp_bytes=self.limits.tmp_bytes),
+                            tmp_bytes=self.limits.tmp_bytes,
+                            shm_bytes=self.limits.shm_bytes),
                 "--chdir", str(cwd), "--", *command_prefix(self.host, self.limits), *argv]
 
     async def run(
