@@ -537,6 +537,7 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     env = _private_env(ws)
     # Before `git add`: that writes blobs straight into the user's object store.
     redacted = _redact_files(ws, env, redact) if redact is not None else []
+    _drop_special_files(ws, env)
     # `.GIT/x` (any case, any depth) is a path git refuses to commit: left out, so it
     # cannot fail the commit and lose the rest of the run's work.
     _git(["add", "--all", "--", ".", ":(exclude,icase).git",
@@ -571,6 +572,24 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
             before_branch(name, commit)   # journaled first: resume may then delete it
         branch = _create_branch(ws, name, commit)
     return replace(result, branch=branch, violations=tuple(violations))
+
+
+def _drop_special_files(ws: Workspace, env: Mapping[str, str]) -> None:
+    """A tracked file the agent replaced by a FIFO, device or socket counts as deleted:
+    `git add` would refuse it and fail the whole commit. (Untracked ones git skips.)"""
+    changed = _git(["diff", "--name-only", "-z", "--no-renames", ws.base], env=env,
+                   cwd=ws.path).stdout
+    special = []
+    for raw in filter(None, changed.split(b"\0")):
+        try:
+            mode = os.lstat(ws.path / os.fsdecode(raw)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+            special.append(raw)
+    if special:
+        _git(["rm", "--cached", "-q", "-f", "--ignore-unmatch", "--pathspec-from-file=-",
+              "--pathspec-file-nul"], env=env, cwd=ws.path, input=b"\0".join(special))
 
 
 def _redact_files(ws: Workspace, env: Mapping[str, str], redactor: Redactor) -> list[str]:

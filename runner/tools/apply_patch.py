@@ -553,7 +553,7 @@ def _open_existing(location: Path, real_root: str, shown: str) -> int | None:
     except FileNotFoundError:
         return None
     except UnsafeFileError as exc:
-        raise PatchError(f"refused {shown}: {exc}") from None
+        raise PatchError(str(exc)) from None
     if os.fstat(fd).st_size > MAX_FILE_BYTES:
         os.close(fd)
         raise PatchError(f"cannot patch {shown}: it is larger than {MAX_FILE_BYTES >> 20} "
@@ -619,7 +619,8 @@ class _Journal:
     def remember(self, location: Path) -> None:
         if location not in self.saved:
             try:
-                self.saved[location] = _read_existing(location, self.real_root, str(location))
+                self.saved[location] = _read_existing(
+                    location, self.real_root, os.path.relpath(location, self.real_root))
             except PatchError as exc:
                 raise OSError(exc.message) from None
 
