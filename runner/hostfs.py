@@ -111,8 +111,10 @@ def read_inside(root: Path, path: Path, max_bytes: int) -> bytes:
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if os.path.commonpath([real_root, real]) != real_root:
-        raise UnsafeFileError(f"{path}: is a symbolic link to {real}, outside {root}; the "
-                              "runner reads only files inside the repository")
+        shown = os.path.relpath(path, root)
+        target = os.readlink(path) if os.path.islink(path) else real
+        raise UnsafeFileError(f"{shown}: is a symbolic link to {target}, outside the "
+                              "repository; the runner reads only files inside it")
     rel = os.path.relpath(real, real_root)
     with open_parent(Path(real_root), rel) as (dir_fd, name):
         fd = open_regular(name, dir_fd, str(path))
