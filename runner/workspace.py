@@ -541,7 +541,8 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     # `.GIT/x` (any case, any depth) is a path git refuses to commit: left out, so it
     # cannot fail the commit and lose the rest of the run's work.
     _git(["add", "--all", "--", ".", ":(exclude,icase).git",
-          ":(exclude,icase,glob)**/.git/**"], env=env, cwd=ws.path)
+          ":(exclude,icase,glob)**/.git/**"], env=env, cwd=ws.path,
+         config=ADD_CONFIG)
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
@@ -551,10 +552,15 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
                   env={**env, **ident}, cwd=ws.path, input=message.encode())
     files = _changes(ws, commit)
     # Straight from git to the file: a patch of a 1 GiB file never passes through memory.
+    # A file over PATCH_FILE_MAX_BYTES is left out of the patch (the commit and branch
+    # hold it): git builds a file's diff in memory (3 GB for one 1 GiB file) and takes
+    # seconds per 100 MiB, which a batch stopping on SIGTERM cannot afford.
+    big = _too_big_for_patch(ws, files)
     _git_to_file(["format-patch", "-1", "--stdout", "--binary", "--full-index", "-M",
                   "--no-signature", "--no-thread", "--no-attach", "--no-notes",
                   "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
-                  commit], patch_path, env=env, cwd=ws.path)
+                  commit, "--", ".", *(f":(exclude,literal){p}" for p in big)],
+                 patch_path, env=env, cwd=ws.path)
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
     result = Result(commit=commit, base=ws.base, branch=None, files=files, insertions=ins,
@@ -572,6 +578,29 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
             before_branch(name, commit)   # journaled first: resume may then delete it
         branch = _create_branch(ws, name, commit)
     return replace(result, branch=branch, violations=tuple(violations))
+
+
+ADD_CONFIG = (("core.compression", "1"), ("core.bigFileThreshold", "16m"),
+              ("pack.compression", "0"))
+"""How `git add` stores what the agent wrote: small files deflated fast (level 1); a file
+over 16 MiB streamed straight into one pack, not compressed (hashing 1 GiB takes seconds,
+deflating it a minute, and a batch stopping on SIGTERM waits for it)."""
+
+PATCH_FILE_MAX_BYTES = 16 << 20
+"""Changed files bigger than this are in the commit but not in the patch file."""
+
+
+def _too_big_for_patch(ws: Workspace, files: Sequence[FileChange]) -> list[str]:
+    out = []
+    for f in files:
+        if f.status == "D":
+            continue
+        try:
+            if os.lstat(ws.path / f.path).st_size > PATCH_FILE_MAX_BYTES:
+                out.append(f.path)
+        except OSError:
+            continue
+    return out
 
 
 def _drop_special_files(ws: Workspace, env: Mapping[str, str]) -> None:
