@@ -368,6 +368,47 @@ def _user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
     return blanks
 
 
+def _staging_env(ws: Workspace) -> dict[str, str]:
+    """`_private_env` with new objects written to the private store (the user's is read
+    through alternates): `_publish` then moves them in as packs, never as loose files."""
+    return {**_private_env(ws), "GIT_OBJECT_DIRECTORY": str(ws._private_git / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(ws.objects)}
+
+
+def _publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
+    """Give the user's object store the result's new objects as whole packs: 100k files
+    written by an agent become one pack, not 100k loose objects.
+
+    Loose objects are packed (`--incremental` skips what is packed already, such as a
+    huge file `git add` streamed into its own pack; `--local` skips the user's own
+    objects); then each private pack is moved in, its `.idx` last, since git only sees
+    a pack once its index is there."""
+    store = ws._private_git / "objects" / "pack"
+    _git(["pack-objects", "--revs", "--local", "--incremental", "-q", str(store / "pack")],
+         env=env, cwd=ws.path, input=f"{commit}\n^{ws.base}\n".encode())
+    dest = ws.objects / "pack"
+    dest.mkdir(exist_ok=True)
+    for pack in sorted(store.glob("pack-*.pack")):
+        for suffix in (".pack", ".rev", ".idx"):
+            src = pack.with_suffix(suffix)
+            if src.exists():
+                _move_into(src, dest / src.name)
+
+
+def _move_into(src: Path, dst: Path) -> None:
+    """Rename where possible; across filesystems copy to a temporary name, then rename,
+    so git never sees half a file."""
+    if dst.exists():
+        return   # the same pack (named by its content) is already there
+    try:
+        os.replace(src, dst)
+    except OSError:
+        tmp = dst.with_name(f".tmp-{dst.name}")
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, dst)
+
+
 def _private_env(ws: Workspace) -> dict[str, str]:
     return {"GIT_DIR": str(ws._private_git), "GIT_WORK_TREE": str(ws.path),
             "GIT_INDEX_FILE": str(ws._index), "GIT_OBJECT_DIRECTORY": str(ws.objects)}
@@ -534,8 +575,8 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
                  before_branch: Callable[[str, str], None] | None = None) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
-    env = _private_env(ws)
-    # Before `git add`: that writes blobs straight into the user's object store.
+    env = _staging_env(ws)
+    # Before `git add`, which writes the blobs.
     redacted = _redact_files(ws, env, redact) if redact is not None else []
     _drop_special_files(ws, env)
     # `.GIT/x` (any case, any depth) is a path git refuses to commit: left out, so it
@@ -550,7 +591,7 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
              "GIT_COMMITTER_NAME": IDENTITY[0], "GIT_COMMITTER_EMAIL": IDENTITY[1]}
     commit = _out(["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
                   env={**env, **ident}, cwd=ws.path, input=message.encode())
-    files = _changes(ws, commit)
+    files = _changes(ws, commit, env)
     # Straight from git to the file: a patch of a 1 GiB file never passes through memory.
     # A file over PATCH_FILE_MAX_BYTES is left out of the patch (the commit and branch
     # hold it): git builds a file's diff in memory (3 GB for one 1 GiB file) and takes
@@ -561,6 +602,7 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
                   "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
                   commit, "--", ".", *(f":(exclude,literal){p}" for p in big)],
                  patch_path, env=env, cwd=ws.path)
+    _publish(ws, env, commit)
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
     result = Result(commit=commit, base=ws.base, branch=None, files=files, insertions=ins,
@@ -690,9 +732,9 @@ def _chunks(fd: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _changes(ws: Workspace, commit: str) -> tuple[FileChange, ...]:
+def _changes(ws: Workspace, commit: str, env: Mapping[str, str]) -> tuple[FileChange, ...]:
     out = _git(["diff-tree", "-r", "-z", "-M", "--no-ext-diff", "--no-textconv", "--raw",
-                "--numstat", ws.base, commit], env=_private_env(ws), cwd=ws.path).stdout
+                "--numstat", ws.base, commit], env=env, cwd=ws.path).stdout
     return parse_raw_numstat(out.decode("utf-8", errors="surrogateescape"))
 
 

@@ -103,3 +103,36 @@ def test_dev_shm_is_capped_per_command(tmp_path: Path) -> None:
         assert go("ls /dev/shm; echo next").startswith("0:next")   # a fresh one next time
     finally:
         workspace.cleanup_sync(ws)
+
+
+def _loose(objects: Path) -> int:
+    return sum(1 for d in objects.glob("[0-9a-f][0-9a-f]") for _ in d.iterdir())
+
+
+def test_many_files_and_a_huge_one_reach_the_users_store_as_packs(tmp_path: Path) -> None:
+    """5,000 small files and a 40 MiB one written by the agent add no loose object to the
+    user's repository; the huge file is committed but left out of the patch."""
+    repo = make_git_repo(tmp_path / "repo")
+    objects = repo / ".git" / "objects"
+    loose_before = _loose(objects)
+    packs_before = set((objects / "pack").glob("*.pack"))
+    ws = workspace.prepare_sync(repo, root=tmp_path / "work", name="run")
+    try:
+        policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
+        res = anyio.run(partial(
+            make_executor(policy).run,
+            ["bash", "-c", "mkdir many && cd many && seq 5000 | xargs touch && "
+             "for i in 1 2 3; do echo $i > $i; done && head -c 40M /dev/urandom > ../big.bin"],
+            cwd=ws.path, timeout_s=60, env=child_env(os.environ)))
+        assert res.exit_code == 0, res.output
+        result = workspace.finish_sync(ws, branch_template="r/{run}", fields={"run": "x"},
+                                       message="m\n", patch_path=tmp_path / "p.patch")
+        assert result is not None and result.files_changed == 5001
+        assert _loose(objects) == loose_before
+        assert len(set((objects / "pack").glob("*.pack")) - packs_before) >= 1
+        from tests.test_results import git
+        assert git(repo, "cat-file", "-s", "r/x:big.bin").strip() == str(40 << 20)
+        patch = (tmp_path / "p.patch").read_text()
+        assert "many/4999" in patch and "big.bin" not in patch
+    finally:
+        workspace.cleanup_sync(ws)
