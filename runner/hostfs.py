@@ -191,3 +191,30 @@ def _clear(parent_fd: int, name: str) -> None:
             os.rmdir(names.pop(), dir_fd=cur)
     finally:
         os.close(cur)
+
+
+def disk_usage(root: Path) -> int:
+    """Bytes of disk the tree below `root` takes (allocated blocks, each hard-linked file
+    once), walked iteratively without following links; entries that vanish are skipped."""
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    stack = [os.fspath(root)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                for e in it:
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    elif st.st_nlink > 1:
+                        if (st.st_dev, st.st_ino) in seen:
+                            continue
+                        seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+        except OSError:
+            continue
+    return total

@@ -44,10 +44,16 @@ import os
 import pwd
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
+
+from runner import hostfs
 from runner.errors import SandboxError
 from runner.sandbox.env import sandbox_env
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
@@ -62,6 +68,11 @@ MAX_FILE_BYTES = 1 << 30
 """Largest file a command may write (RLIMIT_FSIZE): a write past it gets SIGXFSZ."""
 MAX_TMP_BYTES = 1 << 30
 """Size of the private /tmp, which lives in memory."""
+MAX_WORKSPACE_GROWTH = 4 << 30
+"""How much a run's commands may add to its workspace's disk use, all commands together.
+Checked about every second while a command runs (more rarely in a huge tree); the
+command that goes past it is stopped (exit 125), the run and the batch go on."""
+WATCH_EVERY_S = 1.0
 MAX_SHM_BYTES = 256 << 20
 """Size of the private /dev/shm (also memory): uncapped it would be half the machine's RAM.
 A write past it fails with ENOSPC in that command only."""
@@ -102,6 +113,7 @@ class Limits:
     file_bytes: int = MAX_FILE_BYTES
     tmp_bytes: int = MAX_TMP_BYTES
     shm_bytes: int = MAX_SHM_BYTES
+    workspace_growth_bytes: int = MAX_WORKSPACE_GROWTH
 
 
 def probe(search_path: str | None = None) -> Host:
@@ -279,6 +291,8 @@ class BwrapExecutor:
         self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
         self._shown = tuple(_tools_in(homes))
         self._resolv = _resolv_under_run()
+        self._base_usage: int | None = None
+        """The workspace's disk use before the first command: the cap counts growth."""
 
     def layout(self) -> Layout:
         """Looked up per command: a `.runner` made by one command is protected in the next."""
@@ -297,6 +311,22 @@ class BwrapExecutor:
                             shm_bytes=self.limits.shm_bytes),
                 "--chdir", str(cwd), "--", *command_prefix(self.host, self.limits), *argv]
 
+    async def _watch_disk(self, base: int) -> str:
+        """Returns once the workspace has grown past its cap (see MAX_WORKSPACE_GROWTH)."""
+        cap = self.limits.workspace_growth_bytes
+        walk_s = 0.0
+        while True:
+            # A command shorter than this costs no walk; a huge tree is walked at most a
+            # tenth of the time.
+            await anyio.sleep(max(WATCH_EVERY_S, 10 * walk_s))
+            t0 = time.monotonic()
+            used = await anyio.to_thread.run_sync(hostfs.disk_usage, self.policy.workspace,
+                                                  abandon_on_cancel=True)
+            walk_s = time.monotonic() - t0
+            if used - base > cap:
+                return (f"the workspace grew by {(used - base) >> 20} MiB, past its cap of "
+                        f"{cap >> 20} MiB for this run; delete files to go on")
+
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
     ) -> ExecResult:
@@ -305,12 +335,18 @@ class BwrapExecutor:
         if layout.objects:
             alternates_fd = _pipe_with(
                 "".join(f"{OBJECTS_AT}/{i}\n" for i in range(len(layout.objects))))
+        watch = None
+        if self.policy.mode == "workspace-write":
+            if self._base_usage is None:
+                self._base_usage = await anyio.to_thread.run_sync(
+                    hostfs.disk_usage, self.policy.workspace)
+            watch = partial(self._watch_disk, self._base_usage)
         try:
             return await run_process(
                 self.command(argv, cwd=cwd, layout=layout, alternates_fd=alternates_fd),
                 cwd=Path("/"), timeout_s=timeout_s,
                 env=sandbox_env(env, home=HOME, user=self.host.user),
-                pass_fds=() if alternates_fd is None else (alternates_fd,))
+                pass_fds=() if alternates_fd is None else (alternates_fd,), watch=watch)
         finally:
             if alternates_fd is not None:
                 os.close(alternates_fd)

@@ -136,3 +136,31 @@ def test_many_files_and_a_huge_one_reach_the_users_store_as_packs(tmp_path: Path
         assert "many/4999" in patch and "big.bin" not in patch
     finally:
         workspace.cleanup_sync(ws)
+
+
+def test_workspace_growth_is_capped_per_run(tmp_path: Path) -> None:
+    """Many files each under the per-file limit: the command that takes the workspace past
+    its cap is stopped with the reason; the next command runs, and after the agent
+    deletes files it may write again."""
+    from runner.sandbox.bwrap import Limits
+    from runner.sandbox.process import STOPPED_EXIT
+
+    repo = make_git_repo(tmp_path / "repo")
+    ws = workspace.prepare_sync(repo, root=tmp_path / "work", name="run")
+    try:
+        policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
+        executor = make_executor(policy, limits=Limits(workspace_growth_bytes=64 << 20))
+
+        def go(script: str) -> tuple[int, str]:
+            res = anyio.run(partial(executor.run, ["bash", "-c", script], cwd=ws.path,
+                                    timeout_s=60, env=child_env(os.environ)))
+            return res.exit_code, res.output.decode()
+
+        code, text = go("for i in $(seq 1000); do head -c 8M /dev/zero > f$i; sleep 0.05;"
+                        " done; echo finished")
+        assert code == STOPPED_EXIT and "finished" not in text, text
+        assert "past its cap of 64 MiB for this run" in text
+        assert go("echo still here") == (0, "still here\n")
+        assert go("rm f*; head -c 8M /dev/zero > g; sleep 1.5; echo ok")[0] == 0
+    finally:
+        workspace.cleanup_sync(ws)
