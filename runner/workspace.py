@@ -13,13 +13,15 @@ How a workspace is laid out (for a run named `N` under `root`):
     root/.N.runner/    runner-private, never shown to the agent: `git/` (a pristine bare
                        repository holding only our own config) and `index`
 
-Every git command the runner itself runs on a workspace uses the *private* git dir with
-`GIT_OBJECT_DIRECTORY` set to the user's object store. So:
+Every git command the runner itself runs on a workspace uses the *private* git dir, reading
+the user's object store (as `GIT_OBJECT_DIRECTORY`, or through alternates while a result
+is staged in the private store; `_publish`). So:
 - nothing the agent writes into `root/N/.git` (hooks, `core.fsmonitor`, filter drivers,
   `core.worktree`, `commit.gpgSign`/`gpg.program`, a doctored index) is ever read by the
   runner's own git;
-- the result commit's objects land straight in the user's object store: there is no fetch,
-  so no `upload-pack` runs in an agent-controlled repository;
+- the result commit's objects are moved into the user's object store as packs: there is
+  no fetch, so no `upload-pack` runs in an agent-controlled repository, and no loose
+  objects pile up there;
 - the result depends only on the work tree's content and our fixed config (no user
   `core.autocrlf`, `format.*`, `diff.noprefix` or filter drivers).
 
