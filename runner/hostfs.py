@@ -218,3 +218,44 @@ def disk_usage(root: Path) -> int:
         except OSError:
             continue
     return total
+
+
+def chown_tree(top: Path, uid: int, gid: int) -> None:
+    """`chown -R --no-dereference`, iteratively with one directory open at a time, so a
+    committed tree of any depth cannot exhaust the stack or the fd limit."""
+    os.chown(top, uid, gid, follow_symlinks=False)
+    if not stat.S_ISDIR(os.lstat(top).st_mode):
+        return
+    # Each level remembers the entries still to visit, so the walk resumes after `..`.
+    cur = os.open(top, _DIR_FLAGS)
+    pending: list[list[str]] = [_entries(cur, uid, gid)]
+    try:
+        while pending:
+            if not pending[-1]:
+                pending.pop()
+                if pending:
+                    up = os.open("..", _DIR_FLAGS, dir_fd=cur)
+                    os.close(cur)
+                    cur = up
+                continue
+            name = pending[-1].pop()
+            try:
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=cur)
+            except OSError:
+                continue
+            os.close(cur)
+            cur = nxt
+            pending.append(_entries(cur, uid, gid))
+    finally:
+        os.close(cur)
+
+
+def _entries(dir_fd: int, uid: int, gid: int) -> list[str]:
+    """Chown every entry of `dir_fd`; return its subdirectories."""
+    subdirs = []
+    with os.scandir(dir_fd) as it:
+        for e in it:
+            os.chown(e.name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+            if e.is_dir(follow_symlinks=False):
+                subdirs.append(e.name)
+    return subdirs

@@ -429,7 +429,4 @@ def hand_over(paths: Sequence[Path], uid: int) -> None:
     """Make `paths` (recursively) owned by the sandbox user, so a root runner's commands,
     running as that user, can change them. Links are changed themselves, never followed."""
     for top in paths:
-        os.chown(top, uid, uid, follow_symlinks=False)
-        for _, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
-            for name in (*dirs, *files):
-                os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+        hostfs.chown_tree(top, uid, uid)   # iterative: any committed depth

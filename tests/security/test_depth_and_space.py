@@ -164,3 +164,33 @@ def test_workspace_growth_is_capped_per_run(tmp_path: Path) -> None:
         assert go("rm f*; head -c 8M /dev/zero > g; sleep 1.5; echo ok")[0] == 0
     finally:
         workspace.cleanup_sync(ws)
+
+
+def test_a_committed_deep_tree_is_handed_to_the_sandbox_user(tmp_path: Path) -> None:
+    """A repository from a pull request may commit a tree deeper than Python's recursion
+    limit (and than the fd limit); a root runner hands the whole checkout over to the
+    sandbox's user, then removes it, without recursion."""
+    repo = make_git_repo(tmp_path / "repo")
+    _deep(repo / "deep", DEPTH)
+    fd = os.open(repo / "deep", os.O_RDONLY)
+    for _ in range(DEPTH):
+        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+        f.write("leaf\n")
+    os.close(fd)
+    from tests.test_results import git
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "deep")
+    ws = workspace.prepare_sync(repo, root=tmp_path / "work", name="run")
+    try:
+        policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
+        executor = make_executor(policy)        # as root: chowns the checkout
+        res = anyio.run(partial(executor.run, ["bash", "-c", "find deep -name leaf | wc -l; "
+                                               "touch deep/d/new && echo wrote"],
+                                cwd=ws.path, timeout_s=60, env=child_env(os.environ)))
+        assert res.output.decode().split() == ["1", "wrote"], res.output
+    finally:
+        workspace.cleanup_sync(ws)
+    assert not ws.path.exists()
