@@ -41,6 +41,13 @@ def _deep(top: Path, depth: int) -> None:
 def test_deep_trees_and_leftovers_never_break_a_batch(loopback_thread: ThreadFactory,
                                                       tmp_path: Path) -> None:
     tmpdir = tmp_path / "tmpdir"
+    try:
+        _deep_batches(loopback_thread, tmp_path, tmpdir)
+    finally:
+        remove_tree(tmpdir)   # pytest's own cleanup of tmp_path would recurse
+
+
+def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) -> None:
     # What a batch killed with kill -9 left in the free slot: deeper than Python's
     # recursion limit, with permissions taken away.
     _deep(tmpdir / "runner-work" / "0" / "junk", DEPTH)
@@ -193,4 +200,5 @@ def test_a_committed_deep_tree_is_handed_to_the_sandbox_user(tmp_path: Path) -> 
         assert res.output.decode().split() == ["1", "wrote"], res.output
     finally:
         workspace.cleanup_sync(ws)
+        remove_tree(repo / "deep")   # pytest's own cleanup of tmp_path would recurse
     assert not ws.path.exists()
