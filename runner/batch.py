@@ -12,7 +12,6 @@ import fcntl
 import functools
 import json
 import os
-import shutil
 import signal
 import tempfile
 import time
@@ -30,7 +29,8 @@ from runner import prompt as prompts
 from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask, TaskFile
-from runner.errors import EngineError, ModelError, SandboxError
+from runner.errors import EngineError, ModelError, SandboxError, UnsafeFileError
+from runner.hostfs import remove_tree
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.output_schema import check_answer, text_format
@@ -68,14 +68,15 @@ class CheckResult:
 CHECK_TAIL_BYTES = 4000
 
 
-async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str]) -> CheckResult | None:
+async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str],
+                     objects: Path | None = None) -> CheckResult | None:
     """The task's `check`, in the run's workspace with the agent's environment and in the
     agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
     if t.check is None:
         return None
     executor = make_executor(make_policy(
         t.sandbox, workspace=cwd, writable_roots=t.writable_roots, network=t.network_access,
-        hidden=[cwd.parent]))
+        hidden=[cwd.parent]), objects=None if objects is None else [objects])
     res = await executor.run(["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s,
                              env=child_env(env))
     text = res.output.decode("utf-8", "replace")
@@ -428,7 +429,8 @@ async def run_batch(
                                                          "done so far is kept")
                         raise
                 _check_output(run)
-            except (EngineError, SandboxError, McpError, workspace.WorkspaceError) as exc:
+            except (EngineError, SandboxError, McpError, workspace.WorkspaceError,
+                    UnsafeFileError) as exc:
                 run.error = str(exc)
                 log.failed(run.error)
             except Exception as exc:  # a bug in one run must not stop the others
@@ -440,9 +442,10 @@ async def run_batch(
                         if ws is not None:
                             # Commit first: files the check creates (caches, build output)
                             # must not land on the branch.
-                            await _keep_result(run, ws, out_dir, run_id, redact, env, log)
+                            await _keep_result(run, ws, out_dir, run_id, redact, env, log,
+                                               journal)
                             if run.outcome is not None:
-                                run.check = await _run_check(t, ws.path, agent_env)
+                                run.check = await _run_check(t, ws.path, agent_env, ws.objects)
                                 if run.check is not None:
                                     log.emit({"type": "check.completed",
                                               "exit_code": run.check.exit_code,
@@ -556,10 +559,10 @@ def _branch_fields(t: ResolvedTask, run_id: str) -> dict[str, str]:
 async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
     """A run redone by `--resume` first deletes the branch its killed attempt may have
     made, so there is one branch per run. Only a branch named in that attempt's journal
-    record is touched, and names carry the batch's unique run id."""
-    if entry is None or not entry.branch:
-        return
-    await workspace.delete_branch(repo, entry.branch)
+    record, and still pointing at the commit recorded there, is touched."""
+    if entry is None or not entry.branch or not entry.commit:
+        return   # no commit recorded: the attempt never got to make a branch
+    await workspace.delete_branch(repo, entry.branch, entry.commit)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> None:
@@ -647,7 +650,8 @@ def _check_output(run: TaskRun) -> None:
 
 
 async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,
-                       redact: Redactor, env: dict[str, str], log: EventLog) -> None:
+                       redact: Redactor, env: dict[str, str], log: EventLog,
+                       journal: Journal | None = None) -> None:
     """Commit whatever the run changed, whatever its status: nothing done is lost.
     Secrets are redacted from the files before the commit (see `workspace.finish`)."""
     t = run.task
@@ -669,7 +673,9 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
             ws, branch_template=g.branch, message=message, scope=scope,
             fields=_branch_fields(t, run_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch",
-            redact=redact.bytes if redact else None)
+            redact=redact if redact else None,
+            before_branch=None if journal is None else functools.partial(
+                journal.branching, t.fingerprint, t.run))
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         run.not_kept = True
@@ -710,11 +716,20 @@ def _work_root() -> Iterator[Path]:
             continue
         root = base / str(slot)
         try:
-            shutil.rmtree(root, ignore_errors=True)
+            _clear_slot(root)
             root.mkdir()
             yield root
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            _clear_slot(root)
             lock.close()
         return
     raise RuntimeError(f"no free workspace slot under {base}")
+
+
+def _clear_slot(root: Path) -> None:
+    """Whatever a run left (any depth, any permissions) never blocks the next batch: what
+    cannot be deleted is moved out of the way."""
+    try:
+        remove_tree(root)
+    except OSError:
+        os.rename(root, root.with_name(f".stale-{root.name}-{uuid.uuid4().hex[:8]}"))

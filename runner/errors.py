@@ -169,3 +169,9 @@ class EngineError(RunnerError):
 class SandboxError(RunnerError):
     """The sandbox a run asked for cannot be set up; the run fails rather than run its
     commands unsandboxed. The message names the fix."""
+
+
+class UnsafeFileError(RunnerError):
+    """The runner refused to touch a file in a workspace or repository on the host: a
+    symbolic link out of its root, a FIFO or device, or a file over the size limit. The
+    message names the file and what is allowed."""

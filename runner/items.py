@@ -137,15 +137,16 @@ class Usage:
             return None
         details = u.get(inp_details) or {}
         odetails = u.get(out_details) or {}
-        inp, out = as_int(u.get(inp_key)), as_int(u.get(out_key))
+        inp, out = token_count(u, inp_key), token_count(u, out_key)
         return cls(
             input_tokens=inp,
-            cached_tokens=as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+            cached_tokens=(token_count(details, "cached_tokens", inp_details)
+                           if isinstance(details, dict) else 0),
             output_tokens=out,
-            reasoning_tokens=(as_int(odetails.get("reasoning_tokens"))
+            reasoning_tokens=(token_count(odetails, "reasoning_tokens", out_details)
                               if isinstance(odetails, dict) else 0),
-            total_tokens=as_int(u.get("total_tokens")) or inp + out,
-            cache_write_tokens=(as_int(details.get("cache_write_tokens"))
+            total_tokens=token_count(u, "total_tokens") or inp + out,
+            cache_write_tokens=(token_count(details, "cache_write_tokens", inp_details)
                                 if isinstance(details, dict) else 0),
         )
 
@@ -169,6 +170,30 @@ class Usage:
             "total_tokens": self.total_tokens,
             "cache_write_tokens": self.cache_write_tokens,
         }
+
+
+MAX_TOKENS = 10**10
+"""No request uses more tokens than this: a bigger count is a broken server, not usage."""
+
+
+def token_count(u: JSON, key: str, within: str | None = None) -> int:
+    """A token count from the server: absent is 0; anything but an integer from 0 to
+    `MAX_TOKENS` fails the request (a protocol error, resent like a broken stream), so
+    `10**400` cannot crash a report and `-5` cannot make a negative cache-hit ratio."""
+    from runner.errors import StreamError
+
+    v = u.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, float) and v.is_integer() and 0 <= v <= MAX_TOKENS:
+        return int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
+        text = repr(v)
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        name = f"usage.{within}.{key}" if within else f"usage.{key}"
+        raise StreamError(f"the server sent {name} = {shown}: a token count must be an "
+                          f"integer from 0 to {MAX_TOKENS}", code="bad_usage", retryable=True)
+    return v
 
 
 def as_int(v: object) -> int:

@@ -33,6 +33,9 @@ class Entry:
     run: str
     branch: str | None
     report: TaskReport | None
+    commit: str | None = None
+    """The result commit, recorded before its branch is made: resume deletes the
+    branch only while it still points there."""
 
 
 class Journal:
@@ -66,8 +69,12 @@ class Journal:
                 data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
                 report = (TaskReport.model_validate(data["report"])
                           if data.get("report") is not None else None)
+                commit = data.get("commit") or (report.result.commit
+                                                if report is not None and report.result
+                                                else None)
                 out[path.stem] = Entry(str(data["state"]), str(data["run"]),
-                                       data.get("branch"), report)
+                                       data.get("branch"), report,
+                                       commit if isinstance(commit, str) else None)
             except (OSError, ValueError, KeyError, TypeError, ValidationError):
                 continue
         return out
@@ -75,6 +82,11 @@ class Journal:
     def started(self, fingerprint: str, run: str, branch: str | None) -> None:
         self._write(fingerprint, {"state": "started", "run": run, "branch": branch,
                                   "report": None})
+
+    def branching(self, fingerprint: str, run: str, branch: str, commit: str) -> None:
+        """Written just before the result branch is created."""
+        self._write(fingerprint, {"state": "started", "run": run, "branch": branch,
+                                  "commit": commit, "report": None})
 
     def finished(self, fingerprint: str, report: TaskReport) -> None:
         branch = report.result.branch if report.result else None

@@ -23,7 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, get_args
 
-from runner.errors import ConfigError, Problem
+from runner import hostfs
+from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.items import Item, message
 from runner.skills import Skill
 
@@ -95,6 +96,10 @@ def base_instructions() -> str:
     return path.read_text(encoding="utf-8").strip()
 
 
+MAX_INSTRUCTIONS_BYTES = 4 << 20
+"""An instructions file past this is a mistake (or a device), not instructions."""
+
+
 def load_instructions(instructions_file: Path | None) -> str:
     """The `instructions` text: the given file (trimmed, must be non-empty) or our own.
 
@@ -104,8 +109,12 @@ def load_instructions(instructions_file: Path | None) -> str:
     if instructions_file is None:
         return base_instructions()
     try:
-        text = instructions_file.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as e:
+        data = hostfs.read_regular(instructions_file, MAX_INSTRUCTIONS_BYTES + 1)
+        if len(data) > MAX_INSTRUCTIONS_BYTES:
+            raise ConfigError([_instructions_problem(
+                instructions_file, f"larger than {MAX_INSTRUCTIONS_BYTES >> 20} MiB")])
+        text = data.decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError, UnsafeFileError) as e:
         raise ConfigError([_instructions_problem(instructions_file, f"cannot read: {e}")]) from e
     if not text:
         raise ConfigError([_instructions_problem(instructions_file, "file is empty")])
@@ -202,8 +211,9 @@ def _global_agents_md(runner_home: Path | None) -> str | None:
         return None
     for name in (AGENTS_OVERRIDE_MD, AGENTS_MD):
         try:
-            text = (runner_home / name).read_bytes().decode("utf-8", errors="replace").strip()
-        except OSError:
+            data = hostfs.read_regular(runner_home / name, AGENTS_MD_MAX_BYTES)
+            text = data.decode("utf-8", errors="replace").strip()
+        except (OSError, UnsafeFileError):
             continue
         if text:
             return text
@@ -215,14 +225,17 @@ def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int)
         return None
     remaining = max_bytes
     parts: list[str] = []
-    for path in _project_doc_paths(cwd, fallback_names):
+    root, paths = _project_doc_paths(cwd, fallback_names)
+    for path in paths:
         if remaining <= 0:
             break
         try:
-            with path.open("rb") as f:
-                data = f.read(remaining + 1)
+            # Committed files are hostile: a link out of the project (to
+            # /proc/self/environ, ~/.ssh, ...) or a FIFO is refused, not followed.
+            data = hostfs.read_inside(root, path, remaining + 1)
         except OSError:
             continue  # unreadable: skip it rather than fail the whole run
+        # UnsafeFileError is not caught: the run fails with the reason in its report.
         if len(data) > remaining:
             data = data[:remaining]
             text = _cut_utf8(data).decode("utf-8", errors="replace")
@@ -235,8 +248,9 @@ def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int)
     return "\n\n".join(parts) if parts else None
 
 
-def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> list[Path]:
-    """The AGENTS.md-like file to read in each directory from the project root to cwd."""
+def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> tuple[Path, list[Path]]:
+    """The project root, and the AGENTS.md-like file to read in each directory from it
+    to cwd."""
     start = cwd.resolve()
     root = next(
         (d for d in (start, *start.parents)
@@ -255,10 +269,10 @@ def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> list[Path]:
     found: list[Path] = []
     for d in dirs:
         for name in names:
-            if (d / name).is_file():
+            if (d / name).is_symlink() or (d / name).is_file():
                 found.append(d / name)
                 break
-    return found
+    return (root or start), found
 
 
 def _cut_utf8(data: bytes) -> bytes:

@@ -10,8 +10,10 @@ string has leaked it just the same.
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import urllib.parse
+from collections.abc import Iterable, Iterator
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 8
@@ -64,6 +66,42 @@ class Redactor:
             if needle in data:
                 data = data.replace(needle, mask)
         return data
+
+    def stream(self, chunks: Iterable[builtins.bytes]) -> Iterator[builtins.bytes]:
+        """`bytes` over a file read in chunks, in memory bounded by the chunk size: a
+        secret split across two chunks is held back until it can be seen whole."""
+        keep = max((len(n) for n in self._bneedles), default=1) - 1
+        pending = b""
+        for chunk in chunks:
+            pending += chunk
+            cut = self._safe_cut(pending, len(pending) - keep)
+            if cut > 0:
+                yield self.bytes(pending[:cut])
+                pending = pending[cut:]
+        if pending:
+            yield self.bytes(pending)
+
+    def contains(self, chunks: Iterable[builtins.bytes]) -> bool:
+        """Whether a file read in chunks holds a secret, in bounded memory."""
+        keep = max((len(n) for n in self._bneedles), default=1) - 1
+        prev = b""
+        for chunk in chunks:
+            buf = prev + chunk
+            if any(n in buf for n in self._bneedles):
+                return True
+            prev = buf[len(buf) - keep:] if keep else b""
+        return False
+
+    def _safe_cut(self, data: builtins.bytes, cut: int) -> int:
+        """`cut` moved back until no needle straddles it."""
+        moved = cut > 0
+        while moved:
+            moved = False
+            for n in self._bneedles:
+                s = data.find(n, max(0, cut - len(n) + 1), cut + len(n) - 1)
+                if s != -1 and s < cut < s + len(n):
+                    cut, moved = s, True
+        return max(cut, 0)
 
     def __bool__(self) -> bool:
         return bool(self._needles)

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from runner import hostfs
+from runner.errors import UnsafeFileError
+
 SKILL_FILE = "SKILL.md"
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
@@ -51,10 +54,12 @@ def load_skills(folder: Path) -> list[Skill]:
 def read_skill(path: Path) -> Skill:
     """Parse SKILL.md's YAML front matter (between `---` lines): `name` and `description`."""
     try:
-        raw = path.read_bytes()[:MAX_SKILL_FILE_BYTES]
+        raw = hostfs.read_regular(path, MAX_SKILL_FILE_BYTES)
         text = raw.decode("utf-8")
     except OSError as exc:
         raise SkillError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnsafeFileError as exc:
+        raise SkillError(str(exc)) from None
     except UnicodeDecodeError:
         raise SkillError(f"{path} is not UTF-8 text") from None
     m = _FRONT.match(text)

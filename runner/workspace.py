@@ -13,13 +13,15 @@ How a workspace is laid out (for a run named `N` under `root`):
     root/.N.runner/    runner-private, never shown to the agent: `git/` (a pristine bare
                        repository holding only our own config) and `index`
 
-Every git command the runner itself runs on a workspace uses the *private* git dir with
-`GIT_OBJECT_DIRECTORY` set to the user's object store. So:
+Every git command the runner itself runs on a workspace uses the *private* git dir, reading
+the user's object store (as `GIT_OBJECT_DIRECTORY`, or through alternates while a result
+is staged in the private store; `_publish`). So:
 - nothing the agent writes into `root/N/.git` (hooks, `core.fsmonitor`, filter drivers,
   `core.worktree`, `commit.gpgSign`/`gpg.program`, a doctored index) is ever read by the
   runner's own git;
-- the result commit's objects land straight in the user's object store: there is no fetch,
-  so no `upload-pack` runs in an agent-controlled repository;
+- the result commit's objects are moved into the user's object store as packs: there is
+  no fetch, so no `upload-pack` runs in an agent-controlled repository, and no loose
+  objects pile up there;
 - the result depends only on the work tree's content and our fixed config (no user
   `core.autocrlf`, `format.*`, `diff.noprefix` or filter drivers).
 
@@ -70,10 +72,12 @@ import base64
 import os
 import re
 import shutil
+import stat
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -81,8 +85,9 @@ from string import Formatter
 
 import anyio
 
-from runner.errors import RunnerError
-from runner.fsutil import atomic_write_bytes
+from runner import hostfs
+from runner.errors import RunnerError, UnsafeFileError
+from runner.redact import Redactor
 
 __all__ = [
     "DEFAULT_FORBIDDEN",
@@ -300,6 +305,26 @@ def _git(args: Sequence[str], *, env: Mapping[str, str] | None = None,
     return proc
 
 
+def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str],
+                 cwd: Path) -> None:
+    """git's stdout written atomically to `path` (see `atomic_write_bytes`), streamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            argv = _argv(args)
+            proc = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, cwd=cwd,
+                                  env=git_env(env), check=False)
+            if proc.returncode != 0:
+                raise GitError(argv, proc.returncode,
+                               proc.stderr.decode(errors="replace")[-4000:], args)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _out(args: Sequence[str], *, env: Mapping[str, str] | None = None,
          cwd: Path | None = None, input: bytes | None = None) -> str:
     return _git(args, env=env, cwd=cwd, input=input).stdout.decode(
@@ -343,6 +368,47 @@ def _user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
         blanks += [(f"filter.{driver}.{k}", "") for k in BLANKED_FILTER_KEYS]
         blanks.append((f"filter.{driver}.required", "false"))
     return blanks
+
+
+def _staging_env(ws: Workspace) -> dict[str, str]:
+    """`_private_env` with new objects written to the private store (the user's is read
+    through alternates): `_publish` then moves them in as packs, never as loose files."""
+    return {**_private_env(ws), "GIT_OBJECT_DIRECTORY": str(ws._private_git / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(ws.objects)}
+
+
+def _publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
+    """Give the user's object store the result's new objects as whole packs: 100k files
+    written by an agent become one pack, not 100k loose objects.
+
+    Loose objects are packed (`--incremental` skips what is packed already, such as a
+    huge file `git add` streamed into its own pack; `--local` skips the user's own
+    objects); then each private pack is moved in, its `.idx` last, since git only sees
+    a pack once its index is there."""
+    store = ws._private_git / "objects" / "pack"
+    _git(["pack-objects", "--revs", "--local", "--incremental", "-q", str(store / "pack")],
+         env=env, cwd=ws.path, input=f"{commit}\n^{ws.base}\n".encode())
+    dest = ws.objects / "pack"
+    dest.mkdir(exist_ok=True)
+    for pack in sorted(store.glob("pack-*.pack")):
+        for suffix in (".pack", ".rev", ".idx"):
+            src = pack.with_suffix(suffix)
+            if src.exists():
+                _move_into(src, dest / src.name)
+
+
+def _move_into(src: Path, dst: Path) -> None:
+    """Rename where possible; across filesystems copy to a temporary name, then rename,
+    so git never sees half a file."""
+    if dst.exists():
+        return   # the same pack (named by its content) is already there
+    try:
+        os.replace(src, dst)
+    except OSError:
+        tmp = dst.with_name(f".tmp-{dst.name}")
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, dst)
 
 
 def _private_env(ws: Workspace) -> dict[str, str]:
@@ -478,7 +544,8 @@ def _is_dirty(repo: Path) -> bool:
 async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                  message: str, patch_path: Path, create_branch: bool = True,
                  scope: Scope | None = None,
-                 redact: Callable[[bytes], bytes] | None = None) -> Result | None:
+                 redact: Redactor | None = None,
+                 before_branch: Callable[[str, str], None] | None = None) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
 
     Returns None, with no commit and no branch, when the tree equals the base. The commit
@@ -499,19 +566,26 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
     """
     return await anyio.to_thread.run_sync(partial(
         finish_sync, ws, branch_template=branch_template, fields=fields, message=message,
-        patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact))
+        patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact,
+        before_branch=before_branch))
 
 
 def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                 message: str, patch_path: Path, create_branch: bool = True,
                 scope: Scope | None = None,
-                redact: Callable[[bytes], bytes] | None = None) -> Result | None:
+                redact: Redactor | None = None,
+                 before_branch: Callable[[str, str], None] | None = None) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
-    env = _private_env(ws)
-    # Before `git add`: that writes blobs straight into the user's object store.
+    env = _staging_env(ws)
+    # Before `git add`, which writes the blobs.
     redacted = _redact_files(ws, env, redact) if redact is not None else []
-    _git(["add", "--all"], env=env, cwd=ws.path)
+    _drop_special_files(ws, env)
+    # `.GIT/x` (any case, any depth) is a path git refuses to commit: left out, so it
+    # cannot fail the commit and lose the rest of the run's work.
+    _git(["add", "--all", "--", ".", ":(exclude,icase).git",
+          ":(exclude,icase,glob)**/.git/**"], env=env, cwd=ws.path,
+         config=ADD_CONFIG)
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
@@ -519,12 +593,18 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
              "GIT_COMMITTER_NAME": IDENTITY[0], "GIT_COMMITTER_EMAIL": IDENTITY[1]}
     commit = _out(["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
                   env={**env, **ident}, cwd=ws.path, input=message.encode())
-    files = _changes(ws, commit)
-    patch = _git(["format-patch", "-1", "--stdout", "--binary", "--full-index", "-M",
+    files = _changes(ws, commit, env)
+    # Straight from git to the file: a patch of a 1 GiB file never passes through memory.
+    # A file over PATCH_FILE_MAX_BYTES is left out of the patch (the commit and branch
+    # hold it): git builds a file's diff in memory (3 GB for one 1 GiB file) and takes
+    # seconds per 100 MiB, which a batch stopping on SIGTERM cannot afford.
+    big = _too_big_for_patch(ws, files)
+    _git_to_file(["format-patch", "-1", "--stdout", "--binary", "--full-index", "-M",
                   "--no-signature", "--no-thread", "--no-attach", "--no-notes",
                   "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
-                  commit], env=env, cwd=ws.path).stdout
-    atomic_write_bytes(patch_path, patch)
+                  commit, "--", ".", *(f":(exclude,literal){p}" for p in big)],
+                 patch_path, env=env, cwd=ws.path)
+    _publish(ws, env, commit)
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
     result = Result(commit=commit, base=ws.base, branch=None, files=files, insertions=ins,
@@ -538,55 +618,125 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
                    "patch)" for path in redacted]
     branch = None
     if name is not None and not violations:
+        if before_branch is not None:
+            before_branch(name, commit)   # journaled first: resume may then delete it
         branch = _create_branch(ws, name, commit)
     return replace(result, branch=branch, violations=tuple(violations))
 
 
-def _redact_files(ws: Workspace, env: Mapping[str, str],
-                  redact: Callable[[bytes], bytes]) -> list[str]:
+ADD_CONFIG = (("core.compression", "1"), ("core.bigFileThreshold", "16m"),
+              ("pack.compression", "0"))
+"""How `git add` stores what the agent wrote: small files deflated fast (level 1); a file
+over 16 MiB streamed straight into one pack, not compressed (hashing 1 GiB takes seconds,
+deflating it a minute, and a batch stopping on SIGTERM waits for it)."""
+
+PATCH_FILE_MAX_BYTES = 16 << 20
+"""Changed files bigger than this are in the commit but not in the patch file."""
+
+
+def _too_big_for_patch(ws: Workspace, files: Sequence[FileChange]) -> list[str]:
+    out = []
+    for f in files:
+        if f.status == "D":
+            continue
+        try:
+            if os.lstat(ws.path / f.path).st_size > PATCH_FILE_MAX_BYTES:
+                out.append(f.path)
+        except OSError:
+            continue
+    return out
+
+
+def _drop_special_files(ws: Workspace, env: Mapping[str, str]) -> None:
+    """A tracked file the agent replaced by a FIFO, device or socket counts as deleted:
+    `git add` would refuse it and fail the whole commit. (Untracked ones git skips.)"""
+    changed = _git(["diff", "--name-only", "-z", "--no-renames", ws.base], env=env,
+                   cwd=ws.path).stdout
+    special = []
+    for raw in filter(None, changed.split(b"\0")):
+        try:
+            mode = os.lstat(ws.path / os.fsdecode(raw)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+            special.append(raw)
+    if special:
+        _git(["rm", "--cached", "-q", "-f", "--ignore-unmatch", "--pathspec-from-file=-",
+              "--pathspec-file-nul"], env=env, cwd=ws.path, input=b"\0".join(special))
+
+
+def _redact_files(ws: Workspace, env: Mapping[str, str], redactor: Redactor) -> list[str]:
     """Redact secrets in the files (contents, symlink targets, names) the run added or
-    changed; returns the paths it had to touch. Reads only: no object is written."""
+    changed; returns the paths it had to touch. Reads only: no object is written.
+
+    Every step is relative to a directory handle and never follows a link the agent
+    made (`hostfs`): a rename or a new directory cannot land outside the workspace, and
+    contents are streamed, so a huge file costs no memory."""
     changed = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMT",
                     ws.base], env=env, cwd=ws.path).stdout
     new = _git(["ls-files", "-z", "--others", "--exclude-standard"], env=env,
                cwd=ws.path).stdout
     touched: list[str] = []
     for raw in filter(None, (changed + b"\0" + new).split(b"\0")):
-        path = ws.path / os.fsdecode(raw)
-        clean_name = redact(raw)
-        hit = clean_name != raw
+        rel = os.fsdecode(raw)
+        clean_name = redactor.bytes(raw)
         try:
-            if path.is_symlink():
-                target = os.fsencode(os.readlink(path))
-                if redact(target) != target:
-                    path.unlink()
-                    os.symlink(redact(target), path)
+            with hostfs.open_parent(ws.path, rel) as (dir_fd, name):
+                hit = _redact_entry(dir_fd, name, redactor)
+                if clean_name != raw:
+                    with hostfs.open_parent(ws.path, os.fsdecode(clean_name),
+                                            create=True) as (dest_fd, dest):
+                        os.rename(name, dest, src_dir_fd=dir_fd, dst_dir_fd=dest_fd)
                     hit = True
-            elif path.is_file():
-                data = path.read_bytes()
-                clean = redact(data)
-                if clean != data:
-                    mode = path.stat().st_mode & 0o7777
-                    path.unlink()  # also works when the agent made the file read-only
-                    path.write_bytes(clean)
-                    path.chmod(mode)
-                    hit = True
-            if clean_name != raw:
-                dest = ws.path / os.fsdecode(clean_name)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                path.rename(dest)
-        except OSError as exc:
+        except (OSError, UnsafeFileError) as exc:
             # Better no commit and no patch at all than one that carries the secret.
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise WorkspaceError(f"could not redact a secret from a changed file: "
-                                 f"{exc.strerror or exc}") from None
+                                 f"{why}") from None
         if hit:
             touched.append(os.fsdecode(clean_name))
     return touched
 
 
-def _changes(ws: Workspace, commit: str) -> tuple[FileChange, ...]:
+def _redact_entry(dir_fd: int, name: str, redactor: Redactor) -> bool:
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.fsencode(os.readlink(name, dir_fd=dir_fd))
+        if redactor.bytes(target) == target:
+            return False
+        os.unlink(name, dir_fd=dir_fd)
+        os.symlink(redactor.bytes(target), name, dir_fd=dir_fd)
+        return True
+    if not stat.S_ISREG(st.st_mode):
+        return False   # git records no FIFO, device or socket
+    fd = hostfs.open_regular(name, dir_fd, name)
+    try:
+        if not redactor.contains(_chunks(fd)):
+            return False
+        os.lseek(fd, 0, os.SEEK_SET)
+        tmp = f".{name[:200]}.{os.getpid()}.redact"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                      stat.S_IMODE(st.st_mode), dir_fd=dir_fd)
+        try:
+            for piece in redactor.stream(_chunks(fd)):
+                os.write(out, piece)
+        finally:
+            os.close(out)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode), dir_fd=dir_fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, hostfs.CHUNK):
+        yield chunk
+
+
+def _changes(ws: Workspace, commit: str, env: Mapping[str, str]) -> tuple[FileChange, ...]:
     out = _git(["diff-tree", "-r", "-z", "-M", "--no-ext-diff", "--no-textconv", "--raw",
-                "--numstat", ws.base, commit], env=_private_env(ws), cwd=ws.path).stdout
+                "--numstat", ws.base, commit], env=env, cwd=ws.path).stdout
     return parse_raw_numstat(out.decode("utf-8", errors="surrogateescape"))
 
 
@@ -845,34 +995,39 @@ def cleanup_sync(ws: Workspace) -> None:
 
 
 def _remove(path: Path) -> None:
-    """Delete a tree, also where the agent took permissions away from its directories."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=_force)
+    """Delete a tree the agent shaped: any depth, links not followed, permissions it
+    took away given back first (`hostfs.remove_tree`)."""
+    hostfs.remove_tree(path)
 
 
-def _force(func: object, failed: str, exc: object) -> None:
-    os.chmod(os.path.dirname(failed), 0o700)
-    if os.path.isdir(failed) and not os.path.islink(failed):
-        os.chmod(failed, 0o700)
-        shutil.rmtree(failed, onerror=_force)
-    else:
-        os.unlink(failed)
+async def delete_branch(repo: Path, branch: str, commit: str) -> None:
+    """Remove the branches a killed attempt of this batch made, and only those."""
+    await anyio.to_thread.run_sync(partial(delete_branch_sync, repo, branch, commit))
 
 
-async def delete_branch(repo: Path, branch: str) -> None:
-    """Remove a branch this runner made (a killed attempt's), if it is there."""
-    await anyio.to_thread.run_sync(partial(delete_branch_sync, repo, branch))
+def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
+    """Compare-and-delete: `branch` (or the `branch-N` it became when the name was taken)
+    is removed only while it still points at `commit`, the result the journal recorded
+    before the branch was made. A branch that existed before (the user's own
+    `agent/t1` under a custom template) points elsewhere and is never touched, and
+    `update-ref -d <ref> <commit>` makes the check and the deletion one atomic step.
 
-
-def delete_branch_sync(repo: Path, branch: str) -> None:
-    """Also removes the branch's ref lock: a runner killed inside `git update-ref` leaves
-    `<branch>.lock` behind, and git would refuse the branch for good. The name holds the
-    killed batch's unique id, so no other git process can be holding that lock."""
+    A ref lock a runner killed inside `git update-ref` left is removed too, but only when
+    it holds this commit or nothing (git had not written it yet)."""
     git_dir = Path(_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
     common = _common_dir(git_dir)
+    user = {"GIT_DIR": str(git_dir)}
+    ours = re.compile(re.escape(f"refs/heads/{branch}") + r"(?:-\d+)?")
     with _ref_lock(git_dir):
-        (common / "refs" / "heads" / f"{branch}.lock").unlink(missing_ok=True)
-        _git(["update-ref", "-d", f"refs/heads/{branch}"], env={"GIT_DIR": str(git_dir)},
-             check=False)
+        lock = common / "refs" / "heads" / f"{branch}.lock"
+        try:
+            held = hostfs.read_regular(lock, 200).decode(errors="replace").strip()
+        except (OSError, UnsafeFileError):
+            held = None
+        if held is not None and held in ("", commit):
+            lock.unlink(missing_ok=True)
+        refs = _git(["for-each-ref", "--format=%(refname)", f"--points-at={commit}",
+                     "refs/heads/"], env=user, check=False).stdout.decode().split()
+        for ref in refs:
+            if ours.fullmatch(ref):
+                _git(["update-ref", "-d", ref, commit], env=user, check=False)

@@ -529,7 +529,8 @@ def test_resume_clears_the_ref_lock_of_a_killed_attempt(tmp_path: Path) -> None:
     lock = repo / ".git" / "refs" / "heads" / "runner" / "abc" / "t1.lock"
     lock.parent.mkdir(parents=True)
     lock.write_text("")
-    workspace.delete_branch_sync(repo, "runner/abc/t1")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    workspace.delete_branch_sync(repo, "runner/abc/t1", head)
     assert not lock.exists()
     git(repo, "branch", "runner/abc/t1")   # git can make the branch again
 

@@ -104,7 +104,7 @@ def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(
     patch = tmp_path / "out" / "r.patch"
     redactor = Redactor([SECRET])
     result = workspace.finish_sync(ws, branch_template="runner/{task}", fields={"task": "r"},
-                                   message="m", patch_path=patch, redact=redactor.bytes)
+                                   message="m", patch_path=patch, redact=redactor)
     assert result is not None
     assert result.branch is None                            # a run that leaked: no branch
     assert sorted(v.split(":")[0] for v in result.violations) == [

@@ -30,7 +30,8 @@ def make_policy(mode: SandboxMode, *, workspace: Path, writable_roots: Sequence[
 
 
 def make_executor(policy: Policy, *, limits: Limits | None = None,
-                  search_path: str | None = None) -> Executor:
+                  search_path: str | None = None,
+                  objects: Sequence[Path] | None = None) -> Executor:
     """The executor enforcing `policy`. Raises SandboxError where bubblewrap cannot run.
 
     When the runner is root, commands run as an unprivileged user, who is given the
@@ -41,4 +42,4 @@ def make_executor(policy: Policy, *, limits: Limits | None = None,
     host = probe(search_path)
     if host.uid is not None:
         hand_over([policy.workspace, *policy.writable()], host.uid)
-    return BwrapExecutor(policy, host, limits)
+    return BwrapExecutor(policy, host, limits, objects=objects)

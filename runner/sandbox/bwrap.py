@@ -44,10 +44,16 @@ import os
 import pwd
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
+
+from runner import hostfs
 from runner.errors import SandboxError
 from runner.sandbox.env import sandbox_env
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
@@ -62,13 +68,22 @@ MAX_FILE_BYTES = 1 << 30
 """Largest file a command may write (RLIMIT_FSIZE): a write past it gets SIGXFSZ."""
 MAX_TMP_BYTES = 1 << 30
 """Size of the private /tmp, which lives in memory."""
+MAX_WORKSPACE_GROWTH = 4 << 30
+"""How much a run's commands may add to its workspace's disk use, all commands together.
+Checked about every second while a command runs (more rarely in a huge tree); the
+command that goes past it is stopped (exit 125), the run and the batch go on."""
+WATCH_EVERY_S = 1.0
+MAX_SHM_BYTES = 256 << 20
+"""Size of the private /dev/shm (also memory): uncapped it would be half the machine's RAM.
+A write past it fails with ENOSPC in that command only."""
 HOME = "/tmp/home"
 """HOME inside the sandbox: writable and private, so tools that keep caches work."""
 OBJECTS_AT = "/tmp/.runner/objects"
 CREDENTIALS = (".ssh", ".aws", ".azure", ".config/gcloud", ".config/gh", ".docker",
                ".kube", ".gnupg", ".git-credentials", ".netrc", ".npmrc", ".pypirc",
-               ".config/git/credentials")
-"""Under the runner's home: hidden even though the rest of the host is readable."""
+               ".config/git/credentials", ".cargo/credentials", ".cargo/credentials.toml",
+               ".local/share/keyrings", ".local/share/gh")
+"""Under each hidden home: hidden again below the toolchain folders shown from it."""
 PROBE_TIMEOUT_S = 10.0
 FIX = ("install bubblewrap (`apt-get install bubblewrap`); where it is installed but "
        "cannot create namespaces, allow unprivileged user namespaces "
@@ -97,6 +112,8 @@ class Limits:
     processes: int = MAX_PROCESSES
     file_bytes: int = MAX_FILE_BYTES
     tmp_bytes: int = MAX_TMP_BYTES
+    shm_bytes: int = MAX_SHM_BYTES
+    workspace_growth_bytes: int = MAX_WORKSPACE_GROWTH
 
 
 def probe(search_path: str | None = None) -> Host:
@@ -182,6 +199,8 @@ class Layout:
     """(path, is a directory) to hide."""
     resolv: Path | None = None
     """/etc/resolv.conf's target when it lies under /run (Ubuntu), kept for the network."""
+    shown: tuple[Path, ...] = ()
+    """Read-only again inside a hidden home: the PATH directories that live there."""
 
 
 @dataclass(frozen=True)
@@ -197,11 +216,11 @@ SCRATCH = (Path("/tmp"), Path("/run"))
 
 
 def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
-               tmp_bytes: int = MAX_TMP_BYTES) -> list[str]:
+               tmp_bytes: int = MAX_TMP_BYTES, shm_bytes: int = MAX_SHM_BYTES) -> list[str]:
     """bubblewrap's filesystem arguments. Pure: the caller looked at the disk (`layout`);
     `alternates_fd` is a pipe holding the alternates text the workspace's git sees."""
     base = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--size", str(shm_bytes), "--tmpfs", "/dev/shm",
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
             "--perms", "0777", "--dir", HOME, "--tmpfs", "/run"]
     sealed = ["/run"]
@@ -211,6 +230,8 @@ def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
     for root in (policy.workspace, *writable):
         verb = "--bind" if root in writable else "--ro-bind"
         mounts.append(_Mount(root, 1, (verb, str(root), str(root))))
+    for path in layout.shown:
+        mounts.append(_Mount(path, 1, ("--ro-bind", str(path), str(path))))
     for path in layout.protected:
         mounts.append(_Mount(path, 2, ("--ro-bind", str(path), str(path))))
     for path, is_dir in layout.masked:
@@ -251,24 +272,34 @@ def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
 class BwrapExecutor:
     """Runs each command in a fresh bubblewrap sandbox enforcing `policy`."""
 
-    def __init__(self, policy: Policy, host: Host, limits: Limits | None = None) -> None:
+    def __init__(self, policy: Policy, host: Host, limits: Limits | None = None, *,
+                 objects: Sequence[Path] | None = None) -> None:
+        """`objects`: the object stores the workspace borrows, as the runner made them;
+        without it they are read from the workspace's alternates, which is safe only
+        before the agent has run."""
         if not policy.sandboxed:
             raise ValueError("danger-full-access runs without bubblewrap (LocalExecutor)")
         self.policy = policy
         self.host = host
         self.limits = limits or Limits()
-        self._stores = tuple(_object_stores(policy.workspace))
+        self._stores = tuple(Path(os.path.realpath(p)) for p in objects
+                             ) if objects is not None else tuple(
+                                 _object_stores(policy.workspace))
+        homes = _homes(host)
         hide = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects"),
-                *((host.home / c for c in CREDENTIALS) if host.home else ())]
+                *homes, *(h / c for h in homes for c in CREDENTIALS)]
         self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
+        self._shown = tuple(_tools_in(homes))
         self._resolv = _resolv_under_run()
+        self._base_usage: int | None = None
+        """The workspace's disk use before the first command: the cap counts growth."""
 
     def layout(self) -> Layout:
         """Looked up per command: a `.runner` made by one command is protected in the next."""
         protected = _existing([root / name for root in self.policy.writable()
                                for name in PROTECTED_NAMES])
         return Layout(objects=self._stores, protected=tuple(p for p, _ in protected),
-                      masked=self._masked, resolv=self._resolv)
+                      masked=self._masked, resolv=self._resolv, shown=self._shown)
 
     def command(self, argv: Sequence[str], *, cwd: Path, layout: Layout,
                 alternates_fd: int | None) -> list[str]:
@@ -276,8 +307,25 @@ class BwrapExecutor:
         return [self.host.bwrap, *namespace_args(self.host, network=self.policy.network),
                 "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 *mount_args(self.policy, layout, alternates_fd=alternates_fd,
-                            tmp_bytes=self.limits.tmp_bytes),
+                            tmp_bytes=self.limits.tmp_bytes,
+                            shm_bytes=self.limits.shm_bytes),
                 "--chdir", str(cwd), "--", *command_prefix(self.host, self.limits), *argv]
+
+    async def _watch_disk(self, base: int) -> str:
+        """Returns once the workspace has grown past its cap (see MAX_WORKSPACE_GROWTH)."""
+        cap = self.limits.workspace_growth_bytes
+        walk_s = 0.0
+        while True:
+            # A command shorter than this costs no walk; a huge tree is walked at most a
+            # tenth of the time.
+            await anyio.sleep(max(WATCH_EVERY_S, 10 * walk_s))
+            t0 = time.monotonic()
+            used = await anyio.to_thread.run_sync(hostfs.disk_usage, self.policy.workspace,
+                                                  abandon_on_cancel=True)
+            walk_s = time.monotonic() - t0
+            if used - base > cap:
+                return (f"the workspace grew by {(used - base) >> 20} MiB, past its cap of "
+                        f"{cap >> 20} MiB for this run; delete files to go on")
 
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
@@ -287,15 +335,55 @@ class BwrapExecutor:
         if layout.objects:
             alternates_fd = _pipe_with(
                 "".join(f"{OBJECTS_AT}/{i}\n" for i in range(len(layout.objects))))
+        watch = None
+        if self.policy.mode == "workspace-write":
+            if self._base_usage is None:
+                self._base_usage = await anyio.to_thread.run_sync(
+                    hostfs.disk_usage, self.policy.workspace)
+            watch = partial(self._watch_disk, self._base_usage)
         try:
             return await run_process(
                 self.command(argv, cwd=cwd, layout=layout, alternates_fd=alternates_fd),
                 cwd=Path("/"), timeout_s=timeout_s,
                 env=sandbox_env(env, home=HOME, user=self.host.user),
-                pass_fds=() if alternates_fd is None else (alternates_fd,))
+                pass_fds=() if alternates_fd is None else (alternates_fd,), watch=watch)
         finally:
             if alternates_fd is not None:
                 os.close(alternates_fd)
+
+
+def _homes(host: Host) -> list[Path]:
+    """Every home the invoking user may keep credentials in (`~/.gitconfig`,
+    `~/.cargo/credentials.toml`, ...): the runner's HOME, its uid's home, and under sudo
+    the calling user's. Hidden whole, whatever the uid the sandbox runs as."""
+    found = [host.home] if host.home else []
+    for name in (None, os.environ.get("SUDO_USER")):
+        try:
+            entry = pwd.getpwuid(os.getuid()) if name is None else pwd.getpwnam(name)
+        except KeyError:
+            continue
+        found.append(Path(entry.pw_dir))
+    out: list[Path] = []
+    for h in found:
+        real = Path(os.path.realpath(h))
+        if real != Path("/") and real not in out:
+            out.append(real)
+    return out
+
+
+def _tools_in(homes: Sequence[Path]) -> list[Path]:
+    """The home entries holding PATH directories (`~/.local`, `~/.cargo`, `~/.pyenv`):
+    toolchains, shown again read-only so the commands the user installed still run; the
+    credential files inside them stay hidden (`CREDENTIALS`)."""
+    out: list[Path] = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = Path(os.path.realpath(entry))
+        for h in homes:
+            if real != h and real.is_relative_to(h) and real.is_dir():
+                out.append(h / real.relative_to(h).parts[0])
+    return list(dict.fromkeys(out))
 
 
 def _pipe_with(text: str) -> int:
@@ -341,7 +429,4 @@ def hand_over(paths: Sequence[Path], uid: int) -> None:
     """Make `paths` (recursively) owned by the sandbox user, so a root runner's commands,
     running as that user, can change them. Links are changed themselves, never followed."""
     for top in paths:
-        os.chown(top, uid, uid, follow_symlinks=False)
-        for _, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
-            for name in (*dirs, *files):
-                os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+        hostfs.chown_tree(top, uid, uid)   # iterative: any committed depth

@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -65,14 +65,21 @@ def _kill_group(proc: Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+STOPPED_EXIT = 125
+"""Exit code of a command `watch` stopped (a resource cap reached)."""
+
+
 async def run_process(
     argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str],
     user: int | None = None, group: int | None = None, pass_fds: Sequence[int] = (),
+    watch: Callable[[], Awaitable[str]] | None = None,
 ) -> ExecResult:
     """Run `argv` in a new session; on timeout or cancellation kill its process group.
 
     `user`/`group` switch the child to that uid/gid (and no supplementary groups) before
-    it executes, for a root runner handing commands to an unprivileged user.
+    it executes, for a root runner handing commands to an unprivileged user. `watch`
+    runs alongside: when it returns (a reason), the command is killed like on a timeout
+    and ends with exit `STOPPED_EXIT` and the reason in its output.
     """
     start = time.monotonic()
     capture = Capture()
@@ -87,16 +94,19 @@ async def run_process(
         msg = f"failed to start {argv[0]!r}: {exc.strerror or exc}\n".encode()
         return ExecResult(127, msg, time.monotonic() - start)
     timed_out = False
+    stopped: list[str] = []
     try:
         with anyio.move_on_after(timeout_s) as scope:
             eof = anyio.Event()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_pump, proc, capture, eof)
+                if watch is not None:
+                    tg.start_soon(_watch, watch, stopped, scope)
                 await proc.wait()
                 with anyio.move_on_after(EOF_GRACE_S):
                     await eof.wait()
                 tg.cancel_scope.cancel()
-        timed_out = scope.cancelled_caught
+        timed_out = scope.cancelled_caught and not stopped
     finally:
         _kill_group(proc)
         with anyio.CancelScope(shield=True):
@@ -104,7 +114,10 @@ async def run_process(
             await proc.aclose()
     duration = time.monotonic() - start
     code = proc.returncode if proc.returncode is not None else -1
-    if timed_out:
+    if stopped:
+        code = STOPPED_EXIT
+        capture.add(f"\n[stopped: {stopped[0]}]\n".encode())
+    elif timed_out:
         code = 124
     elif code < 0:
         code = 128 - code
@@ -121,3 +134,9 @@ async def _pump(proc: Process, capture: Capture, eof: anyio.Event) -> None:
     except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
         pass
     eof.set()
+
+
+async def _watch(watch: Callable[[], Awaitable[str]], stopped: list[str],
+                 scope: anyio.CancelScope) -> None:
+    stopped.append(await watch())
+    scope.cancel()

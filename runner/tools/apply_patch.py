@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
+from runner import hostfs
+from runner.errors import UnsafeFileError
 from runner.tools import ToolCall, ToolContext, ToolResult
 
 __all__ = [
@@ -506,13 +508,67 @@ def _resolve(root: Path, real_root: str, base: str, path: str) -> tuple[Path, st
             f"refused path '{path}': it leads outside the workspace root; use a relative "
             "path inside it"
         )
-    location = root / rel
-    if not _inside(os.path.realpath(location), real_root):
+    for part in rel.split("/"):
+        if part.lower() == ".git" and part != ".git":
+            raise PatchError(f"refused path '{path}': '{part}' is `.git` in another case, "
+                             "which git refuses to commit")
+    real = os.path.realpath(root / rel)
+    if not _inside(real, real_root):
         raise PatchError(
             f"refused path '{path}': it resolves through a symbolic link to a location "
             "outside the workspace root"
         )
-    return location, rel
+    # The real location: a link inside the workspace is resolved once, here, and every
+    # later open is O_NOFOLLOW relative to the root, so nothing swapped in can redirect it.
+    return Path(real), rel
+
+
+MAX_FILE_BYTES = 32 * 1024 * 1024
+"""Largest file apply_patch reads or replaces: a patch is planned in memory, so a bigger
+file is for the shell (sed, a script), not for this tool."""
+
+
+def _protected_hit(rel: str, real: Path, real_root: str, protected: tuple[str, ...]
+                   ) -> str | None:
+    """The protected name `rel` reaches, by its own spelling or through a link
+    (`g -> .git`), compared without case."""
+    names = {p.lower() for p in protected}
+    parts = [*rel.split("/"), *os.path.relpath(real, real_root).split("/")]
+    return next((p for p in parts if p.lower() in names), None)
+
+
+def _open_existing(location: Path, real_root: str, shown: str) -> int | None:
+    """An fd for the regular file at `location` (never a link, FIFO or device), or None
+    when there is nothing there."""
+    rel = os.path.relpath(location, real_root)
+    try:
+        with hostfs.open_parent(Path(real_root), rel) as (dir_fd, name):
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if stat.S_ISDIR(st.st_mode):
+                raise PatchError(f"{shown} is a directory, not a file")
+            fd = hostfs.open_regular(name, dir_fd, shown)
+    except FileNotFoundError:
+        return None
+    except UnsafeFileError as exc:
+        raise PatchError(str(exc)) from None
+    if os.fstat(fd).st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        raise PatchError(f"cannot patch {shown}: it is larger than {MAX_FILE_BYTES >> 20} "
+                         "MiB; change it with a shell command instead")
+    return fd
+
+
+def _read_existing(location: Path, real_root: str, shown: str) -> bytes | None:
+    fd = _open_existing(location, real_root, shown)
+    if fd is None:
+        return None
+    try:
+        return hostfs.read_bytes(fd, MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def _resolve_workdir(root: Path, real_root: str, workdir: str) -> str:
@@ -528,15 +584,13 @@ def _resolve_workdir(root: Path, real_root: str, workdir: str) -> str:
     return rel
 
 
-def _read_text(location: Path, shown: str) -> str | None:
+def _read_text(location: Path, real_root: str, shown: str) -> str | None:
     try:
-        if location.is_dir():
-            raise PatchError(f"{shown} is a directory, not a file")
-        if not location.exists():
-            return None
-        data = location.read_bytes()
+        data = _read_existing(location, real_root, shown)
     except OSError as exc:
         raise PatchError(f"cannot read {shown}: {exc.strerror or exc}") from exc
+    if data is None:
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -557,13 +611,18 @@ def _check_writable(location: Path, root: Path, shown: str) -> None:
 class _Journal:
     """Remembers what was on disk so a failed write can be undone."""
 
-    def __init__(self) -> None:
+    def __init__(self, real_root: str) -> None:
+        self.real_root = real_root
         self.saved: dict[Path, bytes | None] = {}
         self.dirs: list[Path] = []
 
     def remember(self, location: Path) -> None:
         if location not in self.saved:
-            self.saved[location] = location.read_bytes() if location.is_file() else None
+            try:
+                self.saved[location] = _read_existing(
+                    location, self.real_root, os.path.relpath(location, self.real_root))
+            except PatchError as exc:
+                raise OSError(exc.message) from None
 
     def make_parents(self, location: Path) -> None:
         missing = [p for p in reversed(location.parents) if not p.exists()]
@@ -578,7 +637,7 @@ class _Journal:
                 if data is None:
                     location.unlink(missing_ok=True)
                 else:
-                    location.write_bytes(data)
+                    _write_bytes(location, self.real_root, data)
             except OSError:
                 ok = False
         for directory in reversed(self.dirs):
@@ -592,7 +651,32 @@ class _Journal:
 def _write(journal: _Journal, location: Path, text: str) -> None:
     journal.remember(location)
     journal.make_parents(location)
-    location.write_bytes(text.encode("utf-8"))
+    _write_bytes(location, journal.real_root, text.encode("utf-8"))
+
+
+_WRITE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def _write_bytes(location: Path, real_root: str, data: bytes) -> None:
+    """Write a regular file in place: relative to the root, no link followed, and a FIFO
+    or device refused rather than blocked on (O_NONBLOCK, then fstat)."""
+    try:
+        with hostfs.open_parent(Path(real_root), os.path.relpath(location, real_root)
+                                ) as (dir_fd, name):
+            fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=dir_fd)
+    except UnsafeFileError as exc:
+        raise OSError(str(exc)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{location.name} is a {hostfs.kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _failure(message: str, changes: list[dict[str, str]]) -> ApplyResult:
@@ -651,30 +735,33 @@ def apply_patch(root: Path, text: str, *, workdir: str | None = None, read_only:
                 paths.append(hunk.move_to)
             for p in paths:
                 locations[p], names[p] = _resolve(root, real_root, base, p)
-                hit = set(names[p].split("/")) & set(protected)
-                if hit:
-                    raise PatchError(f"refused path '{p}': {sorted(hit)[0]} is read-only "
+                hit = _protected_hit(names[p], locations[p], real_root, protected)
+                if hit is not None:
+                    raise PatchError(f"refused path '{p}': {hit} is read-only "
                                      "in the sandbox")
     except PatchError as exc:
         return _failure(exc.message, _event_changes(patch, names))
     changes = _event_changes(patch, names)
 
     try:
-        plan = plan_patch(patch, lambda p: _read_text(locations[p], p))
+        plan = plan_patch(patch, lambda p: _read_text(locations[p], real_root, p))
         for change in plan:
             target = change.move_to if change.move_to is not None else change.path
             if change.kind != "delete":
-                _check_writable(locations[target], root, target)
+                _check_writable(locations[target], Path(real_root), target)
     except PatchError as exc:
         return _failure(exc.message, changes)
 
-    journal = _Journal()
+    journal = _Journal(real_root)
     try:
         for change in plan:
             source = locations[change.path]
             if change.kind == "delete":
+                # The entry itself goes (a link, not its target): its directory resolved.
+                lexical = root / names[change.path]
+                entry = Path(os.path.realpath(lexical.parent)) / lexical.name
                 journal.remember(source)
-                source.unlink()
+                entry.unlink()
             elif change.move_to is not None:
                 assert change.contents is not None
                 dest = locations[change.move_to]

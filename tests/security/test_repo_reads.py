@@ -1,0 +1,92 @@
+"""Class 2 of issue 14: files the runner reads from a repository on the host (AGENTS.md
+and its overrides, skills, instruction files) are hostile. A committed link out of the
+repository is refused with the reason in the report, never followed; only regular files
+are opened, never more than their limit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runner import hostfs
+from runner.errors import UnsafeFileError
+from runner.prompt import load_instructions
+from runner.skills import SkillError, read_skill
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import per_conversation, reply_message
+from tests.security.helpers import cli, runs, tasks
+
+CANARY = "canary-env-value-5f1c2e9a"
+
+
+def _commit(repo: Path) -> None:
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "-m", "links"], check=True)
+
+
+def test_committed_agents_md_link_to_environ_is_refused(loopback_thread: ThreadFactory,
+                                                        tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n",
+                                             "docs/rules.md": "Use tabs.\n"})
+    os.symlink("/proc/self/environ", repo / "AGENTS.md")
+    os.symlink("../docs/rules.md", repo / "docs" / "AGENTS.override.md")  # inside: fine
+    _commit(repo)
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    out = tmp_path / "o"
+    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out,
+              env={"SOME_SETTING": CANARY})
+    assert "Traceback" not in res.stderr
+    assert all(CANARY not in r.raw.decode(errors="replace") for r in srv.requests)
+    run = runs(out)["t"]
+    assert run["status"] == "error"
+    assert "AGENTS.md: is a symbolic link to /proc/self/environ" in run["error"], run["error"]
+    assert "outside" in run["error"] and CANARY not in (out / "report.json").read_text()
+
+
+def test_an_agents_md_link_inside_the_repository_is_read(loopback_thread: ThreadFactory,
+                                                         tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n",
+                                             "docs/rules.md": "Use tabs always.\n"})
+    os.symlink("docs/rules.md", repo / "AGENTS.md")
+    _commit(repo)
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    out = tmp_path / "o"
+    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert "Use tabs always." in srv.requests[0].raw.decode()
+
+
+def test_only_regular_files_within_their_limit_are_read(tmp_path: Path) -> None:
+    """FIFOs and devices are refused at once (a FIFO nobody writes would block forever),
+    and no more than the limit is read, whatever the file's size."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeFileError, match="is a FIFO, not a regular file"):
+        hostfs.read_inside(tmp_path, fifo, 100)
+    with pytest.raises(UnsafeFileError, match="is a FIFO"):
+        hostfs.read_regular(fifo, 100)
+    with pytest.raises(UnsafeFileError, match="is a character device"):
+        hostfs.read_regular(Path("/dev/zero"), 100)
+    os.symlink("/dev/zero", tmp_path / "zero")
+    with pytest.raises(UnsafeFileError, match="outside"):
+        hostfs.read_inside(tmp_path, tmp_path / "zero", 100)
+    big = tmp_path / "big"
+    with big.open("wb") as f:
+        f.truncate(64 << 20)
+    assert len(hostfs.read_inside(tmp_path, big, 1000)) == 1000
+    # A link in a parent directory that leads out is refused too.
+    os.symlink("/etc", tmp_path / "etc")
+    with pytest.raises(UnsafeFileError, match="outside"):
+        hostfs.read_inside(tmp_path, tmp_path / "etc" / "passwd", 100)
+    # Instruction files and skills the task file names: FIFOs are located config errors.
+    from runner.errors import ConfigError
+    with pytest.raises(ConfigError, match="FIFO"):
+        load_instructions(fifo)
+    (tmp_path / "skill").mkdir()
+    os.mkfifo(tmp_path / "skill" / "SKILL.md")
+    with pytest.raises(SkillError, match="FIFO"):
+        read_skill(tmp_path / "skill" / "SKILL.md")

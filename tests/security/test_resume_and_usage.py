@@ -1,0 +1,120 @@
+"""Classes 9 and 10 of issue 14: `--resume` deletes only the branches this batch made,
+while they still point at the commit its journal recorded; absurd token counts from a
+server fail that request as a protocol error, never the batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.security.helpers import KEY, cli, runs, sh, tasks
+from tests.test_results import git
+
+
+def _start(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(task_file), "--out",
+                             str(out), *extra], env={**os.environ, "FAKE_API_KEY": KEY},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until(cond: Any, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not cond():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def _hanging_model(loopback_thread: ThreadFactory) -> tuple[Any, dict[str, bool]]:
+    """Writes a file, then (while `hang`) never answers the next request."""
+    state = {"hang": True}
+
+    def script(req: Any, i: int) -> Reply:
+        if i == 0:
+            return sh("echo work > w.txt", "c0")
+        return reply_message("done").but(delay_s=120 if state["hang"] else 0)
+
+    return loopback_thread(per_conversation(script)), state
+
+
+def test_resume_after_kill_9_never_deletes_the_users_branch(loopback_thread: ThreadFactory,
+                                                            tmp_path: Path) -> None:
+    """Template `agent/{task}` and a user branch `agent/a` that existed before: the killed
+    attempt's journal names `agent/a`, but it never made (so never recorded) a commit."""
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "branch", "agent/a")
+    mine = git(repo, "rev-parse", "agent/a").strip()
+    srv, state = _hanging_model(loopback_thread)
+    tf = tasks(tmp_path, srv.base_url, repo, ["a"], git="{branch: 'agent/{task}'}")
+    out = tmp_path / "o"
+    proc = _start(tf, out)
+    _until(lambda: len(srv.requests) >= 2, proc)
+    proc.kill()
+    proc.communicate()
+    state["hang"] = False
+    res = cli("run", tf, "--out", out, "--resume")
+    assert res.returncode == 0, res.stderr
+    assert git(repo, "rev-parse", "agent/a").strip() == mine
+    assert runs(out)["a"]["result"]["branch"] == "agent/a-2"
+    assert git(repo, "show", "agent/a-2:w.txt") == "work\n"
+
+
+def test_resume_deletes_its_branch_only_while_it_points_at_the_recorded_commit(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    srv, state = _hanging_model(loopback_thread)
+    tf = tasks(tmp_path, srv.base_url, repo, ["a", "b"], git="{branch: 'agent/{task}'}")
+    out = tmp_path / "o"
+    proc = _start(tf, out, "--concurrency", "2")
+    _until(lambda: len(srv.requests) >= 4, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    first = runs(out)
+    assert first["a"]["status"] == first["b"]["status"] == "interrupted"
+    assert first["a"]["result"]["branch"] == "agent/a"
+    # The user takes over `agent/b` (moves it): it is theirs now.
+    git(repo, "branch", "-f", "agent/b", base)
+    state["hang"] = False
+    res = cli("run", tf, "--out", out, "--resume")
+    assert res.returncode == 0, res.stderr
+    again = runs(out)
+    assert again["a"]["result"]["branch"] == "agent/a"     # deleted, then made again
+    assert again["a"]["result"]["commit"] != first["a"]["result"]["commit"]
+    assert git(repo, "rev-parse", "agent/b").strip() == base  # not ours any more: kept
+    assert again["b"]["result"]["branch"] == "agent/b-2"
+    assert sorted(git(repo, "branch", "--list", "agent/*").split()) == [
+        "agent/a", "agent/b", "agent/b-2"]
+
+
+def test_absurd_token_counts_fail_only_their_request(loopback_thread: ThreadFactory,
+                                                     tmp_path: Path) -> None:
+    bad: dict[str, Any] = {"huge": {"input_tokens": 10**400},
+                           "negative": {"output_tokens": -1000},
+                           "fraction": {"output_tokens": 2.5}}
+
+    def script(req: Any, i: int) -> Reply:
+        usage = bad.get(last_user_text(req))
+        return reply_message("done") if usage is None else reply_message("x").but(usage=usage)
+
+    srv = loopback_thread(per_conversation(script))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "o"
+    res = cli("run", tasks(tmp_path, srv.base_url, repo, [*bad, "healthy"]), "--out", out,
+              "--concurrency", "4")
+    assert "Traceback" not in res.stderr
+    found = runs(out)
+    assert found["healthy"]["status"] == "completed"
+    for name in bad:
+        assert found[name]["status"] == "error", found[name]
+        assert "a token count must be an integer from 0 to" in found[name]["error"]
+    assert "usage.input_tokens = 10000000000000000000... (401 characters)" in found["huge"][
+        "error"]
+    assert all(r["usage"]["input_tokens"] >= 0 for r in found.values())
