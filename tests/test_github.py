@@ -30,7 +30,6 @@ from runner.github import (
     ACTIONS_BOT,
     MARKER,
     Context,
-    fenced,
     format_outputs,
     main,
     parse_models,
@@ -65,6 +64,8 @@ API_KEY = "sk-canary-api-key-5d41402abc4b2a76"
 GITHUB_TOKEN = "ghs_canaryGitHubToken0123456789abcdef"
 PAT = "github_pat_canaryPersonalToken0123456789"
 """A personal access token: `GET /user` answers with its account (unlike GITHUB_TOKEN)."""
+FORK_TOKEN = "ghs_canaryForkReadOnlyToken0123456789ab"
+"""The GITHUB_TOKEN of a fork's pull request: it reads, every write is refused."""
 REPO = "octo/widgets"
 PR_WORKFLOW = ROOT / "examples/workflows/pr.yml"
 
@@ -85,6 +86,8 @@ class FakeGitHub:
     refs: dict[str, str] = field(default_factory=dict)
     pulls: list[dict[str, Any]] = field(default_factory=list)
     log: list[tuple[str, str, Any]] = field(default_factory=list)
+    read_only: set[str] = field(default_factory=set)
+    """Tokens that may only read (a fork's pull request's GITHUB_TOKEN)."""
     next_id: int = 1000
     url: str = ""
 
@@ -93,6 +96,8 @@ class FakeGitHub:
 
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
                token: str) -> tuple[int, Any]:
+        if method != "GET" and token in self.read_only:
+            return 403, {"message": "Resource not accessible by integration"}
         if path == "/user" and method == "GET":
             login = self.tokens[token]
             if login is None:
@@ -150,7 +155,8 @@ class FakeGitHub:
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    fake = FakeGitHub(tokens={GITHUB_TOKEN: None, PAT: "octo-bot"})
+    fake = FakeGitHub(tokens={GITHUB_TOKEN: None, PAT: "octo-bot", FORK_TOKEN: None},
+                      read_only={FORK_TOKEN})
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -234,6 +240,8 @@ class Expressions:
 
     def value(self, expr: str) -> str:
         expr = expr.strip()
+        if "||" in expr:  # the first non-empty string, as GitHub's `||` on strings
+            return next((v for v in (self.value(e) for e in expr.split("||")) if v), "")
         if m := re.fullmatch(r"inputs\.([\w-]+)", expr):
             return self.inputs[m[1]]
         if m := re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr):
@@ -441,6 +449,9 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     assert first.outputs["cost"] == ""          # no price for fake/m: unknown, not zero
     assert json.loads(first.outputs["branches"]) == {}
     assert first.outputs["report"] == "runner-out/report.json"
+    assert first.outputs["conclusion"] == "failure" and first.outputs["notice"] == ""
+    assert first.outputs["final-message"].startswith("## review\n\nLooks good overall.")
+    assert "## lint\n\nlint: done" in first.outputs["final-message"]
 
     # The step summary is the runner's summary.md.
     summary = (tmp_path / "gha1" / "step-summary.md").read_text()
@@ -458,10 +469,11 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     ours = github.comments[max(github.comments)]
     assert ours["body"].startswith(MARKER)
     golden_files.check_golden(GOLDEN / "pr-comment.md", normalise_comment(ours["body"], report))
-    # The model's Markdown (image, mention, HTML, a fence of its own) is shown, not rendered.
-    outside = re.sub(r"````text\n.*?\n````\n", "", ours["body"], flags=re.DOTALL)
-    assert "evil.test" in ours["body"] and "evil.test" not in outside
-    assert "@octocat" not in outside and "<b>" not in outside
+    # The model's Markdown is rendered, made inert: the outside image is its address in
+    # code, the mention notifies nobody, the HTML is text (tests/test_safe_markdown.py).
+    assert "[image: pixel] (<code>https://evil.test/x.png</code>)" in ours["body"]
+    assert "@octocat" not in ours["body"] and "<b>" not in ours["body"]
+    assert "<pre><code>closed fence" in ours["body"]
 
     # A second push to the PR: the same comment is edited, nothing new is posted.
     second = run_action(tmp_path / "gha2", workspace, inputs, event_name="pull_request",
@@ -502,12 +514,18 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
         assert not run.failed, run.logs
         assert run.outcomes["comment"] == "success"      # auto: not a PR event, no comment
         runs.append(run)
-        branch = json.loads(run.outputs["branches"])["bump"]
-        sha = subprocess.run(["git", "-C", str(origin), "rev-parse", branch], check=True,
-                             capture_output=True, text=True).stdout.strip()
+        # The outputs name the branch and PR that outlive the job, not the temporary
+        # result branch the step deletes.
+        assert json.loads(run.outputs["branches"]) == {"bump": "runner/nightly/bump"}
+        assert run.outputs["branch"] == "runner/nightly/bump"
+        report = json.loads((workspace / "runner-out/report.json").read_text())
+        sha = report["tasks"][0]["result"]["commit"]
         assert github.refs["runner/nightly/bump"] == sha    # the PR branch moved to it
         assert json.loads(run.outputs["pull-requests"]) == {
             "bump": f"https://github.test/{REPO}/pull/1"}
+        assert run.outputs["pr-url"] == f"https://github.test/{REPO}/pull/1"
+        assert run.outputs["conclusion"] == "success"
+        assert run.outputs["final-message"] == "bump: done"
     assert not github.calls("POST", "/comments")
     # Not read-only: a schedule is not a PR event, the task file's sandbox holds.
     assert all("`sandbox_mode` is `workspace-write`" in json.dumps(r.body)
@@ -542,13 +560,6 @@ def test_outputs_survive_any_value(tmp_path: Path) -> None:
     nasty = "line one\nsneaky=1\nrunner_deadbeef\n<<EOF\n"
     text = format_outputs({"a": nasty, "b": "", "c": "plain"})
     assert parse_output_file(text) == {"a": nasty, "b": "", "c": "plain"}
-
-
-def test_fence_cannot_be_closed_from_inside() -> None:
-    block = fenced("a\n````\nb ```` c\n")
-    fence = block.split("text", 1)[0]
-    assert fence == "`````" and block.endswith("\n" + fence)
-    assert fenced("x" * 5000, limit=100).split("\n")[1] == "x" * 99 + "\u2026"
 
 
 def test_models_and_sandbox_inputs() -> None:
@@ -689,39 +700,113 @@ def test_action_structure() -> None:
         if "id" in step:
             ids.append(step["id"])
     for name, out in action["outputs"].items():
-        (sid,) = re.findall(r"steps\.([\w-]+)\.outputs\.", out["value"])
-        assert sid in ids, name
+        sids = re.findall(r"steps\.([\w-]+)\.outputs\.", out["value"])
+        assert sids and set(sids) <= set(ids), name
+    # The install takes every file from the hash-pinned lock and nothing from an index.
+    install = next(s for s in steps if s.get("id") == "install")["run"]
+    assert "--require-hashes --only-binary=:all: -r" in install
+    assert "--no-deps --no-build-isolation --no-index" in install
+    assert install.count("pip install") == 2
     run_env = next(s for s in steps if s.get("id") == "run")["env"]
     # The run step never sees the GitHub token; only it gets the API key.
     assert "GITHUB_TOKEN" not in run_env and "github-token" not in json.dumps(run_env)
     assert [s.get("id") for s in steps if "inputs.api-key }}" in json.dumps(s)] == ["run"]
 
 
-def test_lock_pins_every_runtime_dependency() -> None:
+def read_lock(text: str) -> dict[str, tuple[str, str, list[str]]]:
+    """requirements.lock: name -> (version, marker, hashes), continuation lines joined."""
+    from packaging.utils import canonicalize_name
+
+    lock: dict[str, tuple[str, str, list[str]]] = {}
+    for entry in re.sub(r"\\\n\s*", " ", text).splitlines():
+        entry = entry.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)\s*(?:;\s*(.*?))?((?:\s*--hash=\S+)*)",
+                         entry)
+        assert m, f"requirements.lock: not a pinned, hashed requirement: {entry!r}"
+        hashes = m[4].split()
+        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), \
+            f"requirements.lock: {m[1]} has no sha256 hash"
+        lock[canonicalize_name(m[1])] = (m[2], (m[3] or "").strip(), hashes)
+    return lock
+
+
+TARGETS = [{"sys_platform": plat, "platform_system": system, "platform_machine": machine,
+            "os_name": "posix", "implementation_name": "cpython",
+            "platform_python_implementation": "CPython", "python_version": version,
+            "python_full_version": f"{version}.0"}
+           for plat, system, machine in (("linux", "Linux", "x86_64"),
+                                         ("linux", "Linux", "aarch64"),
+                                         ("darwin", "Darwin", "arm64"))
+           for version in ("3.11", "3.12", "3.13")]
+"""The machines the Action runs on: hosted Linux (x64, arm) and macOS runners."""
+
+
+def lock_problems(text: str) -> list[str]:
+    """What `pip install --require-hashes` of the lock would need and the lock does not
+    pin: pyproject.toml's runtime dependencies and the build backend, followed through
+    every dependency's requirements (extras included: `pyjwt[crypto]` brings
+    cryptography) on each target machine, must be in the lock at a version that satisfies
+    every requirement on them, with a marker that selects them there. Offline: the
+    closure is read from the installed distributions' metadata."""
     import importlib.metadata as md
     import tomllib
 
+    from packaging.markers import Marker
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
     from packaging.version import Version
 
-    lock = {}
-    for line in (ACTION_DIR / "requirements.lock").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, version = line.split("==")
-            lock[canonicalize_name(name)] = Version(version)
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    todo = [Requirement(d) for d in deps]
-    seen: set[str] = set()
-    while todo:
-        req = todo.pop()
-        name = canonicalize_name(req.name)
-        if name in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
-            continue
-        seen.add(name)
-        assert name in lock, f"{name} is a runtime dependency missing from requirements.lock"
-        assert lock[name] in req.specifier, f"lock pins {name} {lock[name]}, needs {req}"
-        todo += [Requirement(r) for r in md.distribution(req.name).requires or []]
+    lock = read_lock(text)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    roots = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+    problems: list[str] = []
+    for target in TARGETS:
+        todo = [(Requirement(r), "pyproject.toml") for r in roots]
+        seen: set[tuple[str, frozenset[str]]] = set()
+        while todo:
+            req, why = todo.pop()
+            name = canonicalize_name(req.name)
+            key = (name, frozenset(req.extras))
+            if key in seen:
+                continue
+            seen.add(key)
+            where = (f"{name} (needed by {why} on {target['sys_platform']} "
+                     f"{target['platform_machine']} Python {target['python_version']})")
+            if name not in lock:
+                problems.append(f"{where} is missing")
+                continue
+            version, marker, _ = lock[name]
+            if Version(version) not in req.specifier:
+                problems.append(f"{version} of {where} does not satisfy {req}")
+            if marker and not Marker(marker).evaluate({**target, "extra": ""}):
+                problems.append(f"the marker {marker!r} leaves out {where}")
+            try:
+                requires = md.distribution(req.name).requires or []
+            except md.PackageNotFoundError:
+                continue  # not for this machine: its own requirements cannot be read here
+            for raw in requires:
+                dep = Requirement(raw)
+                extras = req.extras or {""}
+                if dep.marker is None or any(dep.marker.evaluate({**target, "extra": e})
+                                             for e in extras):
+                    todo.append((dep, name))
+    return sorted(set(problems))
+
+
+def test_lock_is_complete_and_hash_pinned() -> None:
+    text = (ACTION_DIR / "requirements.lock").read_text()
+    assert lock_problems(text) == []
+    assert "# via" in text and "make lock" in text   # generated, by the documented command
+    # The check can fail: a lock without a dependency that only an extra brings
+    # (mcp -> pyjwt[crypto] -> cryptography), or with a marker that leaves out macOS.
+    broken = re.sub(r"(?ms)^cryptography==.*?(?=^\S)", "", text)
+    assert any(p.startswith("cryptography (needed by pyjwt") for p in lock_problems(broken))
+    marked = text.replace("pyyaml==6.0.3 \\", "pyyaml==6.0.3 ; sys_platform == 'linux' \\")
+    assert marked != text and any("leaves out pyyaml" in p for p in lock_problems(marked))
+    with pytest.raises(AssertionError, match="no sha256 hash"):
+        read_lock("httpx==0.28.1\n")
 
 
 @pytest.mark.slow
@@ -1090,13 +1175,20 @@ def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub,
     workspace = make_git_repo(tmp_path / "ws")
     tasks = write_tasks(tmp_path / "pr.yaml", "http://127.0.0.1:9/v1", workspace,
                         "  - {id: review, prompt: review, repo: REPO}\n")
-    run = run_action(tmp_path / "gha", workspace, {"task-file": str(tasks), "api-key": API_KEY},
+    run = run_action(tmp_path / "gha", workspace,
+                     {"task-file": str(tasks), "api-key": API_KEY, "github-token": FORK_TOKEN},
                      event_name="pull_request", event=fork_event("bob", "bob"),
                      api_url=github.url)
     assert not run.failed, run.logs
     assert run.outputs["allowed"] == "false" and run.outputs["runs"] == ""
-    assert {run.outcomes[s] for s in ("run", "report", "comment", "finish")} == {"skipped"}
-    assert not (workspace / "runner-out").exists() and not github.calls("POST")
+    assert run.outputs["conclusion"] == "skipped"
+    assert run.outputs["notice"] == (f"bob has no write access to {REPO} and is not in "
+                                     "allow-users")
+    assert {run.outcomes[s] for s in ("run", "finish")} == {"skipped"}
+    assert not (workspace / "runner-out").exists()
+    # A fork's token is read-only: the notice comment is refused, and that is a notice.
+    assert [c[1] for c in github.calls("POST")] == [f"/repos/{REPO}/issues/7/comments"]
+    assert "::notice title=runner comment::" in run.logs["comment"]
 
 
 def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: Path) -> None:
