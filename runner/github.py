@@ -734,8 +734,9 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                            concurrency=args.concurrency.strip(),
                            effort=args.reasoning_effort.strip().lower(),
                            extra=parse_extra_args(args.extra_args))
-        lacking = missing_keys(Path(task_file), models, child)
-        if lacking and on_pr and ctx.from_fork:
+        lacking = missing_keys(Path(task_file), models, child) if on_pr and ctx.from_fork \
+            else []
+        if lacking:
             return _skip(f"{', '.join(lacking)} is not set: GitHub passes no secrets to "
                          "workflows of pull requests from forks", env)
     print("runner " + " ".join(argv[len(PYTHON) + 2:]), flush=True)  # no secret in argv
