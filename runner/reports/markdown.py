@@ -45,6 +45,7 @@ MARKS = {
     "interrupted": "STOPPED",
     "rate_limited": "ERROR (rate limit)",
     "quota_exhausted": "ERROR (quota)",
+    "max_output_tokens": "FAIL (output cap)",
 }
 """Short, emoji-free status marks: readable in plain text and in a terminal."""
 
