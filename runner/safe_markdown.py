@@ -32,7 +32,7 @@ from markdown_it.token import Token
 _MENTION = re.compile("@")
 """Every `@`, not only one before a word: text arrives in pieces (`&#64;` and a link's text
 are separate tokens), and a joiner after each costs nothing."""
-_BARE_URL = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>]+")
+_BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>]*")
 _COMMAND = re.compile(r"(?m)^(\s*):(?=:)")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
