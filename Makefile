@@ -71,6 +71,7 @@ bench: setup
 	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/comment.py
 
 # actions/run/requirements.lock: every runtime dependency of runner and the build backend,
 # pinned with the hashes of all their files, resolved for every platform and Python >= 3.11
