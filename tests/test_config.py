@@ -150,6 +150,7 @@ def _no_traceback(res: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in res.stdout + res.stderr, res.stderr
 
 
+@pytest.mark.timeout(600)  # the first one waits for every file of the corpus
 @pytest.mark.parametrize("path", _params(BAD))
 def test_bad_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[str]]) -> None:
     exp = read_expect(path)
@@ -172,6 +173,7 @@ def test_bad_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[
         assert bad not in res.stderr
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", _params(GOOD))
 def test_good_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[str]]) -> None:
     res = validated[path]
@@ -612,7 +614,9 @@ def test_declared_provider_overrides_builtin(tmp_path: Path) -> None:
     tf = parse("version: 1\nproviders: {openai: {base_url: 'http://proxy/v1'}}\n"
                "tasks: [{id: a, prompt: p, model: openai/x}]\n")
     [t] = resolve(tf, tmp_path)
-    assert t.provider.base_url == "http://proxy/v1" and t.provider.env_key is None
+    # Field by field: the built-in key variable, headers and compaction stay.
+    assert t.provider.base_url == "http://proxy/v1" and t.provider.env_key == "OPENAI_API_KEY"
+    assert t.provider.remote_compaction is True
 
 
 def test_resolve_model_options_merge_field_by_field(tmp_path: Path) -> None:
