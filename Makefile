@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
-.PHONY: setup bubblewrap demo benchmark test lint typecheck unit bench clean
+.PHONY: setup bubblewrap demo benchmark test lint typecheck unit bench clean lock action-docs
 
 # - compat editable mode puts the source dir on sys.path instead of an import hook (faster
 #   start);
@@ -71,6 +71,20 @@ bench: setup
 	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/comment.py
+
+# actions/run/requirements.lock: every runtime dependency of runner and the build backend,
+# pinned with the hashes of all their files, resolved for every platform and Python >= 3.11
+# (the Action installs it with pip --require-hashes). Run after changing dependencies.
+lock: setup
+	$(BIN)/python -m pip install -q 'uv>=0.9'
+	$(BIN)/python -m uv pip compile pyproject.toml actions/run/build.in --universal \
+	  --generate-hashes --python-version 3.11 --quiet --custom-compile-command 'make lock' \
+	  -o actions/run/requirements.lock
+
+# README's tables of the Action's inputs and outputs, from actions/run/action.yml.
+action-docs: setup
+	$(BIN)/python -m runner.github docs --action actions/run/action.yml --readme README.md
 
 clean:
 	rm -rf build $(VENV)

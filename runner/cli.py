@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
     run.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
                      help="use this sandbox for every task (e.g. read-only on pull requests)")
+    run.add_argument("--reasoning-effort",
+                     choices=["none", "minimal", "low", "medium", "high", "xhigh"],
+                     help="use this reasoning effort for every run (over model_options)")
     run.add_argument("--json", action="store_true",
                      help="stream the `codex exec --json` events on stdout, one run after "
                           "another")
@@ -145,7 +148,8 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
             raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
     tasks = expand(tf, path.resolve().parent, file=str(path), models=models,
                    sandbox=getattr(args, "sandbox", None), current_date=args.date,
-                   timezone=args.timezone)
+                   timezone=args.timezone,
+                   reasoning_effort=getattr(args, "reasoning_effort", None))
     only: list[str] = getattr(args, "only", [])
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})

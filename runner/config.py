@@ -44,6 +44,7 @@ from runner.models import codex_defaults
 from runner.skills import Skill, SkillError, load_skills
 
 SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 ToolName = Literal["shell", "apply_patch", "update_plan"]
 ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MODEL_RE = r"^[^/\s]+/\S+$"
@@ -1448,11 +1449,12 @@ def fingerprint(t: ResolvedTask) -> str:
 def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
            models: Sequence[str] = (), sandbox: SandboxMode | None = None,
            current_date: str | None = None, timezone: str | None = None,
-           ) -> list[ResolvedTask]:
+           reasoning_effort: ReasoningEffort | None = None) -> list[ResolvedTask]:
     """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
     else the task's own) × variant × repeat, named so that no two runs share files or
     branches. `sandbox` (`--sandbox`), `current_date` (`--date`) and `timezone`
-    (`--timezone`) replace every task's own, e.g. read-only on PRs."""
+    (`--timezone`) replace every task's own, e.g. read-only on PRs; `reasoning_effort`
+    (`--reasoning-effort`) every run's effort."""
     chosen = list(models) or list(tf.matrix.model if tf.matrix else ())
     repeat = tf.matrix.repeat if tf.matrix else 1
     variants: tuple[Variant | None, ...] = (tf.matrix.variant if tf.matrix else ()) or (None,)
@@ -1491,5 +1493,9 @@ def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
                         "run": name, "repeat": r, "sandbox": sandbox or t.sandbox,
                         "current_date": current_date or t.current_date,
                         "timezone": timezone or t.timezone})
+                    if reasoning_effort is not None:
+                        run = run.model_copy(update={"model_options": run.model_options
+                                                     .model_copy(update={
+                                                         "reasoning_effort": reasoning_effort})})
                     runs.append(run.model_copy(update={"fingerprint": fingerprint(run)}))
     return runs

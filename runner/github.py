@@ -4,19 +4,23 @@ It lives here rather than in the action's YAML so that it is typed, linted and t
 the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
 
     can-write      the write-access gate of pull-request runs: a branch of this repository,
-                   or the PR's author and the event's sender have write permission
-    run            the `runner run` command line from the action's inputs (or `runner report
-                   merge` of shard reports); the API key is put into the runner's
-                   environment only (the runner keeps it from the agent); with
-                   `--trusted-config` it first refuses a task file that makes the runner read
-                   or start anything from outside that (base-branch) directory
-    outputs        report.json -> $GITHUB_OUTPUT (runs, passed, failed, tokens, cost, ...)
+                   or the PR's author and the event's sender have write permission (or are
+                   in allow-users); a bot author or sender only when in allow-bots
+    run            the `runner run` command line from the action's inputs (a one-task file
+                   made from `prompt`/`prompt-file`, or `runner report merge` of shard
+                   reports); the API key is put into the runner's environment only (the
+                   runner keeps it from the agent); with `--trusted-config` it first refuses
+                   a task file that makes the runner read or start anything from outside that
+                   (base-branch) directory. Expected situations (a fork's PR without the
+                   key, the PR that adds the runner config) skip the run with a notice
+    outputs        report.json -> $GITHUB_OUTPUT (conclusion, final-message, runs, cost, ...)
     comment        one sticky PR comment: found by its marker and edited, else created once
     pull-requests  push result branches; one PR per task, opened once and then updated
-    finish         the runner's exit code -> the step's (exit 1 is optional)
+    finish         the runner's exit code -> the step's (exit 1 is optional; a skip is 0)
 
 Everything a task produced (ids, messages, branches) is untrusted: it goes into Markdown only
-through `inline`/`cell` or a fenced block, so a model cannot add links, images or mentions.
+through `inline`/`cell`, or, for final messages, through `safe_markdown.render`, so a model
+cannot add links, images, HTML or mentions.
 
 Every Python this module starts runs with `-I`: the step's working directory is the checked
 out repository (on pull requests, the PR's code), and plain `python -m runner` would import a
@@ -26,10 +30,12 @@ out repository (on pull requests, the PR's code), and plain `python -m runner` w
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
 import secrets
+import shlex
 import subprocess
 import sys
 import time
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from runner import safe_markdown
 from runner.errors import RunnerError
 from runner.redact import Redactor
 from runner.reports.markdown import cell, inline, mark, percent, tokens, truncate
@@ -53,8 +60,13 @@ PR_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_revi
                        "pull_request_review_comment", "issue_comment", "merge_group"})
 """Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
-MESSAGE_LIMIT = 3000
+MESSAGE_LIMIT = 20_000
 """Characters of a final message shown in a comment; the report has all of it."""
+OPEN_MESSAGES = 3
+"""Up to this many final messages are shown unfolded (a review); more are folded."""
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+DEFAULT_MODEL = "openai/gpt-5.5"
+"""The model of a one-task file made from `prompt` when no `model` is given."""
 TABLE_ROWS = 50
 """Runs listed in a comment (a benchmark can have hundreds; the summary has them all)."""
 COMMENT_LIMIT = 60_000
@@ -114,6 +126,18 @@ class Context:
         return None
 
     @property
+    def pull_request(self) -> Mapping[str, Any]:
+        found = (self.event or {}).get("pull_request")
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def from_fork(self) -> bool:
+        """A pull request whose head branch is in another repository: GitHub gives its
+        workflow runs no secrets and a read-only token."""
+        head = ((self.pull_request.get("head") or {}).get("repo") or {}).get("full_name")
+        return bool(head) and head != self.repository
+
+    @property
     def run_url(self) -> str | None:
         if not (self.repository and self.run_id):
             return None
@@ -123,6 +147,55 @@ class Context:
 def parse_models(text: str) -> list[str]:
     """The `models` input: provider/model entries separated by newlines, spaces or commas."""
     return [m for m in re.split(r"[\s,]+", text) if m]
+
+
+def parse_names(text: str) -> set[str]:
+    """A list input (`allow-users`, `allow-bots`): logins separated by newlines, spaces or
+    commas, compared case-insensitively as GitHub does."""
+    return {n.lower() for n in re.split(r"[\s,]+", text) if n}
+
+
+def is_bot(user: Mapping[str, Any]) -> bool:
+    login = str(user.get("login") or "")
+    return user.get("type") == "Bot" or login.endswith("[bot]")
+
+
+def bot_allowed(login: str, allowed: set[str]) -> bool:
+    """`allow-bots` names bots with or without the `[bot]` suffix."""
+    name = login.lower()
+    return name in allowed or name.removesuffix("[bot]") in allowed
+
+
+def prompt_task(prompt: str, *, repo: str, model: str, base_url: str, key_env: str
+                ) -> dict[str, Any]:
+    """The one-task file of an inline `prompt`: the same defaults as any task file (the
+    runner's sandbox and tools, the Action's `sandbox` input on top), one task `prompt`
+    in the checked-out repository. With `base_url` the model's provider is redefined to
+    that endpoint, reading its key from `key_env`."""
+    if not prompt.strip():
+        raise RunnerError("prompt is empty (or prompt-file names an empty file)")
+    data: dict[str, Any] = {"version": 1, "defaults": {"model": model or DEFAULT_MODEL},
+                            "tasks": [{"id": "prompt", "prompt": prompt, "repo": repo}]}
+    if base_url:
+        provider = (model or DEFAULT_MODEL).split("/", 1)[0]
+        if not re.fullmatch(r"https?://\S+", base_url):
+            raise RunnerError(f"base-url must be an http(s) URL, got {base_url!r}")
+        data["providers"] = {provider: {"base_url": base_url, "env_key": key_env}}
+    return data
+
+
+def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """Provider key variables the runs of `task_file` need and `env` lacks; [] when the
+    file cannot be read (the runner then reports the located problem itself)."""
+    from runner.config import expand, load_task_file
+
+    try:
+        tf = load_task_file(task_file)
+        tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
+    except (RunnerError, OSError):
+        return []
+    return sorted({t.provider.env_key for t in tasks
+                   if t.provider.env_key and not env.get(t.provider.env_key)})
 
 
 def sandbox_for(requested: str, event_name: str) -> str | None:
@@ -208,7 +281,8 @@ def trust_problems(task_file: Path, trusted: Path) -> list[str]:
 
 
 def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
-                sandbox: str | None, concurrency: str) -> list[str]:
+                sandbox: str | None, concurrency: str, effort: str = "",
+                extra: Sequence[str] = ()) -> list[str]:
     argv = [*PYTHON, "-m", "runner", "run", task_file, "--out", out]
     for model in models:
         argv += ["--model", model]
@@ -218,7 +292,20 @@ def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
         argv += ["--sandbox", sandbox]
     if concurrency:
         argv += ["--concurrency", concurrency]
-    return argv
+    if effort:
+        if effort not in EFFORTS:
+            raise RunnerError(f"reasoning-effort must be one of {', '.join(EFFORTS)}; "
+                              f"got {effort!r}")
+        argv += ["--reasoning-effort", effort]
+    return [*argv, *extra]
+
+
+def parse_extra_args(text: str) -> list[str]:
+    """`extra-args`: more `runner run` flags, split like a shell would (no shell runs)."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise RunnerError(f"extra-args: {exc} in {text!r}") from None
 
 
 def _cost(value: float | None) -> str:
@@ -230,16 +317,29 @@ def outputs_for(report: Report, report_path: str) -> dict[str, str]:
     expressions can compare them; unknown values (no price, nothing sent) are empty."""
     t = report.totals
     ratio = t.usage.cache_hit_ratio
-    branches = {r.run or r.id: r.result.branch for r in report.tasks
-                if r.result is not None and r.result.branch is not None}
+    # Only branches that outlive the job: the ones the runner pushed (`git.push`). The
+    # pull-requests step reports the branches it keeps; local ones go with the machine.
+    branches = {r.run or r.id: r.result.pushed.removeprefix("refs/heads/")
+                for r in report.tasks if r.result is not None and r.result.pushed}
     return {
         "runs": str(t.tasks), "passed": str(t.completed), "failed": str(t.not_completed),
         "tokens": str(t.usage.total_tokens), "cached-tokens": str(t.usage.cached_tokens),
         "cache-hit-ratio": "" if ratio is None else f"{ratio:.4f}",
         "cost": _cost(t.cost_usd),
         "branches": json.dumps(branches, sort_keys=True),
+        "branch": next(iter(branches.values())) if len(branches) == 1 else "",
+        "final-message": final_message(report),
         "report": report_path,
     }
+
+
+def final_message(report: Report) -> str:
+    """The `final-message` output: the only run's message, or each run's under its name."""
+    said = [(t.run or t.id, t.final_message) for t in report.tasks
+            if t.final_message and t.final_message.strip()]
+    if len(report.tasks) == 1:
+        return said[0][1] if said else ""
+    return "\n\n".join(f"## {name}\n\n{text}" for name, text in said)
 
 
 def format_outputs(values: Mapping[str, str]) -> str:
@@ -253,20 +353,6 @@ def format_outputs(values: Mapping[str, str]) -> str:
             delimiter = f"runner_{secrets.token_hex(16)}"
         lines += [f"{name}<<{delimiter}", value, delimiter]
     return "\n".join(lines) + "\n"
-
-
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def fenced(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """Text shown verbatim: a fence longer than any backtick run inside, so the text cannot
-    close it and turn into Markdown (links, images, mentions)."""
-    text = _CONTROL.sub("?", text)
-    if len(text) > limit:
-        text = text[: limit - 1].rstrip() + "\u2026"
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
 
 
 def _changes(t: TaskReport) -> str:
@@ -307,9 +393,27 @@ def _footer(report: Report, ctx: Context, artifact: str) -> str:
     return "<sub>" + " · ".join(parts) + "</sub>"
 
 
+def rendered(message: str, ctx: Context, artifact: str) -> str:
+    """A final message as safe HTML (see runner/safe_markdown.py), cut at MESSAGE_LIMIT
+    with a pointer to the report artifact of this workflow run."""
+    where = (f"the report artifact <code>{html.escape(artifact)}</code>" if artifact
+             else "the report")
+    if ctx.run_url:
+        where += f' of <a href="{html.escape(ctx.run_url)}">this workflow run</a>'
+    return safe_markdown.render(message, server_url=ctx.server_url, repository=ctx.repository,
+                                limit=MESSAGE_LIMIT, more=f"The full text is in {where}.")
+
+
+def render_notice(notice: str, ctx: Context) -> str:
+    """The sticky comment of a run that was skipped on purpose (the same marker, so a
+    later real run edits it)."""
+    link = f" ([workflow run]({ctx.run_url}))" if ctx.run_url else ""
+    return f"{MARKER}\n### runner: skipped\n\n{inline(notice)}{link}\n"
+
+
 def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
     """The sticky PR comment: headline, one row per run, why runs failed, and each run's
-    final message (a review, an explanation) folded and shown verbatim."""
+    final message (a review, an explanation) rendered from its Markdown, made safe."""
     t = report.totals
     head = [MARKER, f"### runner: {t.completed} of {t.tasks} run(s) passed", ""]
     if report.tasks:
@@ -330,11 +434,12 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
         head += ["", "#### Not completed", "", *failed]
     footer = _footer(report, ctx, artifact)
     body = "\n".join(head)
-    for r in report.tasks:
-        if not (r.final_message and r.final_message.strip()):
-            continue
-        block = (f"\n\n<details><summary>{inline(r.run or r.id)}: final message</summary>\n\n"
-                 f"{fenced(r.final_message)}\n\n</details>")
+    said = [r for r in report.tasks if r.final_message and r.final_message.strip()]
+    for r in said:
+        shown = rendered(r.final_message or "", ctx, artifact)
+        fold = " open" if len(said) <= OPEN_MESSAGES else ""
+        block = (f"\n\n<details{fold}><summary>{inline(r.run or r.id)}: final message"
+                 f"</summary>\n\n{shown}\n\n</details>")
         if len(body) + len(block) + len(footer) > COMMENT_LIMIT:
             body += "\n\nMore final messages are in the report artifact."
             break
@@ -355,7 +460,7 @@ def render_pr_body(task: TaskReport, report: Report, ctx: Context) -> str:
         verdict = "passed" if task.check.passed else f"failed (exit {task.check.exit_code})"
         lines.append(f"- Check `{cell(task.check.command)}`: {verdict}")
     if task.final_message and task.final_message.strip():
-        lines += ["", "Final message:", "", fenced(task.final_message)]
+        lines += ["", "Final message:", "", rendered(task.final_message, ctx, "")]
     lines += ["", _footer(report, ctx, "")]
     return "\n".join(lines) + "\n"
 
@@ -543,36 +648,97 @@ def merge_argv(patterns: str, out: str) -> list[str]:
     return [*PYTHON, "-m", "runner", "report", "merge", *dirs, "--out", out]
 
 
+def _skip(reason: str, env: Mapping[str, str]) -> int:
+    """End the run step green without running: an expected situation, not a failure.
+    The outputs step turns `skipped` into conclusion `skipped`, the comment step into the
+    sticky comment (where the token may write)."""
+    annotate("notice", "runner", f"not run: {reason}")
+    _append_summary(f"**runner** did not run: {inline(reason)}.\n", env)
+    _write_outputs({"skipped": reason}, env)
+    return 0
+
+
+def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
+    """(task file to run, file the pull request must not control): the `task-file`, or a
+    one-task file made from `prompt` / `prompt-file` outside the workspace."""
+    given = [n for n, v in (("task-file", args.task_file), ("prompt", args.prompt),
+                            ("prompt-file", args.prompt_file)) if v.strip()]
+    if len(given) > 1:
+        raise RunnerError(f"give one of task-file, prompt and prompt-file; got "
+                          f"{' and '.join(given)}")
+    if not given:
+        raise RunnerError("one of task-file, prompt or prompt-file is required (or merge, "
+                          "to combine shard reports)")
+    if args.task_file.strip():
+        return args.task_file, args.task_file
+    if args.prompt_file.strip() and not Path(args.prompt_file).is_file():
+        return "", args.prompt_file  # the caller skips or fails on the missing file
+    text = args.prompt
+    if args.prompt_file.strip():
+        try:
+            text = Path(args.prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RunnerError(f"prompt-file {args.prompt_file}: {exc}") from None
+    import yaml
+
+    data = prompt_task(text, repo=env.get("GITHUB_WORKSPACE") or os.getcwd(),
+                       model=args.model.strip(), base_url=args.base_url.strip(),
+                       key_env=args.api_key_env)
+    folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-prompt-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True)
+    path = folder / "task.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return str(path), args.prompt_file
+
+
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ctx = Context.from_env(env)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
         raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
-    if args.merge.strip():
-        argv = merge_argv(args.merge, args.out)
-    elif args.task_file:
-        argv = runner_argv(args.task_file, out=args.out, models=parse_models(args.models),
-                           shard=args.shard.strip(),
-                           sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
-                           concurrency=args.concurrency.strip())
-    else:
-        raise RunnerError("task-file is required (or merge, to combine shard reports)")
-    if args.trusted_config and not args.merge.strip():
-        problems = trust_problems(Path(args.task_file), Path(args.trusted_config))
-        if problems:
-            for problem in problems:
-                annotate("error", "runner trusted-config", problem)
-            _write_outputs({"exit-code": str(EXIT_BAD_INPUT)}, env)
-            _append_summary("**runner** did not run: the task file reaches outside "
-                            f"`{inline(args.trusted_config)}` (see the log).\n", env)
-            return 0
-    elif ctx.event_name in PR_EVENTS:
-        annotate("warning", "runner", "a pull-request run without trusted-config: the task "
-                 "file may read or start files of the pull request (see examples/workflows"
-                 "/pr.yml)")
     child = dict(env)
     key = child.pop("RUNNER_API_KEY", "")
     if key:
         child[args.api_key_env] = key
+    models = parse_models(f"{args.model} {args.models}")
+    merging = bool(args.merge.strip())
+    on_pr = ctx.event_name in PR_EVENTS
+    if merging:
+        argv = merge_argv(args.merge, args.out)
+    else:
+        task_file, guarded = _task_source(args, env)
+        trusted = args.trusted_config.strip()
+        if not Path(guarded or task_file).is_file() and trusted and on_pr:
+            # The base branch has no runner config yet: the PR that adds it.
+            return _skip(f"the base branch has no {guarded}; this pull request probably adds "
+                         "it, and runner runs on pull requests once it is merged", env)
+        if not task_file:
+            raise RunnerError(f"prompt-file {guarded}: no such file")
+        if trusted and guarded:
+            problems = trust_problems(Path(guarded), Path(trusted)) if guarded == task_file \
+                else ([] if Path(guarded).resolve().is_relative_to(Path(trusted).resolve())
+                      else [f"the prompt file {guarded} is not inside {trusted}"])
+            if problems:
+                for problem in problems:
+                    annotate("error", "runner trusted-config", problem)
+                _write_outputs({"exit-code": str(EXIT_BAD_INPUT)}, env)
+                _append_summary("**runner** did not run: the task file reaches outside "
+                                f"`{inline(trusted)}` (see the log).\n", env)
+                return 0
+        elif on_pr and guarded:
+            annotate("warning", "runner", "a pull-request run without trusted-config: the task "
+                     "file may read or start files of the pull request (see examples/workflows"
+                     "/pr.yml)")
+        argv = runner_argv(task_file, out=args.out, models=models,
+                           shard=args.shard.strip(),
+                           sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
+                           concurrency=args.concurrency.strip(),
+                           effort=args.reasoning_effort.strip().lower(),
+                           extra=parse_extra_args(args.extra_args))
+        lacking = missing_keys(Path(task_file), models, child) if on_pr and ctx.from_fork \
+            else []
+        if lacking:
+            return _skip(f"{', '.join(lacking)} is not set: GitHub passes no secrets to "
+                         "workflows of pull requests from forks", env)
     print("runner " + " ".join(argv[len(PYTHON) + 2:]), flush=True)  # no secret in argv
     code = subprocess.run(argv, env=child, check=False).returncode
     _write_outputs({"exit-code": str(code)}, env)
@@ -583,9 +749,22 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    report = _load_report(Path(args.report))
+    """Every output the Action documents, also when nothing ran: `conclusion` is
+    `skipped` (with the reason as `notice`) when the gate or the run step skipped,
+    `success` when the runner exited 0, `failure` otherwise."""
+    values = {"conclusion": "failure", "notice": "", "final-message": "", "report": "",
+              "branch": "", "branches": "{}"}
+    notice = args.reason if args.allowed != "true" else args.skipped
+    if notice.strip():
+        values.update(conclusion="skipped", notice=notice)
+        _write_outputs(values, env)
+        return 0
+    if args.exit_code.strip() == "0":
+        values["conclusion"] = "success"
+    report = _load_report(Path(args.report)) if args.exit_code.strip() else None
     if report is not None:
-        _write_outputs(outputs_for(report, args.report), env)
+        values.update(outputs_for(report, args.report))
+    _write_outputs(values, env)
     return 0
 
 
@@ -597,10 +776,14 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     number = args.pr or ctx.pr_number
     if mode == "false" or (mode == "auto" and number is None):
         return 0
-    report = _load_report(Path(args.report))
-    if report is None:
-        return 0
-    body = Redactor(secret_values(env))(render_comment(report, ctx, artifact=args.artifact))
+    if args.notice.strip():
+        body = render_notice(args.notice, ctx)
+    else:
+        report = _load_report(Path(args.report))
+        if report is None:
+            return 0
+        body = render_comment(report, ctx, artifact=args.artifact)
+    body = Redactor(secret_values(env))(body)
     if args.write:
         Path(args.write).write_text(body, encoding="utf-8")
     if number is None:
@@ -611,7 +794,8 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         how, comment_id = upsert_comment(gh, ctx.repository, number, body, author=author)
     except RunnerError as exc:
         # A fork's PR gets a read-only token: the summary is still in the job summary.
-        annotate("warning", "runner comment", str(exc))
+        # For a skipped run that is expected, so only a notice.
+        annotate("notice" if args.notice.strip() else "warning", "runner comment", str(exc))
         return 0
     finally:
         gh.close()
@@ -629,21 +813,34 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if mode not in ("auto", "true", "false"):
         raise RunnerError(f"require-write-access must be auto, true or false; got {args.mode!r}")
     event = ctx.event or {}
-    found = event.get("pull_request")
-    pr: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    pr = ctx.pull_request
+    allow_users = parse_names(args.allow_users)
+    allow_bots = parse_names(args.allow_bots)
+    if "*" in allow_bots:
+        raise RunnerError("allow-bots takes bot names (e.g. dependabot, renovate[bot]); '*' "
+                          "would let any app's bot spend the API key")
     allowed, why = True, "not required"
     if mode == "true" or (mode == "auto" and ctx.event_name in PR_EVENTS):
         head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
-        users = sorted({str(u["login"]) for u in (pr.get("user"), event.get("sender"))
-                        if isinstance(u, dict) and u.get("login")})
-        if head and head == ctx.repository:
+        people = [u for u in (pr.get("user"), event.get("sender")) if isinstance(u, dict)
+                  and u.get("login")]
+        users = sorted({str(u["login"]) for u in people})
+        bots = sorted({str(u["login"]) for u in people if is_bot(u)
+                       and not bot_allowed(str(u["login"]), allow_bots)})
+        if bots:
+            allowed, why = False, (f"{', '.join(bots)} is a bot; list it in allow-bots to run "
+                                   "for it")
+        elif head and head == ctx.repository:
             why = "the head branch is in this repository"
         elif not users:
             allowed, why = False, "the event names no user to check"
+        elif "*" in allow_users or all(u.lower() in allow_users for u in users):
+            why = f"{', '.join(users)} allowed by allow-users"
         else:
             gh = GitHub(ctx.api_url, _token(env, args.token_env))
             try:
-                lacking = [u for u in users if not has_write_access(gh, ctx.repository, u)]
+                lacking = [u for u in users if u.lower() not in allow_users
+                           and not has_write_access(gh, ctx.repository, u)]
             except RunnerError as exc:
                 annotate("warning", "runner can-write", str(exc))
                 lacking = users
@@ -651,12 +848,15 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 gh.close()
             allowed = not lacking
             why = (f"{', '.join(users)} may write" if allowed
-                   else f"{', '.join(lacking)} has no write access to {ctx.repository}")
+                   else f"{', '.join(lacking)} has no write access to {ctx.repository} and "
+                        "is not in allow-users")
     print(f"write access: {'yes' if allowed else 'no'} ({why})")
+    values = {"allowed": "true" if allowed else "false"}
     if not allowed:
         annotate("notice", "runner", f"not run: {why}")
         _append_summary(f"**runner** did not run: {inline(why)}.\n", env)
-    _write_outputs({"allowed": "true" if allowed else "false"}, env)
+        values["reason"] = why
+    _write_outputs(values, env)
     return 0
 
 
@@ -676,6 +876,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         "default_branch") or "main")
     gh = GitHub(ctx.api_url, token)
     made: dict[str, str] = {}
+    kept: dict[str, str] = {}
     failures = 0
     try:
         for t in report.tasks:
@@ -699,14 +900,20 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
                 continue
             made[run] = url
+            kept[run] = stable
             print(f"{run}: pull request {how}: {url}")
     finally:
         gh.close()
-    _write_outputs({"pull-requests": json.dumps(made, sort_keys=True)}, env)
+    _write_outputs({"pull-requests": json.dumps(made, sort_keys=True),
+                    "branches": json.dumps(kept, sort_keys=True),
+                    "branch": next(iter(kept.values())) if len(kept) == 1 else "",
+                    "pr-url": next(iter(made.values())) if len(made) == 1 else ""}, env)
     return 1 if failures else 0
 
 
 def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if args.skipped.strip():
+        return 0
     if not args.exit_code.strip().isdigit():
         annotate("error", "runner", "the run step did not finish")
         return EXIT_RUNNER
@@ -714,6 +921,45 @@ def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if code == 1 and args.fail_on_task_failure.strip().lower() != "true":
         return 0
     return code
+
+
+DOCS_START = "<!-- action-docs:start (make action-docs writes this from action.yml) -->"
+DOCS_END = "<!-- action-docs:end -->"
+
+
+def _doc_cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def action_docs(action: Mapping[str, Any]) -> str:
+    """README's tables of the Action's inputs and outputs: action.yml is the one source,
+    `make action-docs` copies it and a test checks that the README is up to date."""
+    lines = [DOCS_START, "", "| Input | Default | What it is for |", "|---|---|---|"]
+    for name, spec in action["inputs"].items():
+        default = str(spec.get("default", ""))
+        lines.append(f"| `{name}` | {f'`{default}`' if default else ''} | "
+                     f"{_doc_cell(spec.get('description', ''))} |")
+    lines += ["", "| Output | What it holds |", "|---|---|"]
+    for name, spec in action["outputs"].items():
+        lines.append(f"| `{name}` | {_doc_cell(spec.get('description', ''))} |")
+    return "\n".join([*lines, "", DOCS_END])
+
+
+def readme_with_docs(readme: str, action: Mapping[str, Any]) -> str:
+    if readme.count(DOCS_START) != 1 or readme.count(DOCS_END) != 1:
+        raise RunnerError(f"README needs one {DOCS_START!r} and one {DOCS_END!r} line")
+    head, rest = readme.split(DOCS_START, 1)
+    return head + action_docs(action) + rest.split(DOCS_END, 1)[1]
+
+
+def cmd_docs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    import yaml
+
+    action = yaml.safe_load(Path(args.action).read_text(encoding="utf-8"))
+    readme = Path(args.readme)
+    readme.write_text(readme_with_docs(readme.read_text(encoding="utf-8"), action),
+                      encoding="utf-8")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -731,13 +977,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api-key-env", default="OPENAI_API_KEY")
     run.add_argument("--trusted-config", default="",
                      help="a directory from the base branch the task file must stay inside")
+    run.add_argument("--prompt", default="", help="one task with this prompt")
+    run.add_argument("--prompt-file", default="", help="one task with this file's prompt")
+    run.add_argument("--model", default="", help="one provider/model (added to --models)")
+    run.add_argument("--base-url", default="", help="endpoint of the prompt's provider")
+    run.add_argument("--reasoning-effort", default="")
+    run.add_argument("--extra-args", default="", help="more `runner run` flags")
     run.set_defaults(func=cmd_run)
     gate = sub.add_parser("can-write", help="the write-access gate of pull-request runs")
     gate.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
     gate.add_argument("--token-env", default="GITHUB_TOKEN")
+    gate.add_argument("--allow-users", default="", help="logins allowed without write access")
+    gate.add_argument("--allow-bots", default="", help="bot logins allowed to trigger a run")
     gate.set_defaults(func=cmd_can_write)
     out = sub.add_parser("outputs", help="report.json -> $GITHUB_OUTPUT")
     out.add_argument("--report", required=True)
+    out.add_argument("--allowed", default="true", help="the gate's output")
+    out.add_argument("--reason", default="", help="why the gate refused")
+    out.add_argument("--skipped", default="", help="why the run step skipped")
+    out.add_argument("--exit-code", default="", help="the runner's exit code")
     out.set_defaults(func=cmd_outputs)
     com = sub.add_parser("comment", help="create or edit the PR comment")
     com.add_argument("--report", required=True)
@@ -748,6 +1006,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="only edit a comment by this account (default: the token's)")
     com.add_argument("--token-env", default="GITHUB_TOKEN")
     com.add_argument("--write", default="", help="also write the body to this file")
+    com.add_argument("--notice", default="", help="post this skip notice instead")
     com.set_defaults(func=cmd_comment)
     prs = sub.add_parser("pull-requests", help="push result branches, one PR per task")
     prs.add_argument("--report", required=True)
@@ -762,7 +1021,12 @@ def build_parser() -> argparse.ArgumentParser:
     fin = sub.add_parser("finish", help="exit with the runner's code")
     fin.add_argument("--exit-code", default="")
     fin.add_argument("--fail-on-task-failure", default="true")
+    fin.add_argument("--skipped", default="", help="why the run was skipped (exit 0)")
     fin.set_defaults(func=cmd_finish)
+    docs = sub.add_parser("docs", help="write README's input and output tables")
+    docs.add_argument("--action", required=True)
+    docs.add_argument("--readme", required=True)
+    docs.set_defaults(func=cmd_docs)
     return p
 
 

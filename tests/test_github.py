@@ -1,12 +1,5 @@
-"""The GitHub Action, run locally step by step.
-
-`run_action` reads `actions/run/action.yml` and runs its `run:` steps the way the Actions
-runner does (bash -eo pipefail, a fresh GITHUB_OUTPUT per step, `${{ }}` evaluated in
-`env:` and `if:`), against the loopback model server and a loopback fake of the GitHub
-REST API. Only the steps that need the network or sudo are left out: `uses:` steps
-(setup-python, cache, upload-artifact) and the `install` and `bubblewrap` steps; the
-test's own venv stands in for the installed runner.
-"""
+"""The GitHub Action, run locally step by step (the harness is tests/gha.py); the
+example workflows end to end are in tests/test_workflows.py."""
 
 from __future__ import annotations
 
@@ -15,13 +8,9 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -30,10 +19,10 @@ from runner.github import (
     ACTIONS_BOT,
     MARKER,
     Context,
-    fenced,
     format_outputs,
     main,
     parse_models,
+    readme_with_docs,
     render_comment,
     sandbox_for,
     trust_problems,
@@ -42,6 +31,24 @@ from runner.reports.markdown import percent, tokens
 from runner.reports.model import Report
 from tests import golden_files
 from tests.conftest import ThreadFactory, make_git_repo
+from tests.gha import (
+    ACTION,
+    ACTION_DIR,
+    ACTION_REF,
+    API_KEY,
+    BIN,
+    FORK_TOKEN,
+    GITHUB_TOKEN,
+    GOLDEN,
+    PAT,
+    PR_WORKFLOW,
+    REPO,
+    ROOT,
+    FakeGitHub,
+    parse_output_file,
+    run_action,
+    serve_fake_github,
+)
 from tests.loopback import (
     RecordedRequest,
     Reply,
@@ -52,285 +59,10 @@ from tests.loopback import (
     reply_message,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-ACTION_DIR = ROOT / "actions" / "run"
-ACTION = ACTION_DIR / "action.yml"
-GOLDEN = Path(__file__).parent / "golden" / "github"
-BIN = Path(sys.executable).parent
-ACTION_REF = "your-org/runner/actions/run@v1"
-"""How the examples and the README refer to the action."""
-SKIPPED = {"install", "bubblewrap"}
-"""Steps that need the network or sudo; everything else runs for real."""
-API_KEY = "sk-canary-api-key-5d41402abc4b2a76"
-GITHUB_TOKEN = "ghs_canaryGitHubToken0123456789abcdef"
-PAT = "github_pat_canaryPersonalToken0123456789"
-"""A personal access token: `GET /user` answers with its account (unlike GITHUB_TOKEN)."""
-REPO = "octo/widgets"
-PR_WORKFLOW = ROOT / "examples/workflows/pr.yml"
-
-
-# ------------------------------------------------------------------ fake GitHub REST API
-
-
-@dataclass
-class FakeGitHub:
-    """Just enough of api.github.com for comments, refs and pull requests, with state."""
-
-    tokens: dict[str, str | None]
-    """Accepted tokens -> the login `GET /user` reports (None: refused there, as for an
-    installation token, which writes as github-actions[bot])."""
-    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
-    permissions: dict[str, str] = field(default_factory=dict)
-    """user -> `permission` of the collaborator-permission endpoint; absent: 404."""
-    refs: dict[str, str] = field(default_factory=dict)
-    pulls: list[dict[str, Any]] = field(default_factory=list)
-    log: list[tuple[str, str, Any]] = field(default_factory=list)
-    next_id: int = 1000
-    url: str = ""
-
-    def calls(self, method: str, pattern: str = "") -> list[tuple[str, str, Any]]:
-        return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
-
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
-               token: str) -> tuple[int, Any]:
-        if path == "/user" and method == "GET":
-            login = self.tokens[token]
-            if login is None:
-                return 403, {"message": "Resource not accessible by integration"}
-            return 200, {"login": login, "type": "User"}
-        base = f"/repos/{REPO}"
-        if not path.startswith(base):
-            return 404, {"message": "Not Found"}
-        path = path[len(base):]
-        if (m := re.fullmatch(r"/collaborators/([^/]+)/permission", path)) and method == "GET":
-            if m[1] not in self.permissions:
-                return 404, {"message": "Not Found"}
-            return 200, {"permission": self.permissions[m[1]], "user": {"login": m[1]}}
-        if m := re.fullmatch(r"/issues/(\d+)/comments", path):
-            if method == "GET":
-                mine = [c for c in self.comments.values() if c["issue"] == int(m[1])]
-                per, page = int(query["per_page"][0]), int(query["page"][0])
-                return 200, mine[(page - 1) * per: page * per]
-            self.next_id += 1
-            self.comments[self.next_id] = {"id": self.next_id, "issue": int(m[1]),
-                                           "body": body["body"],
-                                           "user": {"login": self.tokens[token]
-                                                    or ACTIONS_BOT}}
-            return 201, self.comments[self.next_id]
-        if (m := re.fullmatch(r"/issues/comments/(\d+)", path)) and method == "PATCH":
-            self.comments[int(m[1])]["body"] = body["body"]
-            return 200, self.comments[int(m[1])]
-        if m := re.fullmatch(r"/git/refs?/heads/(.+)", path):
-            if method == "GET":
-                if m[1] not in self.refs:
-                    return 404, {"message": "Not Found"}
-                return 200, {"ref": f"refs/heads/{m[1]}", "object": {"sha": self.refs[m[1]]}}
-            if method == "PATCH":
-                self.refs[m[1]] = body["sha"]
-                return 200, {}
-            if method == "DELETE":
-                return (204, None) if self.refs.pop(m[1], None) else (422, {"message": "no"})
-        if path == "/git/refs" and method == "POST":
-            self.refs[body["ref"].removeprefix("refs/heads/")] = body["sha"]
-            return 201, {}
-        if path == "/pulls" and method == "GET":
-            head = query["head"][0].split(":", 1)[1]
-            return 200, [p for p in self.pulls if p["head"] == head and p["state"] == "open"]
-        if path == "/pulls" and method == "POST":
-            number = len(self.pulls) + 1
-            self.pulls.append({**body, "number": number, "state": "open",
-                               "html_url": f"https://github.test/{REPO}/pull/{number}"})
-            return 201, self.pulls[-1]
-        if (m := re.fullmatch(r"/pulls/(\d+)", path)) and method == "PATCH":
-            pr = self.pulls[int(m[1]) - 1]
-            pr.update(body)
-            return 200, pr
-        return 404, {"message": "Not Found"}
-
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    fake = FakeGitHub(tokens={GITHUB_TOKEN: None, PAT: "octo-bot"})
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            url = urlsplit(self.path)
-            length = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            with lock:
-                fake.log.append((self.command, url.path, body))
-                token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
-                if token not in fake.tokens:
-                    status, answer = 401, {"message": "Bad credentials"}
-                else:
-                    status, answer = fake.handle(self.command, url.path, parse_qs(url.query),
-                                                 body, token)
-            data = b"" if answer is None else json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_DELETE = _serve
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
-
-
-# ------------------------------------------------------------------ running the action
-
-
-def parse_output_file(text: str) -> dict[str, str]:
-    """GITHUB_OUTPUT as the Actions runner reads it: `name=value` or `name<<DELIM`."""
-    values: dict[str, str] = {}
-    lines = iter(text.split("\n"))
-    for line in lines:
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delim = line.split("<<", 1)
-            chunk = []
-            for nxt in lines:
-                if nxt == delim:
-                    break
-                chunk.append(nxt)
-            else:
-                raise AssertionError(f"unterminated value for {name}")
-            values[name] = "\n".join(chunk)
-        elif line:
-            name, value = line.split("=", 1)
-            values[name] = value
-    return values
-
-
-@dataclass
-class ActionRun:
-    outputs: dict[str, str]
-    step_outputs: dict[str, dict[str, str]]
-    outcomes: dict[str, str]
-    logs: dict[str, str]
-    failed: bool
-    files: list[Path]
-    """Every file the run wrote where GitHub would keep it: GITHUB_OUTPUT files, the step
-    summary and the out dir (the artifact)."""
-
-
-class Expressions:
-    """The few `${{ }}` forms the action uses; anything else fails the test, so the
-    action cannot grow an expression this harness silently gets wrong."""
-
-    def __init__(self, inputs: dict[str, str], steps: dict[str, dict[str, str]],
-                 github: dict[str, str]) -> None:
-        self.inputs, self.steps, self.github = inputs, steps, github
-
-    def value(self, expr: str) -> str:
-        expr = expr.strip()
-        if m := re.fullmatch(r"inputs\.([\w-]+)", expr):
-            return self.inputs[m[1]]
-        if m := re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr):
-            return self.steps.get(m[1], {}).get(m[2], "")
-        if m := re.fullmatch(r"github\.(\w+)", expr):
-            return self.github[m[1]]
-        if expr == "runner.os":
-            return "Linux"
-        if m := re.fullmatch(r"'([^']*)'", expr):
-            return m[1]
-        raise AssertionError(f"harness does not know the expression {expr!r}")
-
-    def substitute(self, text: str) -> str:
-        return re.sub(r"\$\{\{(.*?)\}\}", lambda m: self.value(m[1]), text)
-
-    def condition(self, cond: str, failed: bool) -> bool:
-        ok = True
-        saw_always = False
-        for term in (t.strip() for t in cond.split("&&")):
-            if term == "always()":
-                saw_always = True
-            elif m := re.fullmatch(r"(.+?)\s*(==|!=)\s*(.+)", term):
-                equal = self.value(m[1]) == self.value(m[3])
-                ok = ok and (equal if m[2] == "==" else not equal)
-            else:
-                raise AssertionError(f"harness does not know the condition {term!r}")
-        return ok and (saw_always or not failed)
-
-
-def action_inputs(overrides: dict[str, str]) -> dict[str, str]:
-    spec = yaml.safe_load(ACTION.read_text())["inputs"]
-    unknown = set(overrides) - set(spec)
-    assert not unknown, f"not inputs of the action: {unknown}"
-    values = {name: str(i.get("default", "")) for name, i in spec.items()}
-    values.update(overrides)
-    missing = [n for n, i in spec.items() if i.get("required") and not values[n]]
-    assert not missing, f"required inputs missing: {missing}"
-    return values
-
-
-def run_action(tmp: Path, workspace: Path, inputs: dict[str, str], *, event_name: str,
-               event: dict[str, Any], api_url: str, job_env: dict[str, str] | None = None
-               ) -> ActionRun:
-    action = yaml.safe_load(ACTION.read_text())
-    tmp.mkdir(parents=True, exist_ok=True)
-    event_path = tmp / "event.json"
-    event_path.write_text(json.dumps(event))
-    summary = tmp / "step-summary.md"
-    summary.touch()
-    runner_temp = tmp / "runner-temp"
-    runner_temp.mkdir(exist_ok=True)
-    base_env = {
-        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
-        "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_ACTION_PATH": str(ACTION_DIR), "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": api_url,
-        "GITHUB_SERVER_URL": "https://github.test", "GITHUB_RUN_ID": "4242",
-        "RUNNER_TEMP": str(runner_temp), "RUNNER_OS": "Linux",
-        "GIT_CONFIG_NOSYSTEM": "1", **(job_env or {}),
-    }
-    values = action_inputs(inputs)
-    if values["github-token"] == "${{ github.token }}":
-        values["github-token"] = GITHUB_TOKEN
-    steps: dict[str, dict[str, str]] = {"install": {"python": sys.executable}}
-    expr = Expressions(values, steps, {"token": GITHUB_TOKEN, "action_path": str(ACTION_DIR)})
-    outcomes: dict[str, str] = {}
-    logs: dict[str, str] = {}
-    files: list[Path] = [summary]
-    failed = False
-    for n, step in enumerate(action["runs"]["steps"]):
-        sid = step.get("id", f"step{n}")
-        if "uses" in step or sid in SKIPPED:
-            outcomes[sid] = "skipped-by-harness"
-            continue
-        if "if" in step and not expr.condition(step["if"], failed):
-            outcomes[sid] = "skipped"
-            continue
-        assert step["shell"] == "bash"
-        out_file = tmp / f"output-{sid}"
-        out_file.write_text("")
-        files.append(out_file)
-        env = {**base_env, "GITHUB_OUTPUT": str(out_file)}
-        env.update({k: expr.substitute(str(v)) for k, v in (step.get("env") or {}).items()})
-        script = tmp / f"step-{sid}.sh"
-        script.write_text(step["run"])
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                              cwd=workspace, env=env, capture_output=True, text=True,
-                              timeout=120)
-        logs[sid] = proc.stdout + proc.stderr
-        steps[sid] = parse_output_file(out_file.read_text())
-        outcomes[sid] = "success" if proc.returncode == 0 else f"failure({proc.returncode})"
-        failed = failed or proc.returncode != 0
-    outputs = {name: expr.substitute(o["value"]) for name, o in action["outputs"].items()}
-    out_dir = workspace / values["out-dir"]
-    files += [p for p in out_dir.rglob("*") if p.is_file()]
-    return ActionRun(outputs, steps, outcomes, logs, failed, files)
+    yield from serve_fake_github()
 
 
 # ------------------------------------------------------------------ the scripted model
@@ -441,6 +173,9 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     assert first.outputs["cost"] == ""          # no price for fake/m: unknown, not zero
     assert json.loads(first.outputs["branches"]) == {}
     assert first.outputs["report"] == "runner-out/report.json"
+    assert first.outputs["conclusion"] == "failure" and first.outputs["notice"] == ""
+    assert first.outputs["final-message"].startswith("## review\n\nLooks good overall.")
+    assert "## lint\n\nlint: done" in first.outputs["final-message"]
 
     # The step summary is the runner's summary.md.
     summary = (tmp_path / "gha1" / "step-summary.md").read_text()
@@ -458,10 +193,11 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     ours = github.comments[max(github.comments)]
     assert ours["body"].startswith(MARKER)
     golden_files.check_golden(GOLDEN / "pr-comment.md", normalise_comment(ours["body"], report))
-    # The model's Markdown (image, mention, HTML, a fence of its own) is shown, not rendered.
-    outside = re.sub(r"````text\n.*?\n````\n", "", ours["body"], flags=re.DOTALL)
-    assert "evil.test" in ours["body"] and "evil.test" not in outside
-    assert "@octocat" not in outside and "<b>" not in outside
+    # The model's Markdown is rendered, made inert: the outside image is its address in
+    # code, the mention notifies nobody, the HTML is text (tests/test_safe_markdown.py).
+    assert "[image: pixel] (<code>https://evil.test/x.png</code>)" in ours["body"]
+    assert "@octocat" not in ours["body"] and "<b>" not in ours["body"]
+    assert "<pre><code>closed fence" in ours["body"]
 
     # A second push to the PR: the same comment is edited, nothing new is posted.
     second = run_action(tmp_path / "gha2", workspace, inputs, event_name="pull_request",
@@ -502,12 +238,18 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
         assert not run.failed, run.logs
         assert run.outcomes["comment"] == "success"      # auto: not a PR event, no comment
         runs.append(run)
-        branch = json.loads(run.outputs["branches"])["bump"]
-        sha = subprocess.run(["git", "-C", str(origin), "rev-parse", branch], check=True,
-                             capture_output=True, text=True).stdout.strip()
+        # The outputs name the branch and PR that outlive the job, not the temporary
+        # result branch the step deletes.
+        assert json.loads(run.outputs["branches"]) == {"bump": "runner/nightly/bump"}
+        assert run.outputs["branch"] == "runner/nightly/bump"
+        report = json.loads((workspace / "runner-out/report.json").read_text())
+        sha = report["tasks"][0]["result"]["commit"]
         assert github.refs["runner/nightly/bump"] == sha    # the PR branch moved to it
         assert json.loads(run.outputs["pull-requests"]) == {
             "bump": f"https://github.test/{REPO}/pull/1"}
+        assert run.outputs["pr-url"] == f"https://github.test/{REPO}/pull/1"
+        assert run.outputs["conclusion"] == "success"
+        assert run.outputs["final-message"] == "bump: done"
     assert not github.calls("POST", "/comments")
     # Not read-only: a schedule is not a PR event, the task file's sandbox holds.
     assert all("`sandbox_mode` is `workspace-write`" in json.dumps(r.body)
@@ -542,13 +284,6 @@ def test_outputs_survive_any_value(tmp_path: Path) -> None:
     nasty = "line one\nsneaky=1\nrunner_deadbeef\n<<EOF\n"
     text = format_outputs({"a": nasty, "b": "", "c": "plain"})
     assert parse_output_file(text) == {"a": nasty, "b": "", "c": "plain"}
-
-
-def test_fence_cannot_be_closed_from_inside() -> None:
-    block = fenced("a\n````\nb ```` c\n")
-    fence = block.split("text", 1)[0]
-    assert fence == "`````" and block.endswith("\n" + fence)
-    assert fenced("x" * 5000, limit=100).split("\n")[1] == "x" * 99 + "\u2026"
 
 
 def test_models_and_sandbox_inputs() -> None:
@@ -669,6 +404,20 @@ def test_action_steps_pass_actionlint_and_shellcheck(tmp_path: Path) -> None:
     assert res.returncode == 1 and "shellcheck" in res.stdout
 
 
+def test_readme_documents_every_input_and_output() -> None:
+    """README's input and output tables are action.yml's (`make action-docs`)."""
+    action = yaml.safe_load(ACTION.read_text())
+    readme = (ROOT / "README.md").read_text()
+    assert readme_with_docs(readme, action) == readme, "README is stale: make action-docs"
+    for name in [*action["inputs"], *action["outputs"]]:
+        assert f"\n| `{name}` |" in readme, name
+    # The check can fail: a new input, or an edited description, changes the tables.
+    action["inputs"]["new-input"] = {"description": "x", "default": ""}
+    assert readme_with_docs(readme, action) != readme
+    action["outputs"]["cost"]["description"] += " More."
+    assert "| `cost` | US dollars" in readme_with_docs(readme, action)
+
+
 def test_action_structure() -> None:
     action = yaml.safe_load(ACTION.read_text())
     assert action["runs"]["using"] == "composite"
@@ -689,39 +438,113 @@ def test_action_structure() -> None:
         if "id" in step:
             ids.append(step["id"])
     for name, out in action["outputs"].items():
-        (sid,) = re.findall(r"steps\.([\w-]+)\.outputs\.", out["value"])
-        assert sid in ids, name
+        sids = re.findall(r"steps\.([\w-]+)\.outputs\.", out["value"])
+        assert sids and set(sids) <= set(ids), name
+    # The install takes every file from the hash-pinned lock and nothing from an index.
+    install = next(s for s in steps if s.get("id") == "install")["run"]
+    assert "--require-hashes --only-binary=:all: -r" in install
+    assert "--no-deps --no-build-isolation --no-index" in install
+    assert install.count("pip install") == 2
     run_env = next(s for s in steps if s.get("id") == "run")["env"]
     # The run step never sees the GitHub token; only it gets the API key.
     assert "GITHUB_TOKEN" not in run_env and "github-token" not in json.dumps(run_env)
     assert [s.get("id") for s in steps if "inputs.api-key }}" in json.dumps(s)] == ["run"]
 
 
-def test_lock_pins_every_runtime_dependency() -> None:
+def read_lock(text: str) -> dict[str, tuple[str, str, list[str]]]:
+    """requirements.lock: name -> (version, marker, hashes), continuation lines joined."""
+    from packaging.utils import canonicalize_name
+
+    lock: dict[str, tuple[str, str, list[str]]] = {}
+    for entry in re.sub(r"\\\n\s*", " ", text).splitlines():
+        entry = entry.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)\s*(?:;\s*(.*?))?((?:\s*--hash=\S+)*)",
+                         entry)
+        assert m, f"requirements.lock: not a pinned, hashed requirement: {entry!r}"
+        hashes = m[4].split()
+        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), \
+            f"requirements.lock: {m[1]} has no sha256 hash"
+        lock[canonicalize_name(m[1])] = (m[2], (m[3] or "").strip(), hashes)
+    return lock
+
+
+TARGETS = [{"sys_platform": plat, "platform_system": system, "platform_machine": machine,
+            "os_name": "posix", "implementation_name": "cpython",
+            "platform_python_implementation": "CPython", "python_version": version,
+            "python_full_version": f"{version}.0"}
+           for plat, system, machine in (("linux", "Linux", "x86_64"),
+                                         ("linux", "Linux", "aarch64"),
+                                         ("darwin", "Darwin", "arm64"))
+           for version in ("3.11", "3.12", "3.13")]
+"""The machines the Action runs on: hosted Linux (x64, arm) and macOS runners."""
+
+
+def lock_problems(text: str) -> list[str]:
+    """What `pip install --require-hashes` of the lock would need and the lock does not
+    pin: pyproject.toml's runtime dependencies and the build backend, followed through
+    every dependency's requirements (extras included: `pyjwt[crypto]` brings
+    cryptography) on each target machine, must be in the lock at a version that satisfies
+    every requirement on them, with a marker that selects them there. Offline: the
+    closure is read from the installed distributions' metadata."""
     import importlib.metadata as md
     import tomllib
 
+    from packaging.markers import Marker
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
     from packaging.version import Version
 
-    lock = {}
-    for line in (ACTION_DIR / "requirements.lock").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, version = line.split("==")
-            lock[canonicalize_name(name)] = Version(version)
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    todo = [Requirement(d) for d in deps]
-    seen: set[str] = set()
-    while todo:
-        req = todo.pop()
-        name = canonicalize_name(req.name)
-        if name in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
-            continue
-        seen.add(name)
-        assert name in lock, f"{name} is a runtime dependency missing from requirements.lock"
-        assert lock[name] in req.specifier, f"lock pins {name} {lock[name]}, needs {req}"
-        todo += [Requirement(r) for r in md.distribution(req.name).requires or []]
+    lock = read_lock(text)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    roots = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+    problems: list[str] = []
+    for target in TARGETS:
+        todo = [(Requirement(r), "pyproject.toml") for r in roots]
+        seen: set[tuple[str, frozenset[str]]] = set()
+        while todo:
+            req, why = todo.pop()
+            name = canonicalize_name(req.name)
+            key = (name, frozenset(req.extras))
+            if key in seen:
+                continue
+            seen.add(key)
+            where = (f"{name} (needed by {why} on {target['sys_platform']} "
+                     f"{target['platform_machine']} Python {target['python_version']})")
+            if name not in lock:
+                problems.append(f"{where} is missing")
+                continue
+            version, marker, _ = lock[name]
+            if Version(version) not in req.specifier:
+                problems.append(f"{version} of {where} does not satisfy {req}")
+            if marker and not Marker(marker).evaluate({**target, "extra": ""}):
+                problems.append(f"the marker {marker!r} leaves out {where}")
+            try:
+                requires = md.distribution(req.name).requires or []
+            except md.PackageNotFoundError:
+                continue  # not for this machine: its own requirements cannot be read here
+            for raw in requires:
+                dep = Requirement(raw)
+                extras = req.extras or {""}
+                if dep.marker is None or any(dep.marker.evaluate({**target, "extra": e})
+                                             for e in extras):
+                    todo.append((dep, name))
+    return sorted(set(problems))
+
+
+def test_lock_is_complete_and_hash_pinned() -> None:
+    text = (ACTION_DIR / "requirements.lock").read_text()
+    assert lock_problems(text) == []
+    assert "# via" in text and "make lock" in text   # generated, by the documented command
+    # The check can fail: a lock without a dependency that only an extra brings
+    # (mcp -> pyjwt[crypto] -> cryptography), or with a marker that leaves out macOS.
+    broken = re.sub(r"(?ms)^cryptography==.*?(?=^\S)", "", text)
+    assert any(p.startswith("cryptography (needed by pyjwt") for p in lock_problems(broken))
+    marked = text.replace("pyyaml==6.0.3 \\", "pyyaml==6.0.3 ; sys_platform == 'linux' \\")
+    assert marked != text and any("leaves out pyyaml" in p for p in lock_problems(marked))
+    with pytest.raises(AssertionError, match="no sha256 hash"):
+        read_lock("httpx==0.28.1\n")
 
 
 @pytest.mark.slow
@@ -1090,13 +913,20 @@ def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub,
     workspace = make_git_repo(tmp_path / "ws")
     tasks = write_tasks(tmp_path / "pr.yaml", "http://127.0.0.1:9/v1", workspace,
                         "  - {id: review, prompt: review, repo: REPO}\n")
-    run = run_action(tmp_path / "gha", workspace, {"task-file": str(tasks), "api-key": API_KEY},
+    run = run_action(tmp_path / "gha", workspace,
+                     {"task-file": str(tasks), "api-key": API_KEY, "github-token": FORK_TOKEN},
                      event_name="pull_request", event=fork_event("bob", "bob"),
                      api_url=github.url)
     assert not run.failed, run.logs
     assert run.outputs["allowed"] == "false" and run.outputs["runs"] == ""
-    assert {run.outcomes[s] for s in ("run", "report", "comment", "finish")} == {"skipped"}
-    assert not (workspace / "runner-out").exists() and not github.calls("POST")
+    assert run.outputs["conclusion"] == "skipped"
+    assert run.outputs["notice"] == (f"bob has no write access to {REPO} and is not in "
+                                     "allow-users")
+    assert {run.outcomes[s] for s in ("run", "finish")} == {"skipped"}
+    assert not (workspace / "runner-out").exists()
+    # A fork's token is read-only: the notice comment is refused, and that is a notice.
+    assert [c[1] for c in github.calls("POST")] == [f"/repos/{REPO}/issues/7/comments"]
+    assert "::notice title=runner comment::" in run.logs["comment"]
 
 
 def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: Path) -> None:
@@ -1165,3 +995,106 @@ def test_actions_pin_third_party_actions_by_commit() -> None:
             assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", ref), \
                 (name, ref)
     assert seen >= 10
+
+
+# ------------------------------------------------------------------ inline prompt, inputs
+
+
+@pytest.mark.slow
+def test_inline_prompt_runs_one_task_with_the_given_model_options(
+        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(
+        lambda req, turn: reply_message("**Done.** Thanks @octocat, see https://evil.test")))
+    workspace = make_git_repo(tmp_path / "ws")
+    inputs = {"prompt": "Review this change, say: done", "model": "fake/m",
+              "base-url": srv.base_url, "reasoning-effort": "low",
+              "extra-args": "--only prompt", "api-key": API_KEY}
+    run = run_action(tmp_path / "gha", workspace, inputs, event_name="pull_request",
+                     event=PR_EVENT, api_url=github.url)
+    assert not run.failed, run.logs
+    out = run.outputs
+    assert out["conclusion"] == "success" and out["runs"] == "1" and out["exit-code"] == "0"
+    assert out["final-message"] == "**Done.** Thanks @octocat, see https://evil.test"
+    assert "runner run " in run.logs["run"] and "--reasoning-effort low --only prompt" in \
+        run.logs["run"]
+    # One task, in the checked-out repository, on the given endpoint and effort; read-only
+    # because this is a pull-request event, as it would be for a task file.
+    assert srv.requests and all(r.body["reasoning"] == {"effort": "low"} for r in srv.requests)
+    assert "Review this change, say: done" in last_user_text(srv.requests[0])
+    assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
+    report = Report.model_validate_json((workspace / "runner-out/report.json").read_text())
+    assert [t.id for t in report.tasks] == ["prompt"]
+    # The one-task file lives outside the workspace; the workspace only got the reports.
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=workspace, check=True,
+                            capture_output=True, text=True).stdout
+    assert status.split() == ["??", "runner-out/"]
+    # The review is rendered, inert.
+    (comment,) = github.comments.values()
+    assert "<strong>Done.</strong> Thanks @\u2060octocat" in comment["body"]
+    assert "<code>https://evil.test</code>" in comment["body"]
+
+    # A wrong flag in extra-args is bad input: red, exit 2, the runner's own message.
+    bad = run_action(tmp_path / "gha2", workspace, {**inputs, "extra-args": "--bogus"},
+                     event_name="pull_request", event=PR_EVENT, api_url=github.url)
+    assert bad.failed and bad.outcomes["finish"] == "failure(2)", bad.logs
+    assert bad.outputs["conclusion"] == "failure" and "--bogus" in bad.logs["run"]
+
+
+def test_run_inputs_that_cannot_go_together(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "output"
+    env = {"GITHUB_OUTPUT": str(out), "GITHUB_EVENT_NAME": "workflow_dispatch",
+           "RUNNER_TEMP": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    base = ["run", "--out", str(tmp_path / "o")]
+    empty = tmp_path / "empty.md"
+    empty.write_text("\n")
+    cases = [
+        (["--task-file", "t.yaml", "--prompt", "p"], "give one of task-file, prompt and "
+                                                     "prompt-file; got task-file and prompt"),
+        ([], "one of task-file, prompt or prompt-file is required"),
+        (["--prompt", "p", "--reasoning-effort", "huge"], "reasoning-effort must be one of"),
+        (["--prompt", "  "], "one of task-file, prompt or prompt-file is required"),
+        (["--prompt-file", str(empty)], "prompt is empty (or prompt-file names an empty"),
+        (["--prompt-file", str(tmp_path / "none.md")], "prompt-file"),
+        (["--prompt", "p", "--base-url", "ftp://x"], "base-url must be an http(s) URL"),
+        (["--prompt", "p", "--extra-args", "'unclosed"], "extra-args: No closing quotation"),
+    ]
+    for args, message in cases:
+        assert main([*base, *args], env=env) == 2, args
+        printed = capsys.readouterr().out
+        assert "::error title=runner::" in printed and message in printed, (args, printed)
+    assert not out.exists() and not (tmp_path / "o").exists()
+    # allow-bots: '*' is refused, names are taken with or without [bot].
+    env["GITHUB_OUTPUT"] = str(out)
+    assert main(["can-write", "--allow-bots", "*"], env=env) == 2
+    assert "allow-bots takes bot names" in capsys.readouterr().out
+
+
+def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
+    github.permissions = {"bob": "read"}
+    bot = {"login": "renovate[bot]", "type": "Bot"}
+    bot_pr = {**PR_EVENT, "sender": bot,
+              "pull_request": {**PR_EVENT["pull_request"], "user": bot}}  # type: ignore[dict-item]
+
+    def allowed(event: dict[str, Any], users: str = "", bots: str = "") -> str:
+        env = {"GITHUB_EVENT_PATH": str(tmp_path / "e.json"), "GITHUB_OUTPUT": str(out),
+               "GITHUB_EVENT_NAME": "pull_request", "GITHUB_REPOSITORY": REPO,
+               "GITHUB_API_URL": github.url, "GITHUB_TOKEN": GITHUB_TOKEN}
+        (tmp_path / "e.json").write_text(json.dumps(event))
+        out.write_text("")
+        assert main(["can-write", "--allow-users", users, "--allow-bots", bots], env=env) == 0
+        return parse_output_file(out.read_text())["allowed"]
+
+    out = tmp_path / "out"
+    # A bot is refused even on a branch of this repository, unless named.
+    assert allowed(bot_pr) == "false"
+    assert allowed(bot_pr, bots="dependabot") == "false"
+    assert allowed(bot_pr, bots="renovate") == "true" == allowed(bot_pr, bots="Renovate[bot]")
+    # allow-users lets a reader's fork PR run, without asking the API; `*` lets anyone.
+    github.log.clear()
+    assert allowed(fork_event("bob", "bob")) == "false" and github.log
+    github.log.clear()
+    assert allowed(fork_event("bob", "bob"), users="alice, BOB") == "true" and not github.log
+    assert allowed(fork_event("zed", "zed"), users="*") == "true"
+    # Both must be allowed: a listed sender does not carry an unlisted author.
+    assert allowed(fork_event("zed", "bob"), users="bob") == "false"

@@ -72,8 +72,20 @@ def test_failed(code: str, cls: type[Exception], retryable: bool) -> None:
 def test_incomplete_is_retryable() -> None:
     with pytest.raises(StreamError) as info:
         feed(Assembler(), "response.incomplete",
+             response={"incomplete_details": {"reason": "content_filter"}})
+    assert info.value.retryable and "content_filter" in str(info.value)
+
+
+def test_an_answer_cut_at_max_output_tokens_is_final_and_keeps_its_text() -> None:
+    """Resent, the same request would be cut at the same cap and billed again."""
+    asm = Assembler()
+    feed(asm, "response.output_text.delta", delta="Half an ")
+    feed(asm, "response.output_text.delta", delta="answer")
+    with pytest.raises(StreamError) as info:
+        feed(asm, "response.incomplete",
              response={"incomplete_details": {"reason": "max_output_tokens"}})
-    assert info.value.retryable and "max_output_tokens" in str(info.value)
+    assert not info.value.retryable and info.value.code == "max_output_tokens"
+    assert info.value.partial_output == "Half an answer"
 
 
 def test_bare_error_event() -> None:

@@ -462,8 +462,11 @@ def test_template_with_unknown_or_missing_field_is_an_error() -> None:
         wsm.branch_name("runner/{user}", {"user": "x"})
     with pytest.raises(WorkspaceError, match="no value"):
         wsm.branch_name("runner/{run}", {})
-    with pytest.raises(WorkspaceError, match="unknown field"):
+    with pytest.raises(WorkspaceError, match="takes no format spec or conversion"):
         wsm.branch_name("runner/{run!r}", {"run": "x"})
+    for unbalanced in ("x/{run", "x/}", "{run}}", "{run!}"):
+        with pytest.raises(WorkspaceError, match="unbalanced braces"):
+            wsm.branch_name(unbalanced, {"run": "x"})
 
 
 # ---------------------------------------------------------------------------------------
