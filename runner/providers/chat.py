@@ -92,8 +92,9 @@ class Constrained:
     tool_result_role: str = "user"
     required_args_only: bool = True
     grammar: bool = False
-    """Send the answer format as a llama.cpp GBNF `grammar` (compact JSON sized to
-    `max_output_tokens`, see `runner.providers.grammar`) instead of `response_format`."""
+    """Send the answer format as a llama.cpp GBNF `grammar` (JSON in a bounded layout,
+    sized to `max_output_tokens`, see `runner.providers.grammar`) instead of
+    `response_format`."""
 
 
 def _function_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
