@@ -229,7 +229,7 @@ class _Rules:
 
 CHAR_RULE = 'ch ::= [ !#-\\[\\]-~] | "\\\\" ["\\\\nt/]'
 """One string character: printable ASCII but `"` and `\\`, or a two-byte escape."""
-WS_RULE = 'ws ::= ("\\n" " "{0,%d})?' % (OBJ_WS_BYTES - 1)
+WS_RULE = f'ws ::= ("\\n" " "{{0,{OBJ_WS_BYTES - 1}}})?'
 """The layout gap before a key or a closing brace."""
 
 
