@@ -7,6 +7,7 @@ file, flags, environment); 3 the runner itself could not work.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from runner.errors import ConfigError, Problem, RunnerError
 
 if TYPE_CHECKING:
+    from runner.batch import BatchPlan
     from runner.config import ResolvedTask, TaskFile
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_RUNNER = 0, 1, 2, 3
@@ -94,7 +96,7 @@ def _problem(field: str, message: str) -> ConfigError:
     return ConfigError([Problem("(command line)", None, field, message)])
 
 
-def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
+def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, BatchPlan]:
     from runner.config import expand, load_task_file
 
     path: Path = args.tasks
@@ -105,6 +107,7 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
             raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
     tasks = expand(tf, path.resolve().parent, file=str(path), models=models,
                    sandbox=getattr(args, "sandbox", None))
+    everything = tasks
     only: list[str] = getattr(args, "only", [])
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})
@@ -120,25 +123,45 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
             raise _problem("--tag", f"no task has tag {', '.join(unknown)}; tags in {path}: "
                                     f"{', '.join(known) or 'none'}")
         tasks = [t for t in tasks if set(t.tags) & set(tags)]
+    not_selected = len(everything) - len(tasks)
+    k = n = 1
     shard: str | None = getattr(args, "shard", None)
+    selected = tasks
     if shard is not None:
-        tasks = _shard(tasks, shard)
-    return tasks, str(path), tf
+        k, n = _shard_spec(shard)
+        tasks = _shard(tasks, k, n)
+    from runner.batch import BatchPlan
+
+    plan = BatchPlan(tuple(t.fingerprint for t in selected),
+                     hashlib.sha256(path.read_bytes()).hexdigest(), k, n, not_selected)
+    return tasks, str(path), tf, plan
 
 
-def _shard(tasks: list[ResolvedTask], text: str) -> list[ResolvedTask]:
+def _shard_spec(text: str) -> tuple[int, int]:
+    """`K/N`, or `auto/N` in a Kubernetes Indexed Job: K is its 0-based
+    JOB_COMPLETION_INDEX plus one."""
+    m = re.fullmatch(r"(\d+|auto)/(\d+)", text.strip())
+    if m and m[1] == "auto":
+        index = os.environ.get("JOB_COMPLETION_INDEX", "")
+        if not index.isdigit():
+            raise _problem("--shard", f"auto/N takes K from JOB_COMPLETION_INDEX (a Kubernetes "
+                                      f"Indexed Job sets it), which is {index!r} here")
+        m = re.fullmatch(r"(\d+)/(\d+)", f"{int(index) + 1}/{m[2]}")
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise _problem("--shard", f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4, "
+                                  "or auto/N in a Kubernetes Indexed Job")
+    return int(m[1]), int(m[2])
+
+
+def _shard(tasks: list[ResolvedTask], k: int, n: int) -> list[ResolvedTask]:
     """Runs ordered by fingerprint (the same on every machine), then every N-th from the
     K-th: slices are disjoint, cover everything, and differ in size by at most one."""
-    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
-    if not m or not 1 <= int(m[1]) <= int(m[2]):
-        raise _problem("--shard", f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4")
-    k, n = int(m[1]), int(m[2])
     ordered = sorted(tasks, key=lambda t: (t.fingerprint, t.run))
     return [t for i, t in enumerate(ordered) if i % n == k - 1]
 
 
 def _validate(args: argparse.Namespace) -> int:
-    tasks, file, _ = _load(args)
+    tasks, file, _, _ = _load(args)
     for t in tasks:
         print(f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
     ids = {t.id for t in tasks}
@@ -153,13 +176,13 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.concurrency < 1:
         raise _problem("--concurrency", "must be at least 1")
-    tasks, file, tf = _load(args)
+    tasks, file, tf, plan = _load(args)
     out: Path = args.out
     json_out = sys.stdout if args.json else None
     result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
                                          concurrency=args.concurrency, json_out=json_out,
                                          progress=sys.stderr, resume=args.resume,
-                                         budget=tf.budget))
+                                         budget=tf.budget, plan=plan))
     if not args.json:
         for run in result.runs:
             if run.outcome is not None and run.outcome.final_message:
