@@ -197,7 +197,9 @@ def test_live_display_in_a_terminal() -> None:
     assert ANSI.search(raw), "a terminal gets a live (redrawn) display"
     text = ANSI.sub("", raw)
     assert "3/3 runs done" in text and "6.0 s" in text
-    final = text.rsplit("3/3 runs done", 1)[1]
+    display, last = text.rsplit("runner: ", 1)
+    assert last.startswith("3/3 runs done, 0 running, 1 failed, 1 errored")
+    final = display.rsplit("3/3 runs done", 1)[1]
     assert ("running 0 \u00b7 failed 1 \u00b7 errored 1 \u00b7 tokens 3.0k in, 120 out "
             "\u00b7 cache hit 60%") in final
     assert "cost >= $0.0500" not in final  # the errored run sent no request: nothing unknown
