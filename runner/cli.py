@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
                        help="directories written by `runner run --shard K/N --out DIR`")
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
+    merge.add_argument("--partial", action="store_true",
+                       help="merge even with shards missing (the result says it is partial)")
     return p
 
 
@@ -198,8 +200,12 @@ def _report_merge(args: argparse.Namespace) -> int:
     from runner.batch import exit_code
     from runner.reports.merge import merge_command
 
-    report = merge_command(args.dirs, args.out)
+    report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals
-    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s), {t.completed} "
-                     f"passed\nreport: {args.out / 'report.json'}\n")
+    if report.partial:
+        sys.stderr.write(f"PARTIAL merge: shard(s) {', '.join(map(str, report.missing_shards))}"
+                         " missing; every output is marked partial\n")
+    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s): {t.finished} "
+                     f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
+                     f"errored\nreport: {args.out / 'report.json'}\n")
     return exit_code(r.status for r in report.tasks)
