@@ -190,6 +190,12 @@ def _run(args: argparse.Namespace) -> int:
             if run.outcome is not None and run.outcome.final_message:
                 print(f"--- {run.task.run}\n{run.outcome.final_message}")
     sys.stderr.write(f"report: {result.report_path}\n")
+    not_started = sum(r.status == "skipped" for r in result.runs)
+    stopped = sum(r.status == "interrupted" for r in result.runs)
+    if not_started or stopped:
+        sys.stderr.write(f"runner: {not_started} run(s) never started, {stopped} stopped; "
+                         f"finish the batch with: runner run {args.tasks} --out {out} "
+                         "--resume (same flags; finished runs are kept)\n")
     if os.environ.get("RUNNER_DEBUG"):
         sys.stderr.write(f"exit code {result.exit_code}\n")
     return result.exit_code
