@@ -66,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
     merge.add_argument("--partial", action="store_true",
                        help="merge even with shards missing (the result says it is partial)")
+    cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
+    cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
+    cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
+    cmp.add_argument("--base-variant", metavar="NAME", help="only BASE's runs of this variant")
+    cmp.add_argument("--new-variant", metavar="NAME", help="only NEW's runs of this variant")
+    cmp.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    cmp.add_argument("--alpha", type=float, default=0.05,
+                     help="significance level of Fisher's exact test (default 0.05)")
+    cmp.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 on a significant drop in pass rate overall or for a "
+                          "model/variant")
     return p
 
 
@@ -79,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "report" and args.report_command == "compare":
+            return _report_compare(args)
         if args.command == "report":
             return _report_merge(args)
         return _run(args)
@@ -215,3 +228,32 @@ def _report_merge(args: argparse.Namespace) -> int:
                      f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
                      f"errored\nreport: {args.out / 'report.json'}\n")
     return exit_code(r.status for r in report.tasks)
+
+
+def _report_compare(args: argparse.Namespace) -> int:
+    """0, or 1 with --fail-on-regression when a pass rate dropped significantly."""
+    from runner.reports.compare import compare, render_compare
+    from runner.reports.merge import load_shard
+
+    if not 0 < args.alpha < 1:
+        raise _problem("--alpha", "must be between 0 and 1, e.g. 0.05")
+    base, new = load_shard(args.base).report, load_shard(args.new).report
+    for flag, report, name in (("--base-variant", base, args.base_variant),
+                               ("--new-variant", new, args.new_variant)):
+        known = sorted({t.variant for t in report.tasks if t.variant is not None})
+        if name is not None and name not in known:
+            raise _problem(flag, f"no run of variant {name!r}; variants there: "
+                                 f"{', '.join(known) or 'none'}")
+    result = compare(base, new, base_name=_label(args.base, args.base_variant),
+                     new_name=_label(args.new, args.new_variant),
+                     base_variant=args.base_variant, new_variant=args.new_variant,
+                     alpha=args.alpha)
+    if args.format == "json":
+        print(result.model_dump_json(indent=2))
+    else:
+        print(render_compare(result), end="")
+    return EXIT_TASK_FAILED if args.fail_on_regression and result.regressions else EXIT_OK
+
+
+def _label(directory: Path, variant: str | None) -> str:
+    return directory.name + (f" [{variant}]" if variant else "")
