@@ -539,7 +539,7 @@ async def run_batch(
                                    pending=len(runs) - len(done_reports),
                                    batch=plan.identity())
             await anyio.to_thread.run_sync(functools.partial(
-                write_reports, partial, out_dir, redact=redact))
+                write_reports, partial, out_dir, redact=redact, page=False))
 
     interrupted: list[int] = []
     with _work_root() as work_root:
