@@ -515,8 +515,8 @@ async def run_batch(
                         log.close()
                         run.report = _run_report(run, out_dir, redact, order)
                         journal.finished(t.fingerprint, run.report)
-            if run.report is not None:
-                show.run_finished(run.report)
+                        # Here, not after: a run stopped by Ctrl-C must be shown too.
+                        show.run_finished(run.report)
             await checkpoint()
 
     last_write = [0.0]

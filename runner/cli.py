@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
     merge.add_argument("--partial", action="store_true",
                        help="merge even with shards missing (the result says it is partial)")
+    br = rep_sub.add_parser("branches", help="list (or delete) the branches a batch created")
+    br.add_argument("dir", type=Path, metavar="DIR", help="the batch's report directory")
+    br.add_argument("--repo", type=Path, required=True, help="the repository the runs used")
+    br.add_argument("--delete", action="store_true",
+                    help="delete each branch that still points at the commit the run made")
     cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
     cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
     cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
@@ -90,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "report" and args.report_command == "branches":
+            return _report_branches(args)
         if args.command == "report" and args.report_command == "compare":
             return _report_compare(args)
         if args.command == "report":
@@ -257,3 +264,34 @@ def _report_compare(args: argparse.Namespace) -> int:
 
 def _label(directory: Path, variant: str | None) -> str:
     return directory.name + (f" [{variant}]" if variant else "")
+
+
+def _report_branches(args: argparse.Namespace) -> int:
+    """One line per branch the batch recorded; only branches still at the run's commit are
+    deleted, so work someone added on top is never lost."""
+    from runner import workspace
+    from runner.reports.merge import load_shard
+
+    report = load_shard(args.dir).report
+    repo: Path = args.repo
+    if not repo.is_dir():
+        raise _problem("--repo", f"{repo} is not a directory; give the repository the runs used")
+    try:
+        workspace.check_base(repo, "HEAD")
+    except workspace.WorkspaceError as exc:
+        raise _problem("--repo", str(exc)) from None
+    counts: dict[str, int] = {}
+    for t in report.tasks:
+        if t.result is None or t.result.branch is None:
+            continue
+        state = workspace.branch_state(repo, t.result.branch, t.result.commit)
+        if args.delete and state == "present":
+            state = "deleted" if workspace.delete_branch_at(
+                repo, t.result.branch, t.result.commit) else "kept (changed meanwhile)"
+        elif args.delete and state in ("moved", "checked-out"):
+            state += ", kept"
+        counts[state] = counts.get(state, 0) + 1
+        print(f"{t.result.branch} {t.result.commit[:12]} {state}")
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
+    sys.stderr.write(f"{args.dir}: {summary}\n")
+    return EXIT_OK

@@ -212,8 +212,11 @@ def details(task: TaskReport) -> list[str]:
         if res.branch:
             lines.append(f"branch {res.branch} ({res.files_changed} files, +{res.insertions} "
                          f"-{res.deletions})")
-        else:
+        elif res.violations:
             lines.append(f"no branch: {'; '.join(res.violations)}")
+        else:
+            lines.append(f"patch {res.patch} ({res.files_changed} files, +{res.insertions} "
+                         f"-{res.deletions})")
     if task.check is not None:
         verdict = "passed" if task.check.passed else f"failed (exit {task.check.exit_code})"
         lines.append(f"check `{task.check.command}` {verdict}")
@@ -253,7 +256,7 @@ class PlainProgress:
     def run_finished(self, task: TaskReport) -> None:
         self.tally.done(task)
         brief = [line for line in details(task)
-                 if line.startswith(("error:", "branch ", "no branch:"))]
+                 if line.startswith(("error:", "branch ", "no branch:", "patch "))]
         self._write("\n".join([finished_line(task, self.tally), *(f"  {b}" for b in brief)]))
 
     def close(self) -> None:
@@ -357,7 +360,7 @@ class LiveProgress:
         style = "green" if task.status == "completed" else "red"
         text = Text(finished_line(task, self.tally), style=style)
         for extra in details(task):
-            if extra.startswith(("error:", "branch ", "no branch:")):
+            if extra.startswith(("error:", "branch ", "no branch:", "patch ")):
                 text.append(f"\n  {extra}", style="dim")
         # One print: rich redraws the display under every printed renderable.
         self.console.print(text)
