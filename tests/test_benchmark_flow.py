@@ -224,3 +224,22 @@ def test_branches_of_a_batch_are_listed_and_only_unmoved_ones_deleted(
     assert sorted(left) == sorted([branches["b"], "runner/unrelated"])
     bad = run_cli("report", "branches", out, "--repo", tmp_path / "nope")
     assert bad.returncode == 2 and "--repo" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_shard_from_a_kubernetes_completion_index(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path, "http://127.0.0.1:9/v1", TASKS, defaults=MATRIX)
+    second = run_cli("validate", tasks, "--shard", "2/3")
+    auto = run_cli("validate", tasks, "--shard", "auto/3", env={"JOB_COMPLETION_INDEX": "1"})
+    assert auto.returncode == 0 and auto.stdout == second.stdout
+    unset = run_cli("validate", tasks, "--shard", "auto/3", env={"JOB_COMPLETION_INDEX": ""})
+    assert unset.returncode == 2 and "JOB_COMPLETION_INDEX" in unset.stderr
+    late = run_cli("validate", tasks, "--shard", "auto/3", env={"JOB_COMPLETION_INDEX": "3"})
+    assert late.returncode == 2 and "1 <= K <= N" in late.stderr
+    example = Path(__file__).parent.parent / "examples" / "kubernetes" / \
+        "benchmark-indexed-job.yaml"
+    import yaml
+
+    job = yaml.safe_load(example.read_text())
+    assert job["spec"]["completionMode"] == "Indexed"
+    n = job["spec"]["completions"]
+    assert f"--shard auto/{n}" in job["spec"]["template"]["spec"]["containers"][0]["args"][0]
