@@ -15,8 +15,9 @@ from runner.reports.model import Report
 def write_reports(report: Report, out_dir: Path, *, redact: Redactor,
                   step_summary: str | None = None, page: bool = True) -> Path:
     """`report.json`, `junit.xml` for CI systems, `summary.md` and (with `page`)
-    `report.html` for people, each written atomically; the summary is also appended to GitHub's step summary file when one is
-    given, cut to fit its 1 MiB limit. Returns the path of `report.json`."""
+    `report.html` for people, each written atomically; the summary is also appended to
+    GitHub's step summary file when one is given, cut to fit its 1 MiB limit. Returns the
+    path of `report.json`."""
     path = out_dir / "report.json"
     atomic_write_text(path, redact(report.model_dump_json(indent=2)) + "\n")
     atomic_write_text(out_dir / "junit.xml", redact(render_junit(report)))

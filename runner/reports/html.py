@@ -114,8 +114,9 @@ def pass_rate_chart(report: Report) -> str:
                         f'x2="{x1:.1f}" y2="{mid + 6}" stroke="#111"/><line x1="{x2:.1f}" '
                         f'y1="{mid - 6}" x2="{x2:.1f}" y2="{mid + 6}" stroke="#111"/>')
         label = f"{g.passed}/{g.runs}" if g.runs else "no finished run"
+        if g.skipped or g.errored:
+            label += f" (+{g.skipped} skipped, {g.errored} errored)"
         body.append(f'<text x="{left + bar_w + 8}" y="{y + 15}" font-size="12">{label}'
-                    f'{f" (+{g.skipped} skipped, {g.errored} errored)" if g.skipped or g.errored else ""}'
                     "</text>")
     return _svg(left + bar_w + 200, height, body, "pass rate per model and variant")
 
@@ -144,8 +145,8 @@ def cost_chart(report: Report) -> str:
             f'<line x1="{left}" y1="{height - bottom}" x2="{width - 20}" y2="{height - bottom}" '
             'stroke="#555"/>',
             f'<text x="{width / 2}" y="{height - 6}" font-size="12" text-anchor="middle">'
-            f'{"mean cost per finished run (USD)" if use_cost else "mean tokens per finished run (no price known)"}'
-            '</text>',
+            + ("mean cost per finished run (USD)" if use_cost
+               else "mean tokens per finished run (no price known)") + '</text>',
             f'<text x="14" y="{height / 2}" font-size="12" transform="rotate(-90 14 '
             f'{height / 2})" text-anchor="middle">pass rate</text>']
     plot_w, plot_h = width - left - 220, height - bottom - 30
@@ -234,13 +235,15 @@ def _item_html(event: dict[str, Any]) -> str | None:
         return None
     it = item.get("type")
     if it == "agent_message":
-        return f'<div class="item msg"><b>assistant</b><pre>{esc(cut(str(item.get("text", ""))))}</pre></div>'
+        text = esc(cut(str(item.get("text", ""))))
+        return f'<div class="item msg"><b>assistant</b><pre>{text}</pre></div>'
     if it == "command_execution":
         return (f'<div class="item cmd"><b>$ {esc(cut(str(item.get("command", "")), 400))}</b>'
                 f' <span class="note">exit {esc(item.get("exit_code"))}</span>'
                 f'<pre>{esc(cut(str(item.get("aggregated_output", ""))))}</pre></div>')
     if it == "reasoning":
-        return f'<div class="item"><i>reasoning</i><pre>{esc(cut(str(item.get("text", "")), 1000))}</pre></div>'
+        text = esc(cut(str(item.get("text", "")), 1000))
+        return f'<div class="item"><i>reasoning</i><pre>{text}</pre></div>'
     body = {k: v for k, v in item.items() if k != "id"}
     return (f'<div class="item"><b>{esc(it)}</b><pre>'
             f'{esc(cut(json.dumps(body, ensure_ascii=False)))}</pre></div>')

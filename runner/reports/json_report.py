@@ -98,7 +98,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
 def build_report(*, tasks: Sequence[TaskReport], run_id: str, task_file: str,
                  started: dt.datetime, finished: dt.datetime, pending: int = 0,
                  batch: dict[str, Any] | None = None) -> Report:
-    return Report(batch=None if batch is None else BatchIdentity(**batch),run_id=run_id, task_file=task_file, started_at=started.isoformat(),
+    return Report(batch=None if batch is None else BatchIdentity(**batch),
+                  run_id=run_id, task_file=task_file, started_at=started.isoformat(),
                   finished_at=finished.isoformat(),
                   duration_s=round((finished - started).total_seconds(), 3),
                   totals=compute_totals(tasks), tasks=list(tasks), pending=pending)
