@@ -141,8 +141,9 @@ class TaskReport(Strict):
     cost limit) | skipped (never started: see `skip_reason`) | failed | error | interrupted
     | scope_violation | rate_limited (still 429 after every retry, or asked to wait longer
     than `max_retry_wait_s`) | quota_exhausted (`insufficient_quota`). `failed`: the
-    request itself was refused (400 invalid request, context full); `error`: no working model (network or 5xx after every retry, 401/403:
-    the message names the key's variable)."""
+    request itself was refused (400 invalid request, context full); `error`: no working
+    model (network or 5xx after every retry, 401/403: the message names the key's
+    variable)."""
     skip_reason: str | None = None
     """Why a `skipped` run never started: `budget` (the batch budget was spent) or
     `interrupted` (Ctrl-C or SIGTERM came first). `runner run --resume` runs it."""
