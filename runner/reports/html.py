@@ -128,7 +128,8 @@ def cost_chart(report: Report) -> str:
     for t in report.tasks:
         groups.setdefault(column_name(t), []).append(t)
     points = []
-    use_cost = all(t.cost_usd is not None for t in report.tasks if t.requests)
+    use_cost = all(t.cost_usd is not None for t in report.tasks if t.requests) and any(
+        t.cost_usd for t in report.tasks)   # free local models: tokens say more than $0
     for name, runs in groups.items():
         g = group_stats(runs)
         if not g.runs:
@@ -146,7 +147,7 @@ def cost_chart(report: Report) -> str:
             'stroke="#555"/>',
             f'<text x="{width / 2}" y="{height - 6}" font-size="12" text-anchor="middle">'
             + ("mean cost per finished run (USD)" if use_cost
-               else "mean tokens per finished run (no price known)") + '</text>',
+               else "mean tokens per finished run (cost unknown or zero)") + '</text>',
             f'<text x="14" y="{height / 2}" font-size="12" transform="rotate(-90 14 '
             f'{height / 2})" text-anchor="middle">pass rate</text>']
     plot_w, plot_h = width - left - 220, height - bottom - 30
@@ -199,10 +200,9 @@ def token_chart(task: TaskReport) -> str:
         tip = (f"request {r.index}: {u.input_tokens} in ({u.cached_tokens} cached), "
                f"{u.output_tokens} out" if u else f"request {r.index}: no usage")
         body.append(f'<title>{esc(tip)}</title>')
-    body.append(f'<text x="{width - 4}" y="12" font-size="11" text-anchor="end">'
-                'dark: cached input, light: uncached input, orange: output, C: compaction'
-                '</text>')
-    return _svg(max(width, 520), height, body, f"tokens per request of {task.run}")
+    return (_svg(width, height, body, f"tokens per request of {task.run}")
+            + '<p class="note">Per request: dark blue cached input, light blue uncached '
+              'input, orange output; C (red outline) a compaction request.</p>')
 
 
 def _events(path: Path) -> Iterator[dict[str, Any]]:
@@ -285,8 +285,10 @@ def _run_details(out_dir: Path, t: TaskReport) -> str:
     if t.error:
         parts.append(f"<p><b>Error:</b></p><pre>{esc(cut(t.error))}</pre>")
     if t.check is not None:
+        tail = t.check.output_tail.strip()
         parts.append(f"<p><b>Check</b> <code>{esc(t.check.command)}</code> exited "
-                     f"{t.check.exit_code}</p><pre>{esc(cut(t.check.output_tail, 2000))}</pre>")
+                     f"{t.check.exit_code}</p>"
+                     + (f"<pre>{esc(cut(tail, 2000))}</pre>" if tail else ""))
     parts += ["<h4>Tokens per request</h4>", token_chart(t),
               "<h4>Final message</h4>",
               f"<pre>{esc(cut(t.final_message or '(none)'))}</pre>",
