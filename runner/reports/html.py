@@ -41,6 +41,9 @@ TEXT_LIMIT = 4000
 PATCH_LIMIT = 30_000
 ITEMS_LIMIT = 120
 """Transcript entries kept per run (first and last halves)."""
+TRANSCRIPT_CHARS = 40_000
+"""Characters of HTML kept of one run's transcript, so a big batch stays a page a browser
+opens (the events file has everything)."""
 RUN_DETAILS_LIMIT = 500
 """Runs given a drill-down; report.json and threads/ have the rest."""
 
@@ -254,11 +257,20 @@ def transcript(out_dir: Path, task: TaskReport) -> str:
                if h is not None]
     if not entries:
         return '<p class="note">No transcript (the run did not start or wrote no events).</p>'
-    if len(entries) > ITEMS_LIMIT:
-        half = ITEMS_LIMIT // 2
-        entries = [*entries[:half], f'<p class="note">[{len(entries) - 2 * half} entries cut; '
-                   f'{esc(task.events_file)} has them all]</p>', *entries[-half:]]
-    return "".join(entries)
+    head: list[str] = []
+    tail: list[str] = []
+    size = 0
+    for i in range(min(len(entries), ITEMS_LIMIT)):
+        # Alternate from both ends: the start and the end of a thread matter most.
+        entry = entries[i // 2] if i % 2 == 0 else entries[-1 - i // 2]
+        if size + len(entry) > TRANSCRIPT_CHARS:
+            break
+        size += len(entry)
+        (head if i % 2 == 0 else tail).append(entry)
+    left = len(entries) - len(head) - len(tail)
+    cut_note = ([f'<p class="note">[{left} entries cut; {esc(task.events_file)} has them '
+                 "all]</p>"] if left else [])
+    return "".join([*head, *cut_note, *reversed(tail)])
 
 
 def _patch(out_dir: Path, task: TaskReport) -> str:

@@ -123,3 +123,16 @@ def test_charts_render_in_headless_chromium(tmp_path: Path) -> None:
     # Matrix cells coloured pass / fail / mixed.
     for rgb in ((0xC8, 0xE6, 0xC9), (0xFF, 0xCD, 0xD2), (0xFF, 0xF3, 0xC4)):
         assert colours.get(rgb, 0) > 1000, rgb
+
+
+def test_long_transcript_keeps_its_start_and_end(tmp_path: Path) -> None:
+    t = task("long", "p/m", "completed", run="long.r1")
+    (tmp_path / "threads").mkdir()
+    (tmp_path / t.events_file).write_text("".join(
+        json.dumps({"type": "item.completed", "item": {"type": "agent_message",
+                                                       "text": f"message {i:04d} " + "x" * 900}})
+        + "\n" for i in range(500)))
+    page = render_html(report([t]), tmp_path)
+    shown = [int(n) for n in re.findall(r"message (\d{4})", page)]
+    assert shown[0] == 0 and shown[-1] == 499 and shown == sorted(shown)
+    assert len(shown) < 60 and f"[{500 - len(shown)} entries cut;" in page
