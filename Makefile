@@ -82,6 +82,7 @@ bench: setup
 	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/reports.py
 
 clean:
 	rm -rf build $(VENV)
