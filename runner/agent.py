@@ -29,7 +29,8 @@ from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 
 Status = Literal["completed", "max_turns", "max_tool_calls", "budget", "timeout", "failed",
-                 "error", "interrupted", "rate_limited", "quota_exhausted"]
+                 "error", "interrupted", "rate_limited", "quota_exhausted",
+                 "max_output_tokens"]
 """`failed`: the model refused or could not go on (context full, invalid prompt);
 `error`: the runner could not reach a working model (network, 5xx, auth); `budget`: a token
 or cost limit of the run or the batch was reached; `rate_limited`: the provider still said
@@ -115,6 +116,8 @@ class Outcome:
     turns_completed: int
     duration_s: float
     compactions: list[cp.Compaction] = field(default_factory=list)
+    truncated_output: str | None = None
+    """The text of an answer `max_output_tokens` cut off, when that ended the run."""
 
 
 class Thread:
@@ -133,6 +136,7 @@ class Thread:
         self.history: list[Item] = list(spec.context)
         self.requests: list[RequestRecord] = []
         self.compactions: list[cp.Compaction] = []
+        self.truncated_output: str | None = None
         self.usage = Usage()
         self.tool_calls = 0
         self._item_seq = 0
@@ -169,6 +173,11 @@ class Thread:
                     status, error = hit.status, hit.reason
                 except ModelError as exc:
                     status, error = _classify(exc), f"model error: {exc}"
+                    if exc.partial_output is not None:
+                        self.truncated_output = exc.partial_output
+                        self.sink.emit({"type": "response.truncated",
+                                        "request": len(self.requests),
+                                        "text": exc.partial_output})
                 if status != "completed":
                     break
                 self._turns_done += 1
@@ -188,7 +197,7 @@ class Thread:
             self.sink.emit({"type": "turn.failed", "error": {"message": error}})
         return Outcome(status, self._final, error, self.history, self.requests, self.usage,
                        self.tool_calls, self._turns_done, time.monotonic() - self._start,
-                       self.compactions)
+                       self.compactions, self.truncated_output)
 
     def _begin_turn(self, turn: str | Turn) -> None:
         t = turn if isinstance(turn, Turn) else Turn(turn)
@@ -400,6 +409,8 @@ class _LimitHit(Exception):
 
 def _classify(exc: ModelError) -> Status:
     """The run's status for the error that ended it (the message is the error's own)."""
+    if exc.code == "max_output_tokens":
+        return "max_output_tokens"
     if exc.code == "rate_limited":
         return "rate_limited"
     if exc.code == "insufficient_quota":

@@ -25,12 +25,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+from runner import preflight, workspace
 from runner import prompt as prompts
-from runner import workspace
 from runner.agent import Budget, Outcome, Sink, Thread, ThreadSpec
 from runner.budget import BatchSpend, RunBudget, price_of
-from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask
-from runner.errors import ConfigError, EngineError, ModelError, Problem, SandboxError
+from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask, TaskFile
+from runner.errors import EngineError, ModelError, SandboxError
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.output_schema import check_answer, text_format
@@ -104,6 +104,9 @@ class TaskRun:
     """Its entry in report.json, made when it finished (or taken from the journal)."""
     output: Any = None
     """The final answer parsed as JSON, when the task has an `output_schema` it matches."""
+    current_date: str | None = None
+    timezone: str | None = None
+    """The day and zone `<environment_context>` told the model (pinned or the machine's)."""
 
     @property
     def status(self) -> str:
@@ -172,38 +175,6 @@ CHECKPOINT_S = 3.0
 """Least time between two rewrites of the reports while a batch runs."""
 
 
-def check_repos(tasks: Sequence[ResolvedTask], file: str) -> None:
-    """Every task's repository and base must name a commit before anything starts."""
-    problems = []
-    for i, t in enumerate(tasks):
-        try:
-            workspace.check_base(t.repo, t.git.base)
-        except workspace.WorkspaceError as exc:
-            problems.append(Problem(file, None, f"tasks[{i}] ({t.id}).repo / git.base",
-                                    str(exc)))
-    if problems:
-        raise ConfigError(problems)
-
-
-def check_prices(tasks: Sequence[ResolvedTask], budget: BatchLimits | None,
-                 file: str) -> None:
-    """A cost limit needs a price: refuse to start rather than never stop."""
-    problems = []
-    for t in tasks:
-        if t.price is not None:
-            continue
-        what = f"{t.provider_name}/{t.model}"
-        fix = (f"has no known price; give one under models: {what}: price: "
-               "{input: ..., cached_input: ..., output: ...} (USD per million tokens)")
-        if t.limits.max_cost_usd is not None:
-            problems.append(Problem(file, None, f"limits.max_cost_usd (task {t.id})",
-                                    f"{what} {fix}"))
-        elif budget is not None and budget.max_cost_usd is not None:
-            problems.append(Problem(file, None, "budget.max_cost_usd", f"{what} {fix}"))
-    if problems:
-        raise ConfigError(list({str(p): p for p in problems}.values()))
-
-
 class RunSink:
     """Between a thread and its event log: adds each request's cost, feeds the batch's
     spend (for batch limits) and the progress display."""
@@ -258,23 +229,6 @@ def without_secrets(env: Mapping[str, str], tasks: Sequence[ResolvedTask]) -> di
     values = [v for v in secrets_from_env(env, tasks) if len(v) >= MIN_SECRET_LEN]
     return {k: v for k, v in env.items()
             if k not in names and not any(s in v for s in values)}
-
-
-def check_keys(tasks: Sequence[ResolvedTask], env: dict[str, str]) -> None:
-    problems = []
-    for t in tasks:
-        if "YOUR-RESOURCE" in t.provider.base_url:
-            problems.append(Problem("(task file)", None, f"providers.{t.provider_name}.base_url",
-                                    f"task {t.id!r} uses {t.provider_name}, whose endpoint is "
-                                    "yours: set providers.azure.base_url to "
-                                    "https://<resource>.openai.azure.com/openai/v1"))
-        key = t.provider.env_key
-        if key and not env.get(key):
-            problems.append(Problem("(environment)", None, f"providers.{t.provider_name}.env_key",
-                                    f"task {t.id!r} needs the environment variable {key} "
-                                    f"(the API key for {t.provider_name}); it is not set"))
-    if problems:
-        raise ConfigError(problems)
 
 
 def sampling(opts: ModelOptions) -> tuple[dict[str, Any], dict[str, Any] | None,
@@ -352,11 +306,12 @@ class Clients:
             env_key=p.env_key, auth=p.auth, env=self._env)
         client: ModelClient
         if p.wire_api == "chat":
-            from runner.providers.chat import ChatClient
+            from runner.providers.chat import ChatClient, Constrained
 
             client = ChatClient(base_url, api_key=api_key, headers=headers,
                                 query_params=p.query_params,
                                 constrained_tools=p.constrained_tools,
+                                constrained=Constrained(grammar=p.constrained_grammar),
                                 stream_idle_timeout_s=p.stream_idle_timeout_s,
                                 request_timeout_s=p.request_timeout_s)
         else:
@@ -411,11 +366,12 @@ async def run_batch(
     resume: bool = False,
     budget: BatchLimits | None = None,
     plan: BatchPlan | None = None,
+    tf: TaskFile | None = None,
+    models: Sequence[str] = (),
 ) -> BatchResult:
+    """`tf` and `models` (`--model`) only locate problems the pre-flight check finds."""
     env = dict(os.environ)
-    check_keys(tasks, env)
-    check_repos(tasks, task_file)
-    check_prices(tasks, budget, task_file)
+    preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
     redact = Redactor(secrets_from_env(env, tasks))
     agent_env = without_secrets(env, tasks)
     journal = Journal(out_dir)
@@ -475,8 +431,11 @@ async def run_batch(
                 model = await clients.get(t)
                 async with McpSessions(t.mcp_servers, cwd=ws.path, env=env,
                                        emit=sink.emit) as mcp:
-                    thread = _make_thread(t, ws.path, model, agent_env, sink, today=today,
-                                          tz=tz, runner_home=runner_home,
+                    run.current_date = t.current_date or today
+                    run.timezone = t.timezone or tz
+                    thread = _make_thread(t, ws.path, model, agent_env, sink,
+                                          today=run.current_date, tz=run.timezone,
+                                          runner_home=runner_home,
                                           budget=RunBudget(t.limits, t.price, spend),
                                           extra_tools=mcp.tools, redact=redact)
                     try:

@@ -32,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="runner", description="Run coding-agent tasks from a YAML file.")
+    p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run the tasks of a task file")
     run.add_argument("tasks", type=Path, help="the task file (YAML)")
@@ -52,12 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="use this sandbox for every task (e.g. read-only on pull requests)")
     run.add_argument("--json", action="store_true",
                      help="stream JSONL events on stdout (codex exec --json shape)")
+    _pin_flags(run)
     val = sub.add_parser("validate", help="check a task file, list its runs and exit")
     val.add_argument("tasks", type=Path)
     for flag, kw in (("--model", {"metavar": "PROVIDER/MODEL"}), ("--only", {"metavar": "ID"}),
                      ("--tag", {"metavar": "TAG"})):
         val.add_argument(flag, action="append", default=[], **kw)  # type: ignore[arg-type]
     val.add_argument("--shard", metavar="K/N")
+    val.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
+                     help="as for run")
+    _pin_flags(val)
+    val.add_argument("--offline", action="store_true",
+                     help="skip the checks that need this machine's runtime environment "
+                          "(API key variables, repositories), e.g. in a lint job")
     rep = sub.add_parser("report", help="work with report directories")
     rep_sub = rep.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
     merge = rep_sub.add_parser("merge", help="combine the report directories of shards into one")
@@ -83,6 +91,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exit 1 on a significant drop in pass rate overall or for a "
                           "model/variant")
     return p
+
+
+def _pin_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--date", metavar="YYYY-MM-DD",
+                   help="the day <environment_context> tells the model, for every task "
+                        "(default: the task file's current_date, else today)")
+    p.add_argument("--timezone", metavar="ZONE",
+                   help="the IANA zone <environment_context> tells the model, for every "
+                        "task (default: the task file's timezone, else this machine's)")
+
+
+class _VersionAction(argparse.Action):
+    """`--version`. The number lives in `runner.__version__` alone (pyproject reads it
+    from there), so the command and the package cannot disagree."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: object) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from runner import __version__
+
+        print(f"runner {__version__} (Python {sys.version.split()[0]})")
+        raise SystemExit(EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,16 +152,20 @@ def _problem(field: str, message: str) -> ConfigError:
 
 
 def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, BatchPlan]:
-    from runner.config import expand, load_task_file
+    from runner.config import expand, load_task_file, pin_problems
 
     path: Path = args.tasks
+    pins = pin_problems(args.date, args.timezone)
+    if pins:
+        raise ConfigError(pins)
     tf = load_task_file(path)
     models: list[str] = getattr(args, "model", [])
     for model in models:
         if not re.fullmatch(r"[^/\s]+/\S+", model):
             raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
     tasks = expand(tf, path.resolve().parent, file=str(path), models=models,
-                   sandbox=getattr(args, "sandbox", None))
+                   sandbox=getattr(args, "sandbox", None), current_date=args.date,
+                   timezone=args.timezone)
     everything = tasks
     only: list[str] = getattr(args, "only", [])
     if only:
@@ -183,7 +220,11 @@ def _shard(tasks: list[ResolvedTask], k: int, n: int) -> list[ResolvedTask]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    tasks, file, _, _ = _load(args)
+    from runner import preflight
+
+    tasks, file, tf, _ = _load(args)
+    preflight.check(tasks, file=file, env=os.environ, tf=tf, models=args.model,
+                    offline=args.offline)
     for t in tasks:
         print(f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
     ids = {t.id for t in tasks}
@@ -204,7 +245,8 @@ def _run(args: argparse.Namespace) -> int:
     result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
                                          concurrency=args.concurrency, json_out=json_out,
                                          progress=sys.stderr, resume=args.resume,
-                                         budget=tf.budget, plan=plan))
+                                         budget=tf.budget, tf=tf, models=args.model,
+                                         plan=plan))
     if not args.json:
         for run in result.runs:
             if run.outcome is not None and run.outcome.final_message:

@@ -105,7 +105,46 @@ def _env_name(v: str) -> str:
     return v
 
 
+def _iso_date(v: object) -> object:
+    """YAML reads an unquoted 2026-01-31 as a date: the prompt wants its ISO text. A
+    timestamp, a number or text that is not a real calendar day is refused."""
+    if isinstance(v, datetime.datetime):
+        raise ValueError("must be a day, YYYY-MM-DD, without a time")
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, str):
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+            raise ValueError(f"must be a day written YYYY-MM-DD, e.g. 2026-01-31, got {v!r}")
+        try:
+            datetime.date.fromisoformat(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not a day of the calendar") from None
+    return v
+
+
+TIMEZONE_RE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,3}$"
+"""An IANA name (Europe/Paris, UTC, Etc/GMT+3): checked by shape, not against this
+machine's zone database, so a file valid on one machine is valid on every one."""
+
+def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem]:
+    """What is wrong with `--date` / `--timezone`, in the task file's words."""
+    problems = []
+    if current_date is not None:
+        try:
+            _iso_date(current_date)
+        except ValueError as exc:
+            problems.append(Problem(COMMAND_LINE, None, "--date", str(exc)))
+    if timezone is not None and not (len(timezone) <= 64 and re.fullmatch(TIMEZONE_RE,
+                                                                           timezone)):
+        problems.append(Problem(COMMAND_LINE, None, "--timezone",
+                                f"must be an IANA zone name such as UTC or Europe/Paris, "
+                                f"got {_esc(_short(timezone))!r}"))
+    return problems
+
+
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
+IsoDate = Annotated[str, BeforeValidator(_iso_date)]
+TimeZone = Annotated[str, Field(pattern=TIMEZONE_RE, max_length=64)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 PathText = Annotated[str, AfterValidator(_path_text)]
 
@@ -120,7 +159,9 @@ class Frozen(BaseModel):
 class ProviderConfig(Frozen):
     """An endpoint that speaks the Responses API (or Chat Completions)."""
 
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: str = Field(default="", pattern=r"^(https?://|$)")
+    """Required for a provider of your own; a built-in one keeps its own when left out
+    (an entry named like a built-in provider overrides only the fields it sets)."""
     env_key: str | None = None
     """Environment variable holding the API key, sent the way `auth` says."""
     name: str | None = None
@@ -137,6 +178,10 @@ class ProviderConfig(Frozen):
     """Azure's Responses endpoint needs `store: true` for reasoning items to round-trip."""
     constrained_tools: StrictBool = False
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
+    constrained_grammar: StrictBool = False
+    """With `constrained_tools` on a llama.cpp server: send the answer format as a GBNF
+    `grammar` of compact JSON whose every bound is sized to `max_output_tokens`, so the
+    answer always closes before the cap (`response_format` cannot promise that)."""
     remote_compaction: StrictBool = False
     context_window: Annotated[StrictInt, Field(ge=256)] | None = None
     """For every model of this provider that `models:` and the built-in table do not size
@@ -177,14 +222,17 @@ BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
     "vllm": ProviderConfig(base_url="http://localhost:8000/v1"),
     # The embedded engine: base_url is filled in when it starts on a random port.
     "local": ProviderConfig(base_url="http://127.0.0.1:0/v1", wire_api="chat",
-                            constrained_tools=True),
+                            constrained_tools=True, constrained_grammar=True),
 }
 
 
 class Limits(Frozen):
     """Per run; a run that reaches one stops with its own status and keeps its work."""
 
-    max_turns: Annotated[StrictInt, Field(ge=1, le=100_000)] = 40
+    max_turns: Annotated[StrictInt, Field(ge=1, le=100_000)] = 500
+    """Model requests per thread. Codex has no such cap and real threads take 50-300
+    requests; 500 (OpenHands' default iteration cap) only stops a model stuck in a loop,
+    while `timeout_s` and the token and cost limits bound ordinary runs."""
     """Model requests per thread, follow-up turns included."""
     timeout_s: Annotated[StrictFloat, Field(gt=0, le=7 * 24 * 3600)] = 1800
     max_tool_calls: Annotated[StrictInt, Field(ge=1)] | None = None
@@ -340,6 +388,11 @@ class Settings(Frozen):
     """Offer the provider's hosted `web_search` tool (Responses providers; default off)."""
     output_schema: dict[str, Any] | PathText | None = None
     """A JSON schema the final answer must match: a mapping, or a path to a JSON file."""
+    current_date: IsoDate | None = None
+    """The day `<environment_context>` tells the model (default: today on this machine).
+    Pin it, with `timezone`, for prompts that are byte-identical on any day."""
+    timezone: TimeZone | None = None
+    """The IANA zone `<environment_context>` tells the model (default: this machine's)."""
 
     @field_validator("tools")
     @classmethod
@@ -501,6 +554,10 @@ class ResolvedTask(Frozen):
     skills: tuple[Skill, ...] = ()
     web_search: bool = False
     output_schema: dict[str, Any] | None = None
+    current_date: str | None = None
+    """Pinned day for the prompt; None: the day the batch starts."""
+    timezone: str | None = None
+    """Pinned zone for the prompt; None: this machine's."""
     fingerprint: str = ""
     """Hash of everything that defines the run except machine paths: equal on every
     machine, so `--shard` slices agree and `--resume` knows a run it has finished."""
@@ -723,6 +780,15 @@ def _alias_problems(root: yaml.Node, walker: _Walker,
     return []
 
 
+def field_line(tf: TaskFile, path: Path_, *, exact: bool = False) -> int | None:
+    """The line of `path` in the file `tf` was parsed from; with `exact`, None unless that
+    very field is written there (else the nearest enclosing one's line)."""
+    lines = tf._lines.lines
+    if exact:
+        return lines.get(path)
+    return _line_for(path, lines)
+
+
 def _dotted(path: Path_) -> str:
     s = ""
     for part in path:
@@ -859,6 +925,8 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
             return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         if pattern == PROVIDER_NAME_RE:
             return "provider names may use only letters, digits, '_' and '-'"
+        if pattern == TIMEZONE_RE:
+            return "must be an IANA zone name such as UTC or Europe/Paris"
         if "https?" in pattern:
             return "must be an http:// or https:// URL"
         if "/" in pattern:
@@ -1144,6 +1212,8 @@ def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
             tags=t.tags, api_model=entry.model or model_name,
             secrets=tf.secrets,
             compact_prompt_file=compact_path,
+            current_date=_first(t.current_date, d.current_date),
+            timezone=_first(t.timezone, d.timezone),
             **_model_fields(provider_name, entry.model or model_name, tf.models,
                             _first(t.auto_compact_limit, d.auto_compact_limit), alias=model,
                             provider_cfg=provider),
@@ -1175,7 +1245,14 @@ def _providers(tf: TaskFile, base_dir: Path,
             found.update(load_codex_providers(path))
         else:
             problem(("codex_config",), f"{_esc(str(path))} is not a file")
-    found.update(tf.providers)
+    for name, p in tf.providers.items():
+        base = found.get(name) or BUILTIN_PROVIDERS.get(name)
+        if base is not None:  # field by field, like `defaults`
+            p = base.model_copy(update={f: getattr(p, f) for f in p.model_fields_set})
+        elif not p.base_url:
+            problem(("providers", name), "base_url is required for a provider that is not "
+                                         f"built in ({', '.join(BUILTIN_PROVIDERS)})")
+        found[name] = p
     return {name: p.model_copy(update={"store": True})
             if "store" not in p.model_fields_set and any(h in p.base_url for h in _AZURE_HOSTS)
             else p for name, p in found.items()}
@@ -1216,7 +1293,8 @@ def _extras(t: TaskSpec, d: Settings, i: int, provider_name: str,
     if web_search:
         from runner.tools.hosted import web_search_problem
 
-        builtin = provider is BUILTIN_PROVIDERS.get(provider_name)  # not redefined
+        own = BUILTIN_PROVIDERS.get(provider_name)
+        builtin = own is not None and provider.base_url == own.base_url  # not moved
         if (wrong := web_search_problem(provider_name, provider.wire_api, builtin=builtin)):
             problem(where("web_search"), wrong)
     given: dict[str, Any] | str | None = (t.output_schema if t.output_schema is not None
@@ -1300,6 +1378,9 @@ def fingerprint(t: ResolvedTask) -> str:
                                               "run", "compact_prompt_file", "writable_roots",
                                               "skills"})
     data["skills"] = [[s.name, s.description] for s in t.skills]  # not their paths
+    for unset in ("current_date", "timezone"):  # unpinned: as before these fields existed
+        if data.get(unset) is None:
+            data.pop(unset, None)
     if t.instructions_file is not None:
         data["instructions"] = hashlib.sha256(t.instructions_file.read_bytes()).hexdigest()
     if t.compact_prompt_file is not None:
@@ -1309,11 +1390,13 @@ def fingerprint(t: ResolvedTask) -> str:
 
 
 def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
-           models: Sequence[str] = (), sandbox: SandboxMode | None = None
+           models: Sequence[str] = (), sandbox: SandboxMode | None = None,
+           current_date: str | None = None, timezone: str | None = None,
            ) -> list[ResolvedTask]:
     """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
     else the task's own) × variant × repeat, named so that no two runs share files or
-    branches. `sandbox` (`--sandbox`) replaces every task's mode, e.g. read-only on PRs."""
+    branches. `sandbox` (`--sandbox`), `current_date` (`--date`) and `timezone`
+    (`--timezone`) replace every task's own, e.g. read-only on PRs."""
     chosen = list(models) or list(tf.matrix.model if tf.matrix else ())
     repeat = tf.matrix.repeat if tf.matrix else 1
     variants: tuple[Variant | None, ...] = (tf.matrix.variant if tf.matrix else ()) or (None,)
@@ -1348,7 +1431,9 @@ def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
                         name += f".{v.name}"
                     if repeat > 1:
                         name += f".r{r}"
-                    run = t.model_copy(update={"run": name, "repeat": r,
-                                               "sandbox": sandbox or t.sandbox})
+                    run = t.model_copy(update={
+                        "run": name, "repeat": r, "sandbox": sandbox or t.sandbox,
+                        "current_date": current_date or t.current_date,
+                        "timezone": timezone or t.timezone})
                     runs.append(run.model_copy(update={"fingerprint": fingerprint(run)}))
     return runs

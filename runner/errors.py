@@ -66,6 +66,9 @@ class ModelError(RunnerError):
     usage: Usage | None = None
     """What the server billed for the failed answer (an incomplete or length-capped one),
     so the run's token counts still add up."""
+    partial_output: str | None = None
+    """What the model wrote before `max_output_tokens` cut it off: kept for the report,
+    since a cut-off answer is otherwise invisible."""
 
 
 class TransportError(ModelError):

@@ -44,9 +44,22 @@ class ModelInfo:
 
 FREE = Price(0.0, 0.0, 0.0)
 
-# Public list prices (standard tier) as of late 2026; override them in `models:` when
-# your contract differs. Keys are model names; "provider/model" keys win over them.
+# Public list prices (standard tier, prompts under 270K tokens), USD per 1M tokens;
+# override them in `models:` when your contract differs. Keys are model names;
+# "provider/model" keys win over them. Context windows of the GPT-5.2+ entries are the
+# 272,000 tokens Codex CLI 0.169.0 uses for them (its bundled models.json).
 BUILTIN: dict[str, ModelInfo] = {
+    # Source: OpenAI's API pricing page, as quoted on 2026-06-04 (tokenmix.ai) and read
+    # again on 2026-11-05 (api-evangelist); checked for this table on 2026-11-23.
+    "gpt-5.5": ModelInfo(272_000, None, Price(5.0, 0.5, 30.0)),
+    "gpt-5.4": ModelInfo(272_000, None, Price(2.5, 0.25, 15.0)),
+    "gpt-5.4-mini": ModelInfo(272_000, None, Price(0.75, 0.075, 4.5)),
+    "gpt-5.4-nano": ModelInfo(272_000, None, Price(0.2, 0.02, 1.25)),
+    # Source: GitHub's Copilot models-and-pricing table (OpenAI list prices), 2026-11-23.
+    "gpt-5.3-codex": ModelInfo(272_000, None, Price(1.75, 0.175, 14.0)),
+    "gpt-5.2": ModelInfo(272_000, None, Price(1.75, 0.175, 14.0)),
+    # Source: OpenAI's API pricing page at the GPT-5 and GPT-4.1 launches (2025-08-07,
+    # 2025-04-14), unchanged since; o3 after its 2025-06-10 price cut.
     "gpt-5": ModelInfo(400_000, None, Price(1.25, 0.125, 10.0)),
     "gpt-5-codex": ModelInfo(400_000, None, Price(1.25, 0.125, 10.0)),
     "gpt-5-mini": ModelInfo(400_000, None, Price(0.25, 0.025, 2.0)),

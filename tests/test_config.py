@@ -9,6 +9,7 @@ what `runner validate` must report:
     # expect-message: greater than or equal to 1      substring; may repeat
     # expect-no-message: instance of        must appear nowhere on stderr; may repeat
     # xfail: why                            a known bug: the test must fail until it is fixed
+    # env: NAME=value ...                   environment `runner validate` runs with (keys)
 
 `good_*.yaml` files must validate. A file that cannot carry comments (the empty file) has
 its expectation in HEADERLESS below.
@@ -111,9 +112,26 @@ def _runner_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "runner"]
 
 
-def run_validate(target: Path | str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*_runner_cmd(), "validate", str(target)], capture_output=True,
-                          text=True, errors="replace", timeout=60, cwd=cwd)
+def file_env(path: Path) -> dict[str, str]:
+    """The `# env:` header of a corpus file: the key variables its providers need."""
+    if not path.is_file() or path.name in HEADERLESS:
+        return {}
+    found: dict[str, str] = {}
+    for raw in path.read_bytes().decode("latin-1").splitlines():
+        if not raw.startswith("#"):
+            break
+        if raw.startswith("# env:"):
+            found.update(pair.split("=", 1) for pair in raw[6:].split())
+    return found
+
+
+def run_validate(target: Path | str, cwd: Path | None = None,
+                 *flags: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(file_env(Path(target)))
+    return subprocess.run([*_runner_cmd(), "validate", str(target), *flags],
+                          capture_output=True, text=True, errors="replace", timeout=60,
+                          cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +150,7 @@ def _no_traceback(res: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in res.stdout + res.stderr, res.stderr
 
 
+@pytest.mark.timeout(600)  # the first one waits for every file of the corpus
 @pytest.mark.parametrize("path", _params(BAD))
 def test_bad_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[str]]) -> None:
     exp = read_expect(path)
@@ -154,6 +173,7 @@ def test_bad_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[
         assert bad not in res.stderr
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", _params(GOOD))
 def test_good_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[str]]) -> None:
     res = validated[path]
@@ -188,9 +208,38 @@ def test_validate_resolves_paths_against_the_file_not_the_cwd(tmp_path: Path) ->
     task_file = tmp_path / "proj" / "tasks.yaml"
     task_file.write_text("version: 1\ndefaults: {instructions_file: base.md}\n"
                          "tasks: [{id: a, prompt: p, repo: src}]\n", encoding="utf-8")
-    res = run_validate(Path("..") / "proj" / "tasks.yaml", cwd=tmp_path / "elsewhere")
+    res = run_validate(Path("..") / "proj" / "tasks.yaml", tmp_path / "elsewhere", "--offline")
     assert res.returncode == 0, res.stderr
     assert f"repo {tmp_path / 'proj' / 'src'}\n" in res.stdout
+
+
+LATE_REFUSALS = ["key_not_set", "repo_not_git", "max_cost_without_price",
+                 "branch_template_unknown_field", "run_names_collide",
+                 "run_names_collide_sanitised", "instructions_file_not_utf8",
+                 "instructions_file_blank"]
+
+
+@pytest.mark.parametrize("name", LATE_REFUSALS)
+def test_run_refuses_what_validate_refuses_before_any_work(name: str, tmp_path: Path) -> None:
+    """`run` makes the same checks first, with the same located message, and starts
+    nothing: no report, no journal, no engine."""
+    path = CORPUS / f"{name}.yaml"
+    checked = run_validate(path)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    ran = subprocess.run([*_runner_cmd(), "run", str(path), "--out", str(out)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert checked.returncode == ran.returncode == 2, ran.stderr
+    assert ran.stderr == checked.stderr and ran.stderr.startswith(f"error: {path}:")
+    assert not out.exists()
+
+
+def test_offline_validate_skips_only_what_needs_this_machine() -> None:
+    for name in ("key_not_set", "repo_not_git"):
+        res = run_validate(CORPUS / f"{name}.yaml", None, "--offline")
+        assert res.returncode == 0, res.stderr
+    res = run_validate(CORPUS / "branch_template_unknown_field.yaml", None, "--offline")
+    assert res.returncode == 2 and "unknown field {nope}" in res.stderr
 
 
 def test_run_model_override_with_unknown_provider_names_the_flag(tmp_path: Path) -> None:
@@ -481,7 +530,7 @@ def test_resolve_builtin_defaults(tmp_path: Path) -> None:
     assert t.tools == DEFAULT_TOOLS
     assert t.sandbox == "workspace-write"
     assert t.network_access is False and t.writable_roots == ()
-    assert t.limits == Limits() and t.limits.max_turns == 40 and t.limits.timeout_s == 1800
+    assert t.limits == Limits() and t.limits.max_turns == 500 and t.limits.timeout_s == 1800
     assert t.model_options == ModelOptions()
     assert t.shell_timeout_ms == 10_000
     assert (t.prompt, t.turns) == ("p", ("more",))
@@ -565,7 +614,9 @@ def test_declared_provider_overrides_builtin(tmp_path: Path) -> None:
     tf = parse("version: 1\nproviders: {openai: {base_url: 'http://proxy/v1'}}\n"
                "tasks: [{id: a, prompt: p, model: openai/x}]\n")
     [t] = resolve(tf, tmp_path)
-    assert t.provider.base_url == "http://proxy/v1" and t.provider.env_key is None
+    # Field by field: the built-in key variable, headers and compaction stay.
+    assert t.provider.base_url == "http://proxy/v1" and t.provider.env_key == "OPENAI_API_KEY"
+    assert t.provider.remote_compaction is True
 
 
 def test_resolve_model_options_merge_field_by_field(tmp_path: Path) -> None:

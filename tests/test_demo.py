@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import make_git_repo
 
@@ -17,43 +21,91 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def test_quickstart_on_embedded_model(tmp_path: Path) -> None:
+def _sample_repo(root: Path) -> Path:
     sample = ROOT / "examples" / "sample-repo"
-    repo = make_git_repo(tmp_path / "build" / "sample-repo",
+    return make_git_repo(root / "build" / "sample-repo",
                          {p.name: p.read_text() for p in sample.iterdir() if p.is_file()})
-    configs = tmp_path / "configs"
-    shutil.copytree(ROOT / "configs", configs)
-    out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "runner", "run", str(configs / "quickstart.yaml"),
-                          "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert "Traceback" not in res.stderr
-    report = json.loads((out / "report.json").read_text())
-    task = report["tasks"][0]
-    assert task["status"] == "completed", (task["error"], res.stderr)
+
+
+def _check_demo_run(task: dict[str, Any], out: Path, repo: Path) -> None:
+    """What `make demo` promises for one run: a shell call, its output fed back, a final
+    answer, a real cache hit on the second request, the change as a branch and a patch."""
+    assert task["status"] == "completed", (task["run"], task["error"],
+                                           task.get("truncated_output"))
     requests = task["requests"]
-    assert len(requests) >= 2
-    assert requests[0]["output_types"] == ["function_call"]
+    assert requests[0]["output_types"] == ["function_call"], task["run"]
     assert requests[-1]["output_types"] == ["message"] and task["final_message"]
-    # A real number from the engine's KV cache, not an estimate.
-    assert any(r["usage"]["cached_tokens"] > 0 for r in requests[1:])
+    assert requests[1]["usage"]["cached_tokens"] > 0   # from the engine's KV cache
     events = [json.loads(line) for line in (out / task["events_file"]).read_text().splitlines()]
     done = [e["item"] for e in events if e["type"] == "item.completed"
             and e["item"]["type"] == "command_execution"]
-    assert done and "exit_code" in done[0]
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
-                          text=True).stdout == ""
-    # The change the model made comes back as a branch and a patch, with diff stats. (The
-    # quickstart is deterministic for a given day, since the date is in the prompt; a 135M
-    # model may still get the command wrong some day, and then there is nothing to keep.)
+    assert done and done[0]["exit_code"] == 0, (task["run"], done)
     result = task["result"]
-    if done[0]["exit_code"] != 0:
-        assert result is None
-        return
     assert result["files"] == ["hello.txt"] and result["files_changed"] == 1
     assert (out / result["patch"]).is_file()
     shown = subprocess.run(["git", "ls-tree", "--name-only", result["branch"]], cwd=repo,
                            capture_output=True, text=True, check=True).stdout.split()
     assert "hello.txt" in shown
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                          text=True).stdout == ""
+
+
+LOCATIONS = ["t", "a/b/c/d/e", "work dir", "x" * 60, "run-2026"]
+"""Temporary directories the workspaces live under (their path is in the prompt)."""
+
+
+@pytest.mark.parametrize("where", range(len(LOCATIONS)))
+def test_quickstart_on_embedded_model(tmp_path: Path, where: int) -> None:
+    """`configs/quickstart.yaml` itself, untouched, with the date pinned by `--date` and
+    the workspace under five different temporary directories."""
+    repo = _sample_repo(tmp_path)
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    out = tmp_path / "out"
+    tmp = tmp_path / LOCATIONS[where]
+    tmp.mkdir(parents=True)
+    day = (dt.date(2026, 11, 23) + dt.timedelta(days=37 * where)).isoformat()
+    res = subprocess.run([sys.executable, "-m", "runner", "run", str(configs / "quickstart.yaml"),
+                          "--out", str(out), "--date", day],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    assert "Traceback" not in res.stderr
+    assert res.returncode == 0, res.stderr
+    report = json.loads((out / "report.json").read_text())
+    [task] = report["tasks"]
+    assert task["current_date"] == day
+    _check_demo_run(task, out, repo)
+
+
+WALK_START = dt.date(2026, 11, 1)
+WALK_DAYS = 60
+
+
+def test_quickstart_on_sixty_consecutive_dates(tmp_path: Path) -> None:
+    """The quickstart task on 60 consecutive pinned dates in one batch (one engine): the
+    day in `<environment_context>` once decided whether SmolLM2 answered or rambled into
+    its output cap. Every run must complete the whole loop."""
+    repo = _sample_repo(tmp_path)
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    quick = yaml.safe_load((configs / "quickstart.yaml").read_text())
+    [hello] = quick["tasks"]
+    days = [(WALK_START + dt.timedelta(days=i)).isoformat() for i in range(WALK_DAYS)]
+    quick["tasks"] = [{**hello, "id": f"hello-{d}", "current_date": d} for d in days]
+    walk = configs / "walk.yaml"
+    walk.write_text(yaml.safe_dump(quick, sort_keys=False))
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "runner", "run", str(walk), "--out", str(out),
+                          "--concurrency", "2"], capture_output=True, text=True, timeout=900)
+    assert "Traceback" not in res.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [t["current_date"] for t in report["tasks"]] == days
+    failed = [(t["run"], t["status"], t["error"]) for t in report["tasks"]
+              if t["status"] != "completed"]
+    assert not failed, failed
+    for task in report["tasks"]:
+        _check_demo_run(task, out, repo)
+    assert res.returncode == 0, res.stderr
 
 
 def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
@@ -62,9 +114,7 @@ def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
     variants. Whether the small model passes is the benchmark's result, not this test's."""
     import xml.etree.ElementTree as ET
 
-    sample = ROOT / "examples" / "sample-repo"
-    make_git_repo(tmp_path / "build" / "sample-repo",
-                  {p.name: p.read_text() for p in sample.iterdir() if p.is_file()})
+    _sample_repo(tmp_path)
     configs = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", configs)
     out = tmp_path / "out"

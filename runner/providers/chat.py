@@ -43,6 +43,7 @@ from runner.errors import (
 )
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
+from runner.providers.grammar import Unsupported, narrow, to_gbnf
 from runner.providers.http import (
     make_client,
     read_capped,
@@ -55,10 +56,8 @@ from runner.sse import MAX_EVENT_BYTES, failed_error, json_event
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
 
-MAX_ARRAY_ITEMS = 16
-"""Arrays without `maxItems` get this bound: a 135M model otherwise repeats items forever."""
-MAX_STRING_LENGTH = 2000
-"""Strings without `maxLength` get this bound, for the same reason."""
+PARTIAL_OUTPUT_CHARS = 16_000
+"""How much of a cut-off answer is kept for the report."""
 
 TOOL_RESULT_HEADER = "[tool output: {name}]"
 """First line of the turn that carries a tool's output back in constrained mode."""
@@ -92,8 +91,9 @@ class Constrained:
     tool_result_note: str = DEFAULT_TOOL_RESULT_NOTE
     tool_result_role: str = "user"
     required_args_only: bool = True
-    max_items: int = MAX_ARRAY_ITEMS
-    max_length: int = MAX_STRING_LENGTH
+    grammar: bool = False
+    """Send the answer format as a llama.cpp GBNF `grammar` (compact JSON sized to
+    `max_output_tokens`, see `runner.providers.grammar`) instead of `response_format`."""
 
 
 def _function_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -104,43 +104,6 @@ def _custom_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     return [t for t in tools if t.get("type") == "custom" and t.get("name")]
 
 
-_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
-_SUBSCHEMAS = ("items", "additionalProperties", "not")
-
-
-def tighten_schema(schema: Any, *, max_items: int, max_length: int) -> Any:
-    """A copy of a JSON schema with bounds a grammar can enforce.
-
-    Unbounded arrays and strings get `maxItems`/`maxLength`, objects without an explicit
-    `additionalProperties` get `false` (as OpenAI's strict mode does): constrained decoding
-    fixes the syntax, these bounds keep a weak model from looping until `max_tokens`.
-    """
-    if not isinstance(schema, dict):
-        return schema
-    lim = {"max_items": max_items, "max_length": max_length}
-    out = dict(schema)
-    for key in _SUBSCHEMA_LISTS:
-        if isinstance(schema.get(key), list):
-            out[key] = [tighten_schema(s, **lim) for s in schema[key]]
-    for key in _SUBSCHEMA_MAPS:
-        if isinstance(schema.get(key), dict):
-            out[key] = {k: tighten_schema(v, **lim) for k, v in schema[key].items()}
-    for key in _SUBSCHEMAS:
-        if isinstance(schema.get(key), dict):
-            out[key] = tighten_schema(schema[key], **lim)
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    if "array" in kinds and "maxItems" not in schema:
-        out["maxItems"] = max_items
-    if "string" in kinds and not any(k in schema for k in ("maxLength", "enum", "const",
-                                                            "pattern", "format")):
-        out["maxLength"] = max_length
-    if "object" in kinds and "additionalProperties" not in schema:
-        out["additionalProperties"] = False
-    return out
-
-
 def _arguments_schema(tool: Mapping[str, Any], settings: Constrained) -> JSON:
     params = dict(tool.get("parameters") or {"type": "object", "properties": {}})
     props = params.get("properties")
@@ -148,24 +111,22 @@ def _arguments_schema(tool: Mapping[str, Any], settings: Constrained) -> JSON:
         required = [r for r in params.get("required") or [] if r in props]
         params["properties"] = {k: v for k, v in props.items() if k in required}
         params["required"] = required
-    out: JSON = tighten_schema(params, max_items=settings.max_items,
-                               max_length=settings.max_length)
-    return out
+    return params
 
 
-def constrained_schema(
+def answer_branches(
     tools: Sequence[Mapping[str, Any]],
     *,
     tool_choice: str = "auto",
     settings: Constrained = Constrained(),
     answer: JSON | None = None,
-) -> JSON:
-    """The `oneOf` the answer must match: one branch per tool, plus the answer branch.
+) -> list[JSON]:
+    """The answer shapes, unbounded: one per tool, plus the answer shape.
 
     `{"tool":NAME,"arguments":{..}}` per function tool (`{"tool":NAME,"input":".."}` per
     custom tool) and `{"answer":".."}`, or `{"answer":<value>}` matching `answer` when the
     task asks for structured output (`text.format`). `tool_choice` `none` leaves only the
-    answer branch, `required` only the tools.
+    answer shape, `required` only the tools.
     """
     branches: list[JSON] = []
     if tool_choice != "none":
@@ -180,21 +141,36 @@ def constrained_schema(
         for t in _custom_tools(tools):
             branches.append({
                 "type": "object",
-                "properties": {"tool": {"const": t["name"]},
-                               "input": {"type": "string", "maxLength": settings.max_length}},
+                "properties": {"tool": {"const": t["name"]}, "input": {"type": "string"}},
                 "required": ["tool", "input"],
                 "additionalProperties": False,
             })
     if tool_choice != "required" or not branches:
-        value = (tighten_schema(answer, max_items=settings.max_items,
-                                max_length=settings.max_length)
-                 if answer is not None else {"type": "string", "maxLength": settings.max_length})
         branches.append({
             "type": "object",
-            "properties": {"answer": value},
+            "properties": {"answer": answer if answer is not None else {"type": "string"}},
             "required": ["answer"],
             "additionalProperties": False,
         })
+    return branches
+
+
+def constrained_schema(
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    tool_choice: str = "auto",
+    settings: Constrained = Constrained(),
+    answer: JSON | None = None,
+    budget: int | None = None,
+) -> JSON:
+    """The `oneOf` the answer must match, each shape bounded to fit `budget` output tokens
+    (`runner.providers.grammar.narrow`); a shape that cannot fit is left out."""
+    branches = narrow(answer_branches(tools, tool_choice=tool_choice, settings=settings,
+                                      answer=answer), budget)
+    if not branches:
+        raise StreamError(f"max_output_tokens={budget} is too small for even the shortest "
+                          "answer of the constrained format; raise it",
+                          code="max_output_tokens")
     return branches[0] if len(branches) == 1 else {"oneOf": branches}
 
 
@@ -415,10 +391,21 @@ def build_body(prompt: Prompt, *, constrained: Constrained | None = None) -> JSO
     }
     if constrained is not None:
         # The answer format is ours in this mode; a requested `text.format` cannot apply.
+        cap = prompt.extra.get("max_output_tokens")
         schema = constrained_schema(prompt.tools, tool_choice=prompt.tool_choice,
-                                    settings=constrained, answer=answer_schema(prompt))
-        body["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": "answer", "strict": True, "schema": schema}}
+                                    settings=constrained, answer=answer_schema(prompt),
+                                    budget=cap if isinstance(cap, int) else None)
+        grammar = None
+        if constrained.grammar:
+            try:
+                grammar = to_gbnf(schema.get("oneOf", [schema]))
+            except Unsupported:
+                grammar = None  # a shape GBNF cannot say exactly: the schema it is
+        if grammar is not None:
+            body["grammar"] = grammar
+        else:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "answer", "strict": True, "schema": schema}}
     else:
         tools = chat_tools(prompt.tools)
         if tools:
@@ -661,12 +648,13 @@ class ChatClient:
         data = dumps(body).encode()
         state = await self._attempt(data, on_event)
         usage = Usage.from_chat(state.usage)
-        if state.finish_reason == "length":
+        if state.finish_reason == "length" and not self._complete(state):
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
             err: ModelError
             if isinstance(cap, int) and usage is not None and usage.output_tokens >= cap:
-                err = StreamError(f"the answer hit max_tokens={cap} before it was complete",
-                                  code="max_output_tokens")
+                err = StreamError(f"the answer hit max_output_tokens={cap} before it was "
+                                  "complete", code="max_output_tokens")
+                err.partial_output = state.text[:PARTIAL_OUTPUT_CHARS]
             else:
                 err = ContextWindowExceeded("the model ran out of context (finish_reason: "
                                             "length)")
@@ -682,6 +670,17 @@ class ChatClient:
                 on_event(StreamEvent("item_done", {"item": item.data}))
         return ModelResponse(items=items, usage=usage, response_id=state.response_id,
                              request_bytes=len(data))
+
+    def _complete(self, state: ChatStreamState) -> bool:
+        """A constrained answer whose JSON closed just as the cap was reached is whole
+        (the server counts the end-of-text token it then could not send)."""
+        if self.constrained is None or state.calls:
+            return False
+        try:
+            json.loads(state.text)
+        except ValueError:
+            return False
+        return True
 
     async def _attempt(self, data: bytes, on_event: OnEvent | None) -> ChatStreamState:
         """One attempt under the deadline (the immediate resend of a request the server

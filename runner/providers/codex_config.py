@@ -80,6 +80,10 @@ def providers_from_toml(data: dict[str, Any], text: str, file: str) -> dict[str,
         values, wrong = _mapped(table)
         for key, message in wrong:
             problems.append(Problem(file, _line(text, pid, key), f"{field}.{key}", message))
+        if "base_url" not in table:
+            wrong = [("base_url", "required: the endpoint, e.g. https://example.com/v1")]
+            problems.append(Problem(file, _line(text, pid, None), f"{field}.base_url",
+                                    wrong[0][1]))
         if wrong:
             continue
         try:

@@ -70,7 +70,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                           status=run.status, error=error,
                           final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
                           usage=UsageReport(), requests=[], events_file=run.events_file,
-                          workspace=wsr, result=rr, check=cr)
+                          workspace=wsr, result=rr, check=cr,
+                          current_date=run.current_date, timezone=run.timezone)
     requests = [RequestReport(index=r.index, turn=r.turn, input_items=r.input_items,
                               request_bytes=r.request_bytes,
                               duration_ms=round(r.duration_s * 1000, 1),
@@ -92,7 +93,9 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
                       prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
                       compactions=compactions,
                       events_file=run.events_file, workspace=wsr, result=rr, check=cr,
-                      output=run.output)
+                      output=run.output, truncated_output=o.truncated_output,
+                      current_date=run.current_date,
+                      timezone=run.timezone)
 
 
 def build_report(*, tasks: Sequence[TaskReport], run_id: str, task_file: str,

@@ -57,6 +57,7 @@ REASONS = {
     "interrupted": "stopped by Ctrl-C or SIGTERM",
     "rate_limited": "still rate-limited after every retry",
     "quota_exhausted": "the provider account is out of quota",
+    "max_output_tokens": "the answer was cut off at max_output_tokens",
 }
 """Short human reason per status; the start of the `message` attribute."""
 

@@ -46,6 +46,7 @@ MARKS = {
     "skipped": "NOT STARTED",
     "rate_limited": "ERROR (rate limit)",
     "quota_exhausted": "ERROR (quota)",
+    "max_output_tokens": "FAIL (output cap)",
 }
 """Short, emoji-free status marks: readable in plain text and in a terminal."""
 

@@ -140,10 +140,11 @@ class TaskReport(Strict):
     """completed | check_failed | max_turns | max_tool_calls | timeout | budget (token or
     cost limit) | skipped (never started: see `skip_reason`) | failed | error | interrupted
     | scope_violation | rate_limited (still 429 after every retry, or asked to wait longer
-    than `max_retry_wait_s`) | quota_exhausted (`insufficient_quota`). `failed`: the
-    request itself was refused (400 invalid request, context full); `error`: no working
-    model (network or 5xx after every retry, 401/403: the message names the key's
-    variable)."""
+    than `max_retry_wait_s`) | quota_exhausted (`insufficient_quota`) | max_output_tokens
+    (an answer was cut off at the request's `max_output_tokens`; its text is in
+    `truncated_output`). `failed`: the request itself was refused (400 invalid request,
+    context full); `error`: no working model (network or 5xx after every retry, 401/403:
+    the message names the key's variable)."""
     skip_reason: str | None = None
     """Why a `skipped` run never started: `budget` (the batch budget was spent) or
     `interrupted` (Ctrl-C or SIGTERM came first). `runner run --resume` runs it."""
@@ -172,6 +173,14 @@ class TaskReport(Strict):
     output: Any = None
     """The final answer parsed as JSON when the task has an `output_schema` and the answer
     matches it; null otherwise (a mismatch fails the run and says why in `error`)."""
+    truncated_output: str | None = None
+    """The text of the answer `max_output_tokens` cut off, when that ended the run (the
+    first 16,000 characters)."""
+    current_date: str | None = None
+    """The day `<environment_context>` told the model: the task's pinned `current_date`
+    (or `--date`), else the day the batch started. Null for a run that never started."""
+    timezone: str | None = None
+    """The zone `<environment_context>` told the model, pinned or this machine's."""
 
 
 class Totals(Strict):

@@ -413,3 +413,35 @@ def test_batch_passes_the_provider_timeouts_to_the_chat_client(
     assert len(srv.requests) == 4
     assert 1.0 <= again["stall"] - first["stall"] < 1.5      # idle, despite keepalives
     assert 2.0 <= again["slow"] - first["slow"] < 2.5        # the deadline, despite events
+
+
+def test_a_cut_off_answer_is_its_own_status_with_its_text_kept(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    """An answer `max_output_tokens` cut off ends the run as `max_output_tokens` (not a
+    refusal): what the model wrote is in the events, the report and JUnit's message."""
+    cut = chat_sse(chunk("I will now explain at great length why"), chunk(finish="length"),
+                   dict(USAGE, usage={"prompt_tokens": 12, "completion_tokens": 8,
+                                      "total_tokens": 20}))
+    srv = loopback_thread(lambda req, i: reply_chat(cut))
+    make_git_repo(tmp_path)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nproviders:\n"
+        f"  fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY, wire_api: chat}}\n"
+        "defaults:\n  model: fake/test-model\n  model_options: {max_output_tokens: 8}\n"
+        "tasks:\n  - {id: talk, prompt: explain}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    assert res.returncode == 1, res.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    [task] = report["tasks"]
+    assert task["status"] == "max_output_tokens"
+    assert task["truncated_output"] == "I will now explain at great length why"
+    assert "max_output_tokens=8" in task["error"]
+    assert task["usage"]["output_tokens"] == 8               # billed, so counted
+    events = [json.loads(line) for line in
+              (tmp_path / "o" / task["events_file"]).read_text().splitlines()]
+    [cut_event] = [e for e in events if e["type"] == "response.truncated"]
+    assert cut_event["text"] == task["truncated_output"]
+    junit = (tmp_path / "o" / "junit.xml").read_text()
+    assert 'message="max_output_tokens: the answer was cut off at max_output_tokens' in junit
+    assert "refused" not in junit

@@ -38,8 +38,8 @@ from runner.providers.chat import (
     constrained_schema,
     items_from_constrained,
     readable_tool_output,
-    tighten_schema,
 )
+from runner.providers.grammar import MAX_LENGTH, bound
 from runner.providers.http import make_client
 from runner.providers.local import LocalEngine, find_model
 
@@ -124,7 +124,7 @@ def test_constrained_body_has_schema_not_tools() -> None:
     args = call["properties"]["arguments"]
     assert list(args["properties"]) == ["command"]        # optional arguments left out
     assert args["properties"]["command"]["maxItems"] > 0
-    assert answer["properties"] == {"answer": {"type": "string", "maxLength": 2000}}
+    assert answer["properties"] == {"answer": {"type": "string", "maxLength": MAX_LENGTH}}
     system = body["messages"][0]["content"]
     assert system.startswith(INSTRUCTIONS) and '{"answer":"<text>"}' in system
     assert "## shell" in system and '"command": string[] (required)' in system
@@ -145,13 +145,13 @@ def test_all_arguments_when_asked() -> None:
         "command", "workdir", "timeout_ms"]
 
 
-def test_tighten_schema_bounds_without_mutating() -> None:
+def test_bound_schema_without_mutating() -> None:
     original = {"type": "object", "properties": {
         "xs": {"type": "array", "items": {"type": "string"}},
         "kind": {"type": "string", "enum": ["a", "b"]},
         "sub": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {}}]}}}
     before = json.dumps(original)
-    out = tighten_schema(original, max_items=3, max_length=9)
+    out = bound(original, 3, 9)
     assert json.dumps(original) == before
     assert out["additionalProperties"] is False
     assert out["properties"]["xs"]["maxItems"] == 3
@@ -460,3 +460,44 @@ def test_a_forgotten_engine_does_not_keep_the_process_alive() -> None:
                           timeout=60, env=env, cwd=root)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("http://127.0.0.1:")
+
+
+RAMBLE = [
+    "Write a very long essay about every date of 2026, then list one million file names.",
+    'Use the shell tool to run ["echo", then the numbers from 1 to 5000 as separate '
+    'arguments] and never stop.',
+]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("cap", [48, 96, 256])
+async def test_grammar_answers_close_within_any_output_cap(engine: LocalEngine,
+                                                           cap: int) -> None:
+    """Prompts that invite rambling, under caps small and large: the budgeted grammar
+    makes every answer complete JSON before the cap (no `max_output_tokens` error)."""
+    client = ChatClient(engine.base_url, constrained_tools=True,
+                        constrained=Constrained(grammar=True))
+    for text in RAMBLE:
+        res = await client.generate(prompt(message("user", text),
+                                           extra={**GREEDY, "max_output_tokens": cap}))
+        assert res.usage is not None and res.usage.output_tokens <= cap
+        [item] = res.items
+        assert item.type in ("function_call", "message")
+        if item.type == "function_call":
+            json.loads(item.data["arguments"])
+    await client.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_cut_off_answer_keeps_its_text(engine: LocalEngine) -> None:
+    """Without a grammar a small cap cuts the answer: the error says so and carries what
+    the model wrote, for the report."""
+    client = ChatClient(engine.base_url)
+    with pytest.raises(StreamError) as info:
+        await client.generate(prompt(message("user", RAMBLE[0]), tools=[],
+                                     extra={**GREEDY, "max_output_tokens": 12}))
+    assert info.value.code == "max_output_tokens"
+    assert info.value.partial_output and len(info.value.partial_output) > 12
+    await client.aclose()

@@ -1,0 +1,215 @@
+"""Everything `runner run` would refuse, found before the first model request.
+
+`runner validate` and `runner run` call the same `check`, so a file that validates does
+not fail late: after an hour of model time, a branch template with an unknown field or an
+empty instructions file would throw the work away. Each problem names the file, line and
+field it comes from when the task file is at hand (`tf`), else the run and field.
+
+`offline` skips what depends on the machine the check runs on (API key variables, the
+repositories), e.g. for a lint job that validates task files without their secrets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from runner import workspace
+from runner.config import (
+    COMMAND_LINE,
+    BatchLimits,
+    ResolvedTask,
+    TaskFile,
+    field_line,
+)
+from runner.errors import ConfigError, Problem
+
+MAX_INSTRUCTIONS_BYTES = 1024 * 1024
+"""An instructions or prompt file larger than this is refused: it would fill the context."""
+
+
+class _Where:
+    """Locates a run's fields in the task file: the task's own field, else `defaults`'."""
+
+    def __init__(self, tf: TaskFile | None, file: str, models: Sequence[str]) -> None:
+        self.tf, self.file, self.models = tf, file, list(models)
+
+    def task_index(self, t: ResolvedTask) -> int | None:
+        if self.tf is None:
+            return None
+        ids = [s.id for s in self.tf.tasks]
+        return ids.index(t.id) if t.id in ids else None
+
+    def field(self, t: ResolvedTask, *path: str | int) -> Problem:
+        """A problem shell for `path` (e.g. "limits", "max_cost_usd") of run `t`."""
+        i = self.task_index(t)
+        if self.tf is None or i is None:
+            return Problem(self.file, None, f"{'.'.join(map(str, path))} (run {t.run})", "")
+        task_path: tuple[str | int, ...] = ("tasks", i, *path)
+        for candidate in (task_path, ("defaults", *path)):
+            line = field_line(self.tf, candidate, exact=True)
+            if line is not None:
+                return Problem(self.file, line, _dotted(candidate), "")
+        return Problem(self.file, field_line(self.tf, ("tasks", i)), _dotted(task_path), "")
+
+    def model(self, t: ResolvedTask, nth: int = 0) -> Problem:
+        """Where the run's model was chosen: `--model`, `matrix.model` (its `nth` entry of
+        that name), the task or defaults."""
+        name = f"{t.provider_name}/{t.model}"
+        if self.models:
+            return Problem(COMMAND_LINE, None, "--model", "")
+        if self.tf is not None and self.tf.matrix and name in self.tf.matrix.model:
+            entries = [j for j, m in enumerate(self.tf.matrix.model) if m == name]
+            path = ("matrix", "model", entries[min(nth, len(entries) - 1)])
+            return Problem(self.file, field_line(self.tf, path), _dotted(path), "")
+        return self.field(t, "model")
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def _say(shell: Problem, message: str) -> Problem:
+    return Problem(shell.file, shell.line, shell.field, message)
+
+
+def check(tasks: Sequence[ResolvedTask], *, file: str, env: Mapping[str, str],
+          tf: TaskFile | None = None, models: Sequence[str] = (),
+          budget: BatchLimits | None = None, offline: bool = False) -> None:
+    """Raise one ConfigError listing every problem found, or return."""
+    where = _Where(tf, file, models)
+    budget = budget if budget is not None else (tf.budget if tf is not None else None)
+    found: list[Problem] = []
+    found += _collisions(tasks, where)
+    found += _branches(tasks, where)
+    found += _prices(tasks, where, budget)
+    found += _files(tasks, where)
+    if not offline:
+        found += _keys(tasks, where, env)
+        found += _repos(tasks, where)
+    unique = list({str(p): p for p in found}.values())  # a defaults' problem once
+    if unique:
+        raise ConfigError(unique)
+
+
+def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+    """Two runs with one name would share a workspace, events file, patch and branch."""
+    first: dict[str, ResolvedTask] = {}
+    out = []
+    for t in tasks:
+        other = first.setdefault(t.run, t)
+        if other is t:
+            continue
+        same = f"{other.provider_name}/{other.model}" == f"{t.provider_name}/{t.model}"
+        a, b = f"{other.provider_name}/{other.model}", f"{t.provider_name}/{t.model}"
+        why = (f"{b!r} is listed twice" if a == b else
+               f"{a!r} and {b!r} both make the run name {t.run!r} (characters other than "
+               "letters, digits, '.', '_' and '-' become '-')")
+        out.append(_say(where.model(t, 1 if same else 0),
+                        f"{why}; each model may appear once, and names must stay distinct"))
+    return out
+
+
+def _branches(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+    out = []
+    for t in tasks:
+        fields = {"run": "0" * 12, "task": t.id, "model": f"{t.provider_name}/{t.model}",
+                  "repeat": str(t.repeat), "name": t.run, "variant": t.variant or ""}
+        try:
+            workspace.branch_name(t.git.branch, fields)
+        except workspace.WorkspaceError as exc:
+            out.append(_say(where.field(t, "git", "branch"), str(exc)))
+    return out
+
+
+def _prices(tasks: Sequence[ResolvedTask], where: _Where,
+            budget: BatchLimits | None) -> list[Problem]:
+    """A cost limit needs a price: refuse to start rather than never stop."""
+    out = []
+    for t in tasks:
+        if t.price is not None:
+            continue
+        what = f"{t.provider_name}/{t.model}"
+        fix = (f"{what} has no known price; give one under models: {what}: price: "
+               "{input: ..., cached_input: ..., output: ...} (USD per million tokens)")
+        if t.limits.max_cost_usd is not None:
+            out.append(_say(where.field(t, "limits", "max_cost_usd"), fix))
+        elif budget is not None and budget.max_cost_usd is not None:
+            line = field_line(where.tf, ("budget", "max_cost_usd")) if where.tf else None
+            out.append(Problem(where.file, line, "budget.max_cost_usd", fix))
+    return out
+
+
+def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+    """Instructions and compaction prompts must be non-empty UTF-8 text of sane size."""
+    out = []
+    seen: set[tuple[str, Path]] = set()
+    for t in tasks:
+        for name, path in (("instructions_file", t.instructions_file),
+                           ("compact_prompt_file", t.compact_prompt_file)):
+            if path is None or (name, path) in seen:
+                continue
+            seen.add((name, path))
+            wrong = text_file_problem(path)
+            if wrong is not None:
+                shell = where.field(t, name)
+                if t.variant is not None and where.tf is not None and where.tf.matrix:
+                    for j, v in enumerate(where.tf.matrix.variant):
+                        if v.name == t.variant and getattr(v, name, None) is not None:
+                            vpath = ("matrix", "variant", j, name)
+                            shell = Problem(where.file, field_line(where.tf, vpath),
+                                            _dotted(vpath), "")
+                out.append(_say(shell, wrong))
+    return out
+
+
+def text_file_problem(path: Path) -> str | None:
+    """Why `path` cannot serve as instructions text, or None."""
+    try:
+        raw = path.read_bytes()[:MAX_INSTRUCTIONS_BYTES + 1]
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if len(raw) > MAX_INSTRUCTIONS_BYTES:
+        return f"{path} is larger than {MAX_INSTRUCTIONS_BYTES:,} bytes"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+    if not text.strip():
+        return f"{path} is empty; write the instructions or leave the field out"
+    if re.search(r"[\x00-\x08\x0e-\x1f]", text):
+        return f"{path} holds control characters; is it a binary file?"
+    return None
+
+
+def _keys(tasks: Sequence[ResolvedTask], where: _Where,
+          env: Mapping[str, str]) -> list[Problem]:
+    out = []
+    for t in tasks:
+        key = t.provider.env_key
+        if key and not env.get(key):
+            out.append(_say(where.model(t),
+                            f"{t.provider_name}/{t.model} needs the environment variable "
+                            f"{key} (the API key for {t.provider_name}, see providers."
+                            f"{t.provider_name}.env_key); it is not set. `runner validate "
+                            "--offline` skips this check"))
+    return out
+
+
+def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+    """Every task's repository and base must name a commit before anything starts."""
+    out = []
+    checked: set[tuple[Path, str]] = set()
+    for t in tasks:
+        if (t.repo, t.git.base) in checked:
+            continue
+        checked.add((t.repo, t.git.base))
+        try:
+            workspace.check_base(t.repo, t.git.base)
+        except workspace.WorkspaceError as exc:
+            out.append(_say(where.field(t, "repo"), str(exc)))
+    return out
