@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
-.PHONY: setup bubblewrap demo benchmark test lint typecheck unit bench clean lock action-docs
+.PHONY: setup bubblewrap chromium demo benchmark test lint typecheck unit bench clean lock \
+	action-docs
 
 # - compat editable mode puts the source dir on sys.path instead of an import hook (faster
 #   start);
@@ -38,6 +39,17 @@ bubblewrap:
 	  $$sudo apt-get install -y -q bubblewrap || \
 	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q bubblewrap; }; }
 
+# report.html is checked in a real headless browser (tests marked slow): install Debian's
+# Chromium the same way as bubblewrap; skip when one is present.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; \
+	  else echo "chromium is missing: install it as root (apt-get install chromium)"; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$sudo apt-get install -y -q chromium || \
+	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; }; }
+
 build/sample-repo: examples/sample-repo
 	rm -rf $@ && mkdir -p build && cp -r examples/sample-repo $@
 	git -C $@ init -q -b main
@@ -52,7 +64,7 @@ demo: setup build/sample-repo
 benchmark: setup build/sample-repo
 	# Exit 1 (some runs failed) is a benchmark result, not an error of the target.
 	$(BIN)/runner run configs/benchmark.yaml --out build/benchmark --concurrency 2 || test $$? -eq 1
-	@echo "benchmark done: build/benchmark/summary.md, build/benchmark/junit.xml"
+	@echo "benchmark done: build/benchmark/report.html (open it in a browser), summary.md, junit.xml"
 
 lint: setup
 	$(BIN)/ruff check runner tests bench
@@ -61,7 +73,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-unit: setup
+unit: setup chromium
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
@@ -72,6 +84,7 @@ bench: setup
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/comment.py
+	$(BIN)/python bench/reports.py
 
 # actions/run/requirements.lock: every runtime dependency of runner and the build backend,
 # pinned with the hashes of all their files, resolved for every platform and Python >= 3.11

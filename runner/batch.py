@@ -114,7 +114,7 @@ class TaskRun:
         if self.report is not None:
             return self.report.status
         if self.outcome is None or self.not_kept:
-            return self.skipped or "error"
+            return "skipped" if self.skipped else "error"
         if self.result is not None and self.result.violations:
             return "scope_violation"
         if self.outcome.status == "completed" and self.check is not None \
@@ -150,6 +150,26 @@ def exit_code(statuses: Iterable[str]) -> int:
     if seen & NOT_WORKING:
         return 3
     return 0 if seen <= {"completed"} else 1
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The whole batch a (possibly sharded) run belongs to, for the report's identity."""
+
+    fingerprints: tuple[str, ...]
+    """Every run of the batch in task-file order, before `--shard`."""
+    task_file_sha256: str
+    shard: int = 1
+    shards: int = 1
+    not_selected: int = 0
+
+    def identity(self) -> dict[str, Any]:
+        import hashlib
+
+        return {"task_file_sha256": self.task_file_sha256,
+                "run_set": hashlib.sha256("\n".join(self.fingerprints).encode()).hexdigest(),
+                "runs": len(self.fingerprints), "shard": self.shard, "shards": self.shards,
+                "not_selected": self.not_selected}
 
 
 CHECKPOINT_S = 3.0
@@ -352,6 +372,7 @@ async def run_batch(
     progress: IO[str] | None = None,
     resume: bool = False,
     budget: BatchLimits | None = None,
+    plan: BatchPlan | None = None,
     tf: TaskFile | None = None,
     models: Sequence[str] = (),
 ) -> BatchResult:
@@ -370,11 +391,14 @@ async def run_batch(
     tz = local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
+    if plan is None:
+        plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
+    order = {f: i for i, f in enumerate(plan.fingerprints)}
     resumed = 0
     for run in runs:
         kept = done(previous.get(run.task.fingerprint))
         if kept is not None:
-            run.report = kept
+            run.report = kept.model_copy(update={"index": order.get(run.task.fingerprint)})
             resumed += 1
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     spend = BatchSpend(budget)
@@ -401,7 +425,7 @@ async def run_batch(
                                stdout=stream)
             except OSError as exc:
                 run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
-                run.report = _run_report(run, out_dir, redact)
+                run.report = _run_report(run, out_dir, redact, order)
                 journal.finished(t.fingerprint, run.report)
                 show.run_finished(run.report)
                 return
@@ -458,10 +482,10 @@ async def run_batch(
                         if ws is not None:
                             await workspace.cleanup(ws)
                         log.close()
-                        run.report = _run_report(run, out_dir, redact)
+                        run.report = _run_report(run, out_dir, redact, order)
                         journal.finished(t.fingerprint, run.report)
-            if run.report is not None:
-                show.run_finished(run.report)
+                        # Here, not after: a run stopped by Ctrl-C must be shown too.
+                        show.run_finished(run.report)
             await checkpoint()
 
     last_write = [0.0]
@@ -481,9 +505,10 @@ async def run_batch(
             done_reports = [r.report for r in runs if r.report is not None]
             partial = build_report(tasks=done_reports, run_id=run_id, task_file=task_file,
                                    started=started, finished=dt.datetime.now(dt.UTC),
-                                   pending=len(runs) - len(done_reports))
+                                   pending=len(runs) - len(done_reports),
+                                   batch=plan.identity())
             await anyio.to_thread.run_sync(functools.partial(
-                write_reports, partial, out_dir, redact=redact))
+                write_reports, partial, out_dir, redact=redact, page=False))
 
     interrupted: list[int] = []
     with _work_root() as work_root:
@@ -494,6 +519,7 @@ async def run_batch(
                 async with anyio.create_task_group() as tg:
                     for run in runs:
                         if run.report is None:
+                            run.skipped = "interrupted"  # until it starts
                             tg.start_soon(one, run, clients)
                 outer.cancel_scope.cancel()
     show.close()
@@ -503,10 +529,10 @@ async def run_batch(
     from runner.reports.json_report import build_report
 
     finished = dt.datetime.now(dt.UTC)
-    reports = [r.report if r.report is not None else _run_report(r, out_dir, redact)
+    reports = [r.report if r.report is not None else _run_report(r, out_dir, redact, order)
                for r in runs]
     report = build_report(tasks=reports, run_id=run_id, task_file=task_file,
-                          started=started, finished=finished)
+                          started=started, finished=finished, batch=plan.identity())
     report_path = write_reports(report, out_dir, redact=redact,
                                 step_summary=env.get("GITHUB_STEP_SUMMARY"))
     return BatchResult(runs, report_path, interrupted=bool(interrupted), resumed=resumed)
@@ -517,7 +543,8 @@ def _internal(exc: Exception) -> str:
             "went on. Please report it with this run's events file.")
 
 
-def _run_report(run: TaskRun, out_dir: Path, redact: Redactor) -> TaskReport:
+def _run_report(run: TaskRun, out_dir: Path, redact: Redactor,
+                order: Mapping[str, int]) -> TaskReport:
     from runner.reports.json_report import task_report
     from runner.reports.model import TaskReport
 
@@ -527,7 +554,10 @@ def _run_report(run: TaskRun, out_dir: Path, redact: Redactor) -> TaskReport:
     cost = None if price is None else round(
         price.cost(run.outcome.usage if run.outcome else Usage()), 6)
     rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
-                                  "fingerprint": t.fingerprint, "cost_usd": cost})
+                                  "fingerprint": t.fingerprint, "cost_usd": cost,
+                                  "index": order.get(t.fingerprint),
+                                  "skip_reason": run.skipped if base.status == "skipped"
+                                  else None})
     # Redacted once here: the journal and every report are made from this copy. Text from
     # the model may hold lone surrogates (valid in JSON, not in UTF-8): replaced first.
     return TaskReport.model_validate_json(redact(json.dumps(
@@ -545,6 +575,8 @@ def _utf8_safe(value: Any) -> Any:
 
 
 def _branch(t: ResolvedTask, run_id: str) -> str | None:
+    if t.git.keep != "branch":
+        return None
     try:
         return workspace.branch_name(t.git.branch, _branch_fields(t, run_id))
     except workspace.WorkspaceError:
@@ -671,6 +703,7 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
     try:
         result = await workspace.finish(
             ws, branch_template=g.branch, message=message, scope=scope,
+            create_branch=g.keep == "branch",
             fields=_branch_fields(t, run_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch",
             redact=redact if redact else None,

@@ -7,6 +7,7 @@ file, flags, environment); 3 the runner itself could not work.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from runner.errors import ConfigError, Problem, RunnerError
 
 if TYPE_CHECKING:
+    from runner.batch import BatchPlan
     from runner.config import ResolvedTask, TaskFile
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_RUNNER = 0, 1, 2, 3
@@ -77,6 +79,24 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
                        help="directories written by `runner run --shard K/N --out DIR`")
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
+    merge.add_argument("--partial", action="store_true",
+                       help="merge even with shards missing (the result says it is partial)")
+    br = rep_sub.add_parser("branches", help="list (or delete) the branches a batch created")
+    br.add_argument("dir", type=Path, metavar="DIR", help="the batch's report directory")
+    br.add_argument("--repo", type=Path, required=True, help="the repository the runs used")
+    br.add_argument("--delete", action="store_true",
+                    help="delete each branch that still points at the commit the run made")
+    cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
+    cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
+    cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
+    cmp.add_argument("--base-variant", metavar="NAME", help="only BASE's runs of this variant")
+    cmp.add_argument("--new-variant", metavar="NAME", help="only NEW's runs of this variant")
+    cmp.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    cmp.add_argument("--alpha", type=float, default=0.05,
+                     help="significance level of Fisher's exact test (default 0.05)")
+    cmp.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 on a significant drop in pass rate overall or for a "
+                          "model/variant")
     return p
 
 
@@ -115,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "report" and args.report_command == "branches":
+            return _report_branches(args)
+        if args.command == "report" and args.report_command == "compare":
+            return _report_compare(args)
         if args.command == "report":
             return _report_merge(args)
         return _run(args)
@@ -134,7 +158,7 @@ def _problem(field: str, message: str) -> ConfigError:
     return ConfigError([Problem("(command line)", None, field, message)])
 
 
-def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
+def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, BatchPlan]:
     from runner.config import expand, load_task_file, pin_problems
 
     path: Path = args.tasks
@@ -150,6 +174,7 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
                    sandbox=getattr(args, "sandbox", None), current_date=args.date,
                    timezone=args.timezone,
                    reasoning_effort=getattr(args, "reasoning_effort", None))
+    everything = tasks
     only: list[str] = getattr(args, "only", [])
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})
@@ -165,19 +190,39 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile]:
             raise _problem("--tag", f"no task has tag {', '.join(unknown)}; tags in {path}: "
                                     f"{', '.join(known) or 'none'}")
         tasks = [t for t in tasks if set(t.tags) & set(tags)]
+    not_selected = len(everything) - len(tasks)
+    k = n = 1
     shard: str | None = getattr(args, "shard", None)
+    selected = tasks
     if shard is not None:
-        tasks = _shard(tasks, shard)
-    return tasks, str(path), tf
+        k, n = _shard_spec(shard)
+        tasks = _shard(tasks, k, n)
+    from runner.batch import BatchPlan
+
+    plan = BatchPlan(tuple(t.fingerprint for t in selected),
+                     hashlib.sha256(path.read_bytes()).hexdigest(), k, n, not_selected)
+    return tasks, str(path), tf, plan
 
 
-def _shard(tasks: list[ResolvedTask], text: str) -> list[ResolvedTask]:
+def _shard_spec(text: str) -> tuple[int, int]:
+    """`K/N`, or `auto/N` in a Kubernetes Indexed Job: K is its 0-based
+    JOB_COMPLETION_INDEX plus one."""
+    m = re.fullmatch(r"(\d+|auto)/(\d+)", text.strip())
+    if m and m[1] == "auto":
+        index = os.environ.get("JOB_COMPLETION_INDEX", "")
+        if not index.isdigit():
+            raise _problem("--shard", f"auto/N takes K from JOB_COMPLETION_INDEX (a Kubernetes "
+                                      f"Indexed Job sets it), which is {index!r} here")
+        m = re.fullmatch(r"(\d+)/(\d+)", f"{int(index) + 1}/{m[2]}")
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise _problem("--shard", f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4, "
+                                  "or auto/N in a Kubernetes Indexed Job")
+    return int(m[1]), int(m[2])
+
+
+def _shard(tasks: list[ResolvedTask], k: int, n: int) -> list[ResolvedTask]:
     """Runs ordered by fingerprint (the same on every machine), then every N-th from the
     K-th: slices are disjoint, cover everything, and differ in size by at most one."""
-    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
-    if not m or not 1 <= int(m[1]) <= int(m[2]):
-        raise _problem("--shard", f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4")
-    k, n = int(m[1]), int(m[2])
     ordered = sorted(tasks, key=lambda t: (t.fingerprint, t.run))
     return [t for i, t in enumerate(ordered) if i % n == k - 1]
 
@@ -185,7 +230,7 @@ def _shard(tasks: list[ResolvedTask], text: str) -> list[ResolvedTask]:
 def _validate(args: argparse.Namespace) -> int:
     from runner import preflight
 
-    tasks, file, tf = _load(args)
+    tasks, file, tf, _ = _load(args)
     preflight.check(tasks, file=file, env=os.environ, tf=tf, models=args.model,
                     offline=args.offline)
     for t in tasks:
@@ -202,19 +247,26 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.concurrency < 1:
         raise _problem("--concurrency", "must be at least 1")
-    tasks, file, tf = _load(args)
+    tasks, file, tf, plan = _load(args)
     out: Path = args.out
     json_out = sys.stdout if args.json or args.json_extra else None
     result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
                                          concurrency=args.concurrency, json_out=json_out,
                                          json_extra=args.json_extra,
                                          progress=sys.stderr, resume=args.resume,
-                                         budget=tf.budget, tf=tf, models=args.model))
+                                         budget=tf.budget, tf=tf, models=args.model,
+                                         plan=plan))
     if json_out is None:
         for run in result.runs:
             if run.outcome is not None and run.outcome.final_message:
                 print(f"--- {run.task.run}\n{run.outcome.final_message}")
     sys.stderr.write(f"report: {result.report_path}\n")
+    not_started = sum(r.status == "skipped" for r in result.runs)
+    stopped = sum(r.status == "interrupted" for r in result.runs)
+    if not_started or stopped:
+        sys.stderr.write(f"runner: {not_started} run(s) never started, {stopped} stopped; "
+                         f"finish the batch with: runner run {args.tasks} --out {out} "
+                         "--resume (same flags; finished runs are kept)\n")
     if os.environ.get("RUNNER_DEBUG"):
         sys.stderr.write(f"exit code {result.exit_code}\n")
     return result.exit_code
@@ -225,8 +277,72 @@ def _report_merge(args: argparse.Namespace) -> int:
     from runner.batch import exit_code
     from runner.reports.merge import merge_command
 
-    report = merge_command(args.dirs, args.out)
+    report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals
-    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s), {t.completed} "
-                     f"passed\nreport: {args.out / 'report.json'}\n")
+    if report.partial:
+        sys.stderr.write(f"PARTIAL merge: shard(s) {', '.join(map(str, report.missing_shards))}"
+                         " missing; every output is marked partial\n")
+    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s): {t.finished} "
+                     f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
+                     f"errored\nreport: {args.out / 'report.json'}\n")
     return exit_code(r.status for r in report.tasks)
+
+
+def _report_compare(args: argparse.Namespace) -> int:
+    """0, or 1 with --fail-on-regression when a pass rate dropped significantly."""
+    from runner.reports.compare import compare, render_compare
+    from runner.reports.merge import load_shard
+
+    if not 0 < args.alpha < 1:
+        raise _problem("--alpha", "must be between 0 and 1, e.g. 0.05")
+    base, new = load_shard(args.base).report, load_shard(args.new).report
+    for flag, report, name in (("--base-variant", base, args.base_variant),
+                               ("--new-variant", new, args.new_variant)):
+        known = sorted({t.variant for t in report.tasks if t.variant is not None})
+        if name is not None and name not in known:
+            raise _problem(flag, f"no run of variant {name!r}; variants there: "
+                                 f"{', '.join(known) or 'none'}")
+    result = compare(base, new, base_name=_label(args.base, args.base_variant),
+                     new_name=_label(args.new, args.new_variant),
+                     base_variant=args.base_variant, new_variant=args.new_variant,
+                     alpha=args.alpha)
+    if args.format == "json":
+        print(result.model_dump_json(indent=2))
+    else:
+        print(render_compare(result), end="")
+    return EXIT_TASK_FAILED if args.fail_on_regression and result.regressions else EXIT_OK
+
+
+def _label(directory: Path, variant: str | None) -> str:
+    return directory.name + (f" [{variant}]" if variant else "")
+
+
+def _report_branches(args: argparse.Namespace) -> int:
+    """One line per branch the batch recorded; only branches still at the run's commit are
+    deleted, so work someone added on top is never lost."""
+    from runner import workspace
+    from runner.reports.merge import load_shard
+
+    report = load_shard(args.dir).report
+    repo: Path = args.repo
+    if not repo.is_dir():
+        raise _problem("--repo", f"{repo} is not a directory; give the repository the runs used")
+    try:
+        workspace.check_base(repo, "HEAD")
+    except workspace.WorkspaceError as exc:
+        raise _problem("--repo", str(exc)) from None
+    counts: dict[str, int] = {}
+    for t in report.tasks:
+        if t.result is None or t.result.branch is None:
+            continue
+        state = workspace.branch_state(repo, t.result.branch, t.result.commit)
+        if args.delete and state == "present":
+            state = "deleted" if workspace.delete_branch_at(
+                repo, t.result.branch, t.result.commit) else "kept (changed meanwhile)"
+        elif args.delete and state in ("moved", "checked-out"):
+            state += ", kept"
+        counts[state] = counts.get(state, 0) + 1
+        print(f"{t.result.branch} {t.result.commit[:12]} {state}")
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
+    sys.stderr.write(f"{args.dir}: {summary}\n")
+    return EXIT_OK

@@ -328,6 +328,9 @@ class GitSettings(Frozen):
     branch: str = Field(default="runner/{run}/{name}", min_length=1)
     """Branch name template: {run} (the batch id), {name} (the run name), {task}, {model},
     {variant}, {repeat}."""
+    keep: Literal["branch", "patch"] = "branch"
+    """`patch`: keep each run's changes as a patch file only and create no branch (for
+    benchmarks, which would otherwise leave one branch per run in the repository)."""
     allowed_paths: tuple[str, ...] | None = None
     """Globs the agent may change (all when unset)."""
     forbidden_paths: tuple[str, ...] = ()

@@ -24,6 +24,9 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from runner.items import as_int
 
+ERRORED = frozenset({"error", "rate_limited", "quota_exhausted", "interrupted"})
+"""As `runner.reports.totals.ERRORED` (not imported: the report modules load late)."""
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
@@ -119,6 +122,9 @@ class Tally:
         self.total = 0
         self.finished = 0
         self.failed = 0
+        """Runs that ran and did not pass (errored runs are not in it)."""
+        self.errored = 0
+        """Runs the infrastructure broke or a signal stopped: no verdict on the agent."""
         self.running: dict[str, str] = {}
         self.runs: dict[str, _RunCount] = {}
 
@@ -146,7 +152,9 @@ class Tally:
         name = task.run or task.id
         self.running.pop(name, None)
         self.finished += 1
-        if task.status != "completed":
+        if task.status in ERRORED:
+            self.errored += 1
+        elif task.status != "completed":
             self.failed += 1
         u = task.usage
         self.runs[name] = _RunCount(u.input_tokens, u.cached_tokens, u.output_tokens,
@@ -168,12 +176,17 @@ class Tally:
             return ""
         return (">= " if len(known) < len(counted) else "") + f"${total:.4f}"
 
-    def summary(self) -> str:
+    def summary(self, *, final: bool = False) -> str:
+        """`final`: the batch is over, so runs neither finished nor running never started
+        (batch budget, Ctrl-C) and are counted as such, never as failures."""
         sent, cached, out = self.tokens()
         hit = f" ({cached / sent:.0%} cached)" if sent else ""
         cost = self.cost()
-        return (f"{self.finished}/{self.total} done, {len(self.running)} running, "
-                f"{self.failed} failed, {compact(sent)} tokens in{hit}, {compact(out)} out"
+        skipped = self.total - self.finished - len(self.running)
+        started = f", {skipped} not started" if final and skipped > 0 else ""
+        return (f"{self.finished}/{self.total} runs done, {len(self.running)} running, "
+                f"{self.failed} failed, {self.errored} errored{started}, "
+                f"{compact(sent)} tokens in{hit}, {compact(out)} out"
                 + (f", {cost}" if cost else ""))
 
 
@@ -199,8 +212,11 @@ def details(task: TaskReport) -> list[str]:
         if res.branch:
             lines.append(f"branch {res.branch} ({res.files_changed} files, +{res.insertions} "
                          f"-{res.deletions})")
-        else:
+        elif res.violations:
             lines.append(f"no branch: {'; '.join(res.violations)}")
+        else:
+            lines.append(f"patch {res.patch} ({res.files_changed} files, +{res.insertions} "
+                         f"-{res.deletions})")
     if task.check is not None:
         verdict = "passed" if task.check.passed else f"failed (exit {task.check.exit_code})"
         lines.append(f"check `{task.check.command}` {verdict}")
@@ -240,11 +256,11 @@ class PlainProgress:
     def run_finished(self, task: TaskReport) -> None:
         self.tally.done(task)
         brief = [line for line in details(task)
-                 if line.startswith(("error:", "branch ", "no branch:"))]
+                 if line.startswith(("error:", "branch ", "no branch:", "patch "))]
         self._write("\n".join([finished_line(task, self.tally), *(f"  {b}" for b in brief)]))
 
     def close(self) -> None:
-        self._write(f"runner: {self.tally.summary()}")
+        self._write(f"runner: {self.tally.summary(final=True)}")
 
 
 def workflow_escape(text: str) -> str:
@@ -300,10 +316,10 @@ class LiveProgress:
         t = self.tally
         bar = Table.grid(padding=(0, 1))
         bar.add_row(ProgressBar(total=max(t.total, 1), completed=t.finished, width=30),
-                    Text(f"{t.finished}/{t.total} done"),
+                    Text(f"{t.finished}/{t.total} runs done"),
                     Text(_seconds(self._clock() - self._started), style="dim"))
         sent, cached, out = t.tokens()
-        parts = [f"running {len(t.running)}", f"failed {t.failed}",
+        parts = [f"running {len(t.running)}", f"failed {t.failed}", f"errored {t.errored}",
                  f"tokens {compact(sent)} in, {compact(out)} out",
                  f"cache hit {cached / sent:.0%}" if sent else "cache hit -"]
         cost = t.cost()
@@ -344,7 +360,7 @@ class LiveProgress:
         style = "green" if task.status == "completed" else "red"
         text = Text(finished_line(task, self.tally), style=style)
         for extra in details(task):
-            if extra.startswith(("error:", "branch ", "no branch:")):
+            if extra.startswith(("error:", "branch ", "no branch:", "patch ")):
                 text.append(f"\n  {extra}", style="dim")
         # One print: rich redraws the display under every printed renderable.
         self.console.print(text)
@@ -353,6 +369,7 @@ class LiveProgress:
     def close(self) -> None:
         self._refresh(force=True)
         self._live.stop()
+        self.console.print(f"runner: {self.tally.summary(final=True)}", markup=False)
 
 
 class QuietProgress:

@@ -1031,3 +1031,29 @@ def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
         for ref in refs:
             if ours.fullmatch(ref):
                 _git(["update-ref", "-d", ref, commit], env=user, check=False)
+
+
+
+def branch_state(repo: Path, branch: str, commit: str) -> str:
+    """`present` (the branch points at `commit`), `moved` (it points elsewhere: someone
+    built on it), `checked-out`, `gone`, or `invalid` (not a branch name)."""
+    ref = f"refs/heads/{branch}"
+    if _git(["check-ref-format", ref], cwd=repo, check=False).returncode != 0:
+        return "invalid"
+    tip = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
+               check=False)
+    if tip.returncode != 0:
+        return "gone"
+    head = _git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False)
+    if head.stdout.decode(errors="replace").strip() == ref:
+        return "checked-out"
+    return "present" if tip.stdout.decode().strip() == commit else "moved"
+
+
+def delete_branch_at(repo: Path, branch: str, commit: str) -> bool:
+    """Compare-and-delete: remove the branch only if it still points at `commit` (git
+    checks that atomically under the ref's lock), so a branch someone moved is kept."""
+    if branch_state(repo, branch, commit) != "present":
+        return False
+    proc = _git(["update-ref", "-d", f"refs/heads/{branch}", commit], cwd=repo, check=False)
+    return proc.returncode == 0

@@ -151,7 +151,8 @@ def test_batch_budget_skips_runs_not_started(loopback_thread: ThreadFactory,
     assert res.returncode == 1
     statuses = [t["status"] for t in _runs(out)]
     # The first run's second request is refused; nothing else starts.
-    assert statuses == ["budget"] * 5
+    assert statuses == ["budget"] + ["skipped"] * 4
+    assert [t["skip_reason"] for t in _runs(out)] == [None] + ["budget"] * 4
     assert [len(t["requests"]) for t in _runs(out)] == [1, 0, 0, 0, 0]
     assert "not started: the batch used" in _runs(out)[1]["error"]
 
@@ -467,7 +468,7 @@ def test_output_tokens_and_batch_cost_limits(loopback_thread: ThreadFactory,
                          defaults=price + "budget: {max_cost_usd: 0.004}\n")
     assert run_cli("run", capped, "--out", tmp_path / "o2", "--concurrency", "1").returncode == 1
     runs = _runs(tmp_path / "o2")
-    assert [r["status"] for r in runs] == ["budget"] * 3
+    assert [r["status"] for r in runs] == ["budget", "skipped", "skipped"]
     assert "budget.max_cost_usd" in runs[0]["error"] and runs[0]["cost_usd"] >= 0.004
     assert [len(r["requests"]) for r in runs[1:]] == [0, 0]
     report = json.loads((tmp_path / "o2" / "report.json").read_text())

@@ -68,7 +68,7 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     xmlschema.XMLSchema(str(xsd)).validate(str(out / "junit.xml"))
     assert (out / "junit.xml").read_text().count("<testcase ") == 2
     summary = (out / "summary.md").read_text()
-    assert "2 of 2 tasks completed" in summary
+    assert "2 of 2 finished runs passed (100.0%)" in summary
     assert step_summary.read_text() == "earlier step\n" + summary + "\n"
     assert "all done" in res.stdout
     report = json.loads((out / "report.json").read_text())

@@ -110,9 +110,9 @@ def test_quickstart_on_sixty_consecutive_dates(tmp_path: Path) -> None:
 
 
 def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
-    """`make benchmark`'s file, cut to one task with --only: 2 model entries x 2 repeats,
-    the three reports, a JUnit file the schema accepts. Whether the small model passes is
-    the benchmark's result, not this test's."""
+    """`make benchmark`'s file, cut to one task with --only: 2 prompt variants x 2 repeats,
+    the reports (report.html too), patches and no branch, and `report compare` of the two
+    variants. Whether the small model passes is the benchmark's result, not this test's."""
     import xml.etree.ElementTree as ET
 
     _sample_repo(tmp_path)
@@ -125,12 +125,21 @@ def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
     assert res.returncode in (0, 1), res.stderr
     report = json.loads((out / "report.json").read_text())
     runs = sorted(t["run"] for t in report["tasks"])
-    assert runs == ["touch.local-smollm2-warm.r1", "touch.local-smollm2-warm.r2",
-                    "touch.local-smollm2.r1", "touch.local-smollm2.r2"]
+    assert runs == ["touch.plain.r1", "touch.plain.r2", "touch.steps.r1", "touch.steps.r2"]
     assert all(t["status"] in ("completed", "check_failed", "failed", "max_turns")
                for t in report["tasks"]), [t["error"] for t in report["tasks"]]
     assert all(t["cost_usd"] == 0.0 for t in report["tasks"])
     suites = ET.parse(out / "junit.xml").getroot().findall("testsuite")
-    assert sorted(s.get("name") for s in suites) == ["local/smollm2", "local/smollm2-warm"]
+    assert sorted(s.get("name") for s in suites) == ["local/smollm2"]
     summary = (out / "summary.md").read_text()
-    assert "## By model" in summary and "pass@n" in summary
+    assert "## By variant" in summary and "pass@n" in summary
+    assert "<svg" in (out / "report.html").read_text()
+    repo = tmp_path / "build" / "sample-repo"
+    branches = subprocess.run(["git", "branch", "--list", "runner/*"], cwd=repo,
+                              capture_output=True, text=True, check=True).stdout
+    assert branches == ""   # git.keep: patch
+    cmp = subprocess.run([sys.executable, "-m", "runner", "report", "compare", str(out),
+                          str(out), "--base-variant", "plain", "--new-variant", "steps"],
+                         capture_output=True, text=True, timeout=60)
+    assert cmp.returncode == 0, cmp.stderr
+    assert "| local/smollm2 | " in cmp.stdout and "Fisher's exact test" in cmp.stdout

@@ -73,7 +73,8 @@ def test_plain_lines() -> None:
         "$0.0300, 12.5 s",
         "[3/3] c.r1: error: 0 requests, 4 tool calls, 0 input tokens (- cached), 12.5 s",
         "  error: provider error: HTTP 500",
-        "runner: 3/3 done, 0 running, 2 failed, 3.0k tokens in (60% cached), 120 out, $0.0500",
+        "runner: 3/3 runs done, 0 running, 1 failed, 1 errored, 3.0k tokens in (60% cached), "
+        "120 out, $0.0500",
     ]
 
 
@@ -138,7 +139,7 @@ def test_github_groups_each_run_with_its_details() -> None:
     assert "  ... (19 more lines in report.json)" in b
     c = lines[groups[2]:]
     assert "error: provider error: HTTP 500" in c
-    assert lines[-1].startswith("runner: 3/3 done, 0 running, 2 failed")
+    assert lines[-1].startswith("runner: 3/3 runs done, 0 running, 1 failed, 1 errored")
 
 
 def test_github_run_output_cannot_issue_workflow_commands() -> None:
@@ -195,10 +196,12 @@ def test_live_display_in_a_terminal() -> None:
     raw = buf.getvalue()
     assert ANSI.search(raw), "a terminal gets a live (redrawn) display"
     text = ANSI.sub("", raw)
-    assert "3/3 done" in text and "6.0 s" in text
-    final = text.rsplit("3/3 done", 1)[1]
-    assert "running 0 \u00b7 failed 2 \u00b7 tokens 3.0k in, 120 out \u00b7 cache hit 60%" \
-        in final
+    assert "3/3 runs done" in text and "6.0 s" in text
+    display, last = text.rsplit("runner: ", 1)
+    assert last.startswith("3/3 runs done, 0 running, 1 failed, 1 errored")
+    final = display.rsplit("3/3 runs done", 1)[1]
+    assert ("running 0 \u00b7 failed 1 \u00b7 errored 1 \u00b7 tokens 3.0k in, 120 out "
+            "\u00b7 cache hit 60%") in final
     assert "cost >= $0.0500" not in final  # the errored run sent no request: nothing unknown
     assert "cost $0.0500" in final
     assert "[2/3] b.r1: check_failed" in text
@@ -227,14 +230,14 @@ def test_live_display_redraws_at_most_four_times_a_second() -> None:
     p = LiveProgress(buf, force_terminal=True, width=100, clock=clock)
     p.start(1)
     p.run_started("a.r1", "p/m")
-    before = buf.getvalue().count("0/1 done")
+    before = buf.getvalue().count("0/1 runs done")
     for _ in range(200):
         p.event("a.r1", request_event(1, 0, 1))
         clock.now += 0.001  # 200 events within 0.2 s
-    assert buf.getvalue().count("0/1 done") == before
+    assert buf.getvalue().count("0/1 runs done") == before
     clock.now += 0.25
     p.event("a.r1", request_event(1, 0, 1))
-    assert buf.getvalue().count("0/1 done") == before + 1
+    assert buf.getvalue().count("0/1 runs done") == before + 1
     p.close()
 
 
@@ -252,9 +255,9 @@ def test_make_progress_chooses_by_where_output_goes() -> None:
         p.start(1)
         p.close()
         seen = b""
-        while b"0/1 done" not in seen and select.select([reader], [], [], 2)[0]:
+        while b"0/1 runs done" not in seen and select.select([reader], [], [], 2)[0]:
             seen += reader.read(4096)   # a pty may hand the output over in pieces
-        assert b"0/1 done" in seen
+        assert b"0/1 runs done" in seen
         assert type(make_progress(tty, env={"TERM": "dumb"})) is PlainProgress
         assert isinstance(make_progress(tty, env={"GITHUB_ACTIONS": "true"}), GitHubProgress)
 
@@ -273,3 +276,24 @@ def test_compact(n: int, text: str) -> None:
 def test_printable() -> None:
     assert printable("a\tb\nc") == "a\tb\nc"
     assert printable("\x1b[0m\r\x7f\x9b\ud800") == "\\x1b[0m\\x0d\\x7f\\x9b\\ud800"
+
+
+def test_final_line_counts_runs_never_started_apart() -> None:
+    """A batch stopped by its budget or Ctrl-C: the runs that never started are neither
+    failures nor errors, and the last line says how many there are."""
+    buf = io.StringIO()
+    p = PlainProgress(buf)
+    p.start(5)
+    for t in runs()[:2]:
+        p.run_started(t.run, t.model)
+        p.run_finished(t)
+    p.close()
+    assert buf.getvalue().splitlines()[-1].startswith(
+        "runner: 2/5 runs done, 0 running, 1 failed, 0 errored, 3 not started, ")
+
+
+def test_errored_statuses_agree_with_the_reports() -> None:
+    from runner.progress import ERRORED as SHOWN
+    from runner.reports.totals import ERRORED
+
+    assert SHOWN == ERRORED

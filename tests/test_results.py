@@ -247,7 +247,9 @@ def test_signal_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
     long = by_id["long"]
     assert long["status"] == "interrupted"
     assert git(repo, "show", f"{long['result']['branch']}:work.txt") == "partial\n"
-    assert by_id["queued"]["status"] == "interrupted" and by_id["queued"]["result"] is None
+    assert by_id["queued"]["status"] == "skipped" and by_id["queued"]["result"] is None
+    assert by_id["queued"]["skip_reason"] == "interrupted"
+    assert "--resume" in err.splitlines()[-1]
     assert "turn.failed" in events.read_text()
     # No process of the run survives it.
     ps = subprocess.run(["pgrep", "-f", "-r", "R,S,D", "partial > work.txt; sleep 60"],

@@ -6,10 +6,11 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner.items import Usage
 from runner.reports.model import (
+    BatchIdentity,
     CheckReport,
     CompactionReport,
     PrefixReport,
@@ -99,8 +100,10 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
 
 
 def build_report(*, tasks: Sequence[TaskReport], run_id: str, task_file: str,
-                 started: dt.datetime, finished: dt.datetime, pending: int = 0) -> Report:
-    return Report(run_id=run_id, task_file=task_file, started_at=started.isoformat(),
+                 started: dt.datetime, finished: dt.datetime, pending: int = 0,
+                 batch: dict[str, Any] | None = None) -> Report:
+    return Report(batch=None if batch is None else BatchIdentity(**batch),
+                  run_id=run_id, task_file=task_file, started_at=started.isoformat(),
                   finished_at=finished.isoformat(),
                   duration_s=round((finished - started).total_seconds(), 3),
                   totals=compute_totals(tasks), tasks=list(tasks), pending=pending)

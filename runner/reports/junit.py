@@ -10,9 +10,10 @@ does not produce, so its output is post-processed:
   (6 decimals): every `time` is rewritten with 3 decimals, and the `testsuites` time is the
   run's wall-clock duration rather than the sum over (parallel) suites.
 * `properties` is only allowed on `testsuite`, not on `testcase`: the suite carries the model's
-  totals (unprefixed names) and every run's numbers, named `<run>.<property>`; the run's
-  numbers are repeated as `name=value` lines in the testcase's `system-out`, which Jenkins,
-  GitLab and dorny/test-reporter all show next to the test.
+  totals only; a run's few key numbers are `name=value` lines in its testcase's
+  `system-out`, which Jenkins, GitLab and dorny/test-reporter all show next to the test
+  (report.json has the rest: repeating every number per run made JUnit viewers unreadable).
+* A run that never started (batch budget, Ctrl-C) is `<skipped>`, not an error or failure.
 
 Layout: a `testsuite` per model (variants and repeats of a model are its testcases, so a
 model's pass rate is the suite's), a `testcase` per run named by the run's name
@@ -34,7 +35,7 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, TaskReport, UsageReport
-from runner.reports.totals import sum_cost, sum_usage
+from runner.reports.totals import sum_cost, sum_usage, verdict
 
 ERROR_STATUSES = frozenset({"error", "interrupted", "rate_limited", "quota_exhausted"})
 """Statuses reported as `<error>`: the run itself broke or was stopped from outside (provider,
@@ -47,7 +48,7 @@ the task within its limits."""
 REASONS = {
     "failed": "the model or server refused to go on",
     "check_failed": "the check command failed",
-    "max_turns": "stopped at the turn limit",
+    "max_turns": "stopped at the request limit (limits.max_turns)",
     "max_tool_calls": "stopped at the tool-call limit",
     "timeout": "timed out",
     "budget": "stopped at the token or cost budget",
@@ -123,6 +124,7 @@ def run_properties(task: TaskReport) -> list[tuple[str, str]]:
     check = None if task.check is None else "passed" if task.check.passed else "failed"
     return _known([
         ("status", task.status),
+        ("skip_reason", task.skip_reason),
         ("variant", task.variant),
         ("repeat", str(task.repeat)),
         *_usage_pairs(task.usage),
@@ -137,13 +139,24 @@ def run_properties(task: TaskReport) -> list[tuple[str, str]]:
     ])
 
 
+CASE_OUTPUT = ("status", "skip_reason", "requests", "tokens", "cache_hit_ratio", "cost_usd",
+               "duration_s", "branch")
+"""The run properties repeated in a testcase's `system-out`."""
+
+
 def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
-    """The model's totals over its runs; `cost_usd` only when every run's cost is known."""
+    """The model's totals over its runs; `cost_usd` only when every run's cost is known.
+    `pass_rate` is over finished runs (skipped and errored ones are counted apart)."""
     passed = sum(1 for t in tasks if t.status == "completed")
+    kinds = [verdict(t.status) for t in tasks]
+    finished = kinds.count("passed") + kinds.count("failed")
     return _known([
         ("runs", str(len(tasks))),
+        ("finished", str(finished)),
+        ("skipped", str(kinds.count("skipped"))),
+        ("errored", str(kinds.count("errored"))),
         ("passed", str(passed)),
-        ("pass_rate", f"{passed / len(tasks):.4f}" if tasks else None),
+        ("pass_rate", f"{passed / finished:.4f}" if finished else None),
         *_usage_pairs(sum_usage(t.usage for t in tasks)),
         ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
         ("requests", str(sum(len(t.requests) for t in tasks))),
@@ -190,15 +203,6 @@ def case_name(task: TaskReport) -> str:
     return task.run or task.id
 
 
-def _prefix(task: TaskReport, seen: dict[str, int]) -> str:
-    """Property-name prefix; a name repeated within one model (only in reports without run
-    names) gets `#2`, `#3`..."""
-    name = case_name(task)
-    seen[name] = seen.get(name, 0) + 1
-    n = seen[name]
-    return name if n == 1 else f"{name}#{n}"
-
-
 def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
     """One suite per model, in order of first appearance; tasks keep report order."""
     by_model: dict[str, list[TaskReport]] = {}
@@ -208,16 +212,19 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
     for model, tasks in by_model.items():
         cases = []
         props = {name: xml_safe(value) for name, value in suite_properties(tasks)}
-        seen: dict[str, int] = {}
+        if report.partial:
+            props["partial"] = "true"
+            props["missing_shards"] = ",".join(str(k) for k in report.missing_shards)
         for task in tasks:
             case = TestCase(xml_safe(case_name(task)), classname=xml_safe(task.id),
                             elapsed_sec=task.duration_s)
-            pairs = run_properties(task)
-            prefix = xml_safe(_prefix(task, seen))
-            for name, value in pairs:
-                props[f"{prefix}.{name}"] = xml_safe(value)
+            pairs = [p for p in run_properties(task) if p[0] in CASE_OUTPUT]
             case.stdout = "\n".join(f"{name}={xml_safe(value)}" for name, value in pairs)
-            if task.status in ERROR_STATUSES:
+            if task.status == "skipped":
+                case.add_skipped_info(xml_safe(f"not started: {task.skip_reason or 'skipped'}"
+                                               + (f": {_first_line(task.error)}"
+                                                  if task.error else ""))[:MESSAGE_LIMIT])
+            elif task.status in ERROR_STATUSES:
                 case.add_error_info(failure_message(task), failure_text(task) or None,
                                     task.status)
             elif task.status != "completed":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from runner.reports.model import Report, TaskReport
 from runner.reports.stats import mean_pass_at_k, wilson_interval
-from runner.reports.totals import sum_cost
+from runner.reports.totals import finished_runs, sum_cost, verdict
 
 ERROR_LIMIT = 200
 """Error messages are cut to about this many characters; report.json has the full text."""
@@ -43,6 +43,7 @@ MARKS = {
     "scope_violation": "FAIL (scope)",
     "error": "ERROR",
     "interrupted": "STOPPED",
+    "skipped": "NOT STARTED",
     "rate_limited": "ERROR (rate limit)",
     "quota_exhausted": "ERROR (quota)",
     "max_output_tokens": "FAIL (output cap)",
@@ -129,9 +130,13 @@ def _table(header: list[str], align: list[str], rows: list[list[str]]) -> list[s
 
 @dataclass(frozen=True)
 class GroupStats:
-    """What one row of a comparison says about a set of runs."""
+    """What one row of a comparison says about a set of runs. Rates, medians and
+    intervals are over finished runs only; skipped and errored runs are counted apart."""
 
     runs: int
+    """Finished runs (passed or failed): the denominator."""
+    skipped: int
+    errored: int
     passed: int
     interval: tuple[float, float] | None
     """95% Wilson score interval of passed / runs."""
@@ -143,15 +148,24 @@ class GroupStats:
     median_tokens: float
     cache_hit: float | None
     ideal_hit: float | None
-    """Token-weighted ideal cache share: what exact-prefix caching could have served."""
+    """Token-weighted prefix reuse: the share of input that repeats the thread's previous
+    request (the server may cache more, across threads)."""
     cost_per_pass: float | None
     """Total cost over passed runs; None when a cost is unknown or nothing passed."""
     median_time: float
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    """Total over every run of the group that sent a request (errored ones cost too)."""
+    time: float
+    """Total run time of every run of the group."""
 
 
-def group_stats(tasks: Sequence[TaskReport]) -> GroupStats:
-    """Pass rate over runs, and pass@k over tasks: each task (id, model, variant) is one
-    problem sampled `n` times, as in the pass@k literature."""
+def group_stats(every: Sequence[TaskReport]) -> GroupStats:
+    """Pass rate over finished runs, and pass@k over tasks: each task (id, model, variant)
+    is one problem sampled `n` times, as in the pass@k literature."""
+    tasks = finished_runs(every)
+    kinds = [verdict(t.status) for t in every]
     samples: dict[tuple[str, str, str | None], list[bool]] = {}
     for t in tasks:
         samples.setdefault((t.id, t.model, t.variant), []).append(t.status == "completed")
@@ -170,7 +184,12 @@ def group_stats(tasks: Sequence[TaskReport]) -> GroupStats:
         ideal_hit=sum(t.usage.ideal_cached_tokens or 0 for t in tasks) / sent
         if sent and all(t.usage.ideal_cached_tokens is not None for t in tasks) else None,
         cost_per_pass=cost / passed if cost is not None and passed else None,
-        median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0)
+        median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0,
+        skipped=kinds.count("skipped"), errored=kinds.count("errored"),
+        input_tokens=sum(t.usage.input_tokens for t in every),
+        output_tokens=sum(t.usage.output_tokens for t in every),
+        cost=sum_cost(t.cost_usd for t in every if t.requests),
+        time=sum(t.duration_s for t in every))
 
 
 def _has_repeats(report: Report) -> bool:
@@ -196,22 +215,84 @@ def _comparison(title: str, label: str, report: Report,
     for name, tasks in groups.items():
         g = group_stats(tasks)
         ci = "" if g.interval is None else f" ({_pct(g.interval[0])}-{_pct(g.interval[1])})"
-        row = [cell(name), str(g.runs), f"{g.passed}/{g.runs} {_pct(g.passed / g.runs)}{ci}"]
+        rate = f"{g.passed}/{g.runs} {_pct(g.passed / g.runs)}{ci}" if g.runs else "-"
+        row = [cell(name), str(g.runs), str(g.skipped), str(g.errored), rate]
         if repeats:
             row += [_pct(g.pass_at_1), f"{_pct(g.pass_at_n)} (n={g.repeats})"]
         hit = percent(g.cache_hit)
         if g.ideal_hit is not None:
             hit += f" / {percent(g.ideal_hit)}"
-        row += [tokens(g.median_tokens), hit, money(g.cost_per_pass), duration(g.median_time)]
+        row += [tokens(g.median_tokens), hit, money(g.cost_per_pass), duration(g.median_time),
+                f"{tokens(g.input_tokens)} / {tokens(g.output_tokens)}", money(g.cost),
+                duration(g.time)]
         rows.append(row)
-    header = [label, "Runs", "Pass rate (95% CI)"] + (["pass@1", "pass@n"] if repeats else [])
-    header += ["Median tokens", "Cache hit / ideal", "Cost / pass", "Median time"]
-    align = ["---", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 4
+    header = [label, "Finished", "Skipped", "Errored", "Pass rate (95% CI)"] + (
+        ["pass@1", "pass@n"] if repeats else [])
+    header += ["Median tokens", "Cache hit / prefix reuse", "Cost / pass", "Median time",
+               "Tokens in / out", "Cost", "Time"]
+    align = ["---", "--:", "--:", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 7
     return [f"## {title}", "", *_table(header, align, rows)]
 
 
 def _variant(t: TaskReport) -> str:
     return t.variant or "(none)"
+
+
+def column_name(t: TaskReport) -> str:
+    """A task x model matrix column: the model, with the variant when there is one."""
+    return t.model if t.variant is None else f"{t.model} / {t.variant}"
+
+
+@dataclass
+class Cell:
+    passed: int = 0
+    finished: int = 0
+    skipped: int = 0
+    errored: int = 0
+
+    def text(self) -> str:
+        """`2/3` (passed of finished), plus what was left out: `2/3 +1 skipped`."""
+        out = [f"{self.passed}/{self.finished}"] if self.finished else []
+        extra = [f"{'+' if out else ''}{n} {what}" for n, what in (
+            (self.skipped, "skipped"), (self.errored, "errored")) if n]
+        return " ".join([*out, *extra]) or "-"
+
+
+def task_matrix(tasks: Sequence[TaskReport]) -> tuple[list[str], list[str],
+                                                      dict[tuple[str, str], Cell]]:
+    """Which model (and variant) solved which task: rows are task ids and columns
+    model/variant, both in report order; each cell counts that pair's runs."""
+    rows: dict[str, None] = {}
+    cols: dict[str, None] = {}
+    cells: dict[tuple[str, str], Cell] = {}
+    for t in tasks:
+        rows[t.id] = None
+        cols[column_name(t)] = None
+        c = cells.setdefault((t.id, column_name(t)), Cell())
+        kind = verdict(t.status)
+        if kind == "skipped":
+            c.skipped += 1
+        elif kind == "errored":
+            c.errored += 1
+        else:
+            c.finished += 1
+            c.passed += kind == "passed"
+    return list(rows), list(cols), cells
+
+
+MATRIX_ROWS = 30
+"""Tasks shown in the summary's matrix; report.html has every one."""
+
+
+def _matrix_section(report: Report) -> list[str]:
+    rows, cols, cells = task_matrix(report.tasks)
+    body = [[cell(r), *(cells[(r, c)].text() if (r, c) in cells else " " for c in cols)]
+            for r in rows[:MATRIX_ROWS]]
+    more = ([f"_{len(rows) - MATRIX_ROWS:,} more tasks in report.html._"]
+            if len(rows) > MATRIX_ROWS else [])
+    return ["## Task x model", "",
+            *_table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
+            "", "Passed of finished runs per task and model/variant.", *more]
 
 
 def _comparisons(report: Report) -> list[list[str]]:
@@ -223,7 +304,12 @@ def _comparisons(report: Report) -> list[list[str]]:
         if len({t.model for t in report.tasks}) > 1:
             out.append(_comparison("By model and variant", "Model / variant", report,
                                    lambda t: f"{t.model} / {_variant(t)}", repeats))
-    notes = ["Pass rate: passed runs of all runs, with a 95% Wilson score interval."]
+    notes = ["Pass rate: passed runs of finished runs (passed or failed), with a 95% Wilson "
+             "score interval; skipped runs (never started) and errored runs (provider, "
+             "workspace, interruption) are excluded from it and from the medians. Prefix "
+             "reuse: the share of input tokens repeating the thread's previous request; the "
+             "server also caches across threads, so its cache hit can exceed it. Tokens, "
+             "cost and time (last three columns): totals over every run."]
     if repeats:
         notes.append("pass@1, pass@n: the unbiased estimator 1 - C(n-c, k) / C(n, k) for each "
                      "task (n runs, c passed), averaged over tasks; n is the fewest runs of any "
@@ -231,32 +317,66 @@ def _comparisons(report: Report) -> list[list[str]]:
     notes.append("Cost / pass: total cost over passed runs; n/a when a price is unknown or "
                  "nothing passed.")
     out.append([" ".join(notes)])
+    out.append(_matrix_section(report))
     return out
+
+
+def headline_cost(tasks: Sequence[TaskReport]) -> str:
+    """`$0.41` when every run that sent a request has a price; `>= $0.41` when some do not
+    (the known part, marked as a lower bound); `n/a` when none does."""
+    costs = [t.cost_usd for t in tasks if t.requests]
+    known = [c for c in costs if c is not None]
+    if not known:
+        return "n/a"
+    return ("" if len(known) == len(costs) else ">= ") + money(sum(known))
+
+
+def skip_reasons(tasks: Sequence[TaskReport]) -> str:
+    """`budget 2, interrupted 1`: why runs never started."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        if t.status == "skipped":
+            reason = t.skip_reason or "not started"
+            counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def _headline(report: Report) -> list[str]:
     t = report.totals
     ratio = "n/a" if t.usage.cache_hit_ratio is None else percent(t.usage.cache_hit_ratio)
     if t.usage.ideal_cache_ratio is not None:
-        ratio += f" (ideal {percent(t.usage.ideal_cache_ratio)})"
-    cost = f" - cost {money(t.cost_usd)}" if report.tasks else ""
+        ratio += f" (prefix reuse {percent(t.usage.ideal_cache_ratio)})"
+    cost = f" - cost {headline_cost(report.tasks)}" if report.tasks else ""
+    rate = "" if t.pass_rate is None else f" ({percent(t.pass_rate)})"
+    why = skip_reasons(report.tasks)
     lines = [
         f"# Run {inline(report.run_id)}",
         "",
-        # "tasks" counts runs (task x model x variant x repeat); the wording is what
-        # existing consumers match on.
-        f"**{t.completed} of {t.tasks} tasks completed** - {tokens(t.usage.total_tokens)} tokens"
+        f"**{t.completed} of {t.finished} finished runs passed{rate}** - {t.tasks} runs: "
+        f"{t.finished} finished, {t.skipped} skipped{f' ({why})' if why else ''}, "
+        f"{t.errored} errored - {tokens(t.usage.total_tokens)} tokens"
         f" - cache hit {ratio}{cost} - {duration(report.duration_s)}",
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
         f" finished {inline(report.finished_at)}.",
     ]
+    if report.batch is not None and report.batch.not_selected:
+        lines[-1] += (f" {report.batch.not_selected} runs of the task file were not selected "
+                      "(--only, --tag) and are not counted.")
+    if t.skipped:
+        lines += ["", f"_{t.skipped} run(s) never started; `runner run ... --resume` with the "
+                      "same --out runs them and keeps the finished ones._"]
     if report.pending:
         lines += ["", f"_Partial report, written while the batch runs: {report.pending:,} "
                       "more runs not finished yet._"]
     if report.shards:
         lines[-1] += (f" Merged from {len(report.shards)} shards: "
                       f"{inline(', '.join(report.shards))}.")
+    if report.partial:
+        missing = ", ".join(str(k) for k in report.missing_shards)
+        total = report.batch.shards if report.batch else "?"
+        lines += ["", f"**PARTIAL: shard(s) {missing} of {total} missing; the runs of those "
+                      "shards are not in any number below.**"]
     return lines
 
 
@@ -278,7 +398,7 @@ def _run_rows(report: Report) -> list[list[str]]:
         cached = percent(t.usage.cache_hit_ratio)
         if t.usage.ideal_cache_ratio is not None:
             cached += f" / {percent(t.usage.ideal_cache_ratio)}"
-        row += [mark(t.status), str(t.turns_completed), str(t.tool_calls),
+        row += [mark(t.status), str(t.turns_completed), str(len(t.requests)), str(t.tool_calls),
                 tokens(t.usage.total_tokens), cached]
         if compacted:
             row.append(str(len(t.compactions)))
@@ -292,10 +412,11 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     variants = any(t.variant is not None for t in report.tasks)
     compacted = any(t.compactions for t in report.tasks)
     header = ["Run", "Model"] + (["Variant"] if variants else []) + [
-        "Status", "Turns", "Tool calls", "Tokens", "Cached / ideal"] + (
+        "Status", "User turns", "Requests", "Tool calls", "Tokens",
+        "Cached / prefix reuse"] + (
         ["Compactions"] if compacted else []) + ["Cost", "Time", "Branch"]
     align = ["---", "---"] + (["---"] if variants else []) + [
-        "---", "--:", "--:", "--:", "--:"] + (["--:"] if compacted else []) + [
+        "---", "--:", "--:", "--:", "--:", "--:"] + (["--:"] if compacted else []) + [
         "--:", "--:", "---"]
     return ["## Runs", "", *_table(header, align, rows[:keep]),
             *_cut_note(len(rows) - keep, "runs", max_chars)]

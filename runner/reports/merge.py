@@ -1,8 +1,11 @@
 """`runner report merge DIR... --out DIR`: the reports of `--shard K/N` runs made on
 several machines, combined into the directory one unsharded `runner run` would have written.
 
-Runs are put in one canonical order (fingerprint, then run name), so the result does not
-depend on which shard ran what or on the order the directories are named; totals, JUnit and
+Each shard's report names its batch (task file hash, run set, K and N): a missing, repeated
+or foreign shard stops the merge (`--partial` accepts missing ones and says so in every
+output). Runs are put back in the batch's own order (each run's `index`, task-file order),
+so the result is the report one unsharded batch would have written, whatever the order the
+directories are named in; totals, JUnit and
 the summary are recomputed from the runs. Nothing is written until every shard has been read
 and checked: a bad input leaves the out directory as it was.
 """
@@ -94,9 +97,50 @@ def _when(shard: Shard, field: str, value: str) -> dt.datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
-def merge_reports(shards: Sequence[Shard]) -> Report:
-    """One report from shard reports (pure). Shards of different task files, or two shards
-    holding the same run, are an error: the result would not be any one batch."""
+def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], list[int]]:
+    """Shards of one batch: same identity, each K of 1..N once. Returns the problems and
+    the missing K (allowed only with `partial`)."""
+    problems: list[Problem] = []
+    first = shards[0]
+    ident = first.report.batch
+    assert ident is not None
+    key = ident.model_dump(exclude={"shard"})
+    by_k: dict[int, Shard] = {}
+    for s in shards:
+        b = s.report.batch
+        assert b is not None
+        covered = ({k for k in range(1, b.shards + 1)} - set(s.report.missing_shards)
+                   if s.report.partial else {b.shard})
+        if b.model_dump(exclude={"shard"}) != key:
+            what = ("task file" if b.task_file_sha256 != ident.task_file_sha256 else
+                    "run set (--only, --tag, --model or matrix differ)"
+                    if b.run_set != ident.run_set else "shard count N")
+            problems.append(Problem(f"{s.source}/{REPORT_FILE}", None, "batch",
+                                    f"is from another batch than {first.source}: its {what} "
+                                    "differs; merge only shards of one `runner run --shard K/N`"
+                                    " batch"))
+            continue
+        twice = sorted(covered & set(by_k))
+        if twice:
+            problems.append(Problem(f"{s.source}/{REPORT_FILE}", None, "batch.shard",
+                                    f"shard {twice[0]}/{b.shards} is also in "
+                                    f"{by_k[twice[0]].source}: the same shard twice"))
+            continue
+        by_k.update(dict.fromkeys(covered, s))
+    missing = [k for k in range(1, ident.shards + 1) if k not in by_k]
+    if missing and not partial and not problems:
+        problems.append(Problem("(command line)", None, "DIR",
+                                f"shard(s) {', '.join(map(str, missing))} of {ident.shards} "
+                                "missing: the merged numbers would not be the batch's; give "
+                                "every shard's directory, or --partial to merge what there is "
+                                "(marked partial everywhere)"))
+    return problems, missing
+
+
+def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
+    """One report from shard reports (pure). Shards of different task files or batches,
+    the same shard twice, or (without `partial`) a missing shard are an error: the result
+    would not be any one batch."""
     if not shards:
         raise ConfigError([Problem("(command line)", None, "DIR", "no report to merge")])
     problems = []
@@ -107,31 +151,48 @@ def merge_reports(shards: Sequence[Shard]) -> Report:
                 f"{s.source}/{REPORT_FILE}", None, "task_file",
                 f"is {s.report.task_file!r} but {first.source} ran "
                 f"{first.report.task_file!r}; shards of one batch share their task file"))
+    identified = all(s.report.batch is not None for s in shards)
+    missing: list[int] = []
+    if identified and not problems:
+        problems, missing = _check_set(shards, partial)
+    if problems:
+        raise ConfigError(problems)
     owner: dict[str, str] = {}
+    clash: dict[tuple[str, str], int] = {}
     for s in shards:
         for t in s.report.tasks:
             for key in (f"run {t.run or t.id!r} ({t.model}, repeat {t.repeat})",
                         *([f"fingerprint {t.fingerprint}"] if t.fingerprint else [])):
                 if key in owner:
-                    problems.append(Problem(
-                        f"{s.source}/{REPORT_FILE}", None, "tasks",
-                        f"{key} is also in {owner[key]}: the shards overlap (the same "
-                        "directory twice, or shards of different --shard N?)"))
+                    clash[(owner[key], s.source)] = clash.get((owner[key], s.source), 0) + 1
                     break
                 owner[key] = s.source
+    for (a, b), n in clash.items():   # one line per pair of shards, not one per run
+        problems.append(Problem(f"{b}/{REPORT_FILE}", None, "tasks",
+                                f"{n} run(s) are also in {a}: the shards overlap (the same "
+                                "directory twice, or shards of different --shard N?)"))
     if problems:
         raise ConfigError(problems)
-    tasks = sorted((t for s in shards for t in s.report.tasks), key=run_order_key)
+    runs = [t for s in shards for t in s.report.tasks]
+    if all(t.index is not None for t in runs):
+        tasks = sorted(runs, key=lambda t: (t.index or 0, run_order_key(t)))
+    else:
+        tasks = sorted(runs, key=run_order_key)
     ids = sorted({i for s in shards for i in (s.report.shards or [s.report.run_id])})
     started = min((_when(s, "started_at", s.report.started_at), s.report.started_at)
                   for s in shards)
     finished = max((_when(s, "finished_at", s.report.finished_at), s.report.finished_at)
                    for s in shards)
     digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:12]
+    batch = first.report.batch
+    if batch is not None and identified:
+        batch = batch.model_copy(update={"shard": 1, "shards": batch.shards if missing else 1})
     return Report(run_id=f"merged-{digest}", task_file=first.report.task_file,
                   started_at=started[1], finished_at=finished[1],
                   duration_s=round(max(0.0, (finished[0] - started[0]).total_seconds()), 3),
-                  totals=compute_totals(tasks), tasks=tasks, shards=ids)
+                  totals=compute_totals(tasks), tasks=tasks, shards=ids,
+                  batch=batch if identified else None, partial=bool(missing),
+                  missing_shards=missing)
 
 
 def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:
@@ -169,7 +230,7 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:
 
 
 def merge_dirs(dirs: Sequence[Path], out: Path, *, redact: Redactor | None = None,
-               step_summary: str | None = None) -> Report:
+               step_summary: str | None = None, partial: bool = False) -> Report:
     """Read every shard directory, check them, then write the merged directory: copies of
     `threads/` and `patches/` (so every path in the report stays valid) and the three
     reports. Raises ConfigError (exit 2) before writing anything if an input is wrong."""
@@ -186,7 +247,7 @@ def merge_dirs(dirs: Sequence[Path], out: Path, *, redact: Redactor | None = Non
             errors += exc.problems
     if errors:
         raise ConfigError(errors)
-    merged = merge_reports(shards)
+    merged = merge_reports(shards, partial=partial)
     plan = _plan_copies(shards, out)
     for dest, src in plan.items():
         atomic_write_bytes(dest, src.read_bytes())
@@ -194,8 +255,8 @@ def merge_dirs(dirs: Sequence[Path], out: Path, *, redact: Redactor | None = Non
     return merged
 
 
-def merge_command(dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None = None
-                  ) -> Report:
+def merge_command(dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None = None,
+                  *, partial: bool = False) -> Report:
     """`runner report merge` as the CLI runs it: secrets of this environment are masked in
     what is written (the shards masked theirs), and the summary goes to GitHub's step
     summary under Actions."""
@@ -203,4 +264,5 @@ def merge_command(dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None
 
     env = os.environ if env is None else env
     redact = Redactor([v for k, v in env.items() if SECRET_NAME.search(k)])
-    return merge_dirs(dirs, out, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY"))
+    return merge_dirs(dirs, out, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY"),
+                      partial=partial)

@@ -143,12 +143,19 @@ class TaskReport(Strict):
     """From the price table; null when the model's price is unknown (never a guess)."""
     status: str
     """completed | check_failed | max_turns | max_tool_calls | timeout | budget (token or
-    cost limit) | failed | error | interrupted | scope_violation | rate_limited (still 429
-    after every retry, or asked to wait longer than `max_retry_wait_s`) | quota_exhausted
-    (`insufficient_quota`) | max_output_tokens (an answer was cut off at the request's
-    `max_output_tokens`; its text is in `truncated_output`). `failed`: the request itself
-    was refused (400 invalid request, context full); `error`: no working model (network or
-    5xx after every retry, 401/403: the message names the key's variable)."""
+    cost limit) | skipped (never started: see `skip_reason`) | failed | error | interrupted
+    | scope_violation | rate_limited (still 429 after every retry, or asked to wait longer
+    than `max_retry_wait_s`) | quota_exhausted (`insufficient_quota`) | max_output_tokens
+    (an answer was cut off at the request's `max_output_tokens`; its text is in
+    `truncated_output`). `failed`: the request itself was refused (400 invalid request,
+    context full); `error`: no working model (network or 5xx after every retry, 401/403:
+    the message names the key's variable)."""
+    skip_reason: str | None = None
+    """Why a `skipped` run never started: `budget` (the batch budget was spent) or
+    `interrupted` (Ctrl-C or SIGTERM came first). `runner run --resume` runs it."""
+    index: int | None = None
+    """Position of the run in its batch (task-file order: task, model, variant, repeat),
+    counted before `--shard` splits the batch; merged shards are put back in this order."""
     error: str | None
     final_message: str | None
     turns_completed: int
@@ -183,13 +190,44 @@ class TaskReport(Strict):
 
 class Totals(Strict):
     tasks: int
+    """Runs in the report (every task x model x variant x repeat), whatever their status."""
     completed: int
+    """Runs that passed (status `completed`)."""
     not_completed: int
+    """tasks - completed: failed, errored and skipped runs together."""
+    finished: int = 0
+    """Runs that ran to a verdict (passed or failed): the denominator of `pass_rate`."""
+    skipped: int = 0
+    """Runs that never started (batch budget, interruption); not in any rate or median."""
+    errored: int = 0
+    """Runs the infrastructure broke or stopped (error, rate_limited, quota_exhausted,
+    interrupted while running): they say nothing about the agent, so no rate counts them."""
+    pass_rate: float | None = None
+    """completed / finished; null when no run finished."""
     requests: int
     tool_calls: int
     usage: UsageReport
     cost_usd: float | None = None
     """Sum over runs; null when any run's cost is unknown."""
+
+
+class BatchIdentity(Strict):
+    """What makes shard reports parts of one batch, so `runner report merge` can tell a
+    complete set from a missing, duplicated or foreign shard."""
+
+    task_file_sha256: str
+    """Hash of the task file's bytes."""
+    run_set: str
+    """Hash of the fingerprints of every run of the batch in order (after `--only`,
+    `--tag` and `--model`, before `--shard`)."""
+    runs: int
+    """Runs in the whole batch, all shards together."""
+    shard: int = 1
+    """K of `--shard K/N` (1 without `--shard`)."""
+    shards: int = 1
+    """N of `--shard K/N`."""
+    not_selected: int = 0
+    """Runs of the task file left out by `--only` or `--tag` (never started, not counted)."""
 
 
 class Report(Strict):
@@ -204,6 +242,12 @@ class Report(Strict):
     shards: list[str] = []
     """Run ids of the shard reports `runner report merge` combined into this one; empty for
     a report written by `runner run`."""
+    batch: BatchIdentity | None = None
+    """Null in reports of runners before batch identities existed."""
+    partial: bool = False
+    """A merge of an incomplete set of shards (`runner report merge --partial`)."""
+    missing_shards: list[int] = []
+    """The K of each shard a partial merge lacked."""
     pending: int = 0
     """Runs of the batch not finished yet: a report written while the batch runs (so a
     killed job still leaves one) lists only the finished runs. 0 in a final report."""

@@ -46,9 +46,33 @@ def sum_cost(costs: Iterable[float | None]) -> float | None:
     return round(total, 6)
 
 
+ERRORED = frozenset({"error", "rate_limited", "quota_exhausted", "interrupted"})
+"""Statuses where the infrastructure broke or a signal stopped the run: no verdict on the
+agent, so excluded from pass rates (reported as errored)."""
+
+
+def verdict(status: str) -> str:
+    """`passed`, `failed`, `errored` or `skipped`: the bucket every count uses."""
+    if status == "completed":
+        return "passed"
+    if status == "skipped":
+        return "skipped"
+    return "errored" if status in ERRORED else "failed"
+
+
+def finished_runs(tasks: Iterable[TaskReport]) -> list[TaskReport]:
+    """Runs with a verdict (passed or failed): what rates, medians and intervals use."""
+    return [t for t in tasks if verdict(t.status) in ("passed", "failed")]
+
+
 def compute_totals(tasks: Sequence[TaskReport]) -> Totals:
     done = sum(1 for t in tasks if t.status == "completed")
+    kinds = [verdict(t.status) for t in tasks]
+    finished = kinds.count("passed") + kinds.count("failed")
     return Totals(tasks=len(tasks), completed=done, not_completed=len(tasks) - done,
+                  finished=finished, skipped=kinds.count("skipped"),
+                  errored=kinds.count("errored"),
+                  pass_rate=round(done / finished, 4) if finished else None,
                   requests=sum(len(t.requests) for t in tasks),
                   tool_calls=sum(t.tool_calls for t in tasks),
                   usage=sum_usage(t.usage for t in tasks),

@@ -60,7 +60,7 @@ def task(task_id: str, model: str, status: str, *, error: str | None = None,
          res: ResultReport | None = None, check: CheckReport | None = None,
          run: str = "", repeat: int = 1, variant: str | None = None,
          cost_usd: float | None = None, fingerprint: str = "",
-         prefix_breaks: int = 0) -> TaskReport:
+         prefix_breaks: int = 0, skip_reason: str | None = None) -> TaskReport:
     reqs = [request(i + 1) for i in range(requests)]
     for i in range(min(prefix_breaks, max(requests - 1, 0))):
         reqs[i + 1] = reqs[i + 1].model_copy(update={"prefix": PrefixReport(
@@ -68,6 +68,7 @@ def task(task_id: str, model: str, status: str, *, error: str | None = None,
             break_reason="instructions changed")})
     return TaskReport(id=task_id, run=run, repeat=repeat, variant=variant, model=model,
                       fingerprint=fingerprint, cost_usd=cost_usd, status=status, error=error,
+                      skip_reason=skip_reason,
                       final_message=final_message, turns_completed=max(requests - 1, 0),
                       tool_calls=tool_calls, duration_s=duration_s,
                       usage=u if u is not None else usage(1000, 600, 200),
@@ -90,6 +91,10 @@ def report(tasks: list[TaskReport], *, run_id: str = "20260314-101500-ab12",
     if total.input_tokens:
         total.cache_hit_ratio = round(total.cached_tokens / total.input_tokens, 4)
     done = sum(1 for t in tasks if t.status == "completed")
+    skipped = sum(1 for t in tasks if t.status == "skipped")
+    errored = sum(1 for t in tasks if t.status in ("error", "interrupted", "rate_limited",
+                                                    "quota_exhausted"))
+    finished = len(tasks) - skipped - errored
     costs = [t.cost_usd for t in tasks]
     cost = None if None in costs else round(sum(c for c in costs if c is not None), 6)
     return Report(run_id=run_id, task_file="tasks.yaml", started_at="2026-03-14T10:15:00+01:00",
@@ -97,6 +102,8 @@ def report(tasks: list[TaskReport], *, run_id: str = "20260314-101500-ab12",
                   totals=Totals(tasks=len(tasks), completed=done, not_completed=len(tasks) - done,
                                 requests=sum(len(t.requests) for t in tasks),
                                 tool_calls=sum(t.tool_calls for t in tasks), usage=total,
+                                finished=finished, skipped=skipped, errored=errored,
+                                pass_rate=round(done / finished, 4) if finished else None,
                                 cost_usd=cost),
                   tasks=tasks)
 
@@ -147,6 +154,10 @@ def sample_report() -> Report:
              u=usage(5200, 4000, 50), run=run_name("bump", local, None, 1), fingerprint="b0"),
         task("lint", local, "max_tool_calls", error="stopped after 50 tool calls",
              tool_calls=50, run=run_name("lint", local, None, 1), fingerprint="3a"),
+        task("refactor", local, "skipped", error="not started: the batch budget is spent",
+             u=usage(0, 0, 0), requests=0, tool_calls=0, duration_s=0.0,
+             run=run_name("refactor", local, None, 1), fingerprint="f1",
+             skip_reason="budget"),
     ])
 
 

@@ -49,8 +49,13 @@ def test_empty_golden() -> None:
 def test_headline() -> None:
     md = render_markdown(sample_report())
     assert md.splitlines()[0] == "# Run 20260314-101500-ab12"
-    assert ("**2 of 11 tasks completed** - 61,850 tokens - cache hit 74.9% - cost n/a"
+    # Hand count: 12 runs; docs.r1 (error) and bump/gpt (interrupted) errored, refactor/local
+    # skipped; of the 9 finished, fix-parser/gpt and docs.r2 passed. Costs: gpt runs known,
+    # local unknown, so the headline cost is a lower bound.
+    assert ("**2 of 9 finished runs passed (22.2%)** - 12 runs: 9 finished, 1 skipped "
+            "(budget 1), 2 errored - 61,850 tokens - cache hit 74.9% - cost >= $0.1487"
             " - 1m 35s\n") in md
+    assert "1 run(s) never started; `runner run ... --resume`" in md
     known = report([task("a", "p/m", "completed", cost_usd=0.25),
                     task("b", "p/m", "failed", cost_usd=1.5)])
     assert " - cost $1.75 - " in render_markdown(known)
@@ -63,18 +68,19 @@ def test_merged_report_names_its_shards() -> None:
 
 def test_every_run_row_has_every_column() -> None:
     md = render_markdown(sample_report())
-    assert _header(md, "Runs") == ["Run", "Model", "Status", "Turns", "Tool calls", "Tokens",
-                                   "Cached / ideal", "Cost", "Time", "Branch"]
+    assert _header(md, "Runs") == ["Run", "Model", "Status", "User turns", "Requests",
+                                   "Tool calls", "Tokens", "Cached / prefix reuse", "Cost",
+                                   "Time", "Branch"]
     runs = _rows(md, "Runs")
-    assert len(runs) == 11 and all(len(r) == 10 for r in runs)
-    assert runs[0] == ["fix-parser.openai-gpt-5.r1", "openai/gpt-5", "PASS", "4", "9",
+    assert len(runs) == 12 and all(len(r) == 11 for r in runs)
+    assert runs[0] == ["fix-parser.openai-gpt-5.r1", "openai/gpt-5", "PASS", "4", "5", "9",
                        "12,800", "75.0%", "$0.0421", "41.2s", "runner/fix-parser"]
     assert [r[2] for r in runs] == [
         "PASS", "FAIL (turns)", "FAIL (scope)", "FAIL", "FAIL (timeout)", "ERROR", "PASS",
-        "FAIL (check)", "STOPPED", "FAIL (budget)", "FAIL (tool calls)"]
-    assert runs[2][9] == "-"
-    assert runs[4][6] == "-"
-    assert runs[3][7] == "n/a"
+        "FAIL (check)", "STOPPED", "FAIL (budget)", "FAIL (tool calls)", "NOT STARTED"]
+    assert runs[2][10] == "-"
+    assert runs[4][7] == "-"
+    assert runs[3][8] == "n/a"
 
 
 def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
@@ -90,7 +96,7 @@ def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
     md = render_markdown(report)
     header = _header(md, "Runs")
     row = _rows(md, "Runs")[0]
-    assert row[header.index("Cached / ideal")] == "75.0% / 80.0%"
+    assert row[header.index("Cached / prefix reuse")] == "75.0% / 80.0%"
     assert row[header.index("Compactions")] == "2"
     assert _rows(md, "Runs")[1][header.index("Compactions")] == "0"
 
@@ -107,23 +113,25 @@ def test_variant_column_only_with_variants() -> None:
 def test_comparison_by_model_variant_and_both() -> None:
     md = render_markdown(benchmark_report())
     assert _header(md, "By model") == [
-        "Model", "Runs", "Pass rate (95% CI)", "pass@1", "pass@n", "Median tokens",
-        "Cache hit / ideal", "Cost / pass", "Median time"]
+        "Model", "Finished", "Skipped", "Errored", "Pass rate (95% CI)", "pass@1", "pass@n",
+        "Median tokens", "Cache hit / prefix reuse", "Cost / pass", "Median time",
+        "Tokens in / out", "Cost", "Time"]
     assert _rows(md, "By model") == [
-        ["openai/gpt-5", "12", "6/12 50% (25%-75%)", "50%", "75% (n=3)", "2,100", "50.0%",
-         "$0.0400", "20.0s"],
-        ["local/smollm2", "12", "6/12 50% (25%-75%)", "50%", "50% (n=3)", "2,100", "50.0%",
-         "n/a", "20.0s"]]
-    assert [r[:5] for r in _rows(md, "By variant")] == [
-        ["terse", "12", "5/12 42% (19%-68%)", "42%", "50% (n=3)"],
-        ["plain", "12", "7/12 58% (32%-81%)", "58%", "75% (n=3)"]]
+        ["openai/gpt-5", "12", "0", "0", "6/12 50% (25%-75%)", "50%", "75% (n=3)", "2,100",
+         "50.0%", "$0.0400", "20.0s", "24,000 / 1,200", "$0.2400", "4m 00s"],
+        ["local/smollm2", "12", "0", "0", "6/12 50% (25%-75%)", "50%", "50% (n=3)", "2,100",
+         "50.0%", "n/a", "20.0s", "24,000 / 1,200", "n/a", "4m 00s"]]
+    assert [r[:7] for r in _rows(md, "By variant")] == [
+        ["terse", "12", "0", "0", "5/12 42% (19%-68%)", "42%", "50% (n=3)"],
+        ["plain", "12", "0", "0", "7/12 58% (32%-81%)", "58%", "75% (n=3)"]]
+    assert _rows(md, "Task x model")[0] == ["alpha", "3/3", "1/3", "0/3", "3/3"]
     both = _rows(md, "By model and variant")
     assert [r[0] for r in both] == ["openai/gpt-5 / terse", "openai/gpt-5 / plain",
                                     "local/smollm2 / terse", "local/smollm2 / plain"]
-    assert both[0][2:5] == ["5/6 83% (44%-97%)", "83%", "100% (n=3)"]
-    assert both[0][7] == "$0.0240"
-    assert both[2][2:5] == ["0/6 0% (0%-39%)", "0%", "0% (n=3)"]
-    assert both[2][7] == "n/a"
+    assert both[0][4:7] == ["5/6 83% (44%-97%)", "83%", "100% (n=3)"]
+    assert both[0][9] == "$0.0240"
+    assert both[2][4:7] == ["0/6 0% (0%-39%)", "0%", "0% (n=3)"]
+    assert both[2][9] == "n/a"
     assert "95% Wilson score interval" in md and "1 - C(n-c, k) / C(n, k)" in md
 
 
@@ -132,8 +140,8 @@ def test_no_repeats_means_no_pass_at_k_columns() -> None:
                                                                run="b.r1")])
     md = render_markdown(r)
     assert "pass@" not in md
-    assert _rows(md, "By model") == [["p/m", "2", "1/2 50% (9%-91%)", "1,200", "60.0%",
-                                      "n/a", "12.5s"]]
+    assert _rows(md, "By model") == [["p/m", "2", "0", "0", "1/2 50% (9%-91%)", "1,200",
+                                      "60.0%", "n/a", "12.5s", "2,000 / 400", "n/a", "25.0s"]]
 
 
 def test_single_run_has_no_comparison() -> None:
@@ -171,7 +179,7 @@ def test_not_completed_section_truncates_and_escapes() -> None:
     md = render_markdown(sample_report())
     section = md.split("## Not completed\n\n", 1)[1].split("\n\n## ", 1)[0]
     items = section.strip().splitlines()
-    assert len(items) == 9 and all(i.startswith("- **") for i in items)
+    assert len(items) == 10 and all(i.startswith("- **") for i in items)
     long = next(i for i in items if "tests failed" in i)
     message = long.split(": ", 1)[1]
     assert len(message) <= 200 and message.endswith("\u2026")
@@ -243,9 +251,9 @@ def test_pipes_in_task_text_do_not_add_columns() -> None:
     md = render_markdown(report([task("a|b", "p/m|x", "failed", error="e|\n|f"),
                                  task("c", "p/m|x", "completed", variant="v|w")]))
     runs = _rows(md, "Runs")
-    assert len(runs) == 2 and all(len(r) == 11 for r in runs)
+    assert len(runs) == 2 and all(len(r) == 12 for r in runs)
     assert runs[0][0] == "a\\|b"
-    assert all(len(r) == 7 for r in _rows(md, "By variant"))
+    assert all(len(r) == 12 for r in _rows(md, "By variant"))
 
 
 def test_truncate() -> None:
@@ -277,4 +285,6 @@ def test_no_cache_data_and_median() -> None:
                 task("b", "p/m", "completed", u=make_usage(100, 0, 1)),
                 task("c", "p/m", "error", u=make_usage(200, 50, 2))])
     models = _rows(render_markdown(r), "By model")
-    assert models == [["p/m", "3", "2/3 67% (21%-94%)", "101", "16.7%", "n/a", "12.5s"]]
+    # The errored run is out of the rate and the medians, in the totals.
+    assert models == [["p/m", "2", "0", "1", "2/2 100% (34%-100%)", "50", "0.0%", "n/a",
+                       "12.5s", "300 / 3", "n/a", "37.5s"]]

@@ -15,8 +15,8 @@ import pytest
 from runner.cli import main
 from runner.reports.junit import render_junit
 from runner.reports.markdown import render_markdown
-from runner.reports.merge import merge_dirs, run_order_key
-from runner.reports.model import Report, TaskReport
+from runner.reports.merge import merge_dirs
+from runner.reports.model import BatchIdentity, Report, TaskReport
 from tests.reports import benchmark_report, report, result, task
 
 SHARDS = 3
@@ -37,11 +37,18 @@ def write_dir(directory: Path, r: Report) -> Path:
     return directory
 
 
+IDENTITY = BatchIdentity(task_file_sha256="f" * 64, run_set="a" * 64, runs=24)
+
+
 def with_patches(r: Report) -> Report:
-    tasks = [t.model_copy(update={"result": result(f"runner/{t.run}").model_copy(
-        update={"patch": f"patches/{t.run}.patch"})}) if i % 2 else t
-        for i, t in enumerate(r.tasks)]
-    return report(tasks, run_id=r.run_id, duration_s=r.duration_s)
+    """The unsharded batch: runs in task-file order, each with its index."""
+    tasks = [t.model_copy(update={"index": i, **({"result": result(f"runner/{t.run}")
+                                                  .model_copy(update={"patch":
+                                                              f"patches/{t.run}.patch"})}
+                                                 if i % 2 else {})})
+             for i, t in enumerate(r.tasks)]
+    return report(tasks, run_id=r.run_id, duration_s=r.duration_s).model_copy(
+        update={"batch": IDENTITY})
 
 
 def shard_reports(full: Report) -> list[Report]:
@@ -53,6 +60,7 @@ def shard_reports(full: Report) -> list[Report]:
         r = report([t for i, t in enumerate(ordered) if i % SHARDS == k],
                    run_id=f"shard{k + 1}", duration_s=60.0 + k)
         out.append(r.model_copy(update={
+            "batch": IDENTITY.model_copy(update={"shard": k + 1, "shards": SHARDS}),
             "started_at": f"2026-03-14T09:0{k}:00+00:00",
             "finished_at": f"2026-03-14T09:1{k}:30+00:00"}))
     return out
@@ -60,9 +68,9 @@ def shard_reports(full: Report) -> list[Report]:
 
 def unsharded(full: Report, merged: Report) -> Report:
     """The unsharded report, with the fields that only say when and where it ran taken from
-    the merged one; the runs in the merge's canonical order."""
+    the merged one; the runs in the batch's (task-file) order."""
     return full.model_copy(update={
-        "tasks": sorted(full.tasks, key=run_order_key), "run_id": merged.run_id,
+        "tasks": full.tasks, "run_id": merged.run_id,
         "started_at": merged.started_at, "finished_at": merged.finished_at,
         "duration_s": merged.duration_s, "shards": merged.shards})
 
@@ -121,7 +129,7 @@ def test_merging_a_merge_keeps_every_shard_id(tmp_path: Path,
                                               shard_dirs: tuple[Report, list[Path]]) -> None:
     full, dirs = shard_dirs
     partial = tmp_path / "partial"
-    merge_dirs(dirs[:2], partial)
+    merge_dirs(dirs[:2], partial, partial=True)
     again = merge_dirs([partial, dirs[2]], tmp_path / "all")
     once = merge_dirs(dirs, tmp_path / "once")
     assert again == once
@@ -138,7 +146,7 @@ def test_cli_merges_and_exits_like_run(tmp_path: Path, shard_dirs: tuple[Report,
     code = main(["report", "merge", *map(str, dirs), "--out", str(out)])
     assert code == 1  # some merged runs failed, as `runner run` would say
     err = capsys.readouterr().err
-    assert "merged 3 shard(s): 24 run(s), 12 passed" in err
+    assert "merged 3 shard(s): 24 run(s): 24 finished (12 passed), 0 skipped, 0 errored" in err
     assert step_summary.read_text() == (out / "summary.md").read_text() + "\n"
     passing = write_dir(tmp_path / "green", report([task("a", "p/m", "completed", run="a.r1")]))
     assert main(["report", "merge", str(passing), "--out", str(tmp_path / "g")]) == 0
@@ -233,7 +241,8 @@ def test_the_same_shard_twice_is_refused(tmp_path: Path,
         (dirs[0] / "report.json").read_text()))
     proc = run_merge(dirs[0], copy, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert f"is also in {dirs[0]}: the shards overlap" in proc.stderr
+    assert f"shard 1/3 is also in {dirs[0]}: the same shard twice" in proc.stderr
+    assert proc.stderr.count("error:") == 1
 
 
 def test_same_fingerprint_under_another_name_is_refused(tmp_path: Path) -> None:
@@ -243,7 +252,7 @@ def test_same_fingerprint_under_another_name_is_refused(tmp_path: Path) -> None:
                                                    fingerprint="ff")], run_id="two"))
     proc = run_merge(one, two, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert f"fingerprint ff is also in {one}" in proc.stderr
+    assert f"1 run(s) are also in {one}: the shards overlap" in proc.stderr
 
 
 def test_colliding_files_are_refused(tmp_path: Path) -> None:
@@ -287,3 +296,35 @@ def test_reports_without_fingerprints_merge_by_run_name(tmp_path: Path) -> None:
     two = write_dir(tmp_path / "two", report(tasks[2:], run_id="two"))
     merged = merge_dirs([one, two], tmp_path / "out")
     assert [t.run for t in merged.tasks] == ["a.r1", "b.r1", "c.r1", "d.r1"]
+
+
+def test_missing_shard_is_refused_unless_partial(tmp_path: Path,
+                                                 shard_dirs: tuple[Report, list[Path]]) -> None:
+    full, dirs = shard_dirs
+    proc = run_merge(dirs[0], dirs[2], "--out", tmp_path / "out")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "shard(s) 2 of 3 missing" in proc.stderr and "--partial" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    proc = run_merge(dirs[0], dirs[2], "--out", tmp_path / "out", "--partial")
+    assert proc.returncode == 1, proc.stderr
+    assert "PARTIAL merge: shard(s) 2 missing" in proc.stderr
+    merged = Report.model_validate_json((tmp_path / "out" / "report.json").read_text())
+    assert merged.partial and merged.missing_shards == [2]
+    assert merged.totals.tasks == 16
+    assert [t.index for t in merged.tasks] == sorted(t.index or 0 for t in merged.tasks)
+    assert "**PARTIAL: shard(s) 2 of 3 missing" in (tmp_path / "out" / "summary.md").read_text()
+    assert '<property name="partial" value="true" />' in (
+        tmp_path / "out" / "junit.xml").read_text()
+
+
+def test_foreign_shard_is_refused(tmp_path: Path,
+                                  shard_dirs: tuple[Report, list[Path]]) -> None:
+    _, dirs = shard_dirs
+    r = Report.model_validate_json((dirs[1] / "report.json").read_text())
+    assert r.batch is not None
+    other = write_dir(tmp_path / "other", r.model_copy(update={
+        "batch": r.batch.model_copy(update={"run_set": "b" * 64})}))
+    proc = run_merge(dirs[0], other, dirs[2], "--out", tmp_path / "out", "--partial")
+    assert proc.returncode == 2
+    assert f"{other}/report.json: batch: is from another batch than {dirs[0]}: its run set" \
+        in proc.stderr
