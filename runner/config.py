@@ -203,9 +203,8 @@ class ProviderConfig(Frozen):
     """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
     constrained_grammar: StrictBool = False
     """With `constrained_tools` on a llama.cpp server: send the answer format as a GBNF
-    `grammar` of JSON in a bounded layout whose every bound is sized to
-    `max_output_tokens`, so the answer always closes before the cap (`response_format`
-    cannot promise that)."""
+    `grammar` of compact JSON whose every bound is sized to `max_output_tokens`, so the
+    answer always closes before the cap (`response_format` cannot promise that)."""
     remote_compaction: StrictBool = False
     context_window: Annotated[StrictInt, Field(ge=256)] | None = None
     """For every model of this provider that `models:` and the built-in table do not size

@@ -92,9 +92,8 @@ class Constrained:
     tool_result_role: str = "user"
     required_args_only: bool = True
     grammar: bool = False
-    """Send the answer format as a llama.cpp GBNF `grammar` (JSON in a bounded layout,
-    sized to `max_output_tokens`, see `runner.providers.grammar`) instead of
-    `response_format`."""
+    """Send the answer format as a llama.cpp GBNF `grammar` (compact JSON sized to
+    `max_output_tokens`, see `runner.providers.grammar`) instead of `response_format`."""
 
 
 def _function_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -110,25 +109,10 @@ def _arguments_schema(tool: Mapping[str, Any], settings: Constrained) -> JSON:
     props = params.get("properties")
     if settings.required_args_only and isinstance(props, dict):
         required = [r for r in params.get("required") or [] if r in props]
-        params["properties"] = {k: _not_empty(v) for k, v in props.items() if k in required}
+        params["properties"] = {k: v for k, v in props.items() if k in required}
         params["required"] = required
     return params
 
-
-def _not_empty(schema: Any) -> Any:
-    """A required argument's strings and arrays at least one long: SmolLM2 otherwise
-    answered `"command": [""]` under some workspace paths, a call that can only fail."""
-    if not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    kind = schema.get("type")
-    kinds: list[Any] = kind if isinstance(kind, list) else [kind]
-    if "string" in kinds and not any(k in schema for k in ("minLength", "enum", "const")):
-        out["minLength"] = 1
-    if "array" in kinds and "minItems" not in schema:
-        out["minItems"] = 1
-        out["items"] = _not_empty(schema.get("items"))
-    return out
 
 
 def answer_branches(

@@ -4,18 +4,12 @@ Why: with a bare `response_format` schema a weak model can spend its whole
 `max_output_tokens` inside one long string, one long array or the whitespace between
 tokens, and then the answer is cut off as invalid JSON (SmolLM2 did so on some dates).
 So every string and array bound is derived from the budget (`narrow`), and for llama.cpp
-servers the answer is sent as a GBNF `grammar` (`to_gbnf`) that allows JSON in a bounded
-layout with printable-ASCII string characters: every character costs at most two bytes (an
-escape), the longest answer the grammar allows is a known number of bytes, and a
-byte-level BPE token holds at least one byte, so the answer always closes within the cap.
-(llama.cpp's own schema conversion allows up to 22 bytes of whitespace between any two
-tokens, which no bound can pay for.)
-
-The layout is the one small models write by habit: a newline and up to six spaces before
-each key and the closing brace, a space after `:` and after an array's `,`. Measured on
-SmolLM2 with 24 prompt/date pairs, forcing fully compact JSON made it skip the tool and
-answer at once in 21 of them; with this layout it called the tool as with llama.cpp's own
-schema grammar.
+servers the answer is sent as a GBNF `grammar` (`to_gbnf`) that allows compact JSON only
+(no optional whitespace) with printable-ASCII string characters: every character then
+costs at most two bytes (an escape), the longest answer the grammar allows is a known
+number of bytes, and a byte-level BPE token holds at least one byte, so the answer always
+closes within the cap. (llama.cpp's own schema conversion allows up to 22 bytes of
+whitespace between any two tokens, which no bound can pay for.)
 
 Both functions only narrow: every answer they allow is valid for the schema they were
 given (optional properties left out, numbers as integers). Shapes outside the small
@@ -41,8 +35,6 @@ CHAR_BYTES = 2
 """Worst case bytes per string character in the grammar: an escape (`\\n`, `\\"`)."""
 RESERVED_TOKENS = 1
 """The end-of-text token the server counts as output after the closing brace."""
-OBJ_WS_BYTES = 7
-"""Whitespace allowed before each key and before `}`: a newline and up to six spaces."""
 
 _ITEM_LADDER = (MAX_ITEMS, 8, 4, 3, 2, 1)
 
@@ -126,18 +118,16 @@ def _cost_of_type(s: JSON, kind: str, items: int, length: int) -> int:
         return 5
     if kind == "null":
         return 4
-    if kind == "array":  # "[a, b]": a comma and a space between items
+    if kind == "array":
         _, n = _bounds(s, "minItems", "maxItems", items)
         if n == 0:
             return 2
-        return 2 + n * cost(s.get("items", {}), items, length) + 2 * (n - 1)
-    if kind == "object":  # before each key and the brace a layout gap; ": " after keys
+        return 2 + n * cost(s.get("items", {}), items, length) + (n - 1)
+    if kind == "object":
         names = _required(s)
         props = s.get("properties") or {}
-        if not names:
-            return 2
-        return 2 + sum(len(_dump(n)) + 2 + cost(props[n], items, length) for n in names) + \
-            (len(names) - 1) + OBJ_WS_BYTES * (len(names) + 1)
+        return 2 + sum(len(_dump(n)) + 1 + cost(props[n], items, length) for n in names) + \
+            max(len(names) - 1, 0)
     raise Unsupported(f"type {kind!r} is not supported")
 
 
@@ -229,8 +219,6 @@ class _Rules:
 
 CHAR_RULE = 'ch ::= [ !#-\\[\\]-~] | "\\\\" ["\\\\nt/]'
 """One string character: printable ASCII but `"` and `\\`, or a two-byte escape."""
-WS_RULE = f'ws ::= ("\\n" " "{{0,{OBJ_WS_BYTES - 1}}})?'
-"""The layout gap before a key or a closing brace."""
 
 
 def _expr(schema: Any, rules: _Rules) -> str:
@@ -266,7 +254,7 @@ def _expr_of_type(s: JSON, kind: str, rules: _Rules) -> str:
         if high == 0:
             return '"[]"'
         item = rules.add(_expr(s.get("items", {}), rules))
-        more = f'("," " "? {item}){{{max(low - 1, 0)},{high - 1}}}'
+        more = f'("," {item}){{{max(low - 1, 0)},{high - 1}}}'
         inner = f"{item} {more}" if low > 0 else f"({item} {more})?"
         return rules.add(f'"[" {inner} "]"')
     if kind == "object":
@@ -276,18 +264,18 @@ def _expr_of_type(s: JSON, kind: str, rules: _Rules) -> str:
             return '"{}"'
         pieces = []
         for i, name in enumerate(names):
-            pieces += [_lit("{" if i == 0 else ","), "ws", _lit(_dump(name) + ":"), '" "?',
-                       _expr(props[name], rules)]
-        return rules.add(" ".join(pieces) + ' ws "}"')
+            key = ("{" if i == 0 else ",") + _dump(name) + ":"
+            pieces += [_lit(key), _expr(props[name], rules)]
+        return rules.add(" ".join(pieces) + ' "}"')
     raise Unsupported(f"type {kind!r} is not supported")
 
 
 def to_gbnf(branches: list[JSON]) -> str:
-    """A llama.cpp grammar for JSON (bounded layout) matching one of `branches` (already bounded
+    """A llama.cpp grammar for compact JSON matching one of `branches` (already bounded
     by `narrow`). Raises Unsupported for shapes it cannot express exactly."""
     if not branches:
         raise Unsupported("no answer shape fits")
     rules = _Rules()
     root = " | ".join(_expr(b, rules) for b in branches)
     lines = [f"root ::= {root}"] + [f"{n} ::= {b}" for n, b in rules.rules.items()]
-    return "\n".join([*lines, CHAR_RULE, WS_RULE]) + "\n"
+    return "\n".join([*lines, CHAR_RULE]) + "\n"
