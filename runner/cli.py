@@ -240,6 +240,21 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_answers(answers: list[str]) -> None:
+    """The final answers on stdout. Under GitHub Actions a model's text could hold workflow
+    commands (`::add-mask::`, `::set-output`): they are printed with commands stopped,
+    behind a token the text cannot know."""
+    if not answers:
+        return
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        print(*answers, sep="\n")
+        return
+    import secrets
+
+    token = secrets.token_hex(16)
+    print(f"::stop-commands::{token}", *answers, f"::{token}::", sep="\n")
+
+
 def _run(args: argparse.Namespace) -> int:
     import anyio
 
@@ -257,9 +272,9 @@ def _run(args: argparse.Namespace) -> int:
                                          budget=tf.budget, tf=tf, models=args.model,
                                          plan=plan))
     if json_out is None:
-        for run in result.runs:
-            if run.outcome is not None and run.outcome.final_message:
-                print(f"--- {run.task.run}\n{run.outcome.final_message}")
+        _print_answers([f"--- {run.task.run}\n{run.outcome.final_message}"
+                        for run in result.runs
+                        if run.outcome is not None and run.outcome.final_message])
     sys.stderr.write(f"report: {result.report_path}\n")
     not_started = sum(r.status == "skipped" for r in result.runs)
     stopped = sum(r.status == "interrupted" for r in result.runs)
