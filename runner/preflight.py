@@ -21,6 +21,7 @@ from runner.config import (
     BatchLimits,
     ResolvedTask,
     TaskFile,
+    _dotted,
     field_line,
 )
 from runner.errors import ConfigError, Problem
@@ -66,13 +67,6 @@ class _Where:
         return self.field(t, "model")
 
 
-def _dotted(path: Sequence[str | int]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
 def _say(shell: Problem, message: str) -> Problem:
     return Problem(shell.file, shell.line, shell.field, message)
 
@@ -116,12 +110,12 @@ def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
 
 
 def _branches(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+    from runner.batch import _branch_fields
+
     out = []
     for t in tasks:
-        fields = {"run": "0" * 12, "task": t.id, "model": f"{t.provider_name}/{t.model}",
-                  "repeat": str(t.repeat), "name": t.run, "variant": t.variant or ""}
-        try:
-            workspace.branch_name(t.git.branch, fields)
+        try:  # with a run id of the real length: the batch's own is not made yet
+            workspace.branch_name(t.git.branch, _branch_fields(t, "0" * 12))
         except workspace.WorkspaceError as exc:
             out.append(_say(where.field(t, "git", "branch"), str(exc)))
     return out
