@@ -298,6 +298,8 @@ class Thread:
         self.requests.append(rec)
         if rec.usage is not None:
             self.usage = self.usage + rec.usage
+        elif rec.error is None:
+            self.usage = self.usage + Usage(unreported=1)
         prefix = rec.prefix
         self.sink.emit({"type": "request.completed", "request": rec.index, "turn": rec.turn,
                         "kind": rec.kind, "error": rec.error, "input_items": rec.input_items,

@@ -194,12 +194,16 @@ class RunSink:
             # completed message carries anyway (`codex exec --json` has none either).
             return
         if event.get("type") == "request.completed":
-            u = event.get("usage") or {}
+            u = event.get("usage")
+            unreported = u is None and event.get("error") is None
+            u = u or {}
             usage = Usage(input_tokens=int(u.get("input_tokens", 0)),
                           cached_tokens=int(u.get("cached_tokens", 0)),
                           output_tokens=int(u.get("output_tokens", 0)),
-                          reasoning_tokens=int(u.get("reasoning_tokens", 0)))
-            cost = None if self.price is None else round(self.price.cost(usage), 8)
+                          reasoning_tokens=int(u.get("reasoning_tokens", 0)),
+                          unreported=int(unreported))
+            cost = None if self.price is None or unreported \
+                else round(self.price.cost(usage), 8)
             event = {**event, "cost_usd": cost}
             self.spend.add(usage, cost)
         self.log.emit(event)
@@ -551,8 +555,8 @@ def _run_report(run: TaskRun, out_dir: Path, redact: Redactor,
     t = run.task
     base = task_report(run, out_dir)
     price = price_of(t.price)
-    cost = None if price is None else round(
-        price.cost(run.outcome.usage if run.outcome else Usage()), 6)
+    usage = run.outcome.usage if run.outcome else Usage()
+    cost = None if price is None or usage.unreported else round(price.cost(usage), 6)
     rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
                                   "fingerprint": t.fingerprint, "cost_usd": cost,
                                   "index": order.get(t.fingerprint),

@@ -58,6 +58,11 @@ class RunBudget:
 
     def exceeded(self, usage: Usage) -> str | None:
         lim = self.limits
+        if usage.unreported:
+            for name in ("max_input_tokens", "max_output_tokens", "max_cost_usd"):
+                if getattr(lim, name) is not None:
+                    return (f"the server sent an answer without token usage, so "
+                            f"limits.{name} cannot be enforced; stopped")
         if lim.max_input_tokens is not None and usage.input_tokens >= lim.max_input_tokens:
             return (f"stopped after {usage.input_tokens} input tokens, the limit is "
                     f"{lim.max_input_tokens} (limits.max_input_tokens)")

@@ -46,7 +46,7 @@ class Item:
     def stored_wire(self) -> str:
         """The item for `store: true` (Azure): the server keeps reasoning items itself,
         so even one without encrypted content is referenced by its id."""
-        return dumps({k: _sendable(k, v) for k, v in self.data.items() if v is not None})
+        return dumps({k: _sendable(k, v) for k, v in _without_nulls(self.data).items()})
 
     @cached_property
     def nbytes(self) -> int:
@@ -67,6 +67,16 @@ def _sendable(key: str, value: Any) -> Any:
     """A call's `arguments` go back as the JSON text the API takes, even when a server
     sent them as an object (which it would then refuse to take back)."""
     return dumps(value) if key == "arguments" and not isinstance(value, str) else value
+
+
+def _without_nulls(value: Any) -> Any:
+    """Nulls dropped at every depth (`content[].logprobs: null` too): the API's request
+    types take an absent field but refuse a null one, and Codex never sends nulls back."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _unresolvable(data: JSON) -> bool:
@@ -118,6 +128,9 @@ class Usage:
     cache_write_tokens: int = 0
     """Input tokens written to the prompt cache (`input_tokens_details.cache_write_tokens`,
     sent by providers that bill cache writes); 0 when not reported."""
+    unreported: int = 0
+    """Answers whose server sent no usage at all: their tokens are unknown, so a cost
+    computed from these counts would be too low (reports then say the cost is unknown)."""
 
     @classmethod
     def from_responses(cls, u: JSON | None) -> Usage | None:
@@ -138,7 +151,7 @@ class Usage:
         details = u.get(inp_details) or {}
         odetails = u.get(out_details) or {}
         inp, out = token_count(u, inp_key), token_count(u, out_key)
-        return cls(
+        usage = cls(
             input_tokens=inp,
             cached_tokens=(token_count(details, "cached_tokens", inp_details)
                            if isinstance(details, dict) else 0),
@@ -149,6 +162,12 @@ class Usage:
             cache_write_tokens=(token_count(details, "cache_write_tokens", inp_details)
                                 if isinstance(details, dict) else 0),
         )
+        _consistent(usage.cached_tokens, f"usage.{inp_details}.cached_tokens", inp, inp_key)
+        _consistent(usage.cache_write_tokens, f"usage.{inp_details}.cache_write_tokens", inp,
+                    inp_key)
+        _consistent(usage.reasoning_tokens, f"usage.{out_details}.reasoning_tokens", out,
+                    out_key)
+        return usage
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -158,6 +177,7 @@ class Usage:
             self.reasoning_tokens + other.reasoning_tokens,
             self.total_tokens + other.total_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.unreported + other.unreported,
         )
 
     def as_dict(self) -> dict[str, int]:
@@ -169,6 +189,7 @@ class Usage:
             "reasoning_tokens": self.reasoning_tokens,
             "total_tokens": self.total_tokens,
             "cache_write_tokens": self.cache_write_tokens,
+            "unreported_responses": self.unreported,
         }
 
 
@@ -185,8 +206,6 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
     v = u.get(key)
     if v is None:
         return 0
-    if isinstance(v, float) and v.is_integer() and 0 <= v <= MAX_TOKENS:
-        return int(v)
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
         text = repr(v)
         shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
@@ -194,6 +213,16 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
         raise StreamError(f"the server sent {name} = {shown}: a token count must be an "
                           f"integer from 0 to {MAX_TOKENS}", code="bad_usage", retryable=True)
     return v
+
+
+def _consistent(part: int, part_name: str, whole: int, whole_key: str) -> None:
+    """A part of a count larger than the count (cached > input) would make a negative
+    uncached count and a cache-hit ratio over 100%: a broken server, failed like one."""
+    from runner.errors import StreamError
+
+    if part > whole:
+        raise StreamError(f"the server sent {part_name} = {part}, more than usage.{whole_key} "
+                          f"= {whole}", code="bad_usage", retryable=True)
 
 
 def as_int(v: object) -> int:

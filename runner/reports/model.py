@@ -25,6 +25,9 @@ class UsageReport(Strict):
     total_tokens: int = 0
     cache_write_tokens: int = 0
     """Prompt tokens the server wrote to its cache, where it reports them (else 0)."""
+    unreported_responses: int = 0
+    """Answers that came with no usage at all: their tokens are missing from the counts
+    above, so the cost is reported as unknown (null) rather than too low."""
     cache_hit_ratio: float | None = None
     """cached_tokens / input_tokens; null when nothing was sent."""
     ideal_cached_tokens: int | None = None

@@ -20,7 +20,8 @@ def cache_hit_ratio(cached: int, sent: int) -> float | None:
 def sum_usage(usages: Iterable[UsageReport]) -> UsageReport:
     """Token counts add up; the ratio is recomputed from the sums, never averaged."""
     keys = ("input_tokens", "cached_tokens", "uncached_tokens", "output_tokens",
-            "reasoning_tokens", "total_tokens", "cache_write_tokens")
+            "reasoning_tokens", "total_tokens", "cache_write_tokens",
+            "unreported_responses")
     sums = dict.fromkeys(keys, 0)
     ideal: int | None = None
     for u in usages:

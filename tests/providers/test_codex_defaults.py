@@ -125,6 +125,10 @@ def test_reasoning_round_trip_without_asking(loopback_thread: Any, git_repo: Pat
 def test_items_keep_ids_and_drop_nulls() -> None:
     msg = {**message_item("hi"), "id": "msg_1", "phase": None}
     assert json.loads(Item(msg).wire) == {k: v for k, v in msg.items() if v is not None}
+    nested = {**msg, "content": [{"type": "output_text", "text": "x", "logprobs": None,
+                                  "annotations": [{"type": "t", "title": None}]}]}
+    assert json.loads(Item(nested).wire)["content"] == [
+        {"type": "output_text", "text": "x", "annotations": [{"type": "t"}]}]
     assert Item(reasoning("rs", None)).wire == ""            # unusable with store: false
     assert Item(reasoning("rs", None)).stored_wire != ""     # store: true resolves it by id
     assert Item(reasoning(None, "enc")).wire == ""           # the API requires an id
@@ -159,6 +163,11 @@ def sdk_stream(n: int) -> list[dict[str, Any]]:
     output: list[Any] = [ResponseReasoningItem(id=f"rs_{n}", type="reasoning", summary=[],
                                                encrypted_content=f"gAAAA-{n}")]
     if n == 0:
+        # A commentary message before the call: its `logprobs: null` sits inside content.
+        output.append(ResponseOutputMessage(
+            id="msg_0", type="message", role="assistant", status="completed",
+            content=[ResponseOutputText(type="output_text", text="looking", annotations=[],
+                                        logprobs=None)]))
         output.append(ResponseFunctionToolCall(id="fc_0", type="function_call", call_id="c0",
                                                name="shell", status="completed",
                                                arguments='{"command":["true"]}'))
@@ -195,8 +204,11 @@ def test_sdk_built_stream_round_trips(loopback_thread: Any, git_repo: Path,
     assert task["status"] == "completed" and task["final_message"] == "ok"
     assert sdk_stream(0)[1]["item"]["content"] is None  # the server's nulls...
     second = srv.requests[1].json["input"]
-    reasoning_back, call_back = second[-3], second[-2]
+    reasoning_back, message_back, call_back = second[-4], second[-3], second[-2]
     assert reasoning_back == {"id": "rs_0", "summary": [], "type": "reasoning",
                               "encrypted_content": "gAAAA-0"}  # ...are not sent back
     assert call_back["id"] == "fc_0" and None not in call_back.values()
+    assert message_back["id"] == "msg_0"
+    assert message_back["content"] == [{"type": "output_text", "text": "looking",
+                                        "annotations": []}]  # nested null dropped too
     assert task["usage"]["cache_write_tokens"] == 120

@@ -4,6 +4,7 @@ server fail that request as a protocol error, never the batch."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -118,3 +119,69 @@ def test_absurd_token_counts_fail_only_their_request(loopback_thread: ThreadFact
     assert "usage.input_tokens = 10000000000000000000... (401 characters)" in found["huge"][
         "error"]
     assert all(r["usage"]["input_tokens"] >= 0 for r in found.values())
+
+
+def test_inconsistent_or_missing_usage_never_reads_as_a_real_count(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    """A float, a part larger than its whole (a negative uncached count, a hit ratio over
+    100%) fail the request; an answer with no usage at all makes the cost unknown (null),
+    never $0, and stops a run whose token limit can then not be enforced."""
+    bad: dict[str, Any] = {
+        "float": {"input_tokens": 100.0},
+        "cached_over": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 20}},
+        "reasoning_over": {"output_tokens": 3, "output_tokens_details":
+                           {"reasoning_tokens": 4}}}
+
+    def script(req: Any, i: int) -> Reply:
+        name = last_user_text(req)
+        if name in bad:
+            return reply_message("x").but(usage=bad[name])
+        return reply_message("done").but(send_usage=name == "healthy")
+
+    srv = loopback_thread(per_conversation(script))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "o"
+    ids = [*bad, "healthy", "silent"]
+    task_file = tasks(tmp_path, srv.base_url, repo, ids)
+    task_file.write_text(task_file.read_text().replace("defaults:", (
+        "models: {fake/m: {price: {input: 1.0, cached_input: 0.1, output: 2.0}}}\n"
+        "defaults:")))
+    res = cli("run", task_file, "--out", out, "--concurrency", "3")
+    assert "Traceback" not in res.stderr
+    found = runs(out)
+    assert found["float"]["status"] == "error"
+    assert "usage.input_tokens = 100.0: a token count must be an integer" in found["float"][
+        "error"]
+    assert "usage.input_tokens_details.cached_tokens = 20, more than usage.input_tokens = 10" \
+        in found["cached_over"]["error"]
+    assert "reasoning_tokens = 4, more than usage.output_tokens = 3" in found[
+        "reasoning_over"]["error"]
+    assert found["healthy"]["status"] == "completed"
+    assert found["healthy"]["cost_usd"] is not None and found["healthy"]["cost_usd"] > 0
+    assert found["healthy"]["usage"]["unreported_responses"] == 0
+    silent = found["silent"]
+    assert silent["status"] == "completed"
+    assert silent["cost_usd"] is None
+    assert silent["usage"]["unreported_responses"] == 1
+    report = json.loads((out / "report.json").read_text())
+    assert report["totals"]["cost_usd"] is None
+    assert report["totals"]["usage"]["unreported_responses"] == 1
+
+
+def test_a_token_limit_stops_when_the_server_sends_no_usage(loopback_thread: ThreadFactory,
+                                                            tmp_path: Path) -> None:
+    def script(req: Any, i: int) -> Reply:
+        if i < 3:
+            return sh(f"echo {i} >> w.txt", f"c{i}").but(send_usage=False)
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "o"
+    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"],
+                           extra="  limits: {max_input_tokens: 100000}"), "--out", out)
+    assert "Traceback" not in res.stderr
+    run = runs(out)["t"]
+    assert run["status"] == "budget", run
+    assert "without token usage, so limits.max_input_tokens cannot be enforced" in run["error"]
+    assert len(run["requests"]) == 1 if isinstance(run.get("requests"), list) else True
