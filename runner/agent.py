@@ -370,12 +370,22 @@ class Thread:
                 result = await tool.run(call, self.ctx)
             except Exception as exc:  # a tool bug must still answer the call
                 result = ToolResult(f"tool {name} failed: {type(exc).__name__}: {exc}", False)
-            if result.event is not None:
-                self.sink.emit({"type": "item.completed",
-                                "item": {"id": item_id, **self._absolute(result.event)}})
+            except BaseException:  # cancelled (SIGTERM, timeout): the item still ends
+                if started is not None:
+                    self._item_completed(item_id, _failed(started, "interrupted"))
+                raise
+            completed = result.event
+            if completed is None and started is not None:
+                completed = _failed(started, result.output)
+            if completed is not None:
+                self._item_completed(item_id, completed)
         if kind == "custom":
             return it.custom_tool_call_output(call_id, result.output)
         return it.function_call_output(call_id, result.output)
+
+    def _item_completed(self, item_id: str, item: dict[str, Any]) -> None:
+        self.sink.emit({"type": "item.completed", "item": {"id": item_id,
+                                                           **self._absolute(item)}})
 
     def _absolute(self, item: dict[str, Any]) -> dict[str, Any]:
         """File changes name absolute paths, as `codex exec --json` does (tools report
@@ -416,6 +426,17 @@ class Thread:
         return {"input_tokens": u.input_tokens, "cached_input_tokens": u.cached_tokens,
                 "cache_write_input_tokens": u.cache_write_tokens,
                 "output_tokens": u.output_tokens, "reasoning_output_tokens": u.reasoning_tokens}
+
+
+def _failed(started: dict[str, Any], message: str) -> dict[str, Any]:
+    """The `item.completed` for a started item whose tool gave no event of its own (bad
+    arguments, cancelled): a `codex exec --json` consumer pairs every start with an end."""
+    item = {**started, "status": "failed"}
+    if item.get("type") == "command_execution":
+        item["aggregated_output"] = message
+    elif item.get("type") == "mcp_tool_call":
+        item["error"] = {"message": message}
+    return item
 
 
 class _LimitHit(Exception):

@@ -144,3 +144,56 @@ def test_startup_failure_still_opens_and_fails_a_thread(loopback_thread: ThreadF
     assert events[3]["error"]["message"] == events[2]["message"]
     assert "broken" in events[2]["message"]
     assert srv.requests == []
+
+
+def _pairs_close(events: list[dict[str, Any]]) -> None:
+    started = [e["item"]["id"] for e in events if e["type"] == "item.started"]
+    completed = {e["item"]["id"] for e in events if e["type"] == "item.completed"}
+    assert started and set(started) <= completed, events
+
+
+def test_every_started_item_completes_even_with_broken_arguments(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    def script(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return reply_function_call("shell", '{"command": ["echo", ', "c0")
+        return reply_items([message_item("done")])
+
+    srv = loopback_thread(per_conversation(script))
+    events = [json.loads(line) for line in run_json(srv, tmp_path, "--json")]
+    _pairs_close(events)
+    done = next(e["item"] for e in events if e["type"] == "item.completed"
+                and e["item"]["type"] == "command_execution")
+    assert done["status"] == "failed" and done["exit_code"] is None
+    assert done["aggregated_output"]  # says what was wrong with the arguments
+
+
+def test_a_command_cut_by_the_timeout_still_completes_its_item(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    def script(req: RecordedRequest, i: int) -> Reply:
+        return reply_function_call("shell", {"command": ["sleep", "30"]}, "c0")
+
+    srv = loopback_thread(per_conversation(script))
+    tasks = "  - {id: one, prompt: go, repo: ., limits: {timeout_s: 2}}\n"
+    lines = run_json(srv, tmp_path, "--json", tasks=tasks, exit_code=1)
+    events = [json.loads(line) for line in lines]
+    _pairs_close(events)
+    assert [e["type"] for e in events][-1] == "turn.failed"
+
+
+def test_a_refused_agents_md_still_opens_and_fails_a_thread(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    import subprocess
+
+    srv = loopback_thread(per_conversation(scenario()))
+    (tmp_path / "AGENTS.md").symlink_to("/etc/hostname")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "AGENTS.md"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "link"], check=True)
+    path = write_tasks(tmp_path, srv.base_url, "  - {id: one, prompt: go, repo: .}\n",
+                       defaults="  sandbox: danger-full-access\n")
+    res = run_cli("run", path, "--out", tmp_path / "o", "--json")
+    types = [json.loads(line)["type"] for line in res.stdout.splitlines()]
+    assert types[:2] == ["thread.started", "turn.started"], (types, res.stderr)
+    assert types[-1] in ("turn.completed", "turn.failed")
