@@ -235,5 +235,17 @@ def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         try:
             workspace.check_base(t.repo, t.git.base)
         except workspace.WorkspaceError as exc:
-            out.append(_say(where.field(t, "repo"), str(exc)))
+            out.append(_say(where.field(t, *_culprit(t)), str(exc)))
     return out
+
+
+def _culprit(t: ResolvedTask) -> tuple[str, ...]:
+    """The field to blame for a base that names no commit: `git.base` when it was set and
+    the repository itself has commits, else `repo`."""
+    if t.git.base == "HEAD":
+        return ("repo",)
+    try:
+        workspace.check_base(t.repo, "HEAD")
+    except workspace.WorkspaceError:
+        return ("repo",)
+    return ("git", "base")
