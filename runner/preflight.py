@@ -21,7 +21,7 @@ from runner.config import (
     BatchLimits,
     ResolvedTask,
     TaskFile,
-    _dotted,
+    dotted,
     field_line,
 )
 from runner.errors import ConfigError, Problem
@@ -51,8 +51,8 @@ class _Where:
         for candidate in (task_path, ("defaults", *path)):
             line = field_line(self.tf, candidate, exact=True)
             if line is not None:
-                return Problem(self.file, line, _dotted(candidate), "")
-        return Problem(self.file, field_line(self.tf, ("tasks", i)), _dotted(task_path), "")
+                return Problem(self.file, line, dotted(candidate), "")
+        return Problem(self.file, field_line(self.tf, ("tasks", i)), dotted(task_path), "")
 
     def model(self, t: ResolvedTask, nth: int = 0) -> Problem:
         """Where the run's model was chosen: `--model`, `matrix.model` (its `nth` entry of
@@ -63,7 +63,7 @@ class _Where:
         if self.tf is not None and self.tf.matrix and name in self.tf.matrix.model:
             entries = [j for j, m in enumerate(self.tf.matrix.model) if m == name]
             path = ("matrix", "model", entries[min(nth, len(entries) - 1)])
-            return Problem(self.file, field_line(self.tf, path), _dotted(path), "")
+            return Problem(self.file, field_line(self.tf, path), dotted(path), "")
         return self.field(t, "model")
 
 
@@ -157,7 +157,7 @@ def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
                         if v.name == t.variant and getattr(v, name, None) is not None:
                             vpath = ("matrix", "variant", j, name)
                             shell = Problem(where.file, field_line(where.tf, vpath),
-                                            _dotted(vpath), "")
+                                            dotted(vpath), "")
                 out.append(_say(shell, wrong))
     return out
 

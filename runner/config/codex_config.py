@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runner.config import ProviderConfig
+from runner.config.schema import ProviderConfig
 from runner.errors import ConfigError, Problem
 
 SAME = ("name", "base_url", "env_key", "wire_api", "query_params", "http_headers",

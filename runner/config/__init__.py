@@ -1,0 +1,52 @@
+"""The task file: its schema, a YAML loader that remembers lines, the messages that
+name file, line and field, and resolution into runs.
+
+    schema.py      frozen pydantic models: what a task file may say
+    yaml_lines.py  YAML text to data plus a map from field path to line
+    messages.py    pydantic's errors, said in the task file's words
+    load.py        text or file to a validated `TaskFile` (pure but for reading the file)
+    resolve.py     defaults applied, paths and providers checked: `ResolvedTask`s
+    matrix.py      task x model x variant x repeat, run names and fingerprints
+    codex_config.py  Codex's config.toml providers, read as ours
+    text.py        small wording helpers shared by the above
+
+Data flows down that list; nothing here runs a model, a sandbox or git.
+"""
+
+from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
+from runner.config.matrix import expand, fingerprint
+from runner.config.resolve import resolve
+from runner.config.schema import (
+    BUILTIN_PROVIDERS,
+    COMMAND_LINE,
+    DEFAULT_TOOLS,
+    BatchLimits,
+    GitSettings,
+    Limits,
+    McpServerConfig,
+    ModelConfig,
+    ModelOptions,
+    PriceConfig,
+    ProviderConfig,
+    PushSettings,
+    ReasoningEffort,
+    ResolvedTask,
+    SandboxMode,
+    Settings,
+    TaskFile,
+    TaskSpec,
+    Variant,
+    field_line,
+    pin_problems,
+    timezone_problem,
+)
+from runner.config.text import dotted
+
+__all__ = [
+    "BUILTIN_PROVIDERS", "COMMAND_LINE", "DEFAULT_TOOLS", "MAX_TASK_FILE_BYTES", "BatchLimits",
+    "GitSettings", "Limits", "McpServerConfig", "ModelConfig", "ModelOptions", "PriceConfig",
+    "ProviderConfig", "PushSettings", "ReasoningEffort", "ResolvedTask", "SandboxMode",
+    "Settings", "TaskFile", "TaskSpec", "Variant", "dotted", "expand", "field_line",
+    "fingerprint", "load_task_file", "parse_task_file", "pin_problems", "resolve",
+    "timezone_problem",
+]

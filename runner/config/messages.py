@@ -1,0 +1,133 @@
+"""Pydantic's validation errors, said in the task file's words: the field's dotted path,
+its line, what was given (in YAML terms) and what is allowed."""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from runner.config.schema import ID_RE, PROVIDER_NAME_RE, TaskFile
+from runner.config.text import Path_, describe, dotted, esc, line_for
+from runner.errors import Problem
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def _type_at(root: Any, loc: Path_) -> Any:
+    """The annotation at `loc` (pydantic's error location) below `root`, or None."""
+    tp = root
+    for part in loc:
+        tp = _unwrap(tp)
+        origin = get_origin(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            info = tp.model_fields.get(part) if isinstance(part, str) else None
+            if info is None:
+                return None
+            tp = info.annotation
+        elif origin is dict:
+            tp = get_args(tp)[1]  # any key: step over it to the value type
+        elif origin in (tuple, list) and isinstance(part, int):
+            tp = get_args(tp)[0]
+        else:
+            return None
+    return _unwrap(tp)
+
+
+def _allowed_fields(model: type[BaseModel], path: Path_) -> list[str]:
+    """Field names of the model at `path`, for 'unknown field' messages."""
+    current = _type_at(model, path[:-1])
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _list_message(loc: Path_, got: str) -> str:
+    item = _type_at(TaskFile, loc + (0,))
+    if get_origin(item) is Literal:
+        names = [str(a) for a in get_args(item)]
+        return (f"must be a list{got}; allowed items: {', '.join(repr(n) for n in names)}, "
+                f"e.g. [{names[0]}]")
+    if item is str:
+        return f"must be a list of strings{got}"
+    return f"must be a list{got}"
+
+
+def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    got = f", got {describe(value)}"
+    if kind == "extra_forbidden":
+        return f"unknown field; allowed here: {', '.join(_allowed_fields(TaskFile, loc))}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "must be a mapping" + got
+    if kind in ("tuple_type", "list_type", "iterable_type"):
+        return _list_message(loc, got)
+    if kind == "string_type":
+        hint = " (quote it to make it text)" if not isinstance(value, (list, dict)) else ""
+        return "must be a valid string" + got + hint
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be a valid integer" + got
+    if kind in ("float_type", "float_parsing"):
+        return "must be a number" + got
+    if kind in ("bool_type", "bool_parsing"):
+        return "must be true or false" + got
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "invalid_key":
+        return "keys must be strings"
+    if kind == "duplicate_task_id":
+        first = line_for(("tasks", ctx.get("first", 0), "id"), lines)
+        return f"task id {ctx.get('id')} is used twice; ids must be unique" + (
+            f" (first at line {first})" if first else "")
+    msg = re.sub(r"^Value error, ", "", str(err["msg"]))
+    if kind == "string_pattern_mismatch":
+        pattern = ctx.get("pattern", "")
+        if pattern == ID_RE:
+            return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        if pattern == PROVIDER_NAME_RE:
+            return "provider names may use only letters, digits, '_' and '-'"
+        if "https?" in pattern:
+            return "must be an http:// or https:// URL"
+        if "/" in pattern:
+            return "must look like provider/model, e.g. openai/gpt-5.5 or local/smollm2"
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "must not be empty"
+    return esc(msg.replace("Input should be", "must be"))
+
+
+def _validation_problems(exc: ValidationError, file: str,
+                         lines: dict[Path_, int]) -> list[Problem]:
+    problems: list[Problem] = []
+    for err in exc.errors():
+        loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        if loc and loc[-1] == "[key]":  # a dict key failed: blame the key itself
+            loc = loc[:-1]
+        msg_loc = loc
+        if err["type"] == "duplicate_task_id":
+            loc = ("tasks", (err.get("ctx") or {}).get("index", 0), "id")
+        problems.append(Problem(file, line_for(loc, lines), dotted(loc),
+                                _message(err, msg_loc, lines)))
+    return problems
+
+

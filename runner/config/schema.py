@@ -1,0 +1,555 @@
+"""What a task file may say: frozen pydantic models with `extra="forbid"`.
+
+Field docstrings are the reference (docs are generated from them); validators here only
+check one value at a time. Cross-field and file-system checks belong to resolve.py."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from runner.config.text import Path_, describe, esc, line_for, short
+from runner.errors import Problem
+from runner.skills import Skill
+
+SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ToolName = Literal["shell", "apply_patch", "update_plan"]
+ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MODEL_RE = r"^[^/\s]+/\S+$"
+PROVIDER_NAME_RE = r"^[A-Za-z0-9_-]+$"
+COMMAND_LINE = "(command line)"
+
+# YAML 1.1 reads yes/no/on/off as booleans and 1.0 as a float; strict fields keep those
+# from passing as integers (true == 1) or flags. Floats still take integers (60 -> 60.0).
+StrictInt = Annotated[int, Strict()]
+StrictFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+StrictBool = Annotated[bool, Strict()]
+
+
+def _not_blank(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return v
+
+
+def _path_text(v: str) -> str:
+    if not v:
+        raise ValueError("must not be empty; leave the field out to use the default")
+    return v
+
+
+def _version(v: object) -> object:
+    # Literal[1] alone would take `true` and `1.0`, which compare equal to 1.
+    if isinstance(v, (bool, float)):
+        raise ValueError(f"must be 1, got {describe(v)}")
+    return v
+
+
+def _env_name(v: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+        raise ValueError("must be an environment variable name: letters, digits and '_', "
+                         "not starting with a digit")
+    return v
+
+
+def _iso_date(v: object) -> object:
+    """YAML reads an unquoted 2026-01-31 as a date: the prompt wants its ISO text. A
+    timestamp, a number or text that is not a real calendar day is refused."""
+    if isinstance(v, datetime.datetime):
+        raise ValueError("must be a day, YYYY-MM-DD, without a time")
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, str):
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+            raise ValueError(f"must be a day written YYYY-MM-DD, e.g. 2026-01-31, got {v!r}")
+        try:
+            datetime.date.fromisoformat(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not a day of the calendar") from None
+    return v
+
+
+TIMEZONE_RE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,3}$"
+"""The shape of an IANA name (Europe/Paris, UTC, Etc/GMT+3)."""
+
+
+def timezone_problem(name: str) -> str | None:
+    """Why `name` is not an IANA zone, or None. Checked against the `tzdata` package's
+    database as well as the system's, so a file valid on one machine is valid on all."""
+    if len(name) > 64 or not re.fullmatch(TIMEZONE_RE, name):
+        return f"must be an IANA zone name such as UTC or Europe/Paris, got {esc(short(name))!r}"
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return (f"{name!r} is not a zone of the IANA database; use a name such as UTC or "
+                "Europe/Paris")
+    return None
+
+
+def _timezone(v: str) -> str:
+    wrong = timezone_problem(v)
+    if wrong is not None:
+        raise ValueError(wrong)
+    return v
+
+def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem]:
+    """What is wrong with `--date` / `--timezone`, in the task file's words."""
+    problems = []
+    if current_date is not None:
+        try:
+            _iso_date(current_date)
+        except ValueError as exc:
+            problems.append(Problem(COMMAND_LINE, None, "--date", str(exc)))
+    wrong = timezone_problem(timezone) if timezone is not None else None
+    if wrong is not None:
+        problems.append(Problem(COMMAND_LINE, None, "--timezone", wrong))
+    return problems
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+IsoDate = Annotated[str, BeforeValidator(_iso_date)]
+TimeZone = Annotated[str, AfterValidator(_timezone)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+PathText = Annotated[str, AfterValidator(_path_text)]
+
+
+class Frozen(BaseModel):
+    # The attribute docstrings below are for readers. Pydantic would read them into field
+    # descriptions by re-parsing this file's source at import (~100 ms of every start), and
+    # nothing uses those descriptions: no schema is generated from the task-file models.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProviderConfig(Frozen):
+    """An endpoint that speaks the Responses API (or Chat Completions)."""
+
+    base_url: str = Field(default="", pattern=r"^(https?://[^/\s?#]+\S*)?$")
+    """Required for a provider of your own; a built-in one keeps its own when left out
+    (an entry named like a built-in provider overrides only the fields it sets)."""
+    env_key: EnvName | None = None
+    """Environment variable holding the API key, sent the way `auth` says."""
+    name: str | None = None
+    """A display name (Codex's `name`); tasks use the key under `providers:`."""
+    auth: Literal["bearer", "api-key", "none"] = "bearer"
+    """How the key is sent: `Authorization: Bearer` (OpenAI and most servers), an
+    `api-key` header (Azure), or not at all."""
+    env_http_headers: dict[str, EnvName] = {}
+    """Header -> environment variable, sent when the variable is set and not empty."""
+    query_params: dict[str, str] = {}
+    http_headers: dict[str, str] = {}
+    wire_api: Literal["responses", "chat"] = "responses"
+    store: StrictBool = False
+    """Azure's Responses endpoint needs `store: true` for reasoning items to round-trip."""
+    constrained_tools: StrictBool = False
+    """For models that cannot call tools: force tool calls through a JSON schema (chat only)."""
+    constrained_grammar: StrictBool = False
+    """With `constrained_tools` on a llama.cpp server: send the answer format as a GBNF
+    `grammar` of compact JSON whose every bound is sized to `max_output_tokens`, so the
+    answer always closes before the cap (`response_format` cannot promise that)."""
+    remote_compaction: StrictBool = False
+    context_window: Annotated[StrictInt, Field(ge=256)] | None = None
+    """For every model of this provider that `models:` and the built-in table do not size
+    (e.g. a local server's own models)."""
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
+    """The server has `POST {base_url}/responses/compact`: compact long threads there
+    (local compaction is the fallback when it fails)."""
+    max_connections: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
+    """Requests in flight to this provider at once, over all runs (default: no cap beyond
+    `--concurrency`)."""
+    request_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 4
+    """How often a request the server did not answer with 200 (network error, 5xx, 408,
+    409, 429) is resent."""
+    stream_max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 5
+    """How often a request is resent after its stream failed (cut, stalled, incomplete,
+    failed with a transient code); counted apart from `request_max_retries`."""
+    max_retry_wait_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 120.0
+    """A server asking for a longer wait than this fails the run at once as rate-limited."""
+    stream_idle_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 300.0
+    """A stream with no event for this long is cut and the request resent."""
+    request_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 600.0
+    """One attempt's whole time, first byte to `response.completed`; then it is resent."""
+
+
+PLACEHOLDER_HOST = "YOUR-RESOURCE"
+"""Stands in the built-in azure endpoint: a task file must name its own resource."""
+
+BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
+    "openai": ProviderConfig(base_url="https://api.openai.com/v1", env_key="OPENAI_API_KEY",
+                             env_http_headers={"OpenAI-Organization": "OPENAI_ORGANIZATION",
+                                               "OpenAI-Project": "OPENAI_PROJECT"},
+                             remote_compaction=True),
+    "azure": ProviderConfig(base_url=f"https://{PLACEHOLDER_HOST}.openai.azure.com/openai/v1",
+                            env_key="AZURE_OPENAI_API_KEY", auth="api-key", store=True,
+                            remote_compaction=True),
+    "ollama": ProviderConfig(base_url="http://localhost:11434/v1"),
+    "lmstudio": ProviderConfig(base_url="http://localhost:1234/v1"),
+    "vllm": ProviderConfig(base_url="http://localhost:8000/v1"),
+    # The embedded engine: base_url is filled in when it starts on a random port.
+    "local": ProviderConfig(base_url="http://127.0.0.1:0/v1", wire_api="chat",
+                            constrained_tools=True, constrained_grammar=True),
+}
+
+
+class Limits(Frozen):
+    """Per run; a run that reaches one stops with its own status and keeps its work."""
+
+    max_turns: Annotated[StrictInt, Field(ge=1, le=100_000)] = 500
+    """Model requests per thread. Codex has no such cap and real threads take 50-300
+    requests; 500 (OpenHands' default iteration cap) only stops a model stuck in a loop,
+    while `timeout_s` and the token and cost limits bound ordinary runs."""
+    """Model requests per thread, follow-up turns included."""
+    timeout_s: Annotated[StrictFloat, Field(gt=0, le=7 * 24 * 3600)] = 1800
+    max_tool_calls: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_input_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    """Input tokens summed over the run's requests (cached ones included)."""
+    max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    """Output tokens summed over the run's requests."""
+    max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
+    """Needs a known price for the model (`models:` or the built-in table)."""
+
+
+class BatchLimits(Frozen):
+    """For the whole batch: when one is reached, running runs stop (status `budget`) and
+    runs not yet started are skipped (`--resume` runs them later)."""
+
+    max_input_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
+
+
+class PriceConfig(Frozen):
+    """US dollars per million tokens."""
+
+    input: Annotated[StrictFloat, Field(ge=0)]
+    cached_input: Annotated[StrictFloat, Field(ge=0)]
+    output: Annotated[StrictFloat, Field(ge=0)]
+
+
+class ModelConfig(Frozen):
+    """Overrides for one provider/model over the built-in table."""
+
+    context_window: Annotated[StrictInt, Field(ge=256)] | None = None
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
+    """Compact the thread when its token count passes this (default 90% of the window)."""
+    price: PriceConfig | None = None
+    model: str | None = Field(default=None, min_length=1)
+    """The name sent to the server, when the entry is an alias: two entries for one model
+    with different `model_options` compare settings in one matrix."""
+    model_options: ModelOptions | None = None
+    """Over `defaults.model_options`, under a task's and a variant's own."""
+
+
+class ModelOptions(Frozen):
+    """Sampling settings sent with each request; unset ones are not sent."""
+
+    temperature: Annotated[StrictFloat, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1)] | None = None
+    seed: StrictInt | None = None
+    max_output_tokens: Annotated[StrictInt, Field(ge=1, le=10_000_000)] | None = None
+    """Per request (`max_tokens` on the Chat wire)."""
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    parallel_tool_calls: StrictBool | None = None
+
+
+class PushSettings(Frozen):
+    remote: str = Field(default="origin", min_length=1)
+    """A remote name of the task's repository, or a URL."""
+    token_env: str | None = None
+    """Environment variable with the token for HTTPS pushes; it never reaches the agent."""
+
+
+class GitSettings(Frozen):
+    """How a run's changes become a branch and a patch. Merged field by field."""
+
+    base: str = Field(default="HEAD", min_length=1)
+    """The commit each run starts from; uncommitted changes are not included."""
+    branch: str = Field(default="runner/{run}/{name}", min_length=1)
+    """Branch name template: {run} (the batch id), {name} (the run name), {task}, {model},
+    {variant}, {repeat}."""
+    keep: Literal["branch", "patch"] = "branch"
+    """`patch`: keep each run's changes as a patch file only and create no branch (for
+    benchmarks, which would otherwise leave one branch per run in the repository)."""
+    allowed_paths: tuple[str, ...] | None = None
+    """Globs the agent may change (all when unset)."""
+    forbidden_paths: tuple[str, ...] = ()
+    """Globs the agent may not change; `.github/workflows/**` is always forbidden unless an
+    allowed path names it."""
+    max_diff_lines: Annotated[StrictInt, Field(ge=1)] | None = None
+    push: PushSettings | None = None
+
+
+class McpServerConfig(Frozen):
+    """One MCP server: a command spoken to over stdio, or a streamable HTTP `url`."""
+
+    command: tuple[NonBlank, ...] | None = None
+    """The program and its arguments, e.g. [npx, -y, some-mcp-server]."""
+    env: dict[str, str] = {}
+    """Variables set for a stdio server (besides PATH, HOME, USER, SHELL, TERM, LOGNAME)."""
+    env_vars: tuple[EnvName, ...] = ()
+    """Names of the runner's own environment variables passed on to a stdio server."""
+    cwd: PathText | None = None
+    """Working directory of a stdio server, relative to the task file (default: the run's
+    workspace)."""
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    http_headers: dict[str, str] = {}
+    """Headers for a `url` server."""
+    bearer_token_env_var: EnvName | None = None
+    """Environment variable whose value a `url` server gets as a Bearer token."""
+    startup_timeout_s: Annotated[StrictFloat, Field(gt=0, le=3600)] = 10.0
+    """Start, handshake and tool listing must finish within this, or the run fails."""
+    tool_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 60.0
+    """One tool call's limit; a call past it gets an error output, the run goes on."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either `command` (a stdio server) or `url` (streamable "
+                             "HTTP), not both and not neither")
+        if self.command is not None and not self.command:
+            raise ValueError("`command` must name a program")
+        return self
+
+
+class Settings(Frozen):
+    """Fields a task may set and `defaults` may set for every task."""
+
+    model: str | None = Field(default=None, pattern=MODEL_RE)
+    instructions_file: PathText | None = None
+    developer_instructions: str | None = None
+    tools: tuple[ToolName, ...] | None = None
+    sandbox: SandboxMode | None = None
+    network_access: StrictBool | None = None
+    """Whether sandboxed commands reach the network (default: no). `danger-full-access`
+    has no sandbox, so there it is always on."""
+    writable_roots: tuple[PathText, ...] | None = None
+    """Directories besides the workspace that commands may change in `workspace-write`,
+    relative to the task file's directory."""
+    limits: Limits | None = None
+    """Merged field by field: the task's fields over the defaults' over the built-in ones."""
+    model_options: ModelOptions | None = None
+    """Merged field by field, like `limits`."""
+    shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] | None = None
+    apply_patch_tool: Literal["function", "freeform"] | None = None
+    """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
+    git: GitSettings | None = None
+    check: NonBlank | None = None
+    """A shell command run in the run's workspace after the agent; exit 0 means pass."""
+    check_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] | None = None
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
+    """Compact the thread when its token count reaches this; wins over `models:` and the
+    built-in 90% of the context window."""
+    compact_prompt_file: PathText | None = None
+    """Replaces the bundled hand-off summary request of local compaction."""
+    mcp_servers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)],
+                      McpServerConfig] | None = None
+    """MCP servers whose tools the agent gets, by name; a task's entry replaces the
+    defaults' entry of the same name."""
+    skills: tuple[PathText, ...] | None = None
+    """Skill folders, relative to the task file: each holds a SKILL.md, or subfolders
+    that do."""
+    web_search: StrictBool | None = None
+    """Offer the provider's hosted `web_search` tool (Responses providers; default off)."""
+    output_schema: dict[str, Any] | PathText | None = None
+    """A JSON schema the final answer must match: a mapping, or a path to a JSON file."""
+    current_date: IsoDate | None = None
+    """The day `<environment_context>` tells the model (default: today on this machine).
+    Pin it, with `timezone`, for prompts that are byte-identical on any day."""
+    timezone: TimeZone | None = None
+    """The IANA zone `<environment_context>` tells the model (default: this machine's)."""
+
+    @field_validator("tools")
+    @classmethod
+    def _unique(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("each tool may be listed once")
+        return v
+
+
+class TaskSpec(Settings):
+    id: str = Field(pattern=ID_RE)
+    prompt: NonBlank
+    repo: PathText = "."
+    turns: tuple[NonBlank, ...] = ()
+    tags: tuple[Annotated[str, Field(pattern=ID_RE)], ...] = ()
+    """Select tasks with `--tag` on the command line."""
+
+
+class _LineMap:
+    """Field path -> line, kept with a parsed TaskFile so `resolve` can locate problems.
+
+    Metadata, not part of the value: any two line maps compare equal, so two TaskFiles with
+    the same content are equal however their files were laid out.
+    """
+
+    __slots__ = ("lines",)
+
+    def __init__(self, lines: dict[Path_, int] | None = None) -> None:
+        self.lines: dict[Path_, int] = lines if lines is not None else {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _LineMap)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"_LineMap({len(self.lines)} paths)"
+
+
+class Variant(Frozen):
+    """A named set of overrides, so a matrix compares prompts and settings, not only models."""
+
+    name: str = Field(pattern=ID_RE)
+    instructions_file: PathText | None = None
+    developer_instructions: str | None = None
+    prompt_template: str | None = None
+    """The task prompt is put where `{prompt}` stands, e.g. "Think first.\n\n{prompt}"."""
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    tools: tuple[ToolName, ...] | None = None
+    model_options: ModelOptions | None = None
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _has_slot(cls, v: str | None) -> str | None:
+        if v is not None and v.count("{prompt}") != 1:
+            raise ValueError("must contain {prompt} exactly once (where the task prompt goes)")
+        return v
+
+
+class Matrix(Frozen):
+    """Every task runs once per model, variant and repeat, each run its own thread and
+    branch."""
+
+    model: tuple[Annotated[str, Field(pattern=MODEL_RE)], ...] = ()
+    """provider/model entries; when given, every task runs on each of them."""
+    variant: tuple[Variant, ...] = ()
+    repeat: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+
+    @field_validator("variant")
+    @classmethod
+    def _unique_names(cls, v: tuple[Variant, ...]) -> tuple[Variant, ...]:
+        names = [x.name for x in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"variant name {dup[0]!r} is used twice; names must be unique")
+        return v
+
+
+class TaskFile(Frozen):
+    version: Annotated[Literal[1], BeforeValidator(_version)]
+    providers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], ProviderConfig] = {}
+    defaults: Settings = Settings()
+    matrix: Matrix | None = None
+    models: dict[Annotated[str, Field(pattern=MODEL_RE)], ModelConfig] = {}
+    """Context window, compaction limit and price per provider/model, over the built-in
+    table."""
+    budget: BatchLimits | None = None
+    secrets: tuple[EnvName, ...] = ()
+    """Environment variables whose values are secrets: kept from the agent's commands and
+    redacted from every report, log, commit and patch. Provider keys (`env_key`) and push
+    tokens (`token_env`) are secrets without being listed."""
+    codex_config: StrictBool | PathText | None = None
+    """Also read `[model_providers.*]` from Codex's config.toml: `true` for
+    `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`), or a path."""
+    tasks: tuple[TaskSpec, ...]
+
+    _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique_ids(cls, v: tuple[TaskSpec, ...]) -> tuple[TaskSpec, ...]:
+        if not v:
+            raise ValueError("at least one task is needed")
+        first: dict[str, int] = {}
+        for i, t in enumerate(v):
+            if t.id in first:
+                # The context lets parse_task_file blame the second id, not the whole list.
+                raise PydanticCustomError(
+                    "duplicate_task_id", "task id {id} is used twice; ids must be unique",
+                    {"id": repr(t.id), "index": i, "first": first[t.id]})
+            first[t.id] = i
+        return v
+
+
+DEFAULT_TOOLS: tuple[ToolName, ...] = ("shell", "apply_patch", "update_plan")
+
+
+class ResolvedTask(Frozen):
+    """One task with defaults applied and paths made absolute: what a run needs."""
+
+    id: str
+    prompt: str
+    turns: tuple[str, ...]
+    repo: Path
+    provider_name: str
+    provider: ProviderConfig
+    model: str
+    instructions_file: Path | None
+    developer_instructions: str | None
+    tools: tuple[ToolName, ...]
+    sandbox: SandboxMode
+    limits: Limits
+    model_options: ModelOptions
+    shell_timeout_ms: int
+    network_access: bool = False
+    writable_roots: tuple[Path, ...] = ()
+    apply_patch_tool: Literal["function", "freeform"] = "function"
+    git: GitSettings = GitSettings()
+    check: str | None = None
+    check_timeout_s: float = 600.0
+    run: str = ""
+    """This run's name: the task id, plus model and repeat when a matrix makes several
+    runs of one task. Used for file names, workspaces and the report."""
+    repeat: int = 1
+    secrets: tuple[str, ...] = ()
+    """The task file's `secrets:` (names of environment variables)."""
+    variant: str | None = None
+    tags: tuple[str, ...] = ()
+    api_model: str = ""
+    """The model name sent to the server (`model` is the task file's name, maybe an
+    alias from `models:`)."""
+    context_window: int | None = None
+    auto_compact_limit: int | None = None
+    compact_prompt_file: Path | None = None
+    price: PriceConfig | None = None
+    """None when the price is unknown: cost is then reported as null."""
+    mcp_servers: dict[str, McpServerConfig] = {}
+    skills: tuple[Skill, ...] = ()
+    web_search: bool = False
+    output_schema: dict[str, Any] | None = None
+    current_date: str | None = None
+    """Pinned day for the prompt; None: the day the batch starts."""
+    timezone: str | None = None
+    """Pinned zone for the prompt; None: this machine's."""
+    fingerprint: str = ""
+    """Hash of everything that defines the run except machine paths: equal on every
+    machine, so `--shard` slices agree and `--resume` knows a run it has finished."""
+
+
+def field_line(tf: TaskFile, path: Path_, *, exact: bool = False) -> int | None:
+    """The line of `path` in the file `tf` was parsed from; with `exact`, None unless that
+    very field is written there (else the nearest enclosing one's line)."""
+    lines = tf._lines.lines
+    if exact:
+        return lines.get(path)
+    return line_for(path, lines)
