@@ -71,18 +71,7 @@ def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
         per_model = [resolve(tf, base_dir, file=file, model_override=m) for m in chosen]
     else:
         per_model = [resolve(tf, base_dir, file=file)]
-    problems: list[Problem] = []
-    variant_files: dict[int, Path | None] = {}
-    for j, v in enumerate(variants):
-        if v is not None and v.instructions_file is not None:
-            found, wrong = _check_path(base_dir, v.instructions_file, want_dir=False)
-            path: Path_ = ("matrix", "variant", j, "instructions_file")
-            if wrong is not None:
-                problems.append(Problem(file, line_for(path, tf._lines.lines), dotted(path),
-                                        wrong))
-            variant_files[j] = found
-    if problems:
-        raise ConfigError(problems)
+    variant_files = _variant_files(tf, base_dir, file, variants)
     several_models = len(per_model) > 1
     runs: list[ResolvedTask] = []
     for i in range(len(tf.tasks)):
@@ -90,16 +79,10 @@ def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
             for j, v in enumerate(variants):
                 t = tasks[i] if v is None else _with_variant(tasks[i], v, variant_files.get(j))
                 for r in range(1, repeat + 1):
-                    name = t.id
-                    if several_models:
-                        name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-",
-                                             f"{t.provider_name}-{t.model}")
-                    if v is not None:
-                        name += f".{v.name}"
-                    if repeat > 1:
-                        name += f".r{r}"
                     run = t.model_copy(update={
-                        "run": name, "repeat": r, "sandbox": sandbox or t.sandbox,
+                        "run": _run_name(t, v, r, several_models=several_models,
+                                         repeats=repeat > 1),
+                        "repeat": r, "sandbox": sandbox or t.sandbox,
                         "current_date": current_date or t.current_date,
                         "timezone": timezone or t.timezone})
                     if reasoning_effort is not None:
@@ -109,3 +92,32 @@ def expand(tf: TaskFile, base_dir: Path, *, file: str = "",
                     runs.append(run.model_copy(update={"fingerprint": fingerprint(run)}))
     return runs
 
+
+def _variant_files(tf: TaskFile, base_dir: Path, file: str,
+                   variants: tuple[Variant | None, ...]) -> dict[int, Path | None]:
+    problems: list[Problem] = []
+    found_files: dict[int, Path | None] = {}
+    for j, v in enumerate(variants):
+        if v is not None and v.instructions_file is not None:
+            found, wrong = _check_path(base_dir, v.instructions_file, want_dir=False)
+            path: Path_ = ("matrix", "variant", j, "instructions_file")
+            if wrong is not None:
+                problems.append(Problem(file, line_for(path, tf._lines.lines), dotted(path),
+                                        wrong))
+            found_files[j] = found
+    if problems:
+        raise ConfigError(problems)
+    return found_files
+
+
+def _run_name(t: ResolvedTask, v: Variant | None, repeat: int, *, several_models: bool,
+              repeats: bool) -> str:
+    """Task id, then what tells this run from its siblings: model, variant, repeat."""
+    name = t.id
+    if several_models:
+        name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-", f"{t.provider_name}-{t.model}")
+    if v is not None:
+        name += f".{v.name}"
+    if repeats:
+        name += f".r{repeat}"
+    return name

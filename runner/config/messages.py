@@ -70,50 +70,55 @@ def _list_message(loc: Path_, got: str) -> str:
     return f"must be a list{got}"
 
 
+_FIXED = {"missing": "required field is missing", "finite_number": "must be a finite number",
+          "invalid_key": "keys must be strings"}
+_WRONG_TYPE = {kind: wanted for kinds, wanted in (
+    (("model_type", "model_attributes_type", "dict_type"), "must be a mapping"),
+    (("int_type", "int_parsing", "int_from_float"), "must be a valid integer"),
+    (("float_type", "float_parsing"), "must be a number"),
+    (("bool_type", "bool_parsing"), "must be true or false")) for kind in kinds}
+"""Error kinds whose message is what was wanted plus what was given."""
+
+
 def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     value = err.get("input")
     got = f", got {describe(value)}"
+    if kind in _FIXED:
+        return _FIXED[kind]
+    if kind in _WRONG_TYPE:
+        return _WRONG_TYPE[kind] + got
     if kind == "extra_forbidden":
         return f"unknown field; allowed here: {', '.join(_allowed_fields(TaskFile, loc))}"
-    if kind == "missing":
-        return "required field is missing"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return "must be a mapping" + got
     if kind in ("tuple_type", "list_type", "iterable_type"):
         return _list_message(loc, got)
     if kind == "string_type":
         hint = " (quote it to make it text)" if not isinstance(value, (list, dict)) else ""
         return "must be a valid string" + got + hint
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return "must be a valid integer" + got
-    if kind in ("float_type", "float_parsing"):
-        return "must be a number" + got
-    if kind in ("bool_type", "bool_parsing"):
-        return "must be true or false" + got
-    if kind == "finite_number":
-        return "must be a finite number"
-    if kind == "invalid_key":
-        return "keys must be strings"
     if kind == "duplicate_task_id":
         first = line_for(("tasks", ctx.get("first", 0), "id"), lines)
         return f"task id {ctx.get('id')} is used twice; ids must be unique" + (
             f" (first at line {first})" if first else "")
-    msg = re.sub(r"^Value error, ", "", str(err["msg"]))
-    if kind == "string_pattern_mismatch":
-        pattern = ctx.get("pattern", "")
-        if pattern == ID_RE:
-            return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        if pattern == PROVIDER_NAME_RE:
-            return "provider names may use only letters, digits, '_' and '-'"
-        if "https?" in pattern:
-            return "must be an http:// or https:// URL"
-        if "/" in pattern:
-            return "must look like provider/model, e.g. openai/gpt-5.5 or local/smollm2"
+    if kind == "string_pattern_mismatch" and (said := _pattern_message(ctx.get("pattern", ""))):
+        return said
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must not be empty"
+    msg = re.sub(r"^Value error, ", "", str(err["msg"]))
     return esc(msg.replace("Input should be", "must be"))
+
+
+def _pattern_message(pattern: str) -> str | None:
+    """What a field with this pattern takes, in words (a regex means nothing to a user)."""
+    if pattern == ID_RE:
+        return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    if pattern == PROVIDER_NAME_RE:
+        return "provider names may use only letters, digits, '_' and '-'"
+    if "https?" in pattern:
+        return "must be an http:// or https:// URL"
+    if "/" in pattern:
+        return "must look like provider/model, e.g. openai/gpt-5.5 or local/smollm2"
+    return None
 
 
 def _validation_problems(exc: ValidationError, file: str,

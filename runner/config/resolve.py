@@ -255,28 +255,8 @@ def _extras(t: TaskSpec, d: Settings, i: int, provider_name: str,
     def where(name: str) -> Path_:
         return ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
 
-    servers: dict[str, McpServerConfig] = {}
-    for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
-        for name, server in (layer or {}).items():
-            if server.cwd is not None:
-                cwd, wrong = _check_path(base_dir, server.cwd, want_dir=True)
-                if wrong is not None:
-                    problem((*owner, "mcp_servers", name, "cwd"), wrong)
-                server = server.model_copy(update={"cwd": str(cwd)})
-            servers[name] = server
-    skills: list[Skill] = []
-    for j, raw in enumerate(_first(t.skills, d.skills) or ()):
-        folder, wrong = _check_path(base_dir, raw, want_dir=True)
-        if folder is None or wrong is not None:
-            problem((*where("skills"), j), wrong or "not a directory")
-            continue
-        try:
-            skills.extend(load_skills(folder))
-        except SkillError as exc:
-            problem((*where("skills"), j), esc(str(exc)))
-    names = [s.name for s in skills]
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        problem(where("skills"), f"two skills are named {name!r}; names must be unique")
+    servers = _mcp_servers(t, d, i, base_dir, problem)
+    skills = _skills(_first(t.skills, d.skills) or (), where("skills"), base_dir, problem)
     web_search = bool(_first(t.web_search, d.web_search))
     if web_search:
         from runner.tools.hosted import web_search_problem
@@ -295,8 +275,41 @@ def _extras(t: TaskSpec, d: Settings, i: int, provider_name: str,
         wrong = schema_problem(schema)
         if wrong is not None:
             problem(where("output_schema"), wrong)
-    return {"mcp_servers": servers, "skills": tuple(skills), "web_search": web_search,
+    return {"mcp_servers": servers, "skills": skills, "web_search": web_search,
             "output_schema": schema}
+
+
+def _mcp_servers(t: TaskSpec, d: Settings, i: int, base_dir: Path,
+                 problem: Callable[[Path_, str], None]) -> dict[str, McpServerConfig]:
+    """The defaults' servers, then the task's (same name: the task's wins), cwd resolved."""
+    servers: dict[str, McpServerConfig] = {}
+    for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
+        for name, server in (layer or {}).items():
+            if server.cwd is not None:
+                cwd, wrong = _check_path(base_dir, server.cwd, want_dir=True)
+                if wrong is not None:
+                    problem((*owner, "mcp_servers", name, "cwd"), wrong)
+                server = server.model_copy(update={"cwd": str(cwd)})
+            servers[name] = server
+    return servers
+
+
+def _skills(folders: tuple[str, ...], at: Path_, base_dir: Path,
+            problem: Callable[[Path_, str], None]) -> tuple[Skill, ...]:
+    skills: list[Skill] = []
+    for j, raw in enumerate(folders):
+        folder, wrong = _check_path(base_dir, raw, want_dir=True)
+        if folder is None or wrong is not None:
+            problem((*at, j), wrong or "not a directory")
+            continue
+        try:
+            skills.extend(load_skills(folder))
+        except SkillError as exc:
+            problem((*at, j), esc(str(exc)))
+    names = [s.name for s in skills]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problem(at, f"two skills are named {name!r}; names must be unique")
+    return tuple(skills)
 
 
 def _json_file(base_dir: Path, raw: str, path: Path_,
