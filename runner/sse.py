@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,65 +163,87 @@ class Assembler:
         kind = payload.get("type")
         if not isinstance(kind, str):
             kind = event
-        if kind == "response.output_item.done":
-            item = payload.get("item")
-            if not isinstance(item, dict):
-                raise StreamError("output_item.done without an item", retryable=True)
-            self.items.append(Item(item))
-            return ("item_done", item)
-        if kind == "response.output_item.added":
-            item = payload.get("item")
-            return ("item_added", item) if isinstance(item, dict) else None
-        if kind == "response.output_text.delta":
-            delta = _text(payload.get("delta", ""))
-            if self._kept < TEXT_KEPT:
-                self.text.append(delta[:TEXT_KEPT - self._kept])
-                self._kept += len(self.text[-1])
-            return ("text_delta", {"delta": delta})
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return ("reasoning_delta", {"delta": _text(payload.get("delta", ""))})
-        if kind == "response.created":
-            resp = payload.get("response")
-            if isinstance(resp, dict) and isinstance(resp.get("id"), str):
-                self.response_id = resp["id"]
-            return None
-        if kind == "response.completed":
-            resp = payload.get("response")
-            if isinstance(resp, dict):
-                if isinstance(resp.get("id"), str):
-                    self.response_id = resp["id"]
-                self.usage = Usage.from_responses(resp.get("usage"))
-            self.done = True
-            return None
-        if kind == "response.failed":
-            failed = failed_error(payload.get("response"))
-            resp = payload.get("response")
-            failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
-                else None
-            raise failed
-        if kind == "response.incomplete":
-            resp = payload.get("response")
-            reason = None
-            if isinstance(resp, dict) and isinstance(resp.get("incomplete_details"), dict):
-                reason = resp["incomplete_details"].get("reason")
-            if reason == "max_output_tokens":
-                # Resending the same request would be cut at the same cap, and billed again.
-                err = StreamError("the answer hit max_output_tokens before it was complete",
-                                  code="max_output_tokens")
-                err.partial_output = "".join(self.text)
-            else:
-                err = StreamError(
-                    f"incomplete response returned, reason: {_text(reason)[:200]}",
-                    code="incomplete", retryable=True)
-            err.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
-                else None
-            raise err
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            return handler(self, payload)
         if kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
             raise failed_error({"error": payload.get("error", payload)})
         if not kind.startswith("response."):
             self.unknown_events += 1
         return None
+
+    def _item_done(self, payload: dict[str, Any]) -> Notice:
+        item = payload.get("item")
+        if not isinstance(item, dict):
+            raise StreamError("output_item.done without an item", retryable=True)
+        self.items.append(Item(item))
+        return ("item_done", item)
+
+    def _item_added(self, payload: dict[str, Any]) -> Notice:
+        item = payload.get("item")
+        return ("item_added", item) if isinstance(item, dict) else None
+
+    def _text_delta(self, payload: dict[str, Any]) -> Notice:
+        delta = _text(payload.get("delta", ""))
+        if self._kept < TEXT_KEPT:
+            self.text.append(delta[:TEXT_KEPT - self._kept])
+            self._kept += len(self.text[-1])
+        return ("text_delta", {"delta": delta})
+
+    def _created(self, payload: dict[str, Any]) -> Notice:
+        resp = payload.get("response")
+        if isinstance(resp, dict) and isinstance(resp.get("id"), str):
+            self.response_id = resp["id"]
+        return None
+
+    def _completed(self, payload: dict[str, Any]) -> Notice:
+        resp = payload.get("response")
+        if isinstance(resp, dict):
+            if isinstance(resp.get("id"), str):
+                self.response_id = resp["id"]
+            self.usage = Usage.from_responses(resp.get("usage"))
+        self.done = True
+        return None
+
+    def _failed(self, payload: dict[str, Any]) -> Notice:
+        resp = payload.get("response")
+        failed = failed_error(resp)
+        failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
+            else None
+        raise failed
+
+    def _incomplete(self, payload: dict[str, Any]) -> Notice:
+        resp = payload.get("response")
+        reason = None
+        if isinstance(resp, dict) and isinstance(resp.get("incomplete_details"), dict):
+            reason = resp["incomplete_details"].get("reason")
+        if reason == "max_output_tokens":
+            # Resending the same request would be cut at the same cap, and billed again.
+            err = StreamError("the answer hit max_output_tokens before it was complete",
+                              code="max_output_tokens")
+            err.partial_output = "".join(self.text)
+        else:
+            err = StreamError(f"incomplete response returned, reason: {_text(reason)[:200]}",
+                              code="incomplete", retryable=True)
+        err.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) else None
+        raise err
+
+
+Notice = tuple[str, dict[str, Any]] | None
+"""What `Assembler.feed` tells the caller about one event, if anything."""
+
+_HANDLERS: dict[str, Callable[[Assembler, dict[str, Any]], Notice]] = {
+    "response.output_item.done": Assembler._item_done,
+    "response.output_item.added": Assembler._item_added,
+    "response.output_text.delta": Assembler._text_delta,
+    "response.created": Assembler._created,
+    "response.completed": Assembler._completed,
+    "response.failed": Assembler._failed,
+    "response.incomplete": Assembler._incomplete,
+}
 
 
 def json_event(event: str, data: str) -> dict[str, Any]:
