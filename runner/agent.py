@@ -23,7 +23,7 @@ import anyio
 
 from runner import compaction as cp
 from runner import items as it
-from runner.errors import HTTPStatusError, ModelError
+from runner.errors import ModelError
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt, StreamEvent
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
@@ -456,6 +456,4 @@ def _classify(exc: ModelError) -> Status:
         return "quota_exhausted"
     if exc.code == "auth_failed":
         return "error"
-    if isinstance(exc, HTTPStatusError):
-        return "failed" if exc.status in (400, 413, 422) else "error"
-    return "error" if exc.retryable else "failed"
+    return "failed" if exc.request_fault else "error"

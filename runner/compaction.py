@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from runner import items as it
-from runner.errors import ConfigError, ContextWindowExceeded, HTTPStatusError, ModelError, Problem
+from runner.errors import ConfigError, ContextWindowExceeded, ModelError, Problem
 from runner.items import Item, Usage, dumps
 from runner.prompt import is_contextual_user_message
 from runner.providers import ModelResponse, Prompt
@@ -231,11 +231,9 @@ def drop_oldest(items: Sequence[Item], keep: int) -> list[Item] | None:
 
 
 def is_context_overflow(exc: BaseException) -> bool:
-    """The server refused the request because it does not fit the context window."""
-    if isinstance(exc, ContextWindowExceeded):
-        return True
-    return (isinstance(exc, HTTPStatusError) and exc.status in (400, 413)
-            and "context_length_exceeded" in exc.body)
+    """The server refused the request because it does not fit the context window (the
+    providers say so with one error kind, whatever the wire)."""
+    return isinstance(exc, ContextWindowExceeded)
 
 
 # --- the procedure ---------------------------------------------------------------------

@@ -70,6 +70,12 @@ class ModelError(RunnerError):
     """What the model wrote before `max_output_tokens` cut it off: kept for the report,
     since a cut-off answer is otherwise invisible."""
 
+    @property
+    def request_fault(self) -> bool:
+        """The request itself was refused (resending it cannot help): a run that ends on
+        it `failed`; otherwise the infrastructure gave out and the run is an `error`."""
+        return not self.retryable
+
 
 class TransportError(ModelError):
     retryable = True
@@ -101,6 +107,10 @@ OVERLOAD_CODES = frozenset({"rate_limit_exceeded", "server_is_overloaded", "slow
 
 
 class HTTPStatusError(ModelError):
+    @property
+    def request_fault(self) -> bool:
+        return self.status in (400, 413, 422)
+
     def __init__(self, status: int, body: str, *, retry_after_s: float | None = None) -> None:
         self.status = status
         self.body = body
@@ -145,13 +155,25 @@ class AuthFailed(ModelError):
     code = "auth_failed"
 
 
+_OVERFLOW_WORDS = ("context_length_exceeded", "exceed_context_size",
+                   "exceeds the available context", "context length", "maximum context")
+"""How servers say a request does not fit the context window: OpenAI's code, llama.cpp's
+and vLLM's wordings."""
+
+
+def says_context_overflow(status: int, body: str) -> bool:
+    """The one test for "the request does not fit the context window", for every wire."""
+    low = body.lower()
+    return status in (400, 413) and any(w in low for w in _OVERFLOW_WORDS)
+
+
 def http_error(status: int, body: str, *, retry_after_s: float | None = None) -> ModelError:
     """The error for a non-2xx answer, by status and the body's error code: quota and
     authentication failures are fatal and say so; a full context is for compaction."""
     err = HTTPStatusError(status, body, retry_after_s=retry_after_s)
     if err.code == "insufficient_quota":
         return QuotaExhausted(f"quota exhausted: {err}")
-    if err.code == "context_length_exceeded":
+    if err.code == "context_length_exceeded" or says_context_overflow(status, body):
         return ContextWindowExceeded(str(err))
     if status in (401, 403):
         return AuthFailed(str(err))

@@ -40,6 +40,7 @@ from runner.errors import (
     StreamError,
     TransportError,
     http_error,
+    says_context_overflow,
 )
 from runner.items import JSON, Item, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
@@ -580,19 +581,12 @@ class ChatStreamState:
 # HTTP.
 
 
-def _is_context_error(status: int, body: str) -> bool:
-    low = body.lower()
-    return status in (400, 413) and any(s in low for s in (
-        "context_length_exceeded", "exceed_context_size", "exceeds the available context",
-        "context length", "maximum context"))
-
-
 def stream_error(err: object) -> ModelError:
     """The error for an error chunk in a stream, classified as a `response.failed` is
     (transient codes are resent, quota and invalid requests are final); llama.cpp's
     context-size wording is recognised too."""
     text = dumps(err)[:2000]
-    if _is_context_error(400, text):
+    if says_context_overflow(400, text):
         return ContextWindowExceeded(text[:500])
     return failed_error({"error": err if isinstance(err, dict) else {"message": str(err)}})
 
@@ -697,8 +691,6 @@ class ChatClient:
                                                    ) as resp:
                         if resp.status_code >= 400:
                             text = await read_capped(resp)
-                            if _is_context_error(resp.status_code, text):
-                                raise ContextWindowExceeded(text[:500])
                             raise http_error(resp.status_code, text,
                                              retry_after_s=retry_after_s(resp.headers))
                         started = True
