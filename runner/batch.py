@@ -316,7 +316,8 @@ class Clients:
             env_key=p.env_key, auth=p.auth, env=self._env)
         client: ModelClient
         if p.wire_api == "chat":
-            from runner.providers.chat import ChatClient, Constrained
+            from runner.providers.chat import ChatClient
+            from runner.providers.chat_wire import Constrained
 
             client = ChatClient(base_url, api_key=api_key, headers=headers,
                                 query_params=p.query_params,

@@ -18,7 +18,7 @@ from runner.errors import ConfigError
 from runner.items import message
 from runner.output_schema import check_answer, text_format
 from runner.providers import Prompt
-from runner.providers.chat import Constrained, build_body, items_from_constrained
+from runner.providers.chat_wire import Constrained, build_body, items_from_constrained
 from tests.loopback import reply_message
 
 SCHEMA: dict[str, Any] = {

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from runner.errors import StreamError
 from runner.items import message
 from runner.providers import Prompt
-from runner.providers.chat import Constrained, answer_branches, build_body, constrained_schema
+from runner.providers.chat_wire import Constrained, answer_branches, build_body, constrained_schema
 from runner.providers.grammar import (
     CHAR_BYTES,
     INT_DIGITS,

@@ -27,10 +27,10 @@ from runner.errors import (
 )
 from runner.items import Item, function_call_output, message
 from runner.providers import Prompt, StreamEvent
-from runner.providers.chat import (
+from runner.providers.chat import ChatClient
+from runner.providers.chat_wire import (
     DEFAULT_TOOL_RESULT_NOTE,
     TOOL_RESULT_HEADER,
-    ChatClient,
     Constrained,
     build_body,
     call_id_for,
