@@ -31,12 +31,12 @@ from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import BatchLimits, ModelOptions, PriceConfig, ResolvedTask, TaskFile
 from runner.errors import EngineError, ModelError, SandboxError, UnsafeFileError
 from runner.hostfs import remove_tree
+from runner.http import provider_headers
 from runner.items import Usage
 from runner.journal import Entry, Journal, done
 from runner.output_schema import check_answer, text_format
 from runner.progress import Progress, QuietProgress, make_progress
 from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent, find_compactor
-from runner.providers.http import provider_headers
 from runner.redact import MIN_SECRET_LEN, Redactor
 from runner.reports.events import EventLog, JsonStream
 from runner.sandbox import make_executor, make_policy

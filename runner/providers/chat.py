@@ -15,14 +15,21 @@ from collections.abc import Mapping
 from contextlib import aclosing
 
 import anyio
-import httpx
 
+from runner import http
 from runner.errors import (
     ContextWindowExceeded,
     ModelError,
     StreamError,
     TransportError,
     http_error,
+)
+from runner.http import (
+    make_client,
+    read_capped,
+    request_headers,
+    retry_after_s,
+    sse_events,
 )
 from runner.items import JSON, Usage, dumps
 from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
@@ -32,23 +39,13 @@ from runner.providers.chat_wire import (
     Constrained,
     build_body,
 )
-from runner.providers.http import (
-    make_client,
-    read_capped,
-    request_headers,
-    retry_after_s,
-    sse_events,
-)
 from runner.sse import MAX_EVENT_BYTES
-
-_CLOSED_UNREAD = "without sending a response"
-"""httpx's words for a connection the server closed before answering (see `ChatClient`)."""
 
 
 class ChatClient:
     """`ModelClient` for `POST {base_url}/chat/completions` with SSE streaming.
 
-    One `httpx.AsyncClient` (from `http.make_client`) per client, so requests share a pool.
+    One HTTP client (from `http.make_client`) per client, so requests share a pool.
     llama.cpp's server closes the connection after every streamed answer while announcing
     keep-alive, so a request sent on the just-closed connection fails before any response;
     that case, and only that case, is resent once, immediately (the server never read it).
@@ -71,7 +68,7 @@ class ChatClient:
         stream_idle_timeout_s: float = 300.0,
         request_timeout_s: float = 600.0,
         max_event_bytes: int = MAX_EVENT_BYTES,
-        client: httpx.AsyncClient | None = None,
+        client: http.AsyncClient | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.params = dict(query_params or {})
@@ -136,9 +133,8 @@ class ChatClient:
         with anyio.move_on_after(self._deadline_s) as deadline:
             for resend in (False, True):
                 try:
-                    async with self._client.stream("POST", self.url, content=data,
-                                                   headers=headers, params=self.params
-                                                   ) as resp:
+                    async with http.stream(self._client, "POST", self.url, content=data,
+                                           headers=headers, params=self.params) as resp:
                         if resp.status_code >= 400:
                             text = await read_capped(resp)
                             raise http_error(resp.status_code, text,
@@ -151,17 +147,15 @@ class ChatClient:
                                 code="not_event_stream", retryable=True)
                         await self._read(resp, state, on_event)
                     break
-                except httpx.RequestError as exc:
+                except TransportError as exc:
                     if state.finish_reason is not None:
                         break
-                    what = f"{type(exc).__name__}: {exc}"
                     if started:
-                        raise StreamError(f"stream cut: {what}", code="stream_cut",
+                        raise StreamError(f"stream cut: {exc}", code="stream_cut",
                                           retryable=True) from exc
-                    if not resend and isinstance(exc, httpx.RemoteProtocolError) \
-                            and _CLOSED_UNREAD in str(exc):
+                    if not resend and exc.code == http.CLOSED_UNREAD:
                         continue
-                    raise TransportError(what) from exc
+                    raise
         if deadline.cancelled_caught and state.finish_reason is None:
             what = f"request timeout: no complete answer within {self._deadline_s:g} s"
             if started:
@@ -169,7 +163,7 @@ class ChatClient:
             raise TransportError(what, code="request_timeout")
         return state
 
-    async def _read(self, resp: httpx.Response, state: ChatStreamState,
+    async def _read(self, resp: http.Response, state: ChatStreamState,
                     on_event: OnEvent | None) -> None:
         """Frame and accumulate the stream. The idle clock restarts only on a real event,
         so `: keepalive` comments alone still time out. The body is read to its end after

@@ -12,16 +12,14 @@ from collections.abc import Mapping
 from contextlib import aclosing
 
 import anyio
-import httpx
 
+from runner import http
 from runner.errors import (
     StreamError,
     TransportError,
     http_error,
 )
-from runner.items import Item, Usage, dumps
-from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
-from runner.providers.http import (
+from runner.http import (
     ERROR_BODY_BYTES,
     make_client,
     read_capped,
@@ -29,6 +27,8 @@ from runner.providers.http import (
     retry_after_s,
     sse_events,
 )
+from runner.items import Item, Usage, dumps
+from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
 from runner.sse import MAX_EVENT_BYTES, Assembler
 
 
@@ -84,7 +84,7 @@ class ResponsesClient:
         request_timeout_s: float = 600.0,
         max_event_bytes: int = MAX_EVENT_BYTES,
         max_connections: int = 32,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: http.AsyncTransport | None = None,
     ) -> None:
         hdrs = request_headers(headers, api_key, accept="text/event-stream",
                                **{"content-type": "application/json"})
@@ -106,10 +106,10 @@ class ResponsesClient:
         started = False
         with anyio.move_on_after(self._deadline_s) as deadline:
             try:
-                async with self._client.stream("POST", self._url, content=body,
-                                               params=self._params,
-                                               headers={"session_id": prompt.prompt_cache_key}
-                                               ) as resp:
+                async with http.stream(self._client, "POST", self._url, content=body,
+                                       params=self._params,
+                                       headers={"session_id": prompt.prompt_cache_key}
+                                       ) as resp:
                     if resp.status_code >= 400:
                         raise http_error(resp.status_code, await read_capped(resp),
                                          retry_after_s=retry_after_s(resp.headers))
@@ -119,13 +119,12 @@ class ResponsesClient:
                         raise StreamError(f"not an event stream: content-type {kind[:100]!r}",
                                           code="not_event_stream", retryable=True)
                     await self._read(resp, asm, on_event)
-            except httpx.RequestError as exc:
+            except TransportError as exc:
                 if not asm.done:
-                    what = f"{type(exc).__name__}: {exc}"
                     if started:
-                        raise StreamError(f"stream cut: {what}", code="stream_cut",
+                        raise StreamError(f"stream cut: {exc}", code="stream_cut",
                                           retryable=True) from exc
-                    raise TransportError(what) from exc
+                    raise
         if deadline.cancelled_caught and not asm.done:
             what = f"request timeout: no complete response within {self._deadline_s:g} s"
             if started:
@@ -137,7 +136,7 @@ class ResponsesClient:
         return ModelResponse(items=asm.items, usage=asm.usage, response_id=asm.response_id,
                              request_bytes=len(body))
 
-    async def _read(self, resp: httpx.Response, asm: Assembler,
+    async def _read(self, resp: http.Response, asm: Assembler,
                     on_event: OnEvent | None) -> None:
         """Frame and assemble the stream. The idle clock restarts only on a real event,
         so a server that sends nothing but `: keepalive` comments still times out. The
@@ -158,13 +157,10 @@ class ResponsesClient:
         (typically the kept user messages and one opaque `compaction` item) out.
         """
         body = build_compact_body(prompt).encode()
-        try:
-            resp = await self._client.post(self._url + "/compact", content=body,
-                                           params=self._params,
-                                           headers={"session_id": prompt.prompt_cache_key,
-                                                    "accept": "application/json"})
-        except httpx.RequestError as exc:
-            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        resp = await http.post(self._client, self._url + "/compact", content=body,
+                               params=self._params,
+                               headers={"session_id": prompt.prompt_cache_key,
+                                        "accept": "application/json"})
         text = resp.text
         if resp.status_code >= 400:
             raise http_error(resp.status_code, text[:ERROR_BODY_BYTES],

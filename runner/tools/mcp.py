@@ -328,13 +328,13 @@ class McpSessions:
 
 @asynccontextmanager
 async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """The SDK's streamable HTTP transport with our headers; the SDK leaves closing a
-    client it was given to its owner, so this owns it."""
-    import httpx2
+    """The SDK's streamable HTTP transport with our headers, over the seam's client."""
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) \
-            as http, streamable_http_client(url, http_client=http) as streams:
+    from runner.http import mcp_client
+
+    async with mcp_client(headers) as http, \
+            streamable_http_client(url, http_client=http) as streams:
         yield streams
 
 

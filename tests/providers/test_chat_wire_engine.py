@@ -21,10 +21,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from runner.http import make_client
 from runner.items import Item, function_call_output, message
 from runner.providers import Prompt
 from runner.providers.chat import ChatClient
-from runner.providers.http import make_client
 from runner.providers.local import LocalEngine
 from tests.providers.test_local_chat import INSTRUCTIONS, SHELL
 

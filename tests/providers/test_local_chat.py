@@ -25,6 +25,7 @@ from runner.errors import (
     HTTPStatusError,
     StreamError,
 )
+from runner.http import make_client
 from runner.items import Item, function_call_output, message
 from runner.providers import Prompt, StreamEvent
 from runner.providers.chat import ChatClient
@@ -40,7 +41,6 @@ from runner.providers.chat_wire import (
     readable_tool_output,
 )
 from runner.providers.grammar import MAX_LENGTH, bound
-from runner.providers.http import make_client
 from runner.providers.local import LocalEngine, find_model
 
 SHELL: dict[str, Any] = {

@@ -15,7 +15,7 @@ import pytest
 from runner.config import BUILTIN_PROVIDERS, parse_task_file, resolve
 from runner.config.codex_config import default_path, load_codex_providers
 from runner.errors import ConfigError
-from runner.providers.http import provider_headers
+from runner.http import provider_headers
 from tests.loopback import reply_message
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ from runner.errors import (
     TransportError,
     http_error,
 )
+from runner.http import retry_after_s
 from runner.items import message
-from runner.providers.http import retry_after_s
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import Retry, RetryingClient, backoff_s, decide
 from runner.sandbox.local import LocalExecutor

@@ -1,4 +1,6 @@
-"""The one place an `httpx.AsyncClient` is built.
+"""The one HTTP seam: every HTTP client of the runner is built here (model providers,
+MCP servers over HTTP, the GitHub REST API), and httpx's exceptions become the runner's
+own (`TransportError`) here, so no other module imports httpx.
 
 One client per provider keeps one pool of kept-alive connections, so a thread's requests
 reuse a warm connection instead of paying a handshake each time (Codex opens a new one per
@@ -9,14 +11,20 @@ from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Literal
 
 import anyio
 import httpx
 
-from runner.errors import StreamError
+from runner.errors import StreamError, TransportError
 from runner.sse import Framer
+
+Response = httpx.Response
+AsyncClient = httpx.AsyncClient
+AsyncTransport = httpx.AsyncBaseTransport
+"""The types callers name; they come from here, not from httpx."""
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
@@ -68,7 +76,7 @@ def make_client(
     *,
     headers: Mapping[str, str] | None = None,
     max_connections: int = 32,
-    transport: httpx.AsyncBaseTransport | None = None,
+    transport: AsyncTransport | None = None,
     base_url: str = "",
 ) -> httpx.AsyncClient:
     # A client only ever talks to its provider's base URL (redirects are not followed):
@@ -87,7 +95,39 @@ def make_client(
     )
 
 
-def retry_after_s(headers: httpx.Headers, *, now: float | None = None) -> float | None:
+CLOSED_UNREAD = "closed_unread"
+"""`TransportError.code` for a connection the server closed before answering (a kept-alive
+connection it had dropped): the request never reached it, so it may be sent again at once."""
+
+
+def transport_error(exc: httpx.RequestError) -> TransportError:
+    unread = isinstance(exc, httpx.RemoteProtocolError) and \
+        "without sending a response" in str(exc)
+    return TransportError(f"{type(exc).__name__}: {exc}",
+                          code=CLOSED_UNREAD if unread else None)
+
+
+@asynccontextmanager
+async def stream(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any
+                 ) -> AsyncIterator[httpx.Response]:
+    """`client.stream(...)`, with every network failure (sending, or reading the body
+    inside the block) raised as a `TransportError`."""
+    try:
+        async with client.stream(method, url, **kwargs) as resp:
+            yield resp
+    except httpx.RequestError as exc:
+        raise transport_error(exc) from exc
+
+
+async def post(client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
+    """A unary POST, its body read; network failures raised as `TransportError`."""
+    try:
+        return await client.post(url, **kwargs)
+    except httpx.RequestError as exc:
+        raise transport_error(exc) from exc
+
+
+def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """The wait a server asks for: `retry-after-ms`, else `Retry-After` in seconds or as an
     HTTP date. None when absent or unreadable."""
     ms = headers.get("retry-after-ms")
@@ -151,3 +191,14 @@ async def read_capped(resp: httpx.Response) -> str:
         if len(buf) >= ERROR_BODY_BYTES:
             break
     return bytes(buf[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
+
+
+@asynccontextmanager
+async def mcp_client(headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    """The client the MCP SDK's streamable HTTP transport talks through (the SDK takes an
+    httpx2 client; it leaves closing it to its owner, so this owns it)."""
+    import httpx2
+
+    async with httpx2.AsyncClient(headers=dict(headers),
+                                  timeout=httpx2.Timeout(30.0, read=300.0)) as client:
+        yield client
