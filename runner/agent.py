@@ -25,7 +25,7 @@ from runner import compaction as cp
 from runner import items as it
 from runner.errors import ModelError
 from runner.items import Item, Usage
-from runner.providers import Compactor, ModelClient, ModelResponse, Prompt, StreamEvent
+from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 
@@ -54,22 +54,13 @@ class Sink(Protocol):
 
 
 @dataclass(frozen=True)
-class Turn:
-    """A follow-up turn whose settings changed: `context` (from `prompt.context_update`)
-    is appended before the prompt, never edited into earlier messages."""
-
-    prompt: str
-    context: Sequence[Item] = ()
-
-
-@dataclass(frozen=True)
 class ThreadSpec:
     thread_id: str
     model: str
     instructions: str
     context: Sequence[Item]
     """Initial context (developer + contextual user message), before the first prompt."""
-    prompts: Sequence[str | Turn]
+    prompts: Sequence[str]
     """The task prompt, then each follow-up turn, all in the same thread."""
     max_requests: int
     timeout_s: float
@@ -149,7 +140,7 @@ class Thread:
         self._turn_requests = 0
         self._last_outputs: list[Item] = []
         self._context: list[Item] = list(spec.context)
-        """What a rebuilt history starts with: the initial context and later updates."""
+        """What a rebuilt history starts with: the initial context."""
         self._head = len(spec.context)
         """Leading history items that are context, which compaction never drops."""
         self._counter = cp.TokenCounter(cp.head_bytes(spec.instructions, self.tool_specs))
@@ -201,11 +192,8 @@ class Thread:
                        self.tool_calls, self._turns_done, time.monotonic() - self._start,
                        self.compactions, self.truncated_output)
 
-    def _begin_turn(self, turn: str | Turn) -> None:
-        t = turn if isinstance(turn, Turn) else Turn(turn)
-        self.history.extend(t.context)
-        self._context.extend(t.context)
-        self.history.append(it.message("user", t.prompt))
+    def _begin_turn(self, prompt: str) -> None:
+        self.history.append(it.message("user", prompt))
 
     async def _turn_loop(self, turn: int) -> str | None:
         first = True
@@ -254,7 +242,7 @@ class Thread:
     async def _sample(self, turn: int) -> list[Item]:
         self._turn_requests += 1
         _, resp = await self._request(
-            self._prompt(), "turn", lambda p: self.model.generate(p, on_event=self._on_stream))
+            self._prompt(), "turn", self.model.generate)
         self.history.extend(resp.items)
         self._counter.observe(resp.usage, self.history)
         for item in resp.items:
@@ -407,10 +395,6 @@ class Thread:
                 self.history.append(it.custom_tool_call_output(cid, "aborted")
                                     if item.type == "custom_tool_call"
                                     else it.function_call_output(cid, "aborted"))
-
-    def _on_stream(self, event: StreamEvent) -> None:
-        if event.kind in ("text_delta", "reasoning_delta"):
-            self.sink.emit({"type": f"stream.{event.kind}", "delta": event.data.get("delta", "")})
 
     def _emit_item(self, kind: str, fields: dict[str, Any]) -> None:
         self.sink.emit({"type": "item.completed",

@@ -11,7 +11,7 @@ The conversation starts with two context messages, then the task:
 2. a `user` message: the AGENTS.md instructions, then the environment context;
 3. the `user` message with the task (`user_turn`).
 
-Later turns append only what changed (`context_update`).
+Later turns of a task send only their prompt: the settings of a run never change.
 """
 
 from __future__ import annotations
@@ -512,30 +512,6 @@ def initial_items(
 def user_turn(text: str) -> Item:
     """The task (or a follow-up) as a plain user message."""
     return message("user", text)
-
-
-def context_update(previous: TurnContext, current: TurnContext) -> list[Item]:
-    """What to append before the next user message when settings changed; [] if none did.
-
-    A full new permissions block when what it says would change (sandbox, network,
-    roots, approval, notes; in workspace-write also cwd, which is a root). An
-    `<environment_context>` when cwd, date or timezone changed: `<cwd>` only if it
-    changed, shell, date and timezone always. A shell change alone sends nothing, as in
-    Codex.
-    """
-    items: list[Item] = []
-    permissions = current.permissions()
-    if permissions != previous.permissions():
-        items.append(message("developer", permissions))
-    cwd_changed = current.cwd != previous.cwd
-    if (cwd_changed or current.current_date != previous.current_date
-            or current.timezone != previous.timezone):
-        env = _environment_context(
-            current.cwd if cwd_changed else None, current.shell, current.current_date,
-            current.timezone,
-        )
-        items.append(message("user", env))
-    return items
 
 
 def is_contextual_user_message(item: Item) -> bool:

@@ -285,33 +285,6 @@ def test_plain_output_form() -> None:
         "output": "ok", "metadata": {"exit_code": 0, "duration_seconds": 0.0}}
 
 
-async def test_changed_settings_are_appended_not_edited(loopback: LoopbackFactory,
-                                                        tmp_path: Path) -> None:
-    """A follow-up turn in another directory and sandbox: a new permissions message and
-    an `<environment_context>` with the new cwd go before its prompt; nothing earlier
-    changes, so the request still extends the previous one."""
-    from runner.agent import Turn
-
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    before = prompts.TurnContext(cwd=tmp_path, sandbox="danger-full-access", network=True,
-                                 shell="bash", current_date="2026-01-01", timezone="UTC")
-    after = prompts.TurnContext(cwd=sub, sandbox="read-only", network=True, shell="bash",
-                                current_date="2026-01-01", timezone="UTC")
-    update = prompts.context_update(before, after)
-    srv = await loopback([shell("pwd", "c1"), reply_message("one"), reply_message("two")])
-    outcome, _ = await run_thread(srv.base_url, tmp_path,
-                                  prompts_=("go", Turn("now here", update)))  # type: ignore[arg-type]
-    assert outcome.status == "completed" and outcome.final_message == "two"
-    assert_exact_extension(srv.requests)
-    tail = srv.requests[2].input[-3:]
-    assert [(i["role"], i["content"][0]["text"][:22]) for i in tail] == [
-        ("developer", "<permissions instructi"), ("user", "<environment_context>\n"),
-        ("user", "now here")]
-    assert f"<cwd>{sub}</cwd>" in tail[1]["content"][0]["text"]
-    assert_cache_stable(outcome.requests)
-
-
 class ShiftingTool:
     """A tool whose definition changes every time it is asked for it."""
 

@@ -6,11 +6,9 @@ tests/test_prompt.py` and review the diff; without it the tests only compare.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -408,73 +406,3 @@ def test_is_contextual_user_message(tmp_path: Path) -> None:
         Item({"type": "function_call_output", "call_id": "c", "output": "<environment_context>"}))
 
 
-# --- context updates --------------------------------------------------------------------
-
-
-BASE = TurnContext(cwd=Path("/work/repo"), sandbox="workspace-write", network=False,
-                   shell="bash", current_date=DATE, timezone=TZ)
-
-
-def _replace(**changes: Any) -> TurnContext:
-    return dataclasses.replace(BASE, **changes)
-
-
-def test_context_update_nothing_changed() -> None:
-    assert prompt.context_update(BASE, _replace()) == []
-    assert prompt.context_update(BASE, _replace(shell="zsh")) == []  # shell is ignored
-
-
-def test_context_update_day_rollover() -> None:
-    items = prompt.context_update(BASE, _replace(current_date="2026-03-15"))
-    assert [i.data for i in items] == [message("user", (
-        "<environment_context>\n"
-        "  <shell>bash</shell>\n"
-        "  <current_date>2026-03-15</current_date>\n"
-        "  <timezone>Europe/Berlin</timezone>\n"
-        "</environment_context>")).data]
-    assert prompt.is_contextual_user_message(items[0])
-
-
-def test_context_update_timezone_change_reports_current_shell() -> None:
-    items = prompt.context_update(BASE, _replace(timezone="UTC", shell="zsh"))
-    assert len(items) == 1
-    text = items[0].data["content"][0]["text"]
-    assert "<cwd>" not in text
-    assert "  <shell>zsh</shell>\n" in text and "  <timezone>UTC</timezone>\n" in text
-
-
-@pytest.mark.parametrize(
-    "change",
-    [{"network": True}, {"sandbox": "read-only"}, {"sandbox": "danger-full-access"},
-     {"writable_roots": (Path("/tmp"),)}, {"approval": "on-request"},
-     {"permission_notes": ("No sandbox is enforced yet.",)}],
-    ids=["network", "read-only", "full-access", "roots", "approval", "notes"],
-)
-def test_context_update_permissions_only(change: dict[str, object]) -> None:
-    current = _replace(**change)
-    items = prompt.context_update(BASE, current)
-    assert [i.data for i in items] == [message("developer", current.permissions()).data]
-
-
-def test_context_update_cwd_change_golden() -> None:
-    """In workspace-write cwd is a writable root, so both messages go out, developer first."""
-    items = prompt.context_update(BASE, _replace(cwd=Path("/work/repo/sub"),
-                                                 current_date="2026-03-15"))
-    assert [i.role for i in items] == ["developer", "user"]
-    check_golden("update_cwd_workspace-write.json", items_json(items))
-
-
-def test_context_update_cwd_change_read_only() -> None:
-    before = _replace(sandbox="read-only")
-    after = _replace(sandbox="read-only", cwd=Path("/elsewhere"))
-    items = prompt.context_update(before, after)
-    assert [i.role for i in items] == ["user"]
-    assert items[0].data["content"][0]["text"].startswith(
-        "<environment_context>\n  <cwd>/elsewhere</cwd>\n  <shell>bash</shell>\n")
-
-
-def test_context_update_everything_golden() -> None:
-    after = _replace(sandbox="danger-full-access", network=True, cwd=Path("/other"),
-                     current_date="2026-03-16", timezone="America/New_York")
-    items = prompt.context_update(BASE, after)
-    check_golden("update_everything.json", items_json(items))
