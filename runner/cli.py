@@ -15,12 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.errors import ConfigError, Problem, RunnerError
+from runner.vocabulary import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_RUNNER,
+    EXIT_TASK_FAILED,
+    REASONING_EFFORTS,
+    SANDBOX_MODES,
+)
 
 if TYPE_CHECKING:
     from runner.batch import BatchPlan
     from runner.config import ResolvedTask, TaskFile
 
-EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_RUNNER = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="keep the finished runs recorded in --out and run the rest")
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
-    run.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
+    run.add_argument("--sandbox", choices=SANDBOX_MODES,
                      help="use this sandbox for every task (e.g. read-only on pull requests)")
     run.add_argument("--reasoning-effort",
-                     choices=["none", "minimal", "low", "medium", "high", "xhigh"],
+                     choices=REASONING_EFFORTS,
                      help="use this reasoning effort for every run (over model_options)")
     run.add_argument("--json", action="store_true",
                      help="stream the `codex exec --json` events on stdout, one run after "
@@ -67,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                      ("--tag", {"metavar": "TAG"})):
         val.add_argument(flag, action="append", default=[], **kw)  # type: ignore[arg-type]
     val.add_argument("--shard", metavar="K/N")
-    val.add_argument("--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
+    val.add_argument("--sandbox", choices=SANDBOX_MODES,
                      help="as for run")
     _pin_flags(val)
     val.add_argument("--offline", action="store_true",

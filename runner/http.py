@@ -13,13 +13,14 @@ import email.utils
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx
 
 from runner.errors import StreamError, TransportError
 from runner.sse import Framer
+from runner.vocabulary import Auth
 
 Response = httpx.Response
 AsyncClient = httpx.AsyncClient
@@ -41,7 +42,6 @@ def request_headers(headers: Mapping[str, str] | None, api_key: str | None,
     return out
 
 
-Auth = Literal["bearer", "api-key", "none"]
 
 
 def provider_headers(

@@ -27,8 +27,8 @@ from runner import hostfs
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.items import Item, message
 from runner.skills import Skill
+from runner.vocabulary import SandboxMode
 
-SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
 ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
 
 AGENTS_MD = "AGENTS.md"

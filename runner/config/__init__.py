@@ -29,9 +29,7 @@ from runner.config.schema import (
     PriceConfig,
     ProviderConfig,
     PushSettings,
-    ReasoningEffort,
     ResolvedTask,
-    SandboxMode,
     Settings,
     TaskFile,
     TaskSpec,
@@ -41,6 +39,7 @@ from runner.config.schema import (
     timezone_problem,
 )
 from runner.config.text import dotted
+from runner.vocabulary import ReasoningEffort, SandboxMode
 
 __all__ = [
     "BUILTIN_PROVIDERS", "COMMAND_LINE", "DEFAULT_TOOLS", "MAX_TASK_FILE_BYTES", "BatchLimits",

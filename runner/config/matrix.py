@@ -12,14 +12,13 @@ from pathlib import Path
 from runner.config.resolve import _check_path, _first, _merged, resolve
 from runner.config.schema import (
     ModelOptions,
-    ReasoningEffort,
     ResolvedTask,
-    SandboxMode,
     TaskFile,
     Variant,
 )
 from runner.config.text import Path_, dotted, line_for
 from runner.errors import ConfigError, Problem
+from runner.vocabulary import ReasoningEffort, SandboxMode
 
 
 def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> ResolvedTask:

@@ -26,9 +26,8 @@ from pydantic_core import PydanticCustomError
 from runner.config.text import Path_, describe, esc, line_for, short
 from runner.errors import Problem
 from runner.skills import Skill
+from runner.vocabulary import Auth, ReasoningEffort, SandboxMode
 
-SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 ToolName = Literal["shell", "apply_patch", "update_plan"]
 ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MODEL_RE = r"^[^/\s]+/\S+$"
@@ -148,7 +147,7 @@ class ProviderConfig(Frozen):
     """Environment variable holding the API key, sent the way `auth` says."""
     name: str | None = None
     """A display name (Codex's `name`); tasks use the key under `providers:`."""
-    auth: Literal["bearer", "api-key", "none"] = "bearer"
+    auth: Auth = "bearer"
     """How the key is sent: `Authorization: Bearer` (OpenAI and most servers), an
     `api-key` header (Azure), or not at all."""
     env_http_headers: dict[str, EnvName] = {}
@@ -265,7 +264,7 @@ class ModelOptions(Frozen):
     seed: StrictInt | None = None
     max_output_tokens: Annotated[StrictInt, Field(ge=1, le=10_000_000)] | None = None
     """Per request (`max_tokens` on the Chat wire)."""
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_effort: ReasoningEffort | None = None
     reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
     parallel_tool_calls: StrictBool | None = None
@@ -424,7 +423,7 @@ class Variant(Frozen):
     developer_instructions: str | None = None
     prompt_template: str | None = None
     """The task prompt is put where `{prompt}` stands, e.g. "Think first.\n\n{prompt}"."""
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_effort: ReasoningEffort | None = None
     tools: tuple[ToolName, ...] | None = None
     model_options: ModelOptions | None = None
 

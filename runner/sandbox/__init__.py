@@ -10,8 +10,9 @@ from pathlib import Path
 
 from runner.sandbox.bwrap import BwrapExecutor, Limits, hand_over, probe
 from runner.sandbox.local import LocalExecutor
-from runner.sandbox.policy import Policy, SandboxMode
+from runner.sandbox.policy import Policy
 from runner.tools import Executor
+from runner.vocabulary import SandboxMode
 
 __all__ = ["Policy", "SandboxMode", "make_executor", "make_policy"]
 

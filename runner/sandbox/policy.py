@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
+from runner.vocabulary import SandboxMode
 
 PROTECTED_NAMES = (".git", ".runner")
 """Inside a writable root these stay read-only: a writable `.git` lets a command plant
