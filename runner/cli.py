@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("dir", type=Path, metavar="DIR", help="the batch's report directory")
     br.add_argument("--repo", type=Path, required=True, help="the repository the runs used")
     br.add_argument("--delete", action="store_true",
-                    help="delete each branch that still points at the commit the run made")
+                    help="delete the branches this batch made: named with its run id, "
+                         "still at the runner's commit and checked out nowhere; every "
+                         "branch kept is listed with the reason")
     cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
     cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
     cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
@@ -346,18 +348,12 @@ def _report_branches(args: argparse.Namespace) -> int:
         workspace.check_base(repo, "HEAD")
     except workspace.WorkspaceError as exc:
         raise _problem("--repo", str(exc)) from None
+    from runner.branches import review
+
     counts: dict[str, int] = {}
-    for t in report.tasks:
-        if t.result is None or t.result.branch is None:
-            continue
-        state = workspace.branch_state(repo, t.result.branch, t.result.commit)
-        if args.delete and state == "present":
-            state = "deleted" if workspace.delete_branch_at(
-                repo, t.result.branch, t.result.commit) else "kept (changed meanwhile)"
-        elif args.delete and state in ("moved", "checked-out"):
-            state += ", kept"
-        counts[state] = counts.get(state, 0) + 1
-        print(f"{t.result.branch} {t.result.commit[:12]} {state}")
+    for v in review(repo, report, delete=args.delete):
+        counts[v.state] = counts.get(v.state, 0) + 1
+        print(v.line(args.delete))
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
     sys.stderr.write(f"{args.dir}: {summary}\n")
     return EXIT_OK
