@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="significance level of Fisher's exact test (default 0.05)")
     cmp.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 on a significant drop in pass rate overall or for a "
-                          "model/variant")
+                          "model/variant; else exit 3 when the comparison is inconclusive "
+                          "(BASE or NEW partial, or a model/variant with no finished run "
+                          "on one side: all errored or skipped); else 0")
     return p
 
 
@@ -306,7 +308,8 @@ def _report_merge(args: argparse.Namespace) -> int:
 
 
 def _report_compare(args: argparse.Namespace) -> int:
-    """0, or 1 with --fail-on-regression when a pass rate dropped significantly."""
+    """0; with --fail-on-regression 1 when a pass rate dropped significantly, 3 when the
+    inputs cannot tell (partial, or nothing finished on one side)."""
     from runner.reports.compare import compare, render_compare
     from runner.reports.merge import load_shard
 
@@ -327,7 +330,12 @@ def _report_compare(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(render_compare(result), end="")
-    return EXIT_TASK_FAILED if args.fail_on_regression and result.regressions else EXIT_OK
+    if not args.fail_on_regression:
+        return EXIT_OK
+    for why in result.inconclusive:
+        sys.stderr.write(f"compare: inconclusive: {why}\n")
+    return (EXIT_TASK_FAILED if result.regressions
+            else EXIT_RUNNER if result.inconclusive else EXIT_OK)
 
 
 def _label(directory: Path, variant: str | None) -> str:
