@@ -301,7 +301,7 @@ def _report_merge(args: argparse.Namespace) -> int:
     if report.partial:
         sys.stderr.write(f"PARTIAL merge: shard(s) {', '.join(map(str, report.missing_shards))}"
                          " missing; every output is marked partial\n")
-    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s): {t.finished} "
+    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
                      f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
                      f"errored\nreport: {args.out / 'report.json'}\n")
     return exit_code(r.status for r in report.tasks)
