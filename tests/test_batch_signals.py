@@ -58,3 +58,32 @@ def test_signal_kills_a_running_check_and_keeps_the_work(
     assert git(repo, "show", f"{run['result']['branch']}:done.txt") == "done\n"
     assert "check.completed" not in (out / "threads" / "slow.jsonl").read_text()
     assert _alive(marker) == ""
+
+
+def test_report_html_is_written_at_checkpoints_while_runs_go_on(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    from tests.loopback import last_user_text, reply_function_call
+
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("quick answer")
+                                           if "quick" in json.dumps(req.input)
+                                           else reply_function_call(
+        "shell", {"command": ["bash", "-c", "sleep 60"], "timeout_ms": 120_000},
+        call_id=f"c{i}") if last_user_text(req) else reply_message("x")))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [("quick", "quick"), ("long", "long")])
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "run", str(tasks), "--out",
+                             str(out), "--concurrency", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        page = out / "report.html"
+        deadline = time.monotonic() + 60
+        while not page.exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        assert proc.poll() is None      # written before the batch ended
+        html = page.read_text()
+        assert "Written while the batch runs: 1 runs" in html and "quick answer" in html
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)

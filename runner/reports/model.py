@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-SCHEMA_VERSION = "runner.report/1"
+SCHEMA_VERSION = "runner.report/2"
+READS = frozenset({"runner.report/1", SCHEMA_VERSION})
+"""/1 called `totals.runs` `totals.tasks`; it is read and written back as /2."""
 
 
 class Strict(BaseModel):

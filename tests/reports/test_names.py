@@ -42,3 +42,19 @@ def test_junit_root_has_no_skipped_attribute_because_the_schema_forbids_it() -> 
     assert 'skipped="2"' in xml       # on the suite, where the schema allows it
     rooted = xml.replace("<testsuites ", '<testsuites skipped="2" ', 1)
     assert not schema.is_valid(rooted)
+
+
+def test_reports_of_schema_1_are_still_read(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = json.loads(_mixed().model_dump_json())
+    data["schema_version"] = "runner.report/1"
+    data["totals"]["tasks"] = data["totals"].pop("runs")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "report.json").write_text(json.dumps(data))
+    res = subprocess.run([sys.executable, "-m", "runner", "report", "compare",
+                          tmp_path / "old", tmp_path / "old", "--format", "json"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["overall"]["base"]["runs"] == 5
