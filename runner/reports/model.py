@@ -249,6 +249,8 @@ class Report(Strict):
     started_at: str
     finished_at: str
     duration_s: float
+    """Wall time from `started_at` to `finished_at`: for a batch finished by `--resume`, the
+    last session only (earlier sessions are not counted; each run's own `duration_s` is)."""
     totals: Totals
     tasks: list[TaskReport]
     """One entry per run (not per task: a task runs once per model, variant and repeat).
