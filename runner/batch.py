@@ -474,7 +474,8 @@ async def run_batch(
                             await _keep_result(run, ws, out_dir, run_id, redact, env, log,
                                                journal)
                             if run.outcome is not None:
-                                run.check = await _run_check(t, ws.path, agent_env, ws.objects)
+                                await _check_unless_stopped(run, ws, agent_env, checks,
+                                                            interrupted)
                                 if run.check is not None:
                                     log.emit({"type": "check.completed",
                                               "exit_code": run.check.exit_code,
@@ -494,6 +495,7 @@ async def run_batch(
             await checkpoint()
 
     last_write = [0.0]
+    last_page = [0.0, 0.0]   # when report.html was last written, and what that took
     writing = anyio.Lock()
 
     async def checkpoint() -> None:
@@ -512,15 +514,22 @@ async def run_batch(
                                    started=started, finished=dt.datetime.now(dt.UTC),
                                    pending=len(runs) - len(done_reports),
                                    batch=plan.identity())
+            # report.html too, but at most a tenth of the time: with thousands of runs
+            # it takes seconds (transcripts are read), the other reports milliseconds.
+            now = time.monotonic()
+            page = now - last_page[0] >= max(CHECKPOINT_S, 10 * last_page[1])
             await anyio.to_thread.run_sync(functools.partial(
-                write_reports, partial, out_dir, redact=redact, page=False))
+                write_reports, partial, out_dir, redact=redact, page=page))
+            if page:
+                last_page[:] = [now, time.monotonic() - now]
 
     interrupted: list[int] = []
+    checks: set[anyio.CancelScope] = set()
     with _work_root() as work_root:
         async with AsyncExitStack() as stack:
             clients = Clients(stack, env)
             async with anyio.create_task_group() as outer:
-                outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted)
+                outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted, checks)
                 async with anyio.create_task_group() as tg:
                     for run in runs:
                         if run.report is None:
@@ -602,13 +611,39 @@ async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
     await workspace.delete_branch(repo, entry.branch, entry.commit)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> None:
-    """Ctrl-C or SIGTERM cancels every run; each one still commits its work (shielded
-    cleanup in `one`) and the reports are written before the runner exits."""
+async def _check_unless_stopped(run: TaskRun, ws: workspace.Workspace, env: dict[str, str],
+                                checks: set[anyio.CancelScope], interrupted: list[int]) -> None:
+    """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
+    kills its process group): Ctrl-C must not wait for a long check. A run the signal
+    stopped, before or during its check, is `interrupted` (redone by `--resume`), never
+    passed or failed by a check that did not finish."""
+    assert run.outcome is not None
+    if run.outcome.status != "interrupted" and not interrupted:
+        with anyio.CancelScope() as scope:
+            checks.add(scope)
+            try:
+                run.check = await _run_check(run.task, ws.path, env, ws.objects)
+            finally:
+                checks.discard(scope)
+        if not scope.cancelled_caught:
+            return
+    if run.outcome.status == "completed":
+        run.outcome = dataclasses.replace(
+            run.outcome, status="interrupted",
+            error="interrupted by a signal before its check finished; the work is kept")
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int],
+                          checks: set[anyio.CancelScope]) -> None:
+    """Ctrl-C or SIGTERM cancels every run and every running check; each run still
+    commits its work (shielded cleanup in `one`) and the reports are written before the
+    runner exits."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             interrupted.append(signum)
             scope.cancel()
+            for check in list(checks):
+                check.cancel()
             return
 
 

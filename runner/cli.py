@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("dir", type=Path, metavar="DIR", help="the batch's report directory")
     br.add_argument("--repo", type=Path, required=True, help="the repository the runs used")
     br.add_argument("--delete", action="store_true",
-                    help="delete each branch that still points at the commit the run made")
+                    help="delete the branches this batch made: named with its run id, "
+                         "still at the runner's commit and checked out nowhere; every "
+                         "branch kept is listed with the reason")
     cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
     cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
     cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
@@ -103,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="significance level of Fisher's exact test (default 0.05)")
     cmp.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 on a significant drop in pass rate overall or for a "
-                          "model/variant")
+                          "model/variant; else exit 3 when the comparison is inconclusive "
+                          "(BASE or NEW partial, or a model/variant with no finished run "
+                          "on one side: all errored or skipped); else 0")
     return p
 
 
@@ -304,14 +308,15 @@ def _report_merge(args: argparse.Namespace) -> int:
     if report.partial:
         sys.stderr.write(f"PARTIAL merge: shard(s) {', '.join(map(str, report.missing_shards))}"
                          " missing; every output is marked partial\n")
-    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.tasks} run(s): {t.finished} "
+    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
                      f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
                      f"errored\nreport: {args.out / 'report.json'}\n")
     return exit_code(r.status for r in report.tasks)
 
 
 def _report_compare(args: argparse.Namespace) -> int:
-    """0, or 1 with --fail-on-regression when a pass rate dropped significantly."""
+    """0; with --fail-on-regression 1 when a pass rate dropped significantly, 3 when the
+    inputs cannot tell (partial, or nothing finished on one side)."""
     from runner.reports.compare import compare, render_compare
     from runner.reports.merge import load_shard
 
@@ -332,7 +337,12 @@ def _report_compare(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(render_compare(result), end="")
-    return EXIT_TASK_FAILED if args.fail_on_regression and result.regressions else EXIT_OK
+    if not args.fail_on_regression:
+        return EXIT_OK
+    for why in result.inconclusive:
+        sys.stderr.write(f"compare: inconclusive: {why}\n")
+    return (EXIT_TASK_FAILED if result.regressions
+            else EXIT_RUNNER if result.inconclusive else EXIT_OK)
 
 
 def _label(directory: Path, variant: str | None) -> str:
@@ -353,18 +363,12 @@ def _report_branches(args: argparse.Namespace) -> int:
         workspace.check_base(repo, "HEAD")
     except workspace.WorkspaceError as exc:
         raise _problem("--repo", str(exc)) from None
+    from runner.branches import review
+
     counts: dict[str, int] = {}
-    for t in report.tasks:
-        if t.result is None or t.result.branch is None:
-            continue
-        state = workspace.branch_state(repo, t.result.branch, t.result.commit)
-        if args.delete and state == "present":
-            state = "deleted" if workspace.delete_branch_at(
-                repo, t.result.branch, t.result.commit) else "kept (changed meanwhile)"
-        elif args.delete and state in ("moved", "checked-out"):
-            state += ", kept"
-        counts[state] = counts.get(state, 0) + 1
-        print(f"{t.result.branch} {t.result.commit[:12]} {state}")
+    for v in review(repo, report, delete=args.delete):
+        counts[v.state] = counts.get(v.state, 0) + 1
+        print(v.line(args.delete))
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
     sys.stderr.write(f"{args.dir}: {summary}\n")
     return EXIT_OK

@@ -322,7 +322,8 @@ def outputs_for(report: Report, report_path: str) -> dict[str, str]:
     branches = {r.run or r.id: r.result.pushed.removeprefix("refs/heads/")
                 for r in report.tasks if r.result is not None and r.result.pushed}
     return {
-        "runs": str(t.tasks), "passed": str(t.completed), "failed": str(t.not_completed),
+        "runs": str(t.runs), "passed": str(t.completed),
+        "failed": str(t.not_completed - t.skipped),
         "tokens": str(t.usage.total_tokens), "cached-tokens": str(t.usage.cached_tokens),
         "cache-hit-ratio": "" if ratio is None else f"{ratio:.4f}",
         "cost": _cost(t.cost_usd),
@@ -379,7 +380,7 @@ def _totals_line(report: Report) -> str:
     t = report.totals
     ratio = percent(t.usage.cache_hit_ratio)
     cost = "cost unknown" if t.cost_usd is None else f"cost ${t.cost_usd:.4f}"
-    return (f"**Totals:** {t.tasks} run(s), {t.requests} request(s), {t.tool_calls} tool "
+    return (f"**Totals:** {t.runs} run(s), {t.requests} request(s), {t.tool_calls} tool "
             f"call(s), {tokens(t.usage.total_tokens)} tokens, {tokens(t.usage.cached_tokens)} "
             f"cached ({ratio}), {cost}.")
 
@@ -415,7 +416,7 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
     """The sticky PR comment: headline, one row per run, why runs failed, and each run's
     final message (a review, an explanation) rendered from its Markdown, made safe."""
     t = report.totals
-    head = [MARKER, f"### runner: {t.completed} of {t.tasks} run(s) passed", ""]
+    head = [MARKER, f"### runner: {t.completed} of {t.runs} run(s) passed", ""]
     if report.tasks:
         head += ["| Run | Model | Status | Tokens | Cached | Cost | Changes |",
                  "|---|---|---|--:|--:|--:|---|"]

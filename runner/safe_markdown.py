@@ -10,6 +10,9 @@ GitHub shows as it is, under these rules:
   (`{server}/{owner}/{repo}/...`) or is an in-page `#anchor`; anything else is shown as
   its text followed by the address in code, which nothing turns into a link;
 - `@user` and `@org/team` get a word joiner after the `@`, so nobody is notified;
+- a cross-repository reference (`owner/repo#12`) gets a word joiner after the `#`, so the
+  comment leaves no backlink in another repository's issue; this repository's own `#12`
+  stays a link;
 - bare addresses in text are put in code, so GitHub does not autolink them;
 - no line starts with `::`, in case the text ever reaches a log (workflow commands);
 - the result is one HTML block without blank lines: GitHub's Markdown pass ends an HTML
@@ -32,6 +35,9 @@ from markdown_it.token import Token
 _MENTION = re.compile("@")
 """Every `@`, not only one before a word: text arrives in pieces (`&#64;` and a link's text
 are separate tokens), and a joiner after each costs nothing."""
+_XREF = re.compile(r"(?<=[\w.-])#(?=\d)")
+"""A `#` glued to a preceding word (`acme/other#12`, `other#12`): never this repository's
+own `#12`, which follows a space, a line start or punctuation."""
 _BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>]*")
 _COMMAND = re.compile(r"(?m)^(\s*):(?=:)")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -71,11 +77,15 @@ def _text(content: str, prefix: str) -> str:
     out = []
     last = 0
     for m in _BARE_URL.finditer(content):
-        out.append(_MENTION.sub("@\u2060", escapeHtml(content[last:m.start()])))
+        out.append(_inert(content[last:m.start()]))
         out.append(f"<code>{escapeHtml(m.group(0))}</code>")
         last = m.end()
-    out.append(_MENTION.sub("@\u2060", escapeHtml(content[last:])))
+    out.append(_inert(content[last:]))
     return "".join(out)
+
+
+def _inert(content: str) -> str:
+    return _XREF.sub("#\u2060", _MENTION.sub("@\u2060", escapeHtml(content)))
 
 
 def _address(url: str) -> str:

@@ -335,7 +335,7 @@ def test_merged_shards_equal_one_unsharded_batch(loopback_thread: ThreadFactory,
     assert len(many["tasks"]) == len(one["tasks"]) == 16
     assert sorted(map(_comparable, many["tasks"]), key=lambda r: r["run"]) == \
         sorted(map(_comparable, one["tasks"]), key=lambda r: r["run"])
-    for key in ("tasks", "completed", "not_completed", "requests", "tool_calls", "usage",
+    for key in ("runs", "completed", "not_completed", "requests", "tool_calls", "usage",
                 "cost_usd"):
         assert many["totals"][key] == one["totals"][key], key
     for t in many["tasks"]:

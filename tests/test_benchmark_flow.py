@@ -56,7 +56,7 @@ def check_all(out: Path, *, runs: int, finished: int, passed: int, skipped: int,
     r = report(out)
     t = r["totals"]
     rate = round(passed / finished, 4) if finished else None
-    assert (t["tasks"], t["finished"], t["completed"], t["skipped"], t["errored"],
+    assert (t["runs"], t["finished"], t["completed"], t["skipped"], t["errored"],
             t["pass_rate"]) == (runs, finished, passed, skipped, errored, rate)
     assert t["not_completed"] == runs - passed
     first = f"{passed} of {finished} finished runs passed ({passed / finished:.1%})"
@@ -171,7 +171,7 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
     kept = set(t["run"] for d in (shards[0], shards[2]) for t in report(d)["tasks"])
     assert [t["run"] for t in p["tasks"]] == [n for n in RUNS if n in kept]
     passed_kept = sum(n.startswith(("pass", "hang")) for n in kept)
-    assert p["totals"]["tasks"] == 8 and p["totals"]["completed"] == passed_kept
+    assert p["totals"]["runs"] == 8 and p["totals"]["completed"] == passed_kept
     assert "**PARTIAL: shard(s) 2 of 3 missing" in (tmp_path / "p" / "summary.md").read_text()
     assert 'name="partial" value="true"' in (tmp_path / "p" / "junit.xml").read_text()
     assert 'class="partial">PARTIAL' in (tmp_path / "p" / "report.html").read_text()

@@ -227,6 +227,7 @@ def test_signal_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
         "shell", {"command": ["bash", "-c", "echo partial > work.txt; sleep 60"],
                   "timeout_ms": 120_000}, call_id=f"c{i}")))
     tasks = tasks_file(tmp_path, srv.base_url, repo, [("long", "forever"), ("queued", "x")])
+    tasks.write_text(tasks.read_text().replace("{id: long,", "{id: long, check: 'true',"))
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, "-m", "runner", "run", str(tasks), "--out",
                              str(out), "--concurrency", "1"], stdout=subprocess.PIPE,
@@ -246,6 +247,7 @@ def test_signal_stops_cleanly_and_keeps_work(loopback_thread: ThreadFactory,
     by_id = {t["id"]: t for t in json.loads((out / "report.json").read_text())["tasks"]}
     long = by_id["long"]
     assert long["status"] == "interrupted"
+    assert long["check"] is None    # a run stopped mid-turn never starts its check
     assert git(repo, "show", f"{long['result']['branch']}:work.txt") == "partial\n"
     assert by_id["queued"]["status"] == "skipped" and by_id["queued"]["result"] is None
     assert by_id["queued"]["skip_reason"] == "interrupted"

@@ -149,3 +149,15 @@ FRAGMENTS = ["@octocat", "@org/team", "<b>", "</div>", "<!--", "-->", "[x](", "h
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40), st.integers(40, 400))
 def test_any_mix_of_hostile_pieces_stays_inert(parts: list[str], limit: int) -> None:
     assert_inert(render("".join(parts), server_url=SERVER, repository=REPO, limit=limit))
+
+
+def test_cross_repository_references_leave_no_backlink() -> None:
+    src = ("Same as acme/other#12 and *acme/other&#35;7*, see also `acme/x#3` in code;\n"
+           "this repository's own #45 and (#46) stay links.\n\n- acme/other#8: again\n")
+    out = render(src, server_url=SERVER, repository=REPO)
+    assert_inert(out)
+    # Code is never a reference on GitHub: left as written.
+    assert not re.search(r"[\w.-]/[\w.-]+#\d", out.replace("<code>acme/x#3</code>", "")), out
+    assert "acme/other#\u206012" in out and "acme/other#\u20607" in out
+    assert "acme/other#\u20608" in out
+    assert " #45 " in out and "(#46)" in out

@@ -88,6 +88,10 @@ class Comparison(BaseModel):
     """Per model, or per model / variant."""
     tasks: list[Row]
     """Per task and model (/ variant)."""
+    inconclusive: list[str] = []
+    """Why the comparison cannot clear a CI gate: a partial report (missing shards, or a
+    checkpoint of a batch still running), or a model/variant with runs on both sides but
+    none finished on one (all errored or skipped). `--fail-on-regression` exits 3 then."""
 
     @property
     def regressions(self) -> list[Row]:
@@ -147,9 +151,29 @@ def compare(base: Report, new: Report, *, base_name: str = "BASE", new_name: str
         return [_row(k, [t for t in a if key(t) == k], [t for t in b if key(t) == k], alpha)
                 for k in names]
 
-    return Comparison(base=base_name, new=new_name, alpha=alpha,
-                      overall=_row("all runs", a, b, alpha), groups=grouped(group),
-                      tasks=grouped(lambda t: f"{t.id} ({group(t)})"))
+    overall, groups = _row("all runs", a, b, alpha), grouped(group)
+    why = [f"{name} is partial ({_partial(r)})" for name, r in
+           ((base_name, base), (new_name, new)) if _partial(r)]
+    why += [f"{r.name}: no finished run in {base_name if not r.base.finished else new_name} "
+            f"({_unfinished(r.base if not r.base.finished else r.new)})"
+            for r in [overall, *groups]
+            if r.base.runs and r.new.runs and not (r.base.finished and r.new.finished)]
+    return Comparison(base=base_name, new=new_name, alpha=alpha, overall=overall,
+                      groups=groups, tasks=grouped(lambda t: f"{t.id} ({group(t)})"),
+                      inconclusive=why)
+
+
+def _partial(r: Report) -> str:
+    parts = []
+    if r.partial:
+        parts.append("shard(s) " + ", ".join(map(str, r.missing_shards)) + " missing")
+    if r.pending:
+        parts.append(f"{r.pending} run(s) not finished yet")
+    return "; ".join(parts)
+
+
+def _unfinished(s: Side) -> str:
+    return f"{s.errored} errored, {s.skipped} skipped"
 
 
 def _rate(s: Side) -> str:
@@ -186,7 +210,9 @@ def render_compare(c: Comparison) -> str:
 
     regressions = c.regressions
     head = (f"**{len(regressions)} significant regression(s)**" if regressions
-            else "**No significant regression**")
+            else "**Inconclusive**" if c.inconclusive else "**No significant regression**")
+    if c.inconclusive:
+        head += " (" + "; ".join(cell(w) for w in c.inconclusive) + ")"
     return "\n".join([
         f"# Compare {cell(c.base)} -> {cell(c.new)}", "",
         f"{head} at alpha {c.alpha:g} ({c.test}). Rates are over finished runs; skipped "

@@ -353,7 +353,7 @@ def render_html(report: Report, out_dir: Path) -> str:
     why = skip_reasons(report.tasks)
     head = (f"{t.completed} of {t.finished} finished runs passed"
             + (f" ({percent(t.pass_rate)})" if t.pass_rate is not None else "")
-            + f" - {t.tasks} runs: {t.finished} finished, {t.skipped} skipped"
+            + f" - {t.runs} runs: {t.finished} finished, {t.skipped} skipped"
             + (f" ({why})" if why else "") + f", {t.errored} errored - "
             f"{tokens(t.usage.total_tokens)} tokens - cache hit {percent(t.usage.cache_hit_ratio)}"
             f" - cost {headline_cost(report.tasks) if report.tasks else 'n/a'} - "

@@ -14,6 +14,8 @@ does not produce, so its output is post-processed:
   `system-out`, which Jenkins, GitLab and dorny/test-reporter all show next to the test
   (report.json has the rest: repeating every number per run made JUnit viewers unreadable).
 * A run that never started (batch budget, Ctrl-C) is `<skipped>`, not an error or failure.
+  The root `testsuites` cannot say how many: the schema has no `skipped` attribute there
+  (only on `testsuite`), and an invalid file is worse than a missing total.
 
 Layout: a `testsuite` per model (variants and repeats of a model are its testcases, so a
 model's pass rate is the suite's), a `testcase` per run named by the run's name

@@ -352,7 +352,7 @@ def _headline(report: Report) -> list[str]:
     lines = [
         f"# Run {inline(report.run_id)}",
         "",
-        f"**{t.completed} of {t.finished} finished runs passed{rate}** - {t.tasks} runs: "
+        f"**{t.completed} of {t.finished} finished runs passed{rate}** - {t.runs} runs: "
         f"{t.finished} finished, {t.skipped} skipped{f' ({why})' if why else ''}, "
         f"{t.errored} errored - {tokens(t.usage.total_tokens)} tokens"
         f" - cache hit {ratio}{cost} - {duration(report.duration_s)}",

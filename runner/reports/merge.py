@@ -26,7 +26,7 @@ from runner.errors import ConfigError, Problem
 from runner.fsutil import atomic_write_bytes
 from runner.redact import Redactor
 from runner.reports.files import write_reports
-from runner.reports.model import SCHEMA_VERSION, Report, TaskReport
+from runner.reports.model import READS, SCHEMA_VERSION, Report, TaskReport
 from runner.reports.totals import compute_totals
 
 REPORT_FILE = "report.json"
@@ -78,10 +78,10 @@ def load_shard(directory: Path) -> Shard:
     if not isinstance(data, dict):
         raise fail("(document)", "must be a JSON object (a runner report)")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READS:
         raise fail("schema_version", f"is {version!r}; this runner reads {SCHEMA_VERSION!r}")
     try:
-        report = Report.model_validate(data)
+        report = Report.model_validate({**data, "schema_version": SCHEMA_VERSION})
     except ValidationError as exc:
         raise ConfigError([Problem(file, None, _loc(e["loc"]), e["msg"])
                            for e in exc.errors()]) from None

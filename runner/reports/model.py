@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
-SCHEMA_VERSION = "runner.report/1"
+SCHEMA_VERSION = "runner.report/2"
+READS = frozenset({"runner.report/1", SCHEMA_VERSION})
+"""/1 called `totals.runs` `totals.tasks`; it is read and written back as /2."""
 
 
 class Strict(BaseModel):
@@ -192,12 +194,13 @@ class TaskReport(Strict):
 
 
 class Totals(Strict):
-    tasks: int
-    """Runs in the report (every task x model x variant x repeat), whatever their status."""
+    runs: int
+    """Runs in the report (every task x model x variant x repeat), whatever their status.
+    Called `tasks` in older reports, which are still read."""
     completed: int
     """Runs that passed (status `completed`)."""
     not_completed: int
-    """tasks - completed: failed, errored and skipped runs together."""
+    """runs - completed: failed, errored and skipped runs together."""
     finished: int = 0
     """Runs that ran to a verdict (passed or failed): the denominator of `pass_rate`."""
     skipped: int = 0
@@ -212,6 +215,15 @@ class Totals(Strict):
     usage: UsageReport
     cost_usd: float | None = None
     """Sum over runs; null when any run's cost is unknown."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_name(cls, data: Any) -> Any:
+        """Reports written before the rename call `runs` `tasks`: merged and compared all
+        the same."""
+        if isinstance(data, dict) and "tasks" in data and "runs" not in data:
+            data = {("runs" if k == "tasks" else k): v for k, v in data.items()}
+        return data
 
 
 class BatchIdentity(Strict):
@@ -240,8 +252,12 @@ class Report(Strict):
     started_at: str
     finished_at: str
     duration_s: float
+    """Wall time from `started_at` to `finished_at`: for a batch finished by `--resume`, the
+    last session only (earlier sessions are not counted; each run's own `duration_s` is)."""
     totals: Totals
     tasks: list[TaskReport]
+    """One entry per run (not per task: a task runs once per model, variant and repeat).
+    The key keeps its first name because the GitHub Action and users' scripts read it."""
     shards: list[str] = []
     """Run ids of the shard reports `runner report merge` combined into this one; empty for
     a report written by `runner run`."""

@@ -70,7 +70,7 @@ def compute_totals(tasks: Sequence[TaskReport]) -> Totals:
     done = sum(1 for t in tasks if t.status == "completed")
     kinds = [verdict(t.status) for t in tasks]
     finished = kinds.count("passed") + kinds.count("failed")
-    return Totals(tasks=len(tasks), completed=done, not_completed=len(tasks) - done,
+    return Totals(runs=len(tasks), completed=done, not_completed=len(tasks) - done,
                   finished=finished, skipped=kinds.count("skipped"),
                   errored=kinds.count("errored"),
                   pass_rate=round(done / finished, 4) if finished else None,

@@ -103,3 +103,29 @@ def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
     res = _cli(d, tmp_path / "missing")
     assert res.returncode == 2 and "report.json" in res.stderr
     assert _cli(d, d, "--alpha", "2").returncode == 2
+
+
+def test_cli_gate_does_not_pass_errored_only_or_partial_inputs(tmp_path: Path) -> None:
+    passed = [task("a", "p/m", "completed"), task("b", "p/m", "completed")]
+    base = _write(tmp_path / "base", report(passed))
+    broken = _write(tmp_path / "broken", report([task("a", "p/m", "error"),
+                                                 task("b", "p/m", "rate_limited")]))
+    res = _cli(base, broken, "--fail-on-regression")
+    assert res.returncode == 3, res.stderr
+    assert "inconclusive: all runs: no finished run in broken (2 errored, 0 skipped)" \
+        in res.stderr
+    assert "**Inconclusive**" in res.stdout
+    assert _cli(base, broken).returncode == 0    # no gate asked for: a report only
+    half = report(passed).model_copy(update={"partial": True, "missing_shards": [2]})
+    part = _write(tmp_path / "part", half)
+    res = _cli(part, base, "--fail-on-regression", "--format", "json")
+    assert res.returncode == 3
+    assert json.loads(res.stdout)["inconclusive"] == ["part is partial (shard(s) 2 missing)"]
+    # A model only one side ran is a change of the matrix, not a broken input.
+    more = _write(tmp_path / "more", report([*passed, task("a", "p/other", "completed")]))
+    assert _cli(base, more, "--fail-on-regression").returncode == 0
+    # A real regression still says so with 1, whatever else is inconclusive.
+    failing = report([task(i, "p/m", "check_failed") for i in "abcdefgh"])
+    good = _write(tmp_path / "good", report([task(i, "p/m", "completed") for i in "abcdefgh"]))
+    bad = _write(tmp_path / "bad", failing.model_copy(update={"pending": 3}))
+    assert _cli(good, bad, "--fail-on-regression").returncode == 1

@@ -310,7 +310,7 @@ def test_missing_shard_is_refused_unless_partial(tmp_path: Path,
     assert "PARTIAL merge: shard(s) 2 missing" in proc.stderr
     merged = Report.model_validate_json((tmp_path / "out" / "report.json").read_text())
     assert merged.partial and merged.missing_shards == [2]
-    assert merged.totals.tasks == 16
+    assert merged.totals.runs == 16
     assert [t.index for t in merged.tasks] == sorted(t.index or 0 for t in merged.tasks)
     assert "**PARTIAL: shard(s) 2 of 3 missing" in (tmp_path / "out" / "summary.md").read_text()
     assert '<property name="partial" value="true" />' in (

@@ -1,0 +1,105 @@
+"""Which branches `runner report branches` may delete.
+
+The report directory is only a claim: it may come from an untrusted CI artifact or have
+been edited. So a branch is deleted only when the repository itself agrees that the batch
+made it: its name holds one of the batch's run ids as a path component (the default
+template is `runner/{run}/{name}`), it still points at the commit the run recorded, that
+commit was made by the runner on top of the run's base, and no worktree has it checked
+out. The deletion itself is git's compare-and-delete (`update-ref -d ref old`), so a
+branch moved in between is kept.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.reports.model import Report
+from runner.workspace import HARDENING, IDENTITY, git_env
+
+RUN_ID = re.compile(r"[0-9a-f]{12}")
+"""The run ids `runner run` makes; a forged `main` or `release` is not one."""
+SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    branch: str
+    commit: str
+    state: str
+    """`present`, `deleted`, `gone`, `moved`, `checked-out`, `foreign`, `invalid`."""
+    reason: str = ""
+
+    def line(self, deleting: bool) -> str:
+        kept = deleting and self.state not in ("deleted", "gone")
+        why = f" ({self.reason})" if self.reason else ""
+        return f"{self.branch} {self.commit[:12]} {self.state}{why}{', kept' if kept else ''}"
+
+
+def batch_ids(report: Report) -> set[str]:
+    """The run ids of the batch (a merged report has its shards' ids)."""
+    return {i for i in (report.run_id, *report.shards) if RUN_ID.fullmatch(i)}
+
+
+def in_namespace(branch: str, ids: Iterable[str]) -> bool:
+    """The name holds one of the batch's run ids as a whole path component."""
+    parts = branch.split("/")
+    return any(i in parts for i in ids)
+
+
+def review(repo: Path, report: Report, *, delete: bool) -> list[Verdict]:
+    ids = batch_ids(report)
+    checked_out = _checked_out(repo)
+    out: list[Verdict] = []
+    for t in report.tasks:
+        if t.result is None or t.result.branch is None:
+            continue
+        branch, commit = t.result.branch, t.result.commit
+        base = t.workspace.base if t.workspace is not None else ""
+        state, reason = _state(repo, branch, commit, base, ids, checked_out)
+        if delete and state == "present":
+            ok = _git(repo, "update-ref", "-d", f"refs/heads/{branch}", commit).returncode == 0
+            state, reason = ("deleted", "") if ok else ("moved", "changed meanwhile")
+        out.append(Verdict(branch, commit, state, reason))
+    return out
+
+
+def _state(repo: Path, branch: str, commit: str, base: str, ids: set[str],
+           checked_out: set[str] | None) -> tuple[str, str]:
+    ref = f"refs/heads/{branch}"
+    if not SHA.fullmatch(commit) or _git(repo, "check-ref-format", ref).returncode != 0:
+        return "invalid", "not a branch name and commit"
+    if not in_namespace(branch, ids):
+        return "foreign", "its name holds none of this batch's run ids"
+    tip = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if tip.returncode != 0:
+        return "gone", ""
+    if tip.stdout.strip() != commit:
+        return "moved", ""
+    if checked_out is None or ref in checked_out:
+        return "checked-out", "in a worktree" if checked_out else "worktrees unknown"
+    info = _git(repo, "show", "-s", "--format=%an%x00%ae%x00%cn%x00%ce%x00%P", commit)
+    fields = info.stdout.rstrip("\n").split("\0")
+    if info.returncode != 0 or fields != [*IDENTITY, *IDENTITY, base]:
+        return "foreign", "not a commit the runner made on the run's base"
+    return "present", ""
+
+
+def _checked_out(repo: Path) -> set[str] | None:
+    """Every branch a worktree of the repository (the main one included) has checked out;
+    None when git cannot say, and then nothing is deleted."""
+    proc = _git(repo, "worktree", "list", "--porcelain")
+    if proc.returncode != 0:
+        return None
+    return {line.removeprefix("branch ") for line in proc.stdout.splitlines()
+            if line.startswith("branch ")}
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv: Sequence[str] = ["git", *(a for k, v in HARDENING for a in ("-c", f"{k}={v}")),
+                           *args]
+    return subprocess.run(argv, cwd=repo, capture_output=True, text=True, check=False,
+                          env=git_env())
