@@ -28,15 +28,10 @@ from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
+from runner.vocabulary import RunStatus
 
-Status = Literal["completed", "max_turns", "max_tool_calls", "budget", "timeout", "failed",
-                 "error", "interrupted", "rate_limited", "quota_exhausted",
-                 "max_output_tokens"]
-"""`failed`: the model refused or could not go on (context full, invalid prompt);
-`error`: the runner could not reach a working model (network, 5xx, auth); `budget`: a token
-or cost limit of the run or the batch was reached; `rate_limited`: the provider still said
-429 after every retry, or asked for a wait over `max_retry_wait_s`; `quota_exhausted`: the
-account has no quota or credit left."""
+Status = RunStatus
+"""How the loop ended: one of the first ten `RunStatus` values (the run adds the rest)."""
 
 
 class Budget(Protocol):
@@ -152,7 +147,7 @@ class Thread:
     async def run(self) -> Outcome:
         self._start = time.monotonic()
         self.sink.emit({"type": "thread.started", "thread_id": self.spec.thread_id})
-        status: Status = "completed"
+        status: Status = RunStatus.COMPLETED
         error: str | None = None
         with anyio.move_on_after(self.spec.timeout_s) as deadline:
             for turn, prompt in enumerate(self.spec.prompts):
@@ -171,21 +166,22 @@ class Thread:
                         self.sink.emit({"type": "response.truncated",
                                         "request": len(self.requests),
                                         "text": exc.partial_output})
-                if status != "completed":
+                if status != RunStatus.COMPLETED:
                     break
                 self._turns_done += 1
                 self.sink.emit({"type": "turn.completed", "usage": self._exec_usage()})
         if deadline.cancelled_caught:
-            status, error = "timeout", f"stopped after the {self.spec.timeout_s:g} s timeout"
+            status = RunStatus.TIMEOUT
+            error = f"stopped after the {self.spec.timeout_s:g} s timeout"
         return self._outcome(status, error)
 
     def interrupted(self, reason: str) -> Outcome:
         """The outcome of a thread cancelled from outside (Ctrl-C, SIGTERM): everything up
         to the interruption, with every pending call answered."""
-        return self._outcome("interrupted", reason)
+        return self._outcome(RunStatus.INTERRUPTED, reason)
 
     def _outcome(self, status: Status, error: str | None) -> Outcome:
-        if status != "completed":
+        if status != RunStatus.COMPLETED:
             self._close_pending_calls()
             self.sink.emit({"type": "turn.failed", "error": {"message": error}})
         return Outcome(status, self._final, error, self.history, self.requests, self.usage,
@@ -200,11 +196,11 @@ class Thread:
         overflowed = False
         while True:
             if self._turn_requests >= self.spec.max_requests:
-                raise _LimitHit("max_turns", f"stopped after {self.spec.max_requests} model "
-                                             "requests (max_turns)")
+                raise _LimitHit(RunStatus.MAX_TURNS, f"stopped after {self.spec.max_requests} "
+                                "model requests (max_turns)")
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
-                raise _LimitHit("budget", why)
+                raise _LimitHit(RunStatus.BUDGET, why)
             if not first:
                 await self._maybe_compact("mid-turn")
             first = False
@@ -214,8 +210,8 @@ class Thread:
                 if not cp.is_context_overflow(exc):
                     raise
                 if overflowed:
-                    raise _LimitHit("failed", "the model's context window was exceeded again "
-                                              f"right after a compaction: {exc}") from exc
+                    raise _LimitHit(RunStatus.FAILED, "the model's context window was exceeded "
+                                    f"again right after a compaction: {exc}") from exc
                 overflowed = True
                 await self._compact("context_length_exceeded")
                 continue
@@ -227,7 +223,7 @@ class Thread:
             for call in calls:
                 cap = self.spec.max_tool_calls
                 if cap is not None and self.tool_calls >= cap:
-                    raise _LimitHit("max_tool_calls", f"stopped at the limit of {cap} tool "
+                    raise _LimitHit(RunStatus.MAX_TOOL_CALLS, f"stopped at the limit of {cap} tool "
                                                       "calls (max_tool_calls)")
                 self.history.append(await self._call(call))
 
@@ -324,7 +320,7 @@ class Thread:
                 reason=reason, tokens_before=self._counter.count(self.history))
         except ModelError as exc:
             if cp.is_context_overflow(exc):
-                raise _LimitHit("failed", f"compaction failed: {exc}") from exc
+                raise _LimitHit(RunStatus.FAILED, f"compaction failed: {exc}") from exc
             raise
         self.history = new
         self._head = len(self._context)
@@ -433,11 +429,11 @@ class _LimitHit(Exception):
 def _classify(exc: ModelError) -> Status:
     """The run's status for the error that ended it (the message is the error's own)."""
     if exc.code == "max_output_tokens":
-        return "max_output_tokens"
+        return RunStatus.MAX_OUTPUT_TOKENS
     if exc.code == "rate_limited":
-        return "rate_limited"
+        return RunStatus.RATE_LIMITED
     if exc.code == "insufficient_quota":
-        return "quota_exhausted"
+        return RunStatus.QUOTA_EXHAUSTED
     if exc.code == "auth_failed":
-        return "error"
-    return "failed" if exc.request_fault else "error"
+        return RunStatus.ERROR
+    return RunStatus.FAILED if exc.request_fault else RunStatus.ERROR

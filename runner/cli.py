@@ -283,9 +283,10 @@ def _run(args: argparse.Namespace) -> int:
                                          budget=tf.budget, tf=tf, models=args.model,
                                          plan=plan))
     if json_out is None:
-        _print_answers([f"--- {run.task.run}\n{run.outcome.final_message}"
-                        for run in result.runs
-                        if run.outcome is not None and run.outcome.final_message])
+        # From the report entries: redacted, and only runs of this session answer.
+        _print_answers([f"--- {run.task.run}\n{run.report.final_message}"
+                        for run in result.runs if run.outcome is not None
+                        and run.report is not None and run.report.final_message])
     sys.stderr.write(f"report: {result.report_path}\n")
     not_started = sum(r.status == "skipped" for r in result.runs)
     stopped = sum(r.status == "interrupted" for r in result.runs)

@@ -110,12 +110,12 @@ def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
 
 
 def _branches(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
-    from runner.batch import _branch_fields
+    from runner.run import branch_fields
 
     out = []
     for t in tasks:
         try:  # with a run id of the real length: the batch's own is not made yet
-            workspace.branch_name(t.git.branch, _branch_fields(t, "0" * 12))
+            workspace.branch_name(t.git.branch, branch_fields(t, "0" * 12))
         except workspace.WorkspaceError as exc:
             out.append(_say(where.field(t, "git", "branch"), str(exc)))
     return out
@@ -184,9 +184,9 @@ def text_file_problem(path: Path) -> str | None:
 def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
     """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
     small to hold one call of each offered tool would silently take the tools away."""
-    from runner.batch import make_tools
     from runner.providers.chat_wire import Constrained, answer_branches
     from runner.providers.grammar import allocate
+    from runner.wiring import make_tools
 
     out = []
     for t in tasks:

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from runner.items import as_int
-
-ERRORED = frozenset({"error", "rate_limited", "quota_exhausted", "interrupted"})
-"""As `runner.reports.totals.ERRORED` (not imported: the report modules load late)."""
+from runner.vocabulary import ERRORED
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

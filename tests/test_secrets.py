@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from runner import workspace
-from runner.batch import secret_names, secrets_from_env, without_secrets
+from runner.secret_env import secret_names, secrets_from_env, without_secrets
 from runner.config import expand, parse_task_file
 from runner.redact import MASK, Redactor
 from tests.conftest import ThreadFactory, make_git_repo

@@ -25,7 +25,7 @@ from runner.reports.totals import cache_hit_ratio, compute_totals
 from runner.usage import ideal_cached_tokens
 
 if TYPE_CHECKING:
-    from runner.batch import TaskRun
+    from runner.run import TaskRun
 
 
 def usage_report(u: Usage | None, ideal: int | None = None) -> UsageReport | None:
@@ -60,15 +60,11 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
     cr = (CheckReport(command=ck.command, exit_code=ck.exit_code, passed=ck.passed,
                       duration_s=ck.duration_s, output_tail=ck.output_tail)
           if ck is not None else None)
-    error = run.error if o is None else (o.error or run.error)
-    if run.status == "check_failed" and ck is not None:
-        error = f"check failed with exit code {ck.exit_code}: {ck.command}"
-    if res is not None and res.violations:
-        error = "scope violation: " + "; ".join(res.violations)
+    status, error = run.verdict()
     options = task.model_options.model_dump(exclude_none=True)
     if o is None:
         return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
-                          model_options=options, status=run.status, error=error,
+                          model_options=options, status=status, error=error,
                           final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
                           usage=UsageReport(), requests=[], events_file=run.events_file,
                           workspace=wsr, result=rr, check=cr,
@@ -87,7 +83,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
     compactions = [CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
                    for c in o.compactions]
     return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
-                      model_options=options, status=run.status, error=error,
+                      model_options=options, status=status, error=error,
                       final_message=o.final_message, turns_completed=o.turns_completed,
                       tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
                       usage=usage_report(o.usage, ideal) or UsageReport(), requests=requests,

@@ -38,8 +38,9 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, TaskReport, UsageReport
 from runner.reports.totals import sum_cost, sum_usage, verdict
+from runner.vocabulary import ERRORED
 
-ERROR_STATUSES = frozenset({"error", "interrupted", "rate_limited", "quota_exhausted"})
+ERROR_STATUSES = ERRORED
 """Statuses reported as `<error>`: the run itself broke or was stopped from outside (provider,
 workspace, crash, Ctrl-C, a rate limit or quota that retries could not get past), so it
 says nothing about the agent. Every other status but

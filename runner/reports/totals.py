@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from runner.reports.model import TaskReport, Totals, UsageReport
+from runner.vocabulary import ERRORED
 
 
 def cache_hit_ratio(cached: int, sent: int) -> float | None:
@@ -45,11 +46,6 @@ def sum_cost(costs: Iterable[float | None]) -> float | None:
             return None
         total += c
     return round(total, 6)
-
-
-ERRORED = frozenset({"error", "rate_limited", "quota_exhausted", "interrupted"})
-"""Statuses where the infrastructure broke or a signal stopped the run: no verdict on the
-agent, so excluded from pass rates (reported as errored)."""
 
 
 def verdict(status: str) -> str:

@@ -1,0 +1,392 @@
+"""One run's life: its workspace, its thread, its check, what it leaves (commit, branch,
+patch, push) and its entry in the report. Status and error are decided in one place,
+`TaskRun.verdict`, from what happened; the loop's `Outcome` is never edited afterwards.
+
+The batch (batch.py) decides when a run starts; this module decides everything else."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from runner import workspace
+from runner.agent import Outcome
+from runner.budget import BatchSpend, RunBudget, price_of
+from runner.config import PriceConfig, ResolvedTask
+from runner.errors import EngineError, SandboxError, UnsafeFileError
+from runner.items import Usage
+from runner.journal import Entry, Journal
+from runner.output_schema import check_answer
+from runner.progress import Progress
+from runner.redact import Redactor
+from runner.reports.events import EventLog, JsonStream
+from runner.sandbox import make_executor, make_policy
+from runner.sandbox.env import child_env
+from runner.tools.mcp import McpError, McpSessions
+from runner.vocabulary import RunStatus
+from runner.wiring import Clients, make_thread
+
+if TYPE_CHECKING:
+    # The report modules load when a run finishes: they are not needed before the first
+    # request, and importing them costs start-up time (see bench/overhead.py).
+    from runner.reports.model import TaskReport
+
+@dataclass(frozen=True)
+class CheckResult:
+    command: str
+    exit_code: int
+    passed: bool
+    duration_s: float
+    output_tail: str
+
+
+CHECK_TAIL_BYTES = 4000
+
+
+async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str],
+                     objects: Path | None = None) -> CheckResult | None:
+    """The task's `check`, in the run's workspace with the agent's environment and in the
+    agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
+    if t.check is None:
+        return None
+    executor = make_executor(make_policy(
+        t.sandbox, workspace=cwd, writable_roots=t.writable_roots, network=t.network_access,
+        hidden=[cwd.parent]), objects=None if objects is None else [objects])
+    res = await executor.run(["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s,
+                             env=child_env(env))
+    text = res.output.decode("utf-8", "replace")
+    if res.timed_out:
+        text += f"\n[check timed out after {t.check_timeout_s:g} s]"
+    tail = text[-CHECK_TAIL_BYTES:]
+    return CheckResult(t.check, res.exit_code, res.exit_code == 0, round(res.duration_s, 3),
+                       tail)
+
+
+@dataclass
+class TaskRun:
+    task: ResolvedTask
+    outcome: Outcome | None
+    events_file: str
+    error: str | None = None
+    ws: workspace.Workspace | None = None
+    result: workspace.Result | None = None
+    pushed: str | None = None
+    check: CheckResult | None = None
+    not_kept: bool = False
+    """Its changes could not be committed: whatever the agent did, the run is an error."""
+    skipped: str | None = None
+    """Why the run did not start (`budget`, `interrupted`), when it did not."""
+    report: TaskReport | None = None
+    """Its entry in report.json, made when it finished (or taken from the journal)."""
+    output: Any = None
+    """The final answer parsed as JSON, when the task has an `output_schema` it matches."""
+    current_date: str | None = None
+    timezone: str | None = None
+    """The day and zone `<environment_context>` told the model (pinned or the machine's)."""
+
+    output_error: str | None = None
+    """Why a completed run's final answer does not match its `output_schema`."""
+    stopped_before_check: bool = False
+    """A signal stopped the batch before this run's check could finish."""
+
+    @property
+    def status(self) -> str:
+        return self.verdict()[0]
+
+    def verdict(self) -> tuple[str, str | None]:
+        """The run's status and error, by one precedence rule: a run that could not start
+        or keep its work; changes outside the allowed scope; then, for a completed loop, a
+        final answer that breaks the schema, a stop before the check, a failed check;
+        else how the loop ended."""
+        if self.report is not None:
+            return self.report.status, self.report.error
+        o = self.outcome
+        if o is None or self.not_kept:
+            return (RunStatus.SKIPPED if self.skipped else RunStatus.ERROR), (
+                self.error if o is None else o.error or self.error)
+        if self.result is not None and self.result.violations:
+            return RunStatus.SCOPE_VIOLATION, "scope violation: " + "; ".join(
+                self.result.violations)
+        if o.status == RunStatus.COMPLETED:
+            if self.output_error is not None:
+                return RunStatus.FAILED, self.output_error
+            if self.stopped_before_check:
+                return RunStatus.INTERRUPTED, ("interrupted by a signal before its check "
+                                               "finished; the work is kept")
+            if self.check is not None and not self.check.passed:
+                return RunStatus.CHECK_FAILED, (f"check failed with exit code "
+                                                f"{self.check.exit_code}: {self.check.command}")
+        return o.status, o.error or self.error
+
+
+class RunSink:
+    """Between a thread and its event log: adds each request's cost, feeds the batch's
+    spend (for batch limits) and the progress display."""
+
+    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend,
+                 run: str, progress: Progress) -> None:
+        self.log = log
+        self.price = price_of(price)
+        self.spend = spend
+        self.run = run
+        self.progress = progress
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if str(event.get("type", "")).startswith("stream."):
+            # Token deltas: one JSON line, redaction scan and flush per token for text the
+            # completed message carries anyway (`codex exec --json` has none either).
+            return
+        if event.get("type") == "request.completed":
+            u = event.get("usage")
+            unreported = u is None and event.get("error") is None
+            u = u or {}
+            usage = Usage(input_tokens=int(u.get("input_tokens", 0)),
+                          cached_tokens=int(u.get("cached_tokens", 0)),
+                          output_tokens=int(u.get("output_tokens", 0)),
+                          reasoning_tokens=int(u.get("reasoning_tokens", 0)),
+                          unreported=int(unreported))
+            cost = None if self.price is None or unreported \
+                else round(self.price.cost(usage), 8)
+            event = {**event, "cost_usd": cost}
+            self.spend.add(usage, cost)
+        self.log.emit(event)
+        self.progress.event(self.run, event)
+
+
+@dataclass
+class BatchContext:
+    """What every run of a batch shares (made once by `run_batch`)."""
+
+    out_dir: Path
+    run_id: str
+    env: dict[str, str]
+    agent_env: dict[str, str]
+    redact: Redactor
+    stream: JsonStream | None
+    journal: Journal
+    previous: Mapping[str, Entry]
+    order: Mapping[str, int]
+    spend: BatchSpend
+    show: Progress
+    clients: Clients
+    work_root: Path
+    today: str
+    tz: str
+    runner_home: Path | None
+    checks: set[anyio.CancelScope] = field(default_factory=set)
+    """Running checks: a signal cancels them (killing their process groups)."""
+    interrupted: list[int] = field(default_factory=list)
+    """The signals received; empty while the batch runs normally."""
+
+
+async def live(run: TaskRun, b: BatchContext) -> None:
+    """The whole life of a run that may start: everything it did is committed, reported
+    and journaled, whatever stops it (a crash, a signal, a bad workspace)."""
+    t = run.task
+    await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
+    b.journal.started(t.fingerprint, t.run, branch_for(t, b.run_id))
+    try:
+        log = EventLog(b.out_dir / run.events_file, task=t.run, redact=b.redact,
+                       stdout=b.stream)
+    except OSError as exc:
+        run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
+        run.report = run_report(run, b.out_dir, b.redact, b.order)
+        b.journal.finished(t.fingerprint, run.report)
+        b.show.run_finished(run.report)
+        return
+    b.show.run_started(t.run, f"{t.provider_name}/{t.model}")
+    sink = RunSink(log, t.price, b.spend, t.run, b.show)
+    ws: workspace.Workspace | None = None
+    try:
+        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root,
+                                     name=t.run)
+        run.ws = ws
+        model = await b.clients.get(t)
+        async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env,
+                               emit=sink.emit) as mcp:
+            run.current_date = t.current_date or b.today
+            run.timezone = t.timezone or b.tz
+            thread = make_thread(t, ws.path, model, b.agent_env, sink,
+                                  today=run.current_date, tz=run.timezone,
+                                  runner_home=b.runner_home,
+                                  budget=RunBudget(t.limits, t.price, b.spend),
+                                  extra_tools=mcp.tools, redact=b.redact)
+            try:
+                run.outcome = await thread.run()
+            except anyio.get_cancelled_exc_class():
+                run.outcome = thread.interrupted("interrupted by a signal; the work "
+                                                 "done so far is kept")
+                raise
+        _check_output(run)
+    except (EngineError, SandboxError, McpError, workspace.WorkspaceError,
+            UnsafeFileError) as exc:
+        run.error = str(exc)
+        log.failed(run.error)
+    except Exception as exc:  # a bug in one run must not stop the others
+        run.error = _internal(exc)
+        log.failed(run.error)
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                if ws is not None:
+                    # Commit first: files the check creates (caches, build output)
+                    # must not land on the branch.
+                    await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log,
+                                       b.journal)
+                    if run.outcome is not None:
+                        await _check_unless_stopped(run, ws, b.agent_env, b.checks,
+                                                    b.interrupted)
+                        if run.check is not None:
+                            log.emit({"type": "check.completed",
+                                      "exit_code": run.check.exit_code,
+                                      "passed": run.check.passed,
+                                      "output_tail": run.check.output_tail})
+            except Exception as exc:
+                run.error = _internal(exc)
+                log.failed(run.error)
+            finally:
+                if ws is not None:
+                    await workspace.cleanup(ws)
+                log.close()
+                run.report = run_report(run, b.out_dir, b.redact, b.order)
+                b.journal.finished(t.fingerprint, run.report)
+                # Here, not after: a run stopped by Ctrl-C must be shown too.
+                b.show.run_finished(run.report)
+
+
+def _internal(exc: Exception) -> str:
+    return (f"internal error in the runner ({type(exc).__name__}: {exc}); the other runs "
+            "went on. Please report it with this run's events file.")
+
+
+def run_report(run: TaskRun, out_dir: Path, redact: Redactor,
+                order: Mapping[str, int]) -> TaskReport:
+    from runner.reports.json_report import task_report
+    from runner.reports.model import TaskReport
+
+    t = run.task
+    base = task_report(run, out_dir)
+    price = price_of(t.price)
+    usage = run.outcome.usage if run.outcome else Usage()
+    cost = None if price is None or usage.unreported else round(price.cost(usage), 6)
+    rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
+                                  "fingerprint": t.fingerprint, "cost_usd": cost,
+                                  "index": order.get(t.fingerprint),
+                                  "skip_reason": run.skipped if base.status == "skipped"
+                                  else None})
+    # Redacted once here: the journal and every report are made from this copy. Text from
+    # the model may hold lone surrogates (valid in JSON, not in UTF-8): replaced first.
+    return TaskReport.model_validate_json(redact(json.dumps(
+        _utf8_safe(rep.model_dump(mode="json")), ensure_ascii=False)))
+
+
+def _utf8_safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_utf8_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _utf8_safe(v) for k, v in value.items()}
+    return value
+
+
+def branch_for(t: ResolvedTask, run_id: str) -> str | None:
+    if t.git.keep != "branch":
+        return None
+    try:
+        return workspace.branch_name(t.git.branch, branch_fields(t, run_id))
+    except workspace.WorkspaceError:
+        return None
+
+
+def branch_fields(t: ResolvedTask, run_id: str) -> dict[str, str]:
+    return {"run": run_id, "task": t.id, "model": f"{t.provider_name}/{t.model}",
+            "repeat": str(t.repeat), "name": t.run, "variant": t.variant or ""}
+
+
+async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
+    """A run redone by `--resume` first deletes the branch its killed attempt may have
+    made, so there is one branch per run. Only a branch named in that attempt's journal
+    record, and still pointing at the commit recorded there, is touched."""
+    if entry is None or not entry.branch or not entry.commit:
+        return   # no commit recorded: the attempt never got to make a branch
+    await workspace.delete_branch(repo, entry.branch, entry.commit)
+
+
+async def _check_unless_stopped(run: TaskRun, ws: workspace.Workspace, env: dict[str, str],
+                                checks: set[anyio.CancelScope], interrupted: list[int]) -> None:
+    """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
+    kills its process group): Ctrl-C must not wait for a long check. A run the signal
+    stopped, before or during its check, is `interrupted` (redone by `--resume`), never
+    passed or failed by a check that did not finish."""
+    assert run.outcome is not None
+    if run.outcome.status != "interrupted" and not interrupted:
+        with anyio.CancelScope() as scope:
+            checks.add(scope)
+            try:
+                run.check = await _run_check(run.task, ws.path, env, ws.objects)
+            finally:
+                checks.discard(scope)
+        if not scope.cancelled_caught:
+            return
+    run.stopped_before_check = True
+
+
+def _check_output(run: TaskRun) -> None:
+    """A completed run's final answer against the task's `output_schema`: parsed into
+    the report, or the run fails saying why. Only the last answer is the run's output."""
+    o, schema = run.outcome, run.task.output_schema
+    if o is None or schema is None or o.status != "completed":
+        return
+    run.output, run.output_error = check_answer(schema, o.final_message)
+
+
+async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,
+                       redact: Redactor, env: dict[str, str], log: EventLog,
+                       journal: Journal | None = None) -> None:
+    """Commit whatever the run changed, whatever its status: nothing done is lost.
+    Secrets are redacted from the files before the commit (see `workspace.finish`)."""
+    t = run.task
+    status = run.outcome.status if run.outcome else "error"
+    final = (run.outcome.final_message if run.outcome else None) or ""
+    message = redact(f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
+                     f"{final[:4000]}\n\nRunner-Run: {run_id}\nRunner-Status: {status}\n")
+    g = t.git
+    scope = workspace.Scope(allowed=list(g.allowed_paths) if g.allowed_paths is not None
+                            else None, forbidden=list(g.forbidden_paths),
+                            max_diff_lines=g.max_diff_lines)
+    try:
+        result = await workspace.finish(
+            ws, branch_template=g.branch, message=message, scope=scope,
+            create_branch=g.keep == "branch",
+            fields=branch_fields(t, run_id),
+            patch_path=out_dir / "patches" / f"{t.run}.patch",
+            redact=redact if redact else None,
+            before_branch=None if journal is None else functools.partial(
+                journal.branching, t.fingerprint, t.run))
+    except workspace.WorkspaceError as exc:
+        run.error = f"could not keep the result: {exc}"
+        run.not_kept = True
+        log.emit({"type": "error", "message": run.error})
+        return
+    run.result = result
+    if result is None:
+        return
+    log.emit({"type": "result.committed", "commit": result.commit, "branch": result.branch,
+              "files_changed": len(result.files), "insertions": result.insertions,
+              "deletions": result.deletions, "violations": list(result.violations)})
+    if g.push is not None and result.branch is not None:
+        token = env.get(g.push.token_env) if g.push.token_env else None
+        try:
+            pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote,
+                                          token=token)
+            run.pushed = pushed.ref
+        except workspace.WorkspaceError as exc:
+            run.error = redact(f"push failed: {exc}")
+            log.emit({"type": "error", "message": run.error})

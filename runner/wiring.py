@@ -1,0 +1,228 @@
+"""The wiring of one run: its model client (one per provider, shared by the batch), its
+tools and the thread that drives them, built from a `ResolvedTask`.
+
+The only module that knows every concrete client, tool and sandbox class; the loop sees
+only their protocols."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner import prompt as prompts
+from runner.agent import Budget, Sink, Thread, ThreadSpec
+from runner.config import ModelOptions, ResolvedTask
+from runner.errors import ModelError
+from runner.http import provider_headers
+from runner.output_schema import text_format
+from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent, find_compactor
+from runner.redact import Redactor
+from runner.sandbox import make_executor, make_policy
+from runner.sandbox.env import child_env
+from runner.sandbox.policy import PROTECTED_NAMES
+from runner.tools import Tool, ToolCall, ToolContext, ToolResult
+from runner.tools.apply_patch import ApplyPatchTool
+from runner.tools.hosted import WebSearchTool
+from runner.tools.mcp import SANDBOX_NOTE as MCP_NOTE
+from runner.tools.plan import PlanTool
+from runner.tools.shell import ShellTool
+
+
+def sampling(opts: ModelOptions) -> tuple[dict[str, Any], dict[str, Any] | None,
+                                          dict[str, Any] | None]:
+    """Split model options into extra body fields, `reasoning` and `text`."""
+    extra = {k: v for k, v in (("temperature", opts.temperature), ("top_p", opts.top_p),
+                               ("seed", opts.seed),
+                               ("max_output_tokens", opts.max_output_tokens)) if v is not None}
+    reasoning: dict[str, Any] | None = None
+    if opts.reasoning_effort is not None:
+        reasoning = {"effort": opts.reasoning_effort}
+        if opts.reasoning_summary not in (None, "none"):
+            reasoning["summary"] = opts.reasoning_summary
+    text = {"verbosity": opts.verbosity} if opts.verbosity else None
+    return extra, reasoning, text
+
+
+def local_timezone() -> str:
+    """This machine's IANA zone for the prompt: `$TZ` if it names one, else the zone
+    /etc/localtime links to, else UTC. Anything else in `$TZ` (a path, POSIX rules, junk)
+    never reaches the prompt or the report."""
+    from runner.config import timezone_problem
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        link = os.readlink("/etc/localtime")
+        candidates.append(link.split("zoneinfo/", 1)[1] if "zoneinfo/" in link else "")
+    except OSError:
+        pass
+    for name in candidates:
+        if name and timezone_problem(name) is None:
+            return name
+    return "UTC"
+
+
+def make_tools(task: ResolvedTask) -> list[Tool]:
+    """Tools in Codex's fixed order (shell, update_plan, apply_patch): part of the prefix."""
+    chosen: list[Tool] = []
+    if "shell" in task.tools:
+        freeform = "apply_patch" in task.tools and task.apply_patch_tool == "freeform"
+        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms,
+                                plain_output=freeform))
+    if "update_plan" in task.tools:
+        chosen.append(PlanTool())
+    if "apply_patch" in task.tools:
+        chosen.append(ApplyPatchTool(freeform=task.apply_patch_tool == "freeform"))
+    if task.web_search:  # where Codex puts it: after apply_patch, before MCP tools
+        chosen.append(WebSearchTool())
+    return chosen
+
+
+class Clients:
+    """One client per provider, opened on first use and closed with the batch."""
+
+    def __init__(self, stack: AsyncExitStack, env: dict[str, str]) -> None:
+        self._stack = stack
+        self._env = env
+        self._clients: dict[str, ModelClient] = {}
+        self._lock = anyio.Lock()
+
+    async def get(self, task: ResolvedTask) -> ModelClient:
+        async with self._lock:
+            if task.provider_name not in self._clients:
+                client = await self._open(task)
+                if task.provider.max_connections is not None:
+                    client = _Capped(client, task.provider.max_connections)
+                self._clients[task.provider_name] = client
+            return self._clients[task.provider_name]
+
+    async def _open(self, task: ResolvedTask) -> ModelClient:
+        p = task.provider
+        base_url = p.base_url
+        if task.provider_name == "local":
+            from runner.providers.local import LocalEngine
+
+            engine = await self._stack.enter_async_context(LocalEngine())
+            base_url = engine.base_url
+        headers, api_key = provider_headers(
+            http_headers=p.http_headers, env_http_headers=p.env_http_headers,
+            env_key=p.env_key, auth=p.auth, env=self._env)
+        client: ModelClient
+        if p.wire_api == "chat":
+            from runner.providers.chat import ChatClient
+            from runner.providers.chat_wire import Constrained
+
+            client = ChatClient(base_url, api_key=api_key, headers=headers,
+                                query_params=p.query_params,
+                                constrained_tools=p.constrained_tools,
+                                constrained=Constrained(grammar=p.constrained_grammar),
+                                stream_idle_timeout_s=p.stream_idle_timeout_s,
+                                request_timeout_s=p.request_timeout_s)
+        else:
+            from runner.providers.responses import ResponsesClient
+
+            client = ResponsesClient(base_url, api_key=api_key, headers=headers,
+                                     query_params=p.query_params, store=p.store,
+                                     stream_idle_timeout_s=p.stream_idle_timeout_s,
+                                     request_timeout_s=p.request_timeout_s)
+        from runner.providers.retry import RetryingClient
+
+        client = RetryingClient(client, request_max_retries=p.request_max_retries,
+                                stream_max_retries=p.stream_max_retries,
+                                max_wait_s=p.max_retry_wait_s, key_env=p.env_key)
+        self._stack.push_async_callback(client.aclose)
+        return client
+
+
+class _Capped:
+    """At most `n` requests in flight to one provider, whatever `--concurrency` is."""
+
+    def __init__(self, inner: ModelClient, n: int) -> None:
+        self.inner = inner
+        self.slots = anyio.CapacityLimiter(n)
+
+    async def generate(self, prompt: Prompt,
+                       *, on_event: Callable[[StreamEvent], None] | None = None
+                       ) -> ModelResponse:
+        async with self.slots:
+            return await self.inner.generate(prompt, on_event=on_event)
+
+    async def compact(self, prompt: Prompt) -> ModelResponse:
+        """Compaction requests count against the same connection cap."""
+        inner = find_compactor(self.inner)
+        if inner is None:
+            raise ModelError("this provider has no compaction endpoint")
+        async with self.slots:
+            return await inner.compact(prompt)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
+                 log: Sink, *, today: str, tz: str, runner_home: Path | None,
+                 budget: Budget | None = None, extra_tools: Sequence[Tool] = (),
+                 redact: Redactor | None = None) -> Thread:
+    from runner import compaction
+
+
+    extra, reasoning, text = sampling(t.model_options)
+    # One policy for what the sandbox enforces and what the model is told. The runs'
+    # directory (cwd's parent) holds the other runs and the runner's private git dirs.
+    policy = make_policy(t.sandbox, workspace=cwd, writable_roots=t.writable_roots,
+                         network=t.network_access, hidden=[cwd.parent])
+    executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
+    context = prompts.initial_context(
+        cwd=cwd, sandbox=t.sandbox, network=policy.network,
+        writable_roots=list(policy.prompt_roots()),
+        developer_instructions=t.developer_instructions, runner_home=runner_home,
+        shell="bash", current_date=today, timezone=tz,
+        permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
+        skills=prompts.skills_instructions(t.skills, context_window=t.context_window))
+    if t.output_schema is not None:
+        text = {**(text or {}), "format": text_format(t.output_schema)}
+    spec = ThreadSpec(
+        thread_id=str(uuid.uuid4()), model=t.api_model or t.model,
+        instructions=prompts.load_instructions(t.instructions_file),
+        context=context, prompts=(t.prompt, *t.turns),
+        max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
+        max_tool_calls=t.limits.max_tool_calls, budget=budget,
+        parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
+        reasoning=reasoning, text=text, extra=extra,
+        compaction=compaction.CompactionSettings(
+            limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)),
+        compactor=find_compactor(model) if t.provider.remote_compaction else None)
+    ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env),
+                      read_only=policy.mode == "read-only",
+                      protected=PROTECTED_NAMES if policy.sandboxed else ())
+    tools: list[Tool] = [*make_tools(t), *extra_tools]
+    if redact:
+        tools = [Redacting(tool, redact) for tool in tools]
+    return Thread(spec, model, tools, ctx, log)
+
+
+class Redacting:
+    """A tool whose output is redacted before the model sees it: without a sandbox a
+    command can read the runner's own environment (/proc/$PPID/environ), and what the
+    model reads is sent to the provider and may be echoed into any artifact."""
+
+    def __init__(self, inner: Tool, redact: Redactor) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.redact = redact
+
+    def spec(self) -> dict[str, Any]:
+        return self.inner.spec()
+
+    def started(self, call: ToolCall) -> dict[str, Any] | None:
+        return self.inner.started(call)
+
+    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        result = await self.inner.run(call, ctx)
+        return dataclasses.replace(result, output=self.redact(result.output))
