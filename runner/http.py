@@ -202,3 +202,20 @@ async def mcp_client(headers: Mapping[str, str]) -> AsyncIterator[Any]:
     async with httpx2.AsyncClient(headers=dict(headers),
                                   timeout=httpx2.Timeout(30.0, read=300.0)) as client:
         yield client
+
+
+def rest_client(base_url: str, headers: Mapping[str, str], *,
+                timeout_s: float = 30.0) -> httpx.Client:
+    """A blocking client for a REST API (the GitHub Action's steps are plain scripts).
+    Unlike the model clients it honours proxy variables: hosted runners may need them."""
+    return httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers),
+                        follow_redirects=False)
+
+
+def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any
+                 ) -> httpx.Response:
+    """One request; a network failure (no answer at all) is a `TransportError`."""
+    try:
+        return client.request(method, path, **kwargs)
+    except httpx.TransportError as exc:
+        raise TransportError(type(exc).__name__) from exc

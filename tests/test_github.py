@@ -738,7 +738,8 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
          ".github/runner/pr.yaml": evil_task,
          ".github/runner/instr.md": "HEAD-INSTRUCTIONS-CANARY\n",
          ".github/runner/evil_mcp.py": evil, "evil_mcp.py": evil,
-         "runner/__init__.py": evil, "runner/github.py": evil})
+         "runner/__init__.py": evil, "runner/github.py": evil,
+         "runner/github/__init__.py": evil, "runner/github/__main__.py": evil})
     (tmp_path / "outside").mkdir()
 
     swap = run_swap(tmp_path, repo, base, head)

@@ -1,0 +1,42 @@
+"""GitHub Actions glue for `actions/run`: what the composite action does besides installing.
+
+It lives here rather than in the action's YAML so that it is typed, linted and tested like
+the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
+
+    can-write      the write-access gate of pull-request runs: a branch of this repository,
+                   or the PR's author and the event's sender have write permission (or are
+                   in allow-users); a bot author or sender only when in allow-bots
+    run            the `runner run` command line from the action's inputs (a one-task file
+                   made from `prompt`/`prompt-file`, or `runner report merge` of shard
+                   reports); the API key is put into the runner's environment only (the
+                   runner keeps it from the agent); with `--trusted-config` it first refuses
+                   a task file that makes the runner read or start anything from outside that
+                   (base-branch) directory. Expected situations (a fork's PR without the
+                   key, the PR that adds the runner config) skip the run with a notice
+    outputs        report.json -> $GITHUB_OUTPUT (conclusion, final-message, runs, cost, ...)
+    comment        one sticky PR comment: found by its marker and edited, else created once
+    pull-requests  push result branches; one PR per task, opened once and then updated
+    finish         the runner's exit code -> the step's (exit 1 is optional; a skip is 0)
+
+Everything a task produced (ids, messages, branches) is untrusted: it goes into Markdown only
+through `inline`/`cell`, or, for final messages, through `safe_markdown.render`, so a model
+cannot add links, images, HTML or mentions.
+
+Every Python this module starts runs with `-I`: the step's working directory is the checked
+out repository (on pull requests, the PR's code), and plain `python -m runner` would import a
+`runner/` package from there before the installed one.
+"""
+
+from runner.github.commands import main
+from runner.github.context import (
+           ACTIONS_BOT,
+           MARKER,
+           Context,
+           parse_models,
+           sandbox_for,
+           trust_problems,
+)
+from runner.github.render import format_outputs, outputs_for, readme_with_docs, render_comment
+
+__all__ = ["ACTIONS_BOT", "MARKER", "Context", "format_outputs", "main", "outputs_for",
+           "parse_models", "readme_with_docs", "render_comment", "sandbox_for", "trust_problems"]

@@ -1,0 +1,3 @@
+from runner.github.commands import main
+
+raise SystemExit(main())

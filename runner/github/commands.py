@@ -1,0 +1,467 @@
+"""The `python -m runner.github` subcommands the composite action's steps call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from runner.errors import RunnerError
+from runner.github.context import (
+    PR_EVENTS,
+    PYTHON,
+    Context,
+    bot_allowed,
+    is_bot,
+    missing_keys,
+    parse_extra_args,
+    parse_models,
+    parse_names,
+    prompt_task,
+    runner_argv,
+    sandbox_for,
+    trust_problems,
+)
+from runner.github.render import (
+    format_outputs,
+    outputs_for,
+    readme_with_docs,
+    render_comment,
+    render_notice,
+    render_pr_body,
+    secret_values,
+)
+from runner.github.rest import (
+    GitHub,
+    has_write_access,
+    set_branch,
+    token_login,
+    upsert_comment,
+    upsert_pull_request,
+)
+from runner.redact import Redactor
+from runner.reports.markdown import inline, truncate
+from runner.reports.model import Report
+from runner.vocabulary import EXIT_BAD_INPUT, EXIT_RUNNER
+
+
+def annotate(kind: str, title: str, message: str) -> None:
+    """A workflow command (`::warning` / `::error`); newlines and `%` escaped so a message
+    cannot start a command of its own on the next line."""
+    esc = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    print(f"::{kind} title={title}::{esc}", flush=True)
+
+
+def _write_outputs(values: Mapping[str, str], env: Mapping[str, str]) -> None:
+    path = env.get("GITHUB_OUTPUT")
+    text = format_outputs(values)
+    if not path:
+        sys.stdout.write(text)
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _append_summary(text: str, env: Mapping[str, str]) -> None:
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+
+
+def _load_report(path: Path) -> Report | None:
+    """The report, or None (with a warning) when the runner stopped before writing one:
+    the runner's own exit code already fails the job, later steps need not fail too."""
+    if not path.is_file():
+        annotate("warning", "runner", f"no report at {path}")
+        return None
+    try:
+        return Report.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise RunnerError(f"{path} is not a runner report: {truncate(str(exc))}") from None
+
+
+def _token(env: Mapping[str, str], name: str) -> str:
+    token = env.get(name, "")
+    if not token:
+        raise RunnerError(f"{name} is empty: pass github-token (needs pull-requests: write)")
+    return token
+
+
+def merge_argv(patterns: str, out: str) -> list[str]:
+    """`runner report merge` over the directories the globs match (shard artifacts)."""
+    dirs = sorted({str(p) for pat in patterns.split() for p in Path().glob(pat) if p.is_dir()})
+    if not dirs:
+        raise RunnerError(f"merge: no directory matches {patterns!r}")
+    return [*PYTHON, "-m", "runner", "report", "merge", *dirs, "--out", out]
+
+
+def _skip(reason: str, env: Mapping[str, str]) -> int:
+    """End the run step green without running: an expected situation, not a failure.
+    The outputs step turns `skipped` into conclusion `skipped`, the comment step into the
+    sticky comment (where the token may write)."""
+    annotate("notice", "runner", f"not run: {reason}")
+    _append_summary(f"**runner** did not run: {inline(reason)}.\n", env)
+    _write_outputs({"skipped": reason}, env)
+    return 0
+
+
+def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
+    """(task file to run, file the pull request must not control): the `task-file`, or a
+    one-task file made from `prompt` / `prompt-file` outside the workspace."""
+    given = [n for n, v in (("task-file", args.task_file), ("prompt", args.prompt),
+                            ("prompt-file", args.prompt_file)) if v.strip()]
+    if len(given) > 1:
+        raise RunnerError(f"give one of task-file, prompt and prompt-file; got "
+                          f"{' and '.join(given)}")
+    if not given:
+        raise RunnerError("one of task-file, prompt or prompt-file is required (or merge, "
+                          "to combine shard reports)")
+    if args.task_file.strip():
+        return args.task_file, args.task_file
+    if args.prompt_file.strip() and not Path(args.prompt_file).is_file():
+        return "", args.prompt_file  # the caller skips or fails on the missing file
+    text = args.prompt
+    if args.prompt_file.strip():
+        try:
+            text = Path(args.prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RunnerError(f"prompt-file {args.prompt_file}: {exc}") from None
+    import yaml
+
+    data = prompt_task(text, repo=env.get("GITHUB_WORKSPACE") or os.getcwd(),
+                       model=args.model.strip(), base_url=args.base_url.strip(),
+                       key_env=args.api_key_env)
+    folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-prompt-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True)
+    path = folder / "task.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return str(path), args.prompt_file
+
+
+def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    ctx = Context.from_env(env)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
+        raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
+    child = dict(env)
+    key = child.pop("RUNNER_API_KEY", "")
+    if key:
+        child[args.api_key_env] = key
+    models = parse_models(f"{args.model} {args.models}")
+    merging = bool(args.merge.strip())
+    on_pr = ctx.event_name in PR_EVENTS
+    if merging:
+        argv = merge_argv(args.merge, args.out)
+    else:
+        task_file, guarded = _task_source(args, env)
+        trusted = args.trusted_config.strip()
+        if not Path(guarded or task_file).is_file() and trusted and on_pr:
+            # The base branch has no runner config yet: the PR that adds it.
+            return _skip(f"the base branch has no {guarded}; this pull request probably adds "
+                         "it, and runner runs on pull requests once it is merged", env)
+        if not task_file:
+            raise RunnerError(f"prompt-file {guarded}: no such file")
+        if trusted and guarded:
+            problems = trust_problems(Path(guarded), Path(trusted)) if guarded == task_file \
+                else ([] if Path(guarded).resolve().is_relative_to(Path(trusted).resolve())
+                      else [f"the prompt file {guarded} is not inside {trusted}"])
+            if problems:
+                for problem in problems:
+                    annotate("error", "runner trusted-config", problem)
+                _write_outputs({"exit-code": str(EXIT_BAD_INPUT)}, env)
+                _append_summary("**runner** did not run: the task file reaches outside "
+                                f"`{inline(trusted)}` (see the log).\n", env)
+                return 0
+        elif on_pr and guarded:
+            annotate("warning", "runner", "a pull-request run without trusted-config: the task "
+                     "file may read or start files of the pull request (see examples/workflows"
+                     "/pr.yml)")
+        argv = runner_argv(task_file, out=args.out, models=models,
+                           shard=args.shard.strip(),
+                           sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
+                           concurrency=args.concurrency.strip(),
+                           effort=args.reasoning_effort.strip().lower(),
+                           extra=parse_extra_args(args.extra_args))
+        lacking = missing_keys(Path(task_file), models, child) if on_pr and ctx.from_fork \
+            else []
+        if lacking:
+            return _skip(f"{', '.join(lacking)} is not set: GitHub passes no secrets to "
+                         "workflows of pull requests from forks", env)
+    print("runner " + " ".join(argv[len(PYTHON) + 2:]), flush=True)  # no secret in argv
+    code = subprocess.run(argv, env=child, check=False).returncode
+    _write_outputs({"exit-code": str(code)}, env)
+    if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
+        _append_summary(f"**runner** exited {code} before writing a report; see the log.\n",
+                        env)
+    return 0
+
+
+def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Every output the Action documents, also when nothing ran: `conclusion` is
+    `skipped` (with the reason as `notice`) when the gate or the run step skipped,
+    `success` when the runner exited 0, `failure` otherwise."""
+    values = {"conclusion": "failure", "notice": "", "final-message": "", "report": "",
+              "branch": "", "branches": "{}"}
+    notice = args.reason if args.allowed != "true" else args.skipped
+    if notice.strip():
+        values.update(conclusion="skipped", notice=notice)
+        _write_outputs(values, env)
+        return 0
+    if args.exit_code.strip() == "0":
+        values["conclusion"] = "success"
+    report = _load_report(Path(args.report)) if args.exit_code.strip() else None
+    if report is not None:
+        values.update(outputs_for(report, args.report))
+    _write_outputs(values, env)
+    return 0
+
+
+def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    ctx = Context.from_env(env)
+    mode = args.mode.strip().lower()
+    if mode not in ("auto", "true", "false"):
+        raise RunnerError(f"comment must be auto, true or false; got {args.mode!r}")
+    number = args.pr or ctx.pr_number
+    if mode == "false" or (mode == "auto" and number is None):
+        return 0
+    if args.notice.strip():
+        body = render_notice(args.notice, ctx)
+    else:
+        report = _load_report(Path(args.report))
+        if report is None:
+            return 0
+        body = render_comment(report, ctx, artifact=args.artifact)
+    body = Redactor(secret_values(env))(body)
+    if args.write:
+        Path(args.write).write_text(body, encoding="utf-8")
+    if number is None:
+        raise RunnerError("comment: true, but this event is not about a pull request")
+    gh = GitHub(ctx.api_url, _token(env, args.token_env))
+    try:
+        author = args.author.strip() or token_login(gh)
+        how, comment_id = upsert_comment(gh, ctx.repository, number, body, author=author)
+    except RunnerError as exc:
+        # A fork's PR gets a read-only token: the summary is still in the job summary.
+        # For a skipped run that is expected, so only a notice.
+        annotate("notice" if args.notice.strip() else "warning", "runner comment", str(exc))
+        return 0
+    finally:
+        gh.close()
+    print(f"comment {comment_id} {how} on #{number}")
+    return 0
+
+
+def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """`allowed=true|false` in $GITHUB_OUTPUT. On pull-request events (or `--mode true`):
+    a head branch in this repository was pushed by someone with write access; from a fork,
+    the PR's author and the event's sender must both have write permission. Any API
+    failure counts as no."""
+    ctx = Context.from_env(env)
+    mode = args.mode.strip().lower()
+    if mode not in ("auto", "true", "false"):
+        raise RunnerError(f"require-write-access must be auto, true or false; got {args.mode!r}")
+    event = ctx.event or {}
+    pr = ctx.pull_request
+    allow_users = parse_names(args.allow_users)
+    allow_bots = parse_names(args.allow_bots)
+    if "*" in allow_bots:
+        raise RunnerError("allow-bots takes bot names (e.g. dependabot, renovate[bot]); '*' "
+                          "would let any app's bot spend the API key")
+    allowed, why = True, "not required"
+    if mode == "true" or (mode == "auto" and ctx.event_name in PR_EVENTS):
+        head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+        people = [u for u in (pr.get("user"), event.get("sender")) if isinstance(u, dict)
+                  and u.get("login")]
+        users = sorted({str(u["login"]) for u in people})
+        bots = sorted({str(u["login"]) for u in people if is_bot(u)
+                       and not bot_allowed(str(u["login"]), allow_bots)})
+        if bots:
+            allowed, why = False, (f"{', '.join(bots)} is a bot; list it in allow-bots to run "
+                                   "for it")
+        elif head and head == ctx.repository:
+            why = "the head branch is in this repository"
+        elif not users:
+            allowed, why = False, "the event names no user to check"
+        elif "*" in allow_users or all(u.lower() in allow_users for u in users):
+            why = f"{', '.join(users)} allowed by allow-users"
+        else:
+            gh = GitHub(ctx.api_url, _token(env, args.token_env))
+            try:
+                lacking = [u for u in users if u.lower() not in allow_users
+                           and not has_write_access(gh, ctx.repository, u)]
+            except RunnerError as exc:
+                annotate("warning", "runner can-write", str(exc))
+                lacking = users
+            finally:
+                gh.close()
+            allowed = not lacking
+            why = (f"{', '.join(users)} may write" if allowed
+                   else f"{', '.join(lacking)} has no write access to {ctx.repository} and "
+                        "is not in allow-users")
+    print(f"write access: {'yes' if allowed else 'no'} ({why})")
+    values = {"allowed": "true" if allowed else "false"}
+    if not allowed:
+        annotate("notice", "runner", f"not run: {why}")
+        _append_summary(f"**runner** did not run: {inline(why)}.\n", env)
+        values["reason"] = why
+    _write_outputs(values, env)
+    return 0
+
+
+def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from runner.workspace import push_sync
+
+    ctx = Context.from_env(env)
+    if ctx.event_name in PR_EVENTS:
+        raise RunnerError("push: pull-request runs never push; the patches are in the "
+                          "report artifact")
+    report = _load_report(Path(args.report))
+    if report is None:
+        return 0
+    token = _token(env, args.token_env)
+    redact = Redactor(secret_values(env))
+    base = args.base or str(((ctx.event or {}).get("repository") or {}).get(
+        "default_branch") or "main")
+    gh = GitHub(ctx.api_url, token)
+    made: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    failures = 0
+    try:
+        for t in report.tasks:
+            r = t.result
+            if r is None or r.branch is None or t.status not in args.statuses.split(","):
+                continue
+            run = t.run or t.id
+            stable = f"{args.branch_prefix}{run}"
+            try:
+                if r.pushed is None:
+                    push_sync(Path(args.repo_dir), r.branch, remote=args.remote, token=token)
+                if stable != r.branch:
+                    set_branch(gh, ctx.repository, stable, r.commit)
+                    gh.request("DELETE", f"/repos/{ctx.repository}/git/refs/heads/{r.branch}",
+                               ok=(404, 422))
+                how, url = upsert_pull_request(
+                    gh, ctx.repository, head=stable, base=base, title=f"runner: {run}",
+                    body=redact(render_pr_body(t, report, ctx)))
+            except RunnerError as exc:  # WorkspaceError included
+                failures += 1
+                annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
+                continue
+            made[run] = url
+            kept[run] = stable
+            print(f"{run}: pull request {how}: {url}")
+    finally:
+        gh.close()
+    _write_outputs({"pull-requests": json.dumps(made, sort_keys=True),
+                    "branches": json.dumps(kept, sort_keys=True),
+                    "branch": next(iter(kept.values())) if len(kept) == 1 else "",
+                    "pr-url": next(iter(made.values())) if len(made) == 1 else ""}, env)
+    return 1 if failures else 0
+
+
+def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if args.skipped.strip():
+        return 0
+    if not args.exit_code.strip().isdigit():
+        annotate("error", "runner", "the run step did not finish")
+        return EXIT_RUNNER
+    code = int(args.exit_code)
+    if code == 1 and args.fail_on_task_failure.strip().lower() != "true":
+        return 0
+    return code
+
+
+
+
+def cmd_docs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    import yaml
+
+    action = yaml.safe_load(Path(args.action).read_text(encoding="utf-8"))
+    readme = Path(args.readme)
+    readme.write_text(readme_with_docs(readme.read_text(encoding="utf-8"), action),
+                      encoding="utf-8")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m runner.github",
+                                description="GitHub Actions steps of actions/run.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the runner with the action's inputs")
+    run.add_argument("--task-file", default="")
+    run.add_argument("--merge", default="", help="globs of shard report directories")
+    run.add_argument("--out", required=True)
+    run.add_argument("--models", default="")
+    run.add_argument("--shard", default="")
+    run.add_argument("--sandbox", default="auto")
+    run.add_argument("--concurrency", default="")
+    run.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    run.add_argument("--trusted-config", default="",
+                     help="a directory from the base branch the task file must stay inside")
+    run.add_argument("--prompt", default="", help="one task with this prompt")
+    run.add_argument("--prompt-file", default="", help="one task with this file's prompt")
+    run.add_argument("--model", default="", help="one provider/model (added to --models)")
+    run.add_argument("--base-url", default="", help="endpoint of the prompt's provider")
+    run.add_argument("--reasoning-effort", default="")
+    run.add_argument("--extra-args", default="", help="more `runner run` flags")
+    run.set_defaults(func=cmd_run)
+    gate = sub.add_parser("can-write", help="the write-access gate of pull-request runs")
+    gate.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
+    gate.add_argument("--token-env", default="GITHUB_TOKEN")
+    gate.add_argument("--allow-users", default="", help="logins allowed without write access")
+    gate.add_argument("--allow-bots", default="", help="bot logins allowed to trigger a run")
+    gate.set_defaults(func=cmd_can_write)
+    out = sub.add_parser("outputs", help="report.json -> $GITHUB_OUTPUT")
+    out.add_argument("--report", required=True)
+    out.add_argument("--allowed", default="true", help="the gate's output")
+    out.add_argument("--reason", default="", help="why the gate refused")
+    out.add_argument("--skipped", default="", help="why the run step skipped")
+    out.add_argument("--exit-code", default="", help="the runner's exit code")
+    out.set_defaults(func=cmd_outputs)
+    com = sub.add_parser("comment", help="create or edit the PR comment")
+    com.add_argument("--report", required=True)
+    com.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
+    com.add_argument("--pr", type=int, default=None)
+    com.add_argument("--artifact", default="")
+    com.add_argument("--author", default="",
+                     help="only edit a comment by this account (default: the token's)")
+    com.add_argument("--token-env", default="GITHUB_TOKEN")
+    com.add_argument("--write", default="", help="also write the body to this file")
+    com.add_argument("--notice", default="", help="post this skip notice instead")
+    com.set_defaults(func=cmd_comment)
+    prs = sub.add_parser("pull-requests", help="push result branches, one PR per task")
+    prs.add_argument("--report", required=True)
+    prs.add_argument("--repo-dir", default=".")
+    prs.add_argument("--remote", default="origin")
+    prs.add_argument("--base", default="")
+    prs.add_argument("--branch-prefix", default="runner/nightly/")
+    prs.add_argument("--statuses", default="completed",
+                     help="comma-separated run statuses that get a PR")
+    prs.add_argument("--token-env", default="GITHUB_TOKEN")
+    prs.set_defaults(func=cmd_pull_requests)
+    fin = sub.add_parser("finish", help="exit with the runner's code")
+    fin.add_argument("--exit-code", default="")
+    fin.add_argument("--fail-on-task-failure", default="true")
+    fin.add_argument("--skipped", default="", help="why the run was skipped (exit 0)")
+    fin.set_defaults(func=cmd_finish)
+    docs = sub.add_parser("docs", help="write README's input and output tables")
+    docs.add_argument("--action", required=True)
+    docs.add_argument("--readme", required=True)
+    docs.set_defaults(func=cmd_docs)
+    return p
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args, os.environ if env is None else env)
+    except RunnerError as exc:
+        annotate("error", "runner", str(exc))
+        return EXIT_BAD_INPUT
+    return code

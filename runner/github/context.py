@@ -1,0 +1,268 @@
+"""The event the action runs for and what it may do about it: who triggered it, whether
+they may write, which sandbox and task file to use, the runner's command line. Pure: the
+step's environment and files come in as arguments."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.errors import RunnerError
+
+MARKER = "<!-- runner:summary -->"
+"""Starts our PR comment, so the next run finds it and edits it instead of adding one."""
+TASK_MARKER = "<!-- runner:task:{run} -->"
+"""Starts a nightly PR's body: which run it belongs to."""
+PR_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_review",
+                       "pull_request_review_comment", "issue_comment", "merge_group"})
+"""Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+MESSAGE_LIMIT = 20_000
+"""Characters of a final message shown in a comment; the report has all of it."""
+OPEN_MESSAGES = 3
+"""Up to this many final messages are shown unfolded (a review); more are folded."""
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+DEFAULT_MODEL = "openai/gpt-5.5"
+"""The model of a one-task file made from `prompt` when no `model` is given."""
+TABLE_ROWS = 50
+"""Runs listed in a comment (a benchmark can have hundreds; the summary has them all)."""
+COMMENT_LIMIT = 60_000
+"""GitHub refuses bodies over 65,536 characters; keep room for the footer."""
+API_VERSION = "2022-11-28"
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+"""Values of the collaborator-permission endpoint's `permission` that allow a push."""
+ACTIONS_BOT = "github-actions[bot]"
+"""Who writes with the workflow's own GITHUB_TOKEN (for which `GET /user` is refused)."""
+PYTHON = (sys.executable, "-I")
+"""Isolated mode: neither the working directory nor PYTHON* variables decide what is
+imported (see the module docstring)."""
+
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the action runs, from the variables GitHub sets for every step."""
+
+    repository: str = ""
+    server_url: str = "https://github.com"
+    api_url: str = "https://api.github.com"
+    run_id: str = ""
+    event_name: str = ""
+    event: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Context:
+        event: Mapping[str, Any] | None = None
+        path = env.get("GITHUB_EVENT_PATH")
+        if path and Path(path).is_file():
+            try:
+                loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise RunnerError(f"GITHUB_EVENT_PATH {path} is not JSON: {exc}") from None
+            event = loaded if isinstance(loaded, dict) else None
+        return cls(repository=env.get("GITHUB_REPOSITORY", ""),
+                   server_url=env.get("GITHUB_SERVER_URL", "https://github.com"),
+                   api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
+                   run_id=env.get("GITHUB_RUN_ID", ""),
+                   event_name=env.get("GITHUB_EVENT_NAME", ""), event=event)
+
+    @property
+    def pr_number(self) -> int | None:
+        """The pull request this event is about (an issue comment counts when on a PR)."""
+        event = self.event or {}
+        pr = event.get("pull_request")
+        if isinstance(pr, dict) and isinstance(pr.get("number"), int):
+            return int(pr["number"])
+        issue = event.get("issue")
+        if isinstance(issue, dict) and "pull_request" in issue and isinstance(
+                issue.get("number"), int):
+            return int(issue["number"])
+        return None
+
+    @property
+    def pull_request(self) -> Mapping[str, Any]:
+        found = (self.event or {}).get("pull_request")
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def from_fork(self) -> bool:
+        """A pull request whose head branch is in another repository: GitHub gives its
+        workflow runs no secrets and a read-only token."""
+        head = ((self.pull_request.get("head") or {}).get("repo") or {}).get("full_name")
+        return bool(head) and head != self.repository
+
+    @property
+    def run_url(self) -> str | None:
+        if not (self.repository and self.run_id):
+            return None
+        return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+
+def parse_models(text: str) -> list[str]:
+    """The `models` input: provider/model entries separated by newlines, spaces or commas."""
+    return [m for m in re.split(r"[\s,]+", text) if m]
+
+
+def parse_names(text: str) -> set[str]:
+    """A list input (`allow-users`, `allow-bots`): logins separated by newlines, spaces or
+    commas, compared case-insensitively as GitHub does."""
+    return {n.lower() for n in re.split(r"[\s,]+", text) if n}
+
+
+def is_bot(user: Mapping[str, Any]) -> bool:
+    login = str(user.get("login") or "")
+    return user.get("type") == "Bot" or login.endswith("[bot]")
+
+
+def bot_allowed(login: str, allowed: set[str]) -> bool:
+    """`allow-bots` names bots with or without the `[bot]` suffix."""
+    name = login.lower()
+    return name in allowed or name.removesuffix("[bot]") in allowed
+
+
+def prompt_task(prompt: str, *, repo: str, model: str, base_url: str, key_env: str
+                ) -> dict[str, Any]:
+    """The one-task file of an inline `prompt`: the same defaults as any task file (the
+    runner's sandbox and tools, the Action's `sandbox` input on top), one task `prompt`
+    in the checked-out repository. With `base_url` the model's provider is redefined to
+    that endpoint, reading its key from `key_env`."""
+    if not prompt.strip():
+        raise RunnerError("prompt is empty (or prompt-file names an empty file)")
+    data: dict[str, Any] = {"version": 1, "defaults": {"model": model or DEFAULT_MODEL},
+                            "tasks": [{"id": "prompt", "prompt": prompt, "repo": repo}]}
+    if base_url:
+        provider = (model or DEFAULT_MODEL).split("/", 1)[0]
+        if not re.fullmatch(r"https?://\S+", base_url):
+            raise RunnerError(f"base-url must be an http(s) URL, got {base_url!r}")
+        data["providers"] = {provider: {"base_url": base_url, "env_key": key_env}}
+    return data
+
+
+def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """Provider key variables the runs of `task_file` need and `env` lacks; [] when the
+    file cannot be read (the runner then reports the located problem itself)."""
+    from runner.config import expand, load_task_file
+
+    try:
+        tf = load_task_file(task_file)
+        tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
+    except (RunnerError, OSError):
+        return []
+    return sorted({t.provider.env_key for t in tasks
+                   if t.provider.env_key and not env.get(t.provider.env_key)})
+
+
+def sandbox_for(requested: str, event_name: str) -> str | None:
+    """The `--sandbox` to pass: `auto` is read-only on pull-request events and the task
+    file's own elsewhere; `task-file` (or empty) never overrides."""
+    if requested == "auto":
+        return "read-only" if event_name in PR_EVENTS else None
+    if requested in ("", "task-file"):
+        return None
+    if requested not in SANDBOXES:
+        raise RunnerError(f"sandbox must be auto, task-file or one of {', '.join(SANDBOXES)}; "
+                          f"got {requested!r}")
+    return requested
+
+
+def trust_problems(task_file: Path, trusted: Path) -> list[str]:
+    """Why the runner could read or start something that is not in `trusted`; [] if nothing.
+
+    On pull requests the workflow replaces `trusted` (e.g. `.github/runner/`) with the base
+    branch's copy, so whatever lies inside it is the maintainers'. Everything else in the
+    checkout is the PR's. The task file may point outside its directory (`../../x.md`), or
+    through a symlink, and a stdio MCP server starts, unsandboxed and with the runner's
+    user, in the run's workspace (the PR's code) unless given a `cwd`: each of those would
+    let the PR decide instructions, skills, schemas or code run outside the sandbox.
+    A task file the runner will refuse anyway is left to the runner's located problems."""
+    from runner.config import Settings, load_task_file
+    from runner.errors import ConfigError
+
+    root = trusted.resolve()
+    if not task_file.resolve().is_relative_to(root):
+        return [f"the task file {task_file} is not inside {trusted}"]
+    try:
+        tf = load_task_file(task_file)
+    except ConfigError:
+        return []
+    base = task_file.resolve().parent
+    problems: list[str] = []
+
+    def inside(raw: str, what: str, against: Path = base) -> Path:
+        path = (against / raw).resolve()
+        if not path.is_relative_to(root):
+            problems.append(f"{what}: {raw} is outside {trusted}")
+        elif path.is_dir():
+            for sub in sorted(path.rglob("*")):
+                if not sub.resolve().is_relative_to(root):
+                    problems.append(f"{what}: {sub.relative_to(path)} in {raw} leads outside "
+                                    f"{trusted}")
+        return path
+
+    layers: list[tuple[str, Settings]] = [("defaults", tf.defaults)]
+    layers += [(f"tasks.{t.id}", t) for t in tf.tasks]
+    for where, layer in layers:
+        for name in ("instructions_file", "compact_prompt_file"):
+            raw = getattr(layer, name)
+            if raw is not None:
+                inside(raw, f"{where}.{name}")
+        if isinstance(layer.output_schema, str):
+            inside(layer.output_schema, f"{where}.output_schema")
+        for raw in layer.skills or ():
+            inside(raw, f"{where}.skills")
+        for name, server in (layer.mcp_servers or {}).items():
+            what = f"{where}.mcp_servers.{name}"
+            if server.command is None:
+                continue  # a `url` server: nothing runs here
+            if server.cwd is None:
+                problems.append(
+                    f"{what}: a stdio MCP server runs outside the sandbox with the runner's "
+                    f"user, by default in the pull request's code; give it a `cwd` inside "
+                    f"{trusted}, or use a `url` server")
+                continue
+            cwd = inside(server.cwd, f"{what}.cwd")
+            program = server.command[0]
+            if "/" in program and not program.startswith("/"):
+                inside(program, f"{what}.command", cwd)
+        if layer.git is not None and layer.git.push is not None:
+            problems.append(f"{where}.git.push: pull-request runs do not push")
+    for variant in tf.matrix.variant if tf.matrix else ():
+        if variant.instructions_file is not None:
+            inside(variant.instructions_file, f"matrix.variant.{variant.name}.instructions_file")
+    if isinstance(tf.codex_config, str):
+        inside(tf.codex_config, "codex_config")
+    return problems
+
+
+def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
+                sandbox: str | None, concurrency: str, effort: str = "",
+                extra: Sequence[str] = ()) -> list[str]:
+    argv = [*PYTHON, "-m", "runner", "run", task_file, "--out", out]
+    for model in models:
+        argv += ["--model", model]
+    if shard:
+        argv += ["--shard", shard]
+    if sandbox:
+        argv += ["--sandbox", sandbox]
+    if concurrency:
+        argv += ["--concurrency", concurrency]
+    if effort:
+        if effort not in EFFORTS:
+            raise RunnerError(f"reasoning-effort must be one of {', '.join(EFFORTS)}; "
+                              f"got {effort!r}")
+        argv += ["--reasoning-effort", effort]
+    return [*argv, *extra]
+
+
+def parse_extra_args(text: str) -> list[str]:
+    """`extra-args`: more `runner run` flags, split like a shell would (no shell runs)."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise RunnerError(f"extra-args: {exc} in {text!r}") from None

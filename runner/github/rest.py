@@ -1,0 +1,133 @@
+"""A small GitHub REST client over the HTTP seam (bearer token, JSON, pagination, a few
+resends for the transient failures hosted runners see) and the calls the action makes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from runner import http
+from runner.errors import RunnerError, TransportError
+from runner.github.context import ACTIONS_BOT, API_VERSION, MARKER, WRITE_PERMISSIONS
+from runner.reports.markdown import truncate
+
+
+class GitHub:
+    """A small REST client: bearer token, JSON, pagination, and a few resends for the
+    transient failures (connection errors, 5xx, 429) that hosted runners do see."""
+
+    def __init__(self, api_url: str, token: str, *, attempts: int = 3) -> None:
+        self._attempts = attempts
+        self._client = http.rest_client(
+            api_url.rstrip("/"),
+            {"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+             "X-GitHub-Api-Version": API_VERSION, "User-Agent": "runner-action"})
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(self, method: str, path: str, *, json_body: Any = None,
+                params: Mapping[str, str] | None = None, ok: Sequence[int] = ()) -> Any:
+        """JSON of a 2xx answer (None for 204); a status in `ok` returns None too."""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                resp = http.rest_request(self._client, method, path, json=json_body,
+                                         params=params)
+            except TransportError as exc:
+                if attempt == self._attempts:
+                    raise RunnerError(f"GitHub {method} {path}: {exc}") from None
+                time.sleep(attempt)
+                continue
+            if resp.status_code in ok:
+                return None
+            if (resp.status_code >= 500 or resp.status_code == 429) and attempt < self._attempts:
+                wait = resp.headers.get("retry-after", "")
+                time.sleep(min(float(wait), 30.0) if wait.isdigit() else attempt)
+                continue
+            if resp.status_code >= 300:
+                try:
+                    message = str(resp.json().get("message", ""))
+                except ValueError:
+                    message = ""
+                raise RunnerError(f"GitHub {method} {path}: HTTP {resp.status_code} "
+                                  f"{truncate(message, 200)}".rstrip())
+            return resp.json() if resp.content else None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def paginate(self, path: str, params: Mapping[str, str] | None = None,
+                 max_pages: int = 50) -> list[Any]:
+        items: list[Any] = []
+        for page in range(1, max_pages + 1):
+            got = self.request("GET", path, params={**(params or {}), "per_page": "100",
+                                                    "page": str(page)})
+            if not isinstance(got, list):
+                raise RunnerError(f"GitHub GET {path}: expected a list")
+            items += got
+            if len(got) < 100:
+                break
+        return items
+
+
+def token_login(gh: GitHub) -> str:
+    """The account the token writes as: `GET /user` for a personal access token; the
+    workflow's GITHUB_TOKEN (an installation token) is refused there and writes as
+    github-actions[bot]. Another App's token is refused too: pass `comment-author`."""
+    try:
+        me = gh.request("GET", "/user", ok=(401, 403, 404))
+    except RunnerError:
+        me = None
+    login = me.get("login") if isinstance(me, dict) else None
+    return login if isinstance(login, str) and login else ACTIONS_BOT
+
+
+def has_write_access(gh: GitHub, repo: str, user: str) -> bool:
+    """The collaborator-permission endpoint, which counts teams, organisation roles and
+    base permissions (an `author_association` of MEMBER or COLLABORATOR does not imply
+    write access). A user who is not a collaborator is a 404: no access."""
+    got = gh.request("GET", f"/repos/{repo}/collaborators/{quote(user, safe='')}/permission",
+                     ok=(404,))
+    return isinstance(got, dict) and got.get("permission") in WRITE_PERMISSIONS
+
+
+def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str
+                   ) -> tuple[str, int]:
+    """Edit our comment on the PR if it is there, else create it: ("patched"|"created", id).
+
+    Ours means: the body starts with the marker and `author` (the token's account) wrote
+    it, so a comment that merely quotes the marker is never taken over."""
+    for c in gh.paginate(f"/repos/{repo}/issues/{number}/comments"):
+        login = (c.get("user") or {}).get("login", "")
+        if str(c.get("body", "")).startswith(MARKER) and login == author:
+            gh.request("PATCH", f"/repos/{repo}/issues/comments/{c['id']}",
+                       json_body={"body": body})
+            return "patched", int(c["id"])
+    made = gh.request("POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body})
+    return "created", int(made["id"])
+
+
+def set_branch(gh: GitHub, repo: str, branch: str, sha: str) -> None:
+    """Point `branch` at `sha` on GitHub, creating it or moving it (forced: a bot branch)."""
+    if gh.request("GET", f"/repos/{repo}/git/ref/heads/{branch}", ok=(404,)) is None:
+        gh.request("POST", f"/repos/{repo}/git/refs",
+                   json_body={"ref": f"refs/heads/{branch}", "sha": sha})
+    else:
+        gh.request("PATCH", f"/repos/{repo}/git/refs/heads/{branch}",
+                   json_body={"sha": sha, "force": True})
+
+
+def upsert_pull_request(gh: GitHub, repo: str, *, head: str, base: str, title: str,
+                        body: str) -> tuple[str, str]:
+    """("updated"|"created", url): the open PR from `head`, or a new one."""
+    owner = repo.split("/", 1)[0]
+    found = gh.request("GET", f"/repos/{repo}/pulls",
+                       params={"state": "open", "head": f"{owner}:{head}", "base": base})
+    if isinstance(found, list) and found:
+        number = found[0]["number"]
+        pr = gh.request("PATCH", f"/repos/{repo}/pulls/{number}",
+                        json_body={"title": title, "body": body})
+        return "updated", str(pr["html_url"])
+    pr = gh.request("POST", f"/repos/{repo}/pulls",
+                    json_body={"title": title, "head": head, "base": base, "body": body})
+    return "created", str(pr["html_url"])
