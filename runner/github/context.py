@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.config.schema import McpServerConfig, Settings
 from runner.errors import RunnerError
 
 MARKER = "<!-- runner:summary -->"
@@ -181,7 +182,7 @@ def trust_problems(task_file: Path, trusted: Path) -> list[str]:
     user, in the run's workspace (the PR's code) unless given a `cwd`: each of those would
     let the PR decide instructions, skills, schemas or code run outside the sandbox.
     A task file the runner will refuse anyway is left to the runner's located problems."""
-    from runner.config import Settings, load_task_file
+    from runner.config import load_task_file
     from runner.errors import ConfigError
 
     root = trusted.resolve()
@@ -191,53 +192,65 @@ def trust_problems(task_file: Path, trusted: Path) -> list[str]:
         tf = load_task_file(task_file)
     except ConfigError:
         return []
-    base = task_file.resolve().parent
-    problems: list[str] = []
-
-    def inside(raw: str, what: str, against: Path = base) -> Path:
-        path = (against / raw).resolve()
-        if not path.is_relative_to(root):
-            problems.append(f"{what}: {raw} is outside {trusted}")
-        elif path.is_dir():
-            for sub in sorted(path.rglob("*")):
-                if not sub.resolve().is_relative_to(root):
-                    problems.append(f"{what}: {sub.relative_to(path)} in {raw} leads outside "
-                                    f"{trusted}")
-        return path
-
+    check = _Trust(root, trusted, task_file.resolve().parent)
     layers: list[tuple[str, Settings]] = [("defaults", tf.defaults)]
     layers += [(f"tasks.{t.id}", t) for t in tf.tasks]
     for where, layer in layers:
+        check.layer(where, layer)
+    for variant in tf.matrix.variant if tf.matrix else ():
+        if variant.instructions_file is not None:
+            check.inside(variant.instructions_file,
+                         f"matrix.variant.{variant.name}.instructions_file")
+    if isinstance(tf.codex_config, str):
+        check.inside(tf.codex_config, "codex_config")
+    return check.problems
+
+
+class _Trust:
+    """The checks of `trust_problems`, collecting what leads outside `root`."""
+
+    def __init__(self, root: Path, shown: Path, base: Path) -> None:
+        self.root, self.shown, self.base = root, shown, base
+        self.problems: list[str] = []
+
+    def inside(self, raw: str, what: str, against: Path | None = None) -> Path:
+        path = ((against or self.base) / raw).resolve()
+        if not path.is_relative_to(self.root):
+            self.problems.append(f"{what}: {raw} is outside {self.shown}")
+        elif path.is_dir():
+            for sub in sorted(path.rglob("*")):
+                if not sub.resolve().is_relative_to(self.root):
+                    self.problems.append(f"{what}: {sub.relative_to(path)} in {raw} leads "
+                                         f"outside {self.shown}")
+        return path
+
+    def layer(self, where: str, layer: Settings) -> None:
         for name in ("instructions_file", "compact_prompt_file"):
             raw = getattr(layer, name)
             if raw is not None:
-                inside(raw, f"{where}.{name}")
+                self.inside(raw, f"{where}.{name}")
         if isinstance(layer.output_schema, str):
-            inside(layer.output_schema, f"{where}.output_schema")
+            self.inside(layer.output_schema, f"{where}.output_schema")
         for raw in layer.skills or ():
-            inside(raw, f"{where}.skills")
+            self.inside(raw, f"{where}.skills")
         for name, server in (layer.mcp_servers or {}).items():
-            what = f"{where}.mcp_servers.{name}"
-            if server.command is None:
-                continue  # a `url` server: nothing runs here
-            if server.cwd is None:
-                problems.append(
-                    f"{what}: a stdio MCP server runs outside the sandbox with the runner's "
-                    f"user, by default in the pull request's code; give it a `cwd` inside "
-                    f"{trusted}, or use a `url` server")
-                continue
-            cwd = inside(server.cwd, f"{what}.cwd")
-            program = server.command[0]
-            if "/" in program and not program.startswith("/"):
-                inside(program, f"{what}.command", cwd)
+            self.mcp_server(f"{where}.mcp_servers.{name}", server)
         if layer.git is not None and layer.git.push is not None:
-            problems.append(f"{where}.git.push: pull-request runs do not push")
-    for variant in tf.matrix.variant if tf.matrix else ():
-        if variant.instructions_file is not None:
-            inside(variant.instructions_file, f"matrix.variant.{variant.name}.instructions_file")
-    if isinstance(tf.codex_config, str):
-        inside(tf.codex_config, "codex_config")
-    return problems
+            self.problems.append(f"{where}.git.push: pull-request runs do not push")
+
+    def mcp_server(self, what: str, server: McpServerConfig) -> None:
+        if server.command is None:
+            return  # a `url` server: nothing runs here
+        if server.cwd is None:
+            self.problems.append(
+                f"{what}: a stdio MCP server runs outside the sandbox with the runner's "
+                f"user, by default in the pull request's code; give it a `cwd` inside "
+                f"{self.shown}, or use a `url` server")
+            return
+        cwd = self.inside(server.cwd, f"{what}.cwd")
+        program = server.command[0]
+        if "/" in program and not program.startswith("/"):
+            self.inside(program, f"{what}.command", cwd)
 
 
 def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,

@@ -520,20 +520,24 @@ class ChatStreamState:
                     on_event(StreamEvent("reasoning_delta", {"delta": reasoning}))
             calls = delta.get("tool_calls")
             for tc in calls if isinstance(calls, list) else []:
-                if not isinstance(tc, dict):
-                    continue
-                index = tc.get("index")
-                if not isinstance(index, int):
-                    index = len(self.calls)
-                acc = self.calls.setdefault(index, _ToolCallAcc())
-                fn = _obj(tc.get("function"))
-                custom = _obj(tc.get("custom"))
-                if tc.get("type") == "custom" or custom:
-                    acc.kind = "custom"
-                acc.name += str(fn.get("name") or custom.get("name") or "")
-                acc.arguments += str(fn.get("arguments") or custom.get("input") or "")
+                if isinstance(tc, dict):
+                    self._tool_call_delta(tc)
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])
+
+    def _tool_call_delta(self, tc: JSON) -> None:
+        """A piece of a streamed tool call: its name and arguments arrive in fragments,
+        keyed by `index` (a server that omits it starts a new call)."""
+        index = tc.get("index")
+        if not isinstance(index, int):
+            index = len(self.calls)
+        acc = self.calls.setdefault(index, _ToolCallAcc())
+        fn = _obj(tc.get("function"))
+        custom = _obj(tc.get("custom"))
+        if tc.get("type") == "custom" or custom:
+            acc.kind = "custom"
+        acc.name += str(fn.get("name") or custom.get("name") or "")
+        acc.arguments += str(fn.get("arguments") or custom.get("input") or "")
 
     def items(self, prompt: Prompt, *, constrained: bool) -> list[Item]:
         out: list[Item] = []
