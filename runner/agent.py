@@ -9,6 +9,9 @@ Every request is the previous one plus what is new (instructions, tools and earl
 are never rebuilt), except right after a compaction, which `runner.compaction` does when
 the thread's token count reaches the limit: before a turn, mid-turn while tool calls are
 pending, and once when the server says the context is full.
+
+Why one module of ~440 lines: the loop, its limits and its item bookkeeping read top-down
+in one sitting; everything with I/O lives behind the protocols.
 """
 
 from __future__ import annotations

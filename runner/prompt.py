@@ -12,6 +12,9 @@ The conversation starts with two context messages, then the task:
 3. the `user` message with the task (`user_turn`).
 
 Later turns of a task send only their prompt: the settings of a run never change.
+
+Why one module of ~530 lines: much of it is prompt text (permissions, sandbox modes) that
+must stay byte-identical and is reviewed side by side.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The `python -m runner.github` subcommands the composite action's steps call."""
+"""The `python -m runner.github` subcommands the composite action's steps call.
+
+Why one module of ~470 lines: one short function per action step; they share only the
+helpers at the top.
+"""
 
 from __future__ import annotations
 

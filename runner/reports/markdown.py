@@ -9,6 +9,9 @@ interval, pass@k over repeats, median tokens, cache hit, cost per passed run, me
 one row per run; why each failed run failed; runs whose prompt prefix broke. GitHub caps a
 job summary at 1 MiB and a comment at 65,536 characters: with `max_chars` the per-run table,
 then the failure and prefix lists, are cut (with a note) so the comparisons always fit.
+
+Why one module of ~510 lines: one renderer per section of one document, whose size caps
+are shared across sections.
 """
 
 from __future__ import annotations

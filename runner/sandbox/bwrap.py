@@ -35,6 +35,9 @@ Resources: `prlimit` inside the sandbox sets RLIMIT_NPROC and RLIMIT_FSIZE. For 
 user it is set after the user namespace exists, so the kernel counts processes per
 sandbox: the host user's other processes do not count, and a fork bomb stops at the
 limit. For root's sandboxes the count is uid 65534's, shared by the runs of the batch.
+
+Why one module of ~430 lines: the mount table, the argv and the resource limits are one
+security boundary, checked by reading them together.
 """
 
 from __future__ import annotations
