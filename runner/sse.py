@@ -143,7 +143,7 @@ TEXT_KEPT = 16_000
 
 @dataclass
 class Assembler:
-    """Collects a response from its events; `feed` returns a live notice or None."""
+    """Collects a response from its events."""
 
     items: list[Item] = field(default_factory=list)
     usage: Usage | None = None
@@ -155,67 +155,56 @@ class Assembler:
     `max_output_tokens` had said, for the report."""
     _kept: int = 0
 
-    def feed(self, event: str, data: str) -> tuple[str, dict[str, Any]] | None:
+    def feed(self, event: str, data: str) -> None:
         """Consume one SSE event. Raises a `ModelError` for failed/incomplete/malformed."""
         if self.done:
-            return None
+            return
         payload = json_event(event, data)
         kind = payload.get("type")
         if not isinstance(kind, str):
             kind = event
-        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return ("reasoning_delta", {"delta": _text(payload.get("delta", ""))})
         handler = _HANDLERS.get(kind)
         if handler is not None:
-            return handler(self, payload)
-        if kind == "error":
+            handler(self, payload)
+        elif kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
             raise failed_error({"error": payload.get("error", payload)})
-        if not kind.startswith("response."):
+        elif not kind.startswith("response."):
             self.unknown_events += 1
-        return None
 
-    def _item_done(self, payload: dict[str, Any]) -> Notice:
+    def _item_done(self, payload: dict[str, Any]) -> None:
         item = payload.get("item")
         if not isinstance(item, dict):
             raise StreamError("output_item.done without an item", retryable=True)
         self.items.append(Item(item))
-        return ("item_done", item)
 
-    def _item_added(self, payload: dict[str, Any]) -> Notice:
-        item = payload.get("item")
-        return ("item_added", item) if isinstance(item, dict) else None
-
-    def _text_delta(self, payload: dict[str, Any]) -> Notice:
+    def _text_delta(self, payload: dict[str, Any]) -> None:
         delta = _text(payload.get("delta", ""))
         if self._kept < TEXT_KEPT:
             self.text.append(delta[:TEXT_KEPT - self._kept])
             self._kept += len(self.text[-1])
-        return ("text_delta", {"delta": delta})
 
-    def _created(self, payload: dict[str, Any]) -> Notice:
+    def _created(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
         if isinstance(resp, dict) and isinstance(resp.get("id"), str):
             self.response_id = resp["id"]
-        return None
 
-    def _completed(self, payload: dict[str, Any]) -> Notice:
+    def _completed(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
         if isinstance(resp, dict):
             if isinstance(resp.get("id"), str):
                 self.response_id = resp["id"]
             self.usage = Usage.from_responses(resp.get("usage"))
         self.done = True
-        return None
 
-    def _failed(self, payload: dict[str, Any]) -> Notice:
+    def _failed(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
         failed = failed_error(resp)
         failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
             else None
         raise failed
 
-    def _incomplete(self, payload: dict[str, Any]) -> Notice:
+    def _incomplete(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
         reason = None
         if isinstance(resp, dict) and isinstance(resp.get("incomplete_details"), dict):
@@ -232,12 +221,8 @@ class Assembler:
         raise err
 
 
-Notice = tuple[str, dict[str, Any]] | None
-"""What `Assembler.feed` tells the caller about one event, if anything."""
-
-_HANDLERS: dict[str, Callable[[Assembler, dict[str, Any]], Notice]] = {
+_HANDLERS: dict[str, Callable[[Assembler, dict[str, Any]], None]] = {
     "response.output_item.done": Assembler._item_done,
-    "response.output_item.added": Assembler._item_added,
     "response.output_text.delta": Assembler._text_delta,
     "response.created": Assembler._created,
     "response.completed": Assembler._completed,

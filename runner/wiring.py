@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from runner.config import ModelOptions, ResolvedTask
 from runner.errors import ModelError
 from runner.http import provider_headers
 from runner.output_schema import text_format
-from runner.providers import ModelClient, ModelResponse, Prompt, StreamEvent, find_compactor
+from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
 from runner.redact import Redactor
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
@@ -147,11 +147,9 @@ class _Capped:
         self.inner = inner
         self.slots = anyio.CapacityLimiter(n)
 
-    async def generate(self, prompt: Prompt,
-                       *, on_event: Callable[[StreamEvent], None] | None = None
-                       ) -> ModelResponse:
+    async def generate(self, prompt: Prompt) -> ModelResponse:
         async with self.slots:
-            return await self.inner.generate(prompt, on_event=on_event)
+            return await self.inner.generate(prompt)
 
     async def compact(self, prompt: Prompt) -> ModelResponse:
         """Compaction requests count against the same connection cap."""

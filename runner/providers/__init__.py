@@ -7,7 +7,7 @@ import httpx.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,15 +35,6 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class StreamEvent:
-    """A streaming notice for live display: text and reasoning deltas, items as they finish."""
-
-    kind: str
-    """`text_delta`, `reasoning_delta`, `item_added` or `item_done`."""
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class ModelResponse:
     items: list[Item]
     """Output items in order, exactly as the server sent them in `output_item.done`."""
@@ -53,11 +44,8 @@ class ModelResponse:
     """Size of the request body, for the prefix audit and reports."""
 
 
-OnEvent = Callable[[StreamEvent], None]
-
-
 class ModelClient(Protocol):
-    async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+    async def generate(self, prompt: Prompt) -> ModelResponse:
         """Send one request and return the finished response, or raise a `ModelError`."""
         ...
 

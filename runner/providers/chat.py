@@ -32,7 +32,7 @@ from runner.http import (
     sse_events,
 )
 from runner.items import JSON, Usage, dumps
-from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
+from runner.providers import ModelResponse, Prompt
 from runner.providers.chat_wire import (
     PARTIAL_OUTPUT_CHARS,
     ChatStreamState,
@@ -85,10 +85,10 @@ class ChatClient:
     def build_body(self, prompt: Prompt) -> JSON:
         return build_body(prompt, constrained=self.constrained)
 
-    async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+    async def generate(self, prompt: Prompt) -> ModelResponse:
         body = self.build_body(prompt)
         data = dumps(body).encode()
-        state = await self._attempt(data, on_event)
+        state = await self._attempt(data)
         usage = Usage.from_chat(state.usage)
         if state.finish_reason == "length" and not self._complete(state):
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -106,10 +106,6 @@ class ChatClient:
             raise StreamError("stream ended before a finish_reason", code="stream_cut",
                               retryable=True)
         items = state.items(prompt, constrained=self.constrained is not None)
-        if on_event is not None:
-            for item in items:
-                on_event(StreamEvent("item_added", {"item": item.data}))
-                on_event(StreamEvent("item_done", {"item": item.data}))
         return ModelResponse(items=items, usage=usage, response_id=state.response_id,
                              request_bytes=len(data))
 
@@ -124,7 +120,7 @@ class ChatClient:
             return False
         return True
 
-    async def _attempt(self, data: bytes, on_event: OnEvent | None) -> ChatStreamState:
+    async def _attempt(self, data: bytes) -> ChatStreamState:
         """One attempt under the deadline (the immediate resend of a request the server
         closed unread is part of it)."""
         headers = {**self._headers, "Content-Type": "application/json"}
@@ -145,7 +141,7 @@ class ChatClient:
                             raise StreamError(
                                 f"not an event stream: content-type {kind[:100]!r}",
                                 code="not_event_stream", retryable=True)
-                        await self._read(resp, state, on_event)
+                        await self._read(resp, state)
                     break
                 except TransportError as exc:
                     if state.finish_reason is not None:
@@ -163,17 +159,15 @@ class ChatClient:
             raise TransportError(what, code="request_timeout")
         return state
 
-    async def _read(self, resp: http.Response, state: ChatStreamState,
-                    on_event: OnEvent | None) -> None:
+    async def _read(self, resp: http.Response, state: ChatStreamState) -> None:
         """Frame and accumulate the stream. The idle clock restarts only on a real event,
         so `: keepalive` comments alone still time out. The body is read to its end after
         `[DONE]` so that the connection can be reused."""
-        text_events = self.constrained is None
         events = sse_events(resp, max_event_bytes=self._max_event, idle_s=self._idle_s,
                             finished=lambda: state.done or state.finish_reason is not None)
         async with aclosing(events):
             async for name, text in events:
-                state.feed_event(name, text, on_event, text_events=text_events)
+                state.feed_event(name, text)
 
     async def aclose(self) -> None:
         if self._own_client:

@@ -33,7 +33,7 @@ from runner.errors import (
     says_context_overflow,
 )
 from runner.items import JSON, Item, dumps
-from runner.providers import OnEvent, Prompt, StreamEvent
+from runner.providers import Prompt
 from runner.providers.grammar import Unsupported, narrow, to_gbnf
 from runner.sse import failed_error, json_event
 
@@ -482,8 +482,7 @@ class ChatStreamState:
     done: bool = False
     """`data: [DONE]` arrived: nothing after it is read as an answer."""
 
-    def feed_event(self, event: str, data: str, on_event: OnEvent | None = None,
-                   *, text_events: bool = True) -> None:
+    def feed_event(self, event: str, data: str) -> None:
         """One SSE event as framed by `runner.sse.Framer`. Raises a `ModelError` for an
         error event or a chunk that is not a JSON object; shapes it does not know pass."""
         if self.done:
@@ -494,10 +493,9 @@ class ChatStreamState:
         chunk = json_event(event, data)
         if event == "error" or chunk.get("error") is not None:
             raise stream_error(chunk.get("error", chunk))
-        self.feed(chunk, on_event, text_events=text_events)
+        self.feed(chunk)
 
-    def feed(self, chunk: JSON, on_event: OnEvent | None = None,
-             *, text_events: bool = True) -> None:
+    def feed(self, chunk: JSON) -> None:
         if self.response_id is None and isinstance(chunk.get("id"), str):
             self.response_id = chunk["id"]
         if isinstance(chunk.get("usage"), dict):
@@ -512,15 +510,11 @@ class ChatStreamState:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self.text += content
-                if on_event is not None and text_events:
-                    on_event(StreamEvent("text_delta", {"delta": content}))
             reasoning = delta.get("reasoning_content", delta.get("reasoning"))
             if isinstance(reasoning, dict):
                 reasoning = reasoning.get("text", reasoning.get("content"))
             if isinstance(reasoning, str) and reasoning:
                 self.reasoning += reasoning
-                if on_event is not None:
-                    on_event(StreamEvent("reasoning_delta", {"delta": reasoning}))
             calls = delta.get("tool_calls")
             for tc in calls if isinstance(calls, list) else []:
                 if isinstance(tc, dict):

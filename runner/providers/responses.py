@@ -28,7 +28,7 @@ from runner.http import (
     sse_events,
 )
 from runner.items import Item, Usage, dumps
-from runner.providers import ModelResponse, OnEvent, Prompt, StreamEvent
+from runner.providers import ModelResponse, Prompt
 from runner.sse import MAX_EVENT_BYTES, Assembler
 
 
@@ -97,7 +97,7 @@ class ResponsesClient:
         self._client = make_client(headers=hdrs, max_connections=max_connections,
                                    transport=transport, base_url=base_url)
 
-    async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+    async def generate(self, prompt: Prompt) -> ModelResponse:
         """One attempt. Failures before the server answers are `TransportError`s; once it
         has answered 200, a cut, a stall or a bad stream is a `StreamError`: the retry
         policy counts the two against different budgets, as Codex does."""
@@ -118,7 +118,7 @@ class ResponsesClient:
                     if "text/event-stream" not in kind:
                         raise StreamError(f"not an event stream: content-type {kind[:100]!r}",
                                           code="not_event_stream", retryable=True)
-                    await self._read(resp, asm, on_event)
+                    await self._read(resp, asm)
             except TransportError as exc:
                 if not asm.done:
                     if started:
@@ -136,8 +136,7 @@ class ResponsesClient:
         return ModelResponse(items=asm.items, usage=asm.usage, response_id=asm.response_id,
                              request_bytes=len(body))
 
-    async def _read(self, resp: http.Response, asm: Assembler,
-                    on_event: OnEvent | None) -> None:
+    async def _read(self, resp: http.Response, asm: Assembler) -> None:
         """Frame and assemble the stream. The idle clock restarts only on a real event,
         so a server that sends nothing but `: keepalive` comments still times out. The
         body is read to its end even after response.completed: a response left unread
@@ -146,9 +145,7 @@ class ResponsesClient:
                             finished=lambda: asm.done)
         async with aclosing(events):
             async for name, data in events:
-                notice = asm.feed(name, data)
-                if notice is not None and on_event is not None:
-                    on_event(StreamEvent(notice[0], notice[1]))
+                asm.feed(name, data)
 
     async def compact(self, prompt: Prompt) -> ModelResponse:
         """`POST {base_url}/responses/compact`: the server's own compaction of the history.

@@ -40,7 +40,7 @@ from runner.errors import (
     StreamError,
 )
 from runner.items import Usage
-from runner.providers import ModelClient, ModelResponse, OnEvent, Prompt, find_compactor
+from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
 
 __all__ = ["RateGate", "RateLimited", "Retry", "RetryingClient", "backoff_s", "decide"]
 
@@ -157,7 +157,7 @@ class RetryingClient:
         self.retries = 0
         """Attempts resent, over every call (for reports and tests)."""
 
-    async def generate(self, prompt: Prompt, *, on_event: OnEvent | None = None) -> ModelResponse:
+    async def generate(self, prompt: Prompt) -> ModelResponse:
         """One request under the policy. Attempts the server billed before failing
         (incomplete, failed mid-stream) are added to the usage returned or raised, so a
         run's tokens match what was paid for."""
@@ -165,7 +165,7 @@ class RetryingClient:
 
         async def attempt() -> ModelResponse:
             try:
-                return await self.inner.generate(prompt, on_event=on_event)
+                return await self.inner.generate(prompt)
             except ModelError as exc:
                 if exc.usage is not None:
                     billed.append(exc.usage)

@@ -27,7 +27,7 @@ from runner.errors import (
     TransportError,
 )
 from runner.items import message
-from runner.providers import ModelResponse, Prompt, StreamEvent
+from runner.providers import ModelResponse, Prompt
 from runner.providers.chat import ChatClient
 from runner.providers.retry import RetryingClient
 from runner.sse import MAX_EVENT_BYTES
@@ -93,11 +93,9 @@ def retrying(base_url: str, *, idle: float = 30.0, deadline: float = 60.0,
                                      request_timeout_s=deadline, **kw), base_delay_s=0.001)
 
 
-async def generate(client: RetryingClient, text: str = "go",
-                   events: list[StreamEvent] | None = None) -> ModelResponse:
+async def generate(client: RetryingClient, text: str = "go") -> ModelResponse:
     try:
-        return await client.generate(prompt(text),
-                                     on_event=None if events is None else events.append)
+        return await client.generate(prompt(text))
     finally:
         await client.aclose()
 
@@ -316,11 +314,10 @@ async def test_split_anywhere_gives_the_same_answer(loopback: LoopbackFactory) -
                     chunk(tool_calls=[{"index": 0, "function": {"arguments": 'and":["ls"]}'}}]),
                     chunk(finish="tool_calls"), USAGE).replace(b"\n", b"\r\n")
     srv = await loopback([reply_chat(body).but(chunk_size=7)])
-    events: list[StreamEvent] = []
-    res = await generate(retrying(srv.base_url), events=events)
+    res = await generate(retrying(srv.base_url))
     assert [i.type for i in res.items] == ["message", "function_call"]
     assert res.items[1].data["arguments"] == '{"command":["ls"]}'
-    assert [e.kind for e in events][0] == "text_delta"
+    assert res.items[0].data["content"][0]["text"] == "Let me look."
 
 
 @pytest.mark.anyio
@@ -328,11 +325,10 @@ async def test_lone_surrogates_are_made_writable(loopback: LoopbackFactory) -> N
     body = b'data: {"choices": [{"delta": {"content": "a\\ud800b"}}]}\n\n' + chat_sse(
         chunk(finish="stop"))
     srv = await loopback([reply_chat(body)])
-    events: list[StreamEvent] = []
-    res = await generate(retrying(srv.base_url), events=events)
+    res = await generate(retrying(srv.base_url))
     assert answer_text(res) == "a?b"                         # sse._text's repair
-    for e in events:
-        json.dumps(e.data, ensure_ascii=False).encode()     # an event log can write it
+    for item in res.items:
+        item.wire.encode()                                   # it can be written and sent back
 
 
 @pytest.mark.anyio
