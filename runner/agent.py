@@ -26,7 +26,7 @@ import anyio
 
 from runner import compaction as cp
 from runner import items as it
-from runner.errors import ModelError
+from runner.errors import ModelError, RunLimitReached
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
@@ -160,7 +160,7 @@ class Thread:
                     await self._maybe_compact("pre-turn")
                     self._begin_turn(prompt)
                     self._final = await self._turn_loop(turn)
-                except _LimitHit as hit:
+                except RunLimitReached as hit:
                     status, error = hit.status, hit.reason
                 except ModelError as exc:
                     status, error = _classify(exc), f"model error: {exc}"
@@ -199,11 +199,11 @@ class Thread:
         overflowed = False
         while True:
             if self._turn_requests >= self.spec.max_requests:
-                raise _LimitHit(RunStatus.MAX_TURNS, f"stopped after {self.spec.max_requests} "
-                                "model requests (max_turns)")
+                raise RunLimitReached(RunStatus.MAX_TURNS, f"stopped after "
+                                      f"{self.spec.max_requests} model requests (max_turns)")
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
-                raise _LimitHit(RunStatus.BUDGET, why)
+                raise RunLimitReached(RunStatus.BUDGET, why)
             if not first:
                 await self._maybe_compact("mid-turn")
             first = False
@@ -213,8 +213,9 @@ class Thread:
                 if not cp.is_context_overflow(exc):
                     raise
                 if overflowed:
-                    raise _LimitHit(RunStatus.FAILED, "the model's context window was exceeded "
-                                    f"again right after a compaction: {exc}") from exc
+                    raise RunLimitReached(RunStatus.FAILED, "the model's context window was "
+                                          f"exceeded again right after a compaction: {exc}"
+                                          ) from exc
                 overflowed = True
                 await self._compact("context_length_exceeded")
                 continue
@@ -226,8 +227,8 @@ class Thread:
             for call in calls:
                 cap = self.spec.max_tool_calls
                 if cap is not None and self.tool_calls >= cap:
-                    raise _LimitHit(RunStatus.MAX_TOOL_CALLS, f"stopped at the limit of {cap} tool "
-                                                      "calls (max_tool_calls)")
+                    raise RunLimitReached(RunStatus.MAX_TOOL_CALLS, f"stopped at the limit of "
+                                          f"{cap} tool calls (max_tool_calls)")
                 self.history.append(await self._call(call))
 
     def _prompt(self) -> Prompt:
@@ -323,7 +324,7 @@ class Thread:
                 reason=reason, tokens_before=self._counter.count(self.history))
         except ModelError as exc:
             if cp.is_context_overflow(exc):
-                raise _LimitHit(RunStatus.FAILED, f"compaction failed: {exc}") from exc
+                raise RunLimitReached(RunStatus.FAILED, f"compaction failed: {exc}") from exc
             raise
         self.history = new
         self._head = len(self._context)
@@ -420,13 +421,6 @@ def _failed(started: dict[str, Any], message: str) -> dict[str, Any]:
     elif item.get("type") == "mcp_tool_call":
         item["error"] = {"message": message}
     return item
-
-
-class _LimitHit(Exception):
-    def __init__(self, status: Status, reason: str) -> None:
-        super().__init__(reason)
-        self.status: Status = status
-        self.reason = reason
 
 
 def _classify(exc: ModelError) -> Status:

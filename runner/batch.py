@@ -24,6 +24,7 @@ import anyio
 from runner import preflight
 from runner.budget import BatchSpend
 from runner.config import BatchLimits, ResolvedTask, TaskFile
+from runner.errors import RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
 from runner.progress import Progress, QuietProgress, make_progress
@@ -242,7 +243,7 @@ def _work_root() -> Iterator[Path]:
             _clear_slot(root)
             lock.close()
         return
-    raise RuntimeError(f"no free workspace slot under {base}")
+    raise RunnerError(f"no free workspace slot under {base}: 1,000 batches hold one")
 
 
 def _clear_slot(root: Path) -> None:

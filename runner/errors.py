@@ -10,9 +10,13 @@
     │   ├── RateLimited          still rate limited after retries, or asked to wait too long
     │   ├── QuotaExhausted       `insufficient_quota`: no retry can help
     │   └── AuthFailed           401 / 403: the API key is wrong or lacks access
+    ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
+    ├── McpError               an MCP server could not start or list its tools
     ├── EngineError            the embedded model could not be started
-    └── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
+    ├── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
+    ├── UnsafeFileError        a file of the workspace the runner refused to touch
+    └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
 Providers translate httpx and protocol errors into this tree at the boundary, so
 nothing above `providers/` ever sees an httpx exception.
@@ -23,6 +27,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from runner.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     from runner.items import Usage
@@ -178,6 +184,24 @@ def http_error(status: int, body: str, *, retry_after_s: float | None = None) ->
     if status in (401, 403):
         return AuthFailed(str(err))
     return err
+
+
+class RunLimitReached(RunnerError):
+    """A run reached one of its limits: the loop ends with `status` and says why."""
+
+    def __init__(self, status: RunStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class McpError(RunnerError):
+    """An MCP server could not start or list its tools: the run cannot have its tools."""
+
+
+class UnsupportedSchema(RunnerError):
+    """A schema shape the budgeted grammar cannot express exactly (the caller falls back
+    to `response_format`)."""
 
 
 class ToolError(RunnerError):

@@ -23,7 +23,7 @@ from runner import workspace
 from runner.agent import Outcome
 from runner.budget import BatchSpend, RunBudget, price_of
 from runner.config import PriceConfig, ResolvedTask
-from runner.errors import EngineError, SandboxError, UnsafeFileError
+from runner.errors import EngineError, McpError, SandboxError, UnsafeFileError
 from runner.items import Usage
 from runner.journal import Entry, Journal
 from runner.output_schema import check_answer
@@ -32,7 +32,7 @@ from runner.redact import Redactor
 from runner.reports.events import EventLog, JsonStream
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
-from runner.tools.mcp import McpError, McpSessions
+from runner.tools.mcp import McpSessions
 from runner.vocabulary import RunStatus
 from runner.wiring import Clients, make_thread
 

@@ -30,11 +30,12 @@ from runner.errors import (
     ContextWindowExceeded,
     ModelError,
     StreamError,
+    UnsupportedSchema,
     says_context_overflow,
 )
 from runner.items import JSON, Item, dumps
 from runner.providers import Prompt
-from runner.providers.grammar import Unsupported, narrow, to_gbnf
+from runner.providers.grammar import narrow, to_gbnf
 from runner.sse import failed_error, json_event
 
 # --------------------------------------------------------------------------------------
@@ -384,7 +385,7 @@ def build_body(prompt: Prompt, *, constrained: Constrained | None = None) -> JSO
         if constrained.grammar:
             try:
                 grammar = to_gbnf(schema.get("oneOf", [schema]))
-            except Unsupported:
+            except UnsupportedSchema:
                 grammar = None  # a shape GBNF cannot say exactly: the schema it is
         if grammar is not None:
             body["grammar"] = grammar

@@ -13,13 +13,15 @@ whitespace between any two tokens, which no bound can pay for.)
 
 Both functions only narrow: every answer they allow is valid for the schema they were
 given (optional properties left out, numbers as integers). Shapes outside the small
-subset they know raise `Unsupported`; the caller then falls back to `response_format`.
+subset they know raise `UnsupportedSchema`; the caller then falls back to `response_format`.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from runner.errors import UnsupportedSchema
 
 JSON = dict[str, Any]
 
@@ -37,10 +39,6 @@ RESERVED_TOKENS = 1
 """The end-of-text token the server counts as output after the closing brace."""
 
 _ITEM_LADDER = (MAX_ITEMS, 8, 4, 3, 2, 1)
-
-
-class Unsupported(ValueError):
-    """A schema shape the budgeted grammar cannot express exactly."""
 
 
 def _types(schema: JSON) -> list[str]:
@@ -67,7 +65,7 @@ def _required(schema: JSON) -> list[str]:
     props = props if isinstance(props, dict) else {}
     required = [str(r) for r in schema.get("required") or []]
     if any(r not in props for r in required) or schema.get("minProperties"):
-        raise Unsupported("required properties must be listed under properties")
+        raise UnsupportedSchema("required properties must be listed under properties")
     return [name for name in props if name in required]
 
 
@@ -78,12 +76,12 @@ _UNSUPPORTED_KEYS = ("$ref", "allOf", "not", "if", "pattern", "format", "pattern
 
 def _check(schema: Any) -> JSON:
     if not isinstance(schema, dict):
-        raise Unsupported("boolean schemas are not supported")
+        raise UnsupportedSchema("boolean schemas are not supported")
     bad = [k for k in _UNSUPPORTED_KEYS if k in schema]
     if bad:
-        raise Unsupported(f"`{bad[0]}` is not supported")
+        raise UnsupportedSchema(f"`{bad[0]}` is not supported")
     if "minimum" in schema and schema["minimum"] != 0:
-        raise Unsupported("`minimum` other than 0 is not supported")
+        raise UnsupportedSchema("`minimum` other than 0 is not supported")
     return schema
 
 
@@ -105,7 +103,7 @@ def cost(schema: Any, items: int, length: int) -> int:
         return max(len(_dump(c).encode()) for c in choices)
     kinds = _types(s)
     if not kinds:
-        raise Unsupported("a schema without a type")
+        raise UnsupportedSchema("a schema without a type")
     return max(_cost_of_type(s, k, items, length) for k in kinds)
 
 
@@ -128,7 +126,7 @@ def _cost_of_type(s: JSON, kind: str, items: int, length: int) -> int:
         props = s.get("properties") or {}
         return 2 + sum(len(_dump(n)) + 1 + cost(props[n], items, length) for n in names) + \
             max(len(names) - 1, 0)
-    raise Unsupported(f"type {kind!r} is not supported")
+    raise UnsupportedSchema(f"type {kind!r} is not supported")
 
 
 def allocate(schema: JSON, budget: int | None) -> tuple[int, int] | None:
@@ -189,7 +187,7 @@ def narrow(branches: list[JSON], budget: int | None) -> list[JSON]:
     for branch in branches:
         try:
             sizes = allocate(branch, budget)
-        except Unsupported:
+        except UnsupportedSchema:
             sizes = (MAX_ITEMS, MAX_LENGTH)
         if sizes is not None:
             out.append(bound(branch, *sizes))
@@ -226,14 +224,14 @@ def _expr(schema: Any, rules: _Rules) -> str:
     alts = s.get("anyOf", s.get("oneOf"))
     if isinstance(alts, list):
         if not alts:
-            raise Unsupported("an empty anyOf/oneOf")
+            raise UnsupportedSchema("an empty anyOf/oneOf")
         return "(" + " | ".join(_expr(a, rules) for a in alts) + ")"
     choices = _choices(s)
     if choices is not None:
         return "(" + " | ".join(_lit(_dump(c)) for c in choices) + ")"
     kinds = _types(s)
     if not kinds:
-        raise Unsupported("a schema without a type")
+        raise UnsupportedSchema("a schema without a type")
     parts = [_expr_of_type(s, k, rules) for k in kinds]
     return parts[0] if len(parts) == 1 else "(" + " | ".join(parts) + ")"
 
@@ -267,14 +265,14 @@ def _expr_of_type(s: JSON, kind: str, rules: _Rules) -> str:
             key = ("{" if i == 0 else ",") + _dump(name) + ":"
             pieces += [_lit(key), _expr(props[name], rules)]
         return rules.add(" ".join(pieces) + ' "}"')
-    raise Unsupported(f"type {kind!r} is not supported")
+    raise UnsupportedSchema(f"type {kind!r} is not supported")
 
 
 def to_gbnf(branches: list[JSON]) -> str:
     """A llama.cpp grammar for compact JSON matching one of `branches` (already bounded
-    by `narrow`). Raises Unsupported for shapes it cannot express exactly."""
+    by `narrow`). Raises UnsupportedSchema for shapes it cannot express exactly."""
     if not branches:
-        raise Unsupported("no answer shape fits")
+        raise UnsupportedSchema("no answer shape fits")
     rules = _Rules()
     root = " | ".join(_expr(b, rules) for b in branches)
     lines = [f"root ::= {root}"] + [f"{n} ::= {b}" for n, b in rules.rules.items()]

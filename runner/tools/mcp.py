@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from runner.errors import RunnerError
+from runner.errors import McpError
 from runner.items import dumps
 from runner.tools import ToolCall, ToolContext, ToolResult
 
@@ -50,10 +50,6 @@ SANDBOX_NOTE = ("MCP tools (named mcp__<server>__<tool>) run in their own server
 STDERR_TAIL = 2000
 
 Emit = Callable[[dict[str, Any]], None]
-
-
-class McpError(RunnerError):
-    """An MCP server could not start or list its tools: the run cannot have its tools."""
 
 
 def qualified_name(server: str, tool: str) -> str:

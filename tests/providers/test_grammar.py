@@ -25,7 +25,7 @@ from runner.providers.grammar import (
     CHAR_BYTES,
     INT_DIGITS,
     RESERVED_TOKENS,
-    Unsupported,
+    UnsupportedSchema,
     allocate,
     bound,
     cost,
@@ -178,7 +178,7 @@ def test_strings_cost_two_bytes_per_character() -> None:
     {"type": "integer", "maximum": 5}, {"allOf": [{"type": "string"}]}, {},
     {"type": "object", "required": ["x"]}])
 def test_shapes_outside_the_subset_are_refused(schema: dict[str, Any]) -> None:
-    with pytest.raises(Unsupported):
+    with pytest.raises(UnsupportedSchema):
         to_gbnf([schema])
 
 
