@@ -441,11 +441,14 @@ async def run_batch(
                                        emit=sink.emit) as mcp:
                     run.current_date = t.current_date or today
                     run.timezone = t.timezone or tz
+                    notes: list[str] = []
                     thread = _make_thread(t, ws.path, model, agent_env, sink,
                                           today=run.current_date, tz=run.timezone,
                                           runner_home=runner_home,
                                           budget=RunBudget(t.limits, t.price, spend),
-                                          extra_tools=mcp.tools, redact=redact)
+                                          extra_tools=mcp.tools, redact=redact, notes=notes)
+                    for note in notes:
+                        _note(run, log, redact(note))
                     try:
                         run.outcome = await thread.run()
                     except anyio.get_cancelled_exc_class():
@@ -610,7 +613,7 @@ async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int]) -> N
 def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
                  log: Sink, *, today: str, tz: str, runner_home: Path | None,
                  budget: Budget | None = None, extra_tools: Sequence[Tool] = (),
-                 redact: Redactor | None = None) -> Thread:
+                 redact: Redactor | None = None, notes: list[str] | None = None) -> Thread:
     from runner import compaction
 
 
@@ -626,7 +629,8 @@ def _make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, 
         developer_instructions=t.developer_instructions, runner_home=runner_home,
         shell="bash", current_date=today, timezone=tz,
         permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
-        skills=prompts.skills_instructions(t.skills, context_window=t.context_window))
+        skills=prompts.skills_instructions(t.skills, context_window=t.context_window),
+        notes=notes)
     if t.output_schema is not None:
         text = {**(text or {}), "format": text_format(t.output_schema)}
     spec = ThreadSpec(
@@ -708,7 +712,8 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
             patch_path=out_dir / "patches" / f"{t.run}.patch",
             redact=redact if redact else None,
             before_branch=None if journal is None else functools.partial(
-                journal.branching, t.fingerprint, t.run))
+                journal.branching, t.fingerprint, t.run),
+            on_left_out=functools.partial(_left_out, run, log, redact))
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         run.not_kept = True
@@ -729,6 +734,25 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
         except workspace.WorkspaceError as exc:
             run.error = redact(f"push failed: {exc}")
             log.emit({"type": "error", "message": run.error})
+
+
+def _left_out(run: TaskRun, log: EventLog, redact: Redactor, entries: list[str]) -> None:
+    """Entries git must not record were left out and the rest committed; the report
+    says which, as it says why a push failed."""
+    shown = [redact(e) for e in entries[:LEFT_OUT_SHOWN]]
+    more = len(entries) - len(shown)
+    _note(run, log, "not captured in the result: " + "; ".join(shown)
+          + (f"; and {more} more" if more else ""))
+
+
+def _note(run: TaskRun, log: EventLog, note: str) -> None:
+    """Something the run went on without; the report's `error` says it (as for a failed
+    push) whatever the status, and the events file has it as a `note`."""
+    run.error = note if run.error is None else f"{run.error}; {note}"
+    log.emit({"type": "note", "message": note})
+
+
+LEFT_OUT_SHOWN = 20
 
 
 @contextmanager
