@@ -590,7 +590,7 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     tracked = _index_modes(ws, env)
     paths, left_out = _worktree(ws, env, tracked)
     # Before anything is staged, since staging writes the blobs.
-    redacted = (_redact_files(ws, redact, _touched(ws, paths, tracked))
+    redacted = (_redact_files(ws, redact, _touched(ws, env, paths, tracked))
                 if redact is not None else [])
     if redacted:
         paths, left_out = _worktree(ws, env, tracked)
@@ -755,24 +755,29 @@ def _stage(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
              input=b"".join(os.fsencode(p) + b"\0" for p in paths))
 
 
-def _touched(ws: Workspace, paths: Sequence[str], tracked: Mapping[str, str]) -> list[str]:
-    """The paths the run may have added or changed: untracked ones, and tracked ones
-    whose inode changed after the checkout (ctime, which no agent can set back)."""
-    try:
-        since = os.stat(ws._index).st_mtime_ns
-    except OSError:
-        since = 0
-    out = []
-    for p in paths:
-        if p not in tracked:
-            out.append(p)
+def _touched(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
+             tracked: Mapping[str, str]) -> list[str]:
+    """The paths the run added or changed: untracked ones, and tracked ones git finds
+    modified. A tracked file the agent replaced by a directory is excluded from git's
+    look: git would check whether that directory is a repository (and follow a
+    `gitdir:` in it); submodules are not looked into either."""
+    now_dirs = []
+    for p, mode in tracked.items():
+        if mode == _GITLINK:
             continue
         try:
-            if os.lstat(ws.path / p).st_ctime_ns >= since - 1_000_000_000:
-                out.append(p)
+            if stat.S_ISDIR(os.lstat(ws.path / p).st_mode):
+                now_dirs.append(p)
         except OSError:
             continue
-    return out
+    # `diff`, not `diff-files`: it compares the content of stat-dirty files (handing
+    # the tree to the sandbox user changed every file's owner and ctime).
+    out = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=MT",
+                "--ignore-submodules=all", "--no-ext-diff", "--no-textconv", "--", ".",
+                *(f":(exclude,literal){p}" for p in now_dirs)], env=env, cwd=ws.path).stdout
+    keep = set(paths)
+    changed = [os.fsdecode(p) for p in out.split(b"\0") if p]
+    return [p for p in paths if p not in tracked] + [p for p in changed if p in keep]
 
 
 def _redact_files(ws: Workspace, redactor: Redactor, paths: Sequence[str]) -> list[str]:
