@@ -721,9 +721,12 @@ def _worktree(ws: Workspace, env: Mapping[str, str], tracked: Mapping[str, str]
             else:
                 mode = e.stat(follow_symlinks=False).st_mode
                 left_out.append(f"{path}: a {hostfs.kind(mode)}, which git cannot record")
+    # Ignored entries are no loss (`node_modules/x/.git` is common): not reported.
+    names = {e.split(": ", 1)[0].rstrip("/"): e for e in left_out}
     new = [p for p in paths if p not in tracked]
-    ignored = _ignored(ws, env, new) if new else set()
-    return [p for p in paths if p not in ignored], sorted(left_out)
+    ignored = _ignored(ws, env, [*new, *names]) if new or names else set()
+    return ([p for p in paths if p not in ignored],
+            sorted(e for p, e in names.items() if p not in ignored))
 
 
 def _ignored(ws: Workspace, env: Mapping[str, str], paths: Sequence[str]) -> set[str]:

@@ -111,6 +111,7 @@ def test_agent_made_repositories_are_plain_files_and_gitdir_is_never_followed(
     steps: list[Reply] = [
         sh("mkdir sub && cd sub && git init -q && echo one > one.txt && git add one.txt && "
            "git -c user.name=a -c user.email=a@a commit -qm one && echo two > two.txt", "c0"),
+        sh("mkdir -p build/pkg && git -C build/pkg init -q && echo build/ > .gitignore", "c1a"),
         sh(f"mkdir linked && printf 'gitdir: {host}/.git\\n' > linked/.git && "
            f"echo mine > linked/mine.txt && printf 'gitdir: {host}/.git\\n' > src/.git && "
            "echo v2 > src/app.py", "c1"),
@@ -130,6 +131,7 @@ def test_agent_made_repositories_are_plain_files_and_gitdir_is_never_followed(
     assert git(repo, "show", f"{branch}:src/app.py") == "v2\n"
     for entry in ("sub/.git", "linked/.git", "src/.git"):
         assert f"{entry}: a nested repository's `.git`" in run["error"], run["error"]
+    assert "build/" not in run["error"]   # ignored: no loss, so not reported
     everything = [(out / "report.json").read_text(), (out / run["result"]["patch"]).read_text(),
                   (out / "threads" / "t.jsonl").read_text(), tree]
     assert not any(host_head in text for text in everything)
