@@ -16,6 +16,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from runner import gitnames
 from runner.errors import UnsafeFileError
 
 CHUNK = 1 << 20
@@ -45,6 +46,7 @@ def open_parent(root: Path, rel: str, *, create: bool = False
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o755, dir_fd=fd)
+                    own_like_parent(name, fd)
             try:
                 nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
@@ -59,6 +61,21 @@ def open_parent(root: Path, rel: str, *, create: bool = False
         yield fd, parts[-1]
     finally:
         os.close(fd)
+
+
+def own_like_parent(name: str, dir_fd: int) -> None:
+    """Give `name`, just made in `dir_fd`, the owner and group of `dir_fd`.
+
+    A root runner hands the workspace to the sandbox user, whose commands must be able
+    to change and delete what the runner's own hands (apply_patch) add to it, as if
+    they had made it themselves. Not root: everything made is the runner's, as is the
+    workspace, and nothing changes."""
+    if os.geteuid() != 0:
+        return
+    parent = os.fstat(dir_fd)
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid):
+        os.chown(name, parent.st_uid, parent.st_gid, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def open_regular(name: str, dir_fd: int, shown: str) -> int:
@@ -109,13 +126,24 @@ def read_inside(root: Path, path: Path, max_bytes: int) -> bytes:
     in between can lead out either.
     """
     real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
+    shown = os.path.relpath(path, root)
+    try:
+        # strict: a link that leads nowhere (dangling, or a loop) is a missing file
+        real = os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if not os.path.islink(path):
+            raise
+        raise FileNotFoundError(errno.ENOENT, f"{path}: a symbolic link that leads "
+                                f"nowhere ({exc.strerror or exc}); ignored") from None
     if os.path.commonpath([real_root, real]) != real_root:
-        shown = os.path.relpath(path, root)
         target = os.readlink(path) if os.path.islink(path) else real
         raise UnsafeFileError(f"{shown}: is a symbolic link to {target}, outside the "
                               "repository; the runner reads only files inside it")
     rel = os.path.relpath(real, real_root)
+    hit = gitnames.path_has_dotgit(rel)
+    if hit is not None:
+        raise UnsafeFileError(f"{shown}: leads into {hit}/ ({rel}); the runner never "
+                              "reads a repository's git directory as a file")
     with open_parent(Path(real_root), rel) as (dir_fd, name):
         fd = open_regular(name, dir_fd, str(path))
     try:

@@ -193,6 +193,7 @@ def agents_md(
     runner_home: Path | None,
     fallback_names: Sequence[str] = (),
     max_bytes: int = AGENTS_MD_MAX_BYTES,
+    notes: list[str] | None = None,
 ) -> str | None:
     """The AGENTS.md text for `cwd`, assembled by Codex's rules; None when there is none.
 
@@ -204,7 +205,7 @@ def agents_md(
     except for a truncation cut on a UTF-8 boundary, and are joined with a blank line.
     """
     global_text = _global_agents_md(runner_home)
-    project_text = _project_agents_md(cwd, fallback_names, max_bytes)
+    project_text = _project_agents_md(cwd, fallback_names, max_bytes, notes)
     parts = [p for p in (global_text, project_text) if p is not None]
     return PROJECT_DOC_SEPARATOR.join(parts) if parts else None
 
@@ -223,7 +224,8 @@ def _global_agents_md(runner_home: Path | None) -> str | None:
     return None
 
 
-def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int) -> str | None:
+def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int,
+                       notes: list[str] | None = None) -> str | None:
     if max_bytes <= 0:
         return None
     remaining = max_bytes
@@ -236,8 +238,14 @@ def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int)
             # Committed files are hostile: a link out of the project (to
             # /proc/self/environ, ~/.ssh, ...) or a FIFO is refused, not followed.
             data = hostfs.read_inside(root, path, remaining + 1)
-        except OSError:
-            continue  # unreadable: skip it rather than fail the whole run
+        except OSError as exc:
+            # Unreadable, or a link that leads nowhere (dangling or a loop): skipped
+            # rather than failing the whole run, and said in the report (`notes`).
+            if notes is not None:
+                why = exc.strerror or str(exc)
+                notes.append(why if "leads nowhere" in why
+                             else f"{path}: cannot be read ({why}); ignored")
+            continue
         # UnsafeFileError is not caught: the run fails with the reason in its report.
         if len(data) > remaining:
             data = data[:remaining]
@@ -463,6 +471,7 @@ def initial_context(
     fallback_names: Sequence[str] = (),
     max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
     skills: str | None = None,
+    notes: list[str] | None = None,
 ) -> list[Item]:
     """The two context messages that open a conversation (and follow a compaction).
 
@@ -483,6 +492,7 @@ def initial_context(
         fallback_names=fallback_names,
         max_agents_md_bytes=max_agents_md_bytes,
         skills=skills,
+        notes=notes,
     )
 
 
@@ -494,8 +504,10 @@ def initial_items(
     fallback_names: Sequence[str] = (),
     max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
     skills: str | None = None,
+    notes: list[str] | None = None,
 ) -> list[Item]:
-    """`initial_context` from a `TurnContext`, so the caller can keep it for diffing."""
+    """`initial_context` from a `TurnContext`, so the caller can keep it for diffing.
+    `notes` gets a line for each AGENTS.md that was skipped (a link leading nowhere)."""
     developer = [ctx.permissions()]
     if developer_instructions:
         developer.append(developer_instructions)
@@ -504,7 +516,7 @@ def initial_items(
     user: list[str] = []
     docs = agents_md(
         cwd=ctx.cwd, runner_home=runner_home, fallback_names=fallback_names,
-        max_bytes=max_agents_md_bytes,
+        max_bytes=max_agents_md_bytes, notes=notes,
     )
     if docs is not None:
         user.append(user_instructions_text(ctx.cwd, docs))

@@ -216,11 +216,14 @@ async def live(run: TaskRun, b: BatchContext) -> None:
                                emit=sink.emit) as mcp:
             run.current_date = t.current_date or b.today
             run.timezone = t.timezone or b.tz
+            notes: list[str] = []
             thread = make_thread(t, ws.path, model, b.agent_env, sink,
                                   today=run.current_date, tz=run.timezone,
                                   runner_home=b.runner_home,
                                   budget=RunBudget(t.limits, t.price, b.spend),
-                                  extra_tools=mcp.tools, redact=b.redact)
+                                  extra_tools=mcp.tools, redact=b.redact, notes=notes)
+            for note in notes:
+                _note(run, log, b.redact(note))
             try:
                 run.outcome = await thread.run()
             except anyio.get_cancelled_exc_class():
@@ -442,7 +445,8 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
             patch_path=out_dir / "patches" / f"{t.run}.patch",
             redact=redact if redact else None,
             before_branch=None if journal is None else functools.partial(
-                journal.branching, t.fingerprint, t.run))
+                journal.branching, t.fingerprint, t.run),
+            on_left_out=functools.partial(_left_out, run, log, redact))
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         run.not_kept = True
@@ -463,3 +467,22 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
         except workspace.WorkspaceError as exc:
             run.error = redact(f"push failed: {exc}")
             log.emit({"type": "error", "message": run.error})
+
+
+def _left_out(run: TaskRun, log: EventLog, redact: Redactor, entries: list[str]) -> None:
+    """Entries git must not record were left out and the rest committed; the report
+    says which, as it says why a push failed."""
+    shown = [redact(e) for e in entries[:LEFT_OUT_SHOWN]]
+    more = len(entries) - len(shown)
+    _note(run, log, "not captured in the result: " + "; ".join(shown)
+          + (f"; and {more} more" if more else ""))
+
+
+def _note(run: TaskRun, log: EventLog, note: str) -> None:
+    """Something the run went on without; the report's `error` says it (as for a failed
+    push) whatever the status, and the events file has it as a `note`."""
+    run.error = note if run.error is None else f"{run.error}; {note}"
+    log.emit({"type": "note", "message": note})
+
+
+LEFT_OUT_SHOWN = 20

@@ -51,10 +51,20 @@ def load_skills(folder: Path) -> list[Skill]:
     return found
 
 
+def _repository_of(path: Path) -> Path:
+    """The repository a skill lies in (nearest folder holding `.git`), else its folder."""
+    start = path.parent.resolve()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
 def read_skill(path: Path) -> Skill:
-    """Parse SKILL.md's YAML front matter (between `---` lines): `name` and `description`."""
+    """Parse SKILL.md's YAML front matter (between `---` lines): `name` and `description`.
+
+    A skill may be committed by whoever can open a pull request, so SKILL.md is read as
+    AGENTS.md is (`hostfs.read_inside`): a link within its repository is followed, one
+    leading out of it (`/proc/self/environ`, `~/.ssh`) or into a `.git` is refused."""
     try:
-        raw = hostfs.read_regular(path, MAX_SKILL_FILE_BYTES)
+        raw = hostfs.read_inside(_repository_of(path), path, MAX_SKILL_FILE_BYTES)
         text = raw.decode("utf-8")
     except OSError as exc:
         raise SkillError(f"cannot read {path}: {exc.strerror or exc}") from None

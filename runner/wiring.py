@@ -166,7 +166,7 @@ class _Capped:
 def make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
                  log: Sink, *, today: str, tz: str, runner_home: Path | None,
                  budget: Budget | None = None, extra_tools: Sequence[Tool] = (),
-                 redact: Redactor | None = None) -> Thread:
+                 redact: Redactor | None = None, notes: list[str] | None = None) -> Thread:
     from runner import compaction
 
 
@@ -182,7 +182,8 @@ def make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, s
         developer_instructions=t.developer_instructions, runner_home=runner_home,
         shell="bash", current_date=today, timezone=tz,
         permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
-        skills=prompts.skills_instructions(t.skills, context_window=t.context_window))
+        skills=prompts.skills_instructions(t.skills, context_window=t.context_window),
+        notes=notes)
     if t.output_schema is not None:
         text = {**(text or {}), "format": text_format(t.output_schema)}
     spec = ThreadSpec(

@@ -85,7 +85,7 @@ from string import Formatter
 
 import anyio
 
-from runner import hostfs
+from runner import gitnames, hostfs
 from runner.errors import RunnerError, UnsafeFileError
 from runner.redact import Redactor
 
@@ -118,6 +118,8 @@ edited by a model runs with the repository's CI secrets on the next push."""
 HARDENING: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),        # no hooks (pre-commit, reference-transaction, ...)
     ("core.fsmonitor", "false"),            # a configured fsmonitor is an arbitrary command
+    ("core.protectNTFS", "true"),           # `.git` aliases refused (see runner/gitnames.py)
+    ("core.protectHFS", "true"),
     ("core.untrackedCache", "false"),
     ("core.splitIndex", "false"),
     ("core.pager", "cat"),
@@ -545,7 +547,8 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
                  message: str, patch_path: Path, create_branch: bool = True,
                  scope: Scope | None = None,
                  redact: Redactor | None = None,
-                 before_branch: Callable[[str, str], None] | None = None) -> Result | None:
+                 before_branch: Callable[[str, str], None] | None = None,
+                 on_left_out: Callable[[list[str]], None] | None = None) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
 
     Returns None, with no commit and no branch, when the tree equals the base. The commit
@@ -560,6 +563,11 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
     No branch is created when `create_branch` is false or `scope` finds violations
     (`Result.violations`); an existing branch is never moved: `-2`, `-3`, ... is appended.
 
+    What git must not or cannot record is left out, never failing the commit: names git
+    (with NTFS and HFS+ protection) treats as `.git`, a nested repository's `.git` (its
+    files are committed as plain files; its `gitdir:` is never followed), FIFOs, devices,
+    sockets and unreadable entries. `on_left_out` gets them, as `path: why`.
+
     `redact` removes secrets from the changed files before the commit, so neither the
     commit nor the patch carries them; each file it changed is a violation (no branch: a
     run that wrote a secret into the repository is not one to push).
@@ -567,25 +575,28 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
     return await anyio.to_thread.run_sync(partial(
         finish_sync, ws, branch_template=branch_template, fields=fields, message=message,
         patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact,
-        before_branch=before_branch))
+        before_branch=before_branch, on_left_out=on_left_out))
 
 
 def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
                 message: str, patch_path: Path, create_branch: bool = True,
                 scope: Scope | None = None,
                 redact: Redactor | None = None,
-                 before_branch: Callable[[str, str], None] | None = None) -> Result | None:
+                 before_branch: Callable[[str, str], None] | None = None,
+                 on_left_out: Callable[[list[str]], None] | None = None) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
     env = _staging_env(ws)
-    # Before `git add`, which writes the blobs.
-    redacted = _redact_files(ws, env, redact) if redact is not None else []
-    _drop_special_files(ws, env)
-    # `.GIT/x` (any case, any depth) is a path git refuses to commit: left out, so it
-    # cannot fail the commit and lose the rest of the run's work.
-    _git(["add", "--all", "--", ".", ":(exclude,icase).git",
-          ":(exclude,icase,glob)**/.git/**"], env=env, cwd=ws.path,
-         config=ADD_CONFIG)
+    tracked = _index_modes(ws, env)
+    paths, left_out = _worktree(ws, env, tracked)
+    # Before anything is staged, since staging writes the blobs.
+    redacted = (_redact_files(ws, redact, _touched(ws, env, paths, tracked))
+                if redact is not None else [])
+    if redacted:
+        paths, left_out = _worktree(ws, env, tracked)
+    _stage(ws, env, paths, tracked)
+    if left_out and on_left_out is not None:
+        on_left_out(left_out)
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
@@ -647,38 +658,141 @@ def _too_big_for_patch(ws: Workspace, files: Sequence[FileChange]) -> list[str]:
     return out
 
 
-def _drop_special_files(ws: Workspace, env: Mapping[str, str]) -> None:
-    """A tracked file the agent replaced by a FIFO, device or socket counts as deleted:
-    `git add` would refuse it and fail the whole commit. (Untracked ones git skips.)"""
-    changed = _git(["diff", "--name-only", "-z", "--no-renames", ws.base], env=env,
-                   cwd=ws.path).stdout
-    special = []
-    for raw in filter(None, changed.split(b"\0")):
+def _index_modes(ws: Workspace, env: Mapping[str, str]) -> dict[str, str]:
+    """Path -> mode of every entry in the private index (the base tree)."""
+    out = _git(["ls-files", "-z", "--stage"], env=env, cwd=ws.path).stdout
+    modes: dict[str, str] = {}
+    for rec in filter(None, out.split(b"\0")):
+        meta, _, path = rec.partition(b"\t")
+        modes[os.fsdecode(path)] = meta.split(b" ", 1)[0].decode()
+    return modes
+
+
+_GITLINK = "160000"
+
+
+def _worktree(ws: Workspace, env: Mapping[str, str], tracked: Mapping[str, str]
+              ) -> tuple[list[str], list[str]]:
+    """(paths to record, `path: why` for what is left out) of the work tree.
+
+    The runner walks the tree itself, iteratively and without following links, instead
+    of letting `git add` do it: git would take a directory holding `.git` for a nested
+    repository (recording a gitlink and losing its files, or following a `gitdir:` line
+    to any repository on the host), and would fail the whole commit on one name it
+    refuses. Here no `.git` below the top is ever opened; the files beside it are
+    recorded as plain files. Untracked files that `.gitignore` rules exclude are left
+    out as `git add` leaves them out.
+    """
+    paths: list[str] = []
+    left_out: list[str] = []
+    check_read = os.geteuid() != 0
+    stack = [""]
+    while stack:
+        rel = stack.pop()
         try:
-            mode = os.lstat(ws.path / os.fsdecode(raw)).st_mode
+            with os.scandir(ws.path / rel if rel else ws.path) as it:
+                entries = list(it)
+        except OSError as exc:
+            left_out.append(f"{rel}/: cannot be listed ({exc.strerror or exc})")
+            continue
+        for e in entries:
+            path = f"{rel}/{e.name}" if rel else e.name
+            if path == ".git":
+                continue   # the agent's own repository: the runner never reads it
+            link = e.is_symlink()
+            why = gitnames.git_refuses(e.name, symlink=link)
+            if why is not None:
+                if e.name == ".git":
+                    why = ("a nested repository's `.git`: never read; the files beside "
+                           "it are committed as plain files")
+                left_out.append(f"{path}: {why}")
+                continue
+            if tracked.get(path) == _GITLINK and e.is_dir(follow_symlinks=False):
+                continue   # a submodule of the base: its gitlink stays as it was
+            if link:
+                paths.append(path)
+            elif e.is_dir(follow_symlinks=False):
+                stack.append(path)
+            elif e.is_file(follow_symlinks=False):
+                if check_read and not os.access(e.path, os.R_OK):
+                    left_out.append(f"{path}: not readable")
+                else:
+                    paths.append(path)
+            else:
+                mode = e.stat(follow_symlinks=False).st_mode
+                left_out.append(f"{path}: a {hostfs.kind(mode)}, which git cannot record")
+    # Ignored entries are no loss (`node_modules/x/.git` is common): not reported.
+    names = {e.split(": ", 1)[0].rstrip("/"): e for e in left_out}
+    new = [p for p in paths if p not in tracked]
+    ignored = _ignored(ws, env, [*new, *names]) if new or names else set()
+    return ([p for p in paths if p not in ignored],
+            sorted(e for p, e in names.items() if p not in ignored))
+
+
+def _ignored(ws: Workspace, env: Mapping[str, str], paths: Sequence[str]) -> set[str]:
+    """Which of these untracked paths `.gitignore` rules (and info/exclude) exclude."""
+    proc = _git(["check-ignore", "-z", "--stdin"], env=env, cwd=ws.path, check=False,
+                input=b"".join(os.fsencode(p) + b"\0" for p in paths))
+    if proc.returncode not in (0, 1):
+        raise GitError(_argv(["check-ignore"]), proc.returncode,
+                       proc.stderr.decode(errors="replace"), ["check-ignore"])
+    return {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+
+
+def _stage(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
+           tracked: Mapping[str, str]) -> None:
+    """Make the private index hold exactly `paths` (plus the base's submodules that are
+    still directories): entries no longer there are removed, the rest added or
+    refreshed. Only files and links are named, never a directory, so git never looks
+    for a repository inside one."""
+    keep = set(paths)
+    gone = [p for p, mode in tracked.items() if p not in keep
+            and not (mode == _GITLINK and (ws.path / p).is_dir()
+                     and not (ws.path / p).is_symlink())]
+    if gone:
+        _git(["update-index", "-z", "--force-remove", "--stdin"], env=env, cwd=ws.path,
+             input=b"".join(os.fsencode(p) + b"\0" for p in gone))
+    if paths:
+        _git(["update-index", "-z", "--add", "--replace", "--stdin"], env=env,
+             cwd=ws.path, config=ADD_CONFIG,
+             input=b"".join(os.fsencode(p) + b"\0" for p in paths))
+
+
+def _touched(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
+             tracked: Mapping[str, str]) -> list[str]:
+    """The paths the run added or changed: untracked ones, and tracked ones git finds
+    modified. A tracked file the agent replaced by a directory is excluded from git's
+    look: git would check whether that directory is a repository (and follow a
+    `gitdir:` in it); submodules are not looked into either."""
+    now_dirs = []
+    for p, mode in tracked.items():
+        if mode == _GITLINK:
+            continue
+        try:
+            if stat.S_ISDIR(os.lstat(ws.path / p).st_mode):
+                now_dirs.append(p)
         except OSError:
             continue
-        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
-            special.append(raw)
-    if special:
-        _git(["rm", "--cached", "-q", "-f", "--ignore-unmatch", "--pathspec-from-file=-",
-              "--pathspec-file-nul"], env=env, cwd=ws.path, input=b"\0".join(special))
+    # `diff`, not `diff-files`: it compares the content of stat-dirty files (handing
+    # the tree to the sandbox user changed every file's owner and ctime).
+    out = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=MT",
+                "--ignore-submodules=all", "--no-ext-diff", "--no-textconv", "--", ".",
+                *(f":(exclude,literal){p}" for p in now_dirs)], env=env, cwd=ws.path).stdout
+    keep = set(paths)
+    changed = [os.fsdecode(p) for p in out.split(b"\0") if p]
+    return [p for p in paths if p not in tracked] + [p for p in changed if p in keep]
 
 
-def _redact_files(ws: Workspace, env: Mapping[str, str], redactor: Redactor) -> list[str]:
+def _redact_files(ws: Workspace, redactor: Redactor, paths: Sequence[str]) -> list[str]:
     """Redact secrets in the files (contents, symlink targets, names) the run added or
     changed; returns the paths it had to touch. Reads only: no object is written.
 
     Every step is relative to a directory handle and never follows a link the agent
     made (`hostfs`): a rename or a new directory cannot land outside the workspace, and
     contents are streamed, so a huge file costs no memory."""
-    changed = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=AMT",
-                    ws.base], env=env, cwd=ws.path).stdout
-    new = _git(["ls-files", "-z", "--others", "--exclude-standard"], env=env,
-               cwd=ws.path).stdout
     touched: list[str] = []
-    for raw in filter(None, (changed + b"\0" + new).split(b"\0")):
-        rel = os.fsdecode(raw)
+    for rel in paths:
+        raw = os.fsencode(rel)
         clean_name = redactor.bytes(raw)
         try:
             with hostfs.open_parent(ws.path, rel) as (dir_fd, name):

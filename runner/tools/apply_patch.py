@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
-from runner import hostfs
+from runner import gitnames, hostfs
 from runner.errors import UnsafeFileError
 from runner.tools import ToolCall, ToolContext, ToolResult
 
@@ -508,16 +508,18 @@ def _resolve(root: Path, real_root: str, base: str, path: str) -> tuple[Path, st
             f"refused path '{path}': it leads outside the workspace root; use a relative "
             "path inside it"
         )
-    for part in rel.split("/"):
-        if part.lower() == ".git" and part != ".git":
-            raise PatchError(f"refused path '{path}': '{part}' is `.git` in another case, "
-                             "which git refuses to commit")
     real = os.path.realpath(root / rel)
     if not _inside(real, real_root):
         raise PatchError(
             f"refused path '{path}': it resolves through a symbolic link to a location "
             "outside the workspace root"
         )
+    # By its own spelling or through a link (`g -> '.git '`): one rule, runner/gitnames.py.
+    for part in [*rel.split("/"), *os.path.relpath(real, real_root).split("/")]:
+        if part != ".git" and gitnames.component_is_dotgit(part):
+            raise PatchError(f"refused path '{path}': '{part}' is `.git` in another case "
+                             "or spelling (trailing dots or spaces, `git~1`, characters "
+                             "HFS+ ignores), which git refuses to commit")
     # The real location: a link inside the workspace is resolved once, here, and every
     # later open is O_NOFOLLOW relative to the root, so nothing swapped in can redirect it.
     return Path(real), rel
@@ -627,8 +629,14 @@ class _Journal:
     def make_parents(self, location: Path) -> None:
         missing = [p for p in reversed(location.parents) if not p.exists()]
         for directory in missing:
-            directory.mkdir()
-            self.dirs.append(directory)
+            rel = os.path.relpath(directory, self.real_root)
+            try:
+                with hostfs.open_parent(Path(self.real_root), rel) as (dir_fd, name):
+                    os.mkdir(name, 0o755, dir_fd=dir_fd)
+                    self.dirs.append(directory)
+                    hostfs.own_like_parent(name, dir_fd)
+            except UnsafeFileError as exc:
+                raise OSError(str(exc)) from None
 
     def undo(self) -> bool:
         ok = True
@@ -663,7 +671,12 @@ def _write_bytes(location: Path, real_root: str, data: bytes) -> None:
     try:
         with hostfs.open_parent(Path(real_root), os.path.relpath(location, real_root)
                                 ) as (dir_fd, name):
-            fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=dir_fd)
+            try:
+                fd = os.open(name, _WRITE_FLAGS & ~os.O_CREAT, dir_fd=dir_fd)
+            except FileNotFoundError:
+                # New: made as the sandbox's user would have made it (hostfs).
+                fd = os.open(name, _WRITE_FLAGS | os.O_EXCL, 0o644, dir_fd=dir_fd)
+                hostfs.own_like_parent(name, dir_fd)
     except UnsafeFileError as exc:
         raise OSError(str(exc)) from None
     try:

@@ -132,3 +132,5 @@ def test_fifos_never_block_the_runner(loopback_thread: ThreadFactory, tmp_path: 
     assert git(repo, "show", f"{branch}:README.md") == "x\n"   # the failed patch undone
     assert sorted(git(repo, "ls-tree", "-r", "--name-only", branch).split()) == [
         "README.md", "kept.txt"]
+    for fifo in ("f", "g"):   # left out, and the report says why
+        assert f"{fifo}: a FIFO, which git cannot record" in run["error"], run["error"]

@@ -90,3 +90,61 @@ def test_only_regular_files_within_their_limit_are_read(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "skill" / "SKILL.md")
     with pytest.raises(SkillError, match="FIFO"):
         read_skill(tmp_path / "skill" / "SKILL.md")
+
+
+def test_agents_md_never_reads_the_git_directory(loopback_thread: ThreadFactory,
+                                                 tmp_path: Path) -> None:
+    """A link inside the repository, but into `.git` (its config can hold a remote URL
+    with a token): refused like a link out of it."""
+    repo = make_git_repo(tmp_path / "repo")
+    os.symlink(".git/config", repo / "AGENTS.md")
+    _commit(repo)
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    out = tmp_path / "o"
+    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out)
+    assert "Traceback" not in res.stderr
+    assert all(b"repositoryformatversion" not in r.raw for r in srv.requests)
+    run = runs(out)["t"]
+    assert run["status"] == "error"
+    assert "AGENTS.md: leads into .git/" in run["error"], run["error"]
+
+
+@pytest.mark.parametrize("target", ["AGENTS.md", "missing.md"])
+def test_a_looping_or_dangling_agents_md_is_ignored_with_a_note(
+        loopback_thread: ThreadFactory, tmp_path: Path, target: str) -> None:
+    """A self-loop made the run fail (exit 3) while a dangling link was skipped: both are
+    links that lead nowhere, skipped alike, and the report says so."""
+    repo = make_git_repo(tmp_path / "repo")
+    os.symlink(target, repo / "AGENTS.md")
+    _commit(repo)
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    out = tmp_path / "o"
+    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out)
+    assert res.returncode == 0, res.stderr
+    run = runs(out)["t"]
+    assert run["status"] == "completed"
+    assert "AGENTS.md: a symbolic link that leads nowhere" in run["error"], run["error"]
+
+
+def test_a_skill_linked_out_of_its_repository_is_refused(loopback_thread: ThreadFactory,
+                                                          tmp_path: Path) -> None:
+    """SKILL.md is read as AGENTS.md is: `-> /proc/self/environ` (or any file outside
+    the repository holding the skill) is refused before anything runs, and nothing of
+    the target reaches the model or the output."""
+    repo = make_git_repo(tmp_path / "repo")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text(f"---\nname: x\ndescription: {CANARY}\n---\n")
+    for name, target in (("environ", "/proc/self/environ"), ("other", outside / "SKILL.md")):
+        (repo / "skills" / name).mkdir(parents=True)
+        os.symlink(target, repo / "skills" / name / "SKILL.md")
+    _commit(repo)
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    for name in ("environ", "other"):
+        extra = f"  skills: ['{repo / 'skills' / name}']"
+        res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"], extra=extra),
+                  "--out", tmp_path / f"o-{name}", env={"SOME_SETTING": CANARY})
+        assert res.returncode == 2, res.stderr
+        assert "SKILL.md: is a symbolic link to" in res.stderr and "outside" in res.stderr
+        assert CANARY not in res.stderr + res.stdout
+    assert srv.requests == []
