@@ -1,5 +1,5 @@
 """What capturing a work tree full of files costs now that the runner walks the tree
-itself (runner/workspace.py `_worktree`) instead of `git add --all`.
+itself (runner/workspace/finish.py `_worktree`) instead of `git add --all`.
 
 Makes a workspace on a one-file repository, writes N small files across N/100
 directories (plus a `.gitignore`d directory of N/10 files, a nested repository and a

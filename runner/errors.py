@@ -15,6 +15,8 @@
     ├── McpError               an MCP server could not start or list its tools
     ├── EngineError            the embedded model could not be started
     ├── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
+    ├── WorkspaceError         a workspace could not be prepared, kept, pushed or removed
+    │   └── GitError             a git command failed (its stderr, secrets removed)
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
@@ -25,6 +27,7 @@ nothing above `providers/` ever sees an httpx exception.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -202,6 +205,23 @@ class McpError(RunnerError):
 class UnsupportedSchema(RunnerError):
     """A schema shape the budgeted grammar cannot express exactly (the caller falls back
     to `response_format`)."""
+
+
+class WorkspaceError(RunnerError):
+    """A workspace could not be prepared, committed, branched, pushed or removed."""
+
+
+class GitError(WorkspaceError):
+    """A git command failed. Carries the argv (never a secret: those travel in the
+    environment) and git's stderr with any secret removed."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str,
+                 command: Sequence[str] | None = None) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        shown = " ".join(["git", *(command if command is not None else argv[1:])])
+        super().__init__(f"`{shown}` failed (exit {returncode}): {stderr.strip()[:2000]}")
 
 
 class ToolError(RunnerError):

@@ -1,0 +1,139 @@
+"""A run's checkout of its base commit: init + alternates + `read-tree -u`, nothing
+written into the user's repository (see the package docstring for why)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+import anyio
+
+from runner.errors import GitError, WorkspaceError
+from runner.workspace.git import (
+    _PRIVATE_SUFFIX,
+    IDENTITY,
+    _common_dir,
+    _git,
+    _out,
+    _private_env,
+    _remove,
+    _user_filter_blanks,
+    config_env,
+)
+from runner.workspace.types import Workspace
+
+
+async def prepare(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Workspace:
+    """Check out the commit `base` resolves to into `root/name`, for one run.
+
+    Many workspaces on one repository work side by side. Uncommitted changes in the user's
+    tree are not included; `Workspace.base_dirty` says whether there were any (refusing a
+    dirty tree is the caller's policy). `root` belongs outside the user's work tree (or in
+    an ignored directory), or their `git status` shows the workspaces.
+    """
+    return await anyio.to_thread.run_sync(
+        partial(prepare_sync, repo, base=base, root=root, name=name))
+
+
+def check_base(repo: Path, base: str = "HEAD") -> str:
+    """The commit `base` names in `repo`, or a WorkspaceError saying why there is none.
+    Run before a batch starts, so a wrong repo or base is bad input, not a failed run."""
+    if not base or base.startswith("-") or any(ord(c) < 0x20 for c in base):
+        raise WorkspaceError(f"base {base!r} is not a revision")
+    try:
+        return _out(["rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}"],
+                    cwd=repo.resolve()).strip()
+    except GitError as exc:
+        reason = exc.stderr.strip().splitlines()[-1:] or ["unknown error"]
+        raise WorkspaceError(f"{repo}: {base!r} is not a commit there ({reason[0]}); the "
+                             "runner starts every run from a commit, so the repository needs "
+                             "one (git init && git add -A && git commit)") from exc
+
+
+def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Workspace:
+    """`prepare` without the thread hop, for benchmarks and synchronous callers."""
+    t0 = time.perf_counter()
+    _check_name(name)
+    repo = repo.resolve()
+    if not base or base.startswith("-") or any(ord(c) < 0x20 for c in base):
+        raise WorkspaceError(f"base {base!r} is not a revision")
+    # One call: the trailing `--` makes git read both as revisions, never as paths.
+    try:
+        lines = _out(["rev-parse", "--path-format=absolute", "--git-dir", "--git-path",
+                      "objects", "--is-bare-repository", "--show-object-format",
+                      f"{base}^{{commit}}", f"{base}^{{tree}}", "--"], cwd=repo).splitlines()
+    except GitError as exc:
+        raise WorkspaceError(f"{repo}: base {base!r} is not a commit there ({exc.stderr.strip()})"
+                             ) from exc
+    git_dir, objects, bare, fmt = Path(lines[0]), Path(lines[1]), lines[2] == "true", lines[3]
+    sha, tree = lines[4], lines[5]
+    dirty = False if bare else _is_dirty(repo)
+
+    root = root.resolve()
+    path, private = root / name, root / f".{name}{_PRIVATE_SUFFIX}"
+    for p in (path, private):
+        if p.exists() or p.is_symlink():
+            raise WorkspaceError(f"workspace {p} already exists")
+    root.mkdir(parents=True, exist_ok=True)
+    ws = Workspace(path=path, repo=repo, git_dir=git_dir, objects=objects, base=sha,
+                   base_tree=tree, base_ref=base, base_dirty=dirty, setup_s=0.0,
+                   object_format=fmt, private_dir=private)
+    try:
+        path.mkdir()
+        private.mkdir()
+        _init(ws._private_git, fmt, bare=True)
+        with (ws._private_git / "config").open("a") as f:
+            # Without these, git still reads ~/.config/git/{ignore,attributes} by default
+            # and the same work tree would give different results on different machines.
+            f.write(f"[core]\n\texcludesFile = {os.devnull}\n\tattributesFile = {os.devnull}\n")
+        _copy_shallow(git_dir, ws._private_git)
+        _git(["read-tree", "--reset", "-u", sha], env=_private_env(ws), cwd=path)
+        agent_git = path / ".git"
+        _init(path, fmt, bare=False)
+        (agent_git / "objects" / "info").mkdir(parents=True, exist_ok=True)
+        (agent_git / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+        (agent_git / "HEAD").write_text(f"{sha}\n")
+        _copy_shallow(git_dir, agent_git)
+        shutil.copyfile(ws._index, agent_git / "index")
+        with (agent_git / "config").open("a") as f:
+            # So the agent's own `git commit` works without a global identity.
+            f.write(f"[user]\n\tname = {IDENTITY[0]}\n\temail = {IDENTITY[1]}\n")
+    except BaseException:
+        _remove(path)
+        _remove(private)
+        raise
+    return replace(ws, setup_s=time.perf_counter() - t0)
+
+
+def _check_name(name: str) -> None:
+    if (not name or name in (".", "..") or name.startswith(".") or "/" in name
+            or "\\" in name or "\0" in name):
+        raise WorkspaceError(f"workspace name {name!r}: use one plain path component")
+
+
+def _init(target: Path, fmt: str, *, bare: bool) -> None:
+    # An empty --template: no sample hooks, no info/exclude copied from the system.
+    _git(["init", "--quiet", "--template=", f"--object-format={fmt}",
+          *(["--bare"] if bare else []), str(target)])
+
+
+def _copy_shallow(src_git_dir: Path, dst_git_dir: Path) -> None:
+    """A shallow user clone (CI's `fetch-depth: 1`) has no parents past the boundary;
+    without its `shallow` file `git log` in the workspace would die on a missing object."""
+    common = _common_dir(src_git_dir)
+    shallow = common / "shallow"
+    if shallow.exists():
+        shutil.copyfile(shallow, dst_git_dir / "shallow")
+
+
+def _is_dirty(repo: Path) -> bool:
+    """Any staged, unstaged or untracked change, read without writing the user's index
+    (`GIT_OPTIONAL_LOCKS=0`) and without running their filter drivers."""
+    proc = _git(["status", "--porcelain=v2", "-z", "--untracked-files=normal",
+                 "--ignore-submodules=dirty", "--no-renames"],
+                cwd=repo, env=config_env(_user_filter_blanks(repo)))
+    return bool(proc.stdout)

@@ -1,0 +1,137 @@
+"""After a run: pushing its branch, removing its workspace, and deleting only a branch
+that still points at the commit recorded for it (compare-and-delete)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from functools import partial
+from pathlib import Path
+
+import anyio
+
+from runner import hostfs
+from runner.errors import GitError, UnsafeFileError, WorkspaceError
+from runner.workspace.git import (
+    _PUSH_PROTOCOLS,
+    _common_dir,
+    _git,
+    _out,
+    _ref_lock,
+    _remove,
+    config_env,
+)
+from runner.workspace.types import PushResult, Workspace
+
+
+async def push(repo: Path, branch: str, *, remote: str, token: str | None = None
+               ) -> PushResult:
+    """Push a result branch to `remote` (a remote name or URL), creating it there only.
+
+    The token travels as an `http.extraHeader` in the child's environment
+    (`GIT_CONFIG_COUNT`/`KEY`/`VALUE`), never in argv or a URL, so it shows up in no
+    process list, error message or return value. `--force-with-lease=<ref>:` makes the
+    push fail instead of moving a branch that already exists on the remote.
+    """
+    return await anyio.to_thread.run_sync(
+        partial(push_sync, repo, branch, remote=remote, token=token))
+
+
+def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None
+              ) -> PushResult:
+    """`push` without the thread hop."""
+    if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
+        raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
+    ref = f"refs/heads/{branch}"
+    if branch.startswith("-") or _git(["check-ref-format", ref], check=False).returncode:
+        raise WorkspaceError(f"branch {branch!r} is not a valid branch name")
+    env: dict[str, str] = {}
+    secrets: list[str] = []
+    if token:
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        header = f"Authorization: Basic {basic}"
+        env = config_env([("http.extraHeader", header)])
+        secrets = [header, basic, token]
+    repo = repo.resolve()
+    try:
+        _git(["show-ref", "--verify", "--quiet", ref], cwd=repo)
+    except GitError as exc:
+        raise WorkspaceError(f"branch {branch!r} does not exist in {repo}") from exc
+    # A remote name is pushed to by its URL: pushing to the name would also write
+    # refs/remotes/<name>/<branch> into the user's repository.
+    named = _git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
+    url = named.stdout.decode().strip() if named.returncode == 0 else remote
+    if url.startswith("-"):
+        raise WorkspaceError(f"remote {remote!r} has an unusable push URL")
+    _git(["push", "--porcelain", "--no-verify", f"--force-with-lease={ref}:", url,
+          f"{ref}:{ref}"], cwd=repo, env=env, secrets=secrets, protocols=_PUSH_PROTOCOLS)
+    return PushResult(remote=remote, branch=branch, ref=ref)
+
+
+async def cleanup(ws: Workspace) -> None:
+    """Remove the workspace and its private state. Safe to call twice."""
+    await anyio.to_thread.run_sync(partial(cleanup_sync, ws))
+
+
+def cleanup_sync(ws: Workspace) -> None:
+    _remove(ws.path)
+    _remove(ws.private_dir)
+
+
+async def delete_branch(repo: Path, branch: str, commit: str) -> None:
+    """Remove the branches a killed attempt of this batch made, and only those."""
+    await anyio.to_thread.run_sync(partial(delete_branch_sync, repo, branch, commit))
+
+
+def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
+    """Compare-and-delete: `branch` (or the `branch-N` it became when the name was taken)
+    is removed only while it still points at `commit`, the result the journal recorded
+    before the branch was made. A branch that existed before (the user's own
+    `agent/t1` under a custom template) points elsewhere and is never touched, and
+    `update-ref -d <ref> <commit>` makes the check and the deletion one atomic step.
+
+    A ref lock a runner killed inside `git update-ref` left is removed too, but only when
+    it holds this commit or nothing (git had not written it yet)."""
+    git_dir = Path(_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
+    common = _common_dir(git_dir)
+    user = {"GIT_DIR": str(git_dir)}
+    ours = re.compile(re.escape(f"refs/heads/{branch}") + r"(?:-\d+)?")
+    with _ref_lock(git_dir):
+        lock = common / "refs" / "heads" / f"{branch}.lock"
+        try:
+            held = hostfs.read_regular(lock, 200).decode(errors="replace").strip()
+        except (OSError, UnsafeFileError):
+            held = None
+        if held is not None and held in ("", commit):
+            lock.unlink(missing_ok=True)
+        refs = _git(["for-each-ref", "--format=%(refname)", f"--points-at={commit}",
+                     "refs/heads/"], env=user, check=False).stdout.decode().split()
+        for ref in refs:
+            if ours.fullmatch(ref):
+                _git(["update-ref", "-d", ref, commit], env=user, check=False)
+
+
+
+def branch_state(repo: Path, branch: str, commit: str) -> str:
+    """`present` (the branch points at `commit`), `moved` (it points elsewhere: someone
+    built on it), `checked-out`, `gone`, or `invalid` (not a branch name)."""
+    ref = f"refs/heads/{branch}"
+    if _git(["check-ref-format", ref], cwd=repo, check=False).returncode != 0:
+        return "invalid"
+    tip = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
+               check=False)
+    if tip.returncode != 0:
+        return "gone"
+    head = _git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False)
+    if head.stdout.decode(errors="replace").strip() == ref:
+        return "checked-out"
+    return "present" if tip.stdout.decode().strip() == commit else "moved"
+
+
+def delete_branch_at(repo: Path, branch: str, commit: str) -> bool:
+    """Compare-and-delete: remove the branch only if it still points at `commit` (git
+    checks that atomically under the ref's lock), so a branch someone moved is kept."""
+    if branch_state(repo, branch, commit) != "present":
+        return False
+    proc = _git(["update-ref", "-d", f"refs/heads/{branch}", commit], cwd=repo, check=False)
+    return proc.returncode == 0
