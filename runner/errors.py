@@ -12,6 +12,8 @@
     │   └── AuthFailed           401 / 403: the API key is wrong or lacks access
     ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
+    │   └── PatchError           a patch that cannot be parsed, planned or applied
+    ├── SkillError             a skill folder that cannot be used
     ├── McpError               an MCP server could not start or list its tools
     ├── EngineError            the embedded model could not be started
     ├── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
@@ -226,6 +228,19 @@ class GitError(WorkspaceError):
 
 class ToolError(RunnerError):
     """A tool call could not be carried out; its message goes back to the model."""
+
+
+class PatchError(ToolError):
+    """A patch that cannot be parsed, planned or applied; `str()` is meant for the model."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        self.message = message
+        self.line = line
+        super().__init__(message)
+
+
+class SkillError(RunnerError):
+    """A skill folder that cannot be used; the message says what to fix."""
 
 
 class EngineError(RunnerError):

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from runner import hostfs
-from runner.errors import UnsafeFileError
+from runner.errors import SkillError, UnsafeFileError
 
 SKILL_FILE = "SKILL.md"
 MAX_NAME_CHARS = 64
@@ -30,10 +30,6 @@ class Skill:
     description: str
     path: Path
     """Absolute path of the skill's SKILL.md."""
-
-
-class SkillError(ValueError):
-    """A skill folder that cannot be used; the message says what to fix."""
 
 
 def load_skills(folder: Path) -> list[Skill]:

@@ -25,11 +25,13 @@ from runner.sandbox.local import LocalExecutor
 from runner.sse import Assembler, Framer
 from runner.tools import ToolContext
 from runner.tools.apply_patch import (
-    AddFile,
     ApplyPatchTool,
+    Hunk,
+)
+from runner.tools.patch_format import (
+    AddFile,
     Chunk,
     DeleteFile,
-    Hunk,
     Patch,
     UpdateFile,
     parse_patch,

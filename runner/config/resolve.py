@@ -32,9 +32,9 @@ from runner.config.schema import (
     TaskSpec,
 )
 from runner.config.text import Path_, dotted, esc, line_for, short
-from runner.errors import ConfigError, Problem
+from runner.errors import ConfigError, Problem, SkillError
 from runner.models import codex_defaults
-from runner.skills import Skill, SkillError, load_skills
+from runner.skills import Skill, load_skills
 
 _M = TypeVar("_M", Limits, ModelOptions, GitSettings)
 _T = TypeVar("_T")

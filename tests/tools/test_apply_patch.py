@@ -40,14 +40,16 @@ from runner.tools import ToolCall, ToolContext, ToolResult
 from runner.tools import apply_patch as ap
 from runner.tools.apply_patch import (
     LARK_GRAMMAR,
-    AddFile,
     ApplyPatchTool,
+    PatchError,
+    apply_patch,
+)
+from runner.tools.patch_format import (
+    AddFile,
     Chunk,
     DeleteFile,
     Patch,
-    PatchError,
     UpdateFile,
-    apply_patch,
     extract_shell_patch,
     parse_patch,
     plan_patch,
@@ -222,9 +224,11 @@ def test_parse_error_line_numbers_count_heredoc_line() -> None:
     assert info.value.line == 3
 
 
-def test_patch_error_is_value_error() -> None:
-    assert issubclass(PatchError, ValueError)
-    with pytest.raises(ValueError, match="first line"):
+def test_patch_error_is_in_the_one_tree() -> None:
+    from runner.errors import RunnerError, ToolError
+
+    assert issubclass(PatchError, ToolError) and issubclass(PatchError, RunnerError)
+    with pytest.raises(ToolError, match="first line"):
         parse_patch("")
 
 
