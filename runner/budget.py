@@ -17,6 +17,16 @@ def price_of(p: PriceConfig | None) -> Price | None:
     return Price(p.input, p.cached_input, p.output) if p is not None else None
 
 
+def cost_usd(price: PriceConfig | Price | None, usage: Usage, *, digits: int = 6
+             ) -> float | None:
+    """The one cost rule: US dollars for `usage`, or None when it is unknown (no price,
+    or an answer came without usage, which would make any sum too low)."""
+    p = price_of(price) if isinstance(price, PriceConfig) else price
+    if p is None or usage.unreported:
+        return None
+    return round(p.cost(usage), digits)
+
+
 class BatchSpend:
     """What all runs of the batch have used; the cost is None once any run's price is
     unknown (then a batch cost limit was refused at start)."""
@@ -69,9 +79,8 @@ class RunBudget:
         if lim.max_output_tokens is not None and usage.output_tokens >= lim.max_output_tokens:
             return (f"stopped after {usage.output_tokens} output tokens, the limit is "
                     f"{lim.max_output_tokens} (limits.max_output_tokens)")
-        if lim.max_cost_usd is not None and self.price is not None:
-            cost = self.price.cost(usage)
-            if cost >= lim.max_cost_usd:
-                return (f"stopped after spending ${cost:.4f}, the limit is "
-                        f"${lim.max_cost_usd:g} (limits.max_cost_usd)")
+        cost = cost_usd(self.price, usage, digits=8)
+        if lim.max_cost_usd is not None and cost is not None and cost >= lim.max_cost_usd:
+            return (f"stopped after spending ${cost:.4f}, the limit is "
+                    f"${lim.max_cost_usd:g} (limits.max_cost_usd)")
         return self.batch.exceeded()

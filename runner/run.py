@@ -21,7 +21,7 @@ import anyio
 
 from runner import workspace
 from runner.agent import Outcome
-from runner.budget import BatchSpend, RunBudget, price_of
+from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, ResolvedTask
 from runner.errors import EngineError, McpError, SandboxError, UnsafeFileError
 from runner.items import Usage
@@ -155,8 +155,7 @@ class RunSink:
                           output_tokens=int(u.get("output_tokens", 0)),
                           reasoning_tokens=int(u.get("reasoning_tokens", 0)),
                           unreported=int(unreported))
-            cost = None if self.price is None or unreported \
-                else round(self.price.cost(usage), 8)
+            cost = cost_usd(self.price, usage, digits=8)
             event = {**event, "cost_usd": cost}
             self.spend.add(usage, cost)
         self.log.emit(event)
@@ -348,9 +347,7 @@ def run_report(run: TaskRun, out_dir: Path, redact: Redactor,
 
     t = run.task
     base = task_report(run, out_dir)
-    price = price_of(t.price)
-    usage = run.outcome.usage if run.outcome else Usage()
-    cost = None if price is None or usage.unreported else round(price.cost(usage), 6)
+    cost = cost_usd(t.price, run.outcome.usage if run.outcome else Usage())
     rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
                                   "fingerprint": t.fingerprint, "cost_usd": cost,
                                   "index": order.get(t.fingerprint),
