@@ -302,13 +302,14 @@ def _run(args: argparse.Namespace) -> int:
 def _report_merge(args: argparse.Namespace) -> int:
     """Exits as `runner run` would have for the same runs (0, 1 or 3)."""
     from runner.batch import exit_code
+    from runner.reports.markdown import partial_text
     from runner.reports.merge import merge_command
 
     report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals
     if report.partial:
-        sys.stderr.write(f"PARTIAL merge: shard(s) {', '.join(map(str, report.missing_shards))}"
-                         " missing; every output is marked partial\n")
+        sys.stderr.write(f"PARTIAL merge: {partial_text(report)}; every output is marked "
+                         "partial\n")
     sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
                      f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
                      f"errored\nreport: {args.out / 'report.json'}\n")

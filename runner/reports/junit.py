@@ -215,9 +215,12 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
     for model, tasks in by_model.items():
         cases = []
         props = {name: xml_safe(value) for name, value in suite_properties(tasks)}
-        if report.partial:
+        if report.partial or report.pending:
             props["partial"] = "true"
+        if report.partial:
             props["missing_shards"] = ",".join(str(k) for k in report.missing_shards)
+        if report.pending:
+            props["pending"] = str(report.pending)
         for task in tasks:
             case = TestCase(xml_safe(case_name(task)), classname=xml_safe(task.id),
                             elapsed_sec=task.duration_s)
