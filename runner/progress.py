@@ -73,8 +73,10 @@ def _isatty(stream: IO[str]) -> bool:
 
 
 # C0 and C1 controls but tab and newline, DEL, lone surrogates: a terminal escape in an
-# agent's output must not reach the watcher's terminal.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# agent's output must not reach the watcher's terminal. Bidirectional overrides and isolates
+# too: they make text (in a terminal or report.html) read other than it is.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
+                      "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
