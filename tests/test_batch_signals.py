@@ -87,3 +87,30 @@ def test_report_html_is_written_at_checkpoints_while_runs_go_on(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_a_closed_stderr_does_not_stop_the_batch(loopback_thread: ThreadFactory,
+                                                 tmp_path: Path) -> None:
+    """`runner run ... 2>&1 1>out | head -1`: the reader of stderr goes away; progress
+    lines then fail with EPIPE, and that must cost nothing: every run, every report, the
+    exit code of the runs."""
+    import os
+
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    tasks = tasks_file(tmp_path, srv.base_url, repo, [(f"t{i}", f"say {i}") for i in range(3)])
+    out = tmp_path / "o"
+    read, write = os.pipe()
+    os.close(read)   # nobody will ever read stderr
+    try:
+        proc = subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out",
+                               str(out)], stdout=subprocess.PIPE, stderr=write, text=True,
+                              timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0
+    report = json.loads((out / "report.json").read_text())
+    assert [t["status"] for t in report["tasks"]] == ["completed"] * 3
+    assert report["pending"] == 0
+    assert (out / "summary.md").is_file() and (out / "junit.xml").is_file()
+    assert proc.stdout.count("done") == 3
