@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import anyio.abc
 
 from runner import preflight
 from runner.budget import BatchSpend
@@ -146,12 +147,29 @@ async def run_batch(
     last_page = [0.0, 0.0]   # when report.html was last written, and what that took
     writing = anyio.Lock()
 
+    deferred: list[anyio.abc.TaskGroup] = []   # where a later checkpoint waits
+    due = [False]                                # a later checkpoint is already waiting
+
     async def checkpoint() -> None:
         """Reports of the runs finished so far, at most every few seconds (in a worker
         thread: JUnit for thousands of runs takes a second), so a job killed or timed out
-        by CI still leaves readable reports; the final write replaces them."""
-        if time.monotonic() - last_write[0] < CHECKPOINT_S or writing.locked():
+        by CI still leaves readable reports; the final write replaces them. A run finishing
+        too soon after the last write leaves a write waiting for the interval to end, so no
+        finished run is missing from the reports for longer than `CHECKPOINT_S`."""
+        wait = CHECKPOINT_S - (time.monotonic() - last_write[0])
+        if wait > 0 or writing.locked():
+            if not due[0] and deferred:
+                due[0] = True
+                deferred[0].start_soon(later, max(wait, 0.05))
             return
+        await write_checkpoint()
+
+    async def later(delay: float) -> None:
+        await anyio.sleep(delay)
+        due[0] = False
+        await checkpoint()
+
+    async def write_checkpoint() -> None:
         from runner.reports.files import write_reports
         from runner.reports.json_report import build_report
 
@@ -180,6 +198,7 @@ async def run_batch(
                                clients=Clients(stack, env), work_root=work_root, today=today,
                                tz=tz, runner_home=runner_home, interrupted=interrupted)
             async with anyio.create_task_group() as outer:
+                deferred.append(outer)   # cancelled with it: the final report follows
                 outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted, ctx.checks)
                 async with anyio.create_task_group() as tg:
                     for run in runs:
