@@ -117,7 +117,7 @@ def _usage_pairs(u: UsageReport) -> list[tuple[str, str | None]]:
         ("tokens_output", str(u.output_tokens)),
         ("tokens_reasoning", str(u.reasoning_tokens)),
         ("cache_hit_ratio", _ratio(u.cache_hit_ratio)),
-        ("ideal_cache_ratio", _ratio(u.ideal_cache_ratio)),
+        ("prefix_reuse_ratio", _ratio(u.ideal_cache_ratio)),   # report.json: ideal_cache_ratio
     ]
 
 
@@ -133,7 +133,7 @@ def run_properties(task: TaskReport) -> list[tuple[str, str]]:
         *_usage_pairs(task.usage),
         ("cost_usd", _cost(task.cost_usd)),
         ("requests", str(len(task.requests))),
-        ("turns", str(task.turns_completed)),
+        ("user_turns", str(task.turns_completed)),
         ("tool_calls", str(task.tool_calls)),
         ("duration_s", _time(task.duration_s)),
         ("branch", branch),
@@ -163,7 +163,7 @@ def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
         *_usage_pairs(sum_usage(t.usage for t in tasks)),
         ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
         ("requests", str(sum(len(t.requests) for t in tasks))),
-        ("turns", str(sum(t.turns_completed for t in tasks))),
+        ("user_turns", str(sum(t.turns_completed for t in tasks))),
         ("tool_calls", str(sum(t.tool_calls for t in tasks))),
         ("duration_s", _time(sum(t.duration_s for t in tasks))),
     ])
