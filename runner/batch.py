@@ -106,16 +106,16 @@ async def run_batch(
     agent_env = without_secrets(env, tasks)
     stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
+    if plan is None:
+        plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
     run_id = journal.start_batch(run_id=uuid.uuid4().hex[:12], task_file=task_file,
-                                 resume=resume)
+                                 resume=resume, batch=plan.identity())
     previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
     today = dt.datetime.now().astimezone().date().isoformat()
     tz = local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
-    if plan is None:
-        plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
     order = {f: i for i, f in enumerate(plan.fingerprints)}
     resumed = 0
     for run in runs:
