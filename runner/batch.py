@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import anyio.abc
 
 from runner import preflight
 from runner.budget import BatchSpend
@@ -106,16 +107,16 @@ async def run_batch(
     agent_env = without_secrets(env, tasks)
     stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
+    if plan is None:
+        plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
     run_id = journal.start_batch(run_id=uuid.uuid4().hex[:12], task_file=task_file,
-                                 resume=resume)
+                                 resume=resume, batch=plan.identity())
     previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
     today = dt.datetime.now().astimezone().date().isoformat()
     tz = local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
-    if plan is None:
-        plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
     order = {f: i for i, f in enumerate(plan.fingerprints)}
     resumed = 0
     for run in runs:
@@ -147,12 +148,29 @@ async def run_batch(
     last_page = [0.0, 0.0]   # when report.html was last written, and what that took
     writing = anyio.Lock()
 
+    deferred: list[anyio.abc.TaskGroup] = []   # where a later checkpoint waits
+    due = [False]                                # a later checkpoint is already waiting
+
     async def checkpoint() -> None:
         """Reports of the runs finished so far, at most every few seconds (in a worker
         thread: JUnit for thousands of runs takes a second), so a job killed or timed out
-        by CI still leaves readable reports; the final write replaces them."""
-        if time.monotonic() - last_write[0] < CHECKPOINT_S or writing.locked():
+        by CI still leaves readable reports; the final write replaces them. A run finishing
+        too soon after the last write leaves a write waiting for the interval to end, so no
+        finished run is missing from the reports for longer than `CHECKPOINT_S`."""
+        wait = CHECKPOINT_S - (time.monotonic() - last_write[0])
+        if wait > 0 or writing.locked():
+            if not due[0] and deferred:
+                due[0] = True
+                deferred[0].start_soon(later, max(wait, 0.05))
             return
+        await write_checkpoint()
+
+    async def later(delay: float) -> None:
+        await anyio.sleep(delay)
+        due[0] = False
+        await checkpoint()
+
+    async def write_checkpoint() -> None:
         from runner.reports.files import write_reports
         from runner.reports.json_report import build_report
 
@@ -181,6 +199,7 @@ async def run_batch(
                                clients=Clients(stack, env), work_root=work_root, today=today,
                                tz=tz, runner_home=runner_home, interrupted=interrupted)
             async with anyio.create_task_group() as outer:
+                deferred.append(outer)   # cancelled with it: the final report follows
                 outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted, ctx.checks)
                 async with anyio.create_task_group() as tg:
                     for run in runs:

@@ -270,16 +270,19 @@ def _run(args: argparse.Namespace) -> int:
     import anyio
 
     from runner.batch import run_batch
+    from runner.progress import SafeStream
 
     if args.concurrency < 1:
         raise _problem("--concurrency", "must be at least 1")
     tasks, file, tf, plan = _load(args)
     out: Path = args.out
     json_out = sys.stdout if args.json or args.json_extra else None
+    # Nothing written to stderr may stop the batch (a closed pipe: `2>&1 | head -1`).
+    err = SafeStream(sys.stderr).as_io()
     result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
                                          concurrency=args.concurrency, json_out=json_out,
                                          json_extra=args.json_extra,
-                                         progress=sys.stderr, resume=args.resume,
+                                         progress=err, resume=args.resume,
                                          budget=tf.budget, tf=tf, models=args.model,
                                          plan=plan))
     if json_out is None:
@@ -287,28 +290,29 @@ def _run(args: argparse.Namespace) -> int:
         _print_answers([f"--- {run.task.run}\n{run.report.final_message}"
                         for run in result.runs if run.outcome is not None
                         and run.report is not None and run.report.final_message])
-    sys.stderr.write(f"report: {result.report_path}\n")
+    err.write(f"report: {result.report_path}\n")
     not_started = sum(r.status == "skipped" for r in result.runs)
     stopped = sum(r.status == "interrupted" for r in result.runs)
     if not_started or stopped:
-        sys.stderr.write(f"runner: {not_started} run(s) never started, {stopped} stopped; "
-                         f"finish the batch with: runner run {args.tasks} --out {out} "
-                         "--resume (same flags; finished runs are kept)\n")
+        err.write(f"runner: {not_started} run(s) never started, {stopped} stopped; "
+                  f"finish the batch with: runner run {args.tasks} --out {out} "
+                  "--resume (same flags; finished runs are kept)\n")
     if os.environ.get("RUNNER_DEBUG"):
-        sys.stderr.write(f"exit code {result.exit_code}\n")
+        err.write(f"exit code {result.exit_code}\n")
     return result.exit_code
 
 
 def _report_merge(args: argparse.Namespace) -> int:
     """Exits as `runner run` would have for the same runs (0, 1 or 3)."""
     from runner.batch import exit_code
+    from runner.reports.markdown import partial_text
     from runner.reports.merge import merge_command
 
     report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals
     if report.partial:
-        sys.stderr.write(f"PARTIAL merge: shard(s) {', '.join(map(str, report.missing_shards))}"
-                         " missing; every output is marked partial\n")
+        sys.stderr.write(f"PARTIAL merge: {partial_text(report)}; every output is marked "
+                         "partial\n")
     sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
                      f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
                      f"errored\nreport: {args.out / 'report.json'}\n")

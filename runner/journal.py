@@ -9,6 +9,7 @@ knows which runs are done and which branch a killed attempt may have left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from runner.errors import ConfigError, Problem
 from runner.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
@@ -43,18 +45,34 @@ class Journal:
         self.dir = out_dir / "journal"
         self.runs = self.dir / "runs"
 
-    def start_batch(self, *, run_id: str, task_file: str, resume: bool) -> str:
+    def start_batch(self, *, run_id: str, task_file: str, resume: bool,
+                    batch: dict[str, Any] | None = None) -> str:
         """The batch's run id: a resumed batch keeps the one it started with, so branch
-        names of redone runs are the names their killed attempts would have used."""
+        names of redone runs are the names their killed attempts would have used.
+
+        `batch` is the batch identity (task file hash, run set, K and N). `--resume` of a
+        directory holding another batch or another shard is refused: its finished runs
+        would silently drop out of the report. A fresh batch in a directory an earlier
+        batch wrote clears that batch's `threads/` and `patches/` too, so the directory
+        holds one batch only."""
         meta = self.dir / "batch.json"
-        if resume:
-            try:
-                old = json.loads(meta.read_text(encoding="utf-8"))
-                return str(old["run_id"])
-            except (OSError, ValueError, KeyError, TypeError):
-                pass  # nothing (valid) to resume: a fresh batch
+        old: Any = None
+        with contextlib.suppress(OSError, ValueError):
+            old = json.loads(meta.read_text(encoding="utf-8"))
+        if resume and isinstance(old, dict) and isinstance(old.get("run_id"), str):
+            theirs = old.get("batch")
+            if batch is not None and isinstance(theirs, dict) and theirs != batch:
+                raise ConfigError([Problem(str(meta), None, "--resume",
+                                           f"{self.dir.parent} holds {_other(theirs, batch)}; "
+                                           "resume it with its own flags, or give this batch "
+                                           "a new --out")])
+            return str(old["run_id"])
+        if meta.is_file():   # an earlier batch's out directory: its files go with it
+            for sub in ("threads", "patches"):
+                shutil.rmtree(self.dir.parent / sub, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
-        atomic_write_text(meta, json.dumps({"run_id": run_id, "task_file": task_file}) + "\n")
+        atomic_write_text(meta, json.dumps({"run_id": run_id, "task_file": task_file,
+                                            "batch": batch}) + "\n")
         return run_id
 
     def entries(self) -> dict[str, Entry]:
@@ -102,3 +120,13 @@ def done(entry: Entry | None) -> TaskReport | None:
     if entry is None or entry.state != "finished" or entry.report is None:
         return None
     return None if entry.report.status in REDO_STATUSES else entry.report
+
+
+def _other(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+    """What the directory's batch is, said against this one."""
+    if theirs.get("task_file_sha256") != ours.get("task_file_sha256"):
+        return "a batch of another task file (or of this one before it changed)"
+    if theirs.get("run_set") != ours.get("run_set"):
+        return "a batch of another run set (--only, --tag, --model or the matrix differ)"
+    return (f"shard {theirs.get('shard')}/{theirs.get('shards')} of this batch, not "
+            f"{ours.get('shard')}/{ours.get('shards')}")

@@ -13,6 +13,8 @@ under Actions workflow commands are switched off around it, so an agent cannot p
 
 from __future__ import annotations
 
+import errno
+import io
 import math
 import os
 import re
@@ -20,7 +22,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from runner.items import as_int
 from runner.vocabulary import ERRORED
@@ -54,6 +56,55 @@ class Progress(Protocol):
     def close(self) -> None: ...
 
 
+class SafeStream(io.TextIOBase):
+    """A stream for progress and notes (stderr) whose reader may go away: `runner run ...
+    2>&1 1>out | head -1` closes the pipe after one line. Progress must never stop a
+    batch, so a write or flush that finds the pipe closed is dropped, and the descriptor is
+    pointed at /dev/null so that nothing else (rich, a warning, Python's flush at exit)
+    trips over it either; the runs, the reports and the exit code are unaffected."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__()
+        self.stream = stream
+        self.broken = False
+
+    def _closed_pipe(self, exc: OSError) -> None:
+        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EPIPE:
+            raise exc
+        self.broken = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass   # not a real descriptor (a test's capture): dropping writes is enough
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self.stream.write(text)
+            except OSError as exc:
+                self._closed_pipe(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self._closed_pipe(exc)
+
+    def isatty(self) -> bool:
+        return not self.broken and _isatty(self.stream)
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def as_io(self) -> IO[str]:
+        """Typed as the stream it stands in for."""
+        return cast("IO[str]", self)
+
+
 def make_progress(stream: IO[str], *, env: Mapping[str, str] | None = None) -> Progress:
     """GitHub Actions groups when `GITHUB_ACTIONS=true`; a live display when `stream` is a
     terminal (and TERM is not `dumb`); plain lines otherwise."""
@@ -73,8 +124,10 @@ def _isatty(stream: IO[str]) -> bool:
 
 
 # C0 and C1 controls but tab and newline, DEL, lone surrogates: a terminal escape in an
-# agent's output must not reach the watcher's terminal.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# agent's output must not reach the watcher's terminal. Bidirectional overrides and isolates
+# too: they make text (in a terminal or report.html) read other than it is.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
+                      "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -8,7 +8,9 @@ GitHub shows as it is, under these rules:
 - raw HTML is never passed on: the parser runs with HTML off, so tags show as text;
 - a link or image stays only when it points into this repository on its own GitHub
   (`{server}/{owner}/{repo}/...`) or is an in-page `#anchor`; anything else is shown as
-  its text followed by the address in code, which nothing turns into a link;
+  its text followed by the address in code, which nothing turns into a link; an address
+  with `.`/`..` segments (percent-encoded or not) is never kept;
+- control characters and bidirectional overrides/isolates (U+202E...) become U+FFFD;
 - `@user` and `@org/team` get a word joiner after the `@`, so nobody is notified;
 - a cross-repository reference (`owner/repo#12`) gets a word joiner after the `#`, so the
   comment leaves no backlink in another repository's issue; this repository's own `#12`
@@ -26,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
@@ -38,9 +40,12 @@ are separate tokens), and a joiner after each costs nothing."""
 _XREF = re.compile(r"(?<=[\w.-])#(?=\d)")
 """A `#` glued to a preceding word (`acme/other#12`, `other#12`): never this repository's
 own `#12`, which follows a space, a line start or punctuation."""
-_BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>]*")
+_BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"`]*")
 _COMMAND = re.compile(r"(?m)^(\s*):(?=:)")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff"
+                      "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Controls, and the bidirectional overrides and isolates that make text read differently
+from what it is (a right-to-left override can show `evil` as `live`): each becomes U+FFFD."""
 
 
 def repo_prefix(server_url: str, repository: str) -> str:
@@ -67,8 +72,25 @@ def allowed_url(url: str, prefix: str) -> bool:
     if (parts.hostname or "") != (want.hostname or ""):
         return False
     path = parts.path.lower()
+    if _dot_segments(path):
+        return False
     base = want.path.rstrip("/")
     return bool(base) and (path == base or path.startswith(base + "/"))
+
+
+def _dot_segments(path: str) -> bool:
+    """Whether a path holds `.` or `..` segments, however percent-encoded (`%2e%2e`,
+    `%2f`, encoded twice): browsers and servers resolve them, so `/acme/demo/../../evil`
+    leaves the repository while looking as if under it. Such a URL is refused outright
+    rather than resolved: no honest link needs one."""
+    for _ in range(5):
+        if any(seg in (".", "..") for seg in re.split(r"[/\\]", path)):
+            return True
+        decoded = unquote(path)
+        if decoded == path:
+            return False
+        path = decoded
+    return True   # encoded five times over: nobody writes that by accident
 
 
 def _text(content: str, prefix: str) -> str:

@@ -564,3 +564,35 @@ def test_an_answer_cut_at_max_output_tokens_is_kept_not_resent(
     assert run["status"] == "max_output_tokens"
     assert run["truncated_output"] == "The plan is to first"
     assert run["usage"]["input_tokens"] == srv.requests[0].input_tokens
+
+
+def test_resume_of_another_shard_or_batch_is_refused(loopback_thread: ThreadFactory,
+                                                     tmp_path: Path) -> None:
+    """`--resume --shard 2/3` on shard 1's directory would drop shard 1's runs and leave
+    its files behind: exit 2 saying whose directory it is, and nothing changes. A fresh
+    batch there replaces the old one whole (no stray threads or patches)."""
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell(f"echo {last_user_text(req)} > out.txt", "c0") if i == 0
+        else reply_message("done")))
+    body = "".join(f"  - {{id: t{i}, prompt: run{i}, repo: .}}\n" for i in range(6))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out, "--shard", "1/3").returncode == 0
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert any("threads" in p.parts for p in before)
+    res = run_cli("run", tasks, "--out", out, "--resume", "--shard", "2/3")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert (f"{out}/journal/batch.json: --resume: {out} holds shard 1/3 of this batch, not "
+            "2/3; resume it with its own flags, or give this batch a new --out") in res.stderr
+    res = run_cli("run", tasks, "--out", out, "--resume", "--only", "t0")
+    assert res.returncode == 2 and "a batch of another run set" in res.stderr
+    tasks.write_text(tasks.read_text() + "  - {id: t9, prompt: run9, repo: .}\n")
+    res = run_cli("run", tasks, "--out", out, "--resume", "--shard", "1/3")
+    assert res.returncode == 2 and "a batch of another task file" in res.stderr
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    old_threads = {p.name for p in (out / "threads").iterdir()}
+    assert run_cli("run", tasks, "--out", out, "--shard", "3/3").returncode == 0
+    report = json.loads((out / "report.json").read_text())
+    assert {p.name for p in (out / "threads").iterdir()} == {
+        t["events_file"].split("/")[-1] for t in report["tasks"]}
+    assert not old_threads & {p.name for p in (out / "threads").iterdir()}

@@ -165,7 +165,7 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
     assert not (tmp_path / "m").exists()
     part = run_cli("report", "merge", shards[0], shards[2], "--out", tmp_path / "p",
                    "--partial")
-    assert part.returncode == 1 and "PARTIAL merge: shard(s) 2 missing" in part.stderr
+    assert part.returncode == 1 and "PARTIAL merge: shard(s) 2 of 3 missing" in part.stderr
     p = report(tmp_path / "p")
     assert p["partial"] is True and p["missing_shards"] == [2]
     kept = set(t["run"] for d in (shards[0], shards[2]) for t in report(d)["tasks"])

@@ -1099,3 +1099,35 @@ def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
     assert allowed(fork_event("zed", "zed"), users="*") == "true"
     # Both must be allowed: a listed sender does not carry an unlisted author.
     assert allowed(fork_event("zed", "bob"), users="bob") == "false"
+
+
+def test_a_task_file_typo_on_a_pr_is_red_but_a_new_one_is_skipped(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    """Green "this PR adds it" only when it does: the base has a config directory, so a
+    task file in neither the base nor the PR is a mistake in the workflow (exit 2)."""
+    config = "version: 1\ntasks:\n  - {id: review, prompt: hi, repo: ../..}\n"
+    repo, base, head = pr_repos(tmp_path, {"README.md": "# w\n",
+                                           ".github/runner/pr.yaml": config},
+                                {".github/runner/new.yaml": config})
+    swap = run_swap(tmp_path, repo, base, head)
+    assert swap.returncode == 0, swap.stdout + swap.stderr
+    event = {**PR_EVENT, "pull_request": {**PR_EVENT["pull_request"],  # type: ignore[dict-item]
+                                          "head": {"sha": head, "repo": {"full_name": REPO}}}}
+
+    def run(task_file: str, name: str) -> Any:
+        return run_action(tmp_path / name, repo, {"task-file": task_file,
+                                                  "trusted-config": ".github/runner",
+                                                  "api-key": API_KEY},
+                          event_name="pull_request", event=event, api_url=github.url)
+
+    typo = run(".github/runner/pr.yml", "typo")
+    assert typo.outcomes["run"] == "failure(2)" and typo.failed, typo.logs
+    assert typo.outputs["conclusion"] == "failure" and typo.outputs["notice"] == ""
+    assert typo.logs["run"] == (
+        "::error title=runner::.github/runner/pr.yml: no such file, in the base branch or in "
+        "this pull request; .github/runner has pr.yaml: check the task-file / prompt-file "
+        "input\n")
+    added = run(".github/runner/new.yaml", "added")
+    assert not added.failed, added.logs
+    assert added.outputs["conclusion"] == "skipped"
+    assert added.outputs["notice"].startswith("the base branch has no .github/runner/new.yaml;")

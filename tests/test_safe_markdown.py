@@ -161,3 +161,31 @@ def test_cross_repository_references_leave_no_backlink() -> None:
     assert "acme/other#\u206012" in out and "acme/other#\u20607" in out
     assert "acme/other#\u20608" in out
     assert " #45 " in out and "(#46)" in out
+
+
+def test_dot_segments_cannot_leave_the_repository() -> None:
+    """`/octo/widgets/../../evil` starts with the repository's path but a browser resolves
+    it to `/evil`: refused however the dots and slashes are encoded."""
+    for bad in (f"{OURS}/../../evil/repo", f"{OURS}/%2e%2e/%2E%2E/evil/repo",
+                f"{OURS}/.%2e/evil", f"{OURS}%2f..%2f..%2fevil/repo", f"{OURS}/./x",
+                f"{OURS}/%252e%252e/%252e%252e/evil", f"{OURS}/..%5c..%5cevil"):
+        assert not allowed_url(bad, OURS), bad
+    assert allowed_url(f"{OURS}/blob/main/a..b/.github/x.py", OURS)
+    src = (f"[a]({OURS}/../../evil/repo) [b]({OURS}/%2e%2e/%2e%2e/evil/repo)\n\n"
+           f"![g]({OURS}/../../evil/r/raw/main/p.png)\n")
+    out = render(src, server_url=SERVER, repository=REPO)
+    assert_inert(out)
+    assert "<a " not in out and "<img" not in out
+    assert f"<code>{OURS}/../../evil/repo</code>" in out
+
+
+def test_bidi_controls_are_neutralised() -> None:
+    src = "Looks fine: \u202eexe.txt and \u2066isolated\u2069 \u200f\n"
+    out = render(src, server_url=SERVER, repository=REPO)
+    assert not re.search("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]", out)
+    assert "\ufffdexe.txt" in out
+
+
+def test_a_quoted_address_keeps_its_quotes_out_of_the_code() -> None:
+    out = render('See "https://x.test/p.png" here', server_url=SERVER, repository=REPO)
+    assert "<code>https://x.test/p.png</code>" in out and "&quot;</code>" not in out

@@ -354,7 +354,7 @@ def test_pr_workflow_first_config_pr_and_a_bot(loopback_thread: ThreadFactory,
     out = job.actions[0].outputs
     assert out["conclusion"] == "skipped"
     assert out["notice"] == ("the base branch has no .github/runner/pr.yaml; this pull "
-                             "request probably adds it, and runner runs on pull requests "
+                             "request adds it, and runner runs on pull requests "
                              "once it is merged")
     # This token may write: the sticky comment says so, and a later run edits it.
     (comment,) = github.comments.values()

@@ -149,6 +149,34 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     return str(path), args.prompt_file
 
 
+def _pr_adds(path: str, trusted: str, ctx: Context, env: Mapping[str, str]) -> bool:
+    """Whether a config file missing from the base is one this pull request adds: the base
+    has no trusted config directory at all, or the PR's head commit has the file. Anything
+    else (a typo in `task-file`, a file the base deleted) is a configuration error, which
+    must not end green."""
+    if not Path(trusted).is_dir():
+        return True
+    sha = (ctx.pull_request.get("head") or {}).get("sha")
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{4,64}", sha):
+        return False
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    try:
+        rel = (Path.cwd() / path).resolve().relative_to(workspace)
+    except ValueError:
+        return False
+    found = subprocess.run(["git", "-C", str(workspace), "cat-file", "-e",
+                            f"{sha}:{rel.as_posix()}"], capture_output=True, check=False)
+    return found.returncode == 0
+
+
+def _not_in_config(path: str, trusted: str) -> str:
+    have = sorted(p.name for p in Path(trusted).iterdir()
+                  if p.suffix in (".yaml", ".yml", ".md", ".txt"))
+    return (f"{path}: no such file, in the base branch or in this pull request; "
+            f"{trusted} has {', '.join(have) or 'no task or prompt file'}: check the "
+            "task-file / prompt-file input")
+
+
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ctx = Context.from_env(env)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
@@ -166,9 +194,11 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         task_file, guarded = _task_source(args, env)
         trusted = args.trusted_config.strip()
         if not Path(guarded or task_file).is_file() and trusted and on_pr:
+            if not _pr_adds(guarded, trusted, ctx, env):
+                raise RunnerError(_not_in_config(guarded, trusted))
             # The base branch has no runner config yet: the PR that adds it.
-            return _skip(f"the base branch has no {guarded}; this pull request probably adds "
-                         "it, and runner runs on pull requests once it is merged", env)
+            return _skip(f"the base branch has no {guarded}; this pull request adds it, and "
+                         "runner runs on pull requests once it is merged", env)
         if not task_file:
             raise RunnerError(f"prompt-file {guarded}: no such file")
         if trusted and guarded:

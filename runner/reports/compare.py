@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.reports.markdown import _table, cell, column_name, money, percent
+from runner.reports.markdown import _table, cell, column_name, money, partial_text, percent
 from runner.reports.model import Report, TaskReport
 from runner.reports.totals import finished_runs, verdict
 
@@ -164,12 +164,9 @@ def compare(base: Report, new: Report, *, base_name: str = "BASE", new_name: str
 
 
 def _partial(r: Report) -> str:
-    parts = []
     if r.partial:
-        parts.append("shard(s) " + ", ".join(map(str, r.missing_shards)) + " missing")
-    if r.pending:
-        parts.append(f"{r.pending} run(s) not finished yet")
-    return "; ".join(parts)
+        return partial_text(r)
+    return f"{r.pending} run(s) not finished yet" if r.pending else ""
 
 
 def _unfinished(s: Side) -> str:

@@ -28,6 +28,7 @@ from runner.reports.markdown import (
     group_stats,
     headline_cost,
     money,
+    partial_text,
     percent,
     skip_reasons,
     task_matrix,
@@ -363,11 +364,9 @@ def render_html(report: Report, out_dir: Path) -> str:
              f"<title>runner {esc(report.run_id)}</title><style>{_CSS}</style></head><body>",
              f"<h1>Run {esc(report.run_id)}</h1>"]
     if report.partial:
-        total = report.batch.shards if report.batch else "?"
-        parts.append(f'<p class="partial">PARTIAL: shard(s) '
-                     f'{esc(", ".join(map(str, report.missing_shards)))} of {total} missing; '
-                     "their runs are in no number on this page.</p>")
-    if report.pending:
+        parts.append(f'<p class="partial">PARTIAL: {esc(partial_text(report))}; '
+                     "those runs are in no number on this page.</p>")
+    elif report.pending:
         parts.append(f'<p class="partial">Written while the batch runs: {report.pending} runs '
                      "not finished yet.</p>")
     parts += [f'<p id="headline"><b>{esc(head)}</b></p>',

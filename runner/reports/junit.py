@@ -117,7 +117,7 @@ def _usage_pairs(u: UsageReport) -> list[tuple[str, str | None]]:
         ("tokens_output", str(u.output_tokens)),
         ("tokens_reasoning", str(u.reasoning_tokens)),
         ("cache_hit_ratio", _ratio(u.cache_hit_ratio)),
-        ("ideal_cache_ratio", _ratio(u.ideal_cache_ratio)),
+        ("prefix_reuse_ratio", _ratio(u.ideal_cache_ratio)),   # report.json: ideal_cache_ratio
     ]
 
 
@@ -133,7 +133,7 @@ def run_properties(task: TaskReport) -> list[tuple[str, str]]:
         *_usage_pairs(task.usage),
         ("cost_usd", _cost(task.cost_usd)),
         ("requests", str(len(task.requests))),
-        ("turns", str(task.turns_completed)),
+        ("user_turns", str(task.turns_completed)),
         ("tool_calls", str(task.tool_calls)),
         ("duration_s", _time(task.duration_s)),
         ("branch", branch),
@@ -163,7 +163,7 @@ def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
         *_usage_pairs(sum_usage(t.usage for t in tasks)),
         ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
         ("requests", str(sum(len(t.requests) for t in tasks))),
-        ("turns", str(sum(t.turns_completed for t in tasks))),
+        ("user_turns", str(sum(t.turns_completed for t in tasks))),
         ("tool_calls", str(sum(t.tool_calls for t in tasks))),
         ("duration_s", _time(sum(t.duration_s for t in tasks))),
     ])
@@ -215,9 +215,12 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
     for model, tasks in by_model.items():
         cases = []
         props = {name: xml_safe(value) for name, value in suite_properties(tasks)}
-        if report.partial:
+        if report.partial or report.pending:
             props["partial"] = "true"
+        if report.partial:
             props["missing_shards"] = ",".join(str(k) for k in report.missing_shards)
+        if report.pending:
+            props["pending"] = str(report.pending)
         for task in tasks:
             case = TestCase(xml_safe(case_name(task)), classname=xml_safe(task.id),
                             elapsed_sec=task.duration_s)

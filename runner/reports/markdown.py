@@ -369,17 +369,15 @@ def _headline(report: Report) -> list[str]:
     if t.skipped:
         lines += ["", f"_{t.skipped} run(s) never started; `runner run ... --resume` with the "
                       "same --out runs them and keeps the finished ones._"]
-    if report.pending:
-        lines += ["", f"_Partial report, written while the batch runs: {report.pending:,} "
-                      "more runs not finished yet._"]
+    if report.pending and not report.shards:
+        lines += ["", f"**PARTIAL: written while the batch runs: {report.pending:,} "
+                      "more runs not finished yet.**"]
     if report.shards:
         lines[-1] += (f" Merged from {len(report.shards)} shards: "
                       f"{inline(', '.join(report.shards))}.")
     if report.partial:
-        missing = ", ".join(str(k) for k in report.missing_shards)
-        total = report.batch.shards if report.batch else "?"
-        lines += ["", f"**PARTIAL: shard(s) {missing} of {total} missing; the runs of those "
-                      "shards are not in any number below.**"]
+        lines += ["", f"**PARTIAL: {partial_text(report)}; those runs are not in any number "
+                      "below.**"]
     return lines
 
 
@@ -515,3 +513,15 @@ def _hard_cut(text: str, max_chars: int) -> str:
     if "\n" in head:
         head = head[: head.rindex("\n")]
     return head + note
+
+
+def partial_text(report: Report) -> str:
+    """What a partial merge lacks, in the words every output uses."""
+    parts = []
+    if report.missing_shards:
+        total = f" of {report.batch.shards}" if report.batch else ""
+        parts.append(f"shard(s) {', '.join(map(str, report.missing_shards))}{total} missing")
+    if report.pending:
+        parts.append(f"{report.pending:,} run(s) of shards cut short (killed, or a checkpoint)"
+                     " missing")
+    return "; ".join(parts) or "shards missing"

@@ -2,12 +2,14 @@
 several machines, combined into the directory one unsharded `runner run` would have written.
 
 Each shard's report names its batch (task file hash, run set, K and N): a missing, repeated
-or foreign shard stops the merge (`--partial` accepts missing ones and says so in every
-output). Runs are put back in the batch's own order (each run's `index`, task-file order),
-so the result is the report one unsharded batch would have written, whatever the order the
-directories are named in; totals, JUnit and
-the summary are recomputed from the runs. Nothing is written until every shard has been read
-and checked: a bad input leaves the out directory as it was.
+or foreign shard, or one cut short (a checkpoint with runs pending, or fewer runs than its
+slice of the batch), stops the merge (`--partial` accepts missing and cut-short ones and
+says so in every output: `partial`, and `pending` counts the runs the cut-short shards lack).
+Runs are put back in the batch's own order (each run's `index`, task-file order), so the
+result is the report one unsharded batch would have written, whatever the order the
+directories are named in; totals, JUnit and the summary are recomputed from the runs.
+Nothing is written until every shard has been read and checked: a bad input leaves the out
+directory as it was.
 """
 
 from __future__ import annotations
@@ -97,15 +99,24 @@ def _when(shard: Shard, field: str, value: str) -> dt.datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
-def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], list[int]]:
-    """Shards of one batch: same identity, each K of 1..N once. Returns the problems and
-    the missing K (allowed only with `partial`)."""
+def slice_size(runs: int, k: int, n: int) -> int:
+    """Runs in shard K of N of a batch of `runs`: `--shard` takes every N-th run from the
+    K-th in fingerprint order (see cli._shard)."""
+    return len(range(k - 1, runs, n))
+
+
+def _check_set(shards: Sequence[Shard],
+               partial: bool) -> tuple[list[Problem], list[int], int]:
+    """Shards of one batch: same identity, each K of 1..N once, each with every run of its
+    slice. Returns the problems, the missing K and the runs lacking from shards cut short
+    (both allowed only with `partial`)."""
     problems: list[Problem] = []
     first = shards[0]
     ident = first.report.batch
     assert ident is not None
     key = ident.model_dump(exclude={"shard"})
     by_k: dict[int, Shard] = {}
+    lacking = 0
     for s in shards:
         b = s.report.batch
         assert b is not None
@@ -127,6 +138,24 @@ def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], l
                                     f"{by_k[twice[0]].source}: the same shard twice"))
             continue
         by_k.update(dict.fromkeys(covered, s))
+        expected = sum(slice_size(b.runs, k, b.shards) for k in covered)
+        have = len(s.report.tasks)
+        where = f"{s.source}/{REPORT_FILE}"
+        if have > expected:
+            problems.append(Problem(where, None, "tasks",
+                                    f"has {have} runs but its shard(s) of a {b.runs}-run batch "
+                                    f"hold {expected}: not a report `runner run --shard` wrote"))
+        elif have < expected or s.report.pending:
+            lacking += expected - have
+            why = (f"{s.report.pending} run(s) pending: a checkpoint of a batch that was "
+                   "killed or is still running" if s.report.pending else
+                   f"has {have} of the {expected} runs of its shard(s)")
+            if not partial:
+                problems.append(Problem(where, None, "pending" if s.report.pending else "tasks",
+                                        f"shard {b.shard}/{b.shards} is incomplete: {why}; "
+                                        "finish it (`runner run ... --resume` with its --out), "
+                                        "or --partial to merge what there is (marked partial "
+                                        "everywhere)"))
     missing = [k for k in range(1, ident.shards + 1) if k not in by_k]
     if missing and not partial and not problems:
         problems.append(Problem("(command line)", None, "DIR",
@@ -134,7 +163,7 @@ def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], l
                                 "missing: the merged numbers would not be the batch's; give "
                                 "every shard's directory, or --partial to merge what there is "
                                 "(marked partial everywhere)"))
-    return problems, missing
+    return problems, missing, lacking
 
 
 def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
@@ -153,8 +182,9 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
                 f"{first.report.task_file!r}; shards of one batch share their task file"))
     identified = all(s.report.batch is not None for s in shards)
     missing: list[int] = []
+    lacking = 0
     if identified and not problems:
-        problems, missing = _check_set(shards, partial)
+        problems, missing, lacking = _check_set(shards, partial)
     if problems:
         raise ConfigError(problems)
     owner: dict[str, str] = {}
@@ -191,8 +221,8 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
                   started_at=started[1], finished_at=finished[1],
                   duration_s=round(max(0.0, (finished[0] - started[0]).total_seconds()), 3),
                   totals=compute_totals(tasks), tasks=tasks, shards=ids,
-                  batch=batch if identified else None, partial=bool(missing),
-                  missing_shards=missing)
+                  batch=batch if identified else None, partial=bool(missing or lacking),
+                  missing_shards=missing, pending=lacking)
 
 
 def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:

@@ -264,9 +264,11 @@ class Report(Strict):
     batch: BatchIdentity | None = None
     """Null in reports of runners before batch identities existed."""
     partial: bool = False
-    """A merge of an incomplete set of shards (`runner report merge --partial`)."""
+    """A merge of an incomplete set of shards, or of shards cut short
+    (`runner report merge --partial`)."""
     missing_shards: list[int] = []
     """The K of each shard a partial merge lacked."""
     pending: int = 0
     """Runs of the batch not finished yet: a report written while the batch runs (so a
-    killed job still leaves one) lists only the finished runs. 0 in a final report."""
+    killed job still leaves one) lists only the finished runs. 0 in a final report. In a
+    `--partial` merge: the runs the shards cut short lack (`partial` is true then)."""

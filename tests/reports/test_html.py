@@ -17,7 +17,7 @@ from runner.reports.html import render_html, token_chart
 from runner.reports.model import Report, RequestReport
 from tests.reports import benchmark_report, report, request, result, task, usage
 
-EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)"></pre>\ud800\x1b[31m'
+EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)"></pre>\ud800\x1b[31m\u202egpj.exe'
 
 
 def hostile_dir(tmp_path: Path) -> tuple[Report, Path]:
@@ -49,6 +49,7 @@ def test_hostile_text_is_escaped_and_nothing_is_fetched(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert page.count("&lt;/pre&gt;") >= 5   # message, error, transcript, command, patch
     assert "\x1b" not in page and "\\x1b" in page
+    assert "\u202e" not in page and "\\u202egpj.exe" in page   # no right-to-left override
     assert "script-src 'none'" in page and "default-src 'none'" in page
     # No attribute that could load anything; the one URL is the SVG namespace name.
     tags = re.findall(r"<[^>]*>", page)

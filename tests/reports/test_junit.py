@@ -130,7 +130,7 @@ def test_suite_properties_are_the_model_totals() -> None:
         "tokens_input": "45000", "tokens_cached": "37800", "tokens_uncached": "7200",
         "tokens_output": "2900", "tokens_reasoning": "300", "cache_hit_ratio": "0.8400",
         "cost_usd": "0.148700",
-        "requests": "30", "turns": "25", "tool_calls": "52", "duration_s": "211.750"}
+        "requests": "30", "user_turns": "25", "tool_calls": "52", "duration_s": "211.750"}
     local_props = {p.attrib["name"]: p.attrib["value"] for p in local.iter("property")}
     # One run of local/smollm2 has no known price: no cost at all, not a partial sum.
     assert "cost_usd" not in local_props
@@ -277,3 +277,19 @@ def test_any_text_and_time_is_valid(text: str, seconds: float) -> None:
 def test_odd_durations_still_validate(schema: xmlschema.XMLSchema, seconds: float) -> None:
     schema.validate(render_junit(report([task("t", "p/m", "completed", duration_s=seconds)],
                                         duration_s=seconds)))
+
+
+def test_property_names_say_prefix_reuse_and_user_turns() -> None:
+    """The words of summary.md and the README: "prefix reuse" (the share of input repeating
+    the thread's previous request; report.json keeps `ideal_cache_ratio`) and user turns
+    next to model requests."""
+    r = sample_report()
+    first = r.tasks[0]
+    usage = first.usage.model_copy(update={"ideal_cache_ratio": 0.8,
+                                           "ideal_cached_tokens": first.usage.input_tokens})
+    r = r.model_copy(update={"tasks": [first.model_copy(update={"usage": usage}),
+                                       *r.tasks[1:]]})
+    root = ET.fromstring(render_junit(r))
+    names = {p.attrib["name"] for p in root.iter("property")}
+    assert {"prefix_reuse_ratio", "user_turns", "requests"} <= names
+    assert not names & {"ideal_cache_ratio", "turns"}

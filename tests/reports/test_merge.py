@@ -307,7 +307,7 @@ def test_missing_shard_is_refused_unless_partial(tmp_path: Path,
     assert not (tmp_path / "out").exists()
     proc = run_merge(dirs[0], dirs[2], "--out", tmp_path / "out", "--partial")
     assert proc.returncode == 1, proc.stderr
-    assert "PARTIAL merge: shard(s) 2 missing" in proc.stderr
+    assert "PARTIAL merge: shard(s) 2 of 3 missing" in proc.stderr
     merged = Report.model_validate_json((tmp_path / "out" / "report.json").read_text())
     assert merged.partial and merged.missing_shards == [2]
     assert merged.totals.runs == 16
@@ -328,3 +328,48 @@ def test_foreign_shard_is_refused(tmp_path: Path,
     assert proc.returncode == 2
     assert f"{other}/report.json: batch: is from another batch than {dirs[0]}: its run set" \
         in proc.stderr
+
+
+def test_a_killed_shards_checkpoint_is_refused_unless_partial(
+        tmp_path: Path, shard_dirs: tuple[Report, list[Path]]) -> None:
+    """A shard killed mid-batch leaves a checkpoint (`pending` > 0, some runs): merging it
+    as if complete would report a batch of fewer runs with no mark."""
+    _, dirs = shard_dirs
+    r = Report.model_validate_json((dirs[1] / "report.json").read_text())
+    cut = write_dir(tmp_path / "killed", r.model_copy(update={"tasks": r.tasks[:1],
+                                                            "pending": len(r.tasks) - 1}))
+    proc = run_merge(dirs[0], cut, dirs[2], "--out", tmp_path / "out")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{cut}/report.json: pending: shard 2/3 is incomplete: 7 run(s) pending" \
+        in proc.stderr
+    assert not (tmp_path / "out").exists()
+    proc = run_merge(dirs[0], cut, dirs[2], "--out", tmp_path / "out", "--partial")
+    assert proc.returncode == 1, proc.stderr
+    assert "PARTIAL merge: 7 run(s) of shards cut short" in proc.stderr
+    out = tmp_path / "out"
+    merged = Report.model_validate_json((out / "report.json").read_text())
+    assert merged.partial and merged.pending == 7 and merged.missing_shards == []
+    assert merged.totals.runs == 17
+    assert "**PARTIAL: 7 run(s) of shards cut short" in (out / "summary.md").read_text()
+    junit = (out / "junit.xml").read_text()
+    assert '<property name="partial" value="true" />' in junit
+    assert '<property name="pending" value="7" />' in junit
+    assert 'class="partial">PARTIAL: 7 run(s)' in (out / "report.html").read_text()
+    code = main(["report", "compare", str(dirs[0]), str(out), "--fail-on-regression"])
+    assert code == 3
+
+
+def test_a_shard_with_runs_cut_by_hand_is_refused(tmp_path: Path,
+                                                  shard_dirs: tuple[Report, list[Path]]) -> None:
+    _, dirs = shard_dirs
+    r = Report.model_validate_json((dirs[2] / "report.json").read_text())
+    cut = write_dir(tmp_path / "cut", r.model_copy(update={"tasks": r.tasks[:5]}))
+    proc = run_merge(dirs[0], dirs[1], cut, "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert f"{cut}/report.json: tasks: shard 3/3 is incomplete: has 5 of the 8 runs" \
+        in proc.stderr
+    extra = write_dir(tmp_path / "extra", r.model_copy(update={"tasks": [
+        *r.tasks, r.tasks[0].model_copy(update={"fingerprint": "0" * 16, "run": "x.r9"})]}))
+    proc = run_merge(dirs[0], dirs[1], extra, "--out", tmp_path / "out2", "--partial")
+    assert proc.returncode == 2
+    assert "has 9 runs but its shard(s) of a 24-run batch hold 8" in proc.stderr
