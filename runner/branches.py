@@ -19,6 +19,7 @@ from pathlib import Path
 
 from runner.reports.model import Report
 from runner.workspace import HARDENING, IDENTITY, git_env
+from runner.workspace.names import component
 
 RUN_ID = re.compile(r"[0-9a-f]{12}")
 """The run ids `runner run` makes; a forged `main` or `release` is not one."""
@@ -50,6 +51,16 @@ def in_namespace(branch: str, ids: Iterable[str]) -> bool:
     return any(i in parts for i in ids)
 
 
+def names_the_run(branch: str, names: Iterable[str]) -> bool:
+    """The name holds the run's own name (or its task id) as a path component, as every
+    template the runner fills does (`runner/{run}/{name}`; `-2` when the name was taken):
+    a user's branch pointed at a runner commit (`keep/<run id>`) does not."""
+    wanted = {component(n) for n in names}
+    parts = branch.split("/")
+    parts[-1] = re.sub(r"-\d+$", "", parts[-1])
+    return any(p in wanted for p in parts) or branch.split("/")[-1] in wanted
+
+
 def review(repo: Path, report: Report, *, delete: bool) -> list[Verdict]:
     ids = batch_ids(report)
     checked_out = _checked_out(repo)
@@ -60,6 +71,8 @@ def review(repo: Path, report: Report, *, delete: bool) -> list[Verdict]:
         branch, commit = t.result.branch, t.result.commit
         base = t.workspace.base if t.workspace is not None else ""
         state, reason = _state(repo, branch, commit, base, ids, checked_out)
+        if state == "present" and not names_the_run(branch, (t.run or t.id, t.id)):
+            state, reason = "foreign", "its name does not name this run"
         if delete and state == "present":
             ok = _git(repo, "update-ref", "-d", f"refs/heads/{branch}", commit).returncode == 0
             state, reason = ("deleted", "") if ok else ("moved", "changed meanwhile")

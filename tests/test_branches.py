@@ -59,3 +59,28 @@ def test_delete_spares_worktrees_forged_entries_and_foreign_commits(
     assert git(repo, "rev-parse", "main").strip() == main
     # c's real branch was never named by the edited report: untouched, listed nowhere.
     assert made["c"] not in res.stdout
+
+
+def test_a_users_branch_on_a_runner_commit_is_not_the_batchs(
+        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    """The user points `keep/<run id>` at a run's commit and an edited report names it
+    instead of the run's branch: same commit, the batch's id in the name, the runner's
+    identity on the commit, yet not a name the batch made (it does not name the run)."""
+    srv = loopback_thread(per_conversation(
+        lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")))
+    repo = make_git_repo(tmp_path)
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    path = out / "report.json"
+    rep = json.loads(path.read_text())
+    made = rep["tasks"][0]["result"]["branch"]
+    keep = f"keep/{rep['run_id']}"
+    git(repo, "branch", keep, made)
+    rep["tasks"][0]["result"]["branch"] = keep
+    path.write_text(json.dumps(rep))
+    res = run_cli("report", "branches", out, "--repo", repo, "--delete")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(keep + " ") and "does not name this run" in res.stdout
+    left = set(git(repo, "branch", "--format=%(refname:short)").split())
+    assert {keep, made} <= left

@@ -12,7 +12,7 @@ from runner.workspace.git import _MAX_COMPONENT, _TEMPLATE_FIELDS, DEFAULT_FORBI
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
-def _component(text: str) -> str:
+def component(text: str) -> str:
     """One ref path component that `git check-ref-format` accepts: ASCII letters, digits
     and `._+-`; no `..`, no leading `.` or `-`, no trailing `.`, no `.lock` ending."""
     s = _BAD_CHARS.sub("-", text)
@@ -50,8 +50,8 @@ def branch_name(template: str, fields: Mapping[str, str]) -> str:
                 "conversion (`:...`, `!r`); write it bare")
         if field not in fields:
             raise WorkspaceError(f"branch template {template!r}: no value for {{{field}}}")
-        parts.append(_component(fields[field]))
-    comps = [_component(c) for c in "".join(parts).split("/") if c.strip()]
+        parts.append(component(fields[field]))
+    comps = [component(c) for c in "".join(parts).split("/") if c.strip()]
     name = "/".join(comps) or "runner"
     return "runner-HEAD" if name == "HEAD" else name
 
