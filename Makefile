@@ -68,6 +68,7 @@ benchmark: setup build/sample-repo
 
 lint: setup
 	$(BIN)/ruff check runner tests bench
+	$(BIN)/ruff format --check runner tests bench
 	$(BIN)/lint-imports
 	$(BIN)/actionlint -shellcheck $(BIN)/shellcheck -pyflakes '' .github/workflows/*.yml examples/workflows/*.yml
 

@@ -34,14 +34,14 @@ from tests.loopback import ProcessServer  # noqa: E402
 
 def task_file(dir_: Path, base_url: str, repo: Path, runs: int) -> Path:
     path = dir_ / "tasks.yaml"
-    body = "".join(f"  - {{id: t{i:03d}, prompt: go {i}, repo: '{repo}'}}\n"
-                   for i in range(runs))
+    body = "".join(f"  - {{id: t{i:03d}, prompt: go {i}, repo: '{repo}'}}\n" for i in range(runs))
     path.write_text(
         "version: 1\n"
         f"providers:\n  fake: {{base_url: '{base_url}'}}\n"
         "defaults:\n  model: fake/m\n  tools: [apply_patch, update_plan]\n"
         "  limits: {max_turns: 10}\n"
-        f"tasks:\n{body}")
+        f"tasks:\n{body}"
+    )
     return path
 
 
@@ -53,16 +53,22 @@ def cpu() -> float:
 
 def phase(runs: int, concurrency: int, delay_s: float, tmp: Path) -> tuple[float, float, int]:
     env = {**os.environ, "BENCH_DELAY_S": str(delay_s)}
-    repo = make_git_repo(tmp / f"repo-{runs}-{concurrency}", {
-        f"src/file{i}.py": f"x = {i}\n" for i in range(200)})
-    with ProcessServer("bench.scripts:batch", env=env, keep_bodies=False,
-                       validate=False) as srv:
+    repo = make_git_repo(
+        tmp / f"repo-{runs}-{concurrency}", {f"src/file{i}.py": f"x = {i}\n" for i in range(200)}
+    )
+    with ProcessServer("bench.scripts:batch", env=env, keep_bodies=False, validate=False) as srv:
         path = task_file(tmp, srv.base_url, repo, runs)
         tasks = expand(load_task_file(path), tmp, file=str(path))
         c0, t0 = cpu(), time.perf_counter()
-        result = anyio.run(lambda: run_batch(tasks, out_dir=tmp / f"out-{concurrency}",
-                                             task_file=str(path), concurrency=concurrency,
-                                             progress=io.StringIO()))
+        result = anyio.run(
+            lambda: run_batch(
+                tasks,
+                out_dir=tmp / f"out-{concurrency}",
+                task_file=str(path),
+                concurrency=concurrency,
+                progress=io.StringIO(),
+            )
+        )
         wall, used = time.perf_counter() - t0, cpu() - c0
     requests = sum(len(r.report.requests) for r in result.runs if r.report)
     bad = [r.status for r in result.runs if r.status != "completed"]
@@ -80,16 +86,22 @@ def main() -> None:
         tmp = Path(d)
         used, wall, requests = phase(args.runs, args.concurrency, 0.0, tmp)
         per = used / requests * 1000
-        print(f"batch: {args.runs} runs x 5 requests at concurrency {args.concurrency}: "
-              f"{requests} requests in {wall:.1f} s wall")
-        print(f"  runner CPU per request (incl. git): {per:.1f} ms  budget 60 ms  "
-              f"ratio {per / 60:.2f}")
+        print(
+            f"batch: {args.runs} runs x 5 requests at concurrency {args.concurrency}: "
+            f"{requests} requests in {wall:.1f} s wall"
+        )
+        print(
+            f"  runner CPU per request (incl. git): {per:.1f} ms  budget 60 ms  "
+            f"ratio {per / 60:.2f}"
+        )
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         used, wall, requests = phase(64, 64, 0.3, tmp)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"64 concurrent threads: {requests} requests in {wall:.1f} s wall; peak RSS "
-              f"{rss:.0f} MB (after phase 1: {rss0:.0f} MB)  budget 600 MB  "
-              f"ratio {rss / 600:.2f}")
+        print(
+            f"64 concurrent threads: {requests} requests in {wall:.1f} s wall; peak RSS "
+            f"{rss:.0f} MB (after phase 1: {rss0:.0f} MB)  budget 600 MB  "
+            f"ratio {rss / 600:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -74,13 +74,26 @@ class NullSink:
 
 async def thread(base_url: str, steps: int, cwd: Path) -> Outcome:
     context = prompts.initial_context(
-        cwd=cwd, sandbox="workspace-write", network=False, writable_roots=[],
-        developer_instructions=None, runner_home=None, shell="bash",
-        current_date="2026-01-01", timezone="UTC")
-    spec = ThreadSpec(thread_id=f"cache-{steps}", model="m",
-                      instructions=prompts.base_instructions(), context=context,
-                      prompts=("Do the steps.",), max_requests=steps + 10, timeout_s=600,
-                      compaction=cp.CompactionSettings(limit=LIMIT))
+        cwd=cwd,
+        sandbox="workspace-write",
+        network=False,
+        writable_roots=[],
+        developer_instructions=None,
+        runner_home=None,
+        shell="bash",
+        current_date="2026-01-01",
+        timezone="UTC",
+    )
+    spec = ThreadSpec(
+        thread_id=f"cache-{steps}",
+        model="m",
+        instructions=prompts.base_instructions(),
+        context=context,
+        prompts=("Do the steps.",),
+        max_requests=steps + 10,
+        timeout_s=600,
+        compaction=cp.CompactionSettings(limit=LIMIT),
+    )
     client = ResponsesClient(base_url)
     ctx = ToolContext(cwd=cwd, executor=None, env={})  # type: ignore[arg-type]
     try:
@@ -100,25 +113,33 @@ def report(steps: int, outcome: Outcome) -> None:
             ideal += ideal_cached_tokens(r.usage.input_tokens, r.prefix)
     breaks = [r for r in outcome.requests[1:] if not r.prefix.extends_previous]
     unexplained = [r for r in breaks if r.prefix.break_reason != "compaction"]
-    print(f"{steps:>5} {len(outcome.requests):>8} {len(outcome.compactions):>11} "
-          f"{inp:>12,} {cached:>12,} {inp - cached:>12,} {cached / inp:>8.3f} "
-          f"{ideal / inp:>8.3f} {cached / ideal:>12.3f} {len(unexplained):>11}")
+    print(
+        f"{steps:>5} {len(outcome.requests):>8} {len(outcome.compactions):>11} "
+        f"{inp:>12,} {cached:>12,} {inp - cached:>12,} {cached / inp:>8.3f} "
+        f"{ideal / inp:>8.3f} {cached / ideal:>12.3f} {len(unexplained):>11}"
+    )
     for c in outcome.compactions:
         s = outcome.requests[c.requests[0] - 1]
         nxt = outcome.requests[c.requests[0]]
         assert s.usage is not None and nxt.usage is not None
-        print(f"      compaction at request {s.index}: {c.tokens_before:,} -> "
-              f"{c.tokens_after:,} tokens; summary request cached "
-              f"{s.usage.cached_tokens:,}/{s.usage.input_tokens:,}, the request after it "
-              f"{nxt.usage.cached_tokens:,}/{nxt.usage.input_tokens:,}")
+        print(
+            f"      compaction at request {s.index}: {c.tokens_before:,} -> "
+            f"{c.tokens_after:,} tokens; summary request cached "
+            f"{s.usage.cached_tokens:,}/{s.usage.input_tokens:,}, the request after it "
+            f"{nxt.usage.cached_tokens:,}/{nxt.usage.input_tokens:,}"
+        )
 
 
 def main() -> None:
-    print(f"prompt cache over long threads (loopback server caching exact prefixes; "
-          f"auto_compact_limit {LIMIT:,} tokens)")
-    print(f"{'steps':>5} {'requests':>8} {'compactions':>11} {'input':>12} {'cached':>12} "
-          f"{'uncached':>12} {'hit':>8} {'ideal':>8} {'cached/ideal':>12} "
-          f"{'bad breaks':>11}")
+    print(
+        f"prompt cache over long threads (loopback server caching exact prefixes; "
+        f"auto_compact_limit {LIMIT:,} tokens)"
+    )
+    print(
+        f"{'steps':>5} {'requests':>8} {'compactions':>11} {'input':>12} {'cached':>12} "
+        f"{'uncached':>12} {'hit':>8} {'ideal':>8} {'cached/ideal':>12} "
+        f"{'bad breaks':>11}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for steps in (40, 200):
             with ThreadedServer(Steps(steps), keep_bodies=False) as srv:

@@ -35,8 +35,11 @@ def cpu(who: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=100_000)
-    ap.add_argument("--plain", action="store_true",
-                    help="no nested repository or look-alikes (what `git add` also survives)")
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="no nested repository or look-alikes (what `git add` also survives)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="runner-bench-capture-") as d:
         tmp = Path(d)
@@ -45,8 +48,11 @@ def main() -> None:
         (repo / "README.md").write_text("# bench\n")
         (repo / ".gitignore").write_text("build/\n")
         env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
-        for a in (["init", "-q", "-b", "main"], ["add", "-A"],
-                  ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"]):
+        for a in (
+            ["init", "-q", "-b", "main"],
+            ["add", "-A"],
+            ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"],
+        ):
             subprocess.run(["git", *a], cwd=repo, check=True, env=env)
         ws = workspace.prepare_sync(repo, root=tmp / "work", name="run")
         for i in range(args.files):
@@ -58,26 +64,33 @@ def main() -> None:
         for i in range(args.files // 10):
             (ws.path / "build" / f"o{i}").write_text("o\n")
         if not args.plain:
-            subprocess.run(["git", "init", "-q", str(ws.path / "nested")], check=True,
-                           env=env)
+            subprocess.run(["git", "init", "-q", str(ws.path / "nested")], check=True, env=env)
             (ws.path / "nested" / "kept.txt").write_text("kept\n")
             for name in (".git ", ".git.", "git~1"):
                 (ws.path / name).write_text("x\n")
         left: list[str] = []
         c0, g0, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.monotonic()
-        res = workspace.finish_sync(ws, branch_template="bench/{run}",
-                                    fields={"run": "r", "task": "t", "model": "m"},
-                                    message="bench", patch_path=tmp / "p.patch",
-                                    redact=Redactor(["sk-bench-secret-0123456789"]),
-                                    on_left_out=left.extend)
+        res = workspace.finish_sync(
+            ws,
+            branch_template="bench/{run}",
+            fields={"run": "r", "task": "t", "model": "m"},
+            message="bench",
+            patch_path=tmp / "p.patch",
+            redact=Redactor(["sk-bench-secret-0123456789"]),
+            on_left_out=left.extend,
+        )
         took = time.monotonic() - t0
         assert res is not None
         extra = "" if args.plain else ", a nested repository, 3 `.git` look-alikes"
-        print(f"{args.files} files (+{args.files // 10} ignored{extra}): "
-              f"{res.files_changed} files committed, {len(left)} left out")
-        print(f"finish: {took:.2f} s wall, runner CPU {cpu(resource.RUSAGE_SELF) - c0:.2f} s, "
-              f"git CPU {cpu(resource.RUSAGE_CHILDREN) - g0:.2f} s, runner peak RSS "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+        print(
+            f"{args.files} files (+{args.files // 10} ignored{extra}): "
+            f"{res.files_changed} files committed, {len(left)} left out"
+        )
+        print(
+            f"finish: {took:.2f} s wall, runner CPU {cpu(resource.RUSAGE_SELF) - c0:.2f} s, "
+            f"git CPU {cpu(resource.RUSAGE_CHILDREN) - g0:.2f} s, runner peak RSS "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+        )
         workspace.cleanup_sync(ws)
 
 

@@ -53,8 +53,10 @@ def main() -> None:
     print(f"20,000-char review: {per:.1f} ms per render, {len(out):,} chars of HTML")
     start = time.perf_counter()
     out = render(review(200_000), server_url="https://github.com", repository="octo/widgets")
-    print(f"200,000-char message (cut at 20,000): {(time.perf_counter() - start) * 1000:.1f} "
-          f"ms, {len(out):,} chars of HTML")
+    print(
+        f"200,000-char message (cut at 20,000): {(time.perf_counter() - start) * 1000:.1f} "
+        f"ms, {len(out):,} chars of HTML"
+    )
 
 
 if __name__ == "__main__":

@@ -47,26 +47,35 @@ def main() -> None:
         repo.mkdir()
         (repo / "README.md").write_text("# bench\n")
         env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
-        for a in (["init", "-q", "-b", "main"], ["add", "-A"],
-                  ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"]):
+        for a in (
+            ["init", "-q", "-b", "main"],
+            ["add", "-A"],
+            ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"],
+        ):
             subprocess.run(["git", *a], cwd=repo, check=True, env=env)
         print(f"start: runner peak RSS {rss_mb():.0f} MB")
         ws = workspace.prepare_sync(repo, root=tmp / "work", name="run")
         policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
-        script = "; ".join(f"head -c {args.size_mib}M /dev/urandom > big{i}.bin"
-                           for i in range(args.files))
+        script = "; ".join(
+            f"head -c {args.size_mib}M /dev/urandom > big{i}.bin" for i in range(args.files)
+        )
         t0 = time.monotonic()
-        res = anyio.run(lambda: make_executor(policy).run(
-            ["bash", "-c", script], cwd=ws.path, timeout_s=600,
-            env={"PATH": "/usr/bin:/bin"}))
+        res = anyio.run(
+            lambda: make_executor(policy).run(
+                ["bash", "-c", script], cwd=ws.path, timeout_s=600, env={"PATH": "/usr/bin:/bin"}
+            )
+        )
         assert res.exit_code == 0, res.output
-        print(f"agent wrote {args.files} x {args.size_mib} MiB in "
-              f"{time.monotonic() - t0:.1f} s")
+        print(f"agent wrote {args.files} x {args.size_mib} MiB in {time.monotonic() - t0:.1f} s")
         t0 = time.monotonic()
         result = workspace.finish_sync(
-            ws, branch_template="bench/{run}", fields={"run": "r"}, message="bench\n",
+            ws,
+            branch_template="bench/{run}",
+            fields={"run": "r"},
+            message="bench\n",
             patch_path=tmp / "out" / "run.patch",
-            redact=Redactor(["sk-bench-secret-0123456789abcdef"]))
+            redact=Redactor(["sk-bench-secret-0123456789abcdef"]),
+        )
         assert result is not None
         took = time.monotonic() - t0
         size = (tmp / "out" / "run.patch").stat().st_size
@@ -74,8 +83,10 @@ def main() -> None:
         t0 = time.monotonic()
         workspace.cleanup_sync(ws)
         print(f"cleanup: {time.monotonic() - t0:.1f} s")
-        print(f"runner peak RSS: {rss_mb():.0f} MB "
-              f"(git children's peak: {rss_mb(resource.RUSAGE_CHILDREN):.0f} MB)")
+        print(
+            f"runner peak RSS: {rss_mb():.0f} MB "
+            f"(git children's peak: {rss_mb(resource.RUSAGE_CHILDREN):.0f} MB)"
+        )
 
 
 if __name__ == "__main__":

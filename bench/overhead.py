@@ -39,8 +39,13 @@ class Noop:
     name = "noop"
 
     def spec(self) -> dict[str, Any]:
-        return {"type": "function", "name": "noop", "description": "does nothing",
-                "strict": False, "parameters": {"type": "object", "properties": {}}}
+        return {
+            "type": "function",
+            "name": "noop",
+            "description": "does nothing",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {}},
+        }
 
     def started(self, call: ToolCall) -> dict[str, Any] | None:
         return None
@@ -55,12 +60,18 @@ class NullSink:
 
 
 def history(n: int) -> list[it.Item]:
-    items = [it.message("developer", "permissions " * 40), it.message("user", "context " * 40),
-             it.message("user", "the task")]
+    items = [
+        it.message("developer", "permissions " * 40),
+        it.message("user", "context " * 40),
+        it.message("user", "the task"),
+    ]
     i = 0
     while len(items) < n:
-        items.append(it.Item({"type": "function_call", "name": "noop", "arguments": "{}",
-                              "call_id": f"old_{i}"}))
+        items.append(
+            it.Item(
+                {"type": "function_call", "name": "noop", "arguments": "{}", "call_id": f"old_{i}"}
+            )
+        )
         items.append(it.function_call_output(f"old_{i}", OUTPUT))
         i += 1
     return items[:n] if n % 2 == 1 else items
@@ -68,9 +79,15 @@ def history(n: int) -> list[it.Item]:
 
 async def one_thread(base_url: str, n_items: int) -> tuple[float, float, list[float]]:
     client = ResponsesClient(base_url)
-    spec = ThreadSpec(thread_id=f"bench-{n_items}-{time.time_ns()}", model="m",
-                      instructions="instructions " * 500, context=history(n_items),
-                      prompts=("go",), max_requests=STEPS + 5, timeout_s=600)
+    spec = ThreadSpec(
+        thread_id=f"bench-{n_items}-{time.time_ns()}",
+        model="m",
+        instructions="instructions " * 500,
+        context=history(n_items),
+        prompts=("go",),
+        max_requests=STEPS + 5,
+        timeout_s=600,
+    )
     ctx = ToolContext(cwd=Path("."), executor=None, env={})  # type: ignore[arg-type]
     thread = Thread(spec, client, [Noop()], ctx, NullSink())
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -84,10 +101,14 @@ async def one_thread(base_url: str, n_items: int) -> tuple[float, float, list[fl
 
 def bench_overhead() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_STEPS": str(STEPS)}
-    print(f"harness overhead per request ({STEPS + 1} requests per thread, zero-latency "
-          "server in another process, no-op tool)")
-    print(f"{'history items':>14} {'cpu/req ms':>11} {'median cpu ms':>14} {'wall/req ms':>12} "
-          f"{'budget ms':>10} {'conns/thread':>12}")
+    print(
+        f"harness overhead per request ({STEPS + 1} requests per thread, zero-latency "
+        "server in another process, no-op tool)"
+    )
+    print(
+        f"{'history items':>14} {'cpu/req ms':>11} {'median cpu ms':>14} {'wall/req ms':>12} "
+        f"{'budget ms':>10} {'conns/thread':>12}"
+    )
     for n_items, budget in ((100, 5.0), (2000, 20.0)):
         cpus, walls = [], []
         srv = ProcessServer("bench.scripts:calls", env=env, keep_bodies=False, validate=False)
@@ -100,28 +121,39 @@ def bench_overhead() -> None:
         finally:
             srv.stop()
         med = statistics.median(cpus)
-        print(f"{n_items:>14} {statistics.mean(cpus):>11.2f} {med:>14.2f} "
-              f"{statistics.median(walls):>12.2f} {budget:>10.1f} "
-              f"{srv.connections_opened / 5:>12.0f}   ratio {med / budget:.2f} of budget")
+        print(
+            f"{n_items:>14} {statistics.mean(cpus):>11.2f} {med:>14.2f} "
+            f"{statistics.median(walls):>12.2f} {budget:>10.1f} "
+            f"{srv.connections_opened / 5:>12.0f}   ratio {med / budget:.2f} of budget"
+        )
 
 
 def bench_startup() -> None:
-    with ThreadedServer(lambda req, i: reply_message("hi")) as srv, \
-            tempfile.TemporaryDirectory() as tmp:
+    with (
+        ThreadedServer(lambda req, i: reply_message("hi")) as srv,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         make_git_repo(Path(tmp) / "repo")
         tasks = Path(tmp) / "t.yaml"
-        tasks.write_text(f"version: 1\nproviders:\n  fake: {{base_url: '{srv.base_url}'}}\n"
-                         "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo}\n")
+        tasks.write_text(
+            f"version: 1\nproviders:\n  fake: {{base_url: '{srv.base_url}'}}\n"
+            "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo}\n"
+        )
         times = []
         for _ in range(5):
             before = len(srv.requests)
             t0 = time.monotonic()
-            subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out",
-                            str(Path(tmp) / "o")], check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(Path(tmp) / "o")],
+                check=True,
+                capture_output=True,
+            )
             times.append(srv.requests[before].received_at - t0)
         med = statistics.median(times)
-        print(f"time from `runner run` start to first request: median {med * 1000:.0f} ms "
-              f"(budget 350 ms, ratio {med / 0.35:.2f})")
+        print(
+            f"time from `runner run` start to first request: median {med * 1000:.0f} ms "
+            f"(budget 350 ms, ratio {med / 0.35:.2f})"
+        )
 
 
 if __name__ == "__main__":
@@ -129,6 +161,8 @@ if __name__ == "__main__":
     import resource
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of this process after the 100- and 2,000-item threads: {rss:.0f} MB "
-          f"(budget 150 MB for one 2,000-item thread, ratio {rss / 150:.2f})")
+    print(
+        f"peak RSS of this process after the 100- and 2,000-item threads: {rss:.0f} MB "
+        f"(budget 150 MB for one 2,000-item thread, ratio {rss / 150:.2f})"
+    )
     bench_startup()

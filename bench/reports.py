@@ -32,23 +32,49 @@ from runner.reports.model import (  # noqa: E402
 
 
 def make_run(i: int, variant: str) -> TaskReport:
-    reqs = [RequestReport(index=k, turn=0, input_items=2 * k, request_bytes=4000 * k,
-                          duration_ms=300.0, response_id=f"r{k}", output_types=["message"],
-                          usage=UsageReport(input_tokens=1000 * k, cached_tokens=900 * k,
-                                            uncached_tokens=100 * k, output_tokens=50,
-                                            total_tokens=1000 * k + 50),
-                          prefix=PrefixReport(extends_previous=True, reused_items=k,
-                                              ideal_cache_ratio=0.9))
-            for k in range(1, 21)]
-    return TaskReport(id=f"task-{i % 50}", run=f"task-{i}.{variant}", model="openai/gpt-5",
-                      variant=variant, status="completed" if i % 3 else "check_failed",
-                      error=None, final_message="Done. " * 50, turns_completed=1,
-                      tool_calls=19, duration_s=30.0, cost_usd=0.01,
-                      usage=UsageReport(input_tokens=210_000, cached_tokens=189_000,
-                                        uncached_tokens=21_000, output_tokens=1000,
-                                        total_tokens=211_000),
-                      requests=reqs, events_file=f"threads/task-{i}.{variant}.jsonl",
-                      index=i)
+    reqs = [
+        RequestReport(
+            index=k,
+            turn=0,
+            input_items=2 * k,
+            request_bytes=4000 * k,
+            duration_ms=300.0,
+            response_id=f"r{k}",
+            output_types=["message"],
+            usage=UsageReport(
+                input_tokens=1000 * k,
+                cached_tokens=900 * k,
+                uncached_tokens=100 * k,
+                output_tokens=50,
+                total_tokens=1000 * k + 50,
+            ),
+            prefix=PrefixReport(extends_previous=True, reused_items=k, ideal_cache_ratio=0.9),
+        )
+        for k in range(1, 21)
+    ]
+    return TaskReport(
+        id=f"task-{i % 50}",
+        run=f"task-{i}.{variant}",
+        model="openai/gpt-5",
+        variant=variant,
+        status="completed" if i % 3 else "check_failed",
+        error=None,
+        final_message="Done. " * 50,
+        turns_completed=1,
+        tool_calls=19,
+        duration_s=30.0,
+        cost_usd=0.01,
+        usage=UsageReport(
+            input_tokens=210_000,
+            cached_tokens=189_000,
+            uncached_tokens=21_000,
+            output_tokens=1000,
+            total_tokens=211_000,
+        ),
+        requests=reqs,
+        events_file=f"threads/task-{i}.{variant}.jsonl",
+        index=i,
+    )
 
 
 def main() -> None:
@@ -61,14 +87,24 @@ def main() -> None:
         out = Path(tmp)
         (out / "threads").mkdir()
         runs = [make_run(i, "a" if i % 2 else "b") for i in range(args.runs)]
-        event = json.dumps({"type": "item.completed", "item": {
-            "id": "x", "type": "command_execution", "command": "pytest -q",
-            "aggregated_output": "." * 2000, "exit_code": 0}})
+        event = json.dumps(
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "x",
+                    "type": "command_execution",
+                    "command": "pytest -q",
+                    "aggregated_output": "." * 2000,
+                    "exit_code": 0,
+                },
+            }
+        )
         for t in runs[::3]:
             (out / t.events_file).write_text((event + "\n") * 200)
         now = dt.datetime.now(dt.UTC)
-        report = build_report(tasks=runs, run_id="bench", task_file="tasks.yaml",
-                              started=now, finished=now)
+        report = build_report(
+            tasks=runs, run_id="bench", task_file="tasks.yaml", started=now, finished=now
+        )
         t0 = time.perf_counter()
         write_reports(report, out, redact=Redactor([]))
         all_s = time.perf_counter() - t0
@@ -80,8 +116,10 @@ def main() -> None:
         compare_s = time.perf_counter() - t0
         size = (out / "report.html").stat().st_size
         print(f"runs: {args.runs} (20 requests each)")
-        print(f"all four reports: {all_s:.2f} s; without report.html: {no_page_s:.2f} s; "
-              f"report.html alone: {all_s - no_page_s:.2f} s")
+        print(
+            f"all four reports: {all_s:.2f} s; without report.html: {no_page_s:.2f} s; "
+            f"report.html alone: {all_s - no_page_s:.2f} s"
+        )
         print(f"report.html: {size / 1e6:.1f} MB (drill-downs for the first 500 runs)")
         print(f"report compare (per variant and per task): {compare_s * 1000:.0f} ms")
 

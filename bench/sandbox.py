@@ -34,8 +34,11 @@ def make_repo(path: Path) -> None:
     path.mkdir()
     (path / "README.md").write_text("# bench\n")
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path)}
-    for args in (["init", "-q"], ["add", "-A"],
-                 ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, env=env)
 
 
@@ -55,8 +58,9 @@ async def main(runs: int) -> None:
         ws = await workspace.prepare(repo, root=Path(tmp, "work"), name="bench")
         env = child_env(os.environ)
         plain = make_executor(make_policy("danger-full-access", workspace=ws.path))
-        boxed = make_executor(make_policy("workspace-write", workspace=ws.path,
-                                          hidden=[ws.path.parent]))
+        boxed = make_executor(
+            make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
+        )
         times: dict[str, list[float]] = {"unsandboxed": [], "bubblewrap": []}
         for _ in range(3):  # warm the page cache for both
             await timed(plain, ws.path, env)
@@ -70,8 +74,10 @@ async def main(runs: int) -> None:
         xs.sort()
         medians[name] = statistics.median(xs)
         p90 = xs[int(0.9 * (len(xs) - 1))]
-        print(f"{name:12} `true`: median {medians[name] * 1000:6.1f} ms, "
-              f"p90 {p90 * 1000:6.1f} ms ({len(xs)} runs)")
+        print(
+            f"{name:12} `true`: median {medians[name] * 1000:6.1f} ms, "
+            f"p90 {p90 * 1000:6.1f} ms ({len(xs)} runs)"
+        )
     ratio = medians["bubblewrap"] / medians["unsandboxed"]
     extra = (medians["bubblewrap"] - medians["unsandboxed"]) * 1000
     print(f"sandboxed / unsandboxed: {ratio:.1f}x (+{extra:.1f} ms per command)")

@@ -30,8 +30,9 @@ async def _batch(req: Any, i: int) -> Reply:
         patch = "*** Begin Patch\n*** Add File: result.txt\n+made by the benchmark\n*** End Patch"
         return reply_function_call("apply_patch", {"input": patch}, call_id="p0")
     if i < 4:
-        plan = [{"step": f"step {n}", "status": "completed" if n < i else "pending"}
-                for n in range(3)]
+        plan = [
+            {"step": f"step {n}", "status": "completed" if n < i else "pending"} for n in range(3)
+        ]
         return reply_function_call("update_plan", {"plan": plan}, call_id=f"u{i}")
     return reply_message("done")
 

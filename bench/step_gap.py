@@ -56,8 +56,11 @@ def script(steps: int) -> object:
 
 
 def gaps(requests: list[RecordedRequest]) -> list[float]:
-    return [cur.received_at - prev.replied_at
-            for prev, cur in zip(requests, requests[1:], strict=False) if prev.replied_at]
+    return [
+        cur.received_at - prev.replied_at
+        for prev, cur in zip(requests, requests[1:], strict=False)
+        if prev.replied_at
+    ]
 
 
 def command_time(mode: str, repo: Path, env: dict[str, str], runs: int = 15) -> float:
@@ -67,8 +70,14 @@ def command_time(mode: str, repo: Path, env: dict[str, str], runs: int = 15) -> 
     times = []
     for _ in range(runs):
         t0 = time.monotonic()
-        anyio.run(lambda: executor.run(["env", "-i", "PATH=/usr/bin:/bin", "bash", "-c", "true"],
-                                       cwd=repo, timeout_s=10, env=child_env(env)))
+        anyio.run(
+            lambda: executor.run(
+                ["env", "-i", "PATH=/usr/bin:/bin", "bash", "-c", "true"],
+                cwd=repo,
+                timeout_s=10,
+                env=child_env(env),
+            )
+        )
         times.append(time.monotonic() - t0)
     return statistics.median(times)
 
@@ -95,18 +104,25 @@ def one(mode: str, steps: int, tmp: Path) -> None:
         tasks.write_text(
             f"version: 1\nproviders:\n  fake: {{base_url: '{srv.base_url}'}}\n"
             f"defaults: {{sandbox: {mode}, limits: {{max_turns: {steps + 5}}}}}\n"
-            f"tasks:\n  - {{id: a, prompt: go, model: fake/m, repo: {repo}}}\n")
+            f"tasks:\n  - {{id: a, prompt: go, model: fake/m, repo: {repo}}}\n"
+        )
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out",
-                        str(tmp / f"out-{mode}")], check=True, capture_output=True, env=env)
+        subprocess.run(
+            [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(tmp / f"out-{mode}")],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         wall = time.monotonic() - t0
         g = sorted(gaps(srv.requests))
     cmd = command_time(mode, repo, env)
     med, p90 = statistics.median(g), g[int(len(g) * 0.9)]
-    print(f"{mode:>18}: step gap median {med * 1000:6.1f} ms, p90 {p90 * 1000:6.1f} ms "
-          f"over {len(g)} steps (target {TARGET_S * 1000:.0f} ms, ratio {med / TARGET_S:.2f}); "
-          f"command alone {cmd * 1000:5.1f} ms, runner's own {(med - cmd) * 1000:5.1f} ms; "
-          f"whole run {wall:.2f} s")
+    print(
+        f"{mode:>18}: step gap median {med * 1000:6.1f} ms, p90 {p90 * 1000:6.1f} ms "
+        f"over {len(g)} steps (target {TARGET_S * 1000:.0f} ms, ratio {med / TARGET_S:.2f}); "
+        f"command alone {cmd * 1000:5.1f} ms, runner's own {(med - cmd) * 1000:5.1f} ms; "
+        f"whole run {wall:.2f} s"
+    )
 
 
 def main() -> None:
@@ -118,8 +134,10 @@ def main() -> None:
         home.mkdir()
         (home / ".bash_profile").write_text(SLOW_PROFILE)
         tax = profile_time({**os.environ, "HOME": str(home)})
-        print(f"`bash -lc true` with the slow profile, run directly: {tax * 1000:.0f} ms "
-              "(paid once per thread by the runner)")
+        print(
+            f"`bash -lc true` with the slow profile, run directly: {tax * 1000:.0f} ms "
+            "(paid once per thread by the runner)"
+        )
         for mode in ("danger-full-access", "workspace-write"):
             one(mode, args.steps, Path(tmp))
 

@@ -39,8 +39,9 @@ SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 
 def git(*args: str, cwd: Path | None = None) -> str:
     env = wsmod.git_env()
-    return subprocess.run(["git", *SAFE, *args], cwd=cwd, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *SAFE, *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def make_repo(path: Path, files: int) -> str:
@@ -54,8 +55,16 @@ def make_repo(path: Path, files: int) -> str:
         body = "".join(f"line {j} of file {i}: {'x' * 40}\n" for j in range(20))
         (d / f"mod{i:05d}.py").write_text(body)
     git("add", "-A", cwd=path)
-    git("-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "init",
-        cwd=path)
+    git(
+        "-c",
+        "user.name=bench",
+        "-c",
+        "user.email=bench@localhost",
+        "commit",
+        "-qm",
+        "init",
+        cwd=path,
+    )
     git("repack", "-adq", cwd=path)
     git("prune", cwd=path)
     return git("rev-parse", "HEAD", cwd=path)
@@ -67,8 +76,9 @@ def cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure(runs: int, setup: Callable[[int], None], teardown: Callable[[int], None]
-            ) -> tuple[list[float], list[float]]:
+def measure(
+    runs: int, setup: Callable[[int], None], teardown: Callable[[int], None]
+) -> tuple[list[float], list[float]]:
     walls: list[float] = []
     cpus: list[float] = []
     for i in range(runs):
@@ -82,16 +92,22 @@ def measure(runs: int, setup: Callable[[int], None], teardown: Callable[[int], N
 
 def line(label: str, walls: list[float], cpus: list[float]) -> str:
     p90 = sorted(walls)[max(0, round(0.9 * len(walls)) - 1)]
-    return (f"  {label:<34} median {statistics.median(walls) * 1000:7.1f} ms   "
-            f"p90 {p90 * 1000:7.1f} ms   cpu {statistics.median(cpus) * 1000:7.1f} ms")
+    return (
+        f"  {label:<34} median {statistics.median(walls) * 1000:7.1f} ms   "
+        f"p90 {p90 * 1000:7.1f} ms   cpu {statistics.median(cpus) * 1000:7.1f} ms"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--dir", type=Path, default=None,
-                    help="where to build (default: the system temp dir; try /dev/shm)")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to build (default: the system temp dir; try /dev/shm)",
+    )
     args = ap.parse_args()
     runs: int = args.runs
 
@@ -100,9 +116,11 @@ def main() -> None:
         repo = base / "repo"
         t0 = time.perf_counter()
         sha = make_repo(repo, args.files)
-        print(f"repository: {args.files} files in {tmp}, packed, generated in "
-              f"{time.perf_counter() - t0:.1f} s; git {git('--version').split()[-1]}, "
-              f"{os.cpu_count()} CPUs, {runs} runs each")
+        print(
+            f"repository: {args.files} files in {tmp}, packed, generated in "
+            f"{time.perf_counter() - t0:.1f} s; git {git('--version').split()[-1]}, "
+            f"{os.cpu_count()} CPUs, {runs} runs each"
+        )
         print("setup (one workspace checked out at the base commit):")
         dst = base / "dst"
 
@@ -117,6 +135,7 @@ def main() -> None:
                 target = dst / f"{kind}{i}"
                 git("clone", "-q", f"--{kind}", "--no-checkout", str(repo), str(target))
                 git("checkout", "-q", "--detach", sha, cwd=target)
+
             return run
 
         def rm(i: int) -> None:
@@ -142,7 +161,7 @@ def main() -> None:
         results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in strategies}
         names = list(strategies)
         for i in range(runs):
-            for name in names[i % len(names):] + names[:i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 up, down = strategies[name]
                 w, c = measure(1, partial(_nth, up, i), partial(_nth, down, i))
                 results[name][0].extend(w)
@@ -172,8 +191,13 @@ def main() -> None:
         patches = base / "patches"
 
         def fin(i: int) -> None:
-            r = wsmod.finish_sync(ready[i], branch_template="bench/{run}", fields={"run": "x"},
-                                  message="bench", patch_path=patches / f"{i}.patch")
+            r = wsmod.finish_sync(
+                ready[i],
+                branch_template="bench/{run}",
+                fields={"run": "x"},
+                message="bench",
+                patch_path=patches / f"{i}.patch",
+            )
             assert r is not None and r.files_changed == 13, r
 
         walls, cpus = measure(runs, fin, lambda i: None)
@@ -193,8 +217,13 @@ def _nth(fn: Callable[[int], None], i: int, _: int) -> None:
 
 
 def _no_change(ws: wsmod.Workspace, patches: Path) -> None:
-    r = wsmod.finish_sync(ws, branch_template="bench/none", fields={}, message="none",
-                          patch_path=patches / "none.patch")
+    r = wsmod.finish_sync(
+        ws,
+        branch_template="bench/none",
+        fields={},
+        message="none",
+        patch_path=patches / "none.patch",
+    )
     assert r is None
 
 

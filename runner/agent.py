@@ -114,8 +114,14 @@ class Thread:
     """One agent thread. `run()` never raises for model or tool trouble: it returns an
     `Outcome` whose status says how it ended, with everything done so far kept."""
 
-    def __init__(self, spec: ThreadSpec, model: ModelClient, tools: Sequence[Tool],
-                 ctx: ToolContext, sink: Sink) -> None:
+    def __init__(
+        self,
+        spec: ThreadSpec,
+        model: ModelClient,
+        tools: Sequence[Tool],
+        ctx: ToolContext,
+        sink: Sink,
+    ) -> None:
         self.spec = spec
         self.model = model
         self.tools = {t.name: t for t in tools}
@@ -166,9 +172,13 @@ class Thread:
                     status, error = _classify(exc), f"model error: {exc}"
                     if exc.partial_output is not None:
                         self.truncated_output = exc.partial_output
-                        self.sink.emit({"type": "response.truncated",
-                                        "request": len(self.requests),
-                                        "text": exc.partial_output})
+                        self.sink.emit(
+                            {
+                                "type": "response.truncated",
+                                "request": len(self.requests),
+                                "text": exc.partial_output,
+                            }
+                        )
                 if status != RunStatus.COMPLETED:
                     break
                 self._turns_done += 1
@@ -187,9 +197,19 @@ class Thread:
         if status != RunStatus.COMPLETED:
             self._close_pending_calls()
             self.sink.emit({"type": "turn.failed", "error": {"message": error}})
-        return Outcome(status, self._final, error, self.history, self.requests, self.usage,
-                       self.tool_calls, self._turns_done, time.monotonic() - self._start,
-                       self.compactions, self.truncated_output)
+        return Outcome(
+            status,
+            self._final,
+            error,
+            self.history,
+            self.requests,
+            self.usage,
+            self.tool_calls,
+            self._turns_done,
+            time.monotonic() - self._start,
+            self.compactions,
+            self.truncated_output,
+        )
 
     def _begin_turn(self, prompt: str) -> None:
         self.history.append(it.message("user", prompt))
@@ -199,8 +219,10 @@ class Thread:
         overflowed = False
         while True:
             if self._turn_requests >= self.spec.max_requests:
-                raise RunLimitReached(RunStatus.MAX_TURNS, f"stopped after "
-                                      f"{self.spec.max_requests} model requests (max_turns)")
+                raise RunLimitReached(
+                    RunStatus.MAX_TURNS,
+                    f"stopped after {self.spec.max_requests} model requests (max_turns)",
+                )
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
                 raise RunLimitReached(RunStatus.BUDGET, why)
@@ -213,9 +235,11 @@ class Thread:
                 if not cp.is_context_overflow(exc):
                     raise
                 if overflowed:
-                    raise RunLimitReached(RunStatus.FAILED, "the model's context window was "
-                                          f"exceeded again right after a compaction: {exc}"
-                                          ) from exc
+                    raise RunLimitReached(
+                        RunStatus.FAILED,
+                        "the model's context window was "
+                        f"exceeded again right after a compaction: {exc}",
+                    ) from exc
                 overflowed = True
                 await self._compact("context_length_exceeded")
                 continue
@@ -227,22 +251,31 @@ class Thread:
             for call in calls:
                 cap = self.spec.max_tool_calls
                 if cap is not None and self.tool_calls >= cap:
-                    raise RunLimitReached(RunStatus.MAX_TOOL_CALLS, f"stopped at the limit of "
-                                          f"{cap} tool calls (max_tool_calls)")
+                    raise RunLimitReached(
+                        RunStatus.MAX_TOOL_CALLS,
+                        f"stopped at the limit of {cap} tool calls (max_tool_calls)",
+                    )
                 self.history.append(await self._call(call))
 
     def _prompt(self) -> Prompt:
         """The next request: the same instructions, tools and cache key every time."""
         s = self.spec
-        return Prompt(model=s.model, instructions=s.instructions, input=tuple(self.history),
-                      tools=self.tool_specs, prompt_cache_key=s.thread_id,
-                      parallel_tool_calls=s.parallel_tool_calls, reasoning=s.reasoning,
-                      reasoning_seen=self._reasoning_seen, text=s.text, extra=s.extra)
+        return Prompt(
+            model=s.model,
+            instructions=s.instructions,
+            input=tuple(self.history),
+            tools=self.tool_specs,
+            prompt_cache_key=s.thread_id,
+            parallel_tool_calls=s.parallel_tool_calls,
+            reasoning=s.reasoning,
+            reasoning_seen=self._reasoning_seen,
+            text=s.text,
+            extra=s.extra,
+        )
 
     async def _sample(self, turn: int) -> list[Item]:
         self._turn_requests += 1
-        _, resp = await self._request(
-            self._prompt(), "turn", self.model.generate)
+        _, resp = await self._request(self._prompt(), "turn", self.model.generate)
         self.history.extend(resp.items)
         self._counter.observe(resp.usage, self.history)
         for item in resp.items:
@@ -250,18 +283,22 @@ class Thread:
                 self._emit_item("agent_message", {"text": it.message_text(item)})
             elif item.type == "reasoning":
                 self._reasoning_seen = True
-                text = "".join(str(p.get("text", "")) for p in item.data.get("summary") or []
-                               if isinstance(p, dict))
+                text = "".join(
+                    str(p.get("text", ""))
+                    for p in item.data.get("summary") or []
+                    if isinstance(p, dict)
+                )
                 if text:
                     self._emit_item("reasoning", {"text": text})
         return resp.items
 
-    async def _request(self, prompt: Prompt, kind: RequestKind,
-                       call: Callable[[Prompt], Awaitable[ModelResponse]]
-                       ) -> tuple[int, ModelResponse]:
+    async def _request(
+        self, prompt: Prompt, kind: RequestKind, call: Callable[[Prompt], Awaitable[ModelResponse]]
+    ) -> tuple[int, ModelResponse]:
         """Send one request, audited, timed and recorded with the server's usage."""
-        prefix = self._audit.check(prompt, self._last_outputs,
-                                   after_compaction=self._after_compaction)
+        prefix = self._audit.check(
+            prompt, self._last_outputs, after_compaction=self._after_compaction
+        )
         self._after_compaction = False
         self._last_outputs = []
         t0 = time.monotonic()
@@ -271,14 +308,35 @@ class Thread:
             # Kept when the loop goes on (a compaction answers an overflow) or when the
             # server billed the failed answer, so the run's tokens add up.
             if cp.is_context_overflow(exc) or exc.usage is not None:
-                self._record(RequestRecord(prefix, len(self.requests) + 1, self._turn,
-                                           len(prompt.input), 0, time.monotonic() - t0,
-                                           exc.usage, None, [], kind, str(exc)))
+                self._record(
+                    RequestRecord(
+                        prefix,
+                        len(self.requests) + 1,
+                        self._turn,
+                        len(prompt.input),
+                        0,
+                        time.monotonic() - t0,
+                        exc.usage,
+                        None,
+                        [],
+                        kind,
+                        str(exc),
+                    )
+                )
             raise
         self._last_outputs = resp.items
-        rec = RequestRecord(prefix, len(self.requests) + 1, self._turn, len(prompt.input),
-                            resp.request_bytes, time.monotonic() - t0, resp.usage,
-                            resp.response_id, [i.type for i in resp.items], kind)
+        rec = RequestRecord(
+            prefix,
+            len(self.requests) + 1,
+            self._turn,
+            len(prompt.input),
+            resp.request_bytes,
+            time.monotonic() - t0,
+            resp.usage,
+            resp.response_id,
+            [i.type for i in resp.items],
+            kind,
+        )
         self._record(rec)
         return rec.index, resp
 
@@ -289,17 +347,27 @@ class Thread:
         elif rec.error is None:
             self.usage = self.usage + Usage(unreported=1)
         prefix = rec.prefix
-        self.sink.emit({"type": "request.completed", "request": rec.index, "turn": rec.turn,
-                        "kind": rec.kind, "error": rec.error, "input_items": rec.input_items,
-                        "request_bytes": rec.request_bytes,
-                        "duration_ms": round(rec.duration_s * 1000, 1),
-                        "response_id": rec.response_id,
-                        "usage": rec.usage.as_dict() if rec.usage else None,
-                        "prefix": {"extends_previous": prefix.extends_previous,
-                                   "reused_items": prefix.reused_items,
-                                   "ideal_cache_ratio": prefix.ideal_cache_ratio,
-                                   "break_index": prefix.break_index,
-                                   "break_reason": prefix.break_reason}})
+        self.sink.emit(
+            {
+                "type": "request.completed",
+                "request": rec.index,
+                "turn": rec.turn,
+                "kind": rec.kind,
+                "error": rec.error,
+                "input_items": rec.input_items,
+                "request_bytes": rec.request_bytes,
+                "duration_ms": round(rec.duration_s * 1000, 1),
+                "response_id": rec.response_id,
+                "usage": rec.usage.as_dict() if rec.usage else None,
+                "prefix": {
+                    "extends_previous": prefix.extends_previous,
+                    "reused_items": prefix.reused_items,
+                    "ideal_cache_ratio": prefix.ideal_cache_ratio,
+                    "break_index": prefix.break_index,
+                    "break_reason": prefix.break_reason,
+                },
+            }
+        )
 
     async def _maybe_compact(self, reason: cp.Reason) -> None:
         limit = self.spec.compaction.limit
@@ -319,9 +387,15 @@ class Thread:
 
         try:
             new, done = await cp.compact(
-                prompt=self._prompt(), context=self._context, keep=self._head,
-                settings=self.spec.compaction, send=send, remote=compactor is not None,
-                reason=reason, tokens_before=self._counter.count(self.history))
+                prompt=self._prompt(),
+                context=self._context,
+                keep=self._head,
+                settings=self.spec.compaction,
+                send=send,
+                remote=compactor is not None,
+                reason=reason,
+                tokens_before=self._counter.count(self.history),
+            )
         except ModelError as exc:
             if cp.is_context_overflow(exc):
                 raise RunLimitReached(RunStatus.FAILED, f"compaction failed: {exc}") from exc
@@ -338,8 +412,9 @@ class Thread:
         """Run one tool call; always returns exactly one output item for it."""
         d = item.data
         call_id = str(d.get("call_id", ""))
-        kind: Literal["function", "custom"] = ("custom" if item.type == "custom_tool_call"
-                                               else "function")
+        kind: Literal["function", "custom"] = (
+            "custom" if item.type == "custom_tool_call" else "function"
+        )
         name = str(d.get("name", ""))
         raw = d.get("input") if kind == "custom" else d.get("arguments")
         call = ToolCall(call_id, name, raw if isinstance(raw, str) else "", kind)
@@ -352,8 +427,9 @@ class Thread:
             item_id = self._next_item_id()
             started = tool.started(call)
             if started is not None:
-                self.sink.emit({"type": "item.started",
-                                "item": {"id": item_id, **self._absolute(started)}})
+                self.sink.emit(
+                    {"type": "item.started", "item": {"id": item_id, **self._absolute(started)}}
+                )
             try:
                 result = await tool.run(call, self.ctx)
             except Exception as exc:  # a tool bug must still answer the call
@@ -372,8 +448,7 @@ class Thread:
         return it.function_call_output(call_id, result.output)
 
     def _item_completed(self, item_id: str, item: dict[str, Any]) -> None:
-        self.sink.emit({"type": "item.completed", "item": {"id": item_id,
-                                                           **self._absolute(item)}})
+        self.sink.emit({"type": "item.completed", "item": {"id": item_id, **self._absolute(item)}})
 
     def _absolute(self, item: dict[str, Any]) -> dict[str, Any]:
         """File changes name absolute paths, as `codex exec --json` does (tools report
@@ -382,9 +457,15 @@ class Thread:
         if item.get("type") != "file_change" or not isinstance(changes, list):
             return item
         root = str(self.ctx.cwd)
-        return {**item, "changes": [
-            {**c, "path": posixpath.normpath(posixpath.join(root, str(c.get("path", ""))))}
-            if isinstance(c, dict) else c for c in changes]}
+        return {
+            **item,
+            "changes": [
+                {**c, "path": posixpath.normpath(posixpath.join(root, str(c.get("path", ""))))}
+                if isinstance(c, dict)
+                else c
+                for c in changes
+            ],
+        }
 
     def _close_pending_calls(self) -> None:
         """Give every call without an output an `aborted` one, so the history stays valid."""
@@ -392,13 +473,16 @@ class Thread:
         for item in list(self.history):
             if item.type in it.TOOL_CALL_TYPES and item.data.get("call_id") not in answered:
                 cid = str(item.data.get("call_id", ""))
-                self.history.append(it.custom_tool_call_output(cid, "aborted")
-                                    if item.type == "custom_tool_call"
-                                    else it.function_call_output(cid, "aborted"))
+                self.history.append(
+                    it.custom_tool_call_output(cid, "aborted")
+                    if item.type == "custom_tool_call"
+                    else it.function_call_output(cid, "aborted")
+                )
 
     def _emit_item(self, kind: str, fields: dict[str, Any]) -> None:
-        self.sink.emit({"type": "item.completed",
-                        "item": {"id": self._next_item_id(), "type": kind, **fields}})
+        self.sink.emit(
+            {"type": "item.completed", "item": {"id": self._next_item_id(), "type": kind, **fields}}
+        )
 
     def _next_item_id(self) -> str:
         self._item_seq += 1
@@ -407,9 +491,13 @@ class Thread:
     def _exec_usage(self) -> dict[str, int]:
         """Cumulative thread usage in `codex exec --json` field names."""
         u = self.usage
-        return {"input_tokens": u.input_tokens, "cached_input_tokens": u.cached_tokens,
-                "cache_write_input_tokens": u.cache_write_tokens,
-                "output_tokens": u.output_tokens, "reasoning_output_tokens": u.reasoning_tokens}
+        return {
+            "input_tokens": u.input_tokens,
+            "cached_input_tokens": u.cached_tokens,
+            "cache_write_input_tokens": u.cache_write_tokens,
+            "output_tokens": u.output_tokens,
+            "reasoning_output_tokens": u.reasoning_tokens,
+        }
 
 
 def _failed(started: dict[str, Any], message: str) -> dict[str, Any]:

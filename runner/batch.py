@@ -75,10 +75,14 @@ class BatchPlan:
     def identity(self) -> dict[str, Any]:
         import hashlib
 
-        return {"task_file_sha256": self.task_file_sha256,
-                "run_set": hashlib.sha256("\n".join(self.fingerprints).encode()).hexdigest(),
-                "runs": len(self.fingerprints), "shard": self.shard, "shards": self.shards,
-                "not_selected": self.not_selected}
+        return {
+            "task_file_sha256": self.task_file_sha256,
+            "run_set": hashlib.sha256("\n".join(self.fingerprints).encode()).hexdigest(),
+            "runs": len(self.fingerprints),
+            "shard": self.shard,
+            "shards": self.shards,
+            "not_selected": self.not_selected,
+        }
 
 
 CHECKPOINT_S = 3.0
@@ -109,8 +113,9 @@ async def run_batch(
     journal = Journal(out_dir)
     if plan is None:
         plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
-    run_id = journal.start_batch(run_id=uuid.uuid4().hex[:12], task_file=task_file,
-                                 resume=resume, batch=plan.identity())
+    run_id = journal.start_batch(
+        run_id=uuid.uuid4().hex[:12], task_file=task_file, resume=resume, batch=plan.identity()
+    )
     previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
     today = dt.datetime.now().astimezone().date().isoformat()
@@ -128,8 +133,7 @@ async def run_batch(
     spend = BatchSpend(budget)
     show: Progress = make_progress(progress) if progress is not None else QuietProgress()
     if resumed and progress is not None:
-        progress.write(f"resuming batch {run_id}: {resumed} of {len(runs)} runs already "
-                       "finished\n")
+        progress.write(f"resuming batch {run_id}: {resumed} of {len(runs)} runs already finished\n")
     show.start(len(runs) - resumed)
 
     async def one(run: TaskRun, ctx: BatchContext) -> None:
@@ -145,11 +149,11 @@ async def run_batch(
             await checkpoint()
 
     last_write = [0.0]
-    last_page = [0.0, 0.0]   # when report.html was last written, and what that took
+    last_page = [0.0, 0.0]  # when report.html was last written, and what that took
     writing = anyio.Lock()
 
-    deferred: list[anyio.abc.TaskGroup] = []   # where a later checkpoint waits
-    due = [False]                                # a later checkpoint is already waiting
+    deferred: list[anyio.abc.TaskGroup] = []  # where a later checkpoint waits
+    due = [False]  # a later checkpoint is already waiting
 
     async def checkpoint() -> None:
         """Reports of the runs finished so far, at most every few seconds (in a worker
@@ -177,29 +181,49 @@ async def run_batch(
         async with writing:
             last_write[0] = time.monotonic()
             done_reports = [r.report for r in runs if r.report is not None]
-            partial = build_report(tasks=done_reports, run_id=run_id, task_file=task_file,
-                                   started=started, finished=dt.datetime.now(dt.UTC),
-                                   pending=len(runs) - len(done_reports),
-                                   batch=plan.identity())
+            partial = build_report(
+                tasks=done_reports,
+                run_id=run_id,
+                task_file=task_file,
+                started=started,
+                finished=dt.datetime.now(dt.UTC),
+                pending=len(runs) - len(done_reports),
+                batch=plan.identity(),
+            )
             # report.html too, but at most a tenth of the time: with thousands of runs
             # it takes seconds (transcripts are read), the other reports milliseconds.
             now = time.monotonic()
             page = now - last_page[0] >= max(CHECKPOINT_S, 10 * last_page[1])
-            await anyio.to_thread.run_sync(functools.partial(
-                write_reports, partial, out_dir, redact=redact, page=page))
+            await anyio.to_thread.run_sync(
+                functools.partial(write_reports, partial, out_dir, redact=redact, page=page)
+            )
             if page:
                 last_page[:] = [now, time.monotonic() - now]
 
     interrupted: list[int] = []
     with _work_root() as work_root:
         async with AsyncExitStack() as stack:
-            ctx = BatchContext(out_dir=out_dir, run_id=run_id, env=env, agent_env=agent_env,
-                               redact=redact, stream=stream, journal=journal,
-                               previous=previous, order=order, spend=spend, show=show,
-                               clients=Clients(stack, env), work_root=work_root, today=today,
-                               tz=tz, runner_home=runner_home, interrupted=interrupted)
+            ctx = BatchContext(
+                out_dir=out_dir,
+                run_id=run_id,
+                env=env,
+                agent_env=agent_env,
+                redact=redact,
+                stream=stream,
+                journal=journal,
+                previous=previous,
+                order=order,
+                spend=spend,
+                show=show,
+                clients=Clients(stack, env),
+                work_root=work_root,
+                today=today,
+                tz=tz,
+                runner_home=runner_home,
+                interrupted=interrupted,
+            )
             async with anyio.create_task_group() as outer:
-                deferred.append(outer)   # cancelled with it: the final report follows
+                deferred.append(outer)  # cancelled with it: the final report follows
                 outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted, ctx.checks)
                 async with anyio.create_task_group() as tg:
                     for run in runs:
@@ -208,23 +232,32 @@ async def run_batch(
                             tg.start_soon(one, run, ctx)
                 outer.cancel_scope.cancel()
     show.close()
-    async with writing:   # a checkpoint still writing must not land after the final report
+    async with writing:  # a checkpoint still writing must not land after the final report
         pass
     from runner.reports.files import write_reports
     from runner.reports.json_report import build_report
 
     finished = dt.datetime.now(dt.UTC)
-    reports = [r.report if r.report is not None else run_report(r, out_dir, redact, order)
-               for r in runs]
-    report = build_report(tasks=reports, run_id=run_id, task_file=task_file,
-                          started=started, finished=finished, batch=plan.identity())
-    report_path = write_reports(report, out_dir, redact=redact,
-                                step_summary=env.get("GITHUB_STEP_SUMMARY"))
+    reports = [
+        r.report if r.report is not None else run_report(r, out_dir, redact, order) for r in runs
+    ]
+    report = build_report(
+        tasks=reports,
+        run_id=run_id,
+        task_file=task_file,
+        started=started,
+        finished=finished,
+        batch=plan.identity(),
+    )
+    report_path = write_reports(
+        report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
+    )
     return BatchResult(runs, report_path, interrupted=bool(interrupted), resumed=resumed)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, interrupted: list[int],
-                          checks: set[anyio.CancelScope]) -> None:
+async def _stop_on_signal(
+    scope: anyio.CancelScope, interrupted: list[int], checks: set[anyio.CancelScope]
+) -> None:
     """Ctrl-C or SIGTERM cancels every run and every running check; each run still
     commits its work (shielded cleanup in `one`) and the reports are written before the
     runner exits."""

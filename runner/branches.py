@@ -80,8 +80,9 @@ def review(repo: Path, report: Report, *, delete: bool) -> list[Verdict]:
     return out
 
 
-def _state(repo: Path, branch: str, commit: str, base: str, ids: set[str],
-           checked_out: set[str] | None) -> tuple[str, str]:
+def _state(
+    repo: Path, branch: str, commit: str, base: str, ids: set[str], checked_out: set[str] | None
+) -> tuple[str, str]:
     ref = f"refs/heads/{branch}"
     if not SHA.fullmatch(commit) or _git(repo, "check-ref-format", ref).returncode != 0:
         return "invalid", "not a branch name and commit"
@@ -107,12 +108,15 @@ def _checked_out(repo: Path) -> set[str] | None:
     proc = _git(repo, "worktree", "list", "--porcelain")
     if proc.returncode != 0:
         return None
-    return {line.removeprefix("branch ") for line in proc.stdout.splitlines()
-            if line.startswith("branch ")}
+    return {
+        line.removeprefix("branch ")
+        for line in proc.stdout.splitlines()
+        if line.startswith("branch ")
+    }
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv: Sequence[str] = ["git", *(a for k, v in HARDENING for a in ("-c", f"{k}={v}")),
-                           *args]
-    return subprocess.run(argv, cwd=repo, capture_output=True, text=True, check=False,
-                          env=git_env())
+    argv: Sequence[str] = ["git", *(a for k, v in HARDENING for a in ("-c", f"{k}={v}")), *args]
+    return subprocess.run(
+        argv, cwd=repo, capture_output=True, text=True, check=False, env=git_env()
+    )

@@ -17,8 +17,7 @@ def price_of(p: PriceConfig | None) -> Price | None:
     return Price(p.input, p.cached_input, p.output) if p is not None else None
 
 
-def cost_usd(price: PriceConfig | Price | None, usage: Usage, *, digits: int = 6
-             ) -> float | None:
+def cost_usd(price: PriceConfig | Price | None, usage: Usage, *, digits: int = 6) -> float | None:
     """The one cost rule: US dollars for `usage`, or None when it is unknown (no price,
     or an answer came without usage, which would make any sum too low)."""
     p = price_of(price) if isinstance(price, PriceConfig) else price
@@ -46,15 +45,20 @@ class BatchSpend:
             return None
         u = self.usage
         if b.max_input_tokens is not None and u.input_tokens >= b.max_input_tokens:
-            return (f"the batch used {u.input_tokens} input tokens, its limit is "
-                    f"{b.max_input_tokens} (budget.max_input_tokens)")
+            return (
+                f"the batch used {u.input_tokens} input tokens, its limit is "
+                f"{b.max_input_tokens} (budget.max_input_tokens)"
+            )
         if b.max_output_tokens is not None and u.output_tokens >= b.max_output_tokens:
-            return (f"the batch used {u.output_tokens} output tokens, its limit is "
-                    f"{b.max_output_tokens} (budget.max_output_tokens)")
-        if b.max_cost_usd is not None and self.cost is not None \
-                and self.cost >= b.max_cost_usd:
-            return (f"the batch spent ${self.cost:.4f}, its limit is ${b.max_cost_usd:g} "
-                    "(budget.max_cost_usd)")
+            return (
+                f"the batch used {u.output_tokens} output tokens, its limit is "
+                f"{b.max_output_tokens} (budget.max_output_tokens)"
+            )
+        if b.max_cost_usd is not None and self.cost is not None and self.cost >= b.max_cost_usd:
+            return (
+                f"the batch spent ${self.cost:.4f}, its limit is ${b.max_cost_usd:g} "
+                "(budget.max_cost_usd)"
+            )
         return None
 
 
@@ -71,16 +75,24 @@ class RunBudget:
         if usage.unreported:
             for name in ("max_input_tokens", "max_output_tokens", "max_cost_usd"):
                 if getattr(lim, name) is not None:
-                    return (f"the server sent an answer without token usage, so "
-                            f"limits.{name} cannot be enforced; stopped")
+                    return (
+                        f"the server sent an answer without token usage, so "
+                        f"limits.{name} cannot be enforced; stopped"
+                    )
         if lim.max_input_tokens is not None and usage.input_tokens >= lim.max_input_tokens:
-            return (f"stopped after {usage.input_tokens} input tokens, the limit is "
-                    f"{lim.max_input_tokens} (limits.max_input_tokens)")
+            return (
+                f"stopped after {usage.input_tokens} input tokens, the limit is "
+                f"{lim.max_input_tokens} (limits.max_input_tokens)"
+            )
         if lim.max_output_tokens is not None and usage.output_tokens >= lim.max_output_tokens:
-            return (f"stopped after {usage.output_tokens} output tokens, the limit is "
-                    f"{lim.max_output_tokens} (limits.max_output_tokens)")
+            return (
+                f"stopped after {usage.output_tokens} output tokens, the limit is "
+                f"{lim.max_output_tokens} (limits.max_output_tokens)"
+            )
         cost = cost_usd(self.price, usage, digits=8)
         if lim.max_cost_usd is not None and cost is not None and cost >= lim.max_cost_usd:
-            return (f"stopped after spending ${cost:.4f}, the limit is "
-                    f"${lim.max_cost_usd:g} (limits.max_cost_usd)")
+            return (
+                f"stopped after spending ${cost:.4f}, the limit is "
+                f"${lim.max_cost_usd:g} (limits.max_cost_usd)"
+            )
         return self.batch.exceeded()

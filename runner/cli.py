@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from runner.config import ResolvedTask, TaskFile
 
 
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -43,81 +42,145 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run the tasks of a task file")
     run.add_argument("tasks", type=Path, help="the task file (YAML)")
-    run.add_argument("--out", type=Path, default=Path("runner-out"),
-                     help="directory for report.json and threads/ (default: runner-out)")
-    run.add_argument("--model", action="append", default=[], metavar="PROVIDER/MODEL",
-                     help="run every task on this model (repeatable; replaces matrix.model)")
-    run.add_argument("--only", action="append", default=[], metavar="ID",
-                     help="run only this task id (repeatable)")
-    run.add_argument("--tag", action="append", default=[], metavar="TAG",
-                     help="run only tasks with this tag (repeatable: any of them)")
-    run.add_argument("--shard", metavar="K/N",
-                     help="run the K-th of N deterministic slices of the runs (1-based)")
-    run.add_argument("--resume", action="store_true",
-                     help="keep the finished runs recorded in --out and run the rest")
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runner-out"),
+        help="directory for report.json and threads/ (default: runner-out)",
+    )
+    run.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="PROVIDER/MODEL",
+        help="run every task on this model (repeatable; replaces matrix.model)",
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this task id (repeatable)",
+    )
+    run.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="run only tasks with this tag (repeatable: any of them)",
+    )
+    run.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run the K-th of N deterministic slices of the runs (1-based)",
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished runs recorded in --out and run the rest",
+    )
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
-    run.add_argument("--sandbox", choices=SANDBOX_MODES,
-                     help="use this sandbox for every task (e.g. read-only on pull requests)")
-    run.add_argument("--reasoning-effort",
-                     choices=REASONING_EFFORTS,
-                     help="use this reasoning effort for every run (over model_options)")
-    run.add_argument("--json", action="store_true",
-                     help="stream the `codex exec --json` events on stdout, one run after "
-                          "another")
-    run.add_argument("--json-extra", action="store_true",
-                     help="with --json: also the runner's own events (requests, "
-                          "compactions, checks), each line tagged with task and ts")
+    run.add_argument(
+        "--sandbox",
+        choices=SANDBOX_MODES,
+        help="use this sandbox for every task (e.g. read-only on pull requests)",
+    )
+    run.add_argument(
+        "--reasoning-effort",
+        choices=REASONING_EFFORTS,
+        help="use this reasoning effort for every run (over model_options)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="stream the `codex exec --json` events on stdout, one run after another",
+    )
+    run.add_argument(
+        "--json-extra",
+        action="store_true",
+        help="with --json: also the runner's own events (requests, "
+        "compactions, checks), each line tagged with task and ts",
+    )
     _pin_flags(run)
     val = sub.add_parser("validate", help="check a task file, list its runs and exit")
     val.add_argument("tasks", type=Path)
-    for flag, kw in (("--model", {"metavar": "PROVIDER/MODEL"}), ("--only", {"metavar": "ID"}),
-                     ("--tag", {"metavar": "TAG"})):
+    for flag, kw in (
+        ("--model", {"metavar": "PROVIDER/MODEL"}),
+        ("--only", {"metavar": "ID"}),
+        ("--tag", {"metavar": "TAG"}),
+    ):
         val.add_argument(flag, action="append", default=[], **kw)  # type: ignore[arg-type]
     val.add_argument("--shard", metavar="K/N")
-    val.add_argument("--sandbox", choices=SANDBOX_MODES,
-                     help="as for run")
+    val.add_argument("--sandbox", choices=SANDBOX_MODES, help="as for run")
     _pin_flags(val)
-    val.add_argument("--offline", action="store_true",
-                     help="skip the checks that need this machine's runtime environment "
-                          "(API key variables, repositories), e.g. in a lint job")
+    val.add_argument(
+        "--offline",
+        action="store_true",
+        help="skip the checks that need this machine's runtime environment "
+        "(API key variables, repositories), e.g. in a lint job",
+    )
     rep = sub.add_parser("report", help="work with report directories")
     rep_sub = rep.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
     merge = rep_sub.add_parser("merge", help="combine the report directories of shards into one")
-    merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
-                       help="directories written by `runner run --shard K/N --out DIR`")
+    merge.add_argument(
+        "dirs",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="directories written by `runner run --shard K/N --out DIR`",
+    )
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
-    merge.add_argument("--partial", action="store_true",
-                       help="merge even with shards missing (the result says it is partial)")
+    merge.add_argument(
+        "--partial",
+        action="store_true",
+        help="merge even with shards missing (the result says it is partial)",
+    )
     br = rep_sub.add_parser("branches", help="list (or delete) the branches a batch created")
     br.add_argument("dir", type=Path, metavar="DIR", help="the batch's report directory")
     br.add_argument("--repo", type=Path, required=True, help="the repository the runs used")
-    br.add_argument("--delete", action="store_true",
-                    help="delete the branches this batch made: named with its run id, "
-                         "still at the runner's commit and checked out nowhere; every "
-                         "branch kept is listed with the reason")
+    br.add_argument(
+        "--delete",
+        action="store_true",
+        help="delete the branches this batch made: named with its run id, "
+        "still at the runner's commit and checked out nowhere; every "
+        "branch kept is listed with the reason",
+    )
     cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
     cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
     cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
     cmp.add_argument("--base-variant", metavar="NAME", help="only BASE's runs of this variant")
     cmp.add_argument("--new-variant", metavar="NAME", help="only NEW's runs of this variant")
     cmp.add_argument("--format", choices=["markdown", "json"], default="markdown")
-    cmp.add_argument("--alpha", type=float, default=0.05,
-                     help="significance level of Fisher's exact test (default 0.05)")
-    cmp.add_argument("--fail-on-regression", action="store_true",
-                     help="exit 1 on a significant drop in pass rate overall or for a "
-                          "model/variant; else exit 3 when the comparison is inconclusive "
-                          "(BASE or NEW partial, or a model/variant with no finished run "
-                          "on one side: all errored or skipped); else 0")
+    cmp.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="significance level of Fisher's exact test (default 0.05)",
+    )
+    cmp.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 on a significant drop in pass rate overall or for a "
+        "model/variant; else exit 3 when the comparison is inconclusive "
+        "(BASE or NEW partial, or a model/variant with no finished run "
+        "on one side: all errored or skipped); else 0",
+    )
     return p
 
 
 def _pin_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--date", metavar="YYYY-MM-DD",
-                   help="the day <environment_context> tells the model, for every task "
-                        "(default: the task file's current_date, else today)")
-    p.add_argument("--timezone", metavar="ZONE",
-                   help="the IANA zone <environment_context> tells the model, for every "
-                        "task (default: the task file's timezone, else this machine's)")
+    p.add_argument(
+        "--date",
+        metavar="YYYY-MM-DD",
+        help="the day <environment_context> tells the model, for every task "
+        "(default: the task file's current_date, else today)",
+    )
+    p.add_argument(
+        "--timezone",
+        metavar="ZONE",
+        help="the IANA zone <environment_context> tells the model, for every "
+        "task (default: the task file's timezone, else this machine's)",
+    )
 
 
 class _VersionAction(argparse.Action):
@@ -125,11 +188,21 @@ class _VersionAction(argparse.Action):
     from there), so the command and the package cannot disagree."""
 
     def __init__(self, option_strings: list[str], dest: str, **_: object) -> None:
-        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                         nargs=0, help="print the version and exit")
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version and exit",
+        )
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         from runner import __version__
 
         print(f"runner {__version__} (Python {sys.version.split()[0]})")
@@ -181,25 +254,37 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, 
     for model in models:
         if not re.fullmatch(r"[^/\s]+/\S+", model):
             raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
-    tasks = expand(tf, path.resolve().parent, file=str(path), models=models,
-                   sandbox=getattr(args, "sandbox", None), current_date=args.date,
-                   timezone=args.timezone,
-                   reasoning_effort=getattr(args, "reasoning_effort", None))
+    tasks = expand(
+        tf,
+        path.resolve().parent,
+        file=str(path),
+        models=models,
+        sandbox=getattr(args, "sandbox", None),
+        current_date=args.date,
+        timezone=args.timezone,
+        reasoning_effort=getattr(args, "reasoning_effort", None),
+    )
     everything = tasks
     only: list[str] = getattr(args, "only", [])
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})
         if unknown:
-            raise _problem("--only", f"no task with id {', '.join(unknown)}; ids in {path}: "
-                                     f"{', '.join(t.id for t in tasks)}")
+            raise _problem(
+                "--only",
+                f"no task with id {', '.join(unknown)}; ids in {path}: "
+                f"{', '.join(t.id for t in tasks)}",
+            )
         tasks = [t for t in tasks if t.id in only]
     tags: list[str] = getattr(args, "tag", [])
     if tags:
         known = sorted({tag for t in tasks for tag in t.tags})
         unknown = sorted(set(tags) - set(known))
         if unknown:
-            raise _problem("--tag", f"no task has tag {', '.join(unknown)}; tags in {path}: "
-                                    f"{', '.join(known) or 'none'}")
+            raise _problem(
+                "--tag",
+                f"no task has tag {', '.join(unknown)}; tags in {path}: "
+                f"{', '.join(known) or 'none'}",
+            )
         tasks = [t for t in tasks if set(t.tags) & set(tags)]
     not_selected = len(everything) - len(tasks)
     k = n = 1
@@ -210,8 +295,13 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, 
         tasks = _shard(tasks, k, n)
     from runner.batch import BatchPlan
 
-    plan = BatchPlan(tuple(t.fingerprint for t in selected),
-                     hashlib.sha256(path.read_bytes()).hexdigest(), k, n, not_selected)
+    plan = BatchPlan(
+        tuple(t.fingerprint for t in selected),
+        hashlib.sha256(path.read_bytes()).hexdigest(),
+        k,
+        n,
+        not_selected,
+    )
     return tasks, str(path), tf, plan
 
 
@@ -222,12 +312,18 @@ def _shard_spec(text: str) -> tuple[int, int]:
     if m and m[1] == "auto":
         index = os.environ.get("JOB_COMPLETION_INDEX", "")
         if not index.isdigit():
-            raise _problem("--shard", f"auto/N takes K from JOB_COMPLETION_INDEX (a Kubernetes "
-                                      f"Indexed Job sets it), which is {index!r} here")
+            raise _problem(
+                "--shard",
+                f"auto/N takes K from JOB_COMPLETION_INDEX (a Kubernetes "
+                f"Indexed Job sets it), which is {index!r} here",
+            )
         m = re.fullmatch(r"(\d+)/(\d+)", f"{int(index) + 1}/{m[2]}")
     if not m or not 1 <= int(m[1]) <= int(m[2]):
-        raise _problem("--shard", f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4, "
-                                  "or auto/N in a Kubernetes Indexed Job")
+        raise _problem(
+            "--shard",
+            f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4, "
+            "or auto/N in a Kubernetes Indexed Job",
+        )
     return int(m[1]), int(m[2])
 
 
@@ -242,8 +338,9 @@ def _validate(args: argparse.Namespace) -> int:
     from runner import preflight
 
     tasks, file, tf, _ = _load(args)
-    preflight.check(tasks, file=file, env=os.environ, tf=tf, models=args.model,
-                    offline=args.offline)
+    preflight.check(
+        tasks, file=file, env=os.environ, tf=tf, models=args.model, offline=args.offline
+    )
     for t in tasks:
         print(f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
     ids = {t.id for t in tasks}
@@ -279,24 +376,40 @@ def _run(args: argparse.Namespace) -> int:
     json_out = sys.stdout if args.json or args.json_extra else None
     # Nothing written to stderr may stop the batch (a closed pipe: `2>&1 | head -1`).
     err = SafeStream(sys.stderr).as_io()
-    result = anyio.run(lambda: run_batch(tasks, out_dir=out, task_file=file,
-                                         concurrency=args.concurrency, json_out=json_out,
-                                         json_extra=args.json_extra,
-                                         progress=err, resume=args.resume,
-                                         budget=tf.budget, tf=tf, models=args.model,
-                                         plan=plan))
+    result = anyio.run(
+        lambda: run_batch(
+            tasks,
+            out_dir=out,
+            task_file=file,
+            concurrency=args.concurrency,
+            json_out=json_out,
+            json_extra=args.json_extra,
+            progress=err,
+            resume=args.resume,
+            budget=tf.budget,
+            tf=tf,
+            models=args.model,
+            plan=plan,
+        )
+    )
     if json_out is None:
         # From the report entries: redacted, and only runs of this session answer.
-        _print_answers([f"--- {run.task.run}\n{run.report.final_message}"
-                        for run in result.runs if run.outcome is not None
-                        and run.report is not None and run.report.final_message])
+        _print_answers(
+            [
+                f"--- {run.task.run}\n{run.report.final_message}"
+                for run in result.runs
+                if run.outcome is not None and run.report is not None and run.report.final_message
+            ]
+        )
     err.write(f"report: {result.report_path}\n")
     not_started = sum(r.status == "skipped" for r in result.runs)
     stopped = sum(r.status == "interrupted" for r in result.runs)
     if not_started or stopped:
-        err.write(f"runner: {not_started} run(s) never started, {stopped} stopped; "
-                  f"finish the batch with: runner run {args.tasks} --out {out} "
-                  "--resume (same flags; finished runs are kept)\n")
+        err.write(
+            f"runner: {not_started} run(s) never started, {stopped} stopped; "
+            f"finish the batch with: runner run {args.tasks} --out {out} "
+            "--resume (same flags; finished runs are kept)\n"
+        )
     if os.environ.get("RUNNER_DEBUG"):
         err.write(f"exit code {result.exit_code}\n")
     return result.exit_code
@@ -311,11 +424,12 @@ def _report_merge(args: argparse.Namespace) -> int:
     report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals
     if report.partial:
-        sys.stderr.write(f"PARTIAL merge: {partial_text(report)}; every output is marked "
-                         "partial\n")
-    sys.stderr.write(f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
-                     f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
-                     f"errored\nreport: {args.out / 'report.json'}\n")
+        sys.stderr.write(f"PARTIAL merge: {partial_text(report)}; every output is marked partial\n")
+    sys.stderr.write(
+        f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
+        f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
+        f"errored\nreport: {args.out / 'report.json'}\n"
+    )
     return exit_code(r.status for r in report.tasks)
 
 
@@ -328,16 +442,24 @@ def _report_compare(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise _problem("--alpha", "must be between 0 and 1, e.g. 0.05")
     base, new = load_shard(args.base).report, load_shard(args.new).report
-    for flag, report, name in (("--base-variant", base, args.base_variant),
-                               ("--new-variant", new, args.new_variant)):
+    for flag, report, name in (
+        ("--base-variant", base, args.base_variant),
+        ("--new-variant", new, args.new_variant),
+    ):
         known = sorted({t.variant for t in report.tasks if t.variant is not None})
         if name is not None and name not in known:
-            raise _problem(flag, f"no run of variant {name!r}; variants there: "
-                                 f"{', '.join(known) or 'none'}")
-    result = compare(base, new, base_name=_label(args.base, args.base_variant),
-                     new_name=_label(args.new, args.new_variant),
-                     base_variant=args.base_variant, new_variant=args.new_variant,
-                     alpha=args.alpha)
+            raise _problem(
+                flag, f"no run of variant {name!r}; variants there: {', '.join(known) or 'none'}"
+            )
+    result = compare(
+        base,
+        new,
+        base_name=_label(args.base, args.base_variant),
+        new_name=_label(args.new, args.new_variant),
+        base_variant=args.base_variant,
+        new_variant=args.new_variant,
+        alpha=args.alpha,
+    )
     if args.format == "json":
         print(result.model_dump_json(indent=2))
     else:
@@ -346,8 +468,9 @@ def _report_compare(args: argparse.Namespace) -> int:
         return EXIT_OK
     for why in result.inconclusive:
         sys.stderr.write(f"compare: inconclusive: {why}\n")
-    return (EXIT_TASK_FAILED if result.regressions
-            else EXIT_RUNNER if result.inconclusive else EXIT_OK)
+    return (
+        EXIT_TASK_FAILED if result.regressions else EXIT_RUNNER if result.inconclusive else EXIT_OK
+    )
 
 
 def _label(directory: Path, variant: str | None) -> str:

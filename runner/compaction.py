@@ -71,8 +71,9 @@ def load_prompt(path: Path | None) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError([Problem(str(path), None, "compact_prompt_file",
-                                   f"cannot read: {e}")]) from e
+        raise ConfigError(
+            [Problem(str(path), None, "compact_prompt_file", f"cannot read: {e}")]
+        ) from e
     if not text:
         raise ConfigError([Problem(str(path), None, "compact_prompt_file", "file is empty")])
     return text
@@ -107,11 +108,18 @@ class Compaction:
     """Why remote compaction was not used although the provider offers it."""
 
     def event(self) -> dict[str, object]:
-        return {"type": "compaction.completed", "kind": self.kind, "reason": self.reason,
-                "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
-                "items_before": self.items_before, "items_after": self.items_after,
-                "dropped_items": self.dropped_items, "requests": list(self.requests),
-                "fallback": self.fallback}
+        return {
+            "type": "compaction.completed",
+            "kind": self.kind,
+            "reason": self.reason,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "items_before": self.items_before,
+            "items_after": self.items_after,
+            "dropped_items": self.dropped_items,
+            "requests": list(self.requests),
+            "fallback": self.fallback,
+        }
 
 
 # --- counting ------------------------------------------------------------------------
@@ -159,15 +167,22 @@ class TokenCounter:
 
 
 def is_summary(item: Item) -> bool:
-    return (item.type == "message" and item.role == "user"
-            and it.message_text(item).startswith(summary_prefix()))
+    return (
+        item.type == "message"
+        and item.role == "user"
+        and it.message_text(item).startswith(summary_prefix())
+    )
 
 
 def is_real_user_message(item: Item) -> bool:
     """A message the user wrote (task prompt, follow-up turn): not our injected context,
     not an earlier summary."""
-    return (item.type == "message" and item.role == "user"
-            and not is_contextual_user_message(item) and not is_summary(item))
+    return (
+        item.type == "message"
+        and item.role == "user"
+        and not is_contextual_user_message(item)
+        and not is_summary(item)
+    )
 
 
 def kept_user_messages(history: Sequence[Item], budget_tokens: int) -> list[Item]:
@@ -200,19 +215,25 @@ def summary_message(text: str) -> Item:
     return it.message("user", f"{summary_prefix()}\n\n{text}")
 
 
-def rebuild_local(context: Sequence[Item], history: Sequence[Item], summary: str,
-                  user_message_tokens: int = USER_MESSAGE_TOKENS) -> list[Item]:
+def rebuild_local(
+    context: Sequence[Item],
+    history: Sequence[Item],
+    summary: str,
+    user_message_tokens: int = USER_MESSAGE_TOKENS,
+) -> list[Item]:
     """Context, the user's messages, the summary: the same shape every time."""
-    return [*context, *kept_user_messages(history, user_message_tokens),
-            summary_message(summary)]
+    return [*context, *kept_user_messages(history, user_message_tokens), summary_message(summary)]
 
 
 def rebuild_remote(context: Sequence[Item], output: Sequence[Item]) -> list[Item]:
     """Our context in front of the server's new history, minus the context messages it
     echoed (they would be stale or doubled), as Codex does."""
-    kept = [i for i in output
-            if not (i.type == "message" and i.role in ("developer", "system"))
-            and not is_contextual_user_message(i)]
+    kept = [
+        i
+        for i in output
+        if not (i.type == "message" and i.role in ("developer", "system"))
+        and not is_contextual_user_message(i)
+    ]
     return [*context, *kept]
 
 
@@ -222,11 +243,12 @@ def drop_oldest(items: Sequence[Item], keep: int) -> list[Item] | None:
     if len(items) <= keep:
         return None
     oldest = items[keep]
-    rest = list(items[keep + 1:])
+    rest = list(items[keep + 1 :])
     if oldest.type in it.TOOL_CALL_TYPES:
         cid = oldest.data.get("call_id")
-        rest = [i for i in rest
-                if not (i.type in it.TOOL_OUTPUT_TYPES and i.data.get("call_id") == cid)]
+        rest = [
+            i for i in rest if not (i.type in it.TOOL_OUTPUT_TYPES and i.data.get("call_id") == cid)
+        ]
     return [*items[:keep], *rest]
 
 
@@ -243,9 +265,17 @@ Send = Callable[[Prompt, bool], Awaitable[tuple[int, ModelResponse]]]
 other request; returns its index and the response."""
 
 
-async def compact(*, prompt: Prompt, context: Sequence[Item], keep: int,
-                  settings: CompactionSettings, send: Send, remote: bool,
-                  reason: Reason, tokens_before: int) -> tuple[list[Item], Compaction]:
+async def compact(
+    *,
+    prompt: Prompt,
+    context: Sequence[Item],
+    keep: int,
+    settings: CompactionSettings,
+    send: Send,
+    remote: bool,
+    reason: Reason,
+    tokens_before: int,
+) -> tuple[list[Item], Compaction]:
     """The new history for the thread whose next request would be `prompt`.
 
     `context` is what goes in front of the new history (the thread's context messages,
@@ -259,8 +289,9 @@ async def compact(*, prompt: Prompt, context: Sequence[Item], keep: int,
         try:
             resp, dropped = await _fitting(send, prompt, history, keep, (), True, requests)
             new = rebuild_remote(context, resp.items)
-            return new, _done("remote", reason, tokens_before, prompt, history, new, dropped,
-                              requests, None)
+            return new, _done(
+                "remote", reason, tokens_before, prompt, history, new, dropped, requests, None
+            )
         except ModelError as exc:
             if is_context_overflow(exc):
                 raise
@@ -272,15 +303,21 @@ async def compact(*, prompt: Prompt, context: Sequence[Item], keep: int,
         extra["max_output_tokens"] = SUMMARY_OUTPUT_TOKENS  # not part of the cached prefix
     local = replace(prompt, tool_choice="none", extra=extra)
     resp, dropped = await _fitting(send, local, history, keep, ask, False, requests)
-    new = rebuild_local(context, history, summary_text(resp.items),
-                        settings.user_message_tokens)
-    return new, _done("local", reason, tokens_before, prompt, history, new, dropped, requests,
-                      fallback)
+    new = rebuild_local(context, history, summary_text(resp.items), settings.user_message_tokens)
+    return new, _done(
+        "local", reason, tokens_before, prompt, history, new, dropped, requests, fallback
+    )
 
 
-async def _fitting(send: Send, prompt: Prompt, history: list[Item], keep: int,
-                   tail: Sequence[Item], remote: bool,
-                   requests: list[int]) -> tuple[ModelResponse, int]:
+async def _fitting(
+    send: Send,
+    prompt: Prompt,
+    history: list[Item],
+    keep: int,
+    tail: Sequence[Item],
+    remote: bool,
+    requests: list[int],
+) -> tuple[ModelResponse, int]:
     """Send `history + tail`; on overflow drop the oldest items and send again."""
     body = history
     while True:
@@ -299,10 +336,28 @@ async def _fitting(send: Send, prompt: Prompt, history: list[Item], keep: int,
             body = shorter
 
 
-def _done(kind: Kind, reason: Reason, tokens_before: int, prompt: Prompt,
-          history: Sequence[Item], new: Sequence[Item], dropped: int,
-          requests: Sequence[int], fallback: str | None) -> Compaction:
-    after = estimate_tokens(head_bytes(prompt.instructions, prompt.tools)
-                            + sum(i.nbytes for i in new))
-    return Compaction(kind, reason, tokens_before, after, len(history), len(new), dropped,
-                      tuple(requests), fallback)
+def _done(
+    kind: Kind,
+    reason: Reason,
+    tokens_before: int,
+    prompt: Prompt,
+    history: Sequence[Item],
+    new: Sequence[Item],
+    dropped: int,
+    requests: Sequence[int],
+    fallback: str | None,
+) -> Compaction:
+    after = estimate_tokens(
+        head_bytes(prompt.instructions, prompt.tools) + sum(i.nbytes for i in new)
+    )
+    return Compaction(
+        kind,
+        reason,
+        tokens_before,
+        after,
+        len(history),
+        len(new),
+        dropped,
+        tuple(requests),
+        fallback,
+    )

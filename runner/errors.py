@@ -135,8 +135,14 @@ class HTTPStatusError(ModelError):
 
 
 class StreamError(ModelError):
-    def __init__(self, message: str, *, code: str | None = None, retryable: bool = False,
-                 retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
         self.code = code
         self.retryable = retryable
         self.rate_limit = code in OVERLOAD_CODES
@@ -166,8 +172,13 @@ class AuthFailed(ModelError):
     code = "auth_failed"
 
 
-_OVERFLOW_WORDS = ("context_length_exceeded", "exceed_context_size",
-                   "exceeds the available context", "context length", "maximum context")
+_OVERFLOW_WORDS = (
+    "context_length_exceeded",
+    "exceed_context_size",
+    "exceeds the available context",
+    "context length",
+    "maximum context",
+)
 """How servers say a request does not fit the context window: OpenAI's code, llama.cpp's
 and vLLM's wordings."""
 
@@ -217,8 +228,13 @@ class GitError(WorkspaceError):
     """A git command failed. Carries the argv (never a secret: those travel in the
     environment) and git's stderr with any secret removed."""
 
-    def __init__(self, argv: Sequence[str], returncode: int, stderr: str,
-                 command: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        returncode: int,
+        stderr: str,
+        command: Sequence[str] | None = None,
+    ) -> None:
         self.argv = list(argv)
         self.returncode = returncode
         self.stderr = stderr

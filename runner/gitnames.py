@@ -24,12 +24,14 @@ import re
 __all__ = ["component_is_dotgit", "git_refuses", "path_has_dotgit"]
 
 _HFS_IGNORABLE = frozenset(
-    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF])
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
 _NTFS_DOTGIT = re.compile(r"(?:\.git|git~1)[. ]*(?::.*)?", re.IGNORECASE | re.ASCII | re.S)
 _NTFS_DOTGITMODULES = re.compile(
     r"(?:\.gitmodules|gitmod~[1-4]|gi7eba~[1-9]|gi7eb~[1-9][0-9]|gi7e~[1-9][0-9]{2}"
     r"|gi7~[1-9][0-9]{3}|gi~[1-9][0-9]{4}|g~[1-9][0-9]{5}|~[1-9][0-9]{6})[. ]*(?::.*)?",
-    re.IGNORECASE | re.ASCII | re.S)
+    re.IGNORECASE | re.ASCII | re.S,
+)
 
 
 def _hfs_equal(name: str, word: str) -> bool:
@@ -42,8 +44,9 @@ def _components(path: str) -> list[str]:
 
 def component_is_dotgit(name: str) -> bool:
     """One path component (no `/`) that git, NTFS or HFS+ would take for `.git`."""
-    return any(_NTFS_DOTGIT.fullmatch(c) is not None or _hfs_equal(c, ".git")
-               for c in _components(name))
+    return any(
+        _NTFS_DOTGIT.fullmatch(c) is not None or _hfs_equal(c, ".git") for c in _components(name)
+    )
 
 
 def path_has_dotgit(path: str) -> str | None:
@@ -65,7 +68,8 @@ def git_refuses(path: str, *, symlink: bool = False) -> str | None:
         return "it has an empty, `.` or `..` component"
     if symlink:
         last = _components(parts[-1])[-1:]
-        if last and (_NTFS_DOTGITMODULES.fullmatch(last[0]) is not None
-                     or _hfs_equal(last[0], ".gitmodules")):
+        if last and (
+            _NTFS_DOTGITMODULES.fullmatch(last[0]) is not None or _hfs_equal(last[0], ".gitmodules")
+        ):
             return "a symbolic link named `.gitmodules` (or an alias of it) is refused by git"
     return None

@@ -32,8 +32,7 @@ def _parts(rel: str | os.PathLike[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def open_parent(root: Path, rel: str, *, create: bool = False
-                ) -> Iterator[tuple[int, str]]:
+def open_parent(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
     """`(dir_fd, last component)` for `root/rel`, every directory on the way opened with
     O_NOFOLLOW: a symlinked directory anywhere on the path is refused, not followed.
     `create` makes missing directories on the way."""
@@ -51,10 +50,11 @@ def open_parent(root: Path, rel: str, *, create: bool = False
                 nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = "/".join(parts[:i + 1])
+                    where = "/".join(parts[: i + 1])
                     raise UnsafeFileError(
                         f"{rel}: {where} is a symbolic link or not a directory; the runner "
-                        "does not follow links in a workspace") from None
+                        "does not follow links in a workspace"
+                    ) from None
                 raise
             os.close(fd)
             fd = nxt
@@ -85,22 +85,30 @@ def open_regular(name: str, dir_fd: int, shown: str) -> int:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafeFileError(f"{shown}: is a symbolic link; the runner reads only "
-                                  "regular files here") from None
+            raise UnsafeFileError(
+                f"{shown}: is a symbolic link; the runner reads only regular files here"
+            ) from None
         raise
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise UnsafeFileError(f"{shown}: is a {kind(mode)}, not a regular file; the runner "
-                              "reads only regular files here")
+        raise UnsafeFileError(
+            f"{shown}: is a {kind(mode)}, not a regular file; the runner "
+            "reads only regular files here"
+        )
     os.set_blocking(fd, True)
     return fd
 
 
 def kind(mode: int) -> str:
-    for test, word in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
-                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
-                       (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link")):
+    for test, word in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISLNK, "symbolic link"),
+    ):
         if test(mode):
             return word
     return "special file"
@@ -133,17 +141,23 @@ def read_inside(root: Path, path: Path, max_bytes: int) -> bytes:
     except OSError as exc:
         if not os.path.islink(path):
             raise
-        raise FileNotFoundError(errno.ENOENT, f"{path}: a symbolic link that leads "
-                                f"nowhere ({exc.strerror or exc}); ignored") from None
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"{path}: a symbolic link that leads nowhere ({exc.strerror or exc}); ignored",
+        ) from None
     if os.path.commonpath([real_root, real]) != real_root:
         target = os.readlink(path) if os.path.islink(path) else real
-        raise UnsafeFileError(f"{shown}: is a symbolic link to {target}, outside the "
-                              "repository; the runner reads only files inside it")
+        raise UnsafeFileError(
+            f"{shown}: is a symbolic link to {target}, outside the "
+            "repository; the runner reads only files inside it"
+        )
     rel = os.path.relpath(real, real_root)
     hit = gitnames.path_has_dotgit(rel)
     if hit is not None:
-        raise UnsafeFileError(f"{shown}: leads into {hit}/ ({rel}); the runner never "
-                              "reads a repository's git directory as a file")
+        raise UnsafeFileError(
+            f"{shown}: leads into {hit}/ ({rel}); the runner never "
+            "reads a repository's git directory as a file"
+        )
     with open_parent(Path(real_root), rel) as (dir_fd, name):
         fd = open_regular(name, dir_fd, str(path))
     try:

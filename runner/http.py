@@ -31,8 +31,9 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
 
 
-def request_headers(headers: Mapping[str, str] | None, api_key: str | None,
-                    **fixed: str) -> dict[str, str]:
+def request_headers(
+    headers: Mapping[str, str] | None, api_key: str | None, **fixed: str
+) -> dict[str, str]:
     """Fixed protocol headers, then the provider's own, then the key as a Bearer token
     (last, so a configured header can never replace or leak beside it)."""
     out = dict(fixed)
@@ -40,8 +41,6 @@ def request_headers(headers: Mapping[str, str] | None, api_key: str | None,
     if api_key:
         out["authorization"] = f"Bearer {api_key}"
     return out
-
-
 
 
 def provider_headers(
@@ -87,8 +86,9 @@ def make_client(
         verify=not plain,
         headers=dict(headers or {}),
         timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-        limits=httpx.Limits(max_connections=max_connections,
-                            max_keepalive_connections=max_connections),
+        limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
         transport=transport,
         trust_env=False,
         follow_redirects=False,
@@ -101,15 +101,14 @@ connection it had dropped): the request never reached it, so it may be sent agai
 
 
 def transport_error(exc: httpx.RequestError) -> TransportError:
-    unread = isinstance(exc, httpx.RemoteProtocolError) and \
-        "without sending a response" in str(exc)
-    return TransportError(f"{type(exc).__name__}: {exc}",
-                          code=CLOSED_UNREAD if unread else None)
+    unread = isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" in str(exc)
+    return TransportError(f"{type(exc).__name__}: {exc}", code=CLOSED_UNREAD if unread else None)
 
 
 @asynccontextmanager
-async def stream(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any
-                 ) -> AsyncIterator[httpx.Response]:
+async def stream(
+    client: httpx.AsyncClient, method: str, url: str, **kwargs: Any
+) -> AsyncIterator[httpx.Response]:
     """`client.stream(...)`, with every network failure (sending, or reading the body
     inside the block) raised as a `TransportError`."""
     try:
@@ -153,8 +152,9 @@ def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> fl
     return max(0.0, when.timestamp() - current)
 
 
-async def sse_events(resp: httpx.Response, *, max_event_bytes: int, idle_s: float,
-                     finished: Callable[[], bool]) -> AsyncGenerator[tuple[str, str], None]:
+async def sse_events(
+    resp: httpx.Response, *, max_event_bytes: int, idle_s: float, finished: Callable[[], bool]
+) -> AsyncGenerator[tuple[str, str], None]:
     """The (event, data) pairs of a streamed body, framed with bounded event sizes. The idle
     clock restarts only on a real event, so a server sending nothing but `: keepalive`
     comments still times out (a retryable `StreamError`), unless `finished()` says the
@@ -168,8 +168,9 @@ async def sse_events(resp: httpx.Response, *, max_event_bytes: int, idle_s: floa
         if idle.cancelled_caught:
             if finished():
                 return
-            raise StreamError(f"idle timeout: no event for {idle_s:g} s", code="idle_timeout",
-                              retryable=True)
+            raise StreamError(
+                f"idle timeout: no event for {idle_s:g} s", code="idle_timeout", retryable=True
+            )
         if chunk is None:
             return
         events = framer.feed(chunk)
@@ -199,21 +200,23 @@ async def mcp_client(headers: Mapping[str, str]) -> AsyncIterator[Any]:
     httpx2 client; it leaves closing it to its owner, so this owns it)."""
     import httpx2
 
-    async with httpx2.AsyncClient(headers=dict(headers),
-                                  timeout=httpx2.Timeout(30.0, read=300.0)) as client:
+    async with httpx2.AsyncClient(
+        headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)
+    ) as client:
         yield client
 
 
-def rest_client(base_url: str, headers: Mapping[str, str], *,
-                timeout_s: float = 30.0) -> httpx.Client:
+def rest_client(
+    base_url: str, headers: Mapping[str, str], *, timeout_s: float = 30.0
+) -> httpx.Client:
     """A blocking client for a REST API (the GitHub Action's steps are plain scripts).
     Unlike the model clients it honours proxy variables: hosted runners may need them."""
-    return httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers),
-                        follow_redirects=False)
+    return httpx.Client(
+        base_url=base_url, timeout=timeout_s, headers=dict(headers), follow_redirects=False
+    )
 
 
-def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any
-                 ) -> httpx.Response:
+def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
     """One request; a network failure (no answer at all) is a `TransportError`."""
     try:
         return client.request(method, path, **kwargs)

@@ -90,8 +90,9 @@ def _unresolvable(data: JSON) -> bool:
 def message(role: str, *texts: str) -> Item:
     """A message with one text part per section, as Codex builds its context messages."""
     part = "output_text" if role == "assistant" else "input_text"
-    return Item({"type": "message", "role": role,
-                 "content": [{"type": part, "text": t} for t in texts]})
+    return Item(
+        {"type": "message", "role": role, "content": [{"type": part, "text": t} for t in texts]}
+    )
 
 
 def function_call_output(call_id: str, output: str) -> Item:
@@ -134,17 +135,24 @@ class Usage:
 
     @classmethod
     def from_responses(cls, u: JSON | None) -> Usage | None:
-        return cls._read(u, "input_tokens", "output_tokens", "input_tokens_details",
-                         "output_tokens_details")
+        return cls._read(
+            u, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"
+        )
 
     @classmethod
     def from_chat(cls, u: JSON | None) -> Usage | None:
-        return cls._read(u, "prompt_tokens", "completion_tokens", "prompt_tokens_details",
-                         "completion_tokens_details")
+        return cls._read(
+            u,
+            "prompt_tokens",
+            "completion_tokens",
+            "prompt_tokens_details",
+            "completion_tokens_details",
+        )
 
     @classmethod
-    def _read(cls, u: JSON | None, inp_key: str, out_key: str, inp_details: str,
-              out_details: str) -> Usage | None:
+    def _read(
+        cls, u: JSON | None, inp_key: str, out_key: str, inp_details: str, out_details: str
+    ) -> Usage | None:
         """The two wires name the same numbers differently; missing details count as 0."""
         if not isinstance(u, dict):
             return None
@@ -153,20 +161,29 @@ class Usage:
         inp, out = token_count(u, inp_key), token_count(u, out_key)
         usage = cls(
             input_tokens=inp,
-            cached_tokens=(token_count(details, "cached_tokens", inp_details)
-                           if isinstance(details, dict) else 0),
+            cached_tokens=(
+                token_count(details, "cached_tokens", inp_details)
+                if isinstance(details, dict)
+                else 0
+            ),
             output_tokens=out,
-            reasoning_tokens=(token_count(odetails, "reasoning_tokens", out_details)
-                              if isinstance(odetails, dict) else 0),
+            reasoning_tokens=(
+                token_count(odetails, "reasoning_tokens", out_details)
+                if isinstance(odetails, dict)
+                else 0
+            ),
             total_tokens=token_count(u, "total_tokens") or inp + out,
-            cache_write_tokens=(token_count(details, "cache_write_tokens", inp_details)
-                                if isinstance(details, dict) else 0),
+            cache_write_tokens=(
+                token_count(details, "cache_write_tokens", inp_details)
+                if isinstance(details, dict)
+                else 0
+            ),
         )
         _consistent(usage.cached_tokens, f"usage.{inp_details}.cached_tokens", inp, inp_key)
-        _consistent(usage.cache_write_tokens, f"usage.{inp_details}.cache_write_tokens", inp,
-                    inp_key)
-        _consistent(usage.reasoning_tokens, f"usage.{out_details}.reasoning_tokens", out,
-                    out_key)
+        _consistent(
+            usage.cache_write_tokens, f"usage.{inp_details}.cache_write_tokens", inp, inp_key
+        )
+        _consistent(usage.reasoning_tokens, f"usage.{out_details}.reasoning_tokens", out, out_key)
         return usage
 
     def __add__(self, other: Usage) -> Usage:
@@ -210,8 +227,12 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
         text = repr(v)
         shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
         name = f"usage.{within}.{key}" if within else f"usage.{key}"
-        raise StreamError(f"the server sent {name} = {shown}: a token count must be an "
-                          f"integer from 0 to {MAX_TOKENS}", code="bad_usage", retryable=True)
+        raise StreamError(
+            f"the server sent {name} = {shown}: a token count must be an "
+            f"integer from 0 to {MAX_TOKENS}",
+            code="bad_usage",
+            retryable=True,
+        )
     return v
 
 
@@ -221,8 +242,11 @@ def _consistent(part: int, part_name: str, whole: int, whole_key: str) -> None:
     from runner.errors import StreamError
 
     if part > whole:
-        raise StreamError(f"the server sent {part_name} = {part}, more than usage.{whole_key} "
-                          f"= {whole}", code="bad_usage", retryable=True)
+        raise StreamError(
+            f"the server sent {part_name} = {part}, more than usage.{whole_key} = {whole}",
+            code="bad_usage",
+            retryable=True,
+        )
 
 
 def as_int(v: object) -> int:

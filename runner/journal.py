@@ -45,8 +45,9 @@ class Journal:
         self.dir = out_dir / "journal"
         self.runs = self.dir / "runs"
 
-    def start_batch(self, *, run_id: str, task_file: str, resume: bool,
-                    batch: dict[str, Any] | None = None) -> str:
+    def start_batch(
+        self, *, run_id: str, task_file: str, resume: bool, batch: dict[str, Any] | None = None
+    ) -> str:
         """The batch's run id: a resumed batch keeps the one it started with, so branch
         names of redone runs are the names their killed attempts would have used.
 
@@ -62,17 +63,26 @@ class Journal:
         if resume and isinstance(old, dict) and isinstance(old.get("run_id"), str):
             theirs = old.get("batch")
             if batch is not None and isinstance(theirs, dict) and theirs != batch:
-                raise ConfigError([Problem(str(meta), None, "--resume",
-                                           f"{self.dir.parent} holds {_other(theirs, batch)}; "
-                                           "resume it with its own flags, or give this batch "
-                                           "a new --out")])
+                raise ConfigError(
+                    [
+                        Problem(
+                            str(meta),
+                            None,
+                            "--resume",
+                            f"{self.dir.parent} holds {_other(theirs, batch)}; "
+                            "resume it with its own flags, or give this batch "
+                            "a new --out",
+                        )
+                    ]
+                )
             return str(old["run_id"])
-        if meta.is_file():   # an earlier batch's out directory: its files go with it
+        if meta.is_file():  # an earlier batch's out directory: its files go with it
             for sub in ("threads", "patches"):
                 shutil.rmtree(self.dir.parent / sub, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
-        atomic_write_text(meta, json.dumps({"run_id": run_id, "task_file": task_file,
-                                            "batch": batch}) + "\n")
+        atomic_write_text(
+            meta, json.dumps({"run_id": run_id, "task_file": task_file, "batch": batch}) + "\n"
+        )
         return run_id
 
     def entries(self) -> dict[str, Entry]:
@@ -85,31 +95,46 @@ class Journal:
         for path in sorted(self.runs.glob("*.json")):
             try:
                 data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-                report = (TaskReport.model_validate(data["report"])
-                          if data.get("report") is not None else None)
-                commit = data.get("commit") or (report.result.commit
-                                                if report is not None and report.result
-                                                else None)
-                out[path.stem] = Entry(str(data["state"]), str(data["run"]),
-                                       data.get("branch"), report,
-                                       commit if isinstance(commit, str) else None)
+                report = (
+                    TaskReport.model_validate(data["report"])
+                    if data.get("report") is not None
+                    else None
+                )
+                commit = data.get("commit") or (
+                    report.result.commit if report is not None and report.result else None
+                )
+                out[path.stem] = Entry(
+                    str(data["state"]),
+                    str(data["run"]),
+                    data.get("branch"),
+                    report,
+                    commit if isinstance(commit, str) else None,
+                )
             except (OSError, ValueError, KeyError, TypeError, ValidationError):
                 continue
         return out
 
     def started(self, fingerprint: str, run: str, branch: str | None) -> None:
-        self._write(fingerprint, {"state": "started", "run": run, "branch": branch,
-                                  "report": None})
+        self._write(fingerprint, {"state": "started", "run": run, "branch": branch, "report": None})
 
     def branching(self, fingerprint: str, run: str, branch: str, commit: str) -> None:
         """Written just before the result branch is created."""
-        self._write(fingerprint, {"state": "started", "run": run, "branch": branch,
-                                  "commit": commit, "report": None})
+        self._write(
+            fingerprint,
+            {"state": "started", "run": run, "branch": branch, "commit": commit, "report": None},
+        )
 
     def finished(self, fingerprint: str, report: TaskReport) -> None:
         branch = report.result.branch if report.result else None
-        self._write(fingerprint, {"state": "finished", "run": report.run, "branch": branch,
-                                  "report": report.model_dump(mode="json")})
+        self._write(
+            fingerprint,
+            {
+                "state": "finished",
+                "run": report.run,
+                "branch": branch,
+                "report": report.model_dump(mode="json"),
+            },
+        )
 
     def _write(self, fingerprint: str, data: dict[str, Any]) -> None:
         atomic_write_text(self.runs / f"{fingerprint}.json", json.dumps(data) + "\n")
@@ -128,5 +153,7 @@ def _other(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
         return "a batch of another task file (or of this one before it changed)"
     if theirs.get("run_set") != ours.get("run_set"):
         return "a batch of another run set (--only, --tag, --model or the matrix differ)"
-    return (f"shard {theirs.get('shard')}/{theirs.get('shards')} of this batch, not "
-            f"{ours.get('shard')}/{ours.get('shards')}")
+    return (
+        f"shard {theirs.get('shard')}/{theirs.get('shards')} of this batch, not "
+        f"{ours.get('shard')}/{ours.get('shards')}"
+    )

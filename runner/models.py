@@ -25,8 +25,11 @@ class Price:
     def cost(self, u: Usage) -> float:
         uncached = max(u.input_tokens - u.cached_tokens, 0)
         # Reasoning tokens are part of output_tokens on both wires.
-        return (uncached * self.input + u.cached_tokens * self.cached_input
-                + u.output_tokens * self.output) / 1_000_000
+        return (
+            uncached * self.input
+            + u.cached_tokens * self.cached_input
+            + u.output_tokens * self.output
+        ) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,9 @@ def codex_defaults(model: str) -> dict[str, object]:
     return {}
 
 
-def model_info(provider: str, model: str,
-               overrides: Mapping[str, ModelInfo] | None = None) -> ModelInfo:
+def model_info(
+    provider: str, model: str, overrides: Mapping[str, ModelInfo] | None = None
+) -> ModelInfo:
     """The table's entry for `provider/model` (else for `model`), with the task file's
     fields laid over it field by field."""
     key = f"{provider}/{model}"
@@ -118,5 +122,6 @@ def model_info(provider: str, model: str,
         info = ModelInfo(
             context_window=over.context_window or info.context_window,
             auto_compact_limit=over.auto_compact_limit or info.auto_compact_limit,
-            price=over.price or info.price)
+            price=over.price or info.price,
+        )
     return info

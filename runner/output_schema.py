@@ -49,6 +49,8 @@ def check_answer(schema: dict[str, Any], answer: str | None) -> tuple[Any, str |
         first = errors[0]
         where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return None, f"the final answer does not match the output schema at {where}: " \
-                     f"{first.message}{more}"
+        return (
+            None,
+            f"the final answer does not match the output schema at {where}: {first.message}{more}",
+        )
     return value, None

@@ -71,9 +71,16 @@ def _say(shell: Problem, message: str) -> Problem:
     return Problem(shell.file, shell.line, shell.field, message)
 
 
-def check(tasks: Sequence[ResolvedTask], *, file: str, env: Mapping[str, str],
-          tf: TaskFile | None = None, models: Sequence[str] = (),
-          budget: BatchLimits | None = None, offline: bool = False) -> None:
+def check(
+    tasks: Sequence[ResolvedTask],
+    *,
+    file: str,
+    env: Mapping[str, str],
+    tf: TaskFile | None = None,
+    models: Sequence[str] = (),
+    budget: BatchLimits | None = None,
+    offline: bool = False,
+) -> None:
     """Raise one ConfigError listing every problem found, or return."""
     where = _Where(tf, file, models)
     budget = budget if budget is not None else (tf.budget if tf is not None else None)
@@ -101,11 +108,18 @@ def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
             continue
         same = f"{other.provider_name}/{other.model}" == f"{t.provider_name}/{t.model}"
         a, b = f"{other.provider_name}/{other.model}", f"{t.provider_name}/{t.model}"
-        why = (f"{b!r} is listed twice" if a == b else
-               f"{a!r} and {b!r} both make the run name {t.run!r} (characters other than "
-               "letters, digits, '.', '_' and '-' become '-')")
-        out.append(_say(where.model(t, 1 if same else 0),
-                        f"{why}; each model may appear once, and names must stay distinct"))
+        why = (
+            f"{b!r} is listed twice"
+            if a == b
+            else f"{a!r} and {b!r} both make the run name {t.run!r} (characters other than "
+            "letters, digits, '.', '_' and '-' become '-')"
+        )
+        out.append(
+            _say(
+                where.model(t, 1 if same else 0),
+                f"{why}; each model may appear once, and names must stay distinct",
+            )
+        )
     return out
 
 
@@ -121,16 +135,19 @@ def _branches(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
     return out
 
 
-def _prices(tasks: Sequence[ResolvedTask], where: _Where,
-            budget: BatchLimits | None) -> list[Problem]:
+def _prices(
+    tasks: Sequence[ResolvedTask], where: _Where, budget: BatchLimits | None
+) -> list[Problem]:
     """A cost limit needs a price: refuse to start rather than never stop."""
     out = []
     for t in tasks:
         if t.price is not None:
             continue
         what = f"{t.provider_name}/{t.model}"
-        fix = (f"{what} has no known price; give one under models: {what}: price: "
-               "{input: ..., cached_input: ..., output: ...} (USD per million tokens)")
+        fix = (
+            f"{what} has no known price; give one under models: {what}: price: "
+            "{input: ..., cached_input: ..., output: ...} (USD per million tokens)"
+        )
         if t.limits.max_cost_usd is not None:
             out.append(_say(where.field(t, "limits", "max_cost_usd"), fix))
         elif budget is not None and budget.max_cost_usd is not None:
@@ -144,8 +161,10 @@ def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
     out = []
     seen: set[tuple[str, Path]] = set()
     for t in tasks:
-        for name, path in (("instructions_file", t.instructions_file),
-                           ("compact_prompt_file", t.compact_prompt_file)):
+        for name, path in (
+            ("instructions_file", t.instructions_file),
+            ("compact_prompt_file", t.compact_prompt_file),
+        ):
             if path is None or (name, path) in seen:
                 continue
             seen.add((name, path))
@@ -156,8 +175,9 @@ def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
                     for j, v in enumerate(where.tf.matrix.variant):
                         if v.name == t.variant and getattr(v, name, None) is not None:
                             vpath = ("matrix", "variant", j, name)
-                            shell = Problem(where.file, field_line(where.tf, vpath),
-                                            dotted(vpath), "")
+                            shell = Problem(
+                                where.file, field_line(where.tf, vpath), dotted(vpath), ""
+                            )
                 out.append(_say(shell, wrong))
     return out
 
@@ -165,7 +185,7 @@ def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
 def text_file_problem(path: Path) -> str | None:
     """Why `path` cannot serve as instructions text, or None."""
     try:
-        raw = path.read_bytes()[:MAX_INSTRUCTIONS_BYTES + 1]
+        raw = path.read_bytes()[: MAX_INSTRUCTIONS_BYTES + 1]
     except OSError as exc:
         return f"cannot read {path}: {exc.strerror or exc}"
     if len(raw) > MAX_INSTRUCTIONS_BYTES:
@@ -199,24 +219,31 @@ def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
                 continue
             name = branch["properties"].get("tool", {}).get("const", "the final answer")
             need = next(n for n in range(cap, 100_000) if allocate(branch, n) is not None)
-            out.append(_say(where.field(t, "model_options", "max_output_tokens"),
-                            f"{cap} tokens cannot hold one answer of the constrained format "
-                            f"for {name!r} (it needs at least {need}); raise it"))
+            out.append(
+                _say(
+                    where.field(t, "model_options", "max_output_tokens"),
+                    f"{cap} tokens cannot hold one answer of the constrained format "
+                    f"for {name!r} (it needs at least {need}); raise it",
+                )
+            )
             break
     return out
 
 
-def _keys(tasks: Sequence[ResolvedTask], where: _Where,
-          env: Mapping[str, str]) -> list[Problem]:
+def _keys(tasks: Sequence[ResolvedTask], where: _Where, env: Mapping[str, str]) -> list[Problem]:
     out = []
     for t in tasks:
         key = t.provider.env_key
         if key and not env.get(key):
-            out.append(_say(where.model(t),
-                            f"{t.provider_name}/{t.model} needs the environment variable "
-                            f"{key} (the API key for {t.provider_name}, see providers."
-                            f"{t.provider_name}.env_key); it is not set. `runner validate "
-                            "--offline` skips this check"))
+            out.append(
+                _say(
+                    where.model(t),
+                    f"{t.provider_name}/{t.model} needs the environment variable "
+                    f"{key} (the API key for {t.provider_name}, see providers."
+                    f"{t.provider_name}.env_key); it is not set. `runner validate "
+                    "--offline` skips this check",
+                )
+            )
     return out
 
 
@@ -229,8 +256,13 @@ def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
             continue
         checked.add((t.repo, t.git.base))
         if ".git" in t.repo.parts:
-            out.append(_say(where.field(t, "repo"), f"{t.repo} is inside a repository's .git "
-                            "directory; point repo at the work tree that holds it"))
+            out.append(
+                _say(
+                    where.field(t, "repo"),
+                    f"{t.repo} is inside a repository's .git "
+                    "directory; point repo at the work tree that holds it",
+                )
+            )
             continue
         try:
             workspace.check_base(t.repo, t.git.base)

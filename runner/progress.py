@@ -77,7 +77,7 @@ class SafeStream(io.TextIOBase):
             os.dup2(null, self.stream.fileno())
             os.close(null)
         except (OSError, ValueError, io.UnsupportedOperation):
-            pass   # not a real descriptor (a test's capture): dropping writes is enough
+            pass  # not a real descriptor (a test's capture): dropping writes is enough
 
     def write(self, text: str) -> int:
         if not self.broken:
@@ -126,14 +126,19 @@ def _isatty(stream: IO[str]) -> bool:
 # C0 and C1 controls but tab and newline, DEL, lone surrogates: a terminal escape in an
 # agent's output must not reach the watcher's terminal. Bidirectional overrides and isolates
 # too: they make text (in a terminal or report.html) read other than it is.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
-                      "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def printable(text: str) -> str:
     """Control characters (escape sequences, carriage returns) as visible `\\xNN`."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
+    return _CONTROL.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
 
 
 def compact(n: float) -> str:
@@ -151,8 +156,11 @@ def _seconds(s: float) -> str:
     if s < 60:
         return f"{s:.1f} s"
     whole = round(s)
-    return f"{whole // 60}m {whole % 60:02d}s" if whole < 3600 else \
-        f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return (
+        f"{whole // 60}m {whole % 60:02d}s"
+        if whole < 3600
+        else f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    )
 
 
 @dataclass
@@ -208,14 +216,21 @@ class Tally:
         elif task.status != "completed":
             self.failed += 1
         u = task.usage
-        self.runs[name] = _RunCount(u.input_tokens, u.cached_tokens, u.output_tokens,
-                                    task.cost_usd or 0.0, task.cost_usd is None,
-                                    len(task.requests))
+        self.runs[name] = _RunCount(
+            u.input_tokens,
+            u.cached_tokens,
+            u.output_tokens,
+            task.cost_usd or 0.0,
+            task.cost_usd is None,
+            len(task.requests),
+        )
 
     def tokens(self) -> tuple[int, int, int]:
-        return (sum(c.input_tokens for c in self.runs.values()),
-                sum(c.cached_tokens for c in self.runs.values()),
-                sum(c.output_tokens for c in self.runs.values()))
+        return (
+            sum(c.input_tokens for c in self.runs.values()),
+            sum(c.cached_tokens for c in self.runs.values()),
+            sum(c.output_tokens for c in self.runs.values()),
+        )
 
     def cost(self) -> str:
         """`$0.41` when every run's price is known, `>= $0.41` when some are not, empty
@@ -235,10 +250,11 @@ class Tally:
         cost = self.cost()
         skipped = self.total - self.finished - len(self.running)
         started = f", {skipped} not started" if final and skipped > 0 else ""
-        return (f"{self.finished}/{self.total} runs done, {len(self.running)} running, "
-                f"{self.failed} failed, {self.errored} errored{started}, "
-                f"{compact(sent)} tokens in{hit}, {compact(out)} out"
-                + (f", {cost}" if cost else ""))
+        return (
+            f"{self.finished}/{self.total} runs done, {len(self.running)} running, "
+            f"{self.failed} failed, {self.errored} errored{started}, "
+            f"{compact(sent)} tokens in{hit}, {compact(out)} out" + (f", {cost}" if cost else "")
+        )
 
 
 def finished_line(task: TaskReport, tally: Tally) -> str:
@@ -249,7 +265,8 @@ def finished_line(task: TaskReport, tally: Tally) -> str:
     return printable(
         f"[{tally.finished}/{tally.total}] {task.run or task.id}: {task.status}: "
         f"{len(task.requests)} requests, {task.tool_calls} tool calls, {u.input_tokens} input "
-        f"tokens ({hit} cached){cost}, {_seconds(task.duration_s)}").replace("\n", "\\x0a")
+        f"tokens ({hit} cached){cost}, {_seconds(task.duration_s)}"
+    ).replace("\n", "\\x0a")
 
 
 def details(task: TaskReport) -> list[str]:
@@ -261,13 +278,16 @@ def details(task: TaskReport) -> list[str]:
     res = task.result
     if res is not None:
         if res.branch:
-            lines.append(f"branch {res.branch} ({res.files_changed} files, +{res.insertions} "
-                         f"-{res.deletions})")
+            lines.append(
+                f"branch {res.branch} ({res.files_changed} files, +{res.insertions} "
+                f"-{res.deletions})"
+            )
         elif res.violations:
             lines.append(f"no branch: {'; '.join(res.violations)}")
         else:
-            lines.append(f"patch {res.patch} ({res.files_changed} files, +{res.insertions} "
-                         f"-{res.deletions})")
+            lines.append(
+                f"patch {res.patch} ({res.files_changed} files, +{res.insertions} -{res.deletions})"
+            )
     if task.check is not None:
         verdict = "passed" if task.check.passed else f"failed (exit {task.check.exit_code})"
         lines.append(f"check `{task.check.command}` {verdict}")
@@ -306,8 +326,11 @@ class PlainProgress:
 
     def run_finished(self, task: TaskReport) -> None:
         self.tally.done(task)
-        brief = [line for line in details(task)
-                 if line.startswith(("error:", "branch ", "no branch:", "patch "))]
+        brief = [
+            line
+            for line in details(task)
+            if line.startswith(("error:", "branch ", "no branch:", "patch "))
+        ]
         self._write("\n".join([finished_line(task, self.tally), *(f"  {b}" for b in brief)]))
 
     def close(self) -> None:
@@ -326,11 +349,19 @@ class GitHubProgress(PlainProgress):
     def run_finished(self, task: TaskReport) -> None:
         self.tally.done(task)
         token = secrets.token_hex(16)
-        title = workflow_escape(printable(
-            f"{task.run or task.id} \u2014 {task.status}"))
+        title = workflow_escape(printable(f"{task.run or task.id} \u2014 {task.status}"))
         body = [finished_line(task, self.tally), *details(task)]
-        self._write("\n".join([f"::group::{title}", f"::stop-commands::{token}", *body,
-                               f"::{token}::", "::endgroup::"]))
+        self._write(
+            "\n".join(
+                [
+                    f"::group::{title}",
+                    f"::stop-commands::{token}",
+                    *body,
+                    f"::{token}::",
+                    "::endgroup::",
+                ]
+            )
+        )
 
 
 class LiveProgress:
@@ -342,8 +373,14 @@ class LiveProgress:
     rich's refresh thread: the tallies are only ever touched from the batch's event loop.
     """
 
-    def __init__(self, stream: IO[str], *, force_terminal: bool | None = None,
-                 width: int | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stream: IO[str],
+        *,
+        force_terminal: bool | None = None,
+        width: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from rich.console import Console
         from rich.live import Live
 
@@ -351,12 +388,21 @@ class LiveProgress:
         self._clock = clock
         self._started = clock()
         self._last = -math.inf
-        self.console: Console = Console(file=stream, force_terminal=force_terminal,
-                                        width=width, highlight=False, markup=False,
-                                        emoji=False)
-        self._live: Live = Live(console=self.console, auto_refresh=False,
-                                redirect_stdout=False, redirect_stderr=False,
-                                get_renderable=self._render)
+        self.console: Console = Console(
+            file=stream,
+            force_terminal=force_terminal,
+            width=width,
+            highlight=False,
+            markup=False,
+            emoji=False,
+        )
+        self._live: Live = Live(
+            console=self.console,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+            get_renderable=self._render,
+        )
 
     def _render(self) -> RenderableType:
         from rich.console import Group
@@ -366,13 +412,19 @@ class LiveProgress:
 
         t = self.tally
         bar = Table.grid(padding=(0, 1))
-        bar.add_row(ProgressBar(total=max(t.total, 1), completed=t.finished, width=30),
-                    Text(f"{t.finished}/{t.total} runs done"),
-                    Text(_seconds(self._clock() - self._started), style="dim"))
+        bar.add_row(
+            ProgressBar(total=max(t.total, 1), completed=t.finished, width=30),
+            Text(f"{t.finished}/{t.total} runs done"),
+            Text(_seconds(self._clock() - self._started), style="dim"),
+        )
         sent, cached, out = t.tokens()
-        parts = [f"running {len(t.running)}", f"failed {t.failed}", f"errored {t.errored}",
-                 f"tokens {compact(sent)} in, {compact(out)} out",
-                 f"cache hit {cached / sent:.0%}" if sent else "cache hit -"]
+        parts = [
+            f"running {len(t.running)}",
+            f"failed {t.failed}",
+            f"errored {t.errored}",
+            f"tokens {compact(sent)} in, {compact(out)} out",
+            f"cache hit {cached / sent:.0%}" if sent else "cache hit -",
+        ]
         cost = t.cost()
         if cost:
             parts.append(f"cost {cost}")
@@ -381,8 +433,7 @@ class LiveProgress:
             names = list(t.running)
             shown = ", ".join(printable(n) for n in names[:RUNNING_SHOWN])
             more = f" (+{len(names) - RUNNING_SHOWN})" if len(names) > RUNNING_SHOWN else ""
-            rows.append(Text(f"now: {shown}{more}", style="dim", overflow="ellipsis",
-                             no_wrap=True))
+            rows.append(Text(f"now: {shown}{more}", style="dim", overflow="ellipsis", no_wrap=True))
         return Group(*rows)
 
     def _refresh(self, *, force: bool = False) -> None:

@@ -114,8 +114,13 @@ def load_instructions(instructions_file: Path | None) -> str:
     try:
         data = hostfs.read_regular(instructions_file, MAX_INSTRUCTIONS_BYTES + 1)
         if len(data) > MAX_INSTRUCTIONS_BYTES:
-            raise ConfigError([_instructions_problem(
-                instructions_file, f"larger than {MAX_INSTRUCTIONS_BYTES >> 20} MiB")])
+            raise ConfigError(
+                [
+                    _instructions_problem(
+                        instructions_file, f"larger than {MAX_INSTRUCTIONS_BYTES >> 20} MiB"
+                    )
+                ]
+            )
         text = data.decode("utf-8").strip()
     except (OSError, UnicodeDecodeError, UnsafeFileError) as e:
         raise ConfigError([_instructions_problem(instructions_file, f"cannot read: {e}")]) from e
@@ -224,8 +229,9 @@ def _global_agents_md(runner_home: Path | None) -> str | None:
     return None
 
 
-def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int,
-                       notes: list[str] | None = None) -> str | None:
+def _project_agents_md(
+    cwd: Path, fallback_names: Sequence[str], max_bytes: int, notes: list[str] | None = None
+) -> str | None:
     if max_bytes <= 0:
         return None
     remaining = max_bytes
@@ -243,8 +249,9 @@ def _project_agents_md(cwd: Path, fallback_names: Sequence[str], max_bytes: int,
             # rather than failing the whole run, and said in the report (`notes`).
             if notes is not None:
                 why = exc.strerror or str(exc)
-                notes.append(why if "leads nowhere" in why
-                             else f"{path}: cannot be read ({why}); ignored")
+                notes.append(
+                    why if "leads nowhere" in why else f"{path}: cannot be read ({why}); ignored"
+                )
             continue
         # UnsafeFileError is not caught: the run fails with the reason in its report.
         if len(data) > remaining:
@@ -264,8 +271,11 @@ def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> tuple[Path, 
     to cwd."""
     start = cwd.resolve()
     root = next(
-        (d for d in (start, *start.parents)
-         if any((d / marker).exists() for marker in PROJECT_ROOT_MARKERS)),
+        (
+            d
+            for d in (start, *start.parents)
+            if any((d / marker).exists() for marker in PROJECT_ROOT_MARKERS)
+        ),
         None,
     )
     dirs = [start]
@@ -322,7 +332,8 @@ SKILLS_WINDOW_PERCENT = 2
 
 _SKILLS_INTRO = (
     "Skills are instructions kept in `SKILL.md` files. Each entry below gives a skill's"
-    " name, what it is for, and the file to read before using it.")
+    " name, what it is for, and the file to read before using it."
+)
 _SKILLS_USE = """\
 - When the task names a skill, or clearly fits a skill's description, read that skill's \
 `SKILL.md` before starting and follow it. Use every skill that applies; a skill counts \
@@ -360,8 +371,9 @@ def skill_lines(skills: Sequence[Skill], budget: int) -> list[str]:
         room = budget - sum(map(len, bare))
         allowance: dict[int, int] = {}
         left = len(ordered)
-        for i in sorted(range(len(ordered)),
-                        key=lambda i: (len(ordered[i].description), ordered[i].name)):
+        for i in sorted(
+            range(len(ordered)), key=lambda i: (len(ordered[i].description), ordered[i].name)
+        ):
             give = min(len(ordered[i].description) + 1, room // left)
             allowance[i] = give
             room -= give
@@ -372,7 +384,7 @@ def skill_lines(skills: Sequence[Skill], budget: int) -> list[str]:
             if a >= len(s.description) + 1:
                 lines.append(full[i])
             elif a >= 3:
-                lines.append(f"- {s.name}: {s.description[:a - 2]}… (file: {s.path})")
+                lines.append(f"- {s.name}: {s.description[: a - 2]}… (file: {s.path})")
             else:
                 lines.append(bare[i])
         return lines
@@ -387,14 +399,21 @@ def skill_lines(skills: Sequence[Skill], budget: int) -> list[str]:
     return [*kept, f"- ({len(bare) - len(kept)} more skills left out: over the skills budget)"]
 
 
-def skills_instructions(skills: Sequence[Skill], *, context_window: int | None = None,
-                        budget: int | None = None) -> str | None:
+def skills_instructions(
+    skills: Sequence[Skill], *, context_window: int | None = None, budget: int | None = None
+) -> str | None:
     """The `<skills_instructions>` block of the developer message; None without skills."""
     if not skills:
         return None
     lines = skill_lines(skills, skills_budget(context_window) if budget is None else budget)
-    body = ["## Skills", _SKILLS_INTRO, "### Available skills", *lines,
-            "### How to use skills", _SKILLS_USE]
+    body = [
+        "## Skills",
+        _SKILLS_INTRO,
+        "### Available skills",
+        *lines,
+        "### How to use skills",
+        _SKILLS_USE,
+    ]
     return SKILLS_OPEN + "\n" + "\n".join(body) + "\n" + SKILLS_CLOSE
 
 
@@ -450,7 +469,9 @@ class TurnContext:
     def environment(self) -> str:
         """This turn's full `<environment_context>` block."""
         return environment_context(
-            cwd=self.cwd, shell=self.shell, current_date=self.current_date,
+            cwd=self.cwd,
+            shell=self.shell,
+            current_date=self.current_date,
             timezone=self.timezone,
         )
 
@@ -481,8 +502,14 @@ def initial_context(
     `input_text` part per section, as Codex sends them.
     """
     ctx = TurnContext(
-        cwd=cwd, sandbox=sandbox, network=network, shell=shell, current_date=current_date,
-        timezone=timezone, writable_roots=tuple(writable_roots), approval=approval,
+        cwd=cwd,
+        sandbox=sandbox,
+        network=network,
+        shell=shell,
+        current_date=current_date,
+        timezone=timezone,
+        writable_roots=tuple(writable_roots),
+        approval=approval,
         permission_notes=tuple(permission_notes),
     )
     return initial_items(
@@ -515,8 +542,11 @@ def initial_items(
         developer.append(skills)
     user: list[str] = []
     docs = agents_md(
-        cwd=ctx.cwd, runner_home=runner_home, fallback_names=fallback_names,
-        max_bytes=max_agents_md_bytes, notes=notes,
+        cwd=ctx.cwd,
+        runner_home=runner_home,
+        fallback_names=fallback_names,
+        max_bytes=max_agents_md_bytes,
+        notes=notes,
     )
     if docs is not None:
         user.append(user_instructions_text(ctx.cwd, docs))
@@ -540,8 +570,11 @@ def is_contextual_user_message(item: Item) -> bool:
     if isinstance(content, str):
         texts = [content]
     elif isinstance(content, list):
-        texts = [str(p.get("text", "")) for p in content
-                 if isinstance(p, dict) and p.get("type") == "input_text"]
+        texts = [
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "input_text"
+        ]
     else:
         return False
     return any(t.startswith(CONTEXTUAL_USER_PREFIXES) for t in texts)

@@ -23,10 +23,16 @@ MIN_SECRET_LEN = 8
 def forms(secret: str) -> set[str]:
     """The spellings of `secret` worth looking for."""
     raw = secret.encode()
-    out = {secret, raw.hex(), raw.hex().upper(),
-           urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret),
-           urllib.parse.quote_plus(secret),
-           json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    out = {
+        secret,
+        raw.hex(),
+        raw.hex().upper(),
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote(secret),
+        urllib.parse.quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         whole = encode(raw).decode()
         out |= {whole, whole.rstrip("=")}
@@ -34,7 +40,7 @@ def forms(secret: str) -> set[str]:
         # characters that depend on its bytes alone are the same whatever surrounds it.
         for k in (0, 1, 2):
             enc = encode(b"\0" * k + raw).decode().rstrip("=")
-            core = enc[(4 if k else 0):len(enc) - 4]
+            core = enc[(4 if k else 0) : len(enc) - 4]
             if len(core) >= MIN_SECRET_LEN:
                 out.add(core)
     return {f for f in out if len(f) >= MIN_SECRET_LEN}
@@ -89,7 +95,7 @@ class Redactor:
             buf = prev + chunk
             if any(n in buf for n in self._bneedles):
                 return True
-            prev = buf[len(buf) - keep:] if keep else b""
+            prev = buf[len(buf) - keep :] if keep else b""
         return False
 
     def _safe_cut(self, data: builtins.bytes, cut: int) -> int:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     # request, and importing them costs start-up time (see bench/overhead.py).
     from runner.reports.model import TaskReport
 
+
 @dataclass(frozen=True)
 class CheckResult:
     command: str
@@ -53,23 +54,31 @@ class CheckResult:
 CHECK_TAIL_BYTES = 4000
 
 
-async def _run_check(t: ResolvedTask, cwd: Path, env: dict[str, str],
-                     objects: Path | None = None) -> CheckResult | None:
+async def _run_check(
+    t: ResolvedTask, cwd: Path, env: dict[str, str], objects: Path | None = None
+) -> CheckResult | None:
     """The task's `check`, in the run's workspace with the agent's environment and in the
     agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
     if t.check is None:
         return None
-    executor = make_executor(make_policy(
-        t.sandbox, workspace=cwd, writable_roots=t.writable_roots, network=t.network_access,
-        hidden=[cwd.parent]), objects=None if objects is None else [objects])
-    res = await executor.run(["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s,
-                             env=child_env(env))
+    executor = make_executor(
+        make_policy(
+            t.sandbox,
+            workspace=cwd,
+            writable_roots=t.writable_roots,
+            network=t.network_access,
+            hidden=[cwd.parent],
+        ),
+        objects=None if objects is None else [objects],
+    )
+    res = await executor.run(
+        ["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s, env=child_env(env)
+    )
     text = res.output.decode("utf-8", "replace")
     if res.timed_out:
         text += f"\n[check timed out after {t.check_timeout_s:g} s]"
     tail = text[-CHECK_TAIL_BYTES:]
-    return CheckResult(t.check, res.exit_code, res.exit_code == 0, round(res.duration_s, 3),
-                       tail)
+    return CheckResult(t.check, res.exit_code, res.exit_code == 0, round(res.duration_s, 3), tail)
 
 
 @dataclass
@@ -113,19 +122,23 @@ class TaskRun:
         o = self.outcome
         if o is None or self.not_kept:
             return (RunStatus.SKIPPED if self.skipped else RunStatus.ERROR), (
-                self.error if o is None else o.error or self.error)
+                self.error if o is None else o.error or self.error
+            )
         if self.result is not None and self.result.violations:
             return RunStatus.SCOPE_VIOLATION, "scope violation: " + "; ".join(
-                self.result.violations)
+                self.result.violations
+            )
         if o.status == RunStatus.COMPLETED:
             if self.output_error is not None:
                 return RunStatus.FAILED, self.output_error
             if self.stopped_before_check:
-                return RunStatus.INTERRUPTED, ("interrupted by a signal before its check "
-                                               "finished; the work is kept")
+                return RunStatus.INTERRUPTED, (
+                    "interrupted by a signal before its check finished; the work is kept"
+                )
             if self.check is not None and not self.check.passed:
-                return RunStatus.CHECK_FAILED, (f"check failed with exit code "
-                                                f"{self.check.exit_code}: {self.check.command}")
+                return RunStatus.CHECK_FAILED, (
+                    f"check failed with exit code {self.check.exit_code}: {self.check.command}"
+                )
         return o.status, o.error or self.error
 
 
@@ -133,8 +146,14 @@ class RunSink:
     """Between a thread and its event log: adds each request's cost, feeds the batch's
     spend (for batch limits) and the progress display."""
 
-    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend,
-                 run: str, progress: Progress) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        price: PriceConfig | None,
+        spend: BatchSpend,
+        run: str,
+        progress: Progress,
+    ) -> None:
         self.log = log
         self.price = price_of(price)
         self.spend = spend
@@ -150,11 +169,13 @@ class RunSink:
             u = event.get("usage")
             unreported = u is None and event.get("error") is None
             u = u or {}
-            usage = Usage(input_tokens=int(u.get("input_tokens", 0)),
-                          cached_tokens=int(u.get("cached_tokens", 0)),
-                          output_tokens=int(u.get("output_tokens", 0)),
-                          reasoning_tokens=int(u.get("reasoning_tokens", 0)),
-                          unreported=int(unreported))
+            usage = Usage(
+                input_tokens=int(u.get("input_tokens", 0)),
+                cached_tokens=int(u.get("cached_tokens", 0)),
+                output_tokens=int(u.get("output_tokens", 0)),
+                reasoning_tokens=int(u.get("reasoning_tokens", 0)),
+                unreported=int(unreported),
+            )
             cost = cost_usd(self.price, usage, digits=8)
             event = {**event, "cost_usd": cost}
             self.spend.add(usage, cost)
@@ -195,8 +216,7 @@ async def live(run: TaskRun, b: BatchContext) -> None:
     await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
     b.journal.started(t.fingerprint, t.run, branch_for(t, b.run_id))
     try:
-        log = EventLog(b.out_dir / run.events_file, task=t.run, redact=b.redact,
-                       stdout=b.stream)
+        log = EventLog(b.out_dir / run.events_file, task=t.run, redact=b.redact, stdout=b.stream)
     except OSError as exc:
         run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
         run.report = run_report(run, b.out_dir, b.redact, b.order)
@@ -207,31 +227,38 @@ async def live(run: TaskRun, b: BatchContext) -> None:
     sink = RunSink(log, t.price, b.spend, t.run, b.show)
     ws: workspace.Workspace | None = None
     try:
-        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root,
-                                     name=t.run)
+        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
         run.ws = ws
         model = await b.clients.get(t)
-        async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env,
-                               emit=sink.emit) as mcp:
+        async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
             run.current_date = t.current_date or b.today
             run.timezone = t.timezone or b.tz
             notes: list[str] = []
-            thread = make_thread(t, ws.path, model, b.agent_env, sink,
-                                  today=run.current_date, tz=run.timezone,
-                                  runner_home=b.runner_home,
-                                  budget=RunBudget(t.limits, t.price, b.spend),
-                                  extra_tools=mcp.tools, redact=b.redact, notes=notes)
+            thread = make_thread(
+                t,
+                ws.path,
+                model,
+                b.agent_env,
+                sink,
+                today=run.current_date,
+                tz=run.timezone,
+                runner_home=b.runner_home,
+                budget=RunBudget(t.limits, t.price, b.spend),
+                extra_tools=mcp.tools,
+                redact=b.redact,
+                notes=notes,
+            )
             for note in notes:
                 _note(run, log, b.redact(note))
             try:
                 run.outcome = await thread.run()
             except anyio.get_cancelled_exc_class():
-                run.outcome = thread.interrupted("interrupted by a signal; the work "
-                                                 "done so far is kept")
+                run.outcome = thread.interrupted(
+                    "interrupted by a signal; the work done so far is kept"
+                )
                 raise
         _check_output(run)
-    except (EngineError, SandboxError, McpError, workspace.WorkspaceError,
-            UnsafeFileError) as exc:
+    except (EngineError, SandboxError, McpError, workspace.WorkspaceError, UnsafeFileError) as exc:
         run.error = str(exc)
         log.failed(run.error)
     except Exception as exc:  # a bug in one run must not stop the others
@@ -243,16 +270,20 @@ async def live(run: TaskRun, b: BatchContext) -> None:
                 if ws is not None:
                     # Commit first: files the check creates (caches, build output)
                     # must not land on the branch.
-                    await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log,
-                                       b.journal)
+                    await _keep_result(
+                        run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal
+                    )
                     if run.outcome is not None:
-                        await _check_unless_stopped(run, ws, b.agent_env, b.checks,
-                                                    b.interrupted)
+                        await _check_unless_stopped(run, ws, b.agent_env, b.checks, b.interrupted)
                         if run.check is not None:
-                            log.emit({"type": "check.completed",
-                                      "exit_code": run.check.exit_code,
-                                      "passed": run.check.passed,
-                                      "output_tail": run.check.output_tail})
+                            log.emit(
+                                {
+                                    "type": "check.completed",
+                                    "exit_code": run.check.exit_code,
+                                    "passed": run.check.passed,
+                                    "output_tail": run.check.output_tail,
+                                }
+                            )
             except Exception as exc:
                 run.error = _internal(exc)
                 log.failed(run.error)
@@ -267,8 +298,10 @@ async def live(run: TaskRun, b: BatchContext) -> None:
 
 
 def _internal(exc: Exception) -> str:
-    return (f"internal error in the runner ({type(exc).__name__}: {exc}); the other runs "
-            "went on. Please report it with this run's events file.")
+    return (
+        f"internal error in the runner ({type(exc).__name__}: {exc}); the other runs "
+        "went on. Please report it with this run's events file."
+    )
 
 
 def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
@@ -290,73 +323,135 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
     task, o = run.task, run.outcome
     name = f"{task.provider_name}/{task.model}"
     ws = run.ws
-    wsr = (WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
-           if ws is not None else None)
+    wsr = (
+        WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
+        if ws is not None
+        else None
+    )
     res = run.result
     rr = None
     if res is not None:
         patch = res.patch_path
-        rr = ResultReport(commit=res.commit, branch=res.branch,
-                          patch=str(patch.relative_to(out_dir)) if patch.is_relative_to(out_dir)
-                          else str(patch),
-                          files_changed=len(res.files), insertions=res.insertions,
-                          deletions=res.deletions, files=[f.path for f in res.files],
-                          violations=list(res.violations), pushed=run.pushed)
+        rr = ResultReport(
+            commit=res.commit,
+            branch=res.branch,
+            patch=str(patch.relative_to(out_dir)) if patch.is_relative_to(out_dir) else str(patch),
+            files_changed=len(res.files),
+            insertions=res.insertions,
+            deletions=res.deletions,
+            files=[f.path for f in res.files],
+            violations=list(res.violations),
+            pushed=run.pushed,
+        )
     ck = run.check
-    cr = (CheckReport(command=ck.command, exit_code=ck.exit_code, passed=ck.passed,
-                      duration_s=ck.duration_s, output_tail=ck.output_tail)
-          if ck is not None else None)
+    cr = (
+        CheckReport(
+            command=ck.command,
+            exit_code=ck.exit_code,
+            passed=ck.passed,
+            duration_s=ck.duration_s,
+            output_tail=ck.output_tail,
+        )
+        if ck is not None
+        else None
+    )
     status, error = run.verdict()
     options = task.model_options.model_dump(exclude_none=True)
     if o is None:
-        return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
-                          model_options=options, status=status, error=error,
-                          final_message=None, turns_completed=0, tool_calls=0, duration_s=0.0,
-                          usage=UsageReport(), requests=[], events_file=run.events_file,
-                          workspace=wsr, result=rr, check=cr,
-                          current_date=run.current_date, timezone=run.timezone)
-    requests = [RequestReport(index=r.index, turn=r.turn, input_items=r.input_items,
-                              request_bytes=r.request_bytes,
-                              duration_ms=round(r.duration_s * 1000, 1),
-                              response_id=r.response_id, output_types=r.output_types,
-                              usage=usage_report(r.usage, ideal_cached_tokens(
-                                  r.usage.input_tokens, r.prefix) if r.usage else None),
-                              prefix=PrefixReport(**dataclasses.asdict(r.prefix)), kind=r.kind,
-                              error=r.error)
-                for r in o.requests]
-    ideal = sum(r.usage.ideal_cached_tokens or 0 for r in requests if r.usage) \
-        if requests else None
-    compactions = [CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
-                   for c in o.compactions]
-    return TaskReport(id=task.id, run=task.run, repeat=task.repeat, model=name,
-                      model_options=options, status=status, error=error,
-                      final_message=o.final_message, turns_completed=o.turns_completed,
-                      tool_calls=o.tool_calls, duration_s=round(o.duration_s, 3),
-                      usage=usage_report(o.usage, ideal) or UsageReport(), requests=requests,
-                      prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
-                      compactions=compactions,
-                      events_file=run.events_file, workspace=wsr, result=rr, check=cr,
-                      output=run.output, truncated_output=o.truncated_output,
-                      current_date=run.current_date,
-                      timezone=run.timezone)
+        return TaskReport(
+            id=task.id,
+            run=task.run,
+            repeat=task.repeat,
+            model=name,
+            model_options=options,
+            status=status,
+            error=error,
+            final_message=None,
+            turns_completed=0,
+            tool_calls=0,
+            duration_s=0.0,
+            usage=UsageReport(),
+            requests=[],
+            events_file=run.events_file,
+            workspace=wsr,
+            result=rr,
+            check=cr,
+            current_date=run.current_date,
+            timezone=run.timezone,
+        )
+    requests = [
+        RequestReport(
+            index=r.index,
+            turn=r.turn,
+            input_items=r.input_items,
+            request_bytes=r.request_bytes,
+            duration_ms=round(r.duration_s * 1000, 1),
+            response_id=r.response_id,
+            output_types=r.output_types,
+            usage=usage_report(
+                r.usage, ideal_cached_tokens(r.usage.input_tokens, r.prefix) if r.usage else None
+            ),
+            prefix=PrefixReport(**dataclasses.asdict(r.prefix)),
+            kind=r.kind,
+            error=r.error,
+        )
+        for r in o.requests
+    ]
+    ideal = sum(r.usage.ideal_cached_tokens or 0 for r in requests if r.usage) if requests else None
+    compactions = [
+        CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
+        for c in o.compactions
+    ]
+    return TaskReport(
+        id=task.id,
+        run=task.run,
+        repeat=task.repeat,
+        model=name,
+        model_options=options,
+        status=status,
+        error=error,
+        final_message=o.final_message,
+        turns_completed=o.turns_completed,
+        tool_calls=o.tool_calls,
+        duration_s=round(o.duration_s, 3),
+        usage=usage_report(o.usage, ideal) or UsageReport(),
+        requests=requests,
+        prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
+        compactions=compactions,
+        events_file=run.events_file,
+        workspace=wsr,
+        result=rr,
+        check=cr,
+        output=run.output,
+        truncated_output=o.truncated_output,
+        current_date=run.current_date,
+        timezone=run.timezone,
+    )
 
 
-def run_report(run: TaskRun, out_dir: Path, redact: Redactor,
-                order: Mapping[str, int]) -> TaskReport:
+def run_report(
+    run: TaskRun, out_dir: Path, redact: Redactor, order: Mapping[str, int]
+) -> TaskReport:
     from runner.reports.model import TaskReport
 
     t = run.task
     base = task_report(run, out_dir)
     cost = cost_usd(t.price, run.outcome.usage if run.outcome else Usage())
-    rep = base.model_copy(update={"variant": t.variant, "tags": list(t.tags),
-                                  "fingerprint": t.fingerprint, "cost_usd": cost,
-                                  "index": order.get(t.fingerprint),
-                                  "skip_reason": run.skipped if base.status == "skipped"
-                                  else None})
+    rep = base.model_copy(
+        update={
+            "variant": t.variant,
+            "tags": list(t.tags),
+            "fingerprint": t.fingerprint,
+            "cost_usd": cost,
+            "index": order.get(t.fingerprint),
+            "skip_reason": run.skipped if base.status == "skipped" else None,
+        }
+    )
     # Redacted once here: the journal and every report are made from this copy. Text from
     # the model may hold lone surrogates (valid in JSON, not in UTF-8): replaced first.
-    return TaskReport.model_validate_json(redact(json.dumps(
-        _utf8_safe(rep.model_dump(mode="json")), ensure_ascii=False)))
+    return TaskReport.model_validate_json(
+        redact(json.dumps(_utf8_safe(rep.model_dump(mode="json")), ensure_ascii=False))
+    )
 
 
 def _utf8_safe(value: Any) -> Any:
@@ -379,8 +474,14 @@ def branch_for(t: ResolvedTask, run_id: str) -> str | None:
 
 
 def branch_fields(t: ResolvedTask, run_id: str) -> dict[str, str]:
-    return {"run": run_id, "task": t.id, "model": f"{t.provider_name}/{t.model}",
-            "repeat": str(t.repeat), "name": t.run, "variant": t.variant or ""}
+    return {
+        "run": run_id,
+        "task": t.id,
+        "model": f"{t.provider_name}/{t.model}",
+        "repeat": str(t.repeat),
+        "name": t.run,
+        "variant": t.variant or "",
+    }
 
 
 async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
@@ -388,12 +489,17 @@ async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
     made, so there is one branch per run. Only a branch named in that attempt's journal
     record, and still pointing at the commit recorded there, is touched."""
     if entry is None or not entry.branch or not entry.commit:
-        return   # no commit recorded: the attempt never got to make a branch
+        return  # no commit recorded: the attempt never got to make a branch
     await workspace.delete_branch(repo, entry.branch, entry.commit)
 
 
-async def _check_unless_stopped(run: TaskRun, ws: workspace.Workspace, env: dict[str, str],
-                                checks: set[anyio.CancelScope], interrupted: list[int]) -> None:
+async def _check_unless_stopped(
+    run: TaskRun,
+    ws: workspace.Workspace,
+    env: dict[str, str],
+    checks: set[anyio.CancelScope],
+    interrupted: list[int],
+) -> None:
     """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
     kills its process group): Ctrl-C must not wait for a long check. A run the signal
     stopped, before or during its check, is `interrupted` (redone by `--resume`), never
@@ -420,30 +526,46 @@ def _check_output(run: TaskRun) -> None:
     run.output, run.output_error = check_answer(schema, o.final_message)
 
 
-async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run_id: str,
-                       redact: Redactor, env: dict[str, str], log: EventLog,
-                       journal: Journal | None = None) -> None:
+async def _keep_result(
+    run: TaskRun,
+    ws: workspace.Workspace,
+    out_dir: Path,
+    run_id: str,
+    redact: Redactor,
+    env: dict[str, str],
+    log: EventLog,
+    journal: Journal | None = None,
+) -> None:
     """Commit whatever the run changed, whatever its status: nothing done is lost.
     Secrets are redacted from the files before the commit (see `workspace.finish`)."""
     t = run.task
     status = run.outcome.status if run.outcome else "error"
     final = (run.outcome.final_message if run.outcome else None) or ""
-    message = redact(f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
-                     f"{final[:4000]}\n\nRunner-Run: {run_id}\nRunner-Status: {status}\n")
+    message = redact(
+        f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
+        f"{final[:4000]}\n\nRunner-Run: {run_id}\nRunner-Status: {status}\n"
+    )
     g = t.git
-    scope = workspace.Scope(allowed=list(g.allowed_paths) if g.allowed_paths is not None
-                            else None, forbidden=list(g.forbidden_paths),
-                            max_diff_lines=g.max_diff_lines)
+    scope = workspace.Scope(
+        allowed=list(g.allowed_paths) if g.allowed_paths is not None else None,
+        forbidden=list(g.forbidden_paths),
+        max_diff_lines=g.max_diff_lines,
+    )
     try:
         result = await workspace.finish(
-            ws, branch_template=g.branch, message=message, scope=scope,
+            ws,
+            branch_template=g.branch,
+            message=message,
+            scope=scope,
             create_branch=g.keep == "branch",
             fields=branch_fields(t, run_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch",
             redact=redact if redact else None,
-            before_branch=None if journal is None else functools.partial(
-                journal.branching, t.fingerprint, t.run),
-            on_left_out=functools.partial(_left_out, run, log, redact))
+            before_branch=None
+            if journal is None
+            else functools.partial(journal.branching, t.fingerprint, t.run),
+            on_left_out=functools.partial(_left_out, run, log, redact),
+        )
     except workspace.WorkspaceError as exc:
         run.error = f"could not keep the result: {exc}"
         run.not_kept = True
@@ -452,14 +574,21 @@ async def _keep_result(run: TaskRun, ws: workspace.Workspace, out_dir: Path, run
     run.result = result
     if result is None:
         return
-    log.emit({"type": "result.committed", "commit": result.commit, "branch": result.branch,
-              "files_changed": len(result.files), "insertions": result.insertions,
-              "deletions": result.deletions, "violations": list(result.violations)})
+    log.emit(
+        {
+            "type": "result.committed",
+            "commit": result.commit,
+            "branch": result.branch,
+            "files_changed": len(result.files),
+            "insertions": result.insertions,
+            "deletions": result.deletions,
+            "violations": list(result.violations),
+        }
+    )
     if g.push is not None and result.branch is not None:
         token = env.get(g.push.token_env) if g.push.token_env else None
         try:
-            pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote,
-                                          token=token)
+            pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote, token=token)
             run.pushed = pushed.ref
         except workspace.WorkspaceError as exc:
             run.error = redact(f"push failed: {exc}")
@@ -471,8 +600,11 @@ def _left_out(run: TaskRun, log: EventLog, redact: Redactor, entries: list[str])
     says which, as it says why a push failed."""
     shown = [redact(e) for e in entries[:LEFT_OUT_SHOWN]]
     more = len(entries) - len(shown)
-    _note(run, log, "not captured in the result: " + "; ".join(shown)
-          + (f"; and {more} more" if more else ""))
+    _note(
+        run,
+        log,
+        "not captured in the result: " + "; ".join(shown) + (f"; and {more} more" if more else ""),
+    )
 
 
 def _note(run: TaskRun, log: EventLog, note: str) -> None:

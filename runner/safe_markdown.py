@@ -42,8 +42,9 @@ _XREF = re.compile(r"(?<=[\w.-])#(?=\d)")
 own `#12`, which follows a space, a line start or punctuation."""
 _BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"`]*")
 _COMMAND = re.compile(r"(?m)^(\s*):(?=:)")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff"
-                      "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 """Controls, and the bidirectional overrides and isolates that make text read differently
 from what it is (a right-to-left override can show `evil` as `live`): each becomes U+FFFD."""
 
@@ -90,7 +91,7 @@ def _dot_segments(path: str) -> bool:
         if decoded == path:
             return False
         path = decoded
-    return True   # encoded five times over: nobody writes that by accident
+    return True  # encoded five times over: nobody writes that by accident
 
 
 def _text(content: str, prefix: str) -> str:
@@ -99,7 +100,7 @@ def _text(content: str, prefix: str) -> str:
     out = []
     last = 0
     for m in _BARE_URL.finditer(content):
-        out.append(_inert(content[last:m.start()]))
+        out.append(_inert(content[last : m.start()]))
         out.append(f"<code>{escapeHtml(m.group(0))}</code>")
         last = m.end()
     out.append(_inert(content[last:]))
@@ -122,13 +123,23 @@ class _Rules:
     `env["links"]` the stack of open links (their address, or None when kept)."""
 
     @staticmethod
-    def text(renderer: Any, tokens: Sequence[Token], idx: int, options: Any,
-             env: MutableMapping[str, Any]) -> str:
+    def text(
+        renderer: Any,
+        tokens: Sequence[Token],
+        idx: int,
+        options: Any,
+        env: MutableMapping[str, Any],
+    ) -> str:
         return _text(tokens[idx].content, env["prefix"])
 
     @staticmethod
-    def link_open(renderer: Any, tokens: Sequence[Token], idx: int, options: Any,
-                  env: MutableMapping[str, Any]) -> str:
+    def link_open(
+        renderer: Any,
+        tokens: Sequence[Token],
+        idx: int,
+        options: Any,
+        env: MutableMapping[str, Any],
+    ) -> str:
         href = str(tokens[idx].attrGet("href") or "")
         if allowed_url(href, env["prefix"]):
             env["links"].append(None)
@@ -137,14 +148,24 @@ class _Rules:
         return ""
 
     @staticmethod
-    def link_close(renderer: Any, tokens: Sequence[Token], idx: int, options: Any,
-                   env: MutableMapping[str, Any]) -> str:
+    def link_close(
+        renderer: Any,
+        tokens: Sequence[Token],
+        idx: int,
+        options: Any,
+        env: MutableMapping[str, Any],
+    ) -> str:
         href = env["links"].pop() if env["links"] else None
         return "</a>" if href is None else _address(href)
 
     @staticmethod
-    def image(renderer: Any, tokens: Sequence[Token], idx: int, options: Any,
-              env: MutableMapping[str, Any]) -> str:
+    def image(
+        renderer: Any,
+        tokens: Sequence[Token],
+        idx: int,
+        options: Any,
+        env: MutableMapping[str, Any],
+    ) -> str:
         token = tokens[idx]
         src = str(token.attrGet("src") or "")
         alt = "".join(c.content for c in token.children or [] if c.content)
@@ -173,8 +194,9 @@ def cut(text: str, limit: int) -> tuple[str, bool]:
     return (head[:nl] if nl > limit // 2 else head).rstrip(), True
 
 
-def render(markdown: str, *, server_url: str, repository: str, limit: int = 20_000,
-           more: str = "") -> str:
+def render(
+    markdown: str, *, server_url: str, repository: str, limit: int = 20_000, more: str = ""
+) -> str:
     """Safe HTML for a GitHub comment. `more` (HTML) is shown when the text was cut:
     where the full text is (e.g. the report artifact of the workflow run)."""
     text, was_cut = cut(_CONTROL.sub("\ufffd", markdown), limit)

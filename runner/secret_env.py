@@ -35,5 +35,4 @@ def without_secrets(env: Mapping[str, str], tasks: Sequence[ResolvedTask]) -> di
     and no variable that carries a secret's value inside (`DB_URL=postgres://u:KEY@h`)."""
     names = secret_names(env, tasks)
     values = [v for v in secrets_from_env(env, tasks) if len(v) >= MIN_SECRET_LEN]
-    return {k: v for k, v in env.items()
-            if k not in names and not any(s in v for s in values)}
+    return {k: v for k, v in env.items() if k not in names and not any(s in v for s in values)}

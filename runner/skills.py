@@ -70,8 +70,10 @@ def read_skill(path: Path) -> Skill:
         raise SkillError(f"{path} is not UTF-8 text") from None
     m = _FRONT.match(text)
     if m is None:
-        raise SkillError(f"{path} must start with YAML front matter: a `---` line, "
-                         "`name:` and `description:`, and a closing `---` line")
+        raise SkillError(
+            f"{path} must start with YAML front matter: a `---` line, "
+            "`name:` and `description:`, and a closing `---` line"
+        )
     try:
         meta = yaml.safe_load(m.group(1))
     except yaml.YAMLError as exc:
@@ -90,6 +92,5 @@ def read_skill(path: Path) -> Skill:
         raise SkillError(f"{path}: name is longer than {MAX_NAME_CHARS} characters")
     description = " ".join(description.split())
     if len(description) > MAX_DESCRIPTION_CHARS:
-        raise SkillError(f"{path}: description is longer than {MAX_DESCRIPTION_CHARS} "
-                         "characters")
+        raise SkillError(f"{path}: description is longer than {MAX_DESCRIPTION_CHARS} characters")
     return Skill(name, description, path.resolve())

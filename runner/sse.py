@@ -38,10 +38,16 @@ characters); 128k output tokens stream as about 40 MB."""
 
 # Errors the server reports in response.failed that resending cannot fix. Overload
 # (`server_is_overloaded`, `slow_down`) is resent after a wait: it passes.
-FATAL_CODES = frozenset({
-    "insufficient_quota", "usage_not_included", "invalid_prompt", "cyber_policy",
-    "invalid_request_error", "context_length_exceeded",
-})
+FATAL_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "usage_not_included",
+        "invalid_prompt",
+        "cyber_policy",
+        "invalid_request_error",
+        "context_length_exceeded",
+    }
+)
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _TRY_AGAIN = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
@@ -51,8 +57,9 @@ class Framer:
     """SSE framing (WHATWG rules: CRLF, LF or CR end a line; `:` starts a comment; an
     empty line dispatches) over raw bytes, with a cap on what one event may hold."""
 
-    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES,
-                 max_stream_bytes: int = MAX_STREAM_BYTES) -> None:
+    def __init__(
+        self, *, max_event_bytes: int = MAX_EVENT_BYTES, max_stream_bytes: int = MAX_STREAM_BYTES
+    ) -> None:
         self.max_event_bytes = max_event_bytes
         self.max_stream_bytes = max_stream_bytes
         self.total = 0
@@ -66,13 +73,16 @@ class Framer:
         """The events completed by `chunk`, as `(event name, data)`."""
         self.total += len(chunk)
         if self.total > self.max_stream_bytes:
-            raise StreamError(f"the response is larger than {_size(self.max_stream_bytes)}; "
-                              "refusing to read more", code="response_too_large")
+            raise StreamError(
+                f"the response is larger than {_size(self.max_stream_bytes)}; "
+                "refusing to read more",
+                code="response_too_large",
+            )
         out: list[tuple[str, str]] = []
         pos = 1 if self._skip_lf and chunk.startswith(b"\n") else 0
         self._skip_lf = False
         for m in _EOL.finditer(chunk, pos):
-            line = chunk[pos:m.start()]
+            line = chunk[pos : m.start()]
             if self._partial:
                 line = bytes(self._partial) + line
                 self._partial.clear()
@@ -89,8 +99,9 @@ class Framer:
     def _hold(self, extra: int) -> None:
         self._held += extra
         if self._held + len(self._partial) > self.max_event_bytes:
-            raise StreamError(f"an SSE event is larger than {_size(self.max_event_bytes)}",
-                              code="event_too_large")
+            raise StreamError(
+                f"an SSE event is larger than {_size(self.max_event_bytes)}", code="event_too_large"
+            )
 
     def _line(self, line: bytes) -> tuple[str, str] | None:
         if not line:
@@ -98,8 +109,7 @@ class Framer:
             self._data, self._event, self._held = [], b"", 0
             if not data:
                 return None
-            return (event.decode("utf-8", "replace"),
-                    b"\n".join(data).decode("utf-8", "replace"))
+            return (event.decode("utf-8", "replace"), b"\n".join(data).decode("utf-8", "replace"))
         if line.startswith(b":"):
             return None  # a comment: keepalives are not events
         name, _, value = line.partition(b":")
@@ -181,7 +191,7 @@ class Assembler:
     def _text_delta(self, payload: dict[str, Any]) -> None:
         delta = _text(payload.get("delta", ""))
         if self._kept < TEXT_KEPT:
-            self.text.append(delta[:TEXT_KEPT - self._kept])
+            self.text.append(delta[: TEXT_KEPT - self._kept])
             self._kept += len(self.text[-1])
 
     def _created(self, payload: dict[str, Any]) -> None:
@@ -200,8 +210,7 @@ class Assembler:
     def _failed(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
         failed = failed_error(resp)
-        failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) \
-            else None
+        failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) else None
         raise failed
 
     def _incomplete(self, payload: dict[str, Any]) -> None:
@@ -211,12 +220,16 @@ class Assembler:
             reason = resp["incomplete_details"].get("reason")
         if reason == "max_output_tokens":
             # Resending the same request would be cut at the same cap, and billed again.
-            err = StreamError("the answer hit max_output_tokens before it was complete",
-                              code="max_output_tokens")
+            err = StreamError(
+                "the answer hit max_output_tokens before it was complete", code="max_output_tokens"
+            )
             err.partial_output = "".join(self.text)
         else:
-            err = StreamError(f"incomplete response returned, reason: {_text(reason)[:200]}",
-                              code="incomplete", retryable=True)
+            err = StreamError(
+                f"incomplete response returned, reason: {_text(reason)[:200]}",
+                code="incomplete",
+                retryable=True,
+            )
         err.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) else None
         raise err
 
@@ -237,8 +250,9 @@ def json_event(event: str, data: str) -> dict[str, Any]:
     try:
         payload = json.loads(data) if data else {}
     except (ValueError, RecursionError) as exc:
-        raise StreamError(f"invalid JSON in SSE event {event[:80]!r}: {str(exc)[:200]}",
-                          retryable=True) from None
+        raise StreamError(
+            f"invalid JSON in SSE event {event[:80]!r}: {str(exc)[:200]}", retryable=True
+        ) from None
     if not isinstance(payload, dict):
         raise StreamError(f"SSE event {event[:80]!r} is not a JSON object", retryable=True)
     if "\\ud" in data or "\\uD" in data:
@@ -265,5 +279,4 @@ def failed_error(resp: object) -> ModelError:
         m = _TRY_AGAIN.search(message)
         if m:
             wait = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-    return StreamError(text, code=code, retryable=code not in FATAL_CODES,
-                       retry_after_s=wait)
+    return StreamError(text, code=code, retryable=code not in FATAL_CODES, retry_after_s=wait)

@@ -53,8 +53,9 @@ class PrefixAudit:
         self._sent = 0
         self._first = True
 
-    def check(self, prompt: Prompt, outputs_before: Sequence[Item] = (), *,
-              after_compaction: bool = False) -> PrefixRecord:
+    def check(
+        self, prompt: Prompt, outputs_before: Sequence[Item] = (), *, after_compaction: bool = False
+    ) -> PrefixRecord:
         """Audit `prompt` against the previous request plus `outputs_before`.
 
         `after_compaction`: the history was rebuilt on purpose since the last request, so
@@ -71,8 +72,9 @@ class PrefixAudit:
             tools = self._tools or ""
         if prompt.instructions is not self._instr_seen:
             self._instr_seen = prompt.instructions
-            self._instr_bytes = (len(dumps(prompt.instructions).encode())
-                                 if prompt.instructions else 0)
+            self._instr_bytes = (
+                len(dumps(prompt.instructions).encode()) if prompt.instructions else 0
+            )
         instr = self._instr_bytes
         current = list(prompt.input)
         total = instr + sum(self._tool_bytes) + sum(i.nbytes for i in current)
@@ -87,8 +89,11 @@ class PrefixAudit:
                     break
                 reused += 1
             # Only the previous request's own input can be in the cache, not its output.
-            repeated = instr + sum(self._tool_bytes) + sum(
-                i.nbytes for i in current[:min(reused, self._sent)])
+            repeated = (
+                instr
+                + sum(self._tool_bytes)
+                + sum(i.nbytes for i in current[: min(reused, self._sent)])
+            )
             reason: str | None = None
             index: int | None = None
             if prompt.instructions != self._instructions:
@@ -97,12 +102,16 @@ class PrefixAudit:
                 reason, index, repeated = "tools changed", 0, instr
             elif reused < len(expected):
                 index = reused
-                reason = ("history shortened" if reused == len(current)
-                          else f"item {reused} rewritten ({current[reused].type})")
+                reason = (
+                    "history shortened"
+                    if reused == len(current)
+                    else f"item {reused} rewritten ({current[reused].type})"
+                )
             if reason is not None and after_compaction:
                 reason = COMPACTION
-            record = PrefixRecord(reason is None, reused,
-                                  round(repeated / total, 4) if total else None, index, reason)
+            record = PrefixRecord(
+                reason is None, reused, round(repeated / total, 4) if total else None, index, reason
+            )
         self._first = False
         self._instructions = prompt.instructions
         self._tools = tools

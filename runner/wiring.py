@@ -35,12 +35,20 @@ from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
 
 
-def sampling(opts: ModelOptions) -> tuple[dict[str, Any], dict[str, Any] | None,
-                                          dict[str, Any] | None]:
+def sampling(
+    opts: ModelOptions,
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     """Split model options into extra body fields, `reasoning` and `text`."""
-    extra = {k: v for k, v in (("temperature", opts.temperature), ("top_p", opts.top_p),
-                               ("seed", opts.seed),
-                               ("max_output_tokens", opts.max_output_tokens)) if v is not None}
+    extra = {
+        k: v
+        for k, v in (
+            ("temperature", opts.temperature),
+            ("top_p", opts.top_p),
+            ("seed", opts.seed),
+            ("max_output_tokens", opts.max_output_tokens),
+        )
+        if v is not None
+    }
     reasoning: dict[str, Any] | None = None
     if opts.reasoning_effort is not None:
         reasoning = {"effort": opts.reasoning_effort}
@@ -73,8 +81,7 @@ def make_tools(task: ResolvedTask) -> list[Tool]:
     chosen: list[Tool] = []
     if "shell" in task.tools:
         freeform = "apply_patch" in task.tools and task.apply_patch_tool == "freeform"
-        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms,
-                                plain_output=freeform))
+        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms, plain_output=freeform))
     if "update_plan" in task.tools:
         chosen.append(PlanTool())
     if "apply_patch" in task.tools:
@@ -111,31 +118,48 @@ class Clients:
             engine = await self._stack.enter_async_context(LocalEngine())
             base_url = engine.base_url
         headers, api_key = provider_headers(
-            http_headers=p.http_headers, env_http_headers=p.env_http_headers,
-            env_key=p.env_key, auth=p.auth, env=self._env)
+            http_headers=p.http_headers,
+            env_http_headers=p.env_http_headers,
+            env_key=p.env_key,
+            auth=p.auth,
+            env=self._env,
+        )
         client: ModelClient
         if p.wire_api == "chat":
             from runner.providers.chat import ChatClient
             from runner.providers.chat_wire import Constrained
 
-            client = ChatClient(base_url, api_key=api_key, headers=headers,
-                                query_params=p.query_params,
-                                constrained_tools=p.constrained_tools,
-                                constrained=Constrained(grammar=p.constrained_grammar),
-                                stream_idle_timeout_s=p.stream_idle_timeout_s,
-                                request_timeout_s=p.request_timeout_s)
+            client = ChatClient(
+                base_url,
+                api_key=api_key,
+                headers=headers,
+                query_params=p.query_params,
+                constrained_tools=p.constrained_tools,
+                constrained=Constrained(grammar=p.constrained_grammar),
+                stream_idle_timeout_s=p.stream_idle_timeout_s,
+                request_timeout_s=p.request_timeout_s,
+            )
         else:
             from runner.providers.responses import ResponsesClient
 
-            client = ResponsesClient(base_url, api_key=api_key, headers=headers,
-                                     query_params=p.query_params, store=p.store,
-                                     stream_idle_timeout_s=p.stream_idle_timeout_s,
-                                     request_timeout_s=p.request_timeout_s)
+            client = ResponsesClient(
+                base_url,
+                api_key=api_key,
+                headers=headers,
+                query_params=p.query_params,
+                store=p.store,
+                stream_idle_timeout_s=p.stream_idle_timeout_s,
+                request_timeout_s=p.request_timeout_s,
+            )
         from runner.providers.retry import RetryingClient
 
-        client = RetryingClient(client, request_max_retries=p.request_max_retries,
-                                stream_max_retries=p.stream_max_retries,
-                                max_wait_s=p.max_retry_wait_s, key_env=p.env_key)
+        client = RetryingClient(
+            client,
+            request_max_retries=p.request_max_retries,
+            stream_max_retries=p.stream_max_retries,
+            max_wait_s=p.max_retry_wait_s,
+            key_env=p.env_key,
+        )
         self._stack.push_async_callback(client.aclose)
         return client
 
@@ -163,43 +187,76 @@ class _Capped:
         await self.inner.aclose()
 
 
-def make_thread(t: ResolvedTask, cwd: Path, model: ModelClient, env: dict[str, str],
-                 log: Sink, *, today: str, tz: str, runner_home: Path | None,
-                 budget: Budget | None = None, extra_tools: Sequence[Tool] = (),
-                 redact: Redactor | None = None, notes: list[str] | None = None) -> Thread:
+def make_thread(
+    t: ResolvedTask,
+    cwd: Path,
+    model: ModelClient,
+    env: dict[str, str],
+    log: Sink,
+    *,
+    today: str,
+    tz: str,
+    runner_home: Path | None,
+    budget: Budget | None = None,
+    extra_tools: Sequence[Tool] = (),
+    redact: Redactor | None = None,
+    notes: list[str] | None = None,
+) -> Thread:
     from runner import compaction
-
 
     extra, reasoning, text = sampling(t.model_options)
     # One policy for what the sandbox enforces and what the model is told. The runs'
     # directory (cwd's parent) holds the other runs and the runner's private git dirs.
-    policy = make_policy(t.sandbox, workspace=cwd, writable_roots=t.writable_roots,
-                         network=t.network_access, hidden=[cwd.parent])
+    policy = make_policy(
+        t.sandbox,
+        workspace=cwd,
+        writable_roots=t.writable_roots,
+        network=t.network_access,
+        hidden=[cwd.parent],
+    )
     executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
     context = prompts.initial_context(
-        cwd=cwd, sandbox=t.sandbox, network=policy.network,
+        cwd=cwd,
+        sandbox=t.sandbox,
+        network=policy.network,
         writable_roots=list(policy.prompt_roots()),
-        developer_instructions=t.developer_instructions, runner_home=runner_home,
-        shell="bash", current_date=today, timezone=tz,
+        developer_instructions=t.developer_instructions,
+        runner_home=runner_home,
+        shell="bash",
+        current_date=today,
+        timezone=tz,
         permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
         skills=prompts.skills_instructions(t.skills, context_window=t.context_window),
-        notes=notes)
+        notes=notes,
+    )
     if t.output_schema is not None:
         text = {**(text or {}), "format": text_format(t.output_schema)}
     spec = ThreadSpec(
-        thread_id=str(uuid.uuid4()), model=t.api_model or t.model,
+        thread_id=str(uuid.uuid4()),
+        model=t.api_model or t.model,
         instructions=prompts.load_instructions(t.instructions_file),
-        context=context, prompts=(t.prompt, *t.turns),
-        max_requests=t.limits.max_turns, timeout_s=t.limits.timeout_s,
-        max_tool_calls=t.limits.max_tool_calls, budget=budget,
+        context=context,
+        prompts=(t.prompt, *t.turns),
+        max_requests=t.limits.max_turns,
+        timeout_s=t.limits.timeout_s,
+        max_tool_calls=t.limits.max_tool_calls,
+        budget=budget,
         parallel_tool_calls=bool(t.model_options.parallel_tool_calls),
-        reasoning=reasoning, text=text, extra=extra,
+        reasoning=reasoning,
+        text=text,
+        extra=extra,
         compaction=compaction.CompactionSettings(
-            limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)),
-        compactor=find_compactor(model) if t.provider.remote_compaction else None)
-    ctx = ToolContext(cwd=cwd, executor=executor, env=child_env(env),
-                      read_only=policy.mode == "read-only",
-                      protected=PROTECTED_NAMES if policy.sandboxed else ())
+            limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)
+        ),
+        compactor=find_compactor(model) if t.provider.remote_compaction else None,
+    )
+    ctx = ToolContext(
+        cwd=cwd,
+        executor=executor,
+        env=child_env(env),
+        read_only=policy.mode == "read-only",
+        protected=PROTECTED_NAMES if policy.sandboxed else (),
+    )
     tools: list[Tool] = [*make_tools(t), *extra_tools]
     if redact:
         tools = [Redacting(tool, redact) for tool in tools]

@@ -33,17 +33,30 @@ def _from_dict(where: str, r: Mapping[str, Any]) -> _Req:
         ideal = u.get("ideal_cached_tokens")
         if ideal is None and p.get("ideal_cache_ratio") is not None:
             ideal = round(u["input_tokens"] * p["ideal_cache_ratio"])
-    return _Req(where, r["index"], p["extends_previous"], p.get("break_reason"),
-                p.get("break_index"), u["input_tokens"] if u else None,
-                u["cached_tokens"] if u else None, ideal)
+    return _Req(
+        where,
+        r["index"],
+        p["extends_previous"],
+        p.get("break_reason"),
+        p.get("break_index"),
+        u["input_tokens"] if u else None,
+        u["cached_tokens"] if u else None,
+        ideal,
+    )
 
 
 def _from_record(r: RequestRecord) -> _Req:
     u = r.usage
-    return _Req("", r.index, r.prefix.extends_previous, r.prefix.break_reason,
-                r.prefix.break_index, u.input_tokens if u else None,
-                u.cached_tokens if u else None,
-                ideal_cached_tokens(u.input_tokens, r.prefix) if u else None)
+    return _Req(
+        "",
+        r.index,
+        r.prefix.extends_previous,
+        r.prefix.break_reason,
+        r.prefix.break_index,
+        u.input_tokens if u else None,
+        u.cached_tokens if u else None,
+        ideal_cached_tokens(u.input_tokens, r.prefix) if u else None,
+    )
 
 
 def _threads(data: Any) -> list[list[_Req]]:
@@ -53,8 +66,7 @@ def _threads(data: Any) -> list[list[_Req]]:
         name = str(data.get("run") or data.get("id") or "")
         return [[_from_dict(name, r) for r in data["requests"]]]
     reqs: Sequence[Any] = data
-    return [[_from_record(r) if isinstance(r, RequestRecord) else _from_dict("", r)
-             for r in reqs]]
+    return [[_from_record(r) if isinstance(r, RequestRecord) else _from_dict("", r) for r in reqs]]
 
 
 def cache_problems(data: Any, *, exact_cache: bool = True) -> list[str]:
@@ -67,15 +79,16 @@ def cache_problems(data: Any, *, exact_cache: bool = True) -> list[str]:
         for r in thread[1:]:
             name = f"{r.where + ' ' if r.where else ''}request {r.index}"
             if not r.extends and r.reason != COMPACTION:
-                problems.append(f"{name} breaks the prefix at item {r.break_index}: "
-                                f"{r.reason}")
+                problems.append(f"{name} breaks the prefix at item {r.break_index}: {r.reason}")
                 continue
             if not exact_cache or not r.extends or not r.ideal or r.cached is None:
                 continue
             # Servers count whole tokens: two tokens either way are rounding, not loss.
             if round(r.cached / r.ideal, 2) != 1.0 and abs(r.cached - r.ideal) > 2:
-                problems.append(f"{name}: cached {r.cached} of an ideal {r.ideal} tokens "
-                                f"(cached/ideal {r.cached / r.ideal:.3f})")
+                problems.append(
+                    f"{name}: cached {r.cached} of an ideal {r.ideal} tokens "
+                    f"(cached/ideal {r.cached / r.ideal:.3f})"
+                )
     return problems
 
 

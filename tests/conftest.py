@@ -38,8 +38,7 @@ def _raise_first(steps: list[Callable[[], None]]) -> None:
 
 
 class LoopbackFactory(Protocol):
-    async def __call__(self, script: Script, **opts: Unpack[ServerOptions]
-                       ) -> LoopbackServer: ...
+    async def __call__(self, script: Script, **opts: Unpack[ServerOptions]) -> LoopbackServer: ...
 
 
 class ThreadFactory(Protocol):
@@ -95,8 +94,7 @@ def loopback_process() -> Iterator[ProcessFactory]:
     """
     servers: list[ProcessServer] = []
 
-    def start(script: str = "tests.loopback:echo",
-              **opts: Unpack[ServerOptions]) -> ProcessServer:
+    def start(script: str = "tests.loopback:echo", **opts: Unpack[ServerOptions]) -> ProcessServer:
         srv = ProcessServer(script, **opts).start()
         servers.append(srv)
         return srv
@@ -112,8 +110,11 @@ def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path)}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, env=env)
     return path
 

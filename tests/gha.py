@@ -69,8 +69,9 @@ class FakeGitHub:
     def calls(self, method: str, pattern: str = "") -> list[tuple[str, str, Any]]:
         return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
-               token: str) -> tuple[int, Any]:
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, token: str
+    ) -> tuple[int, Any]:
         if method != "GET" and token in self.read_only:
             return 403, {"message": "Resource not accessible by integration"}
         if path == "/user" and method == "GET":
@@ -81,7 +82,7 @@ class FakeGitHub:
         base = f"/repos/{REPO}"
         if not path.startswith(base):
             return 404, {"message": "Not Found"}
-        path = path[len(base):]
+        path = path[len(base) :]
         if (m := re.fullmatch(r"/collaborators/([^/]+)/permission", path)) and method == "GET":
             if m[1] not in self.permissions:
                 return 404, {"message": "Not Found"}
@@ -90,12 +91,14 @@ class FakeGitHub:
             if method == "GET":
                 mine = [c for c in self.comments.values() if c["issue"] == int(m[1])]
                 per, page = int(query["per_page"][0]), int(query["page"][0])
-                return 200, mine[(page - 1) * per: page * per]
+                return 200, mine[(page - 1) * per : page * per]
             self.next_id += 1
-            self.comments[self.next_id] = {"id": self.next_id, "issue": int(m[1]),
-                                           "body": body["body"],
-                                           "user": {"login": self.tokens[token]
-                                                    or ACTIONS_BOT}}
+            self.comments[self.next_id] = {
+                "id": self.next_id,
+                "issue": int(m[1]),
+                "body": body["body"],
+                "user": {"login": self.tokens[token] or ACTIONS_BOT},
+            }
             return 201, self.comments[self.next_id]
         if (m := re.fullmatch(r"/issues/comments/(\d+)", path)) and method == "PATCH":
             self.comments[int(m[1])]["body"] = body["body"]
@@ -118,8 +121,14 @@ class FakeGitHub:
             return 200, [p for p in self.pulls if p["head"] == head and p["state"] == "open"]
         if path == "/pulls" and method == "POST":
             number = len(self.pulls) + 1
-            self.pulls.append({**body, "number": number, "state": "open",
-                               "html_url": f"https://github.test/{REPO}/pull/{number}"})
+            self.pulls.append(
+                {
+                    **body,
+                    "number": number,
+                    "state": "open",
+                    "html_url": f"https://github.test/{REPO}/pull/{number}",
+                }
+            )
             return 201, self.pulls[-1]
         if (m := re.fullmatch(r"/pulls/(\d+)", path)) and method == "PATCH":
             pr = self.pulls[int(m[1]) - 1]
@@ -130,8 +139,9 @@ class FakeGitHub:
 
 def serve_fake_github() -> Iterator[FakeGitHub]:
     """A FakeGitHub on a loopback port, for the `github` fixture of a test module."""
-    fake = FakeGitHub(tokens={GITHUB_TOKEN: None, PAT: "octo-bot", FORK_TOKEN: None},
-                      read_only={FORK_TOKEN})
+    fake = FakeGitHub(
+        tokens={GITHUB_TOKEN: None, PAT: "octo-bot", FORK_TOKEN: None}, read_only={FORK_TOKEN}
+    )
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -145,8 +155,9 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
                 if token not in fake.tokens:
                     status, answer = 401, {"message": "Bad credentials"}
                 else:
-                    status, answer = fake.handle(self.command, url.path, parse_qs(url.query),
-                                                 body, token)
+                    status, answer = fake.handle(
+                        self.command, url.path, parse_qs(url.query), body, token
+                    )
             data = b"" if answer is None else json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -209,8 +220,9 @@ class Expressions:
     """The few `${{ }}` forms the action uses; anything else fails the test, so the
     action cannot grow an expression this harness silently gets wrong."""
 
-    def __init__(self, inputs: dict[str, str], steps: dict[str, dict[str, str]],
-                 github: dict[str, str]) -> None:
+    def __init__(
+        self, inputs: dict[str, str], steps: dict[str, dict[str, str]], github: dict[str, str]
+    ) -> None:
         self.inputs, self.steps, self.github = inputs, steps, github
 
     def value(self, expr: str) -> str:
@@ -257,9 +269,17 @@ def action_inputs(overrides: dict[str, str]) -> dict[str, str]:
     return values
 
 
-def run_action(tmp: Path, workspace: Path, inputs: dict[str, str], *, event_name: str,
-               event: dict[str, Any], api_url: str, job_env: dict[str, str] | None = None,
-               token: str = GITHUB_TOKEN) -> ActionRun:
+def run_action(
+    tmp: Path,
+    workspace: Path,
+    inputs: dict[str, str],
+    *,
+    event_name: str,
+    event: dict[str, Any],
+    api_url: str,
+    job_env: dict[str, str] | None = None,
+    token: str = GITHUB_TOKEN,
+) -> ActionRun:
     action = yaml.safe_load(ACTION.read_text())
     tmp.mkdir(parents=True, exist_ok=True)
     event_path = tmp / "event.json"
@@ -269,14 +289,24 @@ def run_action(tmp: Path, workspace: Path, inputs: dict[str, str], *, event_name
     runner_temp = tmp / "runner-temp"
     runner_temp.mkdir(exist_ok=True)
     base_env = {
-        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
-        "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_ACTION_PATH": str(ACTION_DIR), "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": api_url,
-        "GITHUB_SERVER_URL": "https://github.test", "GITHUB_RUN_ID": "4242",
-        "RUNNER_TEMP": str(runner_temp), "RUNNER_OS": "Linux",
-        "GIT_CONFIG_NOSYSTEM": "1", **(job_env or {}),
+        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp),
+        "LANG": "C.UTF-8",
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_ACTION_PATH": str(ACTION_DIR),
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": api_url,
+        "GITHUB_SERVER_URL": "https://github.test",
+        "GITHUB_RUN_ID": "4242",
+        "RUNNER_TEMP": str(runner_temp),
+        "RUNNER_OS": "Linux",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        **(job_env or {}),
     }
     values = action_inputs(inputs)
     if values["github-token"] == "${{ github.token }}":
@@ -303,9 +333,14 @@ def run_action(tmp: Path, workspace: Path, inputs: dict[str, str], *, event_name
         env.update({k: expr.substitute(str(v)) for k, v in (step.get("env") or {}).items()})
         script = tmp / f"step-{sid}.sh"
         script.write_text(step["run"])
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                              cwd=workspace, env=env, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         logs[sid] = proc.stdout + proc.stderr
         steps[sid] = parse_output_file(out_file.read_text())
         outcomes[sid] = "success" if proc.returncode == 0 else f"failure({proc.returncode})"

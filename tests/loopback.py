@@ -77,14 +77,38 @@ CHAT_PATH = "/v1/chat/completions"
 DEFAULT_PROCESS_SCRIPT = "tests.loopback:echo"
 
 __all__ = [
-    "LoopbackServer", "ThreadedServer", "ProcessServer", "Reply", "RecordedRequest",
-    "ServerOptions", "Script", "start_in_thread", "start_process",
-    "reply_message", "reply_function_call", "reply_custom_tool_call", "reply_items",
-    "reply_failed", "reply_incomplete", "reply_http_error", "reply_drop_after", "reply_raw",
-    "reply_events", "reply_sse_bytes",
-    "message_item", "function_call_item", "custom_tool_call_item", "reasoning_item",
-    "assert_exact_extension", "find_extension_break", "assert_call_outputs_paired",
-    "find_pairing_problems", "by_conversation", "per_conversation", "last_user_text", "echo",
+    "LoopbackServer",
+    "ThreadedServer",
+    "ProcessServer",
+    "Reply",
+    "RecordedRequest",
+    "ServerOptions",
+    "Script",
+    "start_in_thread",
+    "start_process",
+    "reply_message",
+    "reply_function_call",
+    "reply_custom_tool_call",
+    "reply_items",
+    "reply_failed",
+    "reply_incomplete",
+    "reply_http_error",
+    "reply_drop_after",
+    "reply_raw",
+    "reply_events",
+    "reply_sse_bytes",
+    "message_item",
+    "function_call_item",
+    "custom_tool_call_item",
+    "reasoning_item",
+    "assert_exact_extension",
+    "find_extension_break",
+    "assert_call_outputs_paired",
+    "find_pairing_problems",
+    "by_conversation",
+    "per_conversation",
+    "last_user_text",
+    "echo",
 ]
 
 
@@ -154,7 +178,8 @@ class Reply:
 def message_item(text: str, *, phase: str | None = None) -> JSON:
     """An assistant message output item, in the key order the real API uses."""
     item: JSON = {
-        "type": "message", "status": "completed",
+        "type": "message",
+        "status": "completed",
         "content": [{"type": "output_text", "annotations": [], "text": text}],
         "role": "assistant",
     }
@@ -163,12 +188,18 @@ def message_item(text: str, *, phase: str | None = None) -> JSON:
     return item
 
 
-def function_call_item(name: str, arguments: Mapping[str, Any] | str,
-                       call_id: str | None = None) -> JSON:
+def function_call_item(
+    name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None
+) -> JSON:
     """A function_call item; dict arguments are JSON-encoded compactly."""
     args = arguments if isinstance(arguments, str) else _dumps(dict(arguments))
-    return {"type": "function_call", "status": "completed", "arguments": args,
-            "call_id": call_id, "name": name}
+    return {
+        "type": "function_call",
+        "status": "completed",
+        "arguments": args,
+        "call_id": call_id,
+        "name": name,
+    }
 
 
 def custom_tool_call_item(name: str, input: str, call_id: str | None = None) -> JSON:
@@ -177,16 +208,17 @@ def custom_tool_call_item(name: str, input: str, call_id: str | None = None) -> 
     return {"type": "custom_tool_call", "call_id": call_id, "input": input, "name": name}
 
 
-def reasoning_item(summary: str | Sequence[str] = "",
-                   encrypted_content: str | None = None) -> JSON:
+def reasoning_item(summary: str | Sequence[str] = "", encrypted_content: str | None = None) -> JSON:
     """A reasoning item with summary parts and an opaque encrypted_content to send back."""
     parts = [summary] if isinstance(summary, str) else list(summary)
     enc = encrypted_content
     if enc is None:
         enc = "gAAAA" + base64.b64encode("|".join(parts).encode()).decode()
-    return {"type": "reasoning",
-            "summary": [{"type": "summary_text", "text": p} for p in parts if p],
-            "encrypted_content": enc}
+    return {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": p} for p in parts if p],
+        "encrypted_content": enc,
+    }
 
 
 def _hdrs(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -198,21 +230,27 @@ def reply_items(items: Sequence[JSON], *, headers: Mapping[str, str] | None = No
     return Reply(output=tuple(items), headers=_hdrs(headers))
 
 
-def reply_message(text: str, *, phase: str | None = None,
-                  headers: Mapping[str, str] | None = None) -> Reply:
+def reply_message(
+    text: str, *, phase: str | None = None, headers: Mapping[str, str] | None = None
+) -> Reply:
     """A completed response holding one assistant message: the end of a turn."""
     return reply_items([message_item(text, phase=phase)], headers=headers)
 
 
-def reply_function_call(name: str, arguments: Mapping[str, Any] | str,
-                        call_id: str | None = None, *,
-                        headers: Mapping[str, str] | None = None) -> Reply:
+def reply_function_call(
+    name: str,
+    arguments: Mapping[str, Any] | str,
+    call_id: str | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
     """A completed response holding one function call."""
     return reply_items([function_call_item(name, arguments, call_id)], headers=headers)
 
 
-def reply_custom_tool_call(name: str, input: str, call_id: str | None = None, *,
-                           headers: Mapping[str, str] | None = None) -> Reply:
+def reply_custom_tool_call(
+    name: str, input: str, call_id: str | None = None, *, headers: Mapping[str, str] | None = None
+) -> Reply:
     """A completed response holding one freeform tool call."""
     return reply_items([custom_tool_call_item(name, input, call_id)], headers=headers)
 
@@ -222,21 +260,22 @@ def reply_failed(code: str, message: str, *, output: Sequence[JSON] = ()) -> Rep
     return Reply(output=tuple(output), end="failed", error={"code": code, "message": message})
 
 
-def reply_incomplete(reason: str = "max_output_tokens", *,
-                     output: Sequence[JSON] = ()) -> Reply:
+def reply_incomplete(reason: str = "max_output_tokens", *, output: Sequence[JSON] = ()) -> Reply:
     """A stream ending in `response.incomplete` with `incomplete_details.reason`."""
     return Reply(output=tuple(output), end="incomplete", incomplete_reason=reason)
 
 
-def reply_http_error(status: int, body: Any = None,
-                     headers: Mapping[str, str] | None = None) -> Reply:
+def reply_http_error(
+    status: int, body: Any = None, headers: Mapping[str, str] | None = None
+) -> Reply:
     """A plain HTTP error. `body`: bytes/str verbatim, anything else JSON-encoded.
 
     The default body is an OpenAI-style ``{"error": {...}}`` object.
     """
     if body is None:
-        body = {"error": {"message": f"loopback HTTP {status}", "type": "server_error",
-                          "code": None}}
+        body = {
+            "error": {"message": f"loopback HTTP {status}", "type": "server_error", "code": None}
+        }
     if isinstance(body, bytes):
         data = body
     elif isinstance(body, str):
@@ -249,8 +288,9 @@ def reply_http_error(status: int, body: Any = None,
     return Reply(kind="http", status=status, body=data, headers=_hdrs(hdrs))
 
 
-def reply_drop_after(n_events: int, reply: Reply | None = None, *, graceful: bool = False,
-                     stall_s: float = 0.0) -> Reply:
+def reply_drop_after(
+    n_events: int, reply: Reply | None = None, *, graceful: bool = False, stall_s: float = 0.0
+) -> Reply:
     """Send the first `n_events` of `reply` (default: a message) and cut the stream.
 
     By default the connection is closed mid-body (the client sees an incomplete chunked
@@ -355,16 +395,38 @@ class RecordedRequest:
 
     def call_outputs(self) -> dict[str, Any]:
         """`output` of each tool-call output in `input`, by call_id (scripts branch on it)."""
-        return {str(i.get("call_id")): i.get("output") for i in self.input
-                if isinstance(i, dict) and i.get("type") in TOOL_OUTPUT_TYPES}
+        return {
+            str(i.get("call_id")): i.get("output")
+            for i in self.input
+            if isinstance(i, dict) and i.get("type") in TOOL_OUTPUT_TYPES
+        }
 
     def to_record(self, *, with_body: bool = True) -> JSON:
         """A JSON-able dict, for the process mode's recording file."""
-        rec: JSON = {k: getattr(self, k) for k in (
-            "index", "conn_id", "conn_seq", "method", "path", "query", "headers",
-            "received_at", "body_bytes", "prompt_bytes", "prefix_bytes", "input_tokens",
-            "cached_tokens", "ideal_cached_tokens", "status", "outcome", "response_id",
-            "output", "usage")}
+        rec: JSON = {
+            k: getattr(self, k)
+            for k in (
+                "index",
+                "conn_id",
+                "conn_seq",
+                "method",
+                "path",
+                "query",
+                "headers",
+                "received_at",
+                "body_bytes",
+                "prompt_bytes",
+                "prefix_bytes",
+                "input_tokens",
+                "cached_tokens",
+                "ideal_cached_tokens",
+                "status",
+                "outcome",
+                "response_id",
+                "output",
+                "usage",
+            )
+        }
         if with_body and self.raw:
             rec["raw_b64"] = base64.b64encode(self.raw).decode()
         return rec
@@ -372,22 +434,40 @@ class RecordedRequest:
     @classmethod
     def from_record(cls, rec: JSON) -> RecordedRequest:
         raw = base64.b64decode(rec.get("raw_b64", ""))
-        req = cls(index=rec["index"], conn_id=rec["conn_id"], conn_seq=rec["conn_seq"],
-                  method=rec["method"], path=rec["path"], query=rec["query"],
-                  headers=rec["headers"], raw=raw, body=None, received_at=rec["received_at"])
+        req = cls(
+            index=rec["index"],
+            conn_id=rec["conn_id"],
+            conn_seq=rec["conn_seq"],
+            method=rec["method"],
+            path=rec["path"],
+            query=rec["query"],
+            headers=rec["headers"],
+            raw=raw,
+            body=None,
+            received_at=rec["received_at"],
+        )
         if raw:
             with contextlib.suppress(ValueError, UnicodeDecodeError):
                 _attach_body(req)
-        for key in ("body_bytes", "prompt_bytes", "prefix_bytes", "input_tokens",
-                    "cached_tokens", "ideal_cached_tokens", "status", "outcome",
-                    "response_id", "output", "usage"):
+        for key in (
+            "body_bytes",
+            "prompt_bytes",
+            "prefix_bytes",
+            "input_tokens",
+            "cached_tokens",
+            "ideal_cached_tokens",
+            "status",
+            "outcome",
+            "response_id",
+            "output",
+            "usage",
+        ):
             setattr(req, key, rec[key])
         return req
 
 
 class ScriptFn(Protocol):
-    def __call__(self, request: RecordedRequest, index: int, /) -> Reply | Awaitable[Reply]:
-        ...
+    def __call__(self, request: RecordedRequest, index: int, /) -> Reply | Awaitable[Reply]: ...
 
 
 Script: TypeAlias = ScriptFn | Sequence[Reply]
@@ -597,20 +677,42 @@ class ServerOptions(TypedDict, total=False):
     cache_min: int
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-            503: "Service Unavailable", 504: "Gateway Timeout"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
-_ID_PREFIX = {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc",
-              "reasoning": "rs", "local_shell_call": "lsc"}
+_ID_PREFIX = {
+    "message": "msg",
+    "function_call": "fc",
+    "custom_tool_call": "ctc",
+    "reasoning": "rs",
+    "local_shell_call": "lsc",
+}
 
 
 class LoopbackServer:
     """The server in the current asyncio loop. Use ``async with`` or start()/aclose()."""
 
-    def __init__(self, script: Script, *, host: str = "127.0.0.1", port: int = 0,
-                 strict: bool = True, validate: bool = True, keep_bodies: bool = True,
-                 cache_block: int = 1, cache_min: int = 0) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        strict: bool = True,
+        validate: bool = True,
+        keep_bodies: bool = True,
+        cache_block: int = 1,
+        cache_min: int = 0,
+    ) -> None:
         self.script = script
         self.host = host
         self.port = port
@@ -669,8 +771,12 @@ class LoopbackServer:
     async def __aenter__(self) -> LoopbackServer:
         return await self.start()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.aclose()
         if exc_type is None and self.strict:
             self.check()
@@ -682,8 +788,9 @@ class LoopbackServer:
 
     # -- connections ----------------------------------------------------------------
 
-    async def _on_connection(self, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
@@ -705,8 +812,9 @@ class LoopbackServer:
             self._tasks.discard(task)
             writer.close()
 
-    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           conn_id: int, seq: int) -> bool:
+    async def _one_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn_id: int, seq: int
+    ) -> bool:
         """Read and answer one request; False when the connection should close."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -733,21 +841,38 @@ class LoopbackServer:
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = (conn_hdr != "close") if version == "HTTP/1.1" else conn_hdr == "keep-alive"
         url = urlsplit(target)
-        req = RecordedRequest(index=-1, conn_id=conn_id, conn_seq=seq, method=method,
-                              path=url.path, query=parse_qs(url.query, keep_blank_values=True),
-                              headers=headers, raw=raw, body=None,
-                              received_at=time.monotonic(), body_bytes=len(raw))
+        req = RecordedRequest(
+            index=-1,
+            conn_id=conn_id,
+            conn_seq=seq,
+            method=method,
+            path=url.path,
+            query=parse_qs(url.query, keep_blank_values=True),
+            headers=headers,
+            raw=raw,
+            body=None,
+            received_at=time.monotonic(),
+            body_bytes=len(raw),
+        )
         if url.path not in (RESPONSES_PATH, CHAT_PATH):
-            return self._reject(req, writer, 404, "unknown_url",
-                                f"Unknown path: {method} {url.path}", keep_alive)
+            return self._reject(
+                req, writer, 404, "unknown_url", f"Unknown path: {method} {url.path}", keep_alive
+            )
         if method != "POST":
-            return self._reject(req, writer, 405, "method_not_allowed",
-                                f"{method} is not allowed on {url.path}", keep_alive)
+            return self._reject(
+                req,
+                writer,
+                405,
+                "method_not_allowed",
+                f"{method} is not allowed on {url.path}",
+                keep_alive,
+            )
         try:
             _attach_body(req, self._scanner)
         except (ValueError, UnicodeDecodeError) as exc:
-            return self._reject(req, writer, 400, "invalid_json",
-                                f"request body is not JSON: {exc}", keep_alive)
+            return self._reject(
+                req, writer, 400, "invalid_json", f"request body is not JSON: {exc}", keep_alive
+            )
         req.index = self._index
         self._index += 1
         self._account(req)
@@ -755,9 +880,10 @@ class LoopbackServer:
         if self.validate:
             self.errors.extend(f"request {req.index}: {p}" for p in find_pairing_problems(req))
             wire = "chat" if url.path == CHAT_PATH else "responses"
-            self.errors.extend(f"request {req.index}: not a valid {wire} request by the "
-                               f"openai SDK's types: {p}"
-                               for p in request_problems(wire, req.json))
+            self.errors.extend(
+                f"request {req.index}: not a valid {wire} request by the openai SDK's types: {p}"
+                for p in request_problems(wire, req.json)
+            )
         reply = await self._reply_for(req)
         req.reply = reply
         close = await self._send(req, reply, writer) or not keep_alive
@@ -780,19 +906,31 @@ class LoopbackServer:
         length = int(headers.get("content-length", "0") or 0)
         return await reader.readexactly(length) if length else b""
 
-    def _reject(self, req: RecordedRequest, writer: asyncio.StreamWriter, status: int,
-                code: str, message: str, keep_alive: bool) -> bool:
+    def _reject(
+        self,
+        req: RecordedRequest,
+        writer: asyncio.StreamWriter,
+        status: int,
+        code: str,
+        message: str,
+        keep_alive: bool,
+    ) -> bool:
         req.status, req.outcome = status, "http_error"
         self.other_requests.append(req)
         err = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
         self._write_json(writer, status, err, not keep_alive)
         return keep_alive
 
-    def _write_json(self, writer: asyncio.StreamWriter, status: int, obj: Any,
-                    close: bool) -> None:
+    def _write_json(self, writer: asyncio.StreamWriter, status: int, obj: Any, close: bool) -> None:
         body = _dumps(obj).encode()
-        writer.write(_head(status, [("content-type", "application/json"),
-                                    ("content-length", str(len(body)))], close) + body)
+        writer.write(
+            _head(
+                status,
+                [("content-type", "application/json"), ("content-length", str(len(body)))],
+                close,
+            )
+            + body
+        )
 
     # -- token accounting -------------------------------------------------------------
 
@@ -801,10 +939,14 @@ class LoopbackServer:
         ascii_only = req.raw.isascii()
         instr = req.instructions_raw
         prompt = _Prompt(
-            model=req.json.get("model"), instructions=instr, tools=req.tools_raw,
-            input=req.input_raw, tool_bytes=_byte_lens(req.tools_raw, ascii_only),
+            model=req.json.get("model"),
+            instructions=instr,
+            tools=req.tools_raw,
+            input=req.input_raw,
+            tool_bytes=_byte_lens(req.tools_raw, ascii_only),
             input_bytes=_byte_lens(req.input_raw, ascii_only),
-            instructions_bytes=0 if instr is None else _byte_lens([instr], ascii_only)[0])
+            instructions_bytes=0 if instr is None else _byte_lens([instr], ascii_only)[0],
+        )
         key = req.json.get("prompt_cache_key")
         key = key if isinstance(key, str | int | None) else _dumps(key)
         prev = self._cache.get(key)
@@ -840,12 +982,18 @@ class LoopbackServer:
             return result
         except Exception as exc:
             self.errors.append(f"request {req.index}: script failed: {exc!r}")
-            return reply_http_error(500, {"error": {
-                "message": f"loopback script failed: {exc!r}", "type": "server_error",
-                "code": "loopback_script_error"}})
+            return reply_http_error(
+                500,
+                {
+                    "error": {
+                        "message": f"loopback script failed: {exc!r}",
+                        "type": "server_error",
+                        "code": "loopback_script_error",
+                    }
+                },
+            )
 
-    async def _send(self, req: RecordedRequest, reply: Reply,
-                    writer: asyncio.StreamWriter) -> bool:
+    async def _send(self, req: RecordedRequest, reply: Reply, writer: asyncio.StreamWriter) -> bool:
         """Write the reply; True if the connection must close afterwards."""
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
@@ -864,8 +1012,13 @@ class LoopbackServer:
             return reply.close_connection
         return await self._send_stream(req, reply, writer, extra)
 
-    async def _send_stream(self, req: RecordedRequest, reply: Reply,
-                           writer: asyncio.StreamWriter, extra: list[tuple[str, str]]) -> bool:
+    async def _send_stream(
+        self,
+        req: RecordedRequest,
+        reply: Reply,
+        writer: asyncio.StreamWriter,
+        extra: list[tuple[str, str]],
+    ) -> bool:
         if reply.sse_body is not None:
             events: list[JSON] = []
             payloads = [reply.sse_body]
@@ -873,8 +1026,8 @@ class LoopbackServer:
             events = self._events(req, reply)
             payloads = [_encode_event(ev, n) for n, ev in enumerate(events)]
         cut = reply.drop_after is not None and reply.drop_after < len(payloads)
-        sent = payloads[:reply.drop_after] if cut else payloads
-        sent_events = events[:reply.drop_after] if cut else events
+        sent = payloads[: reply.drop_after] if cut else payloads
+        sent_events = events[: reply.drop_after] if cut else events
         chunked = not reply.close_delimited
         close = reply.close_connection or reply.close_delimited or (cut and not reply.graceful_drop)
         hdrs = [("content-type", "text/event-stream"), ("cache-control", "no-cache"), *extra]
@@ -885,7 +1038,7 @@ class LoopbackServer:
         self._settle(req, sent_events, cut, reply)
         if reply.chunk_size:
             blob = b"".join(sent)
-            sent = [blob[i:i + reply.chunk_size] for i in range(0, len(blob), reply.chunk_size)]
+            sent = [blob[i : i + reply.chunk_size] for i in range(0, len(blob), reply.chunk_size)]
         frames = [_chunk(p) for p in sent] if chunked else sent
         tail = b"0\r\n\r\n" if chunked and (not cut or reply.graceful_drop) else b""
         if not reply.event_delay_s:
@@ -932,31 +1085,47 @@ class LoopbackServer:
             return [dict(ev) for ev in reply.events]
         rid = reply.response_id or f"resp_{next(self._ids):06d}"
         items = [self._finish_item(item) for item in reply.output]
-        base: JSON = {"id": rid, "object": "response", "created_at": int(time.time()),
-                      "model": reply.model or req.json.get("model") or "loopback"}
+        base: JSON = {
+            "id": rid,
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": reply.model or req.json.get("model") or "loopback",
+        }
         pending = {**base, "status": "in_progress", "output": [], "usage": None}
-        events: list[JSON] = [{"type": "response.created", "response": pending},
-                              {"type": "response.in_progress", "response": pending}]
+        events: list[JSON] = [
+            {"type": "response.created", "response": pending},
+            {"type": "response.in_progress", "response": pending},
+        ]
         for n, item in enumerate(items):
             events.extend(_item_events(item, n, reply.delta_chars))
         usage = self._usage(req, items, reply) if reply.send_usage else None
         if reply.end == "completed":
             final = {**base, "status": "completed", "output": items, "usage": usage}
         elif reply.end == "failed":
-            final = {**base, "status": "failed", "error": reply.error, "output": items,
-                     "usage": None}
+            final = {
+                **base,
+                "status": "failed",
+                "error": reply.error,
+                "output": items,
+                "usage": None,
+            }
         else:
-            final = {**base, "status": "incomplete",
-                     "incomplete_details": {"reason": reply.incomplete_reason},
-                     "output": items, "usage": usage}
+            final = {
+                **base,
+                "status": "incomplete",
+                "incomplete_details": {"reason": reply.incomplete_reason},
+                "output": items,
+                "usage": usage,
+            }
         events.append({"type": f"response.{reply.end}", "response": final})
         return events
 
     def _finish_item(self, item: JSON) -> JSON:
         """A sendable copy of a scripted item: an `id` first, and a call_id if it had None."""
         kind = item.get("type", "item")
-        out: JSON = {} if "id" in item else {
-            "id": f"{_ID_PREFIX.get(kind, 'item')}_{next(self._ids):06d}"}
+        out: JSON = (
+            {} if "id" in item else {"id": f"{_ID_PREFIX.get(kind, 'item')}_{next(self._ids):06d}"}
+        )
         for k, v in item.items():
             out[k] = f"call_{next(self._ids):06d}" if k == "call_id" and v is None else v
         return out
@@ -1011,15 +1180,14 @@ def _encode_event(ev: JSON, seq: int) -> bytes:
     """`event: <type>\\ndata: <json>\\n\\n`, with type first and a sequence_number added."""
     kind = str(ev.get("type", "message"))
     if "sequence_number" not in ev:
-        ev = {"type": kind, "sequence_number": seq,
-              **{k: v for k, v in ev.items() if k != "type"}}
+        ev = {"type": kind, "sequence_number": seq, **{k: v for k, v in ev.items() if k != "type"}}
     return f"event: {kind}\ndata: {_dumps(ev)}\n\n".encode()
 
 
 def _pieces(text: str, n: int) -> list[str]:
     if n <= 0 or len(text) <= n:
         return [text] if text else []
-    return [text[i:i + n] for i in range(0, len(text), n)]
+    return [text[i : i + n] for i in range(0, len(text), n)]
 
 
 def _item_events(item: JSON, idx: int, step: int) -> Iterator[JSON]:
@@ -1029,45 +1197,78 @@ def _item_events(item: JSON, idx: int, step: int) -> Iterator[JSON]:
     at = {"item_id": iid, "output_index": idx}
     if kind == "message":
         parts = item.get("content") or []
-        yield {"type": "response.output_item.added", "output_index": idx,
-               "item": {**item, "status": "in_progress", "content": []}}
+        yield {
+            "type": "response.output_item.added",
+            "output_index": idx,
+            "item": {**item, "status": "in_progress", "content": []},
+        }
         for k, part in enumerate(parts):
             text = str(part.get("text", ""))
-            yield {"type": "response.content_part.added", **at, "content_index": k,
-                   "part": {**part, "text": ""}}
+            yield {
+                "type": "response.content_part.added",
+                **at,
+                "content_index": k,
+                "part": {**part, "text": ""},
+            }
             if part.get("type") == "output_text":
                 for d in _pieces(text, step):
-                    yield {"type": "response.output_text.delta", **at, "content_index": k,
-                           "delta": d}
-                yield {"type": "response.output_text.done", **at, "content_index": k,
-                       "text": text}
-            yield {"type": "response.content_part.done", **at, "content_index": k,
-                   "part": part}
+                    yield {
+                        "type": "response.output_text.delta",
+                        **at,
+                        "content_index": k,
+                        "delta": d,
+                    }
+                yield {"type": "response.output_text.done", **at, "content_index": k, "text": text}
+            yield {"type": "response.content_part.done", **at, "content_index": k, "part": part}
     elif kind in ("function_call", "custom_tool_call"):
-        field_name, prefix = (("arguments", "response.function_call_arguments")
-                              if kind == "function_call"
-                              else ("input", "response.custom_tool_call_input"))
+        field_name, prefix = (
+            ("arguments", "response.function_call_arguments")
+            if kind == "function_call"
+            else ("input", "response.custom_tool_call_input")
+        )
         text = str(item.get(field_name, ""))
-        yield {"type": "response.output_item.added", "output_index": idx,
-               "item": {**item, "status": "in_progress", field_name: ""}}
+        yield {
+            "type": "response.output_item.added",
+            "output_index": idx,
+            "item": {**item, "status": "in_progress", field_name: ""},
+        }
         for d in _pieces(text, step):
             yield {"type": f"{prefix}.delta", **at, "delta": d}
         yield {"type": f"{prefix}.done", **at, field_name: text}
     elif kind == "reasoning":
         summary = item.get("summary") or []
-        yield {"type": "response.output_item.added", "output_index": idx,
-               "item": {**item, "summary": []}}
+        yield {
+            "type": "response.output_item.added",
+            "output_index": idx,
+            "item": {**item, "summary": []},
+        }
         for k, part in enumerate(summary):
             text = str(part.get("text", ""))
-            yield {"type": "response.reasoning_summary_part.added", **at, "summary_index": k,
-                   "part": {**part, "text": ""}}
+            yield {
+                "type": "response.reasoning_summary_part.added",
+                **at,
+                "summary_index": k,
+                "part": {**part, "text": ""},
+            }
             for d in _pieces(text, step):
-                yield {"type": "response.reasoning_summary_text.delta", **at,
-                       "summary_index": k, "delta": d}
-            yield {"type": "response.reasoning_summary_text.done", **at, "summary_index": k,
-                   "text": text}
-            yield {"type": "response.reasoning_summary_part.done", **at, "summary_index": k,
-                   "part": part}
+                yield {
+                    "type": "response.reasoning_summary_text.delta",
+                    **at,
+                    "summary_index": k,
+                    "delta": d,
+                }
+            yield {
+                "type": "response.reasoning_summary_text.done",
+                **at,
+                "summary_index": k,
+                "text": text,
+            }
+            yield {
+                "type": "response.reasoning_summary_part.done",
+                **at,
+                "summary_index": k,
+                "part": part,
+            }
     else:
         yield {"type": "response.output_item.added", "output_index": idx, "item": item}
     yield {"type": "response.output_item.done", "output_index": idx, "item": item}
@@ -1120,7 +1321,7 @@ def _snippet(a: str, b: str) -> str:
     """Where two texts first differ, with a little context on each side."""
     k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     lo = max(0, k - 30)
-    return f"first difference at char {k}: was {a[lo:k + 30]!r}, now {b[lo:k + 30]!r}"
+    return f"first difference at char {k}: was {a[lo : k + 30]!r}, now {b[lo : k + 30]!r}"
 
 
 def _same_value_note(a: str, b: str) -> str:
@@ -1161,8 +1362,9 @@ def _extension_problem(prev: RecordedRequest, cur: RecordedRequest) -> str | Non
             added = [n for n in new if n not in old]
             removed = [n for n in old if n not in new]
             return f"tools changed: {old} -> {new} (added {added}, removed {removed})"
-        k = next(i for i, (a, b) in enumerate(zip(prev.tools_raw, cur.tools_raw, strict=True))
-                 if a != b)
+        k = next(
+            i for i, (a, b) in enumerate(zip(prev.tools_raw, cur.tools_raw, strict=True)) if a != b
+        )
         a, b = prev.tools_raw[k], cur.tools_raw[k]
         return f"tools[{k}] ({old[k]}) changed{_same_value_note(a, b)}; {_snippet(a, b)}"
     need = len(prev.input_raw)
@@ -1171,20 +1373,26 @@ def _extension_problem(prev: RecordedRequest, cur: RecordedRequest) -> str | Non
     for k, (a, b) in enumerate(zip(prev.input_raw, cur.input_raw, strict=False)):
         if a != b:
             kind = cur.input[k].get("type") if isinstance(cur.input[k], dict) else "?"
-            return (f"input[{k}] ({kind}) differs from the previous request's "
-                    f"input[{k}]{_same_value_note(a, b)}; {_snippet(a, b)}")
+            return (
+                f"input[{k}] ({kind}) differs from the previous request's "
+                f"input[{k}]{_same_value_note(a, b)}; {_snippet(a, b)}"
+            )
     sent_back = [item for item in prev.output if not _unresolvable(item, cur)]
     for j, item in enumerate(sent_back):
         k = need + j
         want = _dumps({key: v for key, v in item.items() if v is not None})
         if k >= len(cur.input_raw):
-            return (f"input ends at {len(cur.input_raw)} items; expected the previous "
-                    f"response's output[{j}] ({item.get('type')}) at input[{k}]")
+            return (
+                f"input ends at {len(cur.input_raw)} items; expected the previous "
+                f"response's output[{j}] ({item.get('type')}) at input[{k}]"
+            )
         got = _dumps(cur.input[k])
         if got != want:
-            return (f"input[{k}] should be the previous response's output[{j}] "
-                    f"({item.get('type')}) without null fields{_same_value_note(want, got)}; "
-                    f"{_snippet(want, got)}")
+            return (
+                f"input[{k}] should be the previous response's output[{j}] "
+                f"({item.get('type')}) without null fields{_same_value_note(want, got)}; "
+                f"{_snippet(want, got)}"
+            )
     return None
 
 
@@ -1210,8 +1418,10 @@ def find_extension_break(requests: Sequence[RecordedRequest]) -> str | None:
         prev, cur = requests[n - 1], requests[n]
         problem = _extension_problem(prev, cur)
         if problem:
-            return (f"request {cur.index} (#{n} in the list) does not extend request "
-                    f"{prev.index}: {problem}")
+            return (
+                f"request {cur.index} (#{n} in the list) does not extend request "
+                f"{prev.index}: {problem}"
+            )
     return None
 
 
@@ -1234,8 +1444,9 @@ def by_conversation(requests: Sequence[RecordedRequest]) -> dict[Any, list[Recor
 # Script helpers
 
 
-def per_conversation(script: Callable[[RecordedRequest, int], Reply | Awaitable[Reply]],
-                     ) -> ScriptFn:
+def per_conversation(
+    script: Callable[[RecordedRequest, int], Reply | Awaitable[Reply]],
+) -> ScriptFn:
     """Wrap a script so `index` counts requests within the request's prompt_cache_key.
 
     Lets one script drive many concurrent threads (the batch runner) the same way.
@@ -1351,8 +1562,12 @@ class ThreadedServer:
     def __enter__(self) -> ThreadedServer:
         return self if self._thread is not None else self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             self.stop()
         else:
@@ -1376,9 +1591,14 @@ class ProcessServer:
     back after `stop()`, read from the JSON recording it writes on exit.
     """
 
-    def __init__(self, script: str = DEFAULT_PROCESS_SCRIPT, *,
-                 env: Mapping[str, str] | None = None, startup_timeout_s: float = 20.0,
-                 **opts: Unpack[ServerOptions]) -> None:
+    def __init__(
+        self,
+        script: str = DEFAULT_PROCESS_SCRIPT,
+        *,
+        env: Mapping[str, str] | None = None,
+        startup_timeout_s: float = 20.0,
+        **opts: Unpack[ServerOptions],
+    ) -> None:
         self.script = script
         self.env = env
         self.startup_timeout_s = startup_timeout_s
@@ -1399,11 +1619,25 @@ class ProcessServer:
 
     def command(self, port_file: Path, record: Path) -> list[str]:
         o = self.opts
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--script", self.script,
-               "--port-file", str(port_file), "--record", str(record), "--exit-on-stdin-eof",
-               "--host", o.get("host", "127.0.0.1"), "--port", str(o.get("port", 0)),
-               "--cache-block", str(o.get("cache_block", 1)),
-               "--cache-min", str(o.get("cache_min", 0))]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--script",
+            self.script,
+            "--port-file",
+            str(port_file),
+            "--record",
+            str(record),
+            "--exit-on-stdin-eof",
+            "--host",
+            o.get("host", "127.0.0.1"),
+            "--port",
+            str(o.get("port", 0)),
+            "--cache-block",
+            str(o.get("cache_block", 1)),
+            "--cache-min",
+            str(o.get("cache_min", 0)),
+        ]
         if not o.get("validate", True):
             cmd.append("--no-validate")
         if not o.get("keep_bodies", True):
@@ -1415,8 +1649,12 @@ class ProcessServer:
         port_file, record, log = (self._dir / n for n in ("port", "record.json", "log"))
         with open(log, "wb") as log_out:
             self.proc = subprocess.Popen(
-                self.command(port_file, record), stdin=subprocess.PIPE, stdout=log_out,
-                stderr=subprocess.STDOUT, env=None if self.env is None else dict(self.env))
+                self.command(port_file, record),
+                stdin=subprocess.PIPE,
+                stdout=log_out,
+                stderr=subprocess.STDOUT,
+                env=None if self.env is None else dict(self.env),
+            )
         deadline = time.monotonic() + self.startup_timeout_s
         while not port_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -1469,8 +1707,12 @@ class ProcessServer:
     def __enter__(self) -> ProcessServer:
         return self if self.proc is not None else self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             self.stop()
         else:
@@ -1478,9 +1720,12 @@ class ProcessServer:
                 self.stop()
 
 
-def start_process(script: str = DEFAULT_PROCESS_SCRIPT, *,
-                  env: Mapping[str, str] | None = None,
-                  **opts: Unpack[ServerOptions]) -> ProcessServer:
+def start_process(
+    script: str = DEFAULT_PROCESS_SCRIPT,
+    *,
+    env: Mapping[str, str] | None = None,
+    **opts: Unpack[ServerOptions],
+) -> ProcessServer:
     """Start a server in a child process; `script` is "module:attr" (see `load_script`)."""
     return ProcessServer(script, env=env, **opts).start()
 
@@ -1491,8 +1736,11 @@ def load_script(spec: str) -> Script:
     obj: Any = getattr(importlib.import_module(module_name), attr or "script")
     if callable(obj):
         params = inspect.signature(obj).parameters.values()
-        required = [p for p in params if p.default is p.empty
-                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = [
+            p
+            for p in params
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         if not required:
             obj = obj()
     return obj  # type: ignore[no-any-return]
@@ -1505,20 +1753,29 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 async def _serve_main(args: argparse.Namespace, script: Script) -> int:
-    srv = LoopbackServer(script, host=args.host, port=args.port, strict=False,
-                         validate=args.validate, keep_bodies=args.bodies,
-                         cache_block=args.cache_block, cache_min=args.cache_min)
+    srv = LoopbackServer(
+        script,
+        host=args.host,
+        port=args.port,
+        strict=False,
+        validate=args.validate,
+        keep_bodies=args.bodies,
+        cache_block=args.cache_block,
+        cache_min=args.cache_min,
+    )
     await srv.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if args.exit_on_stdin_eof:
+
         def wait_eof() -> None:
             with contextlib.suppress(OSError, ValueError):
                 while sys.stdin.buffer.read(65536):
                     pass
             loop.call_soon_threadsafe(stop.set)
+
         threading.Thread(target=wait_eof, daemon=True).start()
     if args.port_file:
         _write_atomic(Path(args.port_file), str(srv.port))
@@ -1526,9 +1783,12 @@ async def _serve_main(args: argparse.Namespace, script: Script) -> int:
     await stop.wait()
     await srv.aclose()
     if args.record:
-        data = {"base_url": srv.base_url, "connections_opened": srv.connections_opened,
-                "errors": srv.errors,
-                "requests": [r.to_record(with_body=args.bodies) for r in srv.requests]}
+        data = {
+            "base_url": srv.base_url,
+            "connections_opened": srv.connections_opened,
+            "errors": srv.errors,
+            "requests": [r.to_record(with_body=args.bodies) for r in srv.requests],
+        }
         _write_atomic(Path(args.record), json.dumps(data))
     return 0
 

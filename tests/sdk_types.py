@@ -83,14 +83,21 @@ def _explain(exc: ValidationError, body: Any, where: str) -> list[str]:
     reports every member of a union, and only the one the value claims to be says
     anything useful."""
     errors = exc.errors()
-    wrong = {_member(e["loc"]) for e in errors
-             if e["type"] == "literal_error" and e["loc"][-1] in ("type", "role")
-             and len(e["loc"]) == len(_member(e["loc"])) + 1}
+    wrong = {
+        _member(e["loc"])
+        for e in errors
+        if e["type"] == "literal_error"
+        and e["loc"][-1] in ("type", "role")
+        and len(e["loc"]) == len(_member(e["loc"])) + 1
+    }
     relevant = [e for e in errors if _member(e["loc"]) not in wrong] or errors
     kind = body.get("type") if isinstance(body, dict) else None
     label = f"{where} ({kind})" if where and kind else where or "body"
-    return [f"{label}: {'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']} "
-            "(openai SDK types)" for e in relevant[:MAX_PROBLEMS]]
+    return [
+        f"{label}: {'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']} "
+        "(openai SDK types)"
+        for e in relevant[:MAX_PROBLEMS]
+    ]
 
 
 def _member(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
@@ -98,5 +105,5 @@ def _member(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     lower case)."""
     for i in range(len(loc) - 1, -1, -1):
         if isinstance(loc[i], str) and str(loc[i])[:1].isupper():
-            return loc[:i + 1]
+            return loc[: i + 1]
     return ()

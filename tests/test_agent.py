@@ -49,26 +49,45 @@ class ListSink:
 
 
 def shell(cmd: str, call_id: str | None = None, **extra: Any) -> Reply:
-    return reply_function_call("shell", {"command": ["bash", "-c", cmd], **extra},
-                               call_id=call_id)
+    return reply_function_call("shell", {"command": ["bash", "-c", cmd], **extra}, call_id=call_id)
 
 
-async def run_thread(base_url: str, tmp_path: Path, *, prompts_: tuple[str, ...] = ("go",),
-                     max_requests: int = 10, timeout_s: float = 30,
-                     sink: ListSink | None = None) -> tuple[Outcome, ListSink]:
+async def run_thread(
+    base_url: str,
+    tmp_path: Path,
+    *,
+    prompts_: tuple[str, ...] = ("go",),
+    max_requests: int = 10,
+    timeout_s: float = 30,
+    sink: ListSink | None = None,
+) -> tuple[Outcome, ListSink]:
     sink = sink or ListSink()
     context = prompts.initial_context(
-        cwd=tmp_path, sandbox="danger-full-access", network=True, writable_roots=[],
-        developer_instructions=None, runner_home=None, shell="bash",
-        current_date="2026-01-01", timezone="UTC")
-    spec = ThreadSpec(thread_id="thread-1", model="m", instructions=prompts.base_instructions(),
-                      context=context, prompts=prompts_, max_requests=max_requests,
-                      timeout_s=timeout_s)
+        cwd=tmp_path,
+        sandbox="danger-full-access",
+        network=True,
+        writable_roots=[],
+        developer_instructions=None,
+        runner_home=None,
+        shell="bash",
+        current_date="2026-01-01",
+        timezone="UTC",
+    )
+    spec = ThreadSpec(
+        thread_id="thread-1",
+        model="m",
+        instructions=prompts.base_instructions(),
+        context=context,
+        prompts=prompts_,
+        max_requests=max_requests,
+        timeout_s=timeout_s,
+    )
     client = ResponsesClient(base_url)
     ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env=child_env(os.environ))
     try:
-        outcome = await Thread(spec, client, [ShellTool(), PlanTool(), ApplyPatchTool()], ctx,
-                               sink).run()
+        outcome = await Thread(
+            spec, client, [ShellTool(), PlanTool(), ApplyPatchTool()], ctx, sink
+        ).run()
     finally:
         await client.aclose()
     return outcome, sink
@@ -76,8 +95,10 @@ async def run_thread(base_url: str, tmp_path: Path, *, prompts_: tuple[str, ...]
 
 def output_of(request: Any, call_id: str) -> str:
     for item in request.input:
-        if item.get("type") in ("function_call_output", "custom_tool_call_output") \
-                and item.get("call_id") == call_id:
+        if (
+            item.get("type") in ("function_call_output", "custom_tool_call_output")
+            and item.get("call_id") == call_id
+        ):
             return str(item["output"])
     raise AssertionError(f"no output for {call_id}")
 
@@ -97,14 +118,20 @@ async def test_call_then_final_message(loopback: LoopbackFactory, tmp_path: Path
     # One kept-alive connection for the whole thread.
     assert srv.connections_opened == 1
     # Usage is the server's, request by request.
-    assert [r.usage.input_tokens for r in outcome.requests if r.usage] == \
-        [r.input_tokens for r in srv.requests]
-    assert outcome.requests[1].usage and outcome.requests[1].usage.cached_tokens == \
-        srv.requests[1].cached_tokens > 0
+    assert [r.usage.input_tokens for r in outcome.requests if r.usage] == [
+        r.input_tokens for r in srv.requests
+    ]
+    assert (
+        outcome.requests[1].usage
+        and outcome.requests[1].usage.cached_tokens == srv.requests[1].cached_tokens > 0
+    )
     assert sink.types()[0] == "thread.started"
     assert "turn.completed" in sink.types()
-    cmd = [e for e in sink.events if e["type"] == "item.completed"
-           and e["item"]["type"] == "command_execution"]
+    cmd = [
+        e
+        for e in sink.events
+        if e["type"] == "item.completed" and e["item"]["type"] == "command_execution"
+    ]
     assert cmd and cmd[0]["item"]["exit_code"] == 0
 
 
@@ -123,16 +150,26 @@ async def test_request_fields(loopback: LoopbackFactory, tmp_path: Path) -> None
     assert "previous_response_id" not in body
 
 
-async def test_parallel_calls_each_get_one_output(loopback: LoopbackFactory,
-                                                  tmp_path: Path) -> None:
-    srv = await loopback([
-        reply_items([function_call_item("shell", {"command": ["true"]}, call_id="a"),
-                     function_call_item("nope", {}, call_id="b"),
-                     function_call_item("shell", "{not json", call_id="c"),
-                     function_call_item("update_plan", {"plan": [
-                         {"step": "x", "status": "in_progress"}]}, call_id="d")]),
-        reply_message("ok"),
-    ])
+async def test_parallel_calls_each_get_one_output(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    srv = await loopback(
+        [
+            reply_items(
+                [
+                    function_call_item("shell", {"command": ["true"]}, call_id="a"),
+                    function_call_item("nope", {}, call_id="b"),
+                    function_call_item("shell", "{not json", call_id="c"),
+                    function_call_item(
+                        "update_plan",
+                        {"plan": [{"step": "x", "status": "in_progress"}]},
+                        call_id="d",
+                    ),
+                ]
+            ),
+            reply_message("ok"),
+        ]
+    )
     outcome, _ = await run_thread(srv.base_url, tmp_path)
     assert outcome.status == "completed"
     last = srv.requests[1]
@@ -143,10 +180,10 @@ async def test_parallel_calls_each_get_one_output(loopback: LoopbackFactory,
     assert outcome.tool_calls == 4
 
 
-async def test_follow_up_turns_extend_the_thread(loopback: LoopbackFactory,
-                                                 tmp_path: Path) -> None:
-    srv = await loopback([shell("echo one", "c1"), reply_message("first done"),
-                          reply_message("second done")])
+async def test_follow_up_turns_extend_the_thread(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback(
+        [shell("echo one", "c1"), reply_message("first done"), reply_message("second done")]
+    )
     outcome, sink = await run_thread(srv.base_url, tmp_path, prompts_=("go", "again"))
     assert outcome.status == "completed" and outcome.turns_completed == 2
     assert outcome.final_message == "second done"
@@ -155,8 +192,7 @@ async def test_follow_up_turns_extend_the_thread(loopback: LoopbackFactory,
     assert sink.types().count("turn.completed") == 2
 
 
-async def test_max_turns_stops_with_work_kept(loopback: LoopbackFactory,
-                                              tmp_path: Path) -> None:
+async def test_max_turns_stops_with_work_kept(loopback: LoopbackFactory, tmp_path: Path) -> None:
     srv = await loopback(lambda req, i: shell(f"echo {i} >> log.txt", f"c{i}"))
     outcome, sink = await run_thread(srv.base_url, tmp_path, max_requests=3)
     assert outcome.status == "max_turns"
@@ -166,8 +202,7 @@ async def test_max_turns_stops_with_work_kept(loopback: LoopbackFactory,
     assert_exact_extension(srv.requests)
 
 
-async def test_timeout_mid_tool_answers_the_call(loopback: LoopbackFactory,
-                                                 tmp_path: Path) -> None:
+async def test_timeout_mid_tool_answers_the_call(loopback: LoopbackFactory, tmp_path: Path) -> None:
     srv = await loopback([shell("sleep 30", "slow", timeout_ms=60_000)])
     outcome, _ = await run_thread(srv.base_url, tmp_path, timeout_s=1.0)
     assert outcome.status == "timeout"
@@ -177,16 +212,16 @@ async def test_timeout_mid_tool_answers_the_call(loopback: LoopbackFactory,
 
 
 async def test_shell_timeout_kills_group(loopback: LoopbackFactory, tmp_path: Path) -> None:
-    srv = await loopback([shell("sleep 30 & sleep 30; echo never", "c", timeout_ms=300),
-                          reply_message("ok")])
+    srv = await loopback(
+        [shell("sleep 30 & sleep 30; echo never", "c", timeout_ms=300), reply_message("ok")]
+    )
     outcome, _ = await run_thread(srv.base_url, tmp_path)
     out = json.loads(output_of(srv.requests[1], "c"))
     assert out["metadata"]["exit_code"] == 124
     assert out["output"].startswith("command timed out after 300 milliseconds")
 
 
-async def test_model_failure_is_a_failed_status(loopback: LoopbackFactory,
-                                                tmp_path: Path) -> None:
+async def test_model_failure_is_a_failed_status(loopback: LoopbackFactory, tmp_path: Path) -> None:
     srv = await loopback([reply_failed("invalid_prompt", "no thanks")])
     outcome, sink = await run_thread(srv.base_url, tmp_path)
     assert outcome.status == "failed"
@@ -196,31 +231,38 @@ async def test_model_failure_is_a_failed_status(loopback: LoopbackFactory,
 
 async def test_custom_apply_patch_call(loopback: LoopbackFactory, tmp_path: Path) -> None:
     patch = "*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch"
-    srv = await loopback([reply_custom_tool_call("apply_patch", patch, call_id="p"),
-                          reply_message("added")])
+    srv = await loopback(
+        [reply_custom_tool_call("apply_patch", patch, call_id="p"), reply_message("added")]
+    )
     outcome, sink = await run_thread(srv.base_url, tmp_path)
     assert (tmp_path / "new.txt").read_text() == "hello\n"
     assert output_of(srv.requests[1], "p") == "Success. Updated the following files:\nA new.txt"
-    changes = [e for e in sink.events if e["type"] == "item.completed"
-               and e["item"]["type"] == "file_change"]
+    changes = [
+        e
+        for e in sink.events
+        if e["type"] == "item.completed" and e["item"]["type"] == "file_change"
+    ]
     # Absolute, as `codex exec --json` prints them.
     assert changes[0]["item"]["changes"] == [{"path": str(tmp_path / "new.txt"), "kind": "add"}]
 
 
-async def test_apply_patch_through_shell_heredoc(loopback: LoopbackFactory,
-                                                 tmp_path: Path) -> None:
+async def test_apply_patch_through_shell_heredoc(loopback: LoopbackFactory, tmp_path: Path) -> None:
     script = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\nEOF"
-    srv = await loopback([reply_function_call("shell", {"command": ["bash", "-lc", script]},
-                                              call_id="s"),
-                          reply_message("ok")])
+    srv = await loopback(
+        [
+            reply_function_call("shell", {"command": ["bash", "-lc", script]}, call_id="s"),
+            reply_message("ok"),
+        ]
+    )
     await run_thread(srv.base_url, tmp_path)
     assert (tmp_path / "a.txt").read_text() == "x\n"
     out = json.loads(output_of(srv.requests[1], "s"))
     assert out["output"].startswith("Success.")
 
 
-async def test_secrets_not_in_shell_env(loopback: LoopbackFactory, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_secrets_not_in_shell_env(
+    loopback: LoopbackFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MY_API_KEY", "canary-secret-value-123")
     monkeypatch.setenv("GH_TOKEN", "canary-token-value-456")
     srv = await loopback([shell("env", "c"), reply_message("ok")])
@@ -233,10 +275,17 @@ async def test_secrets_not_in_shell_env(loopback: LoopbackFactory, tmp_path: Pat
 async def test_reasoning_items_are_sent_back(loopback: LoopbackFactory, tmp_path: Path) -> None:
     from tests.loopback import reasoning_item
 
-    srv = await loopback([reply_items([reasoning_item("thinking", encrypted_content="enc"),
-                                       function_call_item("shell", {"command": ["true"]},
-                                                          call_id="c")]),
-                          reply_items([message_item("fin")])])
+    srv = await loopback(
+        [
+            reply_items(
+                [
+                    reasoning_item("thinking", encrypted_content="enc"),
+                    function_call_item("shell", {"command": ["true"]}, call_id="c"),
+                ]
+            ),
+            reply_items([message_item("fin")]),
+        ]
+    )
     outcome, _ = await run_thread(srv.base_url, tmp_path)
     assert outcome.final_message == "fin"
     types = [i["type"] for i in srv.requests[1].input]
@@ -249,10 +298,8 @@ async def test_reasoning_items_are_sent_back(loopback: LoopbackFactory, tmp_path
     assert_exact_extension(srv.requests)
 
 
-async def test_big_output_is_cut_head_and_tail(loopback: LoopbackFactory,
-                                               tmp_path: Path) -> None:
-    srv = await loopback([shell("echo START; seq 1 200000; echo END", "c"),
-                          reply_message("ok")])
+async def test_big_output_is_cut_head_and_tail(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback([shell("echo START; seq 1 200000; echo END", "c"), reply_message("ok")])
     await run_thread(srv.base_url, tmp_path)
     out = json.loads(output_of(srv.requests[1], "c"))
     text = out["output"]
@@ -263,26 +310,46 @@ async def test_big_output_is_cut_head_and_tail(loopback: LoopbackFactory,
 
 
 async def test_plan_updates_are_events(loopback: LoopbackFactory, tmp_path: Path) -> None:
-    srv = await loopback([reply_function_call("update_plan", {"plan": [
-        {"step": "read", "status": "completed"}, {"step": "fix", "status": "in_progress"}]},
-        call_id="p"), reply_message("ok")])
+    srv = await loopback(
+        [
+            reply_function_call(
+                "update_plan",
+                {
+                    "plan": [
+                        {"step": "read", "status": "completed"},
+                        {"step": "fix", "status": "in_progress"},
+                    ]
+                },
+                call_id="p",
+            ),
+            reply_message("ok"),
+        ]
+    )
     _, sink = await run_thread(srv.base_url, tmp_path)
-    todo = [e["item"] for e in sink.events if e["type"] == "item.completed"
-            and e["item"]["type"] == "todo_list"]
-    assert todo[0]["items"] == [{"text": "read", "completed": True},
-                                {"text": "fix", "completed": False}]
+    todo = [
+        e["item"]
+        for e in sink.events
+        if e["type"] == "item.completed" and e["item"]["type"] == "todo_list"
+    ]
+    assert todo[0]["items"] == [
+        {"text": "read", "completed": True},
+        {"text": "fix", "completed": False},
+    ]
 
 
 def test_plain_output_form() -> None:
     from runner.tools.shell import format_output
 
     assert format_output(2, 1.234, "oops\n", plain=True) == (
-        "Exit code: 2\nWall time: 1.2 seconds\nOutput:\noops\n")
+        "Exit code: 2\nWall time: 1.2 seconds\nOutput:\noops\n"
+    )
     long = "x" * 20_000
     text = format_output(0, 0.0, long, 1, plain=True)
     assert text.startswith("Exit code: 0\nWall time: 0.0 seconds\nTotal output lines: 1\nOutput:\n")
     assert json.loads(format_output(0, 0.04, "ok")) == {
-        "output": "ok", "metadata": {"exit_code": 0, "duration_seconds": 0.0}}
+        "output": "ok",
+        "metadata": {"exit_code": 0, "duration_seconds": 0.0},
+    }
 
 
 class ShiftingTool:
@@ -295,8 +362,13 @@ class ShiftingTool:
 
     def spec(self) -> dict[str, Any]:
         self.asked += 1
-        return {"type": "function", "name": "shifty", "description": f"version {self.asked}",
-                "strict": False, "parameters": {"type": "object", "properties": {}}}
+        return {
+            "type": "function",
+            "name": "shifty",
+            "description": f"version {self.asked}",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {}},
+        }
 
     def started(self, call: Any) -> None:
         return None
@@ -307,12 +379,20 @@ class ShiftingTool:
         return ToolResult("ok")
 
 
-async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory,
-                                              tmp_path: Path) -> None:
-    srv = await loopback([reply_function_call("shifty", {}, call_id=f"s{n}") for n in range(3)]
-                         + [reply_message("done")])
-    spec = ThreadSpec(thread_id="t", model="m", instructions="i", context=(), prompts=("go",),
-                      max_requests=10, timeout_s=30)
+async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback(
+        [reply_function_call("shifty", {}, call_id=f"s{n}") for n in range(3)]
+        + [reply_message("done")]
+    )
+    spec = ThreadSpec(
+        thread_id="t",
+        model="m",
+        instructions="i",
+        context=(),
+        prompts=("go",),
+        max_requests=10,
+        timeout_s=30,
+    )
     client = ResponsesClient(srv.base_url)
     ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
     try:
@@ -324,8 +404,9 @@ async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory,
     assert_cache_stable(outcome.requests)
 
 
-async def test_every_request_is_served_from_cache(loopback: LoopbackFactory,
-                                                  tmp_path: Path) -> None:
+async def test_every_request_is_served_from_cache(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     """With a server that caches exact prefixes, cached = ideal on every request."""
     srv = await loopback([shell(f"echo {n}", f"c{n}") for n in range(8)] + [reply_message("ok")])
     outcome, sink = await run_thread(srv.base_url, tmp_path, max_requests=20)
@@ -333,7 +414,9 @@ async def test_every_request_is_served_from_cache(loopback: LoopbackFactory,
     assert_cache_stable(outcome.requests)
     for rec, req in zip(outcome.requests[1:], srv.requests[1:], strict=True):
         assert rec.usage is not None and rec.usage.cached_tokens == req.cached_tokens > 0
-        assert abs(ideal_cached_tokens(rec.usage.input_tokens, rec.prefix)
-                   - req.ideal_cached_tokens) <= 1
+        assert (
+            abs(ideal_cached_tokens(rec.usage.input_tokens, rec.prefix) - req.ideal_cached_tokens)
+            <= 1
+        )
     events = [e for e in sink.events if e["type"] == "request.completed"]
     assert all(e["kind"] == "turn" and e["prefix"]["break_reason"] is None for e in events)

@@ -36,15 +36,22 @@ def _runs(out: Path) -> list[dict[str, Any]]:
 
 
 def test_matrix_variants_and_tags_expand_and_select(tmp_path: Path) -> None:
-    tasks = write_tasks(tmp_path, "http://127.0.0.1:9/v1", (
-        "  - {id: a, prompt: fix it, repo: ., tags: [nightly, bugs]}\n"
-        "  - {id: b, prompt: explain, repo: .}\n"), defaults=(
-        "matrix:\n"
-        "  model: [fake/m1, fake/m2]\n"
-        "  variant:\n"
-        "    - {name: terse, prompt_template: 'Be brief. {prompt}', reasoning_effort: low}\n"
-        "    - {name: plain}\n"
-        "  repeat: 2\n"))
+    tasks = write_tasks(
+        tmp_path,
+        "http://127.0.0.1:9/v1",
+        (
+            "  - {id: a, prompt: fix it, repo: ., tags: [nightly, bugs]}\n"
+            "  - {id: b, prompt: explain, repo: .}\n"
+        ),
+        defaults=(
+            "matrix:\n"
+            "  model: [fake/m1, fake/m2]\n"
+            "  variant:\n"
+            "    - {name: terse, prompt_template: 'Be brief. {prompt}', reasoning_effort: low}\n"
+            "    - {name: plain}\n"
+            "  repeat: 2\n"
+        ),
+    )
     res = run_cli("validate", tasks)
     assert res.returncode == 0, res.stderr
     names = [line.split(":")[0] for line in res.stdout.splitlines()[:-1]]
@@ -86,16 +93,23 @@ def looping(req: Any, i: int) -> Reply:
     return shell(f"echo {i} >> log.txt", f"c{i}")
 
 
-def test_limits_stop_runs_with_their_own_status(loopback_thread: ThreadFactory,
-                                                tmp_path: Path) -> None:
+def test_limits_stop_runs_with_their_own_status(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(looping))
-    tasks = write_tasks(tmp_path, srv.base_url, (
-        "  - {id: calls, prompt: go, repo: ., limits: {max_tool_calls: 3}}\n"
-        "  - {id: inp, prompt: go, repo: ., limits: {max_input_tokens: 2000}}\n"
-        "  - {id: cost, prompt: go, repo: ., limits: {max_cost_usd: 0.01}}\n"
-        "  - {id: turns, prompt: go, repo: ., limits: {max_turns: 2}}\n"), defaults=(
-        "models:\n"
-        "  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"))
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        (
+            "  - {id: calls, prompt: go, repo: ., limits: {max_tool_calls: 3}}\n"
+            "  - {id: inp, prompt: go, repo: ., limits: {max_input_tokens: 2000}}\n"
+            "  - {id: cost, prompt: go, repo: ., limits: {max_cost_usd: 0.01}}\n"
+            "  - {id: turns, prompt: go, repo: ., limits: {max_turns: 2}}\n"
+        ),
+        defaults=(
+            "models:\n  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"
+        ),
+    )
     out = tmp_path / "out"
     res = run_cli("run", tasks, "--out", out)
     assert res.returncode == 1, res.stderr
@@ -113,39 +127,47 @@ def test_limits_stop_runs_with_their_own_status(loopback_thread: ThreadFactory,
     assert by_id["turns"]["status"] == "max_turns" and len(by_id["turns"]["requests"]) == 2
     for t in by_id.values():
         u = t["usage"]
-        expected = (u["uncached_tokens"] * 2.0 + u["cached_tokens"] * 0.5
-                    + u["output_tokens"] * 8.0) / 1e6
+        expected = (
+            u["uncached_tokens"] * 2.0 + u["cached_tokens"] * 0.5 + u["output_tokens"] * 8.0
+        ) / 1e6
         assert t["cost_usd"] == pytest.approx(expected, abs=1e-6)
         # The work done before the limit is kept on the run's branch.
         assert t["result"]["branch"], t
     report = json.loads((out / "report.json").read_text())
     assert report["totals"]["cost_usd"] == pytest.approx(
-        sum(t["cost_usd"] for t in by_id.values()), abs=1e-5)
+        sum(t["cost_usd"] for t in by_id.values()), abs=1e-5
+    )
 
 
-def test_unknown_price_is_null_and_a_cost_limit_needs_one(loopback_thread: ThreadFactory,
-                                                          tmp_path: Path) -> None:
+def test_unknown_price_is_null_and_a_cost_limit_needs_one(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(lambda req, i: reply_message("ok")))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     out = tmp_path / "out"
     assert run_cli("run", tasks, "--out", out).returncode == 0
     report = json.loads((out / "report.json").read_text())
     assert report["tasks"][0]["cost_usd"] is None and report["totals"]["cost_usd"] is None
-    capped = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n",
-                         defaults="budget: {max_cost_usd: 1.5}\n")
+    capped = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: go, repo: .}\n",
+        defaults="budget: {max_cost_usd: 1.5}\n",
+    )
     res = run_cli("run", capped, "--out", tmp_path / "out2")
     assert res.returncode == 2
     assert "budget.max_cost_usd: fake/test-model has no known price" in res.stderr
     assert "Traceback" not in res.stderr
 
 
-def test_batch_budget_skips_runs_not_started(loopback_thread: ThreadFactory,
-                                             tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo hi", "c0") if i == 0 else reply_message("done")))
+def test_batch_budget_skips_runs_not_started(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(lambda req, i: shell("echo hi", "c0") if i == 0 else reply_message("done"))
+    )
     body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(5))
-    tasks = write_tasks(tmp_path, srv.base_url, body,
-                        defaults="budget: {max_input_tokens: 1}\n")
+    tasks = write_tasks(tmp_path, srv.base_url, body, defaults="budget: {max_input_tokens: 1}\n")
     out = tmp_path / "out"
     res = run_cli("run", tasks, "--out", out, "--concurrency", "1")
     assert res.returncode == 1
@@ -157,8 +179,9 @@ def test_batch_budget_skips_runs_not_started(loopback_thread: ThreadFactory,
     assert "not started: the batch used" in _runs(out)[1]["error"]
 
 
-def test_max_connections_caps_requests_in_flight(loopback_thread: ThreadFactory,
-                                                 tmp_path: Path) -> None:
+def test_max_connections_caps_requests_in_flight(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     in_flight = [0]
     peak = [0]
 
@@ -172,8 +195,9 @@ def test_max_connections_caps_requests_in_flight(loopback_thread: ThreadFactory,
     srv = loopback_thread(per_conversation(slow))
     body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(6))
     tasks = write_tasks(tmp_path, srv.base_url, body)
-    text = tasks.read_text().replace("env_key: FAKE_API_KEY}", "env_key: FAKE_API_KEY, "
-                                     "max_connections: 2}")
+    text = tasks.read_text().replace(
+        "env_key: FAKE_API_KEY}", "env_key: FAKE_API_KEY, max_connections: 2}"
+    )
     tasks.write_text(text)
     assert run_cli("run", tasks, "--out", tmp_path / "o", "--concurrency", "6").returncode == 0
     assert peak[0] == 2
@@ -184,9 +208,15 @@ def test_max_connections_caps_requests_in_flight(loopback_thread: ThreadFactory,
 
 
 def test_resume_skips_finished_runs(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell(f"echo {last_user_text(req)} > out.txt", "c0") if i == 0
-        else reply_message("done")))
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: (
+                shell(f"echo {last_user_text(req)} > out.txt", "c0")
+                if i == 0
+                else reply_message("done")
+            )
+        )
+    )
     body = "".join(f"  - {{id: t{i}, prompt: run{i}, repo: .}}\n" for i in range(3))
     tasks = write_tasks(tmp_path, srv.base_url, body)
     out = tmp_path / "out"
@@ -195,7 +225,7 @@ def test_resume_skips_finished_runs(loopback_thread: ThreadFactory, tmp_path: Pa
     sent = len(srv.requests)
     res = run_cli("run", tasks, "--out", out, "--resume")
     assert res.returncode == 0, res.stderr
-    assert len(srv.requests) == sent        # nothing was run again
+    assert len(srv.requests) == sent  # nothing was run again
     again = json.loads((out / "report.json").read_text())
     assert again["run_id"] == first["run_id"]
     assert again["tasks"] == first["tasks"]
@@ -207,10 +237,24 @@ def test_resume_skips_finished_runs(loopback_thread: ThreadFactory, tmp_path: Pa
 
 def _start(tasks: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef"}
-    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(tasks), "--out",
-                             str(out), "--concurrency", "4", *extra], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "run",
+            str(tasks),
+            "--out",
+            str(out),
+            "--concurrency",
+            "4",
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _journal(out: Path) -> dict[str, str]:
@@ -220,7 +264,7 @@ def _journal(out: Path) -> dict[str, str]:
         try:
             states[f.stem] = json.loads(f.read_text())["state"]
         except (OSError, ValueError):
-            continue   # being replaced right now: os.replace makes that atomic
+            continue  # being replaced right now: os.replace makes that atomic
     return states
 
 
@@ -234,7 +278,8 @@ def _wait_for(cond: Any, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
 
 @pytest.mark.slow
 def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     async def script(req: Any, i: int) -> Reply:
         await asyncio.sleep(0.05)
         if i < 2:
@@ -243,8 +288,7 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
 
     srv = loopback_thread(per_conversation(script))
     repo = make_git_repo(tmp_path / "repo", {"a.txt": "a\n"})
-    body = "".join(f"  - {{id: t{i:02d}, prompt: run{i}, repo: '{repo}'}}\n"
-                   for i in range(20))
+    body = "".join(f"  - {{id: t{i:02d}, prompt: run{i}, repo: '{repo}'}}\n" for i in range(20))
     tasks = write_tasks(tmp_path, srv.base_url, body)
     out = tmp_path / "out"
     rng = random.Random(20261122)
@@ -260,12 +304,17 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
         if point == "start":
             _wait_for(lambda: (out / "journal" / "batch.json").exists(), proc)
         elif point == "running":
-            _wait_for(lambda old=before: any(v == "started" for k, v in _journal(out).items()
-                                             if old.get(k) != "started"), proc)
+            _wait_for(
+                lambda old=before: any(
+                    v == "started" for k, v in _journal(out).items() if old.get(k) != "started"
+                ),
+                proc,
+            )
             time.sleep(rng.uniform(0, 0.15))
         else:
-            _wait_for(lambda n=done_before: sum(v == "finished" for v in _journal(out).values())
-                      > n, proc)
+            _wait_for(
+                lambda n=done_before: sum(v == "finished" for v in _journal(out).values()) > n, proc
+            )
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         in_flight_at_kill.append(sum(v == "started" for v in _journal(out).values()))
@@ -288,8 +337,7 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
     runs = report["tasks"]
     assert sorted(t["run"] for t in runs) == [f"t{i:02d}" for i in range(20)]
     assert all(t["status"] == "completed" for t in runs)
-    branches = git(repo, "for-each-ref", "--format=%(refname:short)",
-                   "refs/heads/runner/").split()
+    branches = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/runner/").split()
     assert sorted(branches) == sorted(t["result"]["branch"] for t in runs)
     assert all(b.startswith(f"runner/{report['run_id']}/") for b in branches)
     for t in runs:
@@ -303,24 +351,48 @@ def _comparable(run: dict[str, Any]) -> dict[str, Any]:
     """A run's report entry without what differs between two executions of it (times,
     ids made up by the server, and the batch id inside branch names and commits)."""
     res = run["result"] or {}
-    return {"id": run["id"], "run": run["run"], "model": run["model"],
-            "variant": run["variant"], "repeat": run["repeat"], "status": run["status"],
-            "fingerprint": run["fingerprint"], "final": run["final_message"],
-            "usage": run["usage"], "cost": run["cost_usd"], "tool_calls": run["tool_calls"],
-            "requests": len(run["requests"]), "files": res.get("files"),
-            "patch": res.get("patch"), "events": run["events_file"]}
+    return {
+        "id": run["id"],
+        "run": run["run"],
+        "model": run["model"],
+        "variant": run["variant"],
+        "repeat": run["repeat"],
+        "status": run["status"],
+        "fingerprint": run["fingerprint"],
+        "final": run["final_message"],
+        "usage": run["usage"],
+        "cost": run["cost_usd"],
+        "tool_calls": run["tool_calls"],
+        "requests": len(run["requests"]),
+        "files": res.get("files"),
+        "patch": res.get("patch"),
+        "events": run["events_file"],
+    }
 
 
-def test_merged_shards_equal_one_unsharded_batch(loopback_thread: ThreadFactory,
-                                                 tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell(f"echo {last_user_text(req)} > out.txt", "c0") if i == 0
-        else reply_message(f"done with {last_user_text(req)}")))
+def test_merged_shards_equal_one_unsharded_batch(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: (
+                shell(f"echo {last_user_text(req)} > out.txt", "c0")
+                if i == 0
+                else reply_message(f"done with {last_user_text(req)}")
+            )
+        )
+    )
     body = "".join(f"  - {{id: t{i}, prompt: job{i}, repo: ., tags: [x]}}\n" for i in range(4))
-    tasks = write_tasks(tmp_path, srv.base_url, body, defaults=(
-        "models:\n  fake/m1: {price: {input: 1.0, cached_input: 0.1, output: 4.0}}\n"
-        "  fake/m2: {price: {input: 3.0, cached_input: 0.3, output: 9.0}}\n"
-        "matrix:\n  model: [fake/m1, fake/m2]\n  repeat: 2\n"))
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        body,
+        defaults=(
+            "models:\n  fake/m1: {price: {input: 1.0, cached_input: 0.1, output: 4.0}}\n"
+            "  fake/m2: {price: {input: 3.0, cached_input: 0.3, output: 9.0}}\n"
+            "matrix:\n  model: [fake/m1, fake/m2]\n  repeat: 2\n"
+        ),
+    )
     whole = tmp_path / "whole"
     assert run_cli("run", tasks, "--out", whole).returncode == 0
     shards = [tmp_path / f"shard{k}" for k in (1, 2, 3)]
@@ -333,10 +405,18 @@ def test_merged_shards_equal_one_unsharded_batch(loopback_thread: ThreadFactory,
     one = json.loads((whole / "report.json").read_text())
     many = json.loads((merged / "report.json").read_text())
     assert len(many["tasks"]) == len(one["tasks"]) == 16
-    assert sorted(map(_comparable, many["tasks"]), key=lambda r: r["run"]) == \
-        sorted(map(_comparable, one["tasks"]), key=lambda r: r["run"])
-    for key in ("runs", "completed", "not_completed", "requests", "tool_calls", "usage",
-                "cost_usd"):
+    assert sorted(map(_comparable, many["tasks"]), key=lambda r: r["run"]) == sorted(
+        map(_comparable, one["tasks"]), key=lambda r: r["run"]
+    )
+    for key in (
+        "runs",
+        "completed",
+        "not_completed",
+        "requests",
+        "tool_calls",
+        "usage",
+        "cost_usd",
+    ):
         assert many["totals"][key] == one["totals"][key], key
     for t in many["tasks"]:
         assert (merged / t["events_file"]).is_file()
@@ -347,14 +427,18 @@ def test_merged_shards_equal_one_unsharded_batch(loopback_thread: ThreadFactory,
     assert all(t["run"] in summary for t in one["tasks"])
 
 
-def test_a_run_that_breaks_does_not_stop_the_others(loopback_thread: ThreadFactory,
-                                                    tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo x > x.txt", "c0") if i == 0 else reply_message("done")))
+def test_a_run_that_breaks_does_not_stop_the_others(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: shell("echo x > x.txt", "c0") if i == 0 else reply_message("done")
+        )
+    )
     body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(3))
     tasks = write_tasks(tmp_path, srv.base_url, body)
     out = tmp_path / "out"
-    (out / "threads" / "t1.jsonl").mkdir(parents=True)   # its events file cannot be written
+    (out / "threads" / "t1.jsonl").mkdir(parents=True)  # its events file cannot be written
     res = run_cli("run", tasks, "--out", out, "--concurrency", "1")
     assert res.returncode == 3, res.stderr
     assert "Traceback" not in res.stderr
@@ -366,62 +450,82 @@ def test_a_run_that_breaks_does_not_stop_the_others(loopback_thread: ThreadFacto
 
 
 def test_lone_surrogates_from_the_model_do_not_break_the_reports(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
-    item = ('{"type":"message","role":"assistant","status":"completed","content":'
-            '[{"type":"output_text","annotations":[],"text":"half \\ud800 pair"}]}')
-    body = ('event: response.output_item.done\ndata: {"type":"response.output_item.done",'
-            f'"output_index":0,"item":{item}}}\n\n'
-            'event: response.completed\ndata: {"type":"response.completed","response":'
-            f'{{"id":"r1","status":"completed","output":[{item}],"usage":{{"input_tokens":9,'
-            '"output_tokens":3,"total_tokens":12}}}\n\n').encode()
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    item = (
+        '{"type":"message","role":"assistant","status":"completed","content":'
+        '[{"type":"output_text","annotations":[],"text":"half \\ud800 pair"}]}'
+    )
+    body = (
+        'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+        f'"output_index":0,"item":{item}}}\n\n'
+        'event: response.completed\ndata: {"type":"response.completed","response":'
+        f'{{"id":"r1","status":"completed","output":[{item}],"usage":{{"input_tokens":9,'
+        '"output_tokens":3,"total_tokens":12}}}\n\n'
+    ).encode()
     srv = loopback_thread(per_conversation(lambda req, i: reply_sse_bytes(body)))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     out = tmp_path / "out"
     res = run_cli("run", tasks, "--out", out)
     assert res.returncode == 0, res.stderr
     assert _runs(out)[0]["final_message"] == "half ? pair"
-    events = [json.loads(line) for line in (out / "threads" / "a.jsonl").read_text()
-              .splitlines()]
+    events = [json.loads(line) for line in (out / "threads" / "a.jsonl").read_text().splitlines()]
     assert any("half" in json.dumps(e) for e in events)
 
 
-def test_tool_output_reaching_the_model_is_redacted(loopback_thread: ThreadFactory,
-                                                    tmp_path: Path) -> None:
+def test_tool_output_reaching_the_model_is_redacted(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """Without a sandbox a command can read the runner's environment through /proc; the
     provider must still never receive a secret in a tool output."""
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("tr '\\0' '\\n' < /proc/$PPID/environ; echo $PPID", "c0")
-        if i == 0 else reply_message("done")))
-    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n",
-                        defaults="  sandbox: danger-full-access\n")
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: (
+                shell("tr '\\0' '\\n' < /proc/$PPID/environ; echo $PPID", "c0")
+                if i == 0
+                else reply_message("done")
+            )
+        )
+    )
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: go, repo: .}\n",
+        defaults="  sandbox: danger-full-access\n",
+    )
     text = tasks.read_text().replace("defaults:\n", "defaults:\n", 1)
     tasks.write_text(text.replace("tasks:\n", "secrets: [MY_CANARY]\ntasks:\n", 1))
-    res = run_cli("run", tasks, "--out", tmp_path / "out",
-                  env={"MY_CANARY": "canary-4c1d9e7f22"})
+    res = run_cli("run", tasks, "--out", tmp_path / "out", env={"MY_CANARY": "canary-4c1d9e7f22"})
     assert res.returncode == 0, res.stderr
     output = str(srv.requests[1].call_outputs()["c0"])
-    assert "FAKE_API_KEY=" in output          # the command did read the environment
+    assert "FAKE_API_KEY=" in output  # the command did read the environment
     assert "canary-4c1d9e7f22" not in output
     assert "sk-canary-0123456789abcdef" not in output
 
 
-def test_variant_settings_reach_the_request(loopback_thread: ThreadFactory,
-                                            tmp_path: Path) -> None:
+def test_variant_settings_reach_the_request(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(lambda req, i: reply_message("ok")))
     (tmp_path / "terse.md").write_text("Terse instructions for this variant.\n")
-    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: fix it, repo: .}\n",
-                        defaults=(
-        "matrix:\n  variant:\n"
-        "    - {name: terse, prompt_template: 'Be brief. {prompt}', reasoning_effort: low,\n"
-        "       developer_instructions: Keep diffs tiny., tools: [shell],\n"
-        "       instructions_file: terse.md}\n"
-        "    - {name: plain}\n"))
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: fix it, repo: .}\n",
+        defaults=(
+            "matrix:\n  variant:\n"
+            "    - {name: terse, prompt_template: 'Be brief. {prompt}', reasoning_effort: low,\n"
+            "       developer_instructions: Keep diffs tiny., tools: [shell],\n"
+            "       instructions_file: terse.md}\n"
+            "    - {name: plain}\n"
+        ),
+    )
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     by_run = {r["run"]: r for r in _runs(tmp_path / "o")}
     assert set(by_run) == {"a.terse", "a.plain"}
-    terse, plain = (next(r for r in srv.requests if ("Be brief. fix it" in r.raw.decode())
-                         == want) for want in (True, False))
+    terse, plain = (
+        next(r for r in srv.requests if ("Be brief. fix it" in r.raw.decode()) == want)
+        for want in (True, False)
+    )
     assert terse.json["reasoning"]["effort"] == "low" and "reasoning" not in plain.json
     assert terse.instructions == "Terse instructions for this variant."
     assert plain.instructions != terse.instructions
@@ -450,13 +554,17 @@ def test_concurrency_caps_runs_at_once(loopback_thread: ThreadFactory, tmp_path:
     assert peak[0] == 2 and len(srv.requests) == 6
 
 
-def test_output_tokens_and_batch_cost_limits(loopback_thread: ThreadFactory,
-                                             tmp_path: Path) -> None:
+def test_output_tokens_and_batch_cost_limits(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(looping))
     price = "models:\n  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        "  - {id: out, prompt: go, repo: ., limits: {max_output_tokens: 60}}\n",
-                        defaults=price)
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: out, prompt: go, repo: ., limits: {max_output_tokens: 60}}\n",
+        defaults=price,
+    )
     assert run_cli("run", tasks, "--out", tmp_path / "o1").returncode == 1
     run = _runs(tmp_path / "o1")[0]
     assert run["status"] == "budget" and "limits.max_output_tokens" in run["error"]
@@ -464,8 +572,9 @@ def test_output_tokens_and_batch_cost_limits(loopback_thread: ThreadFactory,
     assert run["usage"]["output_tokens"] - last < 60 <= run["usage"]["output_tokens"]
 
     body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(3))
-    capped = write_tasks(tmp_path, srv.base_url, body,
-                         defaults=price + "budget: {max_cost_usd: 0.004}\n")
+    capped = write_tasks(
+        tmp_path, srv.base_url, body, defaults=price + "budget: {max_cost_usd: 0.004}\n"
+    )
     assert run_cli("run", capped, "--out", tmp_path / "o2", "--concurrency", "1").returncode == 1
     runs = _runs(tmp_path / "o2")
     assert [r["status"] for r in runs] == ["budget", "skipped", "skipped"]
@@ -475,15 +584,17 @@ def test_output_tokens_and_batch_cost_limits(loopback_thread: ThreadFactory,
     assert report["totals"]["cost_usd"] == pytest.approx(runs[0]["cost_usd"], abs=1e-6)
 
 
-def test_timeout_through_the_command_keeps_work(loopback_thread: ThreadFactory,
-                                                tmp_path: Path) -> None:
+def test_timeout_through_the_command_keeps_work(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     async def slow_loop(req: Any, i: int) -> Reply:
         await asyncio.sleep(0.3)
         return shell(f"echo {i} >> log.txt", f"c{i}")
 
     srv = loopback_thread(per_conversation(slow_loop))
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        "  - {id: slow, prompt: go, repo: ., limits: {timeout_s: 1.5}}\n")
+    tasks = write_tasks(
+        tmp_path, srv.base_url, "  - {id: slow, prompt: go, repo: ., limits: {timeout_s: 1.5}}\n"
+    )
     t0 = time.monotonic()
     assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 1
     assert time.monotonic() - t0 < 15
@@ -492,13 +603,18 @@ def test_timeout_through_the_command_keeps_work(loopback_thread: ThreadFactory,
     assert run["result"]["branch"] and "log.txt" in run["result"]["files"]
 
 
-def test_a_failed_answer_still_counts_its_tokens(loopback_thread: ThreadFactory,
-                                                 tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo hi", "c0") if i == 0 else reply_incomplete("content_filter")))
+def test_a_failed_answer_still_counts_its_tokens(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: shell("echo hi", "c0") if i == 0 else reply_incomplete("content_filter")
+        )
+    )
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
-    text = tasks.read_text().replace("env_key: FAKE_API_KEY}",
-                                     "env_key: FAKE_API_KEY, stream_max_retries: 0}")
+    text = tasks.read_text().replace(
+        "env_key: FAKE_API_KEY}", "env_key: FAKE_API_KEY, stream_max_retries: 0}"
+    )
     tasks.write_text(text)
     assert run_cli("run", tasks, "--out", tmp_path / "o").returncode != 0
     run = _runs(tmp_path / "o")[0]
@@ -508,15 +624,23 @@ def test_a_failed_answer_still_counts_its_tokens(loopback_thread: ThreadFactory,
     assert run["usage"]["input_tokens"] == sum(srv.requests[i].input_tokens for i in (0, 1))
 
 
-def test_a_result_that_cannot_be_kept_is_an_error(loopback_thread: ThreadFactory,
-                                                  tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo x > x.txt", "c0") if i == 0 else reply_message("done")))
-    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n",
-                        defaults="  git: {branch: 'fixed/{name}'}\n")
+def test_a_result_that_cannot_be_kept_is_an_error(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: shell("echo x > x.txt", "c0") if i == 0 else reply_message("done")
+        )
+    )
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: go, repo: .}\n",
+        defaults="  git: {branch: 'fixed/{name}'}\n",
+    )
     lock = tmp_path / ".git" / "refs" / "heads" / "fixed" / "a.lock"
     lock.parent.mkdir(parents=True)
-    lock.write_text("")    # as a runner killed inside `git update-ref` leaves it
+    lock.write_text("")  # as a runner killed inside `git update-ref` leaves it
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 3
     run = _runs(tmp_path / "o")[0]
@@ -533,11 +657,12 @@ def test_resume_clears_the_ref_lock_of_a_killed_attempt(tmp_path: Path) -> None:
     head = git(repo, "rev-parse", "HEAD").strip()
     workspace.delete_branch_sync(repo, "runner/abc/t1", head)
     assert not lock.exists()
-    git(repo, "branch", "runner/abc/t1")   # git can make the branch again
+    git(repo, "branch", "runner/abc/t1")  # git can make the branch again
 
 
-def test_retried_attempts_the_server_billed_are_counted(loopback_thread: ThreadFactory,
-                                                        tmp_path: Path) -> None:
+def test_retried_attempts_the_server_billed_are_counted(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     def script(req: Any, i: int) -> Reply:
         if i == 0:
             return shell("echo hi", "c0")
@@ -547,16 +672,22 @@ def test_retried_attempts_the_server_billed_are_counted(loopback_thread: ThreadF
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 0
     run = _runs(tmp_path / "o")[0]
-    assert len(srv.requests) == 3 and len(run["requests"]) == 2   # one resent request
+    assert len(srv.requests) == 3 and len(run["requests"]) == 2  # one resent request
     assert run["usage"]["input_tokens"] == sum(r.input_tokens for r in srv.requests)
 
 
 def test_an_answer_cut_at_max_output_tokens_is_kept_not_resent(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """`response.incomplete` for `max_output_tokens`: resending would be cut (and billed)
     the same way, so the run ends as `max_output_tokens` with what the model wrote."""
-    srv = loopback_thread(per_conversation(lambda req, i: reply_incomplete(
-        "max_output_tokens", output=[message_item("The plan is to first")])))
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: reply_incomplete(
+                "max_output_tokens", output=[message_item("The plan is to first")]
+            )
+        )
+    )
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 1
     run = _runs(tmp_path / "o")[0]
@@ -566,14 +697,21 @@ def test_an_answer_cut_at_max_output_tokens_is_kept_not_resent(
     assert run["usage"]["input_tokens"] == srv.requests[0].input_tokens
 
 
-def test_resume_of_another_shard_or_batch_is_refused(loopback_thread: ThreadFactory,
-                                                     tmp_path: Path) -> None:
+def test_resume_of_another_shard_or_batch_is_refused(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """`--resume --shard 2/3` on shard 1's directory would drop shard 1's runs and leave
     its files behind: exit 2 saying whose directory it is, and nothing changes. A fresh
     batch there replaces the old one whole (no stray threads or patches)."""
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell(f"echo {last_user_text(req)} > out.txt", "c0") if i == 0
-        else reply_message("done")))
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: (
+                shell(f"echo {last_user_text(req)} > out.txt", "c0")
+                if i == 0
+                else reply_message("done")
+            )
+        )
+    )
     body = "".join(f"  - {{id: t{i}, prompt: run{i}, repo: .}}\n" for i in range(6))
     tasks = write_tasks(tmp_path, srv.base_url, body)
     out = tmp_path / "out"
@@ -582,8 +720,10 @@ def test_resume_of_another_shard_or_batch_is_refused(loopback_thread: ThreadFact
     assert any("threads" in p.parts for p in before)
     res = run_cli("run", tasks, "--out", out, "--resume", "--shard", "2/3")
     assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert (f"{out}/journal/batch.json: --resume: {out} holds shard 1/3 of this batch, not "
-            "2/3; resume it with its own flags, or give this batch a new --out") in res.stderr
+    assert (
+        f"{out}/journal/batch.json: --resume: {out} holds shard 1/3 of this batch, not "
+        "2/3; resume it with its own flags, or give this batch a new --out"
+    ) in res.stderr
     res = run_cli("run", tasks, "--out", out, "--resume", "--only", "t0")
     assert res.returncode == 2 and "a batch of another run set" in res.stderr
     tasks.write_text(tasks.read_text() + "  - {id: t9, prompt: run9, repo: .}\n")
@@ -594,5 +734,6 @@ def test_resume_of_another_shard_or_batch_is_refused(loopback_thread: ThreadFact
     assert run_cli("run", tasks, "--out", out, "--shard", "3/3").returncode == 0
     report = json.loads((out / "report.json").read_text())
     assert {p.name for p in (out / "threads").iterdir()} == {
-        t["events_file"].split("/")[-1] for t in report["tasks"]}
+        t["events_file"].split("/")[-1] for t in report["tasks"]
+    }
     assert not old_threads & {p.name for p in (out / "threads").iterdir()}

@@ -24,11 +24,14 @@ from tests.test_results import git
 # 3 tasks x 2 models x 2 repeats, in task-file order. `pass` passes its check, `fail` never
 # does, `hang` passes once the server stops hanging on it.
 MATRIX = "matrix: {model: [fake/m1, fake/m2], repeat: 2}\n"
-TASKS = ("  - {id: pass, prompt: pass it, repo: ., check: 'true'}\n"
-         "  - {id: fail, prompt: fail it, repo: ., check: 'false'}\n"
-         "  - {id: hang, prompt: HANG here, repo: ., check: 'true'}\n")
-RUNS = [f"{t}.fake-{m}.r{r}" for t in ("pass", "fail", "hang") for m in ("m1", "m2")
-        for r in (1, 2)]
+TASKS = (
+    "  - {id: pass, prompt: pass it, repo: ., check: 'true'}\n"
+    "  - {id: fail, prompt: fail it, repo: ., check: 'false'}\n"
+    "  - {id: hang, prompt: HANG here, repo: ., check: 'true'}\n"
+)
+RUNS = [
+    f"{t}.fake-{m}.r{r}" for t in ("pass", "fail", "hang") for m in ("m1", "m2") for r in (1, 2)
+]
 
 
 def report(out: Path) -> dict[str, Any]:
@@ -38,9 +41,15 @@ def report(out: Path) -> dict[str, Any]:
 
 def junit_counts(out: Path) -> dict[str, tuple[int, int, int, int]]:
     root = ET.parse(out / "junit.xml").getroot()
-    return {s.attrib["name"]: (int(s.attrib["tests"]), int(s.attrib["failures"]),
-                               int(s.attrib["errors"]), int(s.attrib["skipped"]))
-            for s in root.findall("testsuite")}
+    return {
+        s.attrib["name"]: (
+            int(s.attrib["tests"]),
+            int(s.attrib["failures"]),
+            int(s.attrib["errors"]),
+            int(s.attrib["skipped"]),
+        )
+        for s in root.findall("testsuite")
+    }
 
 
 def by_model_rows(summary: str) -> dict[str, list[str]]:
@@ -49,15 +58,29 @@ def by_model_rows(summary: str) -> dict[str, list[str]]:
     return {r[0]: r[1:5] for r in rows}
 
 
-def check_all(out: Path, *, runs: int, finished: int, passed: int, skipped: int,
-              errored: int, per_model: dict[str, tuple[int, int, int, int]],
-              why: str = "") -> None:
+def check_all(
+    out: Path,
+    *,
+    runs: int,
+    finished: int,
+    passed: int,
+    skipped: int,
+    errored: int,
+    per_model: dict[str, tuple[int, int, int, int]],
+    why: str = "",
+) -> None:
     """per_model: model -> (finished, passed, skipped, errored), counted by hand."""
     r = report(out)
     t = r["totals"]
     rate = round(passed / finished, 4) if finished else None
-    assert (t["runs"], t["finished"], t["completed"], t["skipped"], t["errored"],
-            t["pass_rate"]) == (runs, finished, passed, skipped, errored, rate)
+    assert (
+        t["runs"],
+        t["finished"],
+        t["completed"],
+        t["skipped"],
+        t["errored"],
+        t["pass_rate"],
+    ) == (runs, finished, passed, skipped, errored, rate)
     assert t["not_completed"] == runs - passed
     first = f"{passed} of {finished} finished runs passed ({passed / finished:.1%})"
     rest = f" - {runs} runs: {finished} finished, {skipped} skipped{why}, {errored} errored"
@@ -71,7 +94,8 @@ def check_all(out: Path, *, runs: int, finished: int, passed: int, skipped: int,
     # JUnit: a suite per model; failed checks are failures, a stopped run an error, runs
     # that never started skipped.
     assert junit_counts(out) == {
-        model: (f + s + e, f - p, e, s) for model, (f, p, s, e) in per_model.items()}
+        model: (f + s + e, f - p, e, s) for model, (f, p, s, e) in per_model.items()
+    }
     page = (out / "report.html").read_text()
     assert head in page
     for model, (f, p, s, e) in per_model.items():
@@ -80,8 +104,9 @@ def check_all(out: Path, *, runs: int, finished: int, passed: int, skipped: int,
     assert page.count('<details class="run">') == runs
 
 
-def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadFactory,
-                                                       tmp_path: Path) -> None:
+def test_interrupt_resume_shard_and_merge_by_hand_count(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     hanging = [True]
 
     async def script(req: Any, i: int) -> Reply:
@@ -90,18 +115,31 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
         return shell("echo done > note.txt", f"c{i}") if i == 0 else reply_message("Done.")
 
     srv = loopback_thread(per_conversation(script))
-    tasks = write_tasks(tmp_path, srv.base_url, TASKS,
-                        defaults="  git: {keep: patch}\n" + MATRIX)
+    tasks = write_tasks(tmp_path, srv.base_url, TASKS, defaults="  git: {keep: patch}\n" + MATRIX)
     assert run_cli("validate", tasks).stdout.splitlines()[:-1] == [
-        f"{name}: fake/{name.split('.')[1][5:]}, 1 turn(s), repo {tmp_path}" for name in RUNS]
+        f"{name}: fake/{name.split('.')[1][5:]}, 1 turn(s), repo {tmp_path}" for name in RUNS
+    ]
 
     # 1. Interrupted once the first `hang` run is under way: 8 runs finished, one stopped,
     # three never started.
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "run", str(tasks), "--out",
-                             str(out), "--concurrency", "1"], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True,
-                            env={**__import__("os").environ, "FAKE_API_KEY": "sk-x-0123456789"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "run",
+            str(tasks),
+            "--out",
+            str(out),
+            "--concurrency",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**__import__("os").environ, "FAKE_API_KEY": "sk-x-0123456789"},
+    )
     events = out / "threads" / "hang.fake-m1.r1.jsonl"
     deadline = time.monotonic() + 60
     while not (events.exists() and "turn.started" in events.read_text()):
@@ -112,19 +150,31 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     lines = err.strip().splitlines()
-    assert lines[-1].startswith("runner: 3 run(s) never started, 1 stopped; finish the batch "
-                                f"with: runner run {tasks} --out {out} --resume")
-    assert any(line.startswith("runner: 9/12 runs done, 0 running, 4 failed, 1 errored, "
-                               "3 not started") for line in lines)
+    assert lines[-1].startswith(
+        "runner: 3 run(s) never started, 1 stopped; finish the batch "
+        f"with: runner run {tasks} --out {out} --resume"
+    )
+    assert any(
+        line.startswith("runner: 9/12 runs done, 0 running, 4 failed, 1 errored, 3 not started")
+        for line in lines
+    )
     r = report(out)
     assert [t["run"] for t in r["tasks"]] == RUNS
     assert [t["index"] for t in r["tasks"]] == list(range(12))
     assert [t["status"] for t in r["tasks"]] == (
-        ["completed"] * 4 + ["check_failed"] * 4 + ["interrupted"] + ["skipped"] * 3)
+        ["completed"] * 4 + ["check_failed"] * 4 + ["interrupted"] + ["skipped"] * 3
+    )
     assert [t["skip_reason"] for t in r["tasks"][9:]] == ["interrupted"] * 3
-    check_all(out, runs=12, finished=8, passed=4, skipped=3, errored=1,
-              per_model={"fake/m1": (4, 2, 1, 1), "fake/m2": (4, 2, 2, 0)},
-              why=" (interrupted 3)")
+    check_all(
+        out,
+        runs=12,
+        finished=8,
+        passed=4,
+        skipped=3,
+        errored=1,
+        per_model={"fake/m1": (4, 2, 1, 1), "fake/m2": (4, 2, 2, 0)},
+        why=" (interrupted 3)",
+    )
     assert "[2/4 50%]" not in (out / "summary.md").read_text()
     # Skipped runs cost nothing and count in no median: each finished run made 2 requests.
     assert [len(t["requests"]) for t in r["tasks"][:8]] == [2] * 8
@@ -138,11 +188,17 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
     assert "--resume" not in res.stderr.splitlines()[-1]
     full = report(out)
     assert [t["run"] for t in full["tasks"]] == RUNS
-    check_all(out, runs=12, finished=12, passed=8, skipped=0, errored=0,
-              per_model={"fake/m1": (6, 4, 0, 0), "fake/m2": (6, 4, 0, 0)})
+    check_all(
+        out,
+        runs=12,
+        finished=12,
+        passed=8,
+        skipped=0,
+        errored=0,
+        per_model={"fake/m1": (6, 4, 0, 0), "fake/m2": (6, 4, 0, 0)},
+    )
     # Patches only: every run left its patch and no branch.
-    assert sorted(p.name for p in (out / "patches").iterdir()) == sorted(
-        f"{n}.patch" for n in RUNS)
+    assert sorted(p.name for p in (out / "patches").iterdir()) == sorted(f"{n}.patch" for n in RUNS)
     assert all(t["result"]["branch"] is None for t in full["tasks"])
     assert git(tmp_path, "branch", "--list", "runner/*") == ""
 
@@ -163,8 +219,7 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
     refused = run_cli("report", "merge", shards[0], shards[2], "--out", tmp_path / "m")
     assert refused.returncode == 2 and "shard(s) 2 of 3 missing" in refused.stderr
     assert not (tmp_path / "m").exists()
-    part = run_cli("report", "merge", shards[0], shards[2], "--out", tmp_path / "p",
-                   "--partial")
+    part = run_cli("report", "merge", shards[0], shards[2], "--out", tmp_path / "p", "--partial")
     assert part.returncode == 1 and "PARTIAL merge: shard(s) 2 of 3 missing" in part.stderr
     p = report(tmp_path / "p")
     assert p["partial"] is True and p["missing_shards"] == [2]
@@ -179,17 +234,25 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
     merged_dir = tmp_path / "merged"
     done = run_cli("report", "merge", shards[2], shards[0], shards[1], "--out", merged_dir)
     assert done.returncode == 1, done.stderr
-    assert "merged 3 shard(s): 12 run(s): 12 finished (8 passed), 0 skipped, 0 errored" \
-        in done.stderr
+    assert (
+        "merged 3 shard(s): 12 run(s): 12 finished (8 passed), 0 skipped, 0 errored" in done.stderr
+    )
     merged = report(merged_dir)
     assert merged["partial"] is False
-    assert [(t["run"], t["status"], t["index"], len(t["requests"]))
-            for t in merged["tasks"]] == [
-        (t["run"], t["status"], t["index"], len(t["requests"])) for t in full["tasks"]]
+    assert [(t["run"], t["status"], t["index"], len(t["requests"])) for t in merged["tasks"]] == [
+        (t["run"], t["status"], t["index"], len(t["requests"])) for t in full["tasks"]
+    ]
     assert merged["batch"] == full["batch"]
     assert merged["totals"] == full["totals"]
-    check_all(merged_dir, runs=12, finished=12, passed=8, skipped=0, errored=0,
-              per_model={"fake/m1": (6, 4, 0, 0), "fake/m2": (6, 4, 0, 0)})
+    check_all(
+        merged_dir,
+        runs=12,
+        finished=12,
+        passed=8,
+        skipped=0,
+        errored=0,
+        per_model={"fake/m1": (6, 4, 0, 0), "fake/m2": (6, 4, 0, 0)},
+    )
     # The same matrix, cell for cell, in the unsharded and the merged summary.
     matrix = re.compile(r"## Task x model\n\n(.*?)\n\n", re.S)
     unsharded_md = (out / "summary.md").read_text()
@@ -199,13 +262,20 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(loopback_thread: ThreadF
 
 
 def test_branches_of_a_batch_are_listed_and_only_unmoved_ones_deleted(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")))
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")
+        )
+    )
     repo = make_git_repo(tmp_path)
     git(repo, "branch", "runner/unrelated")
-    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n"
-                                               "  - {id: b, prompt: go, repo: .}\n")
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: go, repo: .}\n  - {id: b, prompt: go, repo: .}\n",
+    )
     out = tmp_path / "out"
     assert run_cli("run", tasks, "--out", out).returncode == 0
     branches = {t["id"]: t["result"]["branch"] for t in report(out)["tasks"]}
@@ -218,7 +288,9 @@ def test_branches_of_a_batch_are_listed_and_only_unmoved_ones_deleted(
     listed = run_cli("report", "branches", out, "--repo", repo)
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[::2] for line in listed.stdout.splitlines()] == [
-        [branches["a"], "present"], [branches["b"], "moved"]]
+        [branches["a"], "present"],
+        [branches["b"], "moved"],
+    ]
     deleted = run_cli("report", "branches", out, "--repo", repo, "--delete")
     assert deleted.returncode == 0, deleted.stderr
     assert deleted.stdout.splitlines()[0].endswith(" deleted")
@@ -238,8 +310,9 @@ def test_shard_from_a_kubernetes_completion_index(tmp_path: Path) -> None:
     assert unset.returncode == 2 and "JOB_COMPLETION_INDEX" in unset.stderr
     late = run_cli("validate", tasks, "--shard", "auto/3", env={"JOB_COMPLETION_INDEX": "3"})
     assert late.returncode == 2 and "1 <= K <= N" in late.stderr
-    example = Path(__file__).parent.parent / "examples" / "kubernetes" / \
-        "benchmark-indexed-job.yaml"
+    example = (
+        Path(__file__).parent.parent / "examples" / "kubernetes" / "benchmark-indexed-job.yaml"
+    )
     import yaml
 
     job = yaml.safe_load(example.read_text())

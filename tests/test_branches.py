@@ -13,12 +13,19 @@ from tests.test_results import git
 
 
 def test_delete_spares_worktrees_forged_entries_and_foreign_commits(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")))
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")
+        )
+    )
     repo = make_git_repo(tmp_path)
-    tasks = write_tasks(tmp_path, srv.base_url, "".join(
-        f"  - {{id: {n}, prompt: go, repo: .}}\n" for n in ("a", "b", "c")))
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "".join(f"  - {{id: {n}, prompt: go, repo: .}}\n" for n in ("a", "b", "c")),
+    )
     out = tmp_path / "out"
     assert run_cli("run", tasks, "--out", out).returncode == 0
     path = out / "report.json"
@@ -62,12 +69,16 @@ def test_delete_spares_worktrees_forged_entries_and_foreign_commits(
 
 
 def test_a_users_branch_on_a_runner_commit_is_not_the_batchs(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """The user points `keep/<run id>` at a run's commit and an edited report names it
     instead of the run's branch: same commit, the batch's id in the name, the runner's
     identity on the commit, yet not a name the batch made (it does not name the run)."""
-    srv = loopback_thread(per_conversation(
-        lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")))
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: shell("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")
+        )
+    )
     repo = make_git_repo(tmp_path)
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     out = tmp_path / "out"

@@ -30,15 +30,22 @@ def write_tasks(tmp_path: Path, base_url: str, tasks: str, defaults: str = "") -
         "defaults:\n"
         "  model: fake/test-model\n"
         f"{defaults}"
-        f"tasks:\n{tasks}")
+        f"tasks:\n{tasks}"
+    )
     return path
 
 
-def run_cli(*args: str | Path, env: dict[str, str] | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "runner", *map(str, args)], env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *map(str, args)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def shell(cmd: str, call_id: str) -> Reply:
@@ -53,9 +60,11 @@ def script(req: Any, i: int) -> Reply:
 
 def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(script))
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        "  - {id: one, prompt: say hi, repo: .}\n"
-                        "  - {id: two, prompt: say hi again, repo: .}\n")
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: one, prompt: say hi, repo: .}\n  - {id: two, prompt: say hi again, repo: .}\n",
+    )
     out = tmp_path / "out"
     step_summary = tmp_path / "step-summary.md"
     step_summary.write_text("earlier step\n")
@@ -88,8 +97,7 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     second = one["requests"][1]
     assert second["prefix"]["reused_items"] == 4
     assert abs(second["prefix"]["ideal_cache_ratio"] - second["usage"]["cache_hit_ratio"]) < 0.02
-    assert one["usage"]["input_tokens"] == sum(r["usage"]["input_tokens"]
-                                               for r in one["requests"])
+    assert one["usage"]["input_tokens"] == sum(r["usage"]["input_tokens"] for r in one["requests"])
     # Each thread is an exact extension, request after request; the key is the thread id.
     convs: dict[str, list[Any]] = {}
     for r in srv.requests:
@@ -120,24 +128,37 @@ def test_json_stream_on_stdout(loopback_thread: ThreadFactory, tmp_path: Path) -
     assert started["command"] == "bash -c 'echo from-the-tool; echo $FAKE_API_KEY'"
     assert started["exit_code"] is None
     assert started["status"] == "in_progress"
-    cmd = next(e["item"] for e in events if e["type"] == "item.completed"
-               and e["item"]["type"] == "command_execution")
+    cmd = next(
+        e["item"]
+        for e in events
+        if e["type"] == "item.completed" and e["item"]["type"] == "command_execution"
+    )
     assert cmd["id"] == started["id"]
     assert cmd["status"] == "completed" and "from-the-tool" in cmd["aggregated_output"]
-    msg = next(e["item"] for e in events if e["type"] == "item.completed"
-               and e["item"]["type"] == "agent_message")
+    msg = next(
+        e["item"]
+        for e in events
+        if e["type"] == "item.completed" and e["item"]["type"] == "agent_message"
+    )
     assert msg["text"] == "all done" and msg["id"].startswith("item_")
     usage = events[-1]["usage"]
-    assert set(usage) == {"input_tokens", "cached_input_tokens", "cache_write_input_tokens",
-                          "output_tokens", "reasoning_output_tokens"}
+    assert set(usage) == {
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+    }
     assert usage["cached_input_tokens"] > 0
 
 
-def test_limit_gives_exit_1_and_keeps_report(loopback_thread: ThreadFactory,
-                                             tmp_path: Path) -> None:
+def test_limit_gives_exit_1_and_keeps_report(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     srv = loopback_thread(lambda req, i: shell("true", f"c{i}"))
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        "  - {id: loop, prompt: hi, limits: {max_turns: 2}}\n")
+    tasks = write_tasks(
+        tmp_path, srv.base_url, "  - {id: loop, prompt: hi, limits: {max_turns: 2}}\n"
+    )
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -147,8 +168,9 @@ def test_limit_gives_exit_1_and_keeps_report(loopback_thread: ThreadFactory,
 
 def test_provider_down_is_exit_3(tmp_path: Path) -> None:
     tasks = write_tasks(tmp_path, "http://127.0.0.1:9/v1", "  - {id: one, prompt: hi}\n")
-    text = tasks.read_text().replace("env_key: FAKE_API_KEY",
-                                     "env_key: FAKE_API_KEY, request_max_retries: 1")
+    text = tasks.read_text().replace(
+        "env_key: FAKE_API_KEY", "env_key: FAKE_API_KEY, request_max_retries: 1"
+    )
     tasks.write_text(text)
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 3, res.stderr
@@ -167,8 +189,9 @@ def test_missing_key_is_exit_2(loopback_thread: ThreadFactory, tmp_path: Path) -
 
 def test_only_and_bad_flags(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(script))
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        "  - {id: one, prompt: hi}\n  - {id: two, prompt: hi}\n")
+    tasks = write_tasks(
+        tmp_path, srv.base_url, "  - {id: one, prompt: hi}\n  - {id: two, prompt: hi}\n"
+    )
     res = run_cli("run", tasks, "--out", tmp_path / "o", "--only", "two")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -180,25 +203,29 @@ def test_only_and_bad_flags(loopback_thread: ThreadFactory, tmp_path: Path) -> N
     assert run_cli("frobnicate").returncode == 2
 
 
-def test_cut_stream_is_resent_without_rerunning_tools(loopback_thread: ThreadFactory,
-                                                      tmp_path: Path) -> None:
+def test_cut_stream_is_resent_without_rerunning_tools(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     from tests.loopback import reply_drop_after
 
-    srv = loopback_thread([shell("echo x >> ran.txt", "c1"), reply_drop_after(2),
-                           reply_message("done")])
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        f"  - {{id: one, prompt: hi, repo: '{tmp_path}'}}\n")
+    srv = loopback_thread(
+        [shell("echo x >> ran.txt", "c1"), reply_drop_after(2), reply_message("done")]
+    )
+    tasks = write_tasks(
+        tmp_path, srv.base_url, f"  - {{id: one, prompt: hi, repo: '{tmp_path}'}}\n"
+    )
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     patch = (tmp_path / "o" / report["tasks"][0]["result"]["patch"]).read_text()
-    assert "+x\n" in patch and patch.count("+x") == 1   # the tool ran once
+    assert "+x\n" in patch and patch.count("+x") == 1  # the tool ran once
     assert len(srv.requests) == 3
     assert srv.requests[1].body == srv.requests[2].body  # the same request, resent
 
 
-def test_answers_on_stdout_cannot_issue_workflow_commands(loopback_thread: ThreadFactory,
-                                                          tmp_path: Path) -> None:
+def test_answers_on_stdout_cannot_issue_workflow_commands(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """Under GitHub Actions the model's final text is printed with workflow commands
     stopped: `::add-mask::` and `::set-output` in it are inert."""
     hostile = "done\n::add-mask::secret\n::set-output name=x::y\n::stop-commands::guess"
@@ -211,7 +238,12 @@ def test_answers_on_stdout_cannot_issue_workflow_commands(loopback_thread: Threa
     assert start.startswith("::stop-commands::") and len(start) > len("::stop-commands::") + 16
     token = start.removeprefix("::stop-commands::")
     assert lines[-1] == f"::{token}::" and "::add-mask::secret" in lines[1:-1]
-    assert not any(line.startswith("::") for line in lines[1:-1] if "add-mask" not in line
-                   and "set-output" not in line and "stop-commands::guess" not in line)
+    assert not any(
+        line.startswith("::")
+        for line in lines[1:-1]
+        if "add-mask" not in line
+        and "set-output" not in line
+        and "stop-commands::guess" not in line
+    )
     plain = run_cli("run", tasks, "--out", tmp_path / "p", env={"GITHUB_ACTIONS": ""})
     assert plain.stdout.splitlines()[0] == "--- a"

@@ -63,25 +63,48 @@ class LongScript:
             return reply_message("all done")
         self.made += 1
         return reply_function_call(
-            "shell", {"command": ["printf", f"%0{OUTPUT_BYTES}d", str(self.made)]},
-            call_id=f"c{self.made}")
+            "shell",
+            {"command": ["printf", f"%0{OUTPUT_BYTES}d", str(self.made)]},
+            call_id=f"c{self.made}",
+        )
 
 
 def context_items(cwd: Path) -> list[it.Item]:
     return prompts.initial_context(
-        cwd=cwd, sandbox="danger-full-access", network=True, writable_roots=[],
-        developer_instructions=None, runner_home=None, shell="bash",
-        current_date="2026-01-01", timezone="UTC")
+        cwd=cwd,
+        sandbox="danger-full-access",
+        network=True,
+        writable_roots=[],
+        developer_instructions=None,
+        runner_home=None,
+        shell="bash",
+        current_date="2026-01-01",
+        timezone="UTC",
+    )
 
 
-async def run_long(base_url: str, cwd: Path, *, limit: int | None,
-                   prompts_: tuple[str, ...] = ("go",), max_requests: int = 1000,
-                   remote: bool = False, sink: ListSink | None = None) -> Outcome:
+async def run_long(
+    base_url: str,
+    cwd: Path,
+    *,
+    limit: int | None,
+    prompts_: tuple[str, ...] = ("go",),
+    max_requests: int = 1000,
+    remote: bool = False,
+    sink: ListSink | None = None,
+) -> Outcome:
     client = ResponsesClient(base_url)
-    spec = ThreadSpec(thread_id="long-1", model="m", instructions=prompts.base_instructions(),
-                      context=context_items(cwd), prompts=prompts_, max_requests=max_requests,
-                      timeout_s=100, compaction=cp.CompactionSettings(limit=limit),
-                      compactor=find_compactor(client) if remote else None)
+    spec = ThreadSpec(
+        thread_id="long-1",
+        model="m",
+        instructions=prompts.base_instructions(),
+        context=context_items(cwd),
+        prompts=prompts_,
+        max_requests=max_requests,
+        timeout_s=100,
+        compaction=cp.CompactionSettings(limit=limit),
+        compactor=find_compactor(client) if remote else None,
+    )
     ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(os.environ))
     try:
         return await Thread(spec, client, [ShellTool()], ctx, sink or ListSink()).run()
@@ -94,8 +117,9 @@ def after_compaction(outcome: Outcome) -> set[int]:
     return {max(c.requests) + 1 for c in outcome.compactions}
 
 
-async def test_200_tool_calls_compact_and_stay_cached(loopback: LoopbackFactory,
-                                                       tmp_path: Path) -> None:
+async def test_200_tool_calls_compact_and_stay_cached(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     script = LongScript(200)
     srv = await loopback(script)
     sink = ListSink()
@@ -116,7 +140,7 @@ async def test_200_tool_calls_compact_and_stay_cached(loopback: LoopbackFactory,
     reqs = srv.requests
     for n in range(1, len(reqs)):
         if n + 1 not in after:  # srv index n is request n + 1
-            assert find_extension_break(reqs[n - 1:n + 1]) is None
+            assert find_extension_break(reqs[n - 1 : n + 1]) is None
     # The summary request is the previous request plus one message, with the same
     # instructions and tools: the cache serves all of the previous request.
     summaries = [n for n, r in enumerate(reqs) if is_summary_request(r)]
@@ -125,7 +149,7 @@ async def test_200_tool_calls_compact_and_stay_cached(loopback: LoopbackFactory,
         prev, cur = reqs[n - 1], reqs[n]
         assert cur.tools_raw == prev.tools_raw and cur.instructions_raw == prev.instructions_raw
         # ... plus its answer (the call), the call's output and the summary request.
-        assert cur.input_raw[:len(prev.input_raw)] == prev.input_raw
+        assert cur.input_raw[: len(prev.input_raw)] == prev.input_raw
         assert len(cur.input_raw) == len(prev.input_raw) + 3
         assert it.message_text(it.Item(cur.input[-1])) == cp.default_prompt()
         assert cur.cached_tokens == prev.input_tokens > 0
@@ -135,8 +159,12 @@ async def test_200_tool_calls_compact_and_stay_cached(loopback: LoopbackFactory,
     rebuilt = [reqs[i - 1] for i in sorted(after)]
     for r in rebuilt:
         shape = [(i["type"], i.get("role")) for i in r.input[:4]]
-        assert shape == [("message", "developer"), ("message", "user"), ("message", "user"),
-                         ("message", "user")]
+        assert shape == [
+            ("message", "developer"),
+            ("message", "user"),
+            ("message", "user"),
+            ("message", "user"),
+        ]
         assert r.input_raw[:3] == rebuilt[0].input_raw[:3]
         assert r.input[3]["content"][0]["text"].startswith(cp.summary_prefix())
         head = len(r.instructions_raw or "") + sum(len(t) for t in r.tools_raw)
@@ -144,13 +172,15 @@ async def test_200_tool_calls_compact_and_stay_cached(loopback: LoopbackFactory,
     # Compactions are events with the sizes before and after.
     done = [e for e in sink.events if e["type"] == "compaction.completed"]
     assert [(e["kind"], e["tokens_before"], e["tokens_after"]) for e in done] == [
-        (c.kind, c.tokens_before, c.tokens_after) for c in outcome.compactions]
+        (c.kind, c.tokens_before, c.tokens_after) for c in outcome.compactions
+    ]
     kinds = [e["kind"] for e in sink.events if e["type"] == "request.completed"]
     assert kinds.count("compaction") == len(outcome.compactions)
 
 
-async def test_limit_is_what_the_server_counted_plus_an_estimate(loopback: LoopbackFactory,
-                                                                 tmp_path: Path) -> None:
+async def test_limit_is_what_the_server_counted_plus_an_estimate(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     """The first compaction comes when the last total_tokens plus bytes/4 of the tool
     output appended since pass the limit, not earlier."""
     script = LongScript(40)
@@ -170,8 +200,9 @@ async def test_limit_is_what_the_server_counted_plus_an_estimate(loopback: Loopb
     assert before.usage["total_tokens"] + estimate < limit
 
 
-async def test_follow_up_turn_compacts_before_its_prompt(loopback: LoopbackFactory,
-                                                         tmp_path: Path) -> None:
+async def test_follow_up_turn_compacts_before_its_prompt(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     script = LongScript(3)
 
     def serve(req: RecordedRequest, index: int, /) -> Reply:
@@ -190,8 +221,9 @@ async def test_follow_up_turn_compacts_before_its_prompt(loopback: LoopbackFacto
     assert_cache_stable(outcome.requests)
 
 
-async def test_overflowing_compaction_drops_oldest_and_retries(loopback: LoopbackFactory,
-                                                               tmp_path: Path) -> None:
+async def test_overflowing_compaction_drops_oldest_and_retries(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     script = LongScript(30)
 
     def serve(req: RecordedRequest, index: int, /) -> Reply:
@@ -213,31 +245,40 @@ async def test_overflowing_compaction_drops_oldest_and_retries(loopback: Loopbac
     # The context stays, the oldest items after it go first, the newest stay; a call is
     # dropped with its output, so every call still has exactly one.
     assert summary.input_raw[:2] == full.input_raw[:2]
-    assert summary.input_raw[2:] == full.input_raw[len(full.input) - len(summary.input) + 2:]
+    assert summary.input_raw[2:] == full.input_raw[len(full.input) - len(summary.input) + 2 :]
     assert first.dropped_items == len(full.input) - len(summary.input)
     calls = {i["call_id"] for i in summary.input if i["type"] == "function_call"}
     outputs = {i["call_id"] for i in summary.input if i["type"] == "function_call_output"}
     assert calls == outputs
     # The refused attempts are in the record, with the server's reason.
-    assert [r.error is not None for r in outcome.requests[n - len(attempts) + 1:n + 1]] == [
-        True] * (len(attempts) - 1) + [False]
+    assert [r.error is not None for r in outcome.requests[n - len(attempts) + 1 : n + 1]] == [
+        True
+    ] * (len(attempts) - 1) + [False]
     # The user's task survives in the rebuilt history even though the request dropped it.
     after = srv.requests[max(first.requests)]
     assert it.message_text(it.Item(after.input[2])) == "go"
-    assert_cache_stable(outcome.requests[n + 1:])
+    assert_cache_stable(outcome.requests[n + 1 :])
 
 
-async def test_context_exceeded_compacts_once_and_retries(loopback: LoopbackFactory,
-                                                          tmp_path: Path) -> None:
+async def test_context_exceeded_compacts_once_and_retries(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     script = LongScript(5)
     failed: list[int] = []
 
     def serve(req: RecordedRequest, index: int, /) -> Reply:
         if index == 3 and not failed:
             failed.append(index)
-            return reply_http_error(400, {"error": {
-                "message": "Your input exceeds the context window of this model.",
-                "type": "invalid_request_error", "code": "context_length_exceeded"}})
+            return reply_http_error(
+                400,
+                {
+                    "error": {
+                        "message": "Your input exceeds the context window of this model.",
+                        "type": "invalid_request_error",
+                        "code": "context_length_exceeded",
+                    }
+                },
+            )
         return script(req, index)
 
     srv = await loopback(serve)
@@ -252,8 +293,9 @@ async def test_context_exceeded_compacts_once_and_retries(loopback: LoopbackFact
     assert_cache_stable(outcome.requests)
 
 
-async def test_context_exceeded_twice_fails_the_run(loopback: LoopbackFactory,
-                                                    tmp_path: Path) -> None:
+async def test_context_exceeded_twice_fails_the_run(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     script = LongScript(5)
 
     def serve(req: RecordedRequest, index: int, /) -> Reply:
@@ -265,8 +307,7 @@ async def test_context_exceeded_twice_fails_the_run(loopback: LoopbackFactory,
     sink = ListSink()
     outcome = await run_long(srv.base_url, tmp_path, limit=None, sink=sink)
     assert outcome.status == "failed"
-    assert outcome.error is not None and "exceeded again right after a compaction" in \
-        outcome.error
+    assert outcome.error is not None and "exceeded again right after a compaction" in outcome.error
     assert len(outcome.compactions) == 1
     assert len(srv.requests) == 6  # 3 fine, the refused one, the summary, the refused retry
     assert sink.events[-1]["type"] == "turn.failed"
@@ -276,8 +317,11 @@ async def test_nothing_fits_fails_clearly(loopback: LoopbackFactory, tmp_path: P
     def serve(req: RecordedRequest, index: int, /) -> Reply:
         if index >= 2:
             return reply_failed("context_length_exceeded", "never fits")
-        return LongScript(5)(req, index) if index == 0 else reply_function_call(
-            "shell", {"command": ["true"]}, call_id=f"x{index}")
+        return (
+            LongScript(5)(req, index)
+            if index == 0
+            else reply_function_call("shell", {"command": ["true"]}, call_id=f"x{index}")
+        )
 
     srv = await loopback(serve)
     outcome = await run_long(srv.base_url, tmp_path, limit=None)
@@ -292,14 +336,24 @@ async def test_nothing_fits_fails_clearly(loopback: LoopbackFactory, tmp_path: P
 class CompactingServer(LoopbackServer):
     """The loopback server plus `POST /v1/responses/compact`, answered by `compact`."""
 
-    def __init__(self, script: Any, compact: Callable[[dict[str, Any]], tuple[int, Any]],
-                 ) -> None:
+    def __init__(
+        self,
+        script: Any,
+        compact: Callable[[dict[str, Any]], tuple[int, Any]],
+    ) -> None:
         super().__init__(script)
         self.compact = compact
         self.compact_requests: list[RecordedRequest] = []
 
-    def _reject(self, req: RecordedRequest, writer: asyncio.StreamWriter, status: int,
-                code: str, message: str, keep_alive: bool) -> bool:
+    def _reject(
+        self,
+        req: RecordedRequest,
+        writer: asyncio.StreamWriter,
+        status: int,
+        code: str,
+        message: str,
+        keep_alive: bool,
+    ) -> bool:
         if req.path != "/v1/responses/compact" or req.method != "POST":
             return super()._reject(req, writer, status, code, message, keep_alive)
         req.body = json.loads(req.raw)
@@ -313,13 +367,25 @@ def compacted(body: dict[str, Any]) -> tuple[int, Any]:
     """What the real endpoint returns: the user's messages, one opaque compaction item, and
     (to be dropped by the client) a developer message."""
     users = [i for i in body["input"] if i.get("role") == "user"]
-    return 200, {"id": "cmp_1", "object": "response.compaction", "output": [
-        {"type": "message", "role": "developer",
-         "content": [{"type": "input_text", "text": "stale context"}]},
-        *users,
-        {"id": "cmp_item_1", "type": "compaction", "encrypted_content": "gAAAA-opaque"},
-    ], "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 800},
-                 "output_tokens": 50, "total_tokens": 950}}
+    return 200, {
+        "id": "cmp_1",
+        "object": "response.compaction",
+        "output": [
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "stale context"}],
+            },
+            *users,
+            {"id": "cmp_item_1", "type": "compaction", "encrypted_content": "gAAAA-opaque"},
+        ],
+        "usage": {
+            "input_tokens": 900,
+            "input_tokens_details": {"cached_tokens": 800},
+            "output_tokens": 50,
+            "total_tokens": 950,
+        },
+    }
 
 
 async def test_remote_compaction(tmp_path: Path) -> None:
@@ -336,15 +402,22 @@ async def test_remote_compaction(tmp_path: Path) -> None:
     # It carries the thread's exact prefix: the previous request plus what came since.
     prev = srv.requests[outcome.compactions[0].requests[0] - 2]
     assert body["instructions"] == prev.instructions and body["tools"] == prev.tools
-    assert body["input"][:len(prev.input)] == prev.input
+    assert body["input"][: len(prev.input)] == prev.input
     # The next request: our context, the user's message, the compaction item sent back
     # as the server gave it (without id); the developer message it returned is dropped.
     nxt = srv.requests[outcome.compactions[0].requests[0] - 1]
     assert [i.get("role") or i["type"] for i in nxt.input[:4]] == [
-        "developer", "user", "user", "compaction"]
+        "developer",
+        "user",
+        "user",
+        "compaction",
+    ]
     assert nxt.input[0] == prev.input[0] and nxt.input[1] == prev.input[1]
-    assert nxt.input[3] == {"id": "cmp_item_1", "type": "compaction",
-                            "encrypted_content": "gAAAA-opaque"}
+    assert nxt.input[3] == {
+        "id": "cmp_item_1",
+        "type": "compaction",
+        "encrypted_content": "gAAAA-opaque",
+    }
     # The endpoint's usage counts like any request's.
     rec = outcome.requests[outcome.compactions[0].requests[0] - 1]
     assert rec.kind == "compaction" and rec.usage == Usage(900, 800, 50, 0, 950)
@@ -354,8 +427,10 @@ async def test_remote_compaction(tmp_path: Path) -> None:
 
 async def test_remote_failure_falls_back_to_local(tmp_path: Path) -> None:
     script = LongScript(30)
-    async with CompactingServer(script, lambda body: (503, {"error": {
-            "message": "down", "type": "server_error", "code": None}})) as srv:
+    async with CompactingServer(
+        script,
+        lambda body: (503, {"error": {"message": "down", "type": "server_error", "code": None}}),
+    ) as srv:
         outcome = await run_long(srv.base_url, tmp_path, limit=6_000, remote=True)
     assert outcome.status == "completed", outcome.error
     first = outcome.compactions[0]
@@ -371,8 +446,9 @@ def test_token_counter_is_server_count_plus_estimate() -> None:
     history = [it.message("user", "x" * 396)]
     counter.reset(history)
     assert counter.count(history) == cp.estimate_tokens(400 + history[0].nbytes)
-    history.append(it.Item({"type": "function_call", "call_id": "c", "name": "shell",
-                            "arguments": "{}"}))
+    history.append(
+        it.Item({"type": "function_call", "call_id": "c", "name": "shell", "arguments": "{}"})
+    )
     counter.observe(Usage(input_tokens=150, output_tokens=10, total_tokens=160), history)
     assert counter.count(history) == 160
     out = it.function_call_output("c", "y" * 1000)
@@ -385,8 +461,13 @@ def test_token_counter_is_server_count_plus_estimate() -> None:
 def test_kept_user_messages_newest_first_within_budget() -> None:
     ctx = context_items(Path("/w"))
     users = [it.message("user", f"message {n} " + "z" * 380) for n in range(5)]
-    history = [*ctx, users[0], it.message("assistant", "ok"), *users[1:],
-               cp.summary_message("old summary")]
+    history = [
+        *ctx,
+        users[0],
+        it.message("assistant", "ok"),
+        *users[1:],
+        cp.summary_message("old summary"),
+    ]
     per = cp.estimate_tokens(users[0].nbytes)
     kept = cp.kept_user_messages(history, per * 2 + per // 2)
     assert [it.message_text(m)[:9] for m in kept] == ["message 2", "message 3", "message 4"]
@@ -405,14 +486,12 @@ def test_rebuild_has_one_shape() -> None:
     assert [i.wire for i in a[:3]] == [i.wire for i in b[:3]]
     assert len(a) == len(b) == 4
     assert cp.summary_text([it.message("assistant", "  ")]) == cp.NO_SUMMARY
-    assert cp.summary_text([it.message("assistant", "a"), it.message("assistant", " b ")]) \
-        == "b"
+    assert cp.summary_text([it.message("assistant", "a"), it.message("assistant", " b ")]) == "b"
 
 
 def test_drop_oldest_keeps_calls_paired() -> None:
     ctx = [it.message("developer", "d")]
-    call = it.Item({"type": "function_call", "call_id": "a", "name": "shell",
-                    "arguments": "{}"})
+    call = it.Item({"type": "function_call", "call_id": "a", "name": "shell", "arguments": "{}"})
     items = [*ctx, call, it.function_call_output("a", "1"), it.message("user", "u")]
     once = cp.drop_oldest(items, keep=1)
     assert once == [ctx[0], items[3]]
@@ -433,23 +512,50 @@ def test_compact_prompt_file(tmp_path: Path) -> None:
 
 
 def test_cache_check_fails_on_a_break() -> None:
-    report = {"tasks": [{"run": "t", "requests": [
-        {"index": 1, "prefix": {"extends_previous": True, "ideal_cache_ratio": None},
-         "usage": {"input_tokens": 100, "cached_tokens": 0}},
-        {"index": 2, "prefix": {"extends_previous": False, "break_index": 3,
-                                "break_reason": "item 3 rewritten (function_call)",
-                                "ideal_cache_ratio": 0.2},
-         "usage": {"input_tokens": 100, "cached_tokens": 20}},
-        {"index": 3, "prefix": {"extends_previous": True, "ideal_cache_ratio": 0.9},
-         "usage": {"input_tokens": 100, "cached_tokens": 60}},
-        {"index": 4, "prefix": {"extends_previous": False, "break_index": 2,
-                                "break_reason": "compaction", "ideal_cache_ratio": 0.5},
-         "usage": {"input_tokens": 100, "cached_tokens": 10}},
-    ]}]}
+    report = {
+        "tasks": [
+            {
+                "run": "t",
+                "requests": [
+                    {
+                        "index": 1,
+                        "prefix": {"extends_previous": True, "ideal_cache_ratio": None},
+                        "usage": {"input_tokens": 100, "cached_tokens": 0},
+                    },
+                    {
+                        "index": 2,
+                        "prefix": {
+                            "extends_previous": False,
+                            "break_index": 3,
+                            "break_reason": "item 3 rewritten (function_call)",
+                            "ideal_cache_ratio": 0.2,
+                        },
+                        "usage": {"input_tokens": 100, "cached_tokens": 20},
+                    },
+                    {
+                        "index": 3,
+                        "prefix": {"extends_previous": True, "ideal_cache_ratio": 0.9},
+                        "usage": {"input_tokens": 100, "cached_tokens": 60},
+                    },
+                    {
+                        "index": 4,
+                        "prefix": {
+                            "extends_previous": False,
+                            "break_index": 2,
+                            "break_reason": "compaction",
+                            "ideal_cache_ratio": 0.5,
+                        },
+                        "usage": {"input_tokens": 100, "cached_tokens": 10},
+                    },
+                ],
+            }
+        ]
+    }
     problems = cache_problems(report)
-    assert problems == ["t request 2 breaks the prefix at item 3: item 3 rewritten "
-                        "(function_call)",
-                        "t request 3: cached 60 of an ideal 90 tokens (cached/ideal 0.667)"]
+    assert problems == [
+        "t request 2 breaks the prefix at item 3: item 3 rewritten (function_call)",
+        "t request 3: cached 60 of an ideal 90 tokens (cached/ideal 0.667)",
+    ]
     assert cache_problems(report, exact_cache=False) == problems[:1]
     with pytest.raises(AssertionError, match="request 2 breaks"):
         assert_cache_stable(report)
@@ -483,10 +589,15 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
         "  compact_prompt_file: handoff.md\n"
         "  limits: {max_turns: 100}\n"
         "tasks:\n"
-        f"  - {{id: long, prompt: go, repo: {repo}}}\n")
+        f"  - {{id: long, prompt: go, repo: {repo}}}\n"
+    )
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
     task = report["tasks"][0]
@@ -504,16 +615,19 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
     assert_cache_stable(report)
     # The run's ideal share is token-weighted over its requests, and the totals add up.
     usage = task["usage"]
-    assert usage["ideal_cached_tokens"] == sum(r["usage"]["ideal_cached_tokens"]
-                                               for r in task["requests"])
-    assert usage["ideal_cache_ratio"] == round(usage["ideal_cached_tokens"]
-                                               / usage["input_tokens"], 4)
+    assert usage["ideal_cached_tokens"] == sum(
+        r["usage"]["ideal_cached_tokens"] for r in task["requests"]
+    )
+    assert usage["ideal_cache_ratio"] == round(
+        usage["ideal_cached_tokens"] / usage["input_tokens"], 4
+    )
     assert abs(usage["cache_hit_ratio"] - usage["ideal_cache_ratio"]) < 0.01
     assert report["totals"]["usage"]["ideal_cached_tokens"] == usage["ideal_cached_tokens"]
     # The task's own summary request was sent.
     summary_reqs = [r for r in srv.requests if is_summary_request(r)]
-    assert all(r.input[-1]["content"][0]["text"] == "Summarise for the next shift."
-               for r in summary_reqs)
+    assert all(
+        r.input[-1]["content"][0]["text"] == "Summarise for the next shift." for r in summary_reqs
+    )
     events = [json.loads(line) for line in (out / task["events_file"]).read_text().splitlines()]
     assert len([e for e in events if e["type"] == "compaction.completed"]) == len(comps)
 
@@ -531,13 +645,26 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parent.parent
     sample = root / "examples" / "sample-repo"
-    make_git_repo(tmp_path / "build" / "sample-repo",
-                  {p.name: p.read_text() for p in sample.iterdir() if p.is_file()})
+    make_git_repo(
+        tmp_path / "build" / "sample-repo",
+        {p.name: p.read_text() for p in sample.iterdir() if p.is_file()},
+    )
     shutil.copytree(root / "configs", tmp_path / "configs")
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "runner", "run",
-                          str(tmp_path / "configs" / "long.yaml"), "--out", str(out)],
-                         capture_output=True, text=True, timeout=880)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "run",
+            str(tmp_path / "configs" / "long.yaml"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=880,
+    )
     assert "Traceback" not in res.stderr
     task = json.loads((out / "report.json").read_text())["tasks"][0]
     assert task["status"] == "completed", (task["error"], res.stderr)
@@ -553,7 +680,8 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
 
 
 async def test_limit_below_the_context_compacts_only_after_new_work(
-        loopback: LoopbackFactory, tmp_path: Path) -> None:
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
     """A limit the context alone passes: no compaction before the first request, and never
     two without a model answer in between (Codex was seen compacting 48 times in a row)."""
     script = LongScript(3)

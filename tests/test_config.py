@@ -61,8 +61,10 @@ HEADERLESS = {
     "empty.yaml": Expect(line=1, field="(top level)", messages=("the file is empty",)),
 }
 
-_HEADER = re.compile(r"#\s*(expect-line|expect-field|expect-message|expect-no-message|xfail):"
-                     r"\s?(.*)")
+_HEADER = re.compile(
+    r"#\s*(expect-line|expect-field|expect-message|expect-no-message|xfail):"
+    r"\s?(.*)"
+)
 
 
 def read_expect(path: Path) -> Expect:
@@ -125,13 +127,20 @@ def file_env(path: Path) -> dict[str, str]:
     return found
 
 
-def run_validate(target: Path | str, cwd: Path | None = None,
-                 *flags: str) -> subprocess.CompletedProcess[str]:
+def run_validate(
+    target: Path | str, cwd: Path | None = None, *flags: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(file_env(Path(target)))
-    return subprocess.run([*_runner_cmd(), "validate", str(target), *flags],
-                          capture_output=True, text=True, errors="replace", timeout=60,
-                          cwd=cwd, env=env)
+    return subprocess.run(
+        [*_runner_cmd(), "validate", str(target), *flags],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+        cwd=cwd,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +177,8 @@ def test_bad_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[
     matching = [ln for ln in lines if head.match(ln)]
     assert matching, f"no problem at {where}: {exp.field}; got:\n{res.stderr}"
     assert any(all(m in ln for m in exp.messages) for ln in matching), (
-        f"expected {exp.messages} in one of:\n" + "\n".join(matching))
+        f"expected {exp.messages} in one of:\n" + "\n".join(matching)
+    )
     for bad in exp.forbidden:
         assert bad not in res.stderr
 
@@ -202,8 +212,7 @@ def test_validate_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
-def test_a_task_file_that_is_no_regular_file_is_refused_at_once(tmp_path: Path,
-                                                                kind: str) -> None:
+def test_a_task_file_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
     """A FIFO would block the read forever and /dev/zero would fill memory: both are
     refused before anything is read; a huge regular file is read only up to the cap."""
     target = tmp_path / "tasks.yaml"
@@ -213,7 +222,7 @@ def test_a_task_file_that_is_no_regular_file_is_refused_at_once(tmp_path: Path,
         target = Path("/dev/zero")
     else:
         with target.open("wb") as f:
-            f.truncate(64 * 1024 * 1024)   # sparse: 64 MiB of NULs
+            f.truncate(64 * 1024 * 1024)  # sparse: 64 MiB of NULs
     t0 = time.monotonic()
     res = run_validate(target, None, "--offline")
     assert time.monotonic() - t0 < 30
@@ -228,17 +237,26 @@ def test_validate_resolves_paths_against_the_file_not_the_cwd(tmp_path: Path) ->
     (tmp_path / "proj" / "base.md").write_text("base\n", encoding="utf-8")
     (tmp_path / "elsewhere").mkdir()
     task_file = tmp_path / "proj" / "tasks.yaml"
-    task_file.write_text("version: 1\ndefaults: {instructions_file: base.md}\n"
-                         "tasks: [{id: a, prompt: p, repo: src}]\n", encoding="utf-8")
+    task_file.write_text(
+        "version: 1\ndefaults: {instructions_file: base.md}\n"
+        "tasks: [{id: a, prompt: p, repo: src}]\n",
+        encoding="utf-8",
+    )
     res = run_validate(Path("..") / "proj" / "tasks.yaml", tmp_path / "elsewhere", "--offline")
     assert res.returncode == 0, res.stderr
     assert f"repo {tmp_path / 'proj' / 'src'}\n" in res.stdout
 
 
-LATE_REFUSALS = ["key_not_set", "repo_not_git", "max_cost_without_price",
-                 "branch_template_unknown_field", "run_names_collide",
-                 "run_names_collide_sanitised", "instructions_file_not_utf8",
-                 "instructions_file_blank"]
+LATE_REFUSALS = [
+    "key_not_set",
+    "repo_not_git",
+    "max_cost_without_price",
+    "branch_template_unknown_field",
+    "run_names_collide",
+    "run_names_collide_sanitised",
+    "instructions_file_not_utf8",
+    "instructions_file_blank",
+]
 
 
 @pytest.mark.parametrize("name", LATE_REFUSALS)
@@ -249,8 +267,13 @@ def test_run_refuses_what_validate_refuses_before_any_work(name: str, tmp_path: 
     checked = run_validate(path)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    ran = subprocess.run([*_runner_cmd(), "run", str(path), "--out", str(out)],
-                         capture_output=True, text=True, timeout=60, env=env)
+    ran = subprocess.run(
+        [*_runner_cmd(), "run", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert checked.returncode == ran.returncode == 2, ran.stderr
     assert ran.stderr == checked.stderr and ran.stderr.startswith(f"error: {path}:")
     assert not out.exists()
@@ -267,9 +290,20 @@ def test_offline_validate_skips_only_what_needs_this_machine() -> None:
 def test_run_model_override_with_unknown_provider_names_the_flag(tmp_path: Path) -> None:
     task_file = tmp_path / "t.yaml"
     task_file.write_text("version: 1\ntasks: [{id: a, prompt: p}]\n", encoding="utf-8")
-    res = subprocess.run([*_runner_cmd(), "run", str(task_file), "--model", "nosuch/x",
-                          "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            *_runner_cmd(),
+            "run",
+            str(task_file),
+            "--model",
+            "nosuch/x",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     _no_traceback(res)
     assert res.returncode == 2
     assert "--model" in res.stderr and "tasks[0].model" not in res.stderr
@@ -289,15 +323,20 @@ def problems(text: str) -> list[Problem]:
 
 
 def test_parse_reports_every_problem_with_its_line() -> None:
-    got = problems("version: 1\n"
-                   "tasks:\n"
-                   "  - id: a\n"
-                   "    prompt: ''\n"
-                   "  - id: 'b c'\n"
-                   "    prompt: p\n"
-                   "    limits: {max_turns: 0}\n")
+    got = problems(
+        "version: 1\n"
+        "tasks:\n"
+        "  - id: a\n"
+        "    prompt: ''\n"
+        "  - id: 'b c'\n"
+        "    prompt: p\n"
+        "    limits: {max_turns: 0}\n"
+    )
     assert {(p.line, p.field) for p in got} == {
-        (4, "tasks[0].prompt"), (5, "tasks[1].id"), (7, "tasks[1].limits.max_turns")}
+        (4, "tasks[0].prompt"),
+        (5, "tasks[1].id"),
+        (7, "tasks[1].limits.max_turns"),
+    }
     assert all(p.file == "t.yaml" for p in got)
 
 
@@ -308,11 +347,15 @@ def test_parse_unknown_field_lists_the_allowed_ones() -> None:
 
 
 def test_parse_unknown_provider_knows_declared_providers() -> None:
-    tf = parse("version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
-               "tasks: [{id: a, prompt: p, model: mine/m}]\n")
+    tf = parse(
+        "version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
+        "tasks: [{id: a, prompt: p, model: mine/m}]\n"
+    )
     assert "mine" in tf.providers
-    [p] = problems("version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
-                   "tasks: [{id: a, prompt: p, model: theirs/m}]\n")
+    [p] = problems(
+        "version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
+        "tasks: [{id: a, prompt: p, model: theirs/m}]\n"
+    )
     assert (p.line, p.field) == (3, "tasks[0].model")
     assert "unknown provider 'theirs'" in p.message and "mine" in p.message
 
@@ -333,22 +376,28 @@ def test_parse_top_level_scalar_points_at_the_document() -> None:
     assert (p.line, p.field) == (3, "(top level)")
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("!!int ten", "`ten` is not a valid !!int"),
-    ("!!int ''", "an empty value is not a valid !!int"),
-    ("!!float x", "`x` is not a valid !!float"),
-    ("!!bool maybe", "`maybe` is not a valid !!bool"),
-    ("!!timestamp soon", "`soon` is not a valid !!timestamp"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("!!int ten", "`ten` is not a valid !!int"),
+        ("!!int ''", "an empty value is not a valid !!int"),
+        ("!!float x", "`x` is not a valid !!float"),
+        ("!!bool maybe", "`maybe` is not a valid !!bool"),
+        ("!!timestamp soon", "`soon` is not a valid !!timestamp"),
+    ],
+)
 def test_parse_explicit_tag_on_a_bad_value_is_located(value: str, message: str) -> None:
-    [p] = problems(f"version: 1\ntasks:\n  - id: a\n    prompt: p\n    seed: 1\n"
-                   f"    limits:\n      max_turns: {value}\n")
+    [p] = problems(
+        f"version: 1\ntasks:\n  - id: a\n    prompt: p\n    seed: 1\n"
+        f"    limits:\n      max_turns: {value}\n"
+    )
     assert (p.line, p.field, p.message) == (7, "tasks[0].limits.max_turns", message)
 
 
 def test_parse_self_referencing_alias_is_a_problem() -> None:
-    [p] = problems("version: 1\ntasks: [{id: a, prompt: p}]\n"
-                   "defaults:\n  limits: &l {max_turns: *l}\n")
+    [p] = problems(
+        "version: 1\ntasks: [{id: a, prompt: p}]\ndefaults:\n  limits: &l {max_turns: *l}\n"
+    )
     assert (p.line, p.field) == (4, "defaults.limits")
     assert "*l" in p.message and "recursive" in p.message
 
@@ -364,36 +413,51 @@ def test_parse_billion_laughs_fails_fast() -> None:
 
 
 def test_parse_aliases_used_within_reason_work_and_are_located() -> None:
-    tf = parse("version: 1\ndefaults: {limits: &l {max_turns: 3}}\n"
-               "tasks:\n  - &t {id: a, prompt: p, limits: *l}\n  - {id: b, prompt: p}\n")
+    tf = parse(
+        "version: 1\ndefaults: {limits: &l {max_turns: 3}}\n"
+        "tasks:\n  - &t {id: a, prompt: p, limits: *l}\n  - {id: b, prompt: p}\n"
+    )
     assert tf.tasks[0].limits == Limits(max_turns=3)
     # An alias in a sequence is blamed where it stands, not where its anchor is.
-    got = problems("version: 1\ntasks:\n  - id: a\n    prompt: p\n    turns: [&e ' ', ok,\n"
-                   "      *e]\n")
-    assert {(p.line, p.field) for p in got} == {(5, "tasks[0].turns[0]"),
-                                                (6, "tasks[0].turns[2]")}
+    got = problems(
+        "version: 1\ntasks:\n  - id: a\n    prompt: p\n    turns: [&e ' ', ok,\n      *e]\n"
+    )
+    assert {(p.line, p.field) for p in got} == {(5, "tasks[0].turns[0]"), (6, "tasks[0].turns[2]")}
 
 
 def test_parse_merge_keys_are_located_at_the_merged_key() -> None:
-    got = problems("version: 1\ndefaults: &d\n  sandbox: read-only\n  shell_timeout_ms: 0\n"
-                   "tasks:\n  - <<: *d\n    id: a\n    prompt: p\n")
-    assert {(p.line, p.field) for p in got} == {(4, "defaults.shell_timeout_ms"),
-                                                (4, "tasks[0].shell_timeout_ms")}
+    got = problems(
+        "version: 1\ndefaults: &d\n  sandbox: read-only\n  shell_timeout_ms: 0\n"
+        "tasks:\n  - <<: *d\n    id: a\n    prompt: p\n"
+    )
+    assert {(p.line, p.field) for p in got} == {
+        (4, "defaults.shell_timeout_ms"),
+        (4, "tasks[0].shell_timeout_ms"),
+    }
 
 
-@pytest.mark.parametrize(("text", "line"), [
-    ("version: 1\ntasks:\n  - id: a\n    prompt: \"a\u2028b\u0085c\u2029d\"\n"
-     "    limits: {max_turns: 0}\n", 5),
-    ("version: 1\ntasks:\n  - id: a\n    prompt: 'a\x85b'\n    turns: [\"c\u2029d\"]\n"
-     "    limits: {max_turns: 0}\n", 6),
-])
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            'version: 1\ntasks:\n  - id: a\n    prompt: "a\u2028b\u0085c\u2029d"\n'
+            "    limits: {max_turns: 0}\n",
+            5,
+        ),
+        (
+            "version: 1\ntasks:\n  - id: a\n    prompt: 'a\x85b'\n    turns: [\"c\u2029d\"]\n"
+            "    limits: {max_turns: 0}\n",
+            6,
+        ),
+    ],
+)
 def test_parse_lines_count_newlines_only(text: str, line: int) -> None:
     [p] = problems(text)
     assert (p.line, p.field) == (line, "tasks[0].limits.max_turns")
 
 
 def test_parse_control_character_is_one_located_line() -> None:
-    [p] = problems("version: 1\n\ntasks: [{id: a, prompt: \"x\x1by\"}]\n")
+    [p] = problems('version: 1\n\ntasks: [{id: a, prompt: "x\x1by"}]\n')
     assert (p.line, p.field) == (3, "(syntax)")
     assert "U+001B" in p.message and "\n" not in p.message and "position" not in p.message
 
@@ -404,33 +468,63 @@ def test_parse_yaml_syntax_error_keeps_its_context() -> None:
     assert "while parsing a flow mapping at line 2" in p.message and "\n" not in p.message
 
 
-@pytest.mark.parametrize(("snippet", "field", "words"), [
-    ("version: true", "version", "must be 1, got a boolean"),
-    ("version: 1.0", "version", "must be 1"),
-    ("tasks: [{id: a, prompt: p, limits: {max_turns: yes}}]", "tasks[0].limits.max_turns",
-     "must be a valid integer, got a boolean"),
-    ("tasks: [{id: a, prompt: p, limits: {max_turns: '5'}}]", "tasks[0].limits.max_turns",
-     "must be a valid integer, got a string"),
-    ("tasks: [{id: a, prompt: p, limits: {timeout_s: on}}]", "tasks[0].limits.timeout_s",
-     "must be a number, got a boolean"),
-    ("tasks: [{id: a, prompt: p, shell_timeout_ms: true}]", "tasks[0].shell_timeout_ms",
-     "must be a valid integer"),
-    ("providers: {p: {base_url: 'http://h', store: 'yes'}}", "providers.p.store",
-     "must be true or false, got a string"),
-    ("tasks: [{id: a, prompt: ' \t '}]", "tasks[0].prompt", "must not be empty"),
-    ("tasks: [{id: a, prompt: p, turns: ['  ']}]", "tasks[0].turns[0]", "must not be empty"),
-    ("tasks: [{id: a, prompt: p, instructions_file: ''}]", "tasks[0].instructions_file",
-     "must not be empty"),
-    ("tasks: [{id: a, prompt: p, repo: ''}]", "tasks[0].repo", "must not be empty"),
-    ("tasks: [{id: a, prompt: p, limits: 40}]", "tasks[0].limits",
-     "must be a mapping, got an integer"),
-    ("tasks: [{id: a, prompt: p, tools: shell}]", "tasks[0].tools",
-     "must be a list, got a string; allowed items: 'shell', 'apply_patch', 'update_plan'"),
-    ("tasks: [{id: a, prompt: p, turns: more}]", "tasks[0].turns", "must be a list"),
-    ("providers: {'a.b': {base_url: 'http://h'}}", "providers.a.b", "letters, digits"),
-    ("providers: {p: {base_url: 'http://h', query_params: [a]}}", "providers.p.query_params",
-     "must be a mapping, got a list"),
-])
+@pytest.mark.parametrize(
+    ("snippet", "field", "words"),
+    [
+        ("version: true", "version", "must be 1, got a boolean"),
+        ("version: 1.0", "version", "must be 1"),
+        (
+            "tasks: [{id: a, prompt: p, limits: {max_turns: yes}}]",
+            "tasks[0].limits.max_turns",
+            "must be a valid integer, got a boolean",
+        ),
+        (
+            "tasks: [{id: a, prompt: p, limits: {max_turns: '5'}}]",
+            "tasks[0].limits.max_turns",
+            "must be a valid integer, got a string",
+        ),
+        (
+            "tasks: [{id: a, prompt: p, limits: {timeout_s: on}}]",
+            "tasks[0].limits.timeout_s",
+            "must be a number, got a boolean",
+        ),
+        (
+            "tasks: [{id: a, prompt: p, shell_timeout_ms: true}]",
+            "tasks[0].shell_timeout_ms",
+            "must be a valid integer",
+        ),
+        (
+            "providers: {p: {base_url: 'http://h', store: 'yes'}}",
+            "providers.p.store",
+            "must be true or false, got a string",
+        ),
+        ("tasks: [{id: a, prompt: ' \t '}]", "tasks[0].prompt", "must not be empty"),
+        ("tasks: [{id: a, prompt: p, turns: ['  ']}]", "tasks[0].turns[0]", "must not be empty"),
+        (
+            "tasks: [{id: a, prompt: p, instructions_file: ''}]",
+            "tasks[0].instructions_file",
+            "must not be empty",
+        ),
+        ("tasks: [{id: a, prompt: p, repo: ''}]", "tasks[0].repo", "must not be empty"),
+        (
+            "tasks: [{id: a, prompt: p, limits: 40}]",
+            "tasks[0].limits",
+            "must be a mapping, got an integer",
+        ),
+        (
+            "tasks: [{id: a, prompt: p, tools: shell}]",
+            "tasks[0].tools",
+            "must be a list, got a string; allowed items: 'shell', 'apply_patch', 'update_plan'",
+        ),
+        ("tasks: [{id: a, prompt: p, turns: more}]", "tasks[0].turns", "must be a list"),
+        ("providers: {'a.b': {base_url: 'http://h'}}", "providers.a.b", "letters, digits"),
+        (
+            "providers: {p: {base_url: 'http://h', query_params: [a]}}",
+            "providers.p.query_params",
+            "must be a mapping, got a list",
+        ),
+    ],
+)
 def test_parse_messages_speak_yaml(snippet: str, field: str, words: str) -> None:
     text = "version: 1\ntasks: [{id: a, prompt: p}]\n"
     key = snippet.split(":", 1)[0]
@@ -443,14 +537,24 @@ def test_parse_messages_speak_yaml(snippet: str, field: str, words: str) -> None
         assert python not in p.message
 
 
-@pytest.mark.parametrize(("text", "line", "field"), [
-    ("version: 1\ntasks: [{id: a, prompt: p}]\n1: one\n", 3, "1"),
-    ("version: 1\ntasks: [{id: a, prompt: p}]\nproviders:\n  p:\n    base_url: 'http://h'\n"
-     "    http_headers:\n      2024: x\n", 7, "providers.p.http_headers.2024"),
-    ("version: 1\ntasks:\n  - id: a\n    prompt: p\n    null: x\n", 5, "tasks[0].null"),
-    ("version: 1\ntasks:\n  - id: a\n    prompt: p\n    ? [x]\n    : y\n", 5,
-     "tasks[0].(list)"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("version: 1\ntasks: [{id: a, prompt: p}]\n1: one\n", 3, "1"),
+        (
+            "version: 1\ntasks: [{id: a, prompt: p}]\nproviders:\n  p:\n    base_url: 'http://h'\n"
+            "    http_headers:\n      2024: x\n",
+            7,
+            "providers.p.http_headers.2024",
+        ),
+        ("version: 1\ntasks:\n  - id: a\n    prompt: p\n    null: x\n", 5, "tasks[0].null"),
+        (
+            "version: 1\ntasks:\n  - id: a\n    prompt: p\n    ? [x]\n    : y\n",
+            5,
+            "tasks[0].(list)",
+        ),
+    ],
+)
 def test_parse_non_string_keys(text: str, line: int, field: str) -> None:
     [p] = problems(text)
     assert (p.line, p.field) == (line, field)
@@ -458,8 +562,10 @@ def test_parse_non_string_keys(text: str, line: int, field: str) -> None:
 
 
 def test_parse_duplicate_task_id_points_at_the_second() -> None:
-    [p] = problems("version: 1\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p}\n"
-                   "  - {id: a, prompt: p}\n")
+    [p] = problems(
+        "version: 1\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p}\n"
+        "  - {id: a, prompt: p}\n"
+    )
     assert (p.line, p.field) == (5, "tasks[2].id")
     assert p.message == "task id 'a' is used twice; ids must be unique (first at line 3)"
 
@@ -514,8 +620,9 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_resolve_defaults_apply_and_task_values_win(project: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_defaults_apply_and_task_values_win(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir("/")  # relative paths must not depend on the working directory
     inherits, overrides = resolve(parse(EVERY_FIELD_DEFAULTS), project, file="t.yaml")
 
@@ -529,7 +636,8 @@ def test_resolve_defaults_apply_and_task_values_win(project: Path,
     assert inherits.limits == Limits(max_turns=5, timeout_s=60)
     # openai/gpt-5.5 gets Codex's defaults under the task file's options.
     assert inherits.model_options == ModelOptions(
-        temperature=0.5, reasoning_effort="medium", verbosity="low", parallel_tool_calls=True)
+        temperature=0.5, reasoning_effort="medium", verbosity="low", parallel_tool_calls=True
+    )
     assert inherits.shell_timeout_ms == 2000
 
     assert (overrides.provider_name, overrides.model) == ("mine", "qwen")
@@ -561,52 +669,84 @@ def test_resolve_builtin_defaults(tmp_path: Path) -> None:
 
 
 def test_resolve_task_tools_empty_list_means_no_tools(tmp_path: Path) -> None:
-    [t] = resolve(parse("version: 1\ndefaults: {tools: [shell]}\n"
-                        "tasks: [{id: a, prompt: p, tools: []}]\n"), tmp_path)
+    [t] = resolve(
+        parse("version: 1\ndefaults: {tools: [shell]}\ntasks: [{id: a, prompt: p, tools: []}]\n"),
+        tmp_path,
+    )
     assert t.tools == ()
 
 
 def test_resolve_defaults_tools_empty_list_means_no_tools(tmp_path: Path) -> None:
-    [t] = resolve(parse("version: 1\ndefaults: {tools: []}\ntasks: [{id: a, prompt: p}]\n"),
-                  tmp_path)
+    [t] = resolve(
+        parse("version: 1\ndefaults: {tools: []}\ntasks: [{id: a, prompt: p}]\n"), tmp_path
+    )
     assert t.tools == ()
 
 
 def test_resolve_limits_merge_field_by_field(tmp_path: Path) -> None:
-    [t] = resolve(parse("version: 1\ndefaults: {limits: {timeout_s: 60}}\n"
-                        "tasks: [{id: a, prompt: p, limits: {max_turns: 5}}]\n"), tmp_path)
+    [t] = resolve(
+        parse(
+            "version: 1\ndefaults: {limits: {timeout_s: 60}}\n"
+            "tasks: [{id: a, prompt: p, limits: {max_turns: 5}}]\n"
+        ),
+        tmp_path,
+    )
     assert t.limits == Limits(max_turns=5, timeout_s=60)
 
 
-def test_resolve_relative_paths_against_base_dir(project: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_relative_paths_against_base_dir(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(project / "sub")
-    [t] = resolve(parse("version: 1\ntasks: [{id: a, prompt: p, repo: sub/.., "
-                        "instructions_file: ./sub/own.md}]\n"), project)
+    [t] = resolve(
+        parse(
+            "version: 1\ntasks: [{id: a, prompt: p, repo: sub/.., "
+            "instructions_file: ./sub/own.md}]\n"
+        ),
+        project,
+    )
     assert t.repo == project
     assert t.instructions_file == project / "sub" / "own.md"
 
 
 def test_resolve_absolute_paths_are_kept(project: Path) -> None:
-    [t] = resolve(parse(f"version: 1\ntasks: [{{id: a, prompt: p, repo: '{project / 'sub'}', "
-                        f"instructions_file: '{project / 'base.md'}'}}]\n"), Path("/"))
+    [t] = resolve(
+        parse(
+            f"version: 1\ntasks: [{{id: a, prompt: p, repo: '{project / 'sub'}', "
+            f"instructions_file: '{project / 'base.md'}'}}]\n"
+        ),
+        Path("/"),
+    )
     assert t.repo == project / "sub" and t.instructions_file == project / "base.md"
 
 
 def test_resolve_missing_paths_are_problems(project: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        resolve(parse("version: 1\ntasks:\n"
-                      "  - {id: a, prompt: p, repo: nowhere}\n"
-                      "  - {id: b, prompt: p, instructions_file: sub}\n"), project, file="t.yaml")
+        resolve(
+            parse(
+                "version: 1\ntasks:\n"
+                "  - {id: a, prompt: p, repo: nowhere}\n"
+                "  - {id: b, prompt: p, instructions_file: sub}\n"
+            ),
+            project,
+            file="t.yaml",
+        )
     got = {(p.file, p.field, p.message) for p in info.value.problems}
-    assert got == {("t.yaml", "tasks[0].repo", f"{project / 'nowhere'} is not a directory"),
-                   ("t.yaml", "tasks[1].instructions_file", f"{project / 'sub'} is not a file")}
+    assert got == {
+        ("t.yaml", "tasks[0].repo", f"{project / 'nowhere'} is not a directory"),
+        ("t.yaml", "tasks[1].instructions_file", f"{project / 'sub'} is not a file"),
+    }
 
 
 def test_resolve_missing_default_instructions_file_names_defaults(project: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        resolve(parse("version: 1\ndefaults: {instructions_file: gone.md}\n"
-                      "tasks: [{id: a, prompt: p}, {id: b, prompt: p}]\n"), project)
+        resolve(
+            parse(
+                "version: 1\ndefaults: {instructions_file: gone.md}\n"
+                "tasks: [{id: a, prompt: p}, {id: b, prompt: p}]\n"
+            ),
+            project,
+        )
     assert [p.field for p in info.value.problems] == ["defaults.instructions_file"]
 
 
@@ -619,24 +759,32 @@ def test_resolve_symlink_loop_is_a_problem(tmp_path: Path) -> None:
 
 
 def test_resolve_model_override(tmp_path: Path) -> None:
-    tf = parse("version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
-               "defaults: {model: openai/gpt-5.5}\n"
-               "tasks: [{id: a, prompt: p, model: ollama/llama3}, {id: b, prompt: p}]\n")
+    tf = parse(
+        "version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
+        "defaults: {model: openai/gpt-5.5}\n"
+        "tasks: [{id: a, prompt: p, model: ollama/llama3}, {id: b, prompt: p}]\n"
+    )
     a, b = resolve(tf, tmp_path, model_override="mine/big/model:1")
     for t in (a, b):
         assert (t.provider_name, t.model) == ("mine", "big/model:1")
         assert t.provider.base_url == "http://h/v1"
     a, b = resolve(tf, tmp_path)
     assert (a.provider_name, a.model, b.provider_name, b.model) == (
-        "ollama", "llama3", "openai", "gpt-5.5")
+        "ollama",
+        "llama3",
+        "openai",
+        "gpt-5.5",
+    )
     with pytest.raises(ConfigError) as info:
         resolve(tf, tmp_path, model_override="nosuch/x")
     assert all("unknown provider 'nosuch'" in p.message for p in info.value.problems)
 
 
 def test_declared_provider_overrides_builtin(tmp_path: Path) -> None:
-    tf = parse("version: 1\nproviders: {openai: {base_url: 'http://proxy/v1'}}\n"
-               "tasks: [{id: a, prompt: p, model: openai/x}]\n")
+    tf = parse(
+        "version: 1\nproviders: {openai: {base_url: 'http://proxy/v1'}}\n"
+        "tasks: [{id: a, prompt: p, model: openai/x}]\n"
+    )
     [t] = resolve(tf, tmp_path)
     # Field by field: the built-in key variable, headers and compaction stay.
     assert t.provider.base_url == "http://proxy/v1" and t.provider.env_key == "OPENAI_API_KEY"
@@ -644,10 +792,12 @@ def test_declared_provider_overrides_builtin(tmp_path: Path) -> None:
 
 
 def test_resolve_model_options_merge_field_by_field(tmp_path: Path) -> None:
-    tf = parse("version: 1\ndefaults: {model_options: {temperature: 0.5, seed: 1}}\n"
-               "tasks:\n  - {id: a, prompt: p, model_options: {seed: 7}}\n"
-               "  - {id: b, prompt: p, model_options: {temperature: null}}\n"
-               "  - {id: c, prompt: p}\n")
+    tf = parse(
+        "version: 1\ndefaults: {model_options: {temperature: 0.5, seed: 1}}\n"
+        "tasks:\n  - {id: a, prompt: p, model_options: {seed: 7}}\n"
+        "  - {id: b, prompt: p, model_options: {temperature: null}}\n"
+        "  - {id: c, prompt: p}\n"
+    )
     a, b, c = resolve(tf, tmp_path)
     assert a.model_options == ModelOptions(temperature=0.5, seed=7)
     assert b.model_options == ModelOptions(seed=1)  # an explicit null unsets the default
@@ -656,18 +806,31 @@ def test_resolve_model_options_merge_field_by_field(tmp_path: Path) -> None:
 
 def test_resolve_problems_carry_lines(project: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        resolve(parse("version: 1\ntasks:\n  - id: a\n    prompt: p\n    repo: nowhere\n"
-                      "  - id: b\n    prompt: p\n    instructions_file: gone.md\n"),
-                project, file="t.yaml")
+        resolve(
+            parse(
+                "version: 1\ntasks:\n  - id: a\n    prompt: p\n    repo: nowhere\n"
+                "  - id: b\n    prompt: p\n    instructions_file: gone.md\n"
+            ),
+            project,
+            file="t.yaml",
+        )
     assert {(p.line, p.field) for p in info.value.problems} == {
-        (5, "tasks[0].repo"), (8, "tasks[1].instructions_file")}
+        (5, "tasks[0].repo"),
+        (8, "tasks[1].instructions_file"),
+    }
 
 
 def test_resolve_missing_default_instructions_file_has_its_line(project: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        resolve(parse("version: 1\ndefaults:\n  instructions_file: gone.md\n"
-                      "tasks: [{id: a, prompt: p}, {id: b, prompt: p, instructions_file: "
-                      "base.md}, {id: c, prompt: p}]\n"), project, file="t.yaml")
+        resolve(
+            parse(
+                "version: 1\ndefaults:\n  instructions_file: gone.md\n"
+                "tasks: [{id: a, prompt: p}, {id: b, prompt: p, instructions_file: "
+                "base.md}, {id: c, prompt: p}]\n"
+            ),
+            project,
+            file="t.yaml",
+        )
     [p] = info.value.problems
     assert (p.file, p.line, p.field) == ("t.yaml", 3, "defaults.instructions_file")
     assert p.message == f"{project / 'gone.md'} is not a file"
@@ -675,8 +838,11 @@ def test_resolve_missing_default_instructions_file_has_its_line(project: Path) -
 
 @pytest.mark.parametrize("repo", ["src\0dir", "x" * 300, "a/" + "y" * 300 + "/b"])
 def test_resolve_unusable_paths_are_problems(tmp_path: Path, repo: str) -> None:
-    tf = parse(f"version: 1\ntasks:\n  - id: a\n    prompt: p\n    repo: {repo!r}\n"
-               .replace("\\x00", "\\0").replace("'", '"'))
+    tf = parse(
+        f"version: 1\ntasks:\n  - id: a\n    prompt: p\n    repo: {repo!r}\n".replace(
+            "\\x00", "\\0"
+        ).replace("'", '"')
+    )
     with pytest.raises(ConfigError) as info:
         resolve(tf, tmp_path, file="t.yaml")
     [p] = info.value.problems
@@ -720,11 +886,46 @@ def check_outcome(text: str) -> None:
 
 # YAML-ish fragments, anchors with (possibly self-referencing) aliases and explicit tags
 # on values that may not fit them included.
-FRAGMENTS = ["version: 1\n", "tasks:\n", "  - id: a\n", "    prompt: p\n", "  - ", "    ",
-             "defaults:\n", "limits: ", "max_turns: ", "tools: ", "providers:\n", "model: ",
-             "[", "]", "{", "}", ", ", ": ", "- ", "\n", "\t", "'", '"', "#", "? ", "|\n",
-             "&a ", "*a", "!!str ", "!!int ", "~", "null", "yes", "-1", "1e3", ".nan", "a/b",
-             "x"]
+FRAGMENTS = [
+    "version: 1\n",
+    "tasks:\n",
+    "  - id: a\n",
+    "    prompt: p\n",
+    "  - ",
+    "    ",
+    "defaults:\n",
+    "limits: ",
+    "max_turns: ",
+    "tools: ",
+    "providers:\n",
+    "model: ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    ": ",
+    "- ",
+    "\n",
+    "\t",
+    "'",
+    '"',
+    "#",
+    "? ",
+    "|\n",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!!int ",
+    "~",
+    "null",
+    "yes",
+    "-1",
+    "1e3",
+    ".nan",
+    "a/b",
+    "x",
+]
 yamlish_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
 
 
@@ -739,30 +940,79 @@ def test_fuzz_text(text: str) -> None:
     check_outcome(text)
 
 
-FIELD_NAMES = ["version", "tasks", "defaults", "providers", "id", "prompt", "repo", "turns",
-               "model", "tools", "sandbox", "limits", "max_turns", "timeout_s", "model_options",
-               "temperature", "top_p", "seed", "shell_timeout_ms", "base_url", "env_key",
-               "instructions_file", "developer_instructions", "wire_api", "reasoning_effort"]
-VALUES = ["shell", "apply_patch", "read-only", "local/smollm2", "openai/x", "nope/x", "", ".",
-          "http://h/v1", "ftp://h", "high", "chat"]
+FIELD_NAMES = [
+    "version",
+    "tasks",
+    "defaults",
+    "providers",
+    "id",
+    "prompt",
+    "repo",
+    "turns",
+    "model",
+    "tools",
+    "sandbox",
+    "limits",
+    "max_turns",
+    "timeout_s",
+    "model_options",
+    "temperature",
+    "top_p",
+    "seed",
+    "shell_timeout_ms",
+    "base_url",
+    "env_key",
+    "instructions_file",
+    "developer_instructions",
+    "wire_api",
+    "reasoning_effort",
+]
+VALUES = [
+    "shell",
+    "apply_patch",
+    "read-only",
+    "local/smollm2",
+    "openai/x",
+    "nope/x",
+    "",
+    ".",
+    "http://h/v1",
+    "ftp://h",
+    "high",
+    "chat",
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(), st.sampled_from(VALUES), st.text(max_size=12))
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.sampled_from(VALUES),
+    st.text(max_size=12),
+)
 keys = st.one_of(st.sampled_from(FIELD_NAMES), st.text(max_size=8), st.integers(), st.none())
 structures = st.recursive(
     scalars,
-    lambda children: st.one_of(st.lists(children, max_size=4),
-                               st.dictionaries(keys, children, max_size=5)),
-    max_leaves=25)
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(keys, children, max_size=5)
+    ),
+    max_leaves=25,
+)
 task_like = st.fixed_dictionaries(
-    {"id": st.one_of(st.sampled_from(["a", "b", "x.y-z"]), scalars),
-     "prompt": st.one_of(st.just("do it"), scalars)},
-    optional={name: structures for name in FIELD_NAMES[6:]})
+    {
+        "id": st.one_of(st.sampled_from(["a", "b", "x.y-z"]), scalars),
+        "prompt": st.one_of(st.just("do it"), scalars),
+    },
+    optional={name: structures for name in FIELD_NAMES[6:]},
+)
 file_like = st.fixed_dictionaries(
     {"version": st.one_of(st.just(1), scalars), "tasks": st.lists(task_like, max_size=3)},
-    optional={"defaults": st.one_of(task_like, structures), "providers": structures,
-              "extra": structures})
+    optional={
+        "defaults": st.one_of(task_like, structures),
+        "providers": structures,
+        "extra": structures,
+    },
+)
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -779,18 +1029,26 @@ def test_fuzz_structures(data: Any) -> None:
 def test_matrix_expands_runs(tmp_path: Path) -> None:
     from runner.config import expand, parse_task_file
 
-    text = ("version: 1\nproviders:\n  p: {base_url: 'http://127.0.0.1:1/v1'}\n"
-            "matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n"
-            "tasks:\n  - {id: one, prompt: x}\n  - {id: two, prompt: y, model: p/c}\n")
+    text = (
+        "version: 1\nproviders:\n  p: {base_url: 'http://127.0.0.1:1/v1'}\n"
+        "matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n"
+        "tasks:\n  - {id: one, prompt: x}\n  - {id: two, prompt: y, model: p/c}\n"
+    )
     tf = parse_task_file(text, "t.yaml")
     runs = expand(tf, tmp_path, file="t.yaml")
     assert [(r.id, r.model, r.repeat, r.run) for r in runs] == [
-        ("one", "a", 1, "one.p-a.r1"), ("one", "a", 2, "one.p-a.r2"),
-        ("one", "b:7b", 1, "one.p-b-7b.r1"), ("one", "b:7b", 2, "one.p-b-7b.r2"),
-        ("two", "a", 1, "two.p-a.r1"), ("two", "a", 2, "two.p-a.r2"),
-        ("two", "b:7b", 1, "two.p-b-7b.r1"), ("two", "b:7b", 2, "two.p-b-7b.r2")]
+        ("one", "a", 1, "one.p-a.r1"),
+        ("one", "a", 2, "one.p-a.r2"),
+        ("one", "b:7b", 1, "one.p-b-7b.r1"),
+        ("one", "b:7b", 2, "one.p-b-7b.r2"),
+        ("two", "a", 1, "two.p-a.r1"),
+        ("two", "a", 2, "two.p-a.r2"),
+        ("two", "b:7b", 1, "two.p-b-7b.r1"),
+        ("two", "b:7b", 2, "two.p-b-7b.r2"),
+    ]
     # --model replaces the matrix models; one model and no repeat keeps plain names.
-    plain = parse_task_file(text.replace("matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n", ""),
-                            "t.yaml")
+    plain = parse_task_file(
+        text.replace("matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n", ""), "t.yaml"
+    )
     assert [r.run for r in expand(plain, tmp_path, models=["p/z"])] == ["one", "two"]
     assert [r.model for r in expand(plain, tmp_path)] == ["smollm2", "c"]

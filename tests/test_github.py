@@ -79,17 +79,28 @@ def scripted_model() -> Callable[[RecordedRequest, int], Reply]:
             tasks[req.prompt_cache_key] = last_user_text(req).split()[0]
         task = tasks[req.prompt_cache_key]
         if task == "review" and turn == 0:
-            return reply_function_call("shell", {"command": [
-                "bash", "-c", "echo key=$OPENAI_API_KEY token=$GITHUB_TOKEN; env | sort"]},
-                call_id="env")
+            return reply_function_call(
+                "shell",
+                {
+                    "command": [
+                        "bash",
+                        "-c",
+                        "echo key=$OPENAI_API_KEY token=$GITHUB_TOKEN; env | sort",
+                    ]
+                },
+                call_id="env",
+            )
         if task == "review":
             return reply_message(
                 "Looks good overall.\n\n```\nclosed fence\n```\n"
-                "![pixel](https://evil.test/x.png) ping @octocat <b>bold</b> | pipe")
+                "![pixel](https://evil.test/x.png) ping @octocat <b>bold</b> | pipe"
+            )
         if task == "bump" and turn == 0:
             return reply_custom_tool_call(
-                "apply_patch", "*** Begin Patch\n*** Add File: bumped.txt\n+v2\n"
-                "*** End Patch", call_id="p")
+                "apply_patch",
+                "*** Begin Patch\n*** Add File: bumped.txt\n+v2\n*** End Patch",
+                call_id="p",
+            )
         return reply_message(f"{task}: done")
 
     return script
@@ -101,15 +112,22 @@ def write_tasks(path: Path, base_url: str, repo: Path, tasks: str) -> Path:
         f"providers:\n  fake: {{base_url: '{base_url}', env_key: OPENAI_API_KEY}}\n"
         "defaults:\n  model: fake/m\n  apply_patch_tool: freeform\n"
         f"  sandbox: workspace-write\n"
-        f"tasks:\n{tasks.replace('REPO', str(repo))}")
+        f"tasks:\n{tasks.replace('REPO', str(repo))}"
+    )
     return path
 
 
-PR_EVENT = {"number": 7, "action": "synchronize",
-            "pull_request": {"number": 7, "user": {"login": "alice"},
-                             "head": {"sha": "abc", "repo": {"full_name": REPO}}},
-            "sender": {"login": "alice"},
-            "repository": {"full_name": REPO, "default_branch": "main"}}
+PR_EVENT = {
+    "number": 7,
+    "action": "synchronize",
+    "pull_request": {
+        "number": 7,
+        "user": {"login": "alice"},
+        "head": {"sha": "abc", "repo": {"full_name": REPO}},
+    },
+    "sender": {"login": "alice"},
+    "repository": {"full_name": REPO, "default_branch": "main"},
+}
 """A pull request from a branch of this repository: the write-access gate needs no API."""
 
 
@@ -125,10 +143,11 @@ def assert_no_canary(files: list[Path], *texts: str) -> None:
 def normalise_comment(body: str, report: Report) -> str:
     """Token counts depend on the prompt (today's date, the temp path): replace them."""
     for t in report.tasks:
-        body = body.replace(f"| {tokens(t.usage.total_tokens)} | "
-                            f"{percent(t.usage.cache_hit_ratio)} |", "| <tokens> | <cached> |")
-    body = re.sub(r"[\d,]+ tokens, [\d,]+ cached \([\d.]+%\)", "<tokens> tokens, <cached>",
-                  body)
+        body = body.replace(
+            f"| {tokens(t.usage.total_tokens)} | {percent(t.usage.cache_hit_ratio)} |",
+            "| <tokens> | <cached> |",
+        )
+    body = re.sub(r"[\d,]+ tokens, [\d,]+ cached \([\d.]+%\)", "<tokens> tokens, <cached>", body)
     return body.replace(report.run_id, "<run-id>")
 
 
@@ -137,24 +156,44 @@ def normalise_comment(body: str, report: Report) -> str:
 
 @pytest.mark.slow
 def test_pull_request_run_outputs_summary_comment_and_no_secrets(
-        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(scripted_model()))
     workspace = make_git_repo(tmp_path / "ws", {"README.md": "# widgets\n"})
-    tasks = write_tasks(tmp_path / "pr.yaml", srv.base_url, workspace,
-                        "  - {id: review, prompt: review this change, repo: REPO}\n"
-                        "  - {id: lint, prompt: lint the code, repo: REPO, check: 'exit 3'}\n")
+    tasks = write_tasks(
+        tmp_path / "pr.yaml",
+        srv.base_url,
+        workspace,
+        "  - {id: review, prompt: review this change, repo: REPO}\n"
+        "  - {id: lint, prompt: lint the code, repo: REPO, check: 'exit 3'}\n",
+    )
     # Comments already on the PR: 120 others (ours must be found past the first page) and
     # one by a person that quotes our marker (must never be edited).
     for i in range(120):
-        github.comments[i + 1] = {"id": i + 1, "issue": 7, "body": f"comment {i}",
-                                  "user": {"login": "someone"}}
-    github.comments[500] = {"id": 500, "issue": 7, "body": f"{MARKER} quoted",
-                            "user": {"login": "mallory"}}
+        github.comments[i + 1] = {
+            "id": i + 1,
+            "issue": 7,
+            "body": f"comment {i}",
+            "user": {"login": "someone"},
+        }
+    github.comments[500] = {
+        "id": 500,
+        "issue": 7,
+        "body": f"{MARKER} quoted",
+        "user": {"login": "mallory"},
+    }
     inputs = {"task-file": str(tasks), "api-key": API_KEY, "models": "fake/m"}
     job_env = {"GITHUB_TOKEN": GITHUB_TOKEN, "PUSH_TOKEN": GITHUB_TOKEN}
 
-    first = run_action(tmp_path / "gha1", workspace, inputs, event_name="pull_request",
-                       event=PR_EVENT, api_url=github.url, job_env=job_env)
+    first = run_action(
+        tmp_path / "gha1",
+        workspace,
+        inputs,
+        event_name="pull_request",
+        event=PR_EVENT,
+        api_url=github.url,
+        job_env=job_env,
+    )
 
     # The run itself: one task failed its check, so the action fails at its last step,
     # after the outputs, the comment and the upload have run.
@@ -170,7 +209,7 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     assert first.outputs["cached-tokens"] == str(t.usage.cached_tokens)
     assert t.usage.cache_hit_ratio is not None
     assert first.outputs["cache-hit-ratio"] == f"{t.usage.cache_hit_ratio:.4f}"
-    assert first.outputs["cost"] == ""          # no price for fake/m: unknown, not zero
+    assert first.outputs["cost"] == ""  # no price for fake/m: unknown, not zero
     assert json.loads(first.outputs["branches"]) == {}
     assert first.outputs["report"] == "runner-out/report.json"
     assert first.outputs["conclusion"] == "failure" and first.outputs["notice"] == ""
@@ -183,8 +222,9 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
 
     # The API key reached the model server (and only as the bearer key); a PR event made
     # every task read-only.
-    assert srv.requests and all(r.headers["authorization"] == f"Bearer {API_KEY}"
-                                for r in srv.requests)
+    assert srv.requests and all(
+        r.headers["authorization"] == f"Bearer {API_KEY}" for r in srv.requests
+    )
     assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
 
     # One comment, created once; rendered as the golden file shows.
@@ -200,8 +240,15 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     assert "<pre><code>closed fence" in ours["body"]
 
     # A second push to the PR: the same comment is edited, nothing new is posted.
-    second = run_action(tmp_path / "gha2", workspace, inputs, event_name="pull_request",
-                        event=PR_EVENT, api_url=github.url, job_env=job_env)
+    second = run_action(
+        tmp_path / "gha2",
+        workspace,
+        inputs,
+        event_name="pull_request",
+        event=PR_EVENT,
+        api_url=github.url,
+        job_env=job_env,
+    )
     assert second.outcomes["comment"] == "success", second.logs
     assert len(github.calls("POST", r"/comments$")) == 1
     patches = github.calls("PATCH", r"/issues/comments/")
@@ -210,33 +257,47 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
 
     # No secret in anything GitHub keeps: the artifact, outputs, summary, comment.
     assert_no_canary(first.files + second.files, *(c["body"] for c in github.comments.values()))
-    assert any(p.name.endswith(".jsonl") for p in first.files)   # the thread logs were scanned
+    assert any(p.name.endswith(".jsonl") for p in first.files)  # the thread logs were scanned
     # The model saw the environment but neither secret.
     sent = "".join(r.raw.decode(errors="replace") for r in srv.requests)
-    assert "key= token=" in sent and API_KEY not in sent.replace(
-        f"Bearer {API_KEY}", "") and GITHUB_TOKEN not in sent
+    assert (
+        "key= token=" in sent
+        and API_KEY not in sent.replace(f"Bearer {API_KEY}", "")
+        and GITHUB_TOKEN not in sent
+    )
 
 
 @pytest.mark.slow
 def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
-        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(scripted_model()))
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
     workspace = make_git_repo(tmp_path / "ws")
-    subprocess.run(["git", "-C", str(workspace), "remote", "add", "origin", str(origin)],
-                   check=True)
-    tasks = write_tasks(tmp_path / "nightly.yaml", srv.base_url, workspace,
-                        "  - {id: bump, prompt: bump the version, repo: REPO}\n")
+    subprocess.run(
+        ["git", "-C", str(workspace), "remote", "add", "origin", str(origin)], check=True
+    )
+    tasks = write_tasks(
+        tmp_path / "nightly.yaml",
+        srv.base_url,
+        workspace,
+        "  - {id: bump, prompt: bump the version, repo: REPO}\n",
+    )
     inputs = {"task-file": str(tasks), "api-key": API_KEY, "push": "true"}
-    event = {"schedule": "0 3 * * *", "repository": {"full_name": REPO,
-                                                     "default_branch": "main"}}
+    event = {"schedule": "0 3 * * *", "repository": {"full_name": REPO, "default_branch": "main"}}
     runs = []
     for night in (1, 2):
-        run = run_action(tmp_path / f"night{night}", workspace, inputs, event_name="schedule",
-                         event=event, api_url=github.url)
+        run = run_action(
+            tmp_path / f"night{night}",
+            workspace,
+            inputs,
+            event_name="schedule",
+            event=event,
+            api_url=github.url,
+        )
         assert not run.failed, run.logs
-        assert run.outcomes["comment"] == "success"      # auto: not a PR event, no comment
+        assert run.outcomes["comment"] == "success"  # auto: not a PR event, no comment
         runs.append(run)
         # The outputs name the branch and PR that outlive the job, not the temporary
         # result branch the step deletes.
@@ -244,16 +305,16 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
         assert run.outputs["branch"] == "runner/nightly/bump"
         report = json.loads((workspace / "runner-out/report.json").read_text())
         sha = report["tasks"][0]["result"]["commit"]
-        assert github.refs["runner/nightly/bump"] == sha    # the PR branch moved to it
+        assert github.refs["runner/nightly/bump"] == sha  # the PR branch moved to it
         assert json.loads(run.outputs["pull-requests"]) == {
-            "bump": f"https://github.test/{REPO}/pull/1"}
+            "bump": f"https://github.test/{REPO}/pull/1"
+        }
         assert run.outputs["pr-url"] == f"https://github.test/{REPO}/pull/1"
         assert run.outputs["conclusion"] == "success"
         assert run.outputs["final-message"] == "bump: done"
     assert not github.calls("POST", "/comments")
     # Not read-only: a schedule is not a PR event, the task file's sandbox holds.
-    assert all("`sandbox_mode` is `workspace-write`" in json.dumps(r.body)
-               for r in srv.requests)
+    assert all("`sandbox_mode` is `workspace-write`" in json.dumps(r.body) for r in srv.requests)
     assert len(github.calls("POST", r"/pulls$")) == 1 and len(github.pulls) == 1
     assert len(github.calls("PATCH", r"/pulls/1$")) == 1
     pr = github.pulls[0]
@@ -264,12 +325,19 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
 
 
 def test_bad_task_file_fails_the_action_without_a_report(
-        github: FakeGitHub, tmp_path: Path) -> None:
+    github: FakeGitHub, tmp_path: Path
+) -> None:
     workspace = make_git_repo(tmp_path / "ws")
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\ntasks: []\n")
-    run = run_action(tmp_path / "gha", workspace, {"task-file": str(bad)},
-                     event_name="pull_request", event=PR_EVENT, api_url=github.url)
+    run = run_action(
+        tmp_path / "gha",
+        workspace,
+        {"task-file": str(bad)},
+        event_name="pull_request",
+        event=PR_EVENT,
+        api_url=github.url,
+    )
     assert run.step_outputs["run"]["exit-code"] == "2"
     assert run.outcomes["finish"] == "failure(2)"
     assert run.outcomes["report"] == run.outcomes["comment"] == "success"
@@ -288,7 +356,10 @@ def test_outputs_survive_any_value(tmp_path: Path) -> None:
 
 def test_models_and_sandbox_inputs() -> None:
     assert parse_models("openai/gpt-5.5\n ollama/gpt-oss:20b, local/smollm2 ") == [
-        "openai/gpt-5.5", "ollama/gpt-oss:20b", "local/smollm2"]
+        "openai/gpt-5.5",
+        "ollama/gpt-oss:20b",
+        "local/smollm2",
+    ]
     assert sandbox_for("auto", "pull_request") == "read-only"
     assert sandbox_for("auto", "issue_comment") == "read-only"
     assert sandbox_for("auto", "schedule") is None
@@ -308,15 +379,39 @@ def test_finish_maps_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_comment_is_empty_of_task_markup() -> None:
-    report = Report.model_validate({
-        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
-        "duration_s": 1.0,
-        "totals": {"tasks": 1, "completed": 0, "not_completed": 1, "requests": 1,
-                   "tool_calls": 0, "usage": {}},
-        "tasks": [{"id": "x", "run": "x|<img src=y>", "model": "p/m", "status": "failed",
-                   "error": "boom <script>@everyone", "final_message": None,
-                   "turns_completed": 0, "tool_calls": 0, "duration_s": 1.0, "usage": {},
-                   "requests": [], "events_file": "e"}]})
+    report = Report.model_validate(
+        {
+            "run_id": "r1",
+            "task_file": "t.yaml",
+            "started_at": "s",
+            "finished_at": "f",
+            "duration_s": 1.0,
+            "totals": {
+                "tasks": 1,
+                "completed": 0,
+                "not_completed": 1,
+                "requests": 1,
+                "tool_calls": 0,
+                "usage": {},
+            },
+            "tasks": [
+                {
+                    "id": "x",
+                    "run": "x|<img src=y>",
+                    "model": "p/m",
+                    "status": "failed",
+                    "error": "boom <script>@everyone",
+                    "final_message": None,
+                    "turns_completed": 0,
+                    "tool_calls": 0,
+                    "duration_s": 1.0,
+                    "usage": {},
+                    "requests": [],
+                    "events_file": "e",
+                }
+            ],
+        }
+    )
     body = render_comment(report, Context())
     assert not re.search(r"(?<!\\)<(img|script)", body) and "x\\|" in body
     assert "@everyone" not in body and "@\u2060everyone" in body
@@ -339,7 +434,8 @@ def lint_project(tmp_path: Path) -> Path:
         (project / ".github/workflows" / f"{prefix}{wf.name}").write_text(text)
     for n, block in enumerate(readme_workflows()):
         (project / ".github/workflows" / f"readme-{n}.yml").write_text(
-            block.replace(ACTION_REF, "./actions/run"))
+            block.replace(ACTION_REF, "./actions/run")
+        )
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     return project
 
@@ -355,16 +451,27 @@ def actionlint(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("actionlint", path=str(BIN))
     shellcheck = shutil.which("shellcheck", path=str(BIN))
     assert exe and shellcheck, "make setup installs actionlint and shellcheck (dev extra)"
-    return subprocess.run([exe, "-no-color", "-oneline", "-shellcheck", shellcheck,
-                           "-pyflakes", "", *files], cwd=project, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [exe, "-no-color", "-oneline", "-shellcheck", shellcheck, "-pyflakes", "", *files],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_actionlint_passes_on_every_workflow(tmp_path: Path) -> None:
     project = lint_project(tmp_path)
     names = sorted(p.name for p in (project / ".github/workflows").iterdir())
-    assert {"ci.yml", "examples-pr.yml", "examples-nightly.yml", "examples-benchmark.yml",
-            "readme-0.yml", "readme-1.yml", "readme-2.yml"} <= set(names)
+    assert {
+        "ci.yml",
+        "examples-pr.yml",
+        "examples-nightly.yml",
+        "examples-benchmark.yml",
+        "readme-0.yml",
+        "readme-1.yml",
+        "readme-2.yml",
+    } <= set(names)
     res = actionlint(project)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -382,10 +489,13 @@ def action_as_workflow(action: dict[str, Any]) -> dict[str, Any]:
     """actionlint reads action.yml as a (broken) workflow, not as an action, so the
     composite steps are linted inside a reusable workflow with the same inputs: that
     checks their expressions, `uses:` inputs and, through shellcheck, every script."""
-    inputs = {name: {"type": "string", "required": False, "default": ""}
-              for name in action["inputs"]}
-    return {"on": {"workflow_call": {"inputs": inputs}},
-            "jobs": {"action": {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}}}
+    inputs = {
+        name: {"type": "string", "required": False, "default": ""} for name in action["inputs"]
+    }
+    return {
+        "on": {"workflow_call": {"inputs": inputs}},
+        "jobs": {"action": {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}},
+    }
 
 
 def test_action_steps_pass_actionlint_and_shellcheck(tmp_path: Path) -> None:
@@ -460,24 +570,34 @@ def read_lock(text: str) -> dict[str, tuple[str, str, list[str]]]:
         entry = entry.split("#", 1)[0].strip()
         if not entry:
             continue
-        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)\s*(?:;\s*(.*?))?((?:\s*--hash=\S+)*)",
-                         entry)
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)\s*(?:;\s*(.*?))?((?:\s*--hash=\S+)*)", entry)
         assert m, f"requirements.lock: not a pinned, hashed requirement: {entry!r}"
         hashes = m[4].split()
-        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), \
+        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), (
             f"requirements.lock: {m[1]} has no sha256 hash"
+        )
         lock[canonicalize_name(m[1])] = (m[2], (m[3] or "").strip(), hashes)
     return lock
 
 
-TARGETS = [{"sys_platform": plat, "platform_system": system, "platform_machine": machine,
-            "os_name": "posix", "implementation_name": "cpython",
-            "platform_python_implementation": "CPython", "python_version": version,
-            "python_full_version": f"{version}.0"}
-           for plat, system, machine in (("linux", "Linux", "x86_64"),
-                                         ("linux", "Linux", "aarch64"),
-                                         ("darwin", "Darwin", "arm64"))
-           for version in ("3.11", "3.12", "3.13")]
+TARGETS = [
+    {
+        "sys_platform": plat,
+        "platform_system": system,
+        "platform_machine": machine,
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "python_version": version,
+        "python_full_version": f"{version}.0",
+    }
+    for plat, system, machine in (
+        ("linux", "Linux", "x86_64"),
+        ("linux", "Linux", "aarch64"),
+        ("darwin", "Darwin", "arm64"),
+    )
+    for version in ("3.11", "3.12", "3.13")
+]
 """The machines the Action runs on: hosted Linux (x64, arm) and macOS runners."""
 
 
@@ -510,8 +630,10 @@ def lock_problems(text: str) -> list[str]:
             if key in seen:
                 continue
             seen.add(key)
-            where = (f"{name} (needed by {why} on {target['sys_platform']} "
-                     f"{target['platform_machine']} Python {target['python_version']})")
+            where = (
+                f"{name} (needed by {why} on {target['sys_platform']} "
+                f"{target['platform_machine']} Python {target['python_version']})"
+            )
             if name not in lock:
                 problems.append(f"{where} is missing")
                 continue
@@ -527,8 +649,9 @@ def lock_problems(text: str) -> list[str]:
             for raw in requires:
                 dep = Requirement(raw)
                 extras = req.extras or {""}
-                if dep.marker is None or any(dep.marker.evaluate({**target, "extra": e})
-                                             for e in extras):
+                if dep.marker is None or any(
+                    dep.marker.evaluate({**target, "extra": e}) for e in extras
+                ):
                     todo.append((dep, name))
     return sorted(set(problems))
 
@@ -536,7 +659,7 @@ def lock_problems(text: str) -> list[str]:
 def test_lock_is_complete_and_hash_pinned() -> None:
     text = (ACTION_DIR / "requirements.lock").read_text()
     assert lock_problems(text) == []
-    assert "# via" in text and "make lock" in text   # generated, by the documented command
+    assert "# via" in text and "make lock" in text  # generated, by the documented command
     # The check can fail: a lock without a dependency that only an extra brings
     # (mcp -> pyjwt[crypto] -> cryptography), or with a marker that leaves out macOS.
     broken = re.sub(r"(?ms)^cryptography==.*?(?=^\S)", "", text)
@@ -548,26 +671,45 @@ def test_lock_is_complete_and_hash_pinned() -> None:
 
 
 @pytest.mark.slow
-def test_benchmark_shards_then_merge(loopback_thread: ThreadFactory, github: FakeGitHub,
-                                     tmp_path: Path) -> None:
+def test_benchmark_shards_then_merge(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     """The benchmark workflow's path: two shard jobs, then a merge job with `merge:`."""
     srv = loopback_thread(per_conversation(scripted_model()))
     workspace = make_git_repo(tmp_path / "ws")
-    tasks = write_tasks(tmp_path / "bench.yaml", srv.base_url, workspace,
-                        "".join(f"  - {{id: t{i}, prompt: t{i} go, repo: REPO}}\n"
-                                for i in range(4)))
+    tasks = write_tasks(
+        tmp_path / "bench.yaml",
+        srv.base_url,
+        workspace,
+        "".join(f"  - {{id: t{i}, prompt: t{i} go, repo: REPO}}\n" for i in range(4)),
+    )
     runs = {}
     for k in (1, 2):
-        run = run_action(tmp_path / f"shard{k}", workspace,
-                         {"task-file": str(tasks), "api-key": API_KEY, "shard": f"{k}/2",
-                          "out-dir": f"shards/s{k}", "comment": "false"},
-                         event_name="workflow_dispatch", event={}, api_url=github.url)
+        run = run_action(
+            tmp_path / f"shard{k}",
+            workspace,
+            {
+                "task-file": str(tasks),
+                "api-key": API_KEY,
+                "shard": f"{k}/2",
+                "out-dir": f"shards/s{k}",
+                "comment": "false",
+            },
+            event_name="workflow_dispatch",
+            event={},
+            api_url=github.url,
+        )
         assert not run.failed, run.logs
         runs[k] = int(run.outputs["runs"])
     assert runs[1] + runs[2] == 4 and runs[1] and runs[2]
-    merged = run_action(tmp_path / "merge", workspace,
-                        {"merge": "shards/s*", "out-dir": "merged", "comment": "false"},
-                        event_name="workflow_dispatch", event={}, api_url=github.url)
+    merged = run_action(
+        tmp_path / "merge",
+        workspace,
+        {"merge": "shards/s*", "out-dir": "merged", "comment": "false"},
+        event_name="workflow_dispatch",
+        event={},
+        api_url=github.url,
+    )
     assert not merged.failed, merged.logs
     assert merged.outputs["runs"] == "4" and merged.outputs["passed"] == "4"
     report = json.loads((workspace / "merged/report.json").read_text())
@@ -584,15 +726,30 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo")
     (repo / ".github/runner").mkdir(parents=True)
     examples = sorted((ROOT / "examples/workflows/runner").glob("*.yaml"))
-    assert {p.name for p in examples} == {"pr.yaml", "pr-fix.yaml", "nightly.yaml",
-                                          "benchmark.yaml"}
+    assert {p.name for p in examples} == {
+        "pr.yaml",
+        "pr-fix.yaml",
+        "nightly.yaml",
+        "benchmark.yaml",
+    }
     workflows = "".join(p.read_text() for p in (ROOT / "examples/workflows").glob("*.yml"))
     for path in examples:
         assert f".github/runner/{path.name}" in workflows, f"no example uses {path.name}"
         shutil.copy(path, repo / ".github/runner" / path.name)
-        res = subprocess.run([sys.executable, "-m", "runner", "validate", "--offline",
-                              f".github/runner/{path.name}"], cwd=repo, capture_output=True,
-                             text=True, timeout=60)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "runner",
+                "validate",
+                "--offline",
+                f".github/runner/{path.name}",
+            ],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode == 0, res.stderr
         assert f"repo {repo.resolve()}" in res.stdout
     trusted = repo / ".github/runner"
@@ -609,18 +766,38 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
 
 
 def test_comment_without_write_access_warns_and_goes_on(
-        github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A fork's PR gets a read-only token: no comment, a warning, the job goes on."""
     report = tmp_path / "report.json"
-    report.write_text(Report.model_validate({
-        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
-        "duration_s": 1.0, "tasks": [],
-        "totals": {"tasks": 0, "completed": 0, "not_completed": 0, "requests": 0,
-                   "tool_calls": 0, "usage": {}}}).model_dump_json())
+    report.write_text(
+        Report.model_validate(
+            {
+                "run_id": "r1",
+                "task_file": "t.yaml",
+                "started_at": "s",
+                "finished_at": "f",
+                "duration_s": 1.0,
+                "tasks": [],
+                "totals": {
+                    "tasks": 0,
+                    "completed": 0,
+                    "not_completed": 0,
+                    "requests": 0,
+                    "tool_calls": 0,
+                    "usage": {},
+                },
+            }
+        ).model_dump_json()
+    )
     event = tmp_path / "event.json"
     event.write_text(json.dumps(PR_EVENT))
-    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": REPO,
-           "GITHUB_API_URL": github.url, "GITHUB_TOKEN": "ghs_wrongtoken123456"}
+    env = {
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": "ghs_wrongtoken123456",
+    }
     assert main(["comment", "--report", str(report)], env=env) == 0
     out = capsys.readouterr().out
     assert "::warning title=runner comment::" in out and "HTTP 401" in out
@@ -636,14 +813,37 @@ def test_comment_without_write_access_warns_and_goes_on(
 
 
 def test_comment_stays_under_githubs_limit() -> None:
-    task = {"id": "x", "model": "p/m", "status": "failed", "error": "e" * 500,
-            "final_message": "m" * 10_000, "turns_completed": 0, "tool_calls": 0,
-            "duration_s": 1.0, "usage": {}, "requests": [], "events_file": "e"}
-    report = Report.model_validate({
-        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
-        "duration_s": 1.0, "tasks": [{**task, "run": f"x{i}"} for i in range(400)],
-        "totals": {"tasks": 400, "completed": 0, "not_completed": 400, "requests": 0,
-                   "tool_calls": 0, "usage": {}}})
+    task = {
+        "id": "x",
+        "model": "p/m",
+        "status": "failed",
+        "error": "e" * 500,
+        "final_message": "m" * 10_000,
+        "turns_completed": 0,
+        "tool_calls": 0,
+        "duration_s": 1.0,
+        "usage": {},
+        "requests": [],
+        "events_file": "e",
+    }
+    report = Report.model_validate(
+        {
+            "run_id": "r1",
+            "task_file": "t.yaml",
+            "started_at": "s",
+            "finished_at": "f",
+            "duration_s": 1.0,
+            "tasks": [{**task, "run": f"x{i}"} for i in range(400)],
+            "totals": {
+                "tasks": 400,
+                "completed": 0,
+                "not_completed": 400,
+                "requests": 0,
+                "tool_calls": 0,
+                "usage": {},
+            },
+        }
+    )
     body = render_comment(report, Context())
     assert len(body) < 65_536 and "350 more run(s) in the report." in body
     assert "More final messages are in the report artifact." in body
@@ -656,20 +856,27 @@ def swap_step() -> dict[str, Any]:
     """The PR workflow's step that puts the base branch's runner config in place."""
     steps = yaml.safe_load(PR_WORKFLOW.read_text())["jobs"]["runner"]["steps"]
     step: dict[str, Any] = next(s for s in steps if s.get("id") == "trusted-config")
-    assert step["env"] == {"BASE_SHA": "${{ github.event.pull_request.base.sha }}",
-                           "HEAD_SHA": "${{ github.event.pull_request.head.sha }}"}
+    assert step["env"] == {
+        "BASE_SHA": "${{ github.event.pull_request.base.sha }}",
+        "HEAD_SHA": "${{ github.event.pull_request.head.sha }}",
+    }
     return step
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          cwd=repo, check=True, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(repo.parent),
-                               "GIT_CONFIG_NOSYSTEM": "1"}).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(repo.parent), "GIT_CONFIG_NOSYSTEM": "1"},
+    ).stdout.strip()
 
 
-def pr_repos(tmp_path: Path, base_files: dict[str, str], head_files: dict[str, str | None]
-             ) -> tuple[Path, str, str]:
+def pr_repos(
+    tmp_path: Path, base_files: dict[str, str], head_files: dict[str, str | None]
+) -> tuple[Path, str, str]:
     """A repository whose HEAD is a pull request's head commit on top of a base commit, as
     `actions/checkout` leaves it: (work tree, base sha, head sha). None deletes a file; a
     value starting with "->" makes a symlink."""
@@ -693,25 +900,33 @@ def pr_repos(tmp_path: Path, base_files: dict[str, str], head_files: dict[str, s
     return repo, base, git(repo, "rev-parse", "HEAD")
 
 
-def run_swap(tmp_path: Path, repo: Path, base: str, head: str
-             ) -> subprocess.CompletedProcess[str]:
+def run_swap(tmp_path: Path, repo: Path, base: str, head: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "swap.sh"
     script.write_text(swap_step()["run"])
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                          cwd=repo, capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-                               "GIT_CONFIG_NOSYSTEM": "1", "BASE_SHA": base,
-                               "HEAD_SHA": head})
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "BASE_SHA": base,
+            "HEAD_SHA": head,
+        },
+    )
 
 
 def tree_files(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.slow
 def test_pr_runs_read_only_the_base_branchs_runner_config(
-        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     """The PR edits the instructions file, the task file (adding an MCP server), AGENTS.md,
     and adds an MCP script and a `runner` package that would shadow ours: after the
     workflow's swap step, the Action's run reads and starts only the base branch's."""
@@ -722,24 +937,37 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
         f"providers:\n  fake: {{base_url: '{srv.base_url}', env_key: OPENAI_API_KEY}}\n"
         "defaults:\n  model: fake/m\n  instructions_file: instr.md\n"
         "  tools: [shell, update_plan]\n"
-        "tasks:\n  - {id: review, prompt: review the diff in .runner/pr.diff, repo: ../..}\n")
+        "tasks:\n  - {id: review, prompt: review the diff in .runner/pr.diff, repo: ../..}\n"
+    )
     evil_task = base_task.replace(
-        "tasks:", "  mcp_servers:\n    evil: {command: [python3, evil_mcp.py], cwd: .}\ntasks:")
+        "tasks:", "  mcp_servers:\n    evil: {command: [python3, evil_mcp.py], cwd: .}\ntasks:"
+    )
     evil = f"open({str(pwned)!r}, 'w').write('ran')\n"
     repo, base, head = pr_repos(
         tmp_path,
-        {"README.md": "# widgets\n", "src/app.py": "x = 1\n",
-         "AGENTS.md": "BASE-AGENTS-CANARY\n", "docs/AGENTS.md": "BASE-DOCS-AGENTS\n",
-         ".github/runner/pr.yaml": base_task,
-         ".github/runner/instr.md": "BASE-INSTRUCTIONS-CANARY\n"},
-        {"src/app.py": "x = 2  # HEAD-CODE-CHANGE\n",
-         "AGENTS.md": "HEAD-AGENTS-CANARY\n", "sub/AGENTS.md": "HEAD-SUB-AGENTS\n",
-         "docs": f"->{tmp_path / 'outside'}",
-         ".github/runner/pr.yaml": evil_task,
-         ".github/runner/instr.md": "HEAD-INSTRUCTIONS-CANARY\n",
-         ".github/runner/evil_mcp.py": evil, "evil_mcp.py": evil,
-         "runner/__init__.py": evil, "runner/github.py": evil,
-         "runner/github/__init__.py": evil, "runner/github/__main__.py": evil})
+        {
+            "README.md": "# widgets\n",
+            "src/app.py": "x = 1\n",
+            "AGENTS.md": "BASE-AGENTS-CANARY\n",
+            "docs/AGENTS.md": "BASE-DOCS-AGENTS\n",
+            ".github/runner/pr.yaml": base_task,
+            ".github/runner/instr.md": "BASE-INSTRUCTIONS-CANARY\n",
+        },
+        {
+            "src/app.py": "x = 2  # HEAD-CODE-CHANGE\n",
+            "AGENTS.md": "HEAD-AGENTS-CANARY\n",
+            "sub/AGENTS.md": "HEAD-SUB-AGENTS\n",
+            "docs": f"->{tmp_path / 'outside'}",
+            ".github/runner/pr.yaml": evil_task,
+            ".github/runner/instr.md": "HEAD-INSTRUCTIONS-CANARY\n",
+            ".github/runner/evil_mcp.py": evil,
+            "evil_mcp.py": evil,
+            "runner/__init__.py": evil,
+            "runner/github.py": evil,
+            "runner/github/__init__.py": evil,
+            "runner/github/__main__.py": evil,
+        },
+    )
     (tmp_path / "outside").mkdir()
 
     swap = run_swap(tmp_path, repo, base, head)
@@ -747,9 +975,12 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
 
     # The runner config directory is the base's, in the commit and in the work tree.
     assert git(repo, "rev-parse", "HEAD:.github/runner") == git(
-        repo, "rev-parse", f"{base}:.github/runner")
+        repo, "rev-parse", f"{base}:.github/runner"
+    )
     assert tree_files(repo / ".github/runner") == {
-        "pr.yaml": base_task, "instr.md": "BASE-INSTRUCTIONS-CANARY\n"}
+        "pr.yaml": base_task,
+        "instr.md": "BASE-INSTRUCTIONS-CANARY\n",
+    }
     # AGENTS.md files too: the PR's are gone, the base's back (through no symlink).
     assert (repo / "AGENTS.md").read_text() == "BASE-AGENTS-CANARY\n"
     assert not (repo / "sub/AGENTS.md").exists()
@@ -760,10 +991,18 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
     assert "HEAD-CODE-CHANGE" in git(repo, "show", "HEAD:.runner/pr.diff")
     assert git(repo, "status", "--porcelain") == ""
 
-    run = run_action(tmp_path / "gha", repo,
-                     {"task-file": ".github/runner/pr.yaml", "trusted-config": ".github/runner",
-                      "api-key": API_KEY},
-                     event_name="pull_request", event=PR_EVENT, api_url=github.url)
+    run = run_action(
+        tmp_path / "gha",
+        repo,
+        {
+            "task-file": ".github/runner/pr.yaml",
+            "trusted-config": ".github/runner",
+            "api-key": API_KEY,
+        },
+        event_name="pull_request",
+        event=PR_EVENT,
+        api_url=github.url,
+    )
     assert run.step_outputs["run"]["exit-code"] == "0", run.logs
     assert not run.failed, run.logs
     sent = "".join(r.raw.decode(errors="replace") for r in srv.requests)
@@ -786,8 +1025,10 @@ def test_swap_refuses_a_symlinked_runner_dir(tmp_path: Path) -> None:
     """A PR that turns .github into a symlink could point the runner config anywhere."""
     (tmp_path / "elsewhere").mkdir()
     repo, base, head = pr_repos(
-        tmp_path, {".github/runner/pr.yaml": "version: 1\n"},
-        {".github": f"->{tmp_path / 'elsewhere'}"})
+        tmp_path,
+        {".github/runner/pr.yaml": "version: 1\n"},
+        {".github": f"->{tmp_path / 'elsewhere'}"},
+    )
     swap = run_swap(tmp_path, repo, base, head)
     assert swap.returncode == 1
     assert "::error title=runner::.github is not a directory" in swap.stdout
@@ -798,7 +1039,8 @@ def test_trusted_config_refuses_what_the_pr_could_control(tmp_path: Path) -> Non
     trusted = tmp_path / "repo/.github/runner"
     (trusted / "skills/lint").mkdir(parents=True)
     (trusted / "skills/lint/SKILL.md").write_text(
-        "---\nname: lint\ndescription: run the linter\n---\nRun make lint.\n")
+        "---\nname: lint\ndescription: run the linter\n---\nRun make lint.\n"
+    )
     (trusted / "instr.md").write_text("be careful\n")
     (trusted / "schema.json").write_text('{"type": "object"}\n')
     (trusted / "mcp").mkdir()
@@ -808,45 +1050,73 @@ def test_trusted_config_refuses_what_the_pr_could_control(tmp_path: Path) -> Non
 
     def problems(settings: str, tasks: str = "") -> list[str]:
         path = trusted / "t.yaml"
-        path.write_text(f"version: 1\ndefaults:\n{settings}\n"
-                        f"tasks:\n  - {{id: a, prompt: p, repo: ../..{tasks}}}\n")
+        path.write_text(
+            f"version: 1\ndefaults:\n{settings}\n"
+            f"tasks:\n  - {{id: a, prompt: p, repo: ../..{tasks}}}\n"
+        )
         return trust_problems(path, trusted)
 
-    assert problems("  instructions_file: instr.md\n  skills: [skills]\n"
-                    "  output_schema: schema.json\n"
-                    "  mcp_servers:\n    m: {command: [python3, server.py], cwd: mcp}\n"
-                    "    web: {url: 'https://mcp.example/x'}") == []
+    assert (
+        problems(
+            "  instructions_file: instr.md\n  skills: [skills]\n"
+            "  output_schema: schema.json\n"
+            "  mcp_servers:\n    m: {command: [python3, server.py], cwd: mcp}\n"
+            "    web: {url: 'https://mcp.example/x'}"
+        )
+        == []
+    )
     assert problems("  instructions_file: ../../docs/instr.md") == [
-        f"defaults.instructions_file: ../../docs/instr.md is outside {trusted}"]
+        f"defaults.instructions_file: ../../docs/instr.md is outside {trusted}"
+    ]
     assert problems("  instructions_file: linked.md") == [
-        f"defaults.instructions_file: linked.md is outside {trusted}"]
-    assert problems("  output_schema: ../../docs/instr.md")[0].startswith(
-        "defaults.output_schema:")
+        f"defaults.instructions_file: linked.md is outside {trusted}"
+    ]
+    assert problems("  output_schema: ../../docs/instr.md")[0].startswith("defaults.output_schema:")
     (trusted / "skills/lint/ref.md").symlink_to(tmp_path / "repo/docs/instr.md")
     assert problems("  skills: [skills]") == [
-        f"defaults.skills: lint/ref.md in skills leads outside {trusted}"]
+        f"defaults.skills: lint/ref.md in skills leads outside {trusted}"
+    ]
     (trusted / "skills/lint/ref.md").unlink()
     found = problems("  model: local/smollm2", ", mcp_servers: {m: {command: [npx, srv]}}")
     assert len(found) == 1 and found[0].startswith("tasks.a.mcp_servers.m: a stdio MCP")
     assert problems("  mcp_servers:\n    m: {command: [python3, x.py], cwd: ../../docs}") == [
-        f"defaults.mcp_servers.m.cwd: ../../docs is outside {trusted}"]
+        f"defaults.mcp_servers.m.cwd: ../../docs is outside {trusted}"
+    ]
     assert problems("  mcp_servers:\n    m: {command: [../../docs/x], cwd: mcp}") == [
-        f"defaults.mcp_servers.m.command: ../../docs/x is outside {trusted}"]
+        f"defaults.mcp_servers.m.command: ../../docs/x is outside {trusted}"
+    ]
     assert problems("  git: {push: {remote: origin}}") == [
-        "defaults.git.push: pull-request runs do not push"]
+        "defaults.git.push: pull-request runs do not push"
+    ]
     outside = tmp_path / "repo/t.yaml"
     outside.write_text("version: 1\ntasks: [{id: a, prompt: p}]\n")
-    assert trust_problems(outside, trusted) == [
-        f"the task file {outside} is not inside {trusted}"]
+    assert trust_problems(outside, trusted) == [f"the task file {outside} is not inside {trusted}"]
 
     # Through the Action's run command: exit code 2 as an output, nothing started.
     out = tmp_path / "output"
     summary = tmp_path / "summary.md"
-    env = {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary),
-           "GITHUB_EVENT_NAME": "pull_request", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GITHUB_OUTPUT": str(out),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "PATH": "/usr/bin:/bin",
+    }
     problems("  instructions_file: ../../docs/instr.md")
-    assert main(["run", "--task-file", str(trusted / "t.yaml"), "--out",
-                 str(tmp_path / "out"), "--trusted-config", str(trusted)], env=env) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--task-file",
+                str(trusted / "t.yaml"),
+                "--out",
+                str(tmp_path / "out"),
+                "--trusted-config",
+                str(trusted),
+            ],
+            env=env,
+        )
+        == 0
+    )
     assert parse_output_file(out.read_text()) == {"exit-code": "2"}
     assert "did not run" in summary.read_text() and not (tmp_path / "out").exists()
 
@@ -854,30 +1124,55 @@ def test_trusted_config_refuses_what_the_pr_could_control(tmp_path: Path) -> Non
 # ------------------------------------------------------------------ the write-access gate
 
 
-def gate(github: FakeGitHub, tmp_path: Path, event: dict[str, Any], *, token: str = GITHUB_TOKEN,
-         event_name: str = "pull_request", mode: str = "auto") -> str:
+def gate(
+    github: FakeGitHub,
+    tmp_path: Path,
+    event: dict[str, Any],
+    *,
+    token: str = GITHUB_TOKEN,
+    event_name: str = "pull_request",
+    mode: str = "auto",
+) -> str:
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(event))
     out = tmp_path / "gate-output"
     out.write_text("")
-    env = {"GITHUB_EVENT_PATH": str(event_file), "GITHUB_EVENT_NAME": event_name,
-           "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.url, "GITHUB_TOKEN": token,
-           "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    env = {
+        "GITHUB_EVENT_PATH": str(event_file),
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": token,
+        "GITHUB_OUTPUT": str(out),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }
     assert main(["can-write", "--mode", mode], env=env) == 0
     return parse_output_file(out.read_text())["allowed"]
 
 
 def fork_event(author: str, sender: str, association: str = "MEMBER") -> dict[str, Any]:
-    return {**PR_EVENT, "sender": {"login": sender},
-            "pull_request": {"number": 7, "user": {"login": author},
-                             "author_association": association,
-                             "head": {"sha": "abc", "repo": {"full_name": "mallory/widgets"}}}}
+    return {
+        **PR_EVENT,
+        "sender": {"login": sender},
+        "pull_request": {
+            "number": 7,
+            "user": {"login": author},
+            "author_association": association,
+            "head": {"sha": "abc", "repo": {"full_name": "mallory/widgets"}},
+        },
+    }
 
 
-def test_write_access_gate(github: FakeGitHub, tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
-    github.permissions = {"alice": "write", "carol": "admin", "dave": "maintain",
-                          "bob": "read", "erin": "none"}
+def test_write_access_gate(
+    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    github.permissions = {
+        "alice": "write",
+        "carol": "admin",
+        "dave": "maintain",
+        "bob": "read",
+        "erin": "none",
+    }
     # A branch of this repository: pushed by someone with write access, no API call.
     assert gate(github, tmp_path, PR_EVENT) == "true" and not github.log
     # Not a pull request and mode auto: no gate.
@@ -885,7 +1180,8 @@ def test_write_access_gate(github: FakeGitHub, tmp_path: Path,
     # From a fork: the author and the sender are asked about, by name.
     assert gate(github, tmp_path, fork_event("alice", "carol")) == "true"
     assert sorted(c[1] for c in github.calls("GET", "/permission$")) == [
-        f"/repos/{REPO}/collaborators/{u}/permission" for u in ("alice", "carol")]
+        f"/repos/{REPO}/collaborators/{u}/permission" for u in ("alice", "carol")
+    ]
     assert gate(github, tmp_path, fork_event("dave", "dave")) == "true"
     # MEMBER or COLLABORATOR by association, but only read (or none): refused.
     assert gate(github, tmp_path, fork_event("bob", "bob", "COLLABORATOR")) == "false"
@@ -902,27 +1198,41 @@ def test_write_access_gate(github: FakeGitHub, tmp_path: Path,
     assert "did not run" in (tmp_path / "summary.md").read_text()
     # mode true checks the sender even outside pull requests; false never checks.
     github.log.clear()
-    assert gate(github, tmp_path, {"sender": {"login": "bob"}}, event_name="workflow_dispatch",
-                mode="true") == "false"
+    assert (
+        gate(
+            github,
+            tmp_path,
+            {"sender": {"login": "bob"}},
+            event_name="workflow_dispatch",
+            mode="true",
+        )
+        == "false"
+    )
     assert gate(github, tmp_path, fork_event("bob", "bob"), mode="false") == "true"
     assert len(github.log) == 1
 
 
-def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub,
-                                                      tmp_path: Path) -> None:
+def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub, tmp_path: Path) -> None:
     github.permissions = {"bob": "read"}
     workspace = make_git_repo(tmp_path / "ws")
-    tasks = write_tasks(tmp_path / "pr.yaml", "http://127.0.0.1:9/v1", workspace,
-                        "  - {id: review, prompt: review, repo: REPO}\n")
-    run = run_action(tmp_path / "gha", workspace,
-                     {"task-file": str(tasks), "api-key": API_KEY, "github-token": FORK_TOKEN},
-                     event_name="pull_request", event=fork_event("bob", "bob"),
-                     api_url=github.url)
+    tasks = write_tasks(
+        tmp_path / "pr.yaml",
+        "http://127.0.0.1:9/v1",
+        workspace,
+        "  - {id: review, prompt: review, repo: REPO}\n",
+    )
+    run = run_action(
+        tmp_path / "gha",
+        workspace,
+        {"task-file": str(tasks), "api-key": API_KEY, "github-token": FORK_TOKEN},
+        event_name="pull_request",
+        event=fork_event("bob", "bob"),
+        api_url=github.url,
+    )
     assert not run.failed, run.logs
     assert run.outputs["allowed"] == "false" and run.outputs["runs"] == ""
     assert run.outputs["conclusion"] == "skipped"
-    assert run.outputs["notice"] == (f"bob has no write access to {REPO} and is not in "
-                                     "allow-users")
+    assert run.outputs["notice"] == (f"bob has no write access to {REPO} and is not in allow-users")
     assert {run.outcomes[s] for s in ("run", "finish")} == {"skipped"}
     assert not (workspace / "runner-out").exists()
     # A fork's token is read-only: the notice comment is refused, and that is a notice.
@@ -933,9 +1243,13 @@ def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub,
 def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps(PR_EVENT))
-    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request",
-           "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.url,
-           "GITHUB_TOKEN": GITHUB_TOKEN}
+    env = {
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+    }
     assert main(["pull-requests", "--report", str(tmp_path / "report.json")], env=env) == 2
     assert not github.log
 
@@ -944,26 +1258,51 @@ def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: 
 
 
 def empty_report(path: Path) -> Path:
-    path.write_text(Report.model_validate({
-        "run_id": "r1", "task_file": "t.yaml", "started_at": "s", "finished_at": "f",
-        "duration_s": 1.0, "tasks": [],
-        "totals": {"tasks": 0, "completed": 0, "not_completed": 0, "requests": 0,
-                   "tool_calls": 0, "usage": {}}}).model_dump_json())
+    path.write_text(
+        Report.model_validate(
+            {
+                "run_id": "r1",
+                "task_file": "t.yaml",
+                "started_at": "s",
+                "finished_at": "f",
+                "duration_s": 1.0,
+                "tasks": [],
+                "totals": {
+                    "tasks": 0,
+                    "completed": 0,
+                    "not_completed": 0,
+                    "requests": 0,
+                    "tool_calls": 0,
+                    "usage": {},
+                },
+            }
+        ).model_dump_json()
+    )
     return path
 
 
 def test_comment_with_a_personal_token_is_edited_not_reposted(
-        github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """With a custom github-token the comment is written by that account, not by
     github-actions[bot]: the next run must find it by that login."""
     report = empty_report(tmp_path / "report.json")
     event = tmp_path / "event.json"
     event.write_text(json.dumps(PR_EVENT))
     # An old comment of ours written with the workflow's token: not this token's.
-    github.comments[1] = {"id": 1, "issue": 7, "body": f"{MARKER} old",
-                          "user": {"login": ACTIONS_BOT}}
-    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request",
-           "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": github.url, "GITHUB_TOKEN": PAT}
+    github.comments[1] = {
+        "id": 1,
+        "issue": 7,
+        "body": f"{MARKER} old",
+        "user": {"login": ACTIONS_BOT},
+    }
+    env = {
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": PAT,
+    }
     for _ in range(3):
         assert main(["comment", "--report", str(report)], env=env) == 0
     assert len(github.calls("POST", r"/comments$")) == 1
@@ -983,9 +1322,14 @@ def test_comment_with_a_personal_token_is_edited_not_reposted(
 def test_actions_pin_third_party_actions_by_commit() -> None:
     """Tags can be moved by whoever owns the action; a full commit cannot. Our own action
     in the examples is the exception: users pin their copy (README)."""
-    texts = {p.name: p.read_text() for p in [ACTION, *sorted(
-        (ROOT / ".github/workflows").glob("*.yml")), *sorted(
-        (ROOT / "examples/workflows").glob("*.yml"))]}
+    texts = {
+        p.name: p.read_text()
+        for p in [
+            ACTION,
+            *sorted((ROOT / ".github/workflows").glob("*.yml")),
+            *sorted((ROOT / "examples/workflows").glob("*.yml")),
+        ]
+    }
     texts["README"] = "".join(readme_workflows())
     seen = 0
     for name, text in texts.items():
@@ -993,8 +1337,10 @@ def test_actions_pin_third_party_actions_by_commit() -> None:
             if ref.startswith(ACTION_REF):
                 continue
             seen += 1
-            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", ref), \
-                (name, ref)
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", ref), (
+                name,
+                ref,
+            )
     assert seen >= 10
 
 
@@ -1003,21 +1349,38 @@ def test_actions_pin_third_party_actions_by_commit() -> None:
 
 @pytest.mark.slow
 def test_inline_prompt_runs_one_task_with_the_given_model_options(
-        loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path) -> None:
-    srv = loopback_thread(per_conversation(
-        lambda req, turn: reply_message("**Done.** Thanks @octocat, see https://evil.test")))
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, turn: reply_message("**Done.** Thanks @octocat, see https://evil.test")
+        )
+    )
     workspace = make_git_repo(tmp_path / "ws")
-    inputs = {"prompt": "Review this change, say: done", "model": "fake/m",
-              "base-url": srv.base_url, "reasoning-effort": "low",
-              "extra-args": "--only prompt", "api-key": API_KEY}
-    run = run_action(tmp_path / "gha", workspace, inputs, event_name="pull_request",
-                     event=PR_EVENT, api_url=github.url)
+    inputs = {
+        "prompt": "Review this change, say: done",
+        "model": "fake/m",
+        "base-url": srv.base_url,
+        "reasoning-effort": "low",
+        "extra-args": "--only prompt",
+        "api-key": API_KEY,
+    }
+    run = run_action(
+        tmp_path / "gha",
+        workspace,
+        inputs,
+        event_name="pull_request",
+        event=PR_EVENT,
+        api_url=github.url,
+    )
     assert not run.failed, run.logs
     out = run.outputs
     assert out["conclusion"] == "success" and out["runs"] == "1" and out["exit-code"] == "0"
     assert out["final-message"] == "**Done.** Thanks @octocat, see https://evil.test"
-    assert "runner run " in run.logs["run"] and "--reasoning-effort low --only prompt" in \
-        run.logs["run"]
+    assert (
+        "runner run " in run.logs["run"]
+        and "--reasoning-effort low --only prompt" in run.logs["run"]
+    )
     # One task, in the checked-out repository, on the given endpoint and effort; read-only
     # because this is a pull-request event, as it would be for a task file.
     assert srv.requests and all(r.body["reasoning"] == {"effort": "low"} for r in srv.requests)
@@ -1026,8 +1389,9 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
     report = Report.model_validate_json((workspace / "runner-out/report.json").read_text())
     assert [t.id for t in report.tasks] == ["prompt"]
     # The one-task file lives outside the workspace; the workspace only got the reports.
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=workspace, check=True,
-                            capture_output=True, text=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=workspace, check=True, capture_output=True, text=True
+    ).stdout
     assert status.split() == ["??", "runner-out/"]
     # The review is rendered, inert.
     (comment,) = github.comments.values()
@@ -1035,23 +1399,36 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
     assert "<code>https://evil.test</code>" in comment["body"]
 
     # A wrong flag in extra-args is bad input: red, exit 2, the runner's own message.
-    bad = run_action(tmp_path / "gha2", workspace, {**inputs, "extra-args": "--bogus"},
-                     event_name="pull_request", event=PR_EVENT, api_url=github.url)
+    bad = run_action(
+        tmp_path / "gha2",
+        workspace,
+        {**inputs, "extra-args": "--bogus"},
+        event_name="pull_request",
+        event=PR_EVENT,
+        api_url=github.url,
+    )
     assert bad.failed and bad.outcomes["finish"] == "failure(2)", bad.logs
     assert bad.outputs["conclusion"] == "failure" and "--bogus" in bad.logs["run"]
 
 
-def test_run_inputs_that_cannot_go_together(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_inputs_that_cannot_go_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "output"
-    env = {"GITHUB_OUTPUT": str(out), "GITHUB_EVENT_NAME": "workflow_dispatch",
-           "RUNNER_TEMP": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    env = {
+        "GITHUB_OUTPUT": str(out),
+        "GITHUB_EVENT_NAME": "workflow_dispatch",
+        "RUNNER_TEMP": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+    }
     base = ["run", "--out", str(tmp_path / "o")]
     empty = tmp_path / "empty.md"
     empty.write_text("\n")
     cases = [
-        (["--task-file", "t.yaml", "--prompt", "p"], "give one of task-file, prompt and "
-                                                     "prompt-file; got task-file and prompt"),
+        (
+            ["--task-file", "t.yaml", "--prompt", "p"],
+            "give one of task-file, prompt and prompt-file; got task-file and prompt",
+        ),
         ([], "one of task-file, prompt or prompt-file is required"),
         (["--prompt", "p", "--reasoning-effort", "huge"], "reasoning-effort must be one of"),
         (["--prompt", "  "], "one of task-file, prompt or prompt-file is required"),
@@ -1074,13 +1451,17 @@ def test_run_inputs_that_cannot_go_together(tmp_path: Path,
 def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
     github.permissions = {"bob": "read"}
     bot = {"login": "renovate[bot]", "type": "Bot"}
-    bot_pr = {**PR_EVENT, "sender": bot,
-              "pull_request": {**PR_EVENT["pull_request"], "user": bot}}  # type: ignore[dict-item]
+    bot_pr = {**PR_EVENT, "sender": bot, "pull_request": {**PR_EVENT["pull_request"], "user": bot}}  # type: ignore[dict-item]
 
     def allowed(event: dict[str, Any], users: str = "", bots: str = "") -> str:
-        env = {"GITHUB_EVENT_PATH": str(tmp_path / "e.json"), "GITHUB_OUTPUT": str(out),
-               "GITHUB_EVENT_NAME": "pull_request", "GITHUB_REPOSITORY": REPO,
-               "GITHUB_API_URL": github.url, "GITHUB_TOKEN": GITHUB_TOKEN}
+        env = {
+            "GITHUB_EVENT_PATH": str(tmp_path / "e.json"),
+            "GITHUB_OUTPUT": str(out),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_REPOSITORY": REPO,
+            "GITHUB_API_URL": github.url,
+            "GITHUB_TOKEN": GITHUB_TOKEN,
+        }
         (tmp_path / "e.json").write_text(json.dumps(event))
         out.write_text("")
         assert main(["can-write", "--allow-users", users, "--allow-bots", bots], env=env) == 0
@@ -1102,23 +1483,35 @@ def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
 
 
 def test_a_task_file_typo_on_a_pr_is_red_but_a_new_one_is_skipped(
-        github: FakeGitHub, tmp_path: Path) -> None:
+    github: FakeGitHub, tmp_path: Path
+) -> None:
     """Green "this PR adds it" only when it does: the base has a config directory, so a
     task file in neither the base nor the PR is a mistake in the workflow (exit 2)."""
     config = "version: 1\ntasks:\n  - {id: review, prompt: hi, repo: ../..}\n"
-    repo, base, head = pr_repos(tmp_path, {"README.md": "# w\n",
-                                           ".github/runner/pr.yaml": config},
-                                {".github/runner/new.yaml": config})
+    repo, base, head = pr_repos(
+        tmp_path,
+        {"README.md": "# w\n", ".github/runner/pr.yaml": config},
+        {".github/runner/new.yaml": config},
+    )
     swap = run_swap(tmp_path, repo, base, head)
     assert swap.returncode == 0, swap.stdout + swap.stderr
-    event = {**PR_EVENT, "pull_request": {**PR_EVENT["pull_request"],  # type: ignore[dict-item]
-                                          "head": {"sha": head, "repo": {"full_name": REPO}}}}
+    event = {
+        **PR_EVENT,
+        "pull_request": {
+            **PR_EVENT["pull_request"],  # type: ignore[dict-item]
+            "head": {"sha": head, "repo": {"full_name": REPO}},
+        },
+    }
 
     def run(task_file: str, name: str) -> Any:
-        return run_action(tmp_path / name, repo, {"task-file": task_file,
-                                                  "trusted-config": ".github/runner",
-                                                  "api-key": API_KEY},
-                          event_name="pull_request", event=event, api_url=github.url)
+        return run_action(
+            tmp_path / name,
+            repo,
+            {"task-file": task_file, "trusted-config": ".github/runner", "api-key": API_KEY},
+            event_name="pull_request",
+            event=event,
+            api_url=github.url,
+        )
 
     typo = run(".github/runner/pr.yml", "typo")
     assert typo.outcomes["run"] == "failure(2)" and typo.failed, typo.logs
@@ -1126,7 +1519,8 @@ def test_a_task_file_typo_on_a_pr_is_red_but_a_new_one_is_skipped(
     assert typo.logs["run"] == (
         "::error title=runner::.github/runner/pr.yml: no such file, in the base branch or in "
         "this pull request; .github/runner has pr.yaml: check the task-file / prompt-file "
-        "input\n")
+        "input\n"
+    )
     added = run(".github/runner/new.yaml", "added")
     assert not added.failed, added.logs
     assert added.outputs["conclusion"] == "skipped"

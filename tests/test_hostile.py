@@ -49,8 +49,7 @@ from tests.loopback import (
 )
 from tests.test_cli import write_tasks
 
-FAST = settings(deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class Sink:
@@ -64,14 +63,24 @@ class Sink:
         self.events.append(event)
 
 
-async def run_thread(base_url: str, tmp_path: Path, *, prompts: tuple[str, ...] = ("go",),
-                     tools: bool = False) -> Outcome:
-    client = RetryingClient(ResponsesClient(base_url, stream_idle_timeout_s=5),
-                            base_delay_s=0.001)
-    spec = ThreadSpec(thread_id="t", model="m", instructions="i", context=[],
-                      prompts=prompts, max_requests=8, timeout_s=60)
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(),
-                      env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+async def run_thread(
+    base_url: str, tmp_path: Path, *, prompts: tuple[str, ...] = ("go",), tools: bool = False
+) -> Outcome:
+    client = RetryingClient(ResponsesClient(base_url, stream_idle_timeout_s=5), base_delay_s=0.001)
+    spec = ThreadSpec(
+        thread_id="t",
+        model="m",
+        instructions="i",
+        context=[],
+        prompts=prompts,
+        max_requests=8,
+        timeout_s=60,
+    )
+    ctx = ToolContext(
+        cwd=tmp_path,
+        executor=LocalExecutor(),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
     toolset = [ShellTool(), ApplyPatchTool()] if tools else []
     try:
         return await Thread(spec, client, toolset, ctx, Sink()).run()
@@ -90,26 +99,43 @@ def sse(*events: dict[str, Any] | bytes) -> bytes:
     return out
 
 
-ITEM = {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
-        "content": [{"type": "output_text", "text": "ok", "annotations": []}]}
-DONE = {"type": "response.completed",
-        "response": {"id": "r1", "usage": {"input_tokens": 3, "output_tokens": 1}}}
+ITEM = {
+    "type": "message",
+    "id": "m1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+}
+DONE = {
+    "type": "response.completed",
+    "response": {"id": "r1", "usage": {"input_tokens": 3, "output_tokens": 1}},
+}
 GOOD = sse({"type": "response.output_item.done", "item": ITEM}, DONE)
 
 
 # ------------------------------------------------------------------ event streams
 
+
 @pytest.mark.anyio
-async def test_malformed_but_harmless_lines_are_skipped(loopback: LoopbackFactory,
-                                                        tmp_path: Path) -> None:
-    body = (b": a comment\n\nline without a colon\nid: 7\nretry: soon\n\n\n"
-            b"event: response.created\r\ndata:" + json.dumps(
-                {"type": "response.created", "response": {"id": "r1"}}).encode() + b"\r\n\r\n"
-            + sse({"type": "response.something_new", "x": 1},
-                  {"type": "not.even.a.response.event"}, {"type": 5, "x": []})
-            + b"event: only-a-name\n\n"
-            + b"data: {\"type\": \"response.output_item.done\",\rdata: \"item\": "
-            + json.dumps(ITEM).encode() + b"}\r\r" + sse(DONE))
+async def test_malformed_but_harmless_lines_are_skipped(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    body = (
+        b": a comment\n\nline without a colon\nid: 7\nretry: soon\n\n\n"
+        b"event: response.created\r\ndata:"
+        + json.dumps({"type": "response.created", "response": {"id": "r1"}}).encode()
+        + b"\r\n\r\n"
+        + sse(
+            {"type": "response.something_new", "x": 1},
+            {"type": "not.even.a.response.event"},
+            {"type": 5, "x": []},
+        )
+        + b"event: only-a-name\n\n"
+        + b'data: {"type": "response.output_item.done",\rdata: "item": '
+        + json.dumps(ITEM).encode()
+        + b"}\r\r"
+        + sse(DONE)
+    )
     srv = await loopback([reply_sse_bytes(body)])
     outcome = await run_thread(srv.base_url, tmp_path)
     assert (outcome.status, outcome.final_message) == ("completed", "ok")
@@ -117,20 +143,21 @@ async def test_malformed_but_harmless_lines_are_skipped(loopback: LoopbackFactor
 
 
 BROKEN = {
-    "invalid JSON": sse({"type": "response.created"}) + b"data: {\"type\": \"resp\n\n",
+    "invalid JSON": sse({"type": "response.created"}) + b'data: {"type": "resp\n\n',
     "not an object": b"data: [1, 2, 3]\n\n",
     "deeply nested": b"data: " + b"[" * 100_000 + b"\n\n",
     "binary garbage": os.urandom(64 * 1024).replace(b"data", b"dat"),
-    "NUL and invalid UTF-8": b"data: {\"type\": \"response.output_text.delta\", "
-                             b"\"delta\": \"\xff\xfe\x00\xc3\x28\"}\n\n\x00\xff\n\n",
+    "NUL and invalid UTF-8": b'data: {"type": "response.output_text.delta", '
+    b'"delta": "\xff\xfe\x00\xc3\x28"}\n\n\x00\xff\n\n',
     "ends early": sse({"type": "response.output_item.done", "item": ITEM}),
 }
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", BROKEN)
-async def test_broken_streams_are_resent_then_fail_clearly(loopback: LoopbackFactory,
-                                                           tmp_path: Path, kind: str) -> None:
+async def test_broken_streams_are_resent_then_fail_clearly(
+    loopback: LoopbackFactory, tmp_path: Path, kind: str
+) -> None:
     srv = await loopback([reply_sse_bytes(BROKEN[kind]), reply_sse_bytes(GOOD)])
     outcome = await run_thread(srv.base_url, tmp_path)
     assert (outcome.status, len(srv.requests)) == ("completed", 2)
@@ -141,14 +168,15 @@ async def test_broken_streams_are_resent_then_fail_clearly(loopback: LoopbackFac
 
 
 @pytest.mark.anyio
-async def test_lone_surrogates_are_made_writable(loopback: LoopbackFactory,
-                                                 tmp_path: Path) -> None:
+async def test_lone_surrogates_are_made_writable(loopback: LoopbackFactory, tmp_path: Path) -> None:
     """`\\ud800` is valid JSON but cannot be encoded: such text is repaired, so the event
     log can write it and the next request can send it back."""
-    item = {**ITEM, "content": [{"type": "output_text", "text": "a\ud800b",
-                                 "annotations": []}]}
-    body = sse({"type": "response.output_text.delta", "delta": "\udc00"},
-               {"type": "response.output_item.done", "item": item}, DONE)
+    item = {**ITEM, "content": [{"type": "output_text", "text": "a\ud800b", "annotations": []}]}
+    body = sse(
+        {"type": "response.output_text.delta", "delta": "\udc00"},
+        {"type": "response.output_item.done", "item": item},
+        DONE,
+    )
     srv = await loopback([reply_sse_bytes(body), reply_message("second")])
     outcome = await run_thread(srv.base_url, tmp_path, prompts=("one", "two"))
     assert (outcome.status, outcome.final_message) == ("completed", "second")
@@ -160,11 +188,11 @@ def test_framer_bounds_one_event() -> None:
     assert framer.feed(b"data: " + b"x" * 900 + b"\n\n") == [("", "x" * 900)]
     with pytest.raises(ModelError, match="larger than 1000 bytes"):
         for _ in range(100):
-            framer.feed(b"data: " + b"y" * 100 + b"\n")      # many lines, one event
+            framer.feed(b"data: " + b"y" * 100 + b"\n")  # many lines, one event
     framer = Framer(max_event_bytes=1000)
     with pytest.raises(ModelError, match="larger than 1000 bytes"):
         for _ in range(100):
-            framer.feed(b"z" * 100)                          # one endless line
+            framer.feed(b"z" * 100)  # one endless line
 
 
 # getrusage's ru_maxrss survives exec: a child forked from this (large) test process
@@ -182,8 +210,13 @@ def runner_rss(tasks: Path, out: Path) -> tuple[int, float, str]:
     """`runner run` in a child; its exit code, its own peak RSS in MB (not its commands')
     and its stderr."""
     env = {**os.environ, "FAKE_API_KEY": "sk-test-0123456789"}
-    res = subprocess.run([sys.executable, "-c", RSS_PROBE, "run", str(tasks), "--out",
-                          str(out)], env=env, capture_output=True, text=True, timeout=100)
+    res = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE, "run", str(tasks), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     peak = int(res.stderr.rsplit("peak-rss-kb ", 1)[1].split()[0])
     return res.returncode, peak / 1024, res.stderr
 
@@ -193,8 +226,9 @@ def shell_call(cmd: str) -> Reply:
 
 
 @pytest.mark.slow
-def test_huge_event_and_huge_output_in_bounded_memory(loopback_thread: ThreadFactory,
-                                                      tmp_path: Path) -> None:
+def test_huge_event_and_huge_output_in_bounded_memory(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """A 50 MB delta fails its run clearly ("larger than 16 MiB"); 1 GB of command output
     passes through the shell tool. Neither raises the runner's peak RSS by more than a
     few tens of MB over a plain run."""
@@ -212,8 +246,9 @@ def test_huge_event_and_huge_output_in_bounded_memory(loopback_thread: ThreadFac
     numbers = {}
     for name in ("plain", "gigabyte", "huge event"):
         d = tmp_path / name.replace(" ", "-")
-        tasks = write_tasks(d, srv.base_url,
-                            f"  - {{id: t, prompt: '{name}', sandbox: danger-full-access}}\n")
+        tasks = write_tasks(
+            d, srv.base_url, f"  - {{id: t, prompt: '{name}', sandbox: danger-full-access}}\n"
+        )
         code, rss, err = runner_rss(tasks, d / "out")
         report = json.loads((d / "out" / "report.json").read_text())["tasks"][0]
         numbers[name] = (code, round(rss), report["status"], report["error"])
@@ -224,7 +259,7 @@ def test_huge_event_and_huge_output_in_bounded_memory(loopback_thread: ThreadFac
     assert "larger than 16 MiB" in numbers["huge event"][3]
     base = numbers["plain"][1]
     assert numbers["gigabyte"][1] < base + 20
-    assert numbers["huge event"][1] < base + 40   # the 16 MiB cap, not 50 MB
+    assert numbers["huge event"][1] < base + 40  # the 16 MiB cap, not 50 MB
 
 
 # ------------------------------------------------------------------ tool calls
@@ -250,32 +285,44 @@ HOSTILE_CALLS: list[tuple[str, str | dict[str, Any], str]] = [
 
 
 @pytest.mark.anyio
-async def test_hostile_tool_arguments_become_messages(loopback: LoopbackFactory,
-                                                      tmp_path: Path) -> None:
-    calls = [function_call_item(name, args, f"c{n}")
-             for n, (name, args, _) in enumerate(HOSTILE_CALLS)]
-    calls.append({"type": "function_call", "status": "completed", "call_id": "raw",
-                  "name": "shell", "arguments": {"command": ["echo"]}})   # not a string
+async def test_hostile_tool_arguments_become_messages(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    calls = [
+        function_call_item(name, args, f"c{n}") for n, (name, args, _) in enumerate(HOSTILE_CALLS)
+    ]
+    calls.append(
+        {
+            "type": "function_call",
+            "status": "completed",
+            "call_id": "raw",
+            "name": "shell",
+            "arguments": {"command": ["echo"]},
+        }
+    )  # not a string
     # Whole arguments in one delta: 16-character deltas of 2 MB would only time httpx.
-    srv = await loopback([reply_items(calls).but(delta_chars=2_000_000),
-                          reply_message("done")])
+    srv = await loopback([reply_items(calls).but(delta_chars=2_000_000), reply_message("done")])
     outcome = await run_thread(srv.base_url, tmp_path, tools=True)
     assert (outcome.status, outcome.final_message) == ("completed", "done")
-    outputs = srv.requests[1].call_outputs()         # the server checked the pairing
+    outputs = srv.requests[1].call_outputs()  # the server checked the pairing
     assert len(outputs) == len(calls)
     for n, (_, _, words) in enumerate(HOSTILE_CALLS):
         assert isinstance(outputs[f"c{n}"], str)
         assert words in outputs[f"c{n}"], (n, outputs[f"c{n}"][:300])
-    assert max(len(o) for o in outputs.values()) < 12_000   # a 1 MB argument not echoed
+    assert max(len(o) for o in outputs.values()) < 12_000  # a 1 MB argument not echoed
 
 
 @pytest.mark.anyio
-async def test_binary_and_invalid_utf8_output(loopback: LoopbackFactory,
-                                              tmp_path: Path) -> None:
-    cmds = ["head -c 300000 /dev/urandom", "printf 'a\\xff\\xfe\\xc3\\x28\\x00end'",
-            "printf '\\x1b[31mred\\x1b[0m\\r\\n'"]
-    calls = [function_call_item("shell", {"command": ["bash", "-c", c]}, f"c{n}")
-             for n, c in enumerate(cmds)]
+async def test_binary_and_invalid_utf8_output(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    cmds = [
+        "head -c 300000 /dev/urandom",
+        "printf 'a\\xff\\xfe\\xc3\\x28\\x00end'",
+        "printf '\\x1b[31mred\\x1b[0m\\r\\n'",
+    ]
+    calls = [
+        function_call_item("shell", {"command": ["bash", "-c", c]}, f"c{n}")
+        for n, c in enumerate(cmds)
+    ]
     srv = await loopback([reply_items(calls), reply_message("done")])
     outcome = await run_thread(srv.base_url, tmp_path, tools=True)
     assert outcome.status == "completed"
@@ -286,6 +333,7 @@ async def test_binary_and_invalid_utf8_output(loopback: LoopbackFactory,
 
 
 # ------------------------------------------------------------------ property tests
+
 
 @FAST
 @given(st.lists(st.binary(max_size=300), max_size=30))
@@ -299,34 +347,56 @@ def test_decoder_raises_only_model_errors(chunks: list[bytes]) -> None:
         pass
 
 
-EVENT_TYPES = ["response.created", "response.output_item.added", "response.output_item.done",
-               "response.output_text.delta", "response.reasoning_text.delta",
-               "response.completed", "response.failed", "response.incomplete", "error",
-               "response.in_progress", "something.else"]
+EVENT_TYPES = [
+    "response.created",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.output_text.delta",
+    "response.reasoning_text.delta",
+    "response.completed",
+    "response.failed",
+    "response.incomplete",
+    "error",
+    "response.in_progress",
+    "something.else",
+]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=3),
-    max_leaves=10)
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
 events = st.fixed_dictionaries(
     {"type": st.sampled_from(EVENT_TYPES) | st.text(max_size=10)},
-    optional={"item": json_values | st.fixed_dictionaries({"type": st.text(max_size=10)}),
-              "response": json_values | st.fixed_dictionaries(
-                  {"id": json_values, "usage": json_values, "error": json_values,
-                   "incomplete_details": json_values}),
-              "delta": json_values, "error": json_values})
+    optional={
+        "item": json_values | st.fixed_dictionaries({"type": st.text(max_size=10)}),
+        "response": json_values
+        | st.fixed_dictionaries(
+            {
+                "id": json_values,
+                "usage": json_values,
+                "error": json_values,
+                "incomplete_details": json_values,
+            }
+        ),
+        "delta": json_values,
+        "error": json_values,
+    },
+)
 
 
 @FAST
 @given(st.lists(events, max_size=12), st.data())
-def test_any_event_sequence_gives_a_response_or_our_error(evs: list[dict[str, Any]],
-                                                         data: st.DataObject) -> None:
+def test_any_event_sequence_gives_a_response_or_our_error(
+    evs: list[dict[str, Any]], data: st.DataObject
+) -> None:
     body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in evs)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=6)))
     pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
     whole, split = Framer(), Framer()
     framed = whole.feed(body)
-    assert [e for p in pieces for e in split.feed(p)] == framed   # framing ignores chunking
+    assert [e for p in pieces for e in split.feed(p)] == framed  # framing ignores chunking
     asm = Assembler()
     try:
         for name, text in framed:
@@ -334,11 +404,12 @@ def test_any_event_sequence_gives_a_response_or_our_error(evs: list[dict[str, An
     except ModelError:
         return
     for item in asm.items:
-        item.wire.encode()                                         # sendable as it is
+        item.wire.encode()  # sendable as it is
 
 
-line_text = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)),
-                    max_size=12)
+line_text = st.text(
+    st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=12
+)
 paths = st.from_regex(r"[a-z][a-z0-9_]{0,6}(/[a-z0-9_.]{1,6}){0,2}", fullmatch=True)
 
 
@@ -346,8 +417,12 @@ paths = st.from_regex(r"[a-z][a-z0-9_]{0,6}(/[a-z0-9_.]{1,6}){0,2}", fullmatch=T
 def chunks(draw: st.DrawFn) -> Chunk:
     ops = draw(st.lists(st.tuples(st.sampled_from(" -+"), line_text), min_size=1, max_size=5))
     ctx = draw(st.none() | line_text)
-    return Chunk(ctx, [t for op, t in ops if op in " -"], [t for op, t in ops if op in " +"],
-                 draw(st.booleans()))
+    return Chunk(
+        ctx,
+        [t for op, t in ops if op in " -"],
+        [t for op, t in ops if op in " +"],
+        draw(st.booleans()),
+    )
 
 
 @st.composite
@@ -395,30 +470,65 @@ def test_apply_patch_round_trip(hs: list[Hunk]) -> None:
     assert parse_patch(render(patch)) == patch
 
 
-yaml_scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(),
-                         st.sampled_from(["MY_TOKEN", "1BAD", "", "a b", "p/m", "local/x",
-                                          "http://127.0.0.1:9/v1", ".", "nope"]),
-                         st.text(max_size=6))
-field_values = st.recursive(yaml_scalars, lambda c: st.lists(c, max_size=3)
-                            | st.dictionaries(st.text(max_size=6), c, max_size=3),
-                            max_leaves=8)
+yaml_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 10**6),
+    st.floats(),
+    st.sampled_from(
+        ["MY_TOKEN", "1BAD", "", "a b", "p/m", "local/x", "http://127.0.0.1:9/v1", ".", "nope"]
+    ),
+    st.text(max_size=6),
+)
+field_values = st.recursive(
+    yaml_scalars,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=8,
+)
 provider = st.fixed_dictionaries(
     {"base_url": st.sampled_from(["http://127.0.0.1:9/v1", "ftp://x"]) | yaml_scalars},
-    optional={k: field_values | yaml_scalars for k in (
-        "env_key", "request_max_retries", "stream_max_retries", "max_retry_wait_s",
-        "stream_idle_timeout_s", "request_timeout_s", "wire_api", "store")})
+    optional={
+        k: field_values | yaml_scalars
+        for k in (
+            "env_key",
+            "request_max_retries",
+            "stream_max_retries",
+            "max_retry_wait_s",
+            "stream_idle_timeout_s",
+            "request_timeout_s",
+            "wire_api",
+            "store",
+        )
+    },
+)
 task_files = st.fixed_dictionaries(
-    {"version": st.just(1) | yaml_scalars,
-     "tasks": st.lists(st.fixed_dictionaries(
-         {"id": st.sampled_from(["a", "b"]) | yaml_scalars,
-          "prompt": st.just("p") | yaml_scalars},
-         optional={"model": st.sampled_from(["p/m", "local/smollm2", "q/m"]) | yaml_scalars,
-                   "repo": st.sampled_from([".", "missing"]) | yaml_scalars,
-                   "limits": field_values, "git": field_values}), max_size=3)},
-    optional={"secrets": st.lists(yaml_scalars, max_size=3) | yaml_scalars,
-              "providers": st.dictionaries(st.sampled_from(["p", "bad name", "openai"]),
-                                           provider, max_size=2),
-              "matrix": field_values, "defaults": field_values})
+    {
+        "version": st.just(1) | yaml_scalars,
+        "tasks": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "id": st.sampled_from(["a", "b"]) | yaml_scalars,
+                    "prompt": st.just("p") | yaml_scalars,
+                },
+                optional={
+                    "model": st.sampled_from(["p/m", "local/smollm2", "q/m"]) | yaml_scalars,
+                    "repo": st.sampled_from([".", "missing"]) | yaml_scalars,
+                    "limits": field_values,
+                    "git": field_values,
+                },
+            ),
+            max_size=3,
+        ),
+    },
+    optional={
+        "secrets": st.lists(yaml_scalars, max_size=3) | yaml_scalars,
+        "providers": st.dictionaries(
+            st.sampled_from(["p", "bad name", "openai"]), provider, max_size=2
+        ),
+        "matrix": field_values,
+        "defaults": field_values,
+    },
+)
 
 
 @settings(FAST, max_examples=150)

@@ -59,16 +59,27 @@ def user(text: str) -> dict[str, Any]:
 
 TOOLS = [
     {"type": "function", "name": "shell", "strict": False, "parameters": {"type": "object"}},
-    {"type": "function", "name": "update_plan", "strict": False,
-     "parameters": {"type": "object"}},
+    {"type": "function", "name": "update_plan", "strict": False, "parameters": {"type": "object"}},
 ]
 
 
-def body(input: list[dict[str, Any]], *, key: str = "thread-1", tools: Any = None,
-         instructions: str = "You are a careful agent.") -> dict[str, Any]:
-    return {"model": "loop-1", "instructions": instructions, "input": input,
-            "tools": TOOLS if tools is None else tools, "tool_choice": "auto",
-            "store": False, "stream": True, "prompt_cache_key": key}
+def body(
+    input: list[dict[str, Any]],
+    *,
+    key: str = "thread-1",
+    tools: Any = None,
+    instructions: str = "You are a careful agent.",
+) -> dict[str, Any]:
+    return {
+        "model": "loop-1",
+        "instructions": instructions,
+        "input": input,
+        "tools": TOOLS if tools is None else tools,
+        "tool_choice": "auto",
+        "store": False,
+        "stream": True,
+        "prompt_cache_key": key,
+    }
 
 
 def post(client: httpx.Client, url: str, payload: dict[str, Any] | str) -> list[Event]:
@@ -91,8 +102,7 @@ def next_input(req: RecordedRequest, *extra: dict[str, Any]) -> list[dict[str, A
 # -- keep-alive and framing ----------------------------------------------------------------
 
 
-def test_keep_alive_reuses_one_connection_for_ten_requests(
-        loopback_thread: ThreadFactory) -> None:
+def test_keep_alive_reuses_one_connection_for_ten_requests(loopback_thread: ThreadFactory) -> None:
     srv = loopback_thread([reply_message(f"answer {n}") for n in range(10)])
     with httpx.Client() as client:
         for n in range(10):
@@ -109,8 +119,9 @@ async def test_in_process_server_keeps_alive_in_the_test_loop(loopback: Loopback
     srv = await loopback(lambda req, i: reply_message(f"turn {i}"))
     async with httpx.AsyncClient() as client:
         for n in range(10):
-            async with aconnect_sse(client, "POST", srv.responses_url,
-                                    json=body([user(f"q{n}")])) as source:
+            async with aconnect_sse(
+                client, "POST", srv.responses_url, json=body([user(f"q{n}")])
+            ) as source:
                 names = [e.event async for e in source.aiter_sse()]
             assert names[-1] == "response.completed"
     assert srv.connections_opened == 1
@@ -122,8 +133,10 @@ SSE_EVENT = re.compile(rb"event: ([a-z_.]+)\ndata: (\{[^\n]*\})\n\n")
 
 def test_sse_framing_is_exact(loopback_thread: ThreadFactory) -> None:
     srv = loopback_thread([reply_message("0123456789abcdefghij")])
-    with httpx.Client() as client, client.stream(
-            "POST", srv.base_url + "/responses", json=body([user("hi")])) as resp:
+    with (
+        httpx.Client() as client,
+        client.stream("POST", srv.base_url + "/responses", json=body([user("hi")])) as resp,
+    ):
         assert resp.status_code == 200
         assert resp.headers["content-type"] == "text/event-stream"
         assert resp.headers["transfer-encoding"] == "chunked"
@@ -137,9 +150,12 @@ def test_sse_framing_is_exact(loopback_thread: ThreadFactory) -> None:
 
 
 def test_sse_events_cover_every_item_kind(loopback_thread: ThreadFactory) -> None:
-    items = [reasoning_item(["plan it", "then do it"]), message_item("Looking around first."),
-             function_call_item("shell", {"command": ["ls", "-la"]}, call_id="call_a"),
-             custom_tool_call_item("apply_patch", "*** Begin Patch\n*** End Patch\n")]
+    items = [
+        reasoning_item(["plan it", "then do it"]),
+        message_item("Looking around first."),
+        function_call_item("shell", {"command": ["ls", "-la"]}, call_id="call_a"),
+        custom_tool_call_item("apply_patch", "*** Begin Patch\n*** End Patch\n"),
+    ]
     srv = loopback_thread([reply_items(items).but(delta_chars=5)])
     with httpx.Client() as client:
         events = post(client, srv.base_url + "/responses", body([user("go")]))
@@ -154,8 +170,12 @@ def test_sse_events_cover_every_item_kind(loopback_thread: ThreadFactory) -> Non
     final = events[-1][1]["response"]
     assert final["id"] == events[0][1]["response"]["id"] == srv.requests[0].response_id
     assert final["output"] == done == srv.requests[0].output
-    assert [i["type"] for i in done] == ["reasoning", "message", "function_call",
-                                         "custom_tool_call"]
+    assert [i["type"] for i in done] == [
+        "reasoning",
+        "message",
+        "function_call",
+        "custom_tool_call",
+    ]
     assert len({i["id"] for i in done}) == 4
     assert [i["id"] for i in added] == [i["id"] for i in done]
     assert added[2]["arguments"] == "" and added[3]["input"] == ""
@@ -171,15 +191,21 @@ def test_sse_events_cover_every_item_kind(loopback_thread: ThreadFactory) -> Non
     assert names.count("response.output_text.delta") == 5  # 21 chars in 5-char deltas
 
     usage = final["usage"]
-    assert set(usage) == {"input_tokens", "input_tokens_details", "output_tokens",
-                          "output_tokens_details", "total_tokens"}
+    assert set(usage) == {
+        "input_tokens",
+        "input_tokens_details",
+        "output_tokens",
+        "output_tokens_details",
+        "total_tokens",
+    }
     assert usage["output_tokens_details"]["reasoning_tokens"] > 0
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
 
 def test_chunk_size_splits_events_across_chunks(loopback_thread: ThreadFactory) -> None:
-    srv = loopback_thread([reply_message("split me please").but(chunk_size=7),
-                           reply_message("split me please")])
+    srv = loopback_thread(
+        [reply_message("split me please").but(chunk_size=7), reply_message("split me please")]
+    )
     with httpx.Client() as client:
         split = post(client, srv.base_url + "/responses", body([user("a")]))
         whole = post(client, srv.base_url + "/responses", body([user("a")]))
@@ -255,8 +281,13 @@ def run_thread(srv_url: str, inputs: list[list[dict[str, Any]]]) -> None:
 
 
 def test_extension_checker_accepts_an_exact_extension(loopback_thread: ThreadFactory) -> None:
-    srv = loopback_thread([reply_function_call("shell", {"command": ["ls"]}, "c1"),
-                           reply_message("done"), reply_message("you are welcome")])
+    srv = loopback_thread(
+        [
+            reply_function_call("shell", {"command": ["ls"]}, "c1"),
+            reply_message("done"),
+            reply_message("you are welcome"),
+        ]
+    )
     url = srv.base_url + "/responses"
     with httpx.Client() as client:
         post(client, url, body([user("list files")]))
@@ -293,8 +324,11 @@ def test_extension_checker_catches_reserialized_bytes(loopback_thread: ThreadFac
         post(client, srv.base_url + "/responses", second)
     problem = find_extension_break(srv.requests) or ""
     assert "input[0]" in problem and "same JSON value, different bytes" in problem
-    assert srv.requests[1].cached_tokens == srv.requests[1].prefix_bytes // 4 < \
-        srv.requests[1].ideal_cached_tokens
+    assert (
+        srv.requests[1].cached_tokens
+        == srv.requests[1].prefix_bytes // 4
+        < srv.requests[1].ideal_cached_tokens
+    )
 
 
 def test_extension_checker_catches_a_reordered_tool(loopback_thread: ThreadFactory) -> None:
@@ -303,15 +337,17 @@ def test_extension_checker_catches_a_reordered_tool(loopback_thread: ThreadFacto
         url = srv.base_url + "/responses"
         post(client, url, body([user("one")]))
         post(client, url, body(next_input(srv.requests[0]), tools=[TOOLS[1], TOOLS[0]]))
-    with pytest.raises(AssertionError,
-                       match=re.escape("tools reordered: ['shell', 'update_plan'] -> "
-                                       "['update_plan', 'shell']")):
+    with pytest.raises(
+        AssertionError,
+        match=re.escape("tools reordered: ['shell', 'update_plan'] -> ['update_plan', 'shell']"),
+    ):
         assert_exact_extension(srv.requests)
 
 
 def test_extension_checker_wants_the_previous_output(loopback_thread: ThreadFactory) -> None:
-    srv = loopback_thread([reply_items([reasoning_item("hm"), message_item("hello")]),
-                           reply_message("again")])
+    srv = loopback_thread(
+        [reply_items([reasoning_item("hm"), message_item("hello")]), reply_message("again")]
+    )
     with httpx.Client() as client:
         url = srv.base_url + "/responses"
         post(client, url, body([user("one")]))
@@ -321,8 +357,7 @@ def test_extension_checker_wants_the_previous_output(loopback_thread: ThreadFact
         assert_exact_extension(srv.requests)
 
 
-def test_extension_after_a_failed_reply_is_a_plain_retry(
-        loopback_thread: ThreadFactory) -> None:
+def test_extension_after_a_failed_reply_is_a_plain_retry(loopback_thread: ThreadFactory) -> None:
     srv = loopback_thread([reply_drop_after(4), reply_message("ok")])
     with httpx.Client() as client:
         with pytest.raises(httpx.RemoteProtocolError):
@@ -370,11 +405,12 @@ def test_dropped_stream_really_cuts(loopback_thread: ThreadFactory) -> None:
     srv = loopback_thread([reply_drop_after(3), reply_message("after")])
     seen: list[str] = []
     with httpx.Client() as client:
-        with pytest.raises(httpx.RemoteProtocolError), connect_sse(
-                client, "POST", srv.base_url + "/responses", json=body([user("a")])) as src:
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            connect_sse(client, "POST", srv.base_url + "/responses", json=body([user("a")])) as src,
+        ):
             seen.extend(e.event for e in src.iter_sse())
-        assert seen == ["response.created", "response.in_progress",
-                        "response.output_item.added"]
+        assert seen == ["response.created", "response.in_progress", "response.output_item.added"]
         events = post(client, srv.base_url + "/responses", body([user("a")]))
     assert events[-1][0] == "response.completed"
     assert srv.connections_opened == 2  # the cut connection is gone
@@ -391,11 +427,12 @@ def test_graceful_drop_ends_the_body_without_completed(loopback_thread: ThreadFa
     assert srv.requests[0].outcome == "dropped"
 
 
-def test_stalled_stream_times_out_and_server_still_stops(
-        loopback_thread: ThreadFactory) -> None:
+def test_stalled_stream_times_out_and_server_still_stops(loopback_thread: ThreadFactory) -> None:
     srv = loopback_thread([reply_drop_after(1, stall_s=30)])
-    with httpx.Client(timeout=httpx.Timeout(5, read=0.3)) as client, \
-            pytest.raises(httpx.ReadTimeout):
+    with (
+        httpx.Client(timeout=httpx.Timeout(5, read=0.3)) as client,
+        pytest.raises(httpx.ReadTimeout),
+    ):
         post(client, srv.base_url + "/responses", body([user("a")]))
     started = time.monotonic()
     srv.stop()
@@ -404,9 +441,14 @@ def test_stalled_stream_times_out_and_server_still_stops(
 
 def test_http_error_replies(loopback_thread: ThreadFactory) -> None:
     limited = {"error": {"type": "usage_limit_reached", "message": "slow down"}}
-    srv = loopback_thread([reply_http_error(429, limited, {"retry-after": "2"}),
-                           reply_http_error(500), reply_http_error(400, "plain text"),
-                           reply_message("fine")])
+    srv = loopback_thread(
+        [
+            reply_http_error(429, limited, {"retry-after": "2"}),
+            reply_http_error(500),
+            reply_http_error(400, "plain text"),
+            reply_message("fine"),
+        ]
+    )
     url = srv.base_url + "/responses"
     with httpx.Client() as client:
         r429 = client.post(url, json=body([user("a")]))
@@ -422,15 +464,20 @@ def test_http_error_replies(loopback_thread: ThreadFactory) -> None:
 
 
 def test_failed_and_incomplete_streams(loopback_thread: ThreadFactory) -> None:
-    srv = loopback_thread([reply_failed("rate_limit_exceeded", "Try again in 1.5s"),
-                           reply_incomplete("max_output_tokens",
-                                            output=[message_item("partial")])])
+    srv = loopback_thread(
+        [
+            reply_failed("rate_limit_exceeded", "Try again in 1.5s"),
+            reply_incomplete("max_output_tokens", output=[message_item("partial")]),
+        ]
+    )
     with httpx.Client() as client:
         failed = post(client, srv.base_url + "/responses", body([user("a")]))
         incomplete = post(client, srv.base_url + "/responses", body([user("a")]))
     assert failed[-1][0] == "response.failed"
-    assert failed[-1][1]["response"]["error"] == {"code": "rate_limit_exceeded",
-                                                 "message": "Try again in 1.5s"}
+    assert failed[-1][1]["response"]["error"] == {
+        "code": "rate_limit_exceeded",
+        "message": "Try again in 1.5s",
+    }
     assert incomplete[-1][0] == "response.incomplete"
     resp = incomplete[-1][1]["response"]
     assert resp["incomplete_details"] == {"reason": "max_output_tokens"}
@@ -440,16 +487,20 @@ def test_failed_and_incomplete_streams(loopback_thread: ThreadFactory) -> None:
 
 def test_custom_events_raw_sse_and_close_delimited(loopback_thread: ThreadFactory) -> None:
     done = message_item("only done") | {"id": "msg_x"}
-    codex_style = reply_events([
-        {"type": "response.created", "response": {"id": "resp_x"}},
-        {"type": "response.output_item.done", "item": done},
-        {"type": "response.completed", "response": {"id": "resp_x", "output": [done]}},
-    ])
-    srv = loopback_thread([
-        codex_style,
-        reply_sse_bytes(b"event: response.created\ndata: {not json\n\n"),
-        reply_custom_tool_call("apply_patch", "patch").but(close_delimited=True),
-    ])
+    codex_style = reply_events(
+        [
+            {"type": "response.created", "response": {"id": "resp_x"}},
+            {"type": "response.output_item.done", "item": done},
+            {"type": "response.completed", "response": {"id": "resp_x", "output": [done]}},
+        ]
+    )
+    srv = loopback_thread(
+        [
+            codex_style,
+            reply_sse_bytes(b"event: response.created\ndata: {not json\n\n"),
+            reply_custom_tool_call("apply_patch", "patch").but(close_delimited=True),
+        ]
+    )
     url = srv.base_url + "/responses"
     with httpx.Client() as client:
         custom = post(client, url, body([user("a")]))
@@ -465,8 +516,13 @@ def test_custom_events_raw_sse_and_close_delimited(loopback_thread: ThreadFactor
 
 
 def test_raw_reply_and_unknown_paths(loopback_thread: ThreadFactory) -> None:
-    srv = loopback_thread([reply_raw(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 3\r\n"
-                                     b"connection: close\r\n\r\nbad")])
+    srv = loopback_thread(
+        [
+            reply_raw(
+                b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 3\r\nconnection: close\r\n\r\nbad"
+            )
+        ]
+    )
     with httpx.Client() as client:
         missing = client.get(srv.base_url + "/models")
         wrong_method = client.get(srv.base_url + "/responses")
@@ -477,8 +533,7 @@ def test_raw_reply_and_unknown_paths(loopback_thread: ThreadFactory) -> None:
     assert wrong_method.status_code == 405
     assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "invalid_json"
     assert (raw.status_code, raw.text) == (502, "bad")
-    assert [r.path for r in srv.other_requests] == ["/v1/models", "/v1/responses",
-                                                    "/v1/responses"]
+    assert [r.path for r in srv.other_requests] == ["/v1/models", "/v1/responses", "/v1/responses"]
     assert len(srv.requests) == 1 and srv.requests[0].query == {"api-version": ["x"]}
 
 
@@ -499,15 +554,21 @@ def test_recorded_request_fields(loopback_thread: ThreadFactory) -> None:
     srv = loopback_thread([reply_message("hi", headers={"x-codex-turn-state": "s1"})])
     payload = body([user("a")])
     with httpx.Client() as client:
-        resp = client.post(srv.base_url + "/responses?x=1", json=payload,
-                           headers={"session_id": "abc", "Authorization": "Bearer k"})
+        resp = client.post(
+            srv.base_url + "/responses?x=1",
+            json=payload,
+            headers={"session_id": "abc", "Authorization": "Bearer k"},
+        )
     assert resp.headers["x-codex-turn-state"] == "s1"
     req = srv.requests[0]
     assert (req.method, req.path, req.query) == ("POST", "/v1/responses", {"x": ["1"]})
     assert req.header("Session_Id") == "abc" and req.headers["authorization"] == "Bearer k"
     assert req.body == payload and json.loads(req.raw) == payload
     assert (req.model, req.instructions, req.prompt_cache_key) == (
-        "loop-1", "You are a careful agent.", "thread-1")
+        "loop-1",
+        "You are a careful agent.",
+        "thread-1",
+    )
     assert req.tools == TOOLS and req.input == [user("a")]
     assert req.input_raw == [compact(user("a"))] and req.tools_raw == [compact(t) for t in TOOLS]
     assert req.instructions_raw == compact("You are a careful agent.")
@@ -518,8 +579,10 @@ def test_per_conversation_counts_turns_per_cache_key(loopback_thread: ThreadFact
     with httpx.Client() as client:
         for key in ["a", "b", "a", "a", "b"]:
             post(client, srv.base_url + "/responses", body([user("x")], key=key))
-    texts = {k: [r.output[0]["content"][0]["text"] for r in reqs]
-             for k, reqs in by_conversation(srv.requests).items()}
+    texts = {
+        k: [r.output[0]["content"][0]["text"] for r in reqs]
+        for k, reqs in by_conversation(srv.requests).items()
+    }
     assert texts == {"a": ["turn 0", "turn 1", "turn 2"], "b": ["turn 0", "turn 1"]}
 
 
@@ -568,8 +631,19 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     port_file, record = tmp_path / "port", tmp_path / "record.json"
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.loopback", "--port-file", str(port_file),
-         "--record", str(record)], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "tests.loopback",
+            "--port-file",
+            str(port_file),
+            "--record",
+            str(record),
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 20
         while not port_file.exists():
@@ -594,8 +668,11 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
 def test_body_scanner_matches_json_loads_and_reuses_prefixes() -> None:
     from tests.loopback import _BodyScanner
 
-    tricky = [user('has "],[" and {braces}'), {"type": "x", "n": [1, [2, 3]], "s": "é\u2028"},
-              user("\\\"escaped\\\"")]
+    tricky = [
+        user('has "],[" and {braces}'),
+        {"type": "x", "n": [1, [2, 3]], "s": "é\u2028"},
+        user('\\"escaped\\"'),
+    ]
     bodies: list[dict[str, Any]] = [
         {"input": tricky[:1], "tools": [], "instructions": "i"},
         {"input": tricky[:2], "tools": [{"name": "a"}], "instructions": "i"},

@@ -42,19 +42,25 @@ def test_price_cost_counts_cached_input_instead_of_input() -> None:
 
 def _runs(text: str) -> dict[str, tuple[int | None, int | None]]:
     tf = parse_task_file(text, "t.yaml")
-    return {r.run: (r.context_window, r.auto_compact_limit)
-            for r in expand(tf, Path("."), file="t.yaml")}
+    return {
+        r.run: (r.context_window, r.auto_compact_limit)
+        for r in expand(tf, Path("."), file="t.yaml")
+    }
 
 
 def test_precedence_task_over_models_over_provider_over_table() -> None:
-    base = ("version: 1\n"
-            "providers:\n  srv: {base_url: 'http://127.0.0.1:9/v1', context_window: 32000}\n"
-            "models:\n  openai/gpt-5: {auto_compact_limit: 100000}\n"
-            "  srv/big: {context_window: 64000}\n"
-            "matrix:\n  model: [openai/gpt-5, srv/small, srv/big]\n"
-            "tasks:\n  - {id: a, prompt: go}\n")
-    assert _runs(base) == {"a.openai-gpt-5": (400_000, 100_000),
-                           "a.srv-small": (32_000, 28_800),
-                           "a.srv-big": (64_000, 57_600)}
+    base = (
+        "version: 1\n"
+        "providers:\n  srv: {base_url: 'http://127.0.0.1:9/v1', context_window: 32000}\n"
+        "models:\n  openai/gpt-5: {auto_compact_limit: 100000}\n"
+        "  srv/big: {context_window: 64000}\n"
+        "matrix:\n  model: [openai/gpt-5, srv/small, srv/big]\n"
+        "tasks:\n  - {id: a, prompt: go}\n"
+    )
+    assert _runs(base) == {
+        "a.openai-gpt-5": (400_000, 100_000),
+        "a.srv-small": (32_000, 28_800),
+        "a.srv-big": (64_000, 57_600),
+    }
     task = base.replace("{id: a, prompt: go}", "{id: a, prompt: go, auto_compact_limit: 5000}")
     assert set(_runs(task).values()) == {(400_000, 5000), (32_000, 5000), (64_000, 5000)}

@@ -30,17 +30,24 @@ SCHEMA: dict[str, Any] = {
 
 
 def test_format_is_codexs() -> None:
-    assert text_format(SCHEMA) == {"type": "json_schema", "strict": True, "schema": SCHEMA,
-                                   "name": "codex_output_schema"}
+    assert text_format(SCHEMA) == {
+        "type": "json_schema",
+        "strict": True,
+        "schema": SCHEMA,
+        "name": "codex_output_schema",
+    }
 
 
-@pytest.mark.parametrize(("answer", "value", "why"), [
-    ('{"verdict":"pass","score":3}', {"verdict": "pass", "score": 3}, None),
-    ("looks fine to me", None, "not valid JSON"),
-    ("", None, "empty"),
-    ('{"verdict":"maybe","score":3}', None, "at verdict: 'maybe' is not one of"),
-    ('{"verdict":"pass"}', None, "at (top level): 'score' is a required property"),
-])
+@pytest.mark.parametrize(
+    ("answer", "value", "why"),
+    [
+        ('{"verdict":"pass","score":3}', {"verdict": "pass", "score": 3}, None),
+        ("looks fine to me", None, "not valid JSON"),
+        ("", None, "empty"),
+        ('{"verdict":"maybe","score":3}', None, "at verdict: 'maybe' is not one of"),
+        ('{"verdict":"pass"}', None, "at (top level): 'score' is a required property"),
+    ],
+)
 def test_final_answer_is_checked(answer: str, value: Any, why: str | None) -> None:
     got, problem = check_answer(SCHEMA, answer)
     assert got == value
@@ -58,14 +65,18 @@ def test_schema_inline_or_from_a_file(tmp_path: Path) -> None:
     assert inline.output_schema == from_file.output_schema == SCHEMA
 
 
-@pytest.mark.parametrize(("schema", "files", "message"), [
-    ("missing.json", {}, "is not a file"),
-    ("bad.json", {"bad.json": "{nope"}, "cannot read JSON"),
-    ("list.json", {"list.json": "[1]"}, "must hold a JSON object"),
-    ('{"type": "objekt"}', {}, "not a valid JSON schema at type"),
-])
-def test_bad_schemas_are_located(tmp_path: Path, schema: str, files: dict[str, str],
-                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("schema", "files", "message"),
+    [
+        ("missing.json", {}, "is not a file"),
+        ("bad.json", {"bad.json": "{nope"}, "cannot read JSON"),
+        ("list.json", {"list.json": "[1]"}, "must hold a JSON object"),
+        ('{"type": "objekt"}', {}, "not a valid JSON schema at type"),
+    ],
+)
+def test_bad_schemas_are_located(
+    tmp_path: Path, schema: str, files: dict[str, str], message: str
+) -> None:
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     with pytest.raises(ConfigError) as err:
@@ -78,14 +89,23 @@ def test_bad_schemas_are_located(tmp_path: Path, schema: str, files: dict[str, s
 
 
 def prompt(**kw: Any) -> Prompt:
-    return Prompt(model="m", instructions="Judge.", input=[message("user", "judge")],
-                  tools=[], prompt_cache_key="t", text={"format": text_format(SCHEMA)}, **kw)
+    return Prompt(
+        model="m",
+        instructions="Judge.",
+        input=[message("user", "judge")],
+        tools=[],
+        prompt_cache_key="t",
+        text={"format": text_format(SCHEMA)},
+        **kw,
+    )
 
 
 def test_chat_sends_response_format() -> None:
     body = build_body(prompt())
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "strict": True, "schema": SCHEMA, "name": "codex_output_schema"}}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"strict": True, "schema": SCHEMA, "name": "codex_output_schema"},
+    }
 
 
 def test_constrained_mode_puts_the_schema_in_the_answer_branch() -> None:
@@ -100,13 +120,22 @@ def test_constrained_mode_puts_the_schema_in_the_answer_branch() -> None:
 # ---------------------------------------------------------------- a whole run
 
 
-@pytest.mark.parametrize(("answer", "status", "output", "error"), [
-    ('{"verdict":"pass","score":9}', "completed", {"verdict": "pass", "score": 9}, None),
-    ('{"verdict":"pass"}', "failed", None, "does not match the output schema"),
-])
-def test_run_reports_the_parsed_answer(loopback_thread: Any, git_repo: Path, tmp_path: Path,
-                                       answer: str, status: str, output: Any,
-                                       error: str | None) -> None:
+@pytest.mark.parametrize(
+    ("answer", "status", "output", "error"),
+    [
+        ('{"verdict":"pass","score":9}', "completed", {"verdict": "pass", "score": 9}, None),
+        ('{"verdict":"pass"}', "failed", None, "does not match the output schema"),
+    ],
+)
+def test_run_reports_the_parsed_answer(
+    loopback_thread: Any,
+    git_repo: Path,
+    tmp_path: Path,
+    answer: str,
+    status: str,
+    output: Any,
+    error: str | None,
+) -> None:
     srv = loopback_thread([reply_message(answer)])
     (tmp_path / "verdict.json").write_text(json.dumps(SCHEMA))
     tasks = tmp_path / "t.yaml"
@@ -116,9 +145,13 @@ defaults: {{model: fake/m, model_options: {{verbosity: low}}}}
 tasks:
   - {{id: judge, repo: "{git_repo}", prompt: Judge it., output_schema: verdict.json}}
 """)
-    res = subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out",
-                          str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ))
+    res = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
     assert res.returncode == (0 if status == "completed" else 1), res.stderr
     (req,) = srv.requests
     assert req.json["text"] == {"verbosity": "low", "format": text_format(SCHEMA)}

@@ -28,10 +28,19 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def request_event(inp: int, cached: int, out: int, cost: float | None = None) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "request.completed", "request": 1, "turn": 0,
-                             "usage": {"input_tokens": inp, "cached_tokens": cached,
-                                       "uncached_tokens": inp - cached, "output_tokens": out,
-                                       "reasoning_tokens": 0, "total_tokens": inp + out}}
+    event: dict[str, Any] = {
+        "type": "request.completed",
+        "request": 1,
+        "turn": 0,
+        "usage": {
+            "input_tokens": inp,
+            "cached_tokens": cached,
+            "uncached_tokens": inp - cached,
+            "output_tokens": out,
+            "reasoning_tokens": 0,
+            "total_tokens": inp + out,
+        },
+    }
     if cost is not None:
         event["cost_usd"] = cost
     return event
@@ -39,14 +48,42 @@ def request_event(inp: int, cached: int, out: int, cost: float | None = None) ->
 
 def runs() -> list[TaskReport]:
     return [
-        task("a", "openai/gpt-5", "completed", run="a.r1", u=usage(1000, 800, 50),
-             cost_usd=0.02, final_message="Done.", res=result("runner/a")),
-        task("b", "openai/gpt-5", "check_failed", run="b.r1", u=usage(2000, 1000, 70),
-             cost_usd=0.03, final_message="I think it works.\n" + "more\n" * 30,
-             check=CheckReport(command="pytest -q", exit_code=1, passed=False, duration_s=1.0,
-                               output_tail="\n".join(f"line {i}" for i in range(40)))),
-        task("c", "openai/gpt-5", "error", run="c.r1", u=usage(0, 0, 0), requests=0,
-             error="provider error: HTTP 500", cost_usd=None),
+        task(
+            "a",
+            "openai/gpt-5",
+            "completed",
+            run="a.r1",
+            u=usage(1000, 800, 50),
+            cost_usd=0.02,
+            final_message="Done.",
+            res=result("runner/a"),
+        ),
+        task(
+            "b",
+            "openai/gpt-5",
+            "check_failed",
+            run="b.r1",
+            u=usage(2000, 1000, 70),
+            cost_usd=0.03,
+            final_message="I think it works.\n" + "more\n" * 30,
+            check=CheckReport(
+                command="pytest -q",
+                exit_code=1,
+                passed=False,
+                duration_s=1.0,
+                output_tail="\n".join(f"line {i}" for i in range(40)),
+            ),
+        ),
+        task(
+            "c",
+            "openai/gpt-5",
+            "error",
+            run="c.r1",
+            u=usage(0, 0, 0),
+            requests=0,
+            error="provider error: HTTP 500",
+            cost_usd=None,
+        ),
     ]
 
 
@@ -55,8 +92,12 @@ def drive(p: Progress, reports: list[TaskReport]) -> None:
     for t in reports:
         p.run_started(t.run, t.model)
         p.event(t.run, {"type": "turn.started"})
-        p.event(t.run, request_event(t.usage.input_tokens, t.usage.cached_tokens,
-                                     t.usage.output_tokens, t.cost_usd))
+        p.event(
+            t.run,
+            request_event(
+                t.usage.input_tokens, t.usage.cached_tokens, t.usage.output_tokens, t.cost_usd
+            ),
+        )
         p.run_finished(t)
     p.close()
 
@@ -81,8 +122,10 @@ def test_plain_lines() -> None:
 def test_plain_never_writes_escape_codes() -> None:
     buf = io.StringIO()
     nasty = "\x1b[2J\x1b]0;pwned\x07\rhidden\x00"
-    drive(PlainProgress(buf), [task("x\x1b[31m", "p/m", "failed", run="x\x1b[31m.r1",
-                                    error=nasty, final_message=nasty)])
+    drive(
+        PlainProgress(buf),
+        [task("x\x1b[31m", "p/m", "failed", run="x\x1b[31m.r1", error=nasty, final_message=nasty)],
+    )
     out = buf.getvalue()
     assert "\x1b" not in out and "\r" not in out and "\x00" not in out and "\x07" not in out
     assert "\\x1b[2J" in out
@@ -114,8 +157,7 @@ def test_finished_report_replaces_the_event_counts() -> None:
     p.event("a.r1", request_event(10, 0, 1, 0.001))
     p.event("a.r1", {"type": "request.completed", "usage": None})
     p.event("a.r1", {"type": "request.completed", "usage": {"input_tokens": "x"}})
-    p.run_finished(task("a", "p/m", "completed", run="a.r1", u=usage(500, 100, 9),
-                        cost_usd=0.125))
+    p.run_finished(task("a", "p/m", "completed", run="a.r1", u=usage(500, 100, 9), cost_usd=0.125))
     assert p.tally.tokens() == (500, 100, 9)
     assert p.tally.cost() == "$0.1250"
     assert (p.tally.finished, p.tally.failed, len(p.tally.running)) == (1, 0, 0)
@@ -127,27 +169,30 @@ def test_github_groups_each_run_with_its_details() -> None:
     lines = buf.getvalue().splitlines()
     assert lines[0] == "runner: 3 runs"
     groups = [i for i, line in enumerate(lines) if line.startswith("::group::")]
-    assert [lines[i] for i in groups] == ["::group::a.r1 \u2014 completed",
-                                          "::group::b.r1 \u2014 check_failed",
-                                          "::group::c.r1 \u2014 error"]
+    assert [lines[i] for i in groups] == [
+        "::group::a.r1 \u2014 completed",
+        "::group::b.r1 \u2014 check_failed",
+        "::group::c.r1 \u2014 error",
+    ]
     assert lines.count("::endgroup::") == 3
-    b = lines[groups[1]:groups[2]]
+    b = lines[groups[1] : groups[2]]
     assert b[2].startswith("[2/3] b.r1: check_failed")
     assert "check `pytest -q` failed (exit 1)" in b
     assert "  | line 39" in b and "  | line 20" in b and "  | line 19" not in b
     assert "final message:" in b and "  I think it works." in b
     assert "  ... (19 more lines in report.json)" in b
-    c = lines[groups[2]:]
+    c = lines[groups[2] :]
     assert "error: provider error: HTTP 500" in c
     assert lines[-1].startswith("runner: 3/3 runs done, 0 running, 1 failed, 1 errored")
 
 
 def test_github_run_output_cannot_issue_workflow_commands() -> None:
     buf = io.StringIO()
-    evil = ("::endgroup::\n::add-mask::x\n::set-output name=a::b\n::error::fake\n"
-            "%0A\r::warning::cr")
-    drive(GitHubProgress(buf), [task("t", "p/m", "failed", run="t%0A::x\n.r1", error=evil,
-                                     final_message=evil)])
+    evil = "::endgroup::\n::add-mask::x\n::set-output name=a::b\n::error::fake\n%0A\r::warning::cr"
+    drive(
+        GitHubProgress(buf),
+        [task("t", "p/m", "failed", run="t%0A::x\n.r1", error=evil, final_message=evil)],
+    )
     lines = buf.getvalue().splitlines()
     # The title cannot end the line early or smuggle a command.
     assert lines[1] == "::group::t%250A::x%0A.r1 \u2014 failed"
@@ -158,11 +203,12 @@ def test_github_run_output_cannot_issue_workflow_commands() -> None:
     inside = lines[3:resume]
     # Shown (the runner trims leading space before it looks for `::`), but not obeyed.
     assert "error: ::add-mask::x" in inside and "  ::endgroup::" in inside
-    assert inside[0] == "[1/1] t%0A::x\\x0a.r1: failed: 2 requests, 4 tool calls, 1000 input " \
+    assert (
+        inside[0] == "[1/1] t%0A::x\\x0a.r1: failed: 2 requests, 4 tool calls, 1000 input "
         "tokens (60% cached), 12.5 s"
+    )
     # Outside the stopped stretch, the only commands are ours.
-    ours = [line for i, line in enumerate(lines) if line.startswith("::")
-            and not 2 < i < resume]
+    ours = [line for i, line in enumerate(lines) if line.startswith("::") and not 2 < i < resume]
     assert ours == [lines[1], stop, f"::{token}::", "::endgroup::"]
     assert lines[resume + 1] == "::endgroup::"
     assert "\r" not in buf.getvalue()
@@ -189,8 +235,12 @@ def test_live_display_in_a_terminal() -> None:
     for t in runs():
         p.run_started(t.run, t.model)
         clock.now += 2
-        p.event(t.run, request_event(t.usage.input_tokens, t.usage.cached_tokens,
-                                     t.usage.output_tokens, t.cost_usd))
+        p.event(
+            t.run,
+            request_event(
+                t.usage.input_tokens, t.usage.cached_tokens, t.usage.output_tokens, t.cost_usd
+            ),
+        )
         p.run_finished(t)
     p.close()
     raw = buf.getvalue()
@@ -200,8 +250,10 @@ def test_live_display_in_a_terminal() -> None:
     display, last = text.rsplit("runner: ", 1)
     assert last.startswith("3/3 runs done, 0 running, 1 failed, 1 errored")
     final = display.rsplit("3/3 runs done", 1)[1]
-    assert ("running 0 \u00b7 failed 1 \u00b7 errored 1 \u00b7 tokens 3.0k in, 120 out "
-            "\u00b7 cache hit 60%") in final
+    assert (
+        "running 0 \u00b7 failed 1 \u00b7 errored 1 \u00b7 tokens 3.0k in, 120 out "
+        "\u00b7 cache hit 60%"
+    ) in final
     assert "cost >= $0.0500" not in final  # the errored run sent no request: nothing unknown
     assert "cost $0.0500" in final
     assert "[2/3] b.r1: check_failed" in text
@@ -218,8 +270,7 @@ def test_live_display_shows_running_runs_and_parses_no_markup() -> None:
     clock.now += 1
     p.event("[bold red]r0[/]", request_event(100, 25, 5))
     text = ANSI.sub("", buf.getvalue())
-    assert "now: [bold red]r0[/], [bold red]r1[/], [bold red]r2[/], [bold red]r3[/] (+2)" \
-        in text
+    assert "now: [bold red]r0[/], [bold red]r1[/], [bold red]r2[/], [bold red]r3[/] (+2)" in text
     assert "running 6" in text and "cache hit 25%" in text
     p.close()
 
@@ -244,11 +295,12 @@ def test_live_display_redraws_at_most_four_times_a_second() -> None:
 def test_make_progress_chooses_by_where_output_goes() -> None:
     assert isinstance(make_progress(io.StringIO(), env={}), PlainProgress)
     assert type(make_progress(io.StringIO(), env={})) is PlainProgress
-    assert isinstance(make_progress(io.StringIO(), env={"GITHUB_ACTIONS": "true"}),
-                      GitHubProgress)
+    assert isinstance(make_progress(io.StringIO(), env={"GITHUB_ACTIONS": "true"}), GitHubProgress)
     main, follower = os.openpty()
-    with os.fdopen(main, "rb", buffering=0) as reader, \
-            os.fdopen(follower, "w", encoding="utf-8") as tty:
+    with (
+        os.fdopen(main, "rb", buffering=0) as reader,
+        os.fdopen(follower, "w", encoding="utf-8") as tty,
+    ):
         assert tty.isatty()
         p = make_progress(tty, env={"TERM": "xterm"})
         assert isinstance(p, LiveProgress)
@@ -256,7 +308,7 @@ def test_make_progress_chooses_by_where_output_goes() -> None:
         p.close()
         seen = b""
         while b"0/1 runs done" not in seen and select.select([reader], [], [], 2)[0]:
-            seen += reader.read(4096)   # a pty may hand the output over in pieces
+            seen += reader.read(4096)  # a pty may hand the output over in pieces
         assert b"0/1 runs done" in seen
         assert type(make_progress(tty, env={"TERM": "dumb"})) is PlainProgress
         assert isinstance(make_progress(tty, env={"GITHUB_ACTIONS": "true"}), GitHubProgress)
@@ -267,8 +319,9 @@ def test_quiet_progress_writes_nothing(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr() == ("", "")
 
 
-@pytest.mark.parametrize(("n", "text"), [(0, "0"), (999, "999"), (1000, "1.0k"),
-                                         (12_345, "12.3k"), (4_560_000, "4.56M")])
+@pytest.mark.parametrize(
+    ("n", "text"), [(0, "0"), (999, "999"), (1000, "1.0k"), (12_345, "12.3k"), (4_560_000, "4.56M")]
+)
 def test_compact(n: int, text: str) -> None:
     assert compact(n) == text
 
@@ -288,8 +341,11 @@ def test_final_line_counts_runs_never_started_apart() -> None:
         p.run_started(t.run, t.model)
         p.run_finished(t)
     p.close()
-    assert buf.getvalue().splitlines()[-1].startswith(
-        "runner: 2/5 runs done, 0 running, 1 failed, 0 errored, 3 not started, ")
+    assert (
+        buf.getvalue()
+        .splitlines()[-1]
+        .startswith("runner: 2/5 runs done, 0 running, 1 failed, 0 errored, 3 not started, ")
+    )
 
 
 def test_errored_statuses_agree_with_the_reports() -> None:

@@ -63,8 +63,16 @@ def test_base_instructions_bundled_and_cached() -> None:
     assert prompt.base_instructions() is text
     assert 3_000 <= len(text.encode()) <= 6_500
     assert text == text.strip()
-    for needle in ("`shell`", '["bash", "-lc"', "`workdir`", "`apply_patch`", "`update_plan`",
-                   "*** Begin Patch", "*** End Patch", "final message"):
+    for needle in (
+        "`shell`",
+        '["bash", "-lc"',
+        "`workdir`",
+        "`apply_patch`",
+        "`update_plan`",
+        "*** Begin Patch",
+        "*** End Patch",
+        "final message",
+    ):
         assert needle in text
 
 
@@ -105,7 +113,8 @@ def test_permissions_structure() -> None:
     assert text.startswith("<permissions instructions>\n")
     assert text.endswith("\n</permissions instructions>")
     body = text.removeprefix("<permissions instructions>").removesuffix(
-        "</permissions instructions>")
+        "</permissions instructions>"
+    )
     sandbox_line, approval_line, end = body[1:].split("\n")
     assert "`sandbox_mode` is `read-only`" in sandbox_line
     assert sandbox_line.endswith("Network access is restricted.")
@@ -115,10 +124,12 @@ def test_permissions_structure() -> None:
 
 def test_permissions_writable_roots_sentences() -> None:
     one = prompt.permissions_text(
-        sandbox="workspace-write", network=False, writable_roots=[Path("/a")])
+        sandbox="workspace-write", network=False, writable_roots=[Path("/a")]
+    )
     assert one.endswith("\n The writable root is `/a`.\n</permissions instructions>")
     many = prompt.permissions_text(
-        sandbox="workspace-write", network=False, writable_roots=[Path("/a"), Path("/b c")])
+        sandbox="workspace-write", network=False, writable_roots=[Path("/a"), Path("/b c")]
+    )
     assert many.endswith("\n The writable roots are `/a`, `/b c`.\n</permissions instructions>")
     none = prompt.permissions_text(sandbox="workspace-write", network=False, writable_roots=[])
     assert "writable root" not in none
@@ -129,33 +140,43 @@ def test_permissions_writable_roots_sentences() -> None:
 
 def test_permissions_notes_and_approval_policies() -> None:
     text = prompt.permissions_text(
-        sandbox="workspace-write", network=True, writable_roots=[Path("/w")],
-        approval="on-request", notes=["No sandbox is enforced yet.", "Second note."],
+        sandbox="workspace-write",
+        network=True,
+        writable_roots=[Path("/w")],
+        approval="on-request",
+        notes=["No sandbox is enforced yet.", "Second note."],
     )
     check_golden("permissions_workspace-write_on-request_notes.txt", text)
-    assert text.endswith("`/w`.\nNo sandbox is enforced yet.\nSecond note.\n"
-                         "</permissions instructions>")
+    assert text.endswith(
+        "`/w`.\nNo sandbox is enforced yet.\nSecond note.\n</permissions instructions>"
+    )
     for approval in ("untrusted", "on-failure", "on-request", "never"):
-        t = prompt.permissions_text(sandbox="read-only", network=False, writable_roots=[],
-                                    approval=approval)
+        t = prompt.permissions_text(
+            sandbox="read-only", network=False, writable_roots=[], approval=approval
+        )
         assert f"`approval_policy` is `{approval}`" in t
 
 
 def test_permissions_rejects_unknown_values() -> None:
     with pytest.raises(ValueError, match="approval"):
-        prompt.permissions_text(sandbox="read-only", network=False, writable_roots=[],
-                                approval="sometimes")
+        prompt.permissions_text(
+            sandbox="read-only", network=False, writable_roots=[], approval="sometimes"
+        )
     with pytest.raises(ValueError, match="sandbox"):
-        prompt.permissions_text(sandbox="yolo", network=False,  # type: ignore[arg-type]
-                                writable_roots=[])
+        prompt.permissions_text(
+            sandbox="yolo",
+            network=False,  # type: ignore[arg-type]
+            writable_roots=[],
+        )
 
 
 # --- environment context, user instructions, user turn --------------------------------
 
 
 def test_environment_context_exact() -> None:
-    text = prompt.environment_context(cwd=Path("/work/repo"), shell="bash",
-                                      current_date=DATE, timezone=TZ)
+    text = prompt.environment_context(
+        cwd=Path("/work/repo"), shell="bash", current_date=DATE, timezone=TZ
+    )
     assert text == (
         "<environment_context>\n"
         "  <cwd>/work/repo</cwd>\n"
@@ -174,8 +195,11 @@ def test_user_instructions_text_exact() -> None:
 
 def test_user_turn_shape() -> None:
     item = prompt.user_turn("Fix the bug.")
-    assert item.data == {"type": "message", "role": "user",
-                         "content": [{"type": "input_text", "text": "Fix the bug."}]}
+    assert item.data == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Fix the bug."}],
+    }
     assert not prompt.is_contextual_user_message(item)
 
 
@@ -323,12 +347,20 @@ def test_initial_context_bare_golden(no_git_above: Path, sandbox: prompt.Sandbox
     cwd = no_git_above / "work"
     cwd.mkdir()
     items = prompt.initial_context(
-        cwd=cwd, sandbox=sandbox, network=False, writable_roots=[],
-        developer_instructions=None, runner_home=None, shell="bash",
-        current_date=DATE, timezone=TZ,
+        cwd=cwd,
+        sandbox=sandbox,
+        network=False,
+        writable_roots=[],
+        developer_instructions=None,
+        runner_home=None,
+        shell="bash",
+        current_date=DATE,
+        timezone=TZ,
     )
     assert [(i.type, i.role, len(i.data["content"])) for i in items] == [
-        ("message", "developer", 1), ("message", "user", 1)]
+        ("message", "developer", 1),
+        ("message", "user", 1),
+    ]
     check_golden(f"initial_{sandbox}_bare.json", items_json(items, no_git_above))
 
 
@@ -341,10 +373,15 @@ def test_initial_context_full_golden(tmp_path: Path, sandbox: prompt.SandboxMode
     write(repo / "AGENTS.md", "Run `make test` before finishing.\n")
     write(repo / "pkg" / "AGENTS.md", "This package targets Python 3.11.\n")
     items = prompt.initial_context(
-        cwd=repo / "pkg", sandbox=sandbox, network=True,
+        cwd=repo / "pkg",
+        sandbox=sandbox,
+        network=True,
         writable_roots=[tmp_path / "cache", repo / "pkg"],  # cwd repeated: listed once
         developer_instructions="Work only on the failing test.",
-        runner_home=home, shell="zsh", current_date=DATE, timezone=TZ,
+        runner_home=home,
+        shell="zsh",
+        current_date=DATE,
+        timezone=TZ,
         permission_notes=["No sandbox is enforced yet: treat these rules as binding anyway."],
     )
     assert [(i.role, len(i.data["content"])) for i in items] == [("developer", 2), ("user", 2)]
@@ -361,10 +398,20 @@ def test_initial_context_is_deterministic(tmp_path: Path) -> None:
     write(repo / "AGENTS.md", "rules")
 
     def build() -> list[str]:
-        return [i.wire for i in prompt.initial_context(
-            cwd=repo, sandbox="workspace-write", network=False, writable_roots=[],
-            developer_instructions="", runner_home=None, shell="bash",
-            current_date=DATE, timezone=TZ)]
+        return [
+            i.wire
+            for i in prompt.initial_context(
+                cwd=repo,
+                sandbox="workspace-write",
+                network=False,
+                writable_roots=[],
+                developer_instructions="",
+                runner_home=None,
+                shell="bash",
+                current_date=DATE,
+                timezone=TZ,
+            )
+        ]
 
     first = build()
     assert build() == first
@@ -373,13 +420,27 @@ def test_initial_context_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_initial_items_matches_initial_context(tmp_path: Path) -> None:
-    ctx = TurnContext(cwd=tmp_path, sandbox="workspace-write", network=False, shell="bash",
-                      current_date=DATE, timezone=TZ, writable_roots=(Path("/tmp"),))
+    ctx = TurnContext(
+        cwd=tmp_path,
+        sandbox="workspace-write",
+        network=False,
+        shell="bash",
+        current_date=DATE,
+        timezone=TZ,
+        writable_roots=(Path("/tmp"),),
+    )
     via_ctx = prompt.initial_items(ctx, developer_instructions="d", runner_home=None)
     via_kwargs = prompt.initial_context(
-        cwd=tmp_path, sandbox="workspace-write", network=False, writable_roots=[Path("/tmp")],
-        developer_instructions="d", runner_home=None, shell="bash", current_date=DATE,
-        timezone=TZ)
+        cwd=tmp_path,
+        sandbox="workspace-write",
+        network=False,
+        writable_roots=[Path("/tmp")],
+        developer_instructions="d",
+        runner_home=None,
+        shell="bash",
+        current_date=DATE,
+        timezone=TZ,
+    )
     assert [i.wire for i in via_ctx] == [i.wire for i in via_kwargs]
 
 
@@ -390,19 +451,27 @@ def test_is_contextual_user_message(tmp_path: Path) -> None:
     repo = git_init(tmp_path / "repo")
     write(repo / "AGENTS.md", "rules")
     dev, user = prompt.initial_context(
-        cwd=repo, sandbox="read-only", network=False, writable_roots=[],
-        developer_instructions=None, runner_home=None, shell="bash",
-        current_date=DATE, timezone=TZ)
+        cwd=repo,
+        sandbox="read-only",
+        network=False,
+        writable_roots=[],
+        developer_instructions=None,
+        runner_home=None,
+        shell="bash",
+        current_date=DATE,
+        timezone=TZ,
+    )
     assert prompt.is_contextual_user_message(user)
     assert not prompt.is_contextual_user_message(dev)
-    env_only = message("user", prompt.environment_context(
-        cwd=repo, shell="bash", current_date=DATE, timezone=TZ))
+    env_only = message(
+        "user", prompt.environment_context(cwd=repo, shell="bash", current_date=DATE, timezone=TZ)
+    )
     assert prompt.is_contextual_user_message(env_only)
     assert prompt.is_contextual_user_message(
-        Item({"type": "message", "role": "user", "content": "<environment_context>\n</…>"}))
+        Item({"type": "message", "role": "user", "content": "<environment_context>\n</…>"})
+    )
     assert not prompt.is_contextual_user_message(message("user", "Fix <environment_context>"))
     assert not prompt.is_contextual_user_message(message("assistant", "<environment_context>"))
     assert not prompt.is_contextual_user_message(
-        Item({"type": "function_call_output", "call_id": "c", "output": "<environment_context>"}))
-
-
+        Item({"type": "function_call_output", "call_id": "c", "output": "<environment_context>"})
+    )

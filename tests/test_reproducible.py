@@ -29,7 +29,8 @@ def tasks_file(path: Path, base_url: str, repo: Path, extra: str = "") -> Path:
         "version: 1\n"
         f"providers: {{fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}}}\n"
         f"defaults: {{model: fake/m{extra}}}\n"
-        f"tasks:\n  - {{id: a, repo: '{repo}', prompt: say ok}}\n")
+        f"tasks:\n  - {{id: a, repo: '{repo}', prompt: say ok}}\n"
+    )
     return path
 
 
@@ -45,24 +46,33 @@ def env_context(body: dict[str, Any]) -> str:
     return m.group(0)
 
 
-def run_on(loopback_thread: Any, tmp_path: Path, git_repo: Path, name: str, tz: str,
-           *flags: str, extra: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+def run_on(
+    loopback_thread: Any,
+    tmp_path: Path,
+    git_repo: Path,
+    name: str,
+    tz: str,
+    *flags: str,
+    extra: str = "",
+) -> tuple[dict[str, Any], dict[str, Any]]:
     srv = loopback_thread([reply_message("ok")])
     tasks = tasks_file(tmp_path / f"{name}.yaml", srv.base_url, git_repo, extra)
     # The workspace path is in the prompt: a private TMPDIR keeps batches of other tests
     # (which take the shared slots) from changing it.
     private = tmp_path / "tmp"
     private.mkdir(exist_ok=True)
-    res = run_cli("run", tasks, "--out", tmp_path / name, *flags,
-                  env={"TZ": tz, "TMPDIR": str(private)})
+    res = run_cli(
+        "run", tasks, "--out", tmp_path / name, *flags, env={"TZ": tz, "TMPDIR": str(private)}
+    )
     assert res.returncode == 0, res.stderr
     (req,) = srv.requests
     report = json.loads((tmp_path / name / "report.json").read_text())
     return req.json, report["tasks"][0]
 
 
-def test_unpinned_prompts_follow_the_machines_day(loopback_thread: Any, git_repo: Path,
-                                                  tmp_path: Path) -> None:
+def test_unpinned_prompts_follow_the_machines_day(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     east, east_run = run_on(loopback_thread, tmp_path, git_repo, "e", FAR_EAST)
     west, west_run = run_on(loopback_thread, tmp_path, git_repo, "w", FAR_WEST)
     assert east_run["current_date"] != west_run["current_date"]
@@ -71,16 +81,13 @@ def test_unpinned_prompts_follow_the_machines_day(loopback_thread: Any, git_repo
 
 
 @pytest.mark.parametrize("how", ["flags", "task file"])
-def test_pinned_prompts_are_byte_identical_on_any_day(loopback_thread: Any, git_repo: Path,
-                                                      tmp_path: Path, how: str) -> None:
-    flags = ("--date", "2026-02-28", "--timezone", "America/Sao_Paulo") if how == "flags" \
-        else ()
-    extra = ", current_date: 2026-02-28, timezone: America/Sao_Paulo" if how != "flags" \
-        else ""
-    east, east_run = run_on(loopback_thread, tmp_path, git_repo, "e", FAR_EAST, *flags,
-                            extra=extra)
-    west, west_run = run_on(loopback_thread, tmp_path, git_repo, "w", FAR_WEST, *flags,
-                            extra=extra)
+def test_pinned_prompts_are_byte_identical_on_any_day(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path, how: str
+) -> None:
+    flags = ("--date", "2026-02-28", "--timezone", "America/Sao_Paulo") if how == "flags" else ()
+    extra = ", current_date: 2026-02-28, timezone: America/Sao_Paulo" if how != "flags" else ""
+    east, east_run = run_on(loopback_thread, tmp_path, git_repo, "e", FAR_EAST, *flags, extra=extra)
+    west, west_run = run_on(loopback_thread, tmp_path, git_repo, "w", FAR_WEST, *flags, extra=extra)
     assert prompt_of(east) == prompt_of(west)
     assert "<current_date>2026-02-28</current_date>" in env_context(east)
     assert "<timezone>America/Sao_Paulo</timezone>" in env_context(east)
@@ -88,21 +95,32 @@ def test_pinned_prompts_are_byte_identical_on_any_day(loopback_thread: Any, git_
         assert (run["current_date"], run["timezone"]) == ("2026-02-28", "America/Sao_Paulo")
 
 
-def test_the_flag_wins_over_the_task_file(loopback_thread: Any, git_repo: Path,
-                                          tmp_path: Path) -> None:
-    body, run = run_on(loopback_thread, tmp_path, git_repo, "f", FAR_EAST, "--date",
-                       "2030-01-01", extra=", current_date: 2026-02-28")
+def test_the_flag_wins_over_the_task_file(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
+    body, run = run_on(
+        loopback_thread,
+        tmp_path,
+        git_repo,
+        "f",
+        FAR_EAST,
+        "--date",
+        "2030-01-01",
+        extra=", current_date: 2026-02-28",
+    )
     assert run["current_date"] == "2030-01-01"
     assert "<current_date>2030-01-01</current_date>" in env_context(body)
 
 
-@pytest.mark.parametrize(("flag", "value", "says"), [
-    ("--date", "2026-02-30", "not a day of the calendar"),
-    ("--date", "tomorrow", "YYYY-MM-DD"),
-    ("--timezone", "Europe/Paris; rm -rf /", "IANA zone name"),
-])
-def test_bad_pins_on_the_command_line(tmp_path: Path, flag: str, value: str,
-                                      says: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--date", "2026-02-30", "not a day of the calendar"),
+        ("--date", "tomorrow", "YYYY-MM-DD"),
+        ("--timezone", "Europe/Paris; rm -rf /", "IANA zone name"),
+    ],
+)
+def test_bad_pins_on_the_command_line(tmp_path: Path, flag: str, value: str, says: str) -> None:
     tasks = tmp_path / "t.yaml"
     tasks.write_text("version: 1\ntasks: [{id: a, prompt: p}]\n")
     for command in ("run", "validate"):
@@ -118,8 +136,9 @@ def test_version() -> None:
     assert res.returncode == 0 and res.stdout.startswith(f"runner {__version__} ")
 
 
-def test_a_builtin_provider_is_overridden_field_by_field(loopback_thread: Any, git_repo: Path,
-                                                         tmp_path: Path) -> None:
+def test_a_builtin_provider_is_overridden_field_by_field(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     """`providers: {openai: {base_url: ...}}` moves OpenAI to a proxy and keeps its key
     variable, its Authorization header and its price (it used to drop all three)."""
     srv = loopback_thread([reply_message("ok")])
@@ -128,11 +147,13 @@ def test_a_builtin_provider_is_overridden_field_by_field(loopback_thread: Any, g
         "version: 1\n"
         f"providers: {{openai: {{base_url: '{srv.base_url}'}}}}\n"
         "defaults: {model: openai/gpt-5.5, limits: {max_cost_usd: 1.0}}\n"
-        f"tasks:\n  - {{id: a, repo: '{git_repo}', prompt: say ok}}\n")
+        f"tasks:\n  - {{id: a, repo: '{git_repo}', prompt: say ok}}\n"
+    )
     missing = run_cli("run", tasks, "--out", tmp_path / "none", env={"OPENAI_API_KEY": ""})
     assert missing.returncode == 2 and "OPENAI_API_KEY" in missing.stderr
-    res = run_cli("run", tasks, "--out", tmp_path / "o",
-                  env={"OPENAI_API_KEY": "sk-proxy-0123456789abcdef"})
+    res = run_cli(
+        "run", tasks, "--out", tmp_path / "o", env={"OPENAI_API_KEY": "sk-proxy-0123456789abcdef"}
+    )
     assert res.returncode == 0, res.stderr
     (req,) = srv.requests
     assert req.headers["authorization"] == "Bearer sk-proxy-0123456789abcdef"

@@ -18,11 +18,44 @@ from runner.safe_markdown import allowed_url, cut, render
 
 SERVER, REPO = "https://github.test", "octo/widgets"
 OURS = f"{SERVER}/{REPO}"
-TAGS = {"div", "p", "h1", "h2", "h3", "h4", "h5", "h6", "em", "strong", "s", "code", "pre",
-        "ul", "ol", "li", "blockquote", "hr", "br", "a", "img", "table", "thead", "tbody",
-        "tr", "th", "td"}
-ATTRS = {("a", "href"), ("img", "src"), ("img", "alt"), ("code", "class"), ("ol", "start"),
-         ("th", "style"), ("td", "style")}
+TAGS = {
+    "div",
+    "p",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "em",
+    "strong",
+    "s",
+    "code",
+    "pre",
+    "ul",
+    "ol",
+    "li",
+    "blockquote",
+    "hr",
+    "br",
+    "a",
+    "img",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+}
+ATTRS = {
+    ("a", "href"),
+    ("img", "src"),
+    ("img", "alt"),
+    ("code", "class"),
+    ("ol", "start"),
+    ("th", "style"),
+    ("td", "style"),
+}
 
 HOSTILE = f"""# Review @octocat
 
@@ -109,7 +142,9 @@ def test_hostile_markdown_renders_but_cannot_act() -> None:
     assert ("a", "href", f"{OURS}/blob/main/a.py#L3") in seen.attrs
     assert ("img", "src", f"{OURS}/raw/main/logo.png") in seen.attrs
     assert [v for t, k, v in seen.attrs if k in ("href", "src")] == [
-        f"{OURS}/blob/main/a.py#L3", f"{OURS}/raw/main/logo.png"]
+        f"{OURS}/blob/main/a.py#L3",
+        f"{OURS}/raw/main/logo.png",
+    ]
     # What was taken out is still there to read, as text or code.
     assert "&lt;script&gt;" in out and "<code>https://evil.test/x</code>" in out
     assert "[image: pixel]" in out and "&lt;!-- runner:summary --&gt;" in out
@@ -118,8 +153,13 @@ def test_hostile_markdown_renders_but_cannot_act() -> None:
 
 def test_length_cap_points_to_the_full_text() -> None:
     long = "\n".join(f"- finding {i}: @user see https://evil.test/{i}" for i in range(2000))
-    out = render(long, server_url=SERVER, repository=REPO, limit=5000,
-                 more=f'Full text: <a href="{OURS}/actions/runs/1">the run</a>.')
+    out = render(
+        long,
+        server_url=SERVER,
+        repository=REPO,
+        limit=5000,
+        more=f'Full text: <a href="{OURS}/actions/runs/1">the run</a>.',
+    )
     assert_inert(out)
     assert len(out) < 12_000 and "Cut at 5,000 characters. Full text:" in out
     assert "finding 0:" in out and "finding 1999" not in out
@@ -131,18 +171,59 @@ def test_allowed_url() -> None:
     assert allowed_url(f"{OURS}/pull/3", prefix) and allowed_url(OURS, prefix)
     assert allowed_url(f"{SERVER}/OCTO/Widgets/issues/1", prefix.lower())
     assert allowed_url("#section", prefix)
-    for bad in (f"{SERVER}/octo/widgets-evil/x", f"http://github.test/{REPO}",
-                f"https://github.test.evil.test/{REPO}", f"https://u:p@github.test/{REPO}",
-                f"https://github.test:444/{REPO}", "https://evil.test", "/octo/widgets/x",
-                "mailto:a@b.c", "javascript:alert(1)", f"https://github.test\\@evil/{REPO}",
-                "https://[bad"):
+    for bad in (
+        f"{SERVER}/octo/widgets-evil/x",
+        f"http://github.test/{REPO}",
+        f"https://github.test.evil.test/{REPO}",
+        f"https://u:p@github.test/{REPO}",
+        f"https://github.test:444/{REPO}",
+        "https://evil.test",
+        "/octo/widgets/x",
+        "mailto:a@b.c",
+        "javascript:alert(1)",
+        f"https://github.test\\@evil/{REPO}",
+        "https://[bad",
+    ):
         assert not allowed_url(bad, prefix), bad
 
 
-FRAGMENTS = ["@octocat", "@org/team", "<b>", "</div>", "<!--", "-->", "[x](", "https://e.test",
-             ")", "![i](", "]", "[", "`", "```", "\n", "\n\n", "    ", "::", "&#64;", "|",
-             "---", "*", "<https://e.test/a>", "www.e.test", f"{OURS}/x", "\\", "#", "> ",
-             "1. ", "- ", "&lt;", "\u2060", "<pre>", "</pre>", "word"]
+FRAGMENTS = [
+    "@octocat",
+    "@org/team",
+    "<b>",
+    "</div>",
+    "<!--",
+    "-->",
+    "[x](",
+    "https://e.test",
+    ")",
+    "![i](",
+    "]",
+    "[",
+    "`",
+    "```",
+    "\n",
+    "\n\n",
+    "    ",
+    "::",
+    "&#64;",
+    "|",
+    "---",
+    "*",
+    "<https://e.test/a>",
+    "www.e.test",
+    f"{OURS}/x",
+    "\\",
+    "#",
+    "> ",
+    "1. ",
+    "- ",
+    "&lt;",
+    "\u2060",
+    "<pre>",
+    "</pre>",
+    "word",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -152,8 +233,10 @@ def test_any_mix_of_hostile_pieces_stays_inert(parts: list[str], limit: int) -> 
 
 
 def test_cross_repository_references_leave_no_backlink() -> None:
-    src = ("Same as acme/other#12 and *acme/other&#35;7*, see also `acme/x#3` in code;\n"
-           "this repository's own #45 and (#46) stay links.\n\n- acme/other#8: again\n")
+    src = (
+        "Same as acme/other#12 and *acme/other&#35;7*, see also `acme/x#3` in code;\n"
+        "this repository's own #45 and (#46) stay links.\n\n- acme/other#8: again\n"
+    )
     out = render(src, server_url=SERVER, repository=REPO)
     assert_inert(out)
     # Code is never a reference on GitHub: left as written.
@@ -166,13 +249,21 @@ def test_cross_repository_references_leave_no_backlink() -> None:
 def test_dot_segments_cannot_leave_the_repository() -> None:
     """`/octo/widgets/../../evil` starts with the repository's path but a browser resolves
     it to `/evil`: refused however the dots and slashes are encoded."""
-    for bad in (f"{OURS}/../../evil/repo", f"{OURS}/%2e%2e/%2E%2E/evil/repo",
-                f"{OURS}/.%2e/evil", f"{OURS}%2f..%2f..%2fevil/repo", f"{OURS}/./x",
-                f"{OURS}/%252e%252e/%252e%252e/evil", f"{OURS}/..%5c..%5cevil"):
+    for bad in (
+        f"{OURS}/../../evil/repo",
+        f"{OURS}/%2e%2e/%2E%2E/evil/repo",
+        f"{OURS}/.%2e/evil",
+        f"{OURS}%2f..%2f..%2fevil/repo",
+        f"{OURS}/./x",
+        f"{OURS}/%252e%252e/%252e%252e/evil",
+        f"{OURS}/..%5c..%5cevil",
+    ):
         assert not allowed_url(bad, OURS), bad
     assert allowed_url(f"{OURS}/blob/main/a..b/.github/x.py", OURS)
-    src = (f"[a]({OURS}/../../evil/repo) [b]({OURS}/%2e%2e/%2e%2e/evil/repo)\n\n"
-           f"![g]({OURS}/../../evil/r/raw/main/p.png)\n")
+    src = (
+        f"[a]({OURS}/../../evil/repo) [b]({OURS}/%2e%2e/%2e%2e/evil/repo)\n\n"
+        f"![g]({OURS}/../../evil/r/raw/main/p.png)\n"
+    )
     out = render(src, server_url=SERVER, repository=REPO)
     assert_inert(out)
     assert "<a " not in out and "<img" not in out

@@ -44,7 +44,7 @@ def b64_cores(raw: bytes) -> list[str]:
     out = []
     for k in range(3):
         enc = base64.b64encode(b"ab"[:k] + raw).decode().rstrip("=")
-        out.append(enc[4 if k else 0:len(enc) - 4])
+        out.append(enc[4 if k else 0 : len(enc) - 4])
     return out
 
 
@@ -52,10 +52,16 @@ def b64_cores(raw: bytes) -> list[str]:
 def test_every_encoding_is_redacted(prefix: str) -> None:
     r = Redactor([SECRET])
     raw = (prefix + SECRET + " tail").encode()
-    texts = [SECRET, SECRET.encode().hex(), SECRET.encode().hex().upper(),
-             urllib.parse.quote(SECRET, safe=""), urllib.parse.quote_plus(SECRET),
-             json.dumps({"k": SECRET + '"'})[7:-2],
-             base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()]
+    texts = [
+        SECRET,
+        SECRET.encode().hex(),
+        SECRET.encode().hex().upper(),
+        urllib.parse.quote(SECRET, safe=""),
+        urllib.parse.quote_plus(SECRET),
+        json.dumps({"k": SECRET + '"'})[7:-2],
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode(),
+    ]
     for text in texts:
         out = r(f"before {text} after")
         assert MASK in out, text
@@ -71,28 +77,35 @@ def test_short_values_and_plain_text_are_left_alone() -> None:
     assert r("short text") == "short text"
     r = Redactor([SECRET])
     assert r("nothing secret here, commit 0123456789abcdef") == (
-        "nothing secret here, commit 0123456789abcdef")
+        "nothing secret here, commit 0123456789abcdef"
+    )
 
 
 def test_which_variables_are_secret(tmp_path: Path) -> None:
-    text = ("version: 1\nsecrets: [MY_CANARY]\n"
-            "providers:\n  p: {base_url: 'http://127.0.0.1:9/v1', env_key: LOOPBACK_AUTH}\n"
-            "defaults:\n  model: p/m\n  git: {push: {remote: origin, token_env: PUSH_AUTH}}\n"
-            "tasks:\n  - {id: a, prompt: p}\n")
+    text = (
+        "version: 1\nsecrets: [MY_CANARY]\n"
+        "providers:\n  p: {base_url: 'http://127.0.0.1:9/v1', env_key: LOOPBACK_AUTH}\n"
+        "defaults:\n  model: p/m\n  git: {push: {remote: origin, token_env: PUSH_AUTH}}\n"
+        "tasks:\n  - {id: a, prompt: p}\n"
+    )
     tasks = expand(parse_task_file(text, "t.yaml"), tmp_path)
-    env = {"MY_CANARY": "canary-value-1", "LOOPBACK_AUTH": "auth-value-22",
-           "PUSH_AUTH": "push-value-333", "OPENAI_API_KEY": "sk-value-4444",
-           "DB_URL": "postgres://u:canary-value-1@h/db", "PATH": "/usr/bin",
-           "HOME": "/home/x"}
-    assert secret_names(env, tasks) == {"MY_CANARY", "LOOPBACK_AUTH", "PUSH_AUTH",
-                                        "OPENAI_API_KEY"}
+    env = {
+        "MY_CANARY": "canary-value-1",
+        "LOOPBACK_AUTH": "auth-value-22",
+        "PUSH_AUTH": "push-value-333",
+        "OPENAI_API_KEY": "sk-value-4444",
+        "DB_URL": "postgres://u:canary-value-1@h/db",
+        "PATH": "/usr/bin",
+        "HOME": "/home/x",
+    }
+    assert secret_names(env, tasks) == {"MY_CANARY", "LOOPBACK_AUTH", "PUSH_AUTH", "OPENAI_API_KEY"}
     assert sorted(secrets_from_env(env, tasks)) == sorted(
-        ["canary-value-1", "auth-value-22", "push-value-333", "sk-value-4444"])
+        ["canary-value-1", "auth-value-22", "push-value-333", "sk-value-4444"]
+    )
     assert without_secrets(env, tasks) == {"PATH": "/usr/bin", "HOME": "/home/x"}
 
 
-def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(
-        tmp_path: Path) -> None:
+def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.txt": "a\n", "ro.txt": "old\n"})
     ws = workspace.prepare_sync(repo, base="HEAD", root=tmp_path / "work", name="r")
     (ws.path / "a.txt").write_text(f"a\nkey={SECRET}\n")
@@ -103,16 +116,31 @@ def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(
     (ws.path / "clean.txt").write_text("nothing to see\n")
     patch = tmp_path / "out" / "r.patch"
     redactor = Redactor([SECRET])
-    result = workspace.finish_sync(ws, branch_template="runner/{task}", fields={"task": "r"},
-                                   message="m", patch_path=patch, redact=redactor)
+    result = workspace.finish_sync(
+        ws,
+        branch_template="runner/{task}",
+        fields={"task": "r"},
+        message="m",
+        patch_path=patch,
+        redact=redactor,
+    )
     assert result is not None
-    assert result.branch is None                            # a run that leaked: no branch
+    assert result.branch is None  # a run that leaked: no branch
     assert sorted(v.split(":")[0] for v in result.violations) == [
-        "a.txt", "link", f"named-{MASK}.txt", "ro.txt"]
+        "a.txt",
+        "link",
+        f"named-{MASK}.txt",
+        "ro.txt",
+    ]
     text = patch.read_text()
     assert f"+key={MASK}" in text and "+nothing to see" in text
-    show = subprocess.run(["git", "show", "--format=raw", "--stat", "-p", result.commit],
-                          cwd=ws.path, capture_output=True, text=True, check=True).stdout
+    show = subprocess.run(
+        ["git", "show", "--format=raw", "--stat", "-p", result.commit],
+        cwd=ws.path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for blob in (text, show):
         assert not any(f in blob for f in needles(SECRET))
     workspace.cleanup_sync(ws)
@@ -121,13 +149,12 @@ def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(
 # ------------------------------------------------------------------ the canary batch
 
 CANARIES = {
-    "MY_CANARY": "mycanary-7f3a9c1e5b42",      # listed in `secrets:`, an innocent name
+    "MY_CANARY": "mycanary-7f3a9c1e5b42",  # listed in `secrets:`, an innocent name
     "LOOPBACK_AUTH": "lbauth-29d84c6e0a11f3",  # the provider's env_key, an innocent name
-    "CANARY_KEY": "ck-5e1b7a90c3d2f468a",      # a name that looks secret
-    "PUSH_AUTH": "push-81aa03f9e6c7b2d5",      # the push token, an innocent name
+    "CANARY_KEY": "ck-5e1b7a90c3d2f468a",  # a name that looks secret
+    "PUSH_AUTH": "push-81aa03f9e6c7b2d5",  # the push token, an innocent name
 }
-EXTRA_ENV = {**CANARIES,
-             "DATABASE_URL": f"postgres://u:{CANARIES['MY_CANARY']}@db/app"}
+EXTRA_ENV = {**CANARIES, "DATABASE_URL": f"postgres://u:{CANARIES['MY_CANARY']}@db/app"}
 NAMES = " ".join(EXTRA_ENV)
 
 
@@ -144,27 +171,44 @@ def leaky_model(req: RecordedRequest, i: int) -> Reply:
     task = last_user_text(req)
     canary = CANARIES["MY_CANARY"]
     if task == "env":
-        return [shell(f"env; tr '\\0' '\\n' < /proc/self/environ; for v in {NAMES}; do "
-                      "echo \"$v=${!v-unset}\"; done | tee seen.txt", "c1"),
-                reply_items([message_item("env looked at")])][min(i, 1)]
+        return [
+            shell(
+                f"env; tr '\\0' '\\n' < /proc/self/environ; for v in {NAMES}; do "
+                'echo "$v=${!v-unset}"; done | tee seen.txt',
+                "c1",
+            ),
+            reply_items([message_item("env looked at")]),
+        ][min(i, 1)]
     if task == "parent":
-        return [shell("tr '\\0' '\\n' < /proc/$PPID/environ > parent-env.txt; "
-                      "grep -c . parent-env.txt", "c1"),
-                reply_items([message_item("parent looked at")])][min(i, 1)]
+        return [
+            shell(
+                "tr '\\0' '\\n' < /proc/$PPID/environ > parent-env.txt; grep -c . parent-env.txt",
+                "c1",
+            ),
+            reply_items([message_item("parent looked at")]),
+        ][min(i, 1)]
     if task == "write":
         raw = canary.encode()
-        body = (f"+plain {canary}\n+b64 {base64.b64encode(raw).decode()}\n"
-                f"+hex {raw.hex()}\n+url {urllib.parse.quote(canary, safe='')}\n")
-        patch = (f"*** Begin Patch\n*** Add File: leak.txt\n{body}"
-                 f"*** Add File: notes-{canary}.txt\n+named\n*** End Patch")
+        body = (
+            f"+plain {canary}\n+b64 {base64.b64encode(raw).decode()}\n"
+            f"+hex {raw.hex()}\n+url {urllib.parse.quote(canary, safe='')}\n"
+        )
+        patch = (
+            f"*** Begin Patch\n*** Add File: leak.txt\n{body}"
+            f"*** Add File: notes-{canary}.txt\n+named\n*** End Patch"
+        )
         if i == 0:
             return reply_function_call("apply_patch", {"input": patch}, call_id="p1")
         if i == 1:
-            return shell(f"echo -n {canary} | base64 > b64.txt; echo -n {canary} | od -An -tx1",
-                         "c2")
-        return reply_items([reasoning_item(f"the key is {canary}"),
-                            message_item(f"I wrote {canary} and "
-                                         f"{base64.b64encode(raw).decode()} down")])
+            return shell(
+                f"echo -n {canary} | base64 > b64.txt; echo -n {canary} | od -An -tx1", "c2"
+            )
+        return reply_items(
+            [
+                reasoning_item(f"the key is {canary}"),
+                message_item(f"I wrote {canary} and {base64.b64encode(raw).decode()} down"),
+            ]
+        )
     return reply_items([message_item("nothing to do")])
 
 
@@ -187,15 +231,25 @@ def test_canary_is_found_nowhere(loopback_thread: ThreadFactory, tmp_path: Path)
         f"providers:\n  fake: {{base_url: '{srv.base_url}', env_key: LOOPBACK_AUTH}}\n"
         "defaults:\n  model: fake/m\n"
         "  git: {push: {remote: origin, token_env: PUSH_AUTH}}\n"
-        f"tasks:\n" + "".join(f"  - {{id: {t}, prompt: {t}, repo: '{repo}'}}\n"
-                              for t in ("env", "parent", "write", "quiet")))
+        f"tasks:\n"
+        + "".join(
+            f"  - {{id: {t}, prompt: {t}, repo: '{repo}'}}\n"
+            for t in ("env", "parent", "write", "quiet")
+        )
+    )
     summary = tmp_path / "step-summary.md"
     found: list[str] = []
     outs: dict[str, Any] = {}
     for flags in ([], ["--json"]):
         out = tmp_path / ("out-json" if flags else "out")
-        res = run_cli("run", tasks, "--out", out, *flags,
-                      env={**EXTRA_ENV, "GITHUB_STEP_SUMMARY": str(summary)})
+        res = run_cli(
+            "run",
+            tasks,
+            "--out",
+            out,
+            *flags,
+            env={**EXTRA_ENV, "GITHUB_STEP_SUMMARY": str(summary)},
+        )
         assert res.returncode in (0, 1), res.stderr
         assert "Traceback" not in res.stderr
         scan(res.stdout.encode(), f"stdout {flags}", found)
@@ -206,11 +260,16 @@ def test_canary_is_found_nowhere(loopback_thread: ThreadFactory, tmp_path: Path)
         outs[str(flags)] = (res, json.loads((out / "report.json").read_text()))
     scan(summary.read_bytes(), "step summary", found)
     for git_dir in (repo, remote):
-        objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"],
-                                 cwd=git_dir, capture_output=True, check=True).stdout
+        objects = subprocess.run(
+            ["git", "cat-file", "--batch-all-objects", "--batch"],
+            cwd=git_dir,
+            capture_output=True,
+            check=True,
+        ).stdout
         scan(objects, f"objects of {git_dir.name}", found)
-        refs = subprocess.run(["git", "for-each-ref"], cwd=git_dir, capture_output=True,
-                              check=True).stdout
+        refs = subprocess.run(
+            ["git", "for-each-ref"], cwd=git_dir, capture_output=True, check=True
+        ).stdout
         scan(refs, f"refs of {git_dir.name}", found)
     assert found == []
 
@@ -219,7 +278,7 @@ def test_canary_is_found_nowhere(loopback_thread: ThreadFactory, tmp_path: Path)
     by_id = {t["id"]: t for t in report["tasks"]}
     env_patch = (tmp_path / "out" / by_id["env"]["result"]["patch"]).read_text()
     for name in EXTRA_ENV:
-        assert f"+{name}=unset" in env_patch           # never in the agent's environment
+        assert f"+{name}=unset" in env_patch  # never in the agent's environment
     assert by_id["env"]["result"]["branch"] and by_id["env"]["result"]["pushed"]
     write = by_id["write"]
     assert write["status"] == "scope_violation" and write["result"]["branch"] is None

@@ -89,18 +89,27 @@ def evaluate(expr: str, ctx: dict[str, Any], *, failed: bool = False) -> Any:
             continue
         part = part.replace("&&", " and ").replace("||", " or ")
         part = re.sub(r"!(?!=)", " not ", part)
-        part = re.sub(r"(?<![\w.'\"-])([A-Za-z_][\w-]*(?:\.[\w-]+)+)",
-                      lambda m: f"_get({m[1]!r})", part)
+        part = re.sub(
+            r"(?<![\w.'\"-])([A-Za-z_][\w-]*(?:\.[\w-]+)+)", lambda m: f"_get({m[1]!r})", part
+        )
         py.append(part)
-    names = {"_get": lambda p: lookup(ctx, p), "fromJSON": json.loads,
-             "contains": lambda seq, item: item in seq, "always": lambda: True,
-             "success": lambda: not failed, "failure": lambda: failed}
+    names = {
+        "_get": lambda p: lookup(ctx, p),
+        "fromJSON": json.loads,
+        "contains": lambda seq, item: item in seq,
+        "always": lambda: True,
+        "success": lambda: not failed,
+        "failure": lambda: failed,
+    }
     return eval("".join(py), {"__builtins__": {}}, names)  # noqa: S307 - test expressions
 
 
 def text(value: Any) -> str:
-    return {True: "true", False: "false", None: ""}.get(value, str(value)) \
-        if isinstance(value, bool | None) else str(value)
+    return (
+        {True: "true", False: "false", None: ""}.get(value, str(value))
+        if isinstance(value, bool | None)
+        else str(value)
+    )
 
 
 def substitute(template: Any, ctx: dict[str, Any]) -> str:
@@ -134,16 +143,29 @@ class JobRun:
     checks: list[Path] = field(default_factory=list)
 
 
-def run_job(tmp: Path, workflow: str, job_name: str, *, workspace: Path, github: FakeGitHub,
-            event_name: str, event: dict[str, Any], secrets: dict[str, str],
-            token: str = GITHUB_TOKEN, inputs: dict[str, str] | None = None,
-            matrix: dict[str, Any] | None = None,
-            downloads: dict[str, Path] | None = None) -> JobRun:
+def run_job(
+    tmp: Path,
+    workflow: str,
+    job_name: str,
+    *,
+    workspace: Path,
+    github: FakeGitHub,
+    event_name: str,
+    event: dict[str, Any],
+    secrets: dict[str, str],
+    token: str = GITHUB_TOKEN,
+    inputs: dict[str, str] | None = None,
+    matrix: dict[str, Any] | None = None,
+    downloads: dict[str, Path] | None = None,
+) -> JobRun:
     job = yaml.safe_load((EXAMPLES / workflow).read_text())["jobs"][job_name]
     ctx: dict[str, Any] = {
-        "github": {"event": event, "event_name": event_name, "repository": REPO,
-                   "token": token},
-        "secrets": secrets, "inputs": inputs or {}, "matrix": matrix or {}, "steps": {}}
+        "github": {"event": event, "event_name": event_name, "repository": REPO, "token": token},
+        "secrets": secrets,
+        "inputs": inputs or {},
+        "matrix": matrix or {},
+        "steps": {},
+    }
     if "if" in job and not condition(job["if"], ctx, False):
         return JobRun(ran=False)
     result = JobRun(ran=True)
@@ -156,14 +178,22 @@ def run_job(tmp: Path, workflow: str, job_name: str, *, workspace: Path, github:
         uses = str(step.get("uses", ""))
         with_ = {k: substitute(v, ctx) for k, v in (step.get("with") or {}).items()}
         if uses.startswith(ACTION_REF):
-            run = run_action(tmp / f"action{n}", workspace, with_, event_name=event_name,
-                             event=event, api_url=github.url, token=token)
+            run = run_action(
+                tmp / f"action{n}",
+                workspace,
+                with_,
+                event_name=event_name,
+                event=event,
+                api_url=github.url,
+                token=token,
+            )
             result.actions.append(run)
             result.logs[name] = "\n".join(run.logs.values())
             result.summary += (tmp / f"action{n}/step-summary.md").read_text()
             if run.step_outputs.get("run", {}).get("exit-code", "") != "":
-                result.artifacts[with_.get("artifact-name", "runner-report")] = \
+                result.artifacts[with_.get("artifact-name", "runner-report")] = (
                     workspace / with_.get("out-dir", "runner-out")
+                )
             ctx["steps"][step.get("id", name)] = {"outputs": run.outputs}
             result.steps[name] = "failure" if run.failed else "success"
             result.failed = result.failed or run.failed
@@ -181,12 +211,21 @@ def run_job(tmp: Path, workflow: str, job_name: str, *, workspace: Path, github:
             result.steps[name] = "success"
         else:
             assert "run" in step, f"the harness cannot run {uses}"
-            env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
-                   "GIT_CONFIG_NOSYSTEM": "1",
-                   **{k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()}}
-            proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                                   step["run"]], cwd=workspace, env=env, capture_output=True,
-                                  text=True, timeout=120)
+            env = {
+                "PATH": f"{BIN}:/usr/bin:/bin",
+                "HOME": str(tmp),
+                "LANG": "C.UTF-8",
+                "GIT_CONFIG_NOSYSTEM": "1",
+                **{k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()},
+            }
+            proc = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                cwd=workspace,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             result.logs[name] = proc.stdout + proc.stderr
             result.steps[name] = "success" if proc.returncode == 0 else "failure"
             result.failed = result.failed or proc.returncode != 0
@@ -199,7 +238,9 @@ def with_loopback(task_file: Path, base_url: str) -> str:
     return task_file.read_text().replace(
         "\nversion: 1\n",
         f"\nversion: 1\nproviders:\n  openai: {{base_url: '{base_url}', "
-        "env_key: OPENAI_API_KEY}\n", 1)
+        "env_key: OPENAI_API_KEY}\n",
+        1,
+    )
 
 
 def script() -> Callable[[RecordedRequest, int], Reply]:
@@ -211,17 +252,31 @@ def script() -> Callable[[RecordedRequest, int], Reply]:
         if turn == 0:
             prompt = last_user_text(req)
             kinds[req.prompt_cache_key] = next(
-                (k for k, word in (("review", "Review the pull request"),
-                                   ("explain", "Explain the pull request"),
-                                   ("docs", "Find statements in README.md")) if word in prompt),
-                "other")
+                (
+                    k
+                    for k, word in (
+                        ("review", "Review the pull request"),
+                        ("explain", "Explain the pull request"),
+                        ("docs", "Find statements in README.md"),
+                    )
+                    if word in prompt
+                ),
+                "other",
+            )
         kind = kinds[req.prompt_cache_key]
         if kind == "docs" and turn == 0:
-            return reply_function_call("shell", {"command": [
-                "bash", "-c", "echo 'Run `make test` to test.' >> README.md"]}, call_id="d")
-        return reply_message({"review": REVIEW, "explain": "It bumps `x` to 2.",
-                              "docs": "docs-refresh: README.md now says how to test."}
-                             .get(kind, "Nothing to change."))
+            return reply_function_call(
+                "shell",
+                {"command": ["bash", "-c", "echo 'Run `make test` to test.' >> README.md"]},
+                call_id="d",
+            )
+        return reply_message(
+            {
+                "review": REVIEW,
+                "explain": "It bumps `x` to 2.",
+                "docs": "docs-refresh: README.md now says how to test.",
+            }.get(kind, "Nothing to change.")
+        )
 
     return answer
 
@@ -229,18 +284,23 @@ def script() -> Callable[[RecordedRequest, int], Reply]:
 # ------------------------------------------------------------------ pull requests
 
 
-def pr_repo(tmp: Path, base_url: str, *, config_in_base: bool = True
-            ) -> tuple[Path, str, str]:
+def pr_repo(tmp: Path, base_url: str, *, config_in_base: bool = True) -> tuple[Path, str, str]:
     """The checkout of a pull request: base commit (with .github/runner/ unless the PR is
     the one adding it), then the PR's head commit."""
-    runner_dir = {f".github/runner/{n}": with_loopback(EXAMPLES / "runner" / n, base_url)
-                  for n in ("pr.yaml", "pr-fix.yaml")}
-    base_files = {"README.md": "# widgets\n", "src/app.py": "x = 1\n",
-                  **(runner_dir if config_in_base else {})}
+    runner_dir = {
+        f".github/runner/{n}": with_loopback(EXAMPLES / "runner" / n, base_url)
+        for n in ("pr.yaml", "pr-fix.yaml")
+    }
+    base_files = {
+        "README.md": "# widgets\n",
+        "src/app.py": "x = 1\n",
+        **(runner_dir if config_in_base else {}),
+    }
     repo = make_git_repo(tmp / "ws", base_files)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    base = subprocess.run([*git, "rev-parse", "HEAD"], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    base = subprocess.run(
+        [*git, "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
     (repo / "src/app.py").write_text("x = 2\n")
     if not config_in_base:
         for name, body in runner_dir.items():
@@ -248,34 +308,72 @@ def pr_repo(tmp: Path, base_url: str, *, config_in_base: bool = True
             (repo / name).write_text(body)
     subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "the change"], cwd=repo, check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
     return repo, base, head
 
 
-def pr_event(base: str, head: str, *, author: str, head_repo: str = REPO,
-             association: str = "MEMBER", bot: bool = False) -> dict[str, Any]:
+def pr_event(
+    base: str,
+    head: str,
+    *,
+    author: str,
+    head_repo: str = REPO,
+    association: str = "MEMBER",
+    bot: bool = False,
+) -> dict[str, Any]:
     user = {"login": author, "type": "Bot" if bot else "User"}
-    return {"action": "synchronize", "number": 7,
-            "pull_request": {"number": 7, "user": user, "author_association": association,
-                             "base": {"sha": base, "repo": {"full_name": REPO}},
-                             "head": {"sha": head, "repo": {"full_name": head_repo}}},
-            "sender": user, "repository": {"full_name": REPO, "default_branch": "main"}}
+    return {
+        "action": "synchronize",
+        "number": 7,
+        "pull_request": {
+            "number": 7,
+            "user": user,
+            "author_association": association,
+            "base": {"sha": base, "repo": {"full_name": REPO}},
+            "head": {"sha": head, "repo": {"full_name": head_repo}},
+        },
+        "sender": user,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
 
 
-def pr_job(tmp: Path, github: FakeGitHub, event: dict[str, Any], repo: Path, *,
-           secrets: dict[str, str], token: str = GITHUB_TOKEN) -> JobRun:
-    return run_job(tmp / "job", "pr.yml", "runner", workspace=repo, github=github,
-                   event_name="pull_request", event=event, secrets=secrets, token=token)
+def pr_job(
+    tmp: Path,
+    github: FakeGitHub,
+    event: dict[str, Any],
+    repo: Path,
+    *,
+    secrets: dict[str, str],
+    token: str = GITHUB_TOKEN,
+) -> JobRun:
+    return run_job(
+        tmp / "job",
+        "pr.yml",
+        "runner",
+        workspace=repo,
+        github=github,
+        event_name="pull_request",
+        event=event,
+        secrets=secrets,
+        token=token,
+    )
 
 
 @pytest.mark.slow
-def test_pr_workflow_same_repository(loopback_thread: ThreadFactory, github: FakeGitHub,
-                                     tmp_path: Path) -> None:
+def test_pr_workflow_same_repository(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(script()))
     repo, base, head = pr_repo(tmp_path, srv.base_url)
-    job = pr_job(tmp_path, github, pr_event(base, head, author="alice"), repo,
-                 secrets={"OPENAI_API_KEY": API_KEY})
+    job = pr_job(
+        tmp_path,
+        github,
+        pr_event(base, head, author="alice"),
+        repo,
+        secrets={"OPENAI_API_KEY": API_KEY},
+    )
 
     assert job.ran and not job.failed, job.logs
     assert job.steps["Fix (label runner-fix)"] == "skipped"
@@ -291,8 +389,10 @@ def test_pr_workflow_same_repository(loopback_thread: ThreadFactory, github: Fak
     assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
     # REST: the gate needed no API (a branch of this repository); one comment, rendered.
     assert [(m, p) for m, p, _ in github.log] == [
-        ("GET", "/user"), ("GET", f"/repos/{REPO}/issues/7/comments"),
-        ("POST", f"/repos/{REPO}/issues/7/comments")]
+        ("GET", "/user"),
+        ("GET", f"/repos/{REPO}/issues/7/comments"),
+        ("POST", f"/repos/{REPO}/issues/7/comments"),
+    ]
     body = github.comments[max(github.comments)]["body"]
     assert body.startswith(MARKER) and "<table>" in body and "<h2>Findings</h2>" in body
     assert f'<a href="https://github.test/{REPO}/blob/main/src/app.py">' in body
@@ -302,8 +402,9 @@ def test_pr_workflow_same_repository(loopback_thread: ThreadFactory, github: Fak
 
 
 @pytest.mark.slow
-def test_pr_workflow_from_forks(loopback_thread: ThreadFactory, github: FakeGitHub,
-                                tmp_path: Path) -> None:
+def test_pr_workflow_from_forks(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     """A fork's PR gets a read-only token, and secrets only if the repository allows:
     a writer's PR runs when the key is there and is skipped (green) when it is not; a
     reader's PR is skipped by the gate. The comment cannot be written with that token."""
@@ -312,9 +413,14 @@ def test_pr_workflow_from_forks(loopback_thread: ThreadFactory, github: FakeGitH
     repo, base, head = pr_repo(tmp_path, srv.base_url)
     fork = "mallory/widgets"
 
-    with_key = pr_job(tmp_path / "a", github, pr_event(base, head, author="carol",
-                                                       head_repo=fork), repo,
-                      secrets={"OPENAI_API_KEY": API_KEY}, token=FORK_TOKEN)
+    with_key = pr_job(
+        tmp_path / "a",
+        github,
+        pr_event(base, head, author="carol", head_repo=fork),
+        repo,
+        secrets={"OPENAI_API_KEY": API_KEY},
+        token=FORK_TOKEN,
+    )
     assert with_key.ran and not with_key.failed, with_key.logs
     assert with_key.actions[0].outputs["conclusion"] == "success"
     assert "::warning title=runner comment::" in with_key.logs["Review and explain"]
@@ -322,14 +428,30 @@ def test_pr_workflow_from_forks(loopback_thread: ThreadFactory, github: FakeGitH
     assert asked > 0
 
     for tmp, author, secrets, notice in (
-            (tmp_path / "b", "carol", {}, "OPENAI_API_KEY is not set: GitHub passes no "
-                                          "secrets to workflows of pull requests from forks"),
-            (tmp_path / "c", "bob", {"OPENAI_API_KEY": API_KEY},
-             f"bob has no write access to {REPO} and is not in allow-users")):
+        (
+            tmp_path / "b",
+            "carol",
+            {},
+            "OPENAI_API_KEY is not set: GitHub passes no "
+            "secrets to workflows of pull requests from forks",
+        ),
+        (
+            tmp_path / "c",
+            "bob",
+            {"OPENAI_API_KEY": API_KEY},
+            f"bob has no write access to {REPO} and is not in allow-users",
+        ),
+    ):
         subprocess.run(["git", "reset", "-q", "--hard", head], cwd=repo, check=True)
         github.log.clear()
-        job = pr_job(tmp, github, pr_event(base, head, author=author, head_repo=fork), repo,
-                     secrets=secrets, token=FORK_TOKEN)
+        job = pr_job(
+            tmp,
+            github,
+            pr_event(base, head, author=author, head_repo=fork),
+            repo,
+            secrets=secrets,
+            token=FORK_TOKEN,
+        )
         assert job.ran and not job.failed, job.logs
         out = job.actions[0].outputs
         assert out["conclusion"] == "skipped" and out["notice"] == notice
@@ -338,24 +460,33 @@ def test_pr_workflow_from_forks(loopback_thread: ThreadFactory, github: FakeGitH
         assert "::notice title=runner comment::" in job.logs["Review and explain"]
         # The only write tried is the notice comment, which the fork's token may not make.
         assert [(m, p) for m, p, _ in github.log if m != "GET"] == [
-            ("POST", f"/repos/{REPO}/issues/7/comments")]
+            ("POST", f"/repos/{REPO}/issues/7/comments")
+        ]
         assert not github.comments
     assert len(srv.requests) == asked  # skipped runs sent nothing to the model
 
 
 @pytest.mark.slow
-def test_pr_workflow_first_config_pr_and_a_bot(loopback_thread: ThreadFactory,
-                                               github: FakeGitHub, tmp_path: Path) -> None:
+def test_pr_workflow_first_config_pr_and_a_bot(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(script()))
     repo, base, head = pr_repo(tmp_path, srv.base_url, config_in_base=False)
-    job = pr_job(tmp_path / "a", github, pr_event(base, head, author="alice"), repo,
-                 secrets={"OPENAI_API_KEY": API_KEY})
+    job = pr_job(
+        tmp_path / "a",
+        github,
+        pr_event(base, head, author="alice"),
+        repo,
+        secrets={"OPENAI_API_KEY": API_KEY},
+    )
     assert job.ran and not job.failed, job.logs
     out = job.actions[0].outputs
     assert out["conclusion"] == "skipped"
-    assert out["notice"] == ("the base branch has no .github/runner/pr.yaml; this pull "
-                             "request adds it, and runner runs on pull requests "
-                             "once it is merged")
+    assert out["notice"] == (
+        "the base branch has no .github/runner/pr.yaml; this pull "
+        "request adds it, and runner runs on pull requests "
+        "once it is merged"
+    )
     # This token may write: the sticky comment says so, and a later run edits it.
     (comment,) = github.comments.values()
     assert comment["body"].startswith(MARKER) and "runner: skipped" in comment["body"]
@@ -363,11 +494,17 @@ def test_pr_workflow_first_config_pr_and_a_bot(loopback_thread: ThreadFactory,
 
     # Dependabot's PR (a branch of this repository, no secrets of ours): skipped as a bot.
     repo2, base2, head2 = pr_repo(tmp_path / "bot", srv.base_url)
-    job = pr_job(tmp_path / "b", github,
-                 pr_event(base2, head2, author="dependabot[bot]", bot=True), repo2, secrets={})
+    job = pr_job(
+        tmp_path / "b",
+        github,
+        pr_event(base2, head2, author="dependabot[bot]", bot=True),
+        repo2,
+        secrets={},
+    )
     assert job.ran and not job.failed, job.logs
     assert job.actions[0].outputs["notice"] == (
-        "dependabot[bot] is a bot; list it in allow-bots to run for it")
+        "dependabot[bot] is a bot; list it in allow-bots to run for it"
+    )
     assert not srv.requests
 
 
@@ -375,23 +512,35 @@ def test_pr_workflow_first_config_pr_and_a_bot(loopback_thread: ThreadFactory,
 
 
 @pytest.mark.slow
-def test_nightly_workflow_pushes_and_updates_one_pr(loopback_thread: ThreadFactory,
-                                                    github: FakeGitHub, tmp_path: Path) -> None:
+def test_nightly_workflow_pushes_and_updates_one_pr(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(script()))
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    repo = make_git_repo(tmp_path / "ws", {
-        "README.md": "# widgets\n",
-        ".github/runner/nightly.yaml": with_loopback(EXAMPLES / "runner/nightly.yaml",
-                                                     srv.base_url)})
+    repo = make_git_repo(
+        tmp_path / "ws",
+        {
+            "README.md": "# widgets\n",
+            ".github/runner/nightly.yaml": with_loopback(
+                EXAMPLES / "runner/nightly.yaml", srv.base_url
+            ),
+        },
+    )
     subprocess.run(["git", "remote", "add", "origin", str(origin)], cwd=repo, check=True)
-    event = {"schedule": "17 3 * * *", "repository": {"full_name": REPO,
-                                                      "default_branch": "main"}}
+    event = {"schedule": "17 3 * * *", "repository": {"full_name": REPO, "default_branch": "main"}}
     urls = []
     for night in (1, 2):
-        job = run_job(tmp_path / f"night{night}", "nightly.yml", "maintain", workspace=repo,
-                      github=github, event_name="schedule", event=event,
-                      secrets={"OPENAI_API_KEY": API_KEY})
+        job = run_job(
+            tmp_path / f"night{night}",
+            "nightly.yml",
+            "maintain",
+            workspace=repo,
+            github=github,
+            event_name="schedule",
+            event=event,
+            secrets={"OPENAI_API_KEY": API_KEY},
+        )
         assert job.ran and not job.failed, job.logs
         out = job.actions[0].outputs
         # lint-fixes fails its check (`make lint`: no Makefile here), docs-refresh changes
@@ -403,19 +552,23 @@ def test_nightly_workflow_pushes_and_updates_one_pr(loopback_thread: ThreadFacto
         assert out["pr-url"] == f"https://github.test/{REPO}/pull/1"
         assert "## docs-refresh\n\ndocs-refresh: README.md now says" in out["final-message"]
         assert job.logs["Report"].strip() == (
-            f'1 of 2 runs passed; pull requests: {{"docs-refresh": "{out["pr-url"]}"}}')
+            f'1 of 2 runs passed; pull requests: {{"docs-refresh": "{out["pr-url"]}"}}'
+        )
         urls.append(out["pr-url"])
         # The branch the output names exists where GitHub would have it.
         report = json.loads((repo / "runner-out/report.json").read_text())
         done = next(t for t in report["tasks"] if t["id"] == "docs-refresh")
         assert github.refs["runner/nightly/docs-refresh"] == done["result"]["commit"]
-        assert subprocess.run(["git", "cat-file", "-e", done["result"]["commit"]],
-                              cwd=origin).returncode == 0
+        assert (
+            subprocess.run(
+                ["git", "cat-file", "-e", done["result"]["commit"]], cwd=origin
+            ).returncode
+            == 0
+        )
     assert urls[0] == urls[1]
     writes = [(m, p) for m, p, _ in github.log if m != "GET"]
     assert writes.count(("POST", f"/repos/{REPO}/git/refs")) == 1
-    assert writes.count(("PATCH", f"/repos/{REPO}/git/refs/heads/runner/nightly/docs-refresh")) \
-        == 1
+    assert writes.count(("PATCH", f"/repos/{REPO}/git/refs/heads/runner/nightly/docs-refresh")) == 1
     assert writes.count(("POST", f"/repos/{REPO}/pulls")) == 1
     assert writes.count(("PATCH", f"/repos/{REPO}/pulls/1")) == 1
     assert not [w for w in writes if "comments" in w[1]]
@@ -429,13 +582,19 @@ def test_nightly_workflow_pushes_and_updates_one_pr(loopback_thread: ThreadFacto
 
 
 @pytest.mark.slow
-def test_benchmark_workflow_shards_then_merge(loopback_thread: ThreadFactory,
-                                              github: FakeGitHub, tmp_path: Path) -> None:
+def test_benchmark_workflow_shards_then_merge(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
     srv = loopback_thread(per_conversation(script()))
-    repo = make_git_repo(tmp_path / "ws", {
-        "README.md": "# widgets\n",
-        ".github/runner/benchmark.yaml": with_loopback(EXAMPLES / "runner/benchmark.yaml",
-                                                       srv.base_url)})
+    repo = make_git_repo(
+        tmp_path / "ws",
+        {
+            "README.md": "# widgets\n",
+            ".github/runner/benchmark.yaml": with_loopback(
+                EXAMPLES / "runner/benchmark.yaml", srv.base_url
+            ),
+        },
+    )
     wf = yaml.safe_load((EXAMPLES / "benchmark.yml").read_text())
     shards = wf["jobs"]["shard"]["strategy"]["matrix"]["shard"]
     inputs = {"models": "openai/gpt-5.5"}
@@ -444,9 +603,18 @@ def test_benchmark_workflow_shards_then_merge(loopback_thread: ThreadFactory,
     for k in shards:  # each matrix job on its own machine: its own clone
         ws = tmp_path / f"shard{k}"
         subprocess.run(["git", "clone", "-q", str(repo), str(ws)], check=True)
-        job = run_job(tmp_path / f"job{k}", "benchmark.yml", "shard", workspace=ws,
-                      github=github, event_name="workflow_dispatch", event={"inputs": inputs},
-                      secrets={"OPENAI_API_KEY": API_KEY}, inputs=inputs, matrix={"shard": k})
+        job = run_job(
+            tmp_path / f"job{k}",
+            "benchmark.yml",
+            "shard",
+            workspace=ws,
+            github=github,
+            event_name="workflow_dispatch",
+            event={"inputs": inputs},
+            secrets={"OPENAI_API_KEY": API_KEY},
+            inputs=inputs,
+            matrix={"shard": k},
+        )
         assert job.ran and not job.failed, job.logs
         counts.append(int(job.actions[0].outputs["runs"]))
         artifacts.update(job.artifacts)
@@ -456,32 +624,61 @@ def test_benchmark_workflow_shards_then_merge(loopback_thread: ThreadFactory,
 
     merge_ws = tmp_path / "merge"
     merge_ws.mkdir()
-    job = run_job(tmp_path / "merge-job", "benchmark.yml", "merge", workspace=merge_ws,
-                  github=github, event_name="workflow_dispatch", event={"inputs": inputs},
-                  secrets={"OPENAI_API_KEY": API_KEY}, inputs=inputs, downloads=artifacts)
+    job = run_job(
+        tmp_path / "merge-job",
+        "benchmark.yml",
+        "merge",
+        workspace=merge_ws,
+        github=github,
+        event_name="workflow_dispatch",
+        event={"inputs": inputs},
+        secrets={"OPENAI_API_KEY": API_KEY},
+        inputs=inputs,
+        downloads=artifacts,
+    )
     assert job.ran and not job.failed, job.logs
     out = job.actions[0].outputs
     # failing-test and type-hints fail their `make test` check here (no Makefile).
     assert out["runs"] == "6" and out["passed"] == "2" and out["conclusion"] == "failure"
     report = json.loads((merge_ws / "benchmark/report.json").read_text())
     assert sorted(t["run"] for t in report["tasks"]) == sorted(
-        f"{t}.r{r}" for t in ("failing-test", "type-hints", "explain") for r in (1, 2))
+        f"{t}.r{r}" for t in ("failing-test", "type-hints", "explain") for r in (1, 2)
+    )
     assert [c for c in job.checks if c.is_file()] == [merge_ws / "benchmark/junit.xml"]
     assert (merge_ws / "benchmark/summary.md").read_text() in job.summary
-    assert job.logs["Headline"].startswith(f"2 of 6 runs passed; cache hit ratio "
-                                           f"{out['cache-hit-ratio']}; cost")
+    assert job.logs["Headline"].startswith(
+        f"2 of 6 runs passed; cache hit ratio {out['cache-hit-ratio']}; cost"
+    )
     assert not github.log  # no comment, no pull request: nothing was asked of GitHub
 
 
 def test_expressions_follow_githubs_operators() -> None:
-    ctx = {"github": {"event": {"action": "labeled", "pull_request": {
-        "author_association": "MEMBER", "head": {"repo": {"full_name": "a/b"}}}},
-        "repository": "c/d"}, "steps": {"x": {"outputs": {"n": "3"}}}}
-    assert substitute("${{ github.event.action == 'labeled' && 'runner-fix' || 'runner-out' "
-                      "}}/junit.xml", ctx) == "runner-fix/junit.xml"
-    assert condition("github.event.pull_request.head.repo.full_name == github.repository || "
-                     "contains(fromJSON('[\"OWNER\", \"MEMBER\"]'), "
-                     "github.event.pull_request.author_association)", ctx, False)
+    ctx = {
+        "github": {
+            "event": {
+                "action": "labeled",
+                "pull_request": {
+                    "author_association": "MEMBER",
+                    "head": {"repo": {"full_name": "a/b"}},
+                },
+            },
+            "repository": "c/d",
+        },
+        "steps": {"x": {"outputs": {"n": "3"}}},
+    }
+    assert (
+        substitute(
+            "${{ github.event.action == 'labeled' && 'runner-fix' || 'runner-out' }}/junit.xml", ctx
+        )
+        == "runner-fix/junit.xml"
+    )
+    assert condition(
+        "github.event.pull_request.head.repo.full_name == github.repository || "
+        'contains(fromJSON(\'["OWNER", "MEMBER"]\'), '
+        "github.event.pull_request.author_association)",
+        ctx,
+        False,
+    )
     assert not condition("steps.x.outputs.n == '4'", ctx, False)
     assert condition("always() && steps.y.outputs.n == ''", ctx, True)
     assert not condition("steps.x.outputs.n == '3'", ctx, True)

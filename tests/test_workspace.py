@@ -26,10 +26,26 @@ BRANCH = "runner/r1/fix-openai-gpt-5.5"
 BINARY = bytes(range(256)) * 4
 
 # The test's own git calls must not set off the canaries planted in some tests either.
-SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-        "-c", "filter.evil.clean=", "-c", "filter.evil.smudge=", "-c", "filter.evil.process=",
-        "-c", "filter.evil.required=false", "-c", "user.name=Test User",
-        "-c", "user.email=test@example.com", "-c", "commit.gpgSign=false"]
+SAFE = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "filter.evil.clean=",
+    "-c",
+    "filter.evil.smudge=",
+    "-c",
+    "filter.evil.process=",
+    "-c",
+    "filter.evil.required=false",
+    "-c",
+    "user.name=Test User",
+    "-c",
+    "user.email=test@example.com",
+    "-c",
+    "commit.gpgSign=false",
+]
 
 
 def clean_env() -> dict[str, str]:
@@ -39,16 +55,21 @@ def clean_env() -> dict[str, str]:
 
 
 def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
-    proc = subprocess.run(["git", *SAFE, *args], cwd=cwd, env=clean_env(), input=input,
-                          capture_output=True, check=False)
+    proc = subprocess.run(
+        ["git", *SAFE, *args],
+        cwd=cwd,
+        env=clean_env(),
+        input=input,
+        capture_output=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
 
 def plain_git(cwd: Path, args: list[str], env: dict[str, str], *, check: bool = True) -> None:
     """git without the test's own protections (for the agent's view and for controls)."""
-    subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=check,
-                   timeout=30)
+    subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=check, timeout=30)
 
 
 def make_repo(path: Path) -> Path:
@@ -82,11 +103,19 @@ def snapshot(repo: Path, ignore_branches: tuple[str, ...] = ()) -> dict[str, str
         if rel.startswith(".git/objects/") or rel in skip or p.is_dir():
             continue
         files[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if not p.is_symlink() else ""
-    refs = "\n".join(line for line in git(repo, "for-each-ref").splitlines()
-                     if not any(line.endswith(f"refs/heads/{b}") for b in ignore_branches))
-    return {"status": git(repo, "status", "--porcelain=v2", "--branch", "--untracked-files"),
-            "head": git(repo, "rev-parse", "HEAD"), "symref": git(repo, "symbolic-ref", "HEAD"),
-            "refs": refs, "stash": git(repo, "stash", "list"), **files}
+    refs = "\n".join(
+        line
+        for line in git(repo, "for-each-ref").splitlines()
+        if not any(line.endswith(f"refs/heads/{b}") for b in ignore_branches)
+    )
+    return {
+        "status": git(repo, "status", "--porcelain=v2", "--branch", "--untracked-files"),
+        "head": git(repo, "rev-parse", "HEAD"),
+        "symref": git(repo, "symbolic-ref", "HEAD"),
+        "refs": refs,
+        "stash": git(repo, "stash", "list"),
+        **files,
+    }
 
 
 def branches(repo: Path) -> list[str]:
@@ -115,18 +144,26 @@ def edit(ws: Workspace) -> None:
     (p / "build" / "out.o").write_bytes(b"ignored")
 
 
-async def run_one(repo: Path, tmp_path: Path, name: str = "r1", *, change: bool = True,
-                  **kw: object) -> tuple[Workspace, Result | None]:
+async def run_one(
+    repo: Path, tmp_path: Path, name: str = "r1", *, change: bool = True, **kw: object
+) -> tuple[Workspace, Result | None]:
     ws = await wsm.prepare(repo, root=tmp_path / "ws", name=name)
     if change:
         edit(ws)
-    res = await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="Fix it\n\nBody",
-                           patch_path=tmp_path / "out" / f"{name}.patch", **kw)  # type: ignore[arg-type]
+    res = await wsm.finish(
+        ws,
+        branch_template=TEMPLATE,
+        fields=FIELDS,
+        message="Fix it\n\nBody",
+        patch_path=tmp_path / "out" / f"{name}.patch",
+        **kw,
+    )  # type: ignore[arg-type]
     return ws, res
 
 
 # ---------------------------------------------------------------------------------------
 # isolation and results
+
 
 async def test_result_branch_and_user_repo_untouched(repo: Path, tmp_path: Path) -> None:
     before = snapshot(repo)
@@ -139,7 +176,8 @@ async def test_result_branch_and_user_repo_untouched(repo: Path, tmp_path: Path)
     assert git(repo, "rev-parse", BRANCH).strip() == res.commit
     assert git(repo, "rev-parse", f"{res.commit}^").strip() == ws.base
     assert git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%B", res.commit).strip() == (
-        "runner <runner@localhost>|runner <runner@localhost>|Fix it\n\nBody")
+        "runner <runner@localhost>|runner <runner@localhost>|Fix it\n\nBody"
+    )
     by_path = {f.path: f for f in res.files}
     assert by_path["new_name.txt"].status == "R"
     assert by_path["new_name.txt"].old_path == "old_name.txt"
@@ -148,7 +186,9 @@ async def test_result_branch_and_user_repo_untouched(repo: Path, tmp_path: Path)
     assert by_path["src/app.py"].insertions == 1 and by_path["src/app.py"].deletions == 1
     assert res.files_changed == 8 == len(set(res.files))
     assert (res.insertions, res.deletions) == (
-        sum(f.insertions for f in res.files), sum(f.deletions for f in res.files))
+        sum(f.insertions for f in res.files),
+        sum(f.deletions for f in res.files),
+    )
     assert res.deletions == 2  # app.py's old line and gone.txt's one line
     assert ws.setup_s > 0
 
@@ -164,7 +204,8 @@ async def test_gitignore_respected_untracked_included(repo: Path, tmp_path: Path
 
 
 async def test_personal_ignore_files_do_not_change_the_result(
-        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     (home / ".config" / "git").mkdir(parents=True)
     (home / ".config" / "git" / "ignore").write_text("*.py\n")
@@ -188,8 +229,16 @@ async def test_dirty_user_tree_is_reported_not_included(repo: Path, tmp_path: Pa
     assert (ws.path / "README.md").read_text() == "# sample\n"
     assert not (ws.path / "src" / "staged.py").exists()
     assert not (ws.path / "scratch.txt").exists()
-    assert await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                            patch_path=tmp_path / "p.patch") is None
+    assert (
+        await wsm.finish(
+            ws,
+            branch_template=TEMPLATE,
+            fields=FIELDS,
+            message="m",
+            patch_path=tmp_path / "p.patch",
+        )
+        is None
+    )
     assert snapshot(repo) == before
 
 
@@ -206,7 +255,8 @@ async def test_each_kind_of_dirt_is_seen(repo: Path, tmp_path: Path, dirt: str) 
 
 
 async def test_clean_tree_is_not_dirty_and_ignored_files_do_not_count(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     (repo / "noise.log").write_text("ignored\n")
     ws = await wsm.prepare(repo, root=tmp_path / "ws", name="c")
     assert not ws.base_dirty
@@ -219,8 +269,16 @@ async def test_nothing_changed_gives_none_and_no_branch(repo: Path, tmp_path: Pa
     assert not (tmp_path / "out" / "r1.patch").exists()
     assert branches(repo) == ["main"]
     (ws.path / "only.log").write_text("ignored files are no change\n")
-    assert await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                            patch_path=tmp_path / "p.patch") is None
+    assert (
+        await wsm.finish(
+            ws,
+            branch_template=TEMPLATE,
+            fields=FIELDS,
+            message="m",
+            patch_path=tmp_path / "p.patch",
+        )
+        is None
+    )
     assert snapshot(repo) == before
 
 
@@ -229,9 +287,15 @@ async def test_patch_applies_to_fresh_clone_and_round_trips(repo: Path, tmp_path
     assert res is not None
     patch = res.patch_path.read_bytes()
     assert patch.startswith(f"From {res.commit} ".encode())
-    for needle in (b"GIT binary patch", b"rename from old_name.txt", b"rename to new_name.txt",
-                   b"deleted file mode 100644", b"new file mode 100755", b"new file mode 120000",
-                   b"Subject: [PATCH] Fix it"):
+    for needle in (
+        b"GIT binary patch",
+        b"rename from old_name.txt",
+        b"rename to new_name.txt",
+        b"deleted file mode 100644",
+        b"new file mode 100755",
+        b"new file mode 120000",
+        b"Subject: [PATCH] Fix it",
+    ):
         assert needle in patch, needle
     assert not list(res.patch_path.parent.glob(".*tmp"))  # atomic write left no temp file
     want_tree = git(repo, "rev-parse", f"{res.commit}^{{tree}}").strip()
@@ -250,7 +314,8 @@ async def test_patch_applies_to_fresh_clone_and_round_trips(repo: Path, tmp_path
 
 
 async def test_branch_collision_gets_a_suffix_and_never_overwrites(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     main = git(repo, "rev-parse", "main").strip()
     git(repo, "branch", BRANCH, "main")
     _, first = await run_one(repo, tmp_path, "a")
@@ -261,16 +326,14 @@ async def test_branch_collision_gets_a_suffix_and_never_overwrites(
     assert git(repo, "rev-parse", f"{BRANCH}-2").strip() == first.commit
 
 
-async def test_branch_in_file_directory_conflict_fails_clearly(
-        repo: Path, tmp_path: Path) -> None:
+async def test_branch_in_file_directory_conflict_fails_clearly(repo: Path, tmp_path: Path) -> None:
     git(repo, "branch", "runner/r1", "main")  # a file where the template needs a directory
     with pytest.raises(wsm.GitError, match="runner/r1"):
         await run_one(repo, tmp_path)
     assert branches(repo) == ["main", "runner/r1"]
 
 
-async def test_eight_concurrent_workspaces_give_eight_branches(
-        repo: Path, tmp_path: Path) -> None:
+async def test_eight_concurrent_workspaces_give_eight_branches(repo: Path, tmp_path: Path) -> None:
     before = snapshot(repo)
     results: dict[int, tuple[Workspace, Result | None]] = {}
 
@@ -278,8 +341,13 @@ async def test_eight_concurrent_workspaces_give_eight_branches(
         ws = await wsm.prepare(repo, root=tmp_path / "ws", name=f"w{i}")
         (ws.path / f"file{i}.txt").write_text(f"run {i}\n")
         (ws.path / "src" / "app.py").write_text(f"def main():\n    return {i}\n")
-        res = await wsm.finish(ws, branch_template="runner/{run}/{task}", fields=FIELDS,
-                               message=f"run {i}", patch_path=tmp_path / f"{i}.patch")
+        res = await wsm.finish(
+            ws,
+            branch_template="runner/{run}/{task}",
+            fields=FIELDS,
+            message=f"run {i}",
+            patch_path=tmp_path / f"{i}.patch",
+        )
         results[i] = (ws, res)
 
     async with anyio.create_task_group() as tg:
@@ -300,7 +368,8 @@ async def test_eight_concurrent_workspaces_give_eight_branches(
 
 
 async def test_workspace_is_a_working_git_repository_for_the_agent(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     ws = await wsm.prepare(repo, root=tmp_path / "ws", name="g")
     assert git(ws.path, "status", "--porcelain") == ""
     assert git(ws.path, "rev-parse", "HEAD").strip() == ws.base
@@ -309,11 +378,11 @@ async def test_workspace_is_a_working_git_repository_for_the_agent(
     assert "+# agent" in git(ws.path, "diff")
     # The agent commits on its own (identity comes from the workspace config), then edits
     # again: the result is still one commit on the base with everything.
-    plain_git(ws.path, ["-c", "core.hooksPath=/dev/null", "commit", "-qam", "agent"],
-              clean_env())
+    plain_git(ws.path, ["-c", "core.hooksPath=/dev/null", "commit", "-qam", "agent"], clean_env())
     (ws.path / "more.txt").write_text("more\n")
-    res = await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                           patch_path=tmp_path / "p.patch")
+    res = await wsm.finish(
+        ws, branch_template=TEMPLATE, fields=FIELDS, message="m", patch_path=tmp_path / "p.patch"
+    )
     assert res is not None
     assert git(repo, "rev-parse", f"{res.commit}^").strip() == ws.base
     assert {f.path for f in res.files} == {"README.md", "more.txt"}
@@ -359,8 +428,9 @@ async def test_sha256_repository(tmp_path: Path) -> None:
     git(repo, "commit", "-qm", "init")
     ws = await wsm.prepare(repo, root=tmp_path / "ws", name="s")
     (ws.path / "a.txt").write_text("b\n")
-    res = await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                           patch_path=tmp_path / "p.patch")
+    res = await wsm.finish(
+        ws, branch_template=TEMPLATE, fields=FIELDS, message="m", patch_path=tmp_path / "p.patch"
+    )
     assert res is not None and len(res.commit) == 64 and res.branch == BRANCH
     assert git(repo, "rev-parse", BRANCH).strip() == res.commit
 
@@ -375,13 +445,13 @@ async def test_user_repo_that_is_a_linked_worktree(repo: Path, tmp_path: Path) -
     ws, res = await run_one(linked, tmp_path)
     assert (ws.path / "feature.txt").exists()
     assert res is not None and res.branch == BRANCH
-    assert git(repo, "rev-parse", f"{BRANCH}^").strip() == git(repo, "rev-parse",
-                                                              "feature").strip()
+    assert git(repo, "rev-parse", f"{BRANCH}^").strip() == git(repo, "rev-parse", "feature").strip()
     assert snapshot(repo, ignore_branches=(BRANCH,)) == before
 
 
 async def test_inherited_git_environment_is_ignored(
-        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Started from a git hook, the runner inherits GIT_DIR/GIT_INDEX_FILE/GIT_WORK_TREE
     pointing at the user's repository; none of them may steer its commands."""
     before = snapshot(repo)
@@ -395,8 +465,7 @@ async def test_inherited_git_environment_is_ignored(
     assert snapshot(repo, ignore_branches=(BRANCH,)) == before
 
 
-async def test_cleanup_removes_everything_even_read_only_dirs(
-        repo: Path, tmp_path: Path) -> None:
+async def test_cleanup_removes_everything_even_read_only_dirs(repo: Path, tmp_path: Path) -> None:
     ws = await wsm.prepare(repo, root=tmp_path / "ws", name="c")
     locked = ws.path / "locked"
     (locked / "deep").mkdir(parents=True)
@@ -410,7 +479,8 @@ async def test_cleanup_removes_everything_even_read_only_dirs(
 
 
 async def test_agent_pointing_its_git_at_the_user_repo_changes_nothing(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     """`.git` replaced by a symlink to the user's .git: the runner's own git never reads it,
     and cleanup removes the link, not what it points to."""
     before = snapshot(repo)
@@ -418,8 +488,9 @@ async def test_agent_pointing_its_git_at_the_user_repo_changes_nothing(
     wsm._remove(ws.path / ".git")
     (ws.path / ".git").symlink_to(repo / ".git")
     (ws.path / "x.txt").write_text("x\n")
-    res = await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                           patch_path=tmp_path / "p.patch")
+    res = await wsm.finish(
+        ws, branch_template=TEMPLATE, fields=FIELDS, message="m", patch_path=tmp_path / "p.patch"
+    )
     assert res is not None and [f.path for f in res.files] == ["x.txt"]
     await wsm.cleanup(ws)
     assert snapshot(repo, ignore_branches=(BRANCH,)) == before
@@ -428,23 +499,37 @@ async def test_agent_pointing_its_git_at_the_user_repo_changes_nothing(
 # ---------------------------------------------------------------------------------------
 # branch names
 
-@pytest.mark.parametrize(("fields", "expected"), [
-    ({"run": "r1", "task": "fix", "model": "openai/gpt-5.5"}, "runner/r1/fix-openai-gpt-5.5"),
-    ({"run": "..", "task": "-x", "model": "a b"}, "runner/_/x-a-b"),
-    ({"run": "@{u}", "task": "x.lock", "model": "ollama/gpt-oss:20b"},
-     "runner/u/x-lock-ollama-gpt-oss-20b"),
-    ({"run": "a..b~1^2:c?*[d]\\e", "task": ".hidden.", "model": "m\x7f\n"},
-     "runner/a.b-1-2-c-d-e/hidden-m"),
-    ({"run": "", "task": "", "model": ""}, "runner/_/_-_"),
-    ({"run": "héllo wörld", "task": "t", "model": "m" * 300}, None),
-])
-def test_branch_names_are_valid_refs(fields: dict[str, str], expected: str | None,
-                                     tmp_path: Path) -> None:
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"run": "r1", "task": "fix", "model": "openai/gpt-5.5"}, "runner/r1/fix-openai-gpt-5.5"),
+        ({"run": "..", "task": "-x", "model": "a b"}, "runner/_/x-a-b"),
+        (
+            {"run": "@{u}", "task": "x.lock", "model": "ollama/gpt-oss:20b"},
+            "runner/u/x-lock-ollama-gpt-oss-20b",
+        ),
+        (
+            {"run": "a..b~1^2:c?*[d]\\e", "task": ".hidden.", "model": "m\x7f\n"},
+            "runner/a.b-1-2-c-d-e/hidden-m",
+        ),
+        ({"run": "", "task": "", "model": ""}, "runner/_/_-_"),
+        ({"run": "héllo wörld", "task": "t", "model": "m" * 300}, None),
+    ],
+)
+def test_branch_names_are_valid_refs(
+    fields: dict[str, str], expected: str | None, tmp_path: Path
+) -> None:
     name = wsm.branch_name(TEMPLATE, fields)
     if expected is not None:
         assert name == expected
-    proc = subprocess.run(["git", "check-ref-format", "--branch", name], env=clean_env(),
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        ["git", "check-ref-format", "--branch", name],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, (name, proc.stderr)
     assert all(len(c) <= 100 for c in name.split("/"))
 
@@ -453,8 +538,15 @@ def test_branch_names_are_valid_refs(fields: dict[str, str], expected: str | Non
 def test_template_literals_are_sanitised(template: str, tmp_path: Path) -> None:
     name = wsm.branch_name(template, {"run": "r", "task": "t"})
     assert name != "HEAD"
-    assert subprocess.run(["git", "check-ref-format", "--branch", name], env=clean_env(),
-                          capture_output=True, cwd=tmp_path).returncode == 0, name
+    assert (
+        subprocess.run(
+            ["git", "check-ref-format", "--branch", name],
+            env=clean_env(),
+            capture_output=True,
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    ), name
 
 
 def test_template_with_unknown_or_missing_field_is_an_error() -> None:
@@ -472,38 +564,54 @@ def test_template_with_unknown_or_missing_field_is_an_error() -> None:
 # ---------------------------------------------------------------------------------------
 # scope
 
-def scope(paths: list[str], allowed: list[str] | None = None,
-          forbidden: list[str] | None = None, max_lines: int | None = None,
-          lines: int = 0) -> list[str]:
-    return check_scope(paths, allowed=allowed, forbidden=forbidden or [],
-                       max_diff_lines=max_lines, diff_lines=lines)
+
+def scope(
+    paths: list[str],
+    allowed: list[str] | None = None,
+    forbidden: list[str] | None = None,
+    max_lines: int | None = None,
+    lines: int = 0,
+) -> list[str]:
+    return check_scope(
+        paths,
+        allowed=allowed,
+        forbidden=forbidden or [],
+        max_diff_lines=max_lines,
+        diff_lines=lines,
+    )
 
 
 def test_scope_globs() -> None:
     assert scope(["src/a.py", "docs/x/y.md"]) == []
     assert scope(["src/a.py", "src/deep/b.py"], allowed=["src/**"]) == []
     assert scope(["src/a.py", "src/deep/b.py"], allowed=["src/*"]) == [
-        "src/deep/b.py: outside the allowed paths (src/*)"]
+        "src/deep/b.py: outside the allowed paths (src/*)"
+    ]
     assert scope(["README.md", "docs/a/README.md"], allowed=["**/README.md"]) == []
     assert scope(["a/x/y/b", "a/b"], allowed=["a/**/b"]) == []
     assert scope(["docs/a.md"], allowed=["docs/"]) == []
-    assert scope(["./x.py", "x.py"], allowed=["./x.py"]) == ["./x.py: outside the allowed "
-                                                            "paths (./x.py)"]
+    assert scope(["./x.py", "x.py"], allowed=["./x.py"]) == [
+        "./x.py: outside the allowed paths (./x.py)"
+    ]
     assert scope(["f1.py", "f2.py", "fa.py"], allowed=["f[0-9].py"]) == [
-        "fa.py: outside the allowed paths (f[0-9].py)"]
+        "fa.py: outside the allowed paths (f[0-9].py)"
+    ]
     assert scope(["f1.py", "fa.py"], allowed=["f[!0-9].py"]) == [
-        "f1.py: outside the allowed paths (f[!0-9].py)"]
+        "f1.py: outside the allowed paths (f[!0-9].py)"
+    ]
     assert scope(["a.py"], allowed=[]) == ["a.py: outside the allowed paths ()"]
     assert scope(["secrets/key.pem", "src/a.py"], forbidden=["secrets/**", "*.pem"]) == [
-        "secrets/key.pem: matches forbidden pattern 'secrets/**'"]
+        "secrets/key.pem: matches forbidden pattern 'secrets/**'"
+    ]
     assert scope(["src/a.py"], allowed=["src/**"], forbidden=["src/a.py"]) == [
-        "src/a.py: matches forbidden pattern 'src/a.py'"]
+        "src/a.py: matches forbidden pattern 'src/a.py'"
+    ]
 
 
 def test_scope_workflows_forbidden_unless_explicitly_allowed() -> None:
     wf = ".github/workflows/ci.yml"
     assert len(scope([wf])) == 1
-    assert len(scope([wf], allowed=["**"])) == 1          # a wildcard is not explicit
+    assert len(scope([wf], allowed=["**"])) == 1  # a wildcard is not explicit
     assert len(scope([wf], allowed=["**/*.yml"])) == 1
     assert scope([wf], allowed=[".github/workflows/**"]) == []
     assert scope([wf], allowed=[".github/**"]) == []
@@ -521,14 +629,22 @@ async def test_scope_violation_keeps_patch_but_no_branch(repo: Path, tmp_path: P
     (ws.path / ".github" / "workflows").mkdir(parents=True)
     (ws.path / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
     (ws.path / "old_name.txt").rename(ws.path / "docs.txt")
-    res = await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                           patch_path=tmp_path / "s.patch",
-                           scope=Scope(allowed=["docs.txt", "**/*.yml"], max_diff_lines=0))
+    res = await wsm.finish(
+        ws,
+        branch_template=TEMPLATE,
+        fields=FIELDS,
+        message="m",
+        patch_path=tmp_path / "s.patch",
+        scope=Scope(allowed=["docs.txt", "**/*.yml"], max_diff_lines=0),
+    )
     assert res is not None and res.branch is None
     assert res.patch_path.exists()
     assert set(res.changed_paths) == {".github/workflows/ci.yml", "old_name.txt", "docs.txt"}
     assert [v.split(":")[0] for v in res.violations] == [
-        ".github/workflows/ci.yml", "old_name.txt", "diff has 1 changed lines; the limit is 0"]
+        ".github/workflows/ci.yml",
+        "old_name.txt",
+        "diff has 1 changed lines; the limit is 0",
+    ]
     assert branches(repo) == ["main"]
     assert git(repo, "cat-file", "-t", res.commit).strip() == "commit"  # kept for later
 
@@ -543,12 +659,21 @@ async def test_create_branch_false(repo: Path, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------
 # git safety
 
+
 def plant(git_dir: Path, marker_dir: Path, tag: str) -> None:
     """Make every config- or hook-driven way of running code write a marker file."""
     hooks = git_dir / "hooks"
     hooks.mkdir(exist_ok=True)
-    for hook in ("pre-commit", "post-commit", "post-checkout", "reference-transaction",
-                 "pre-push", "post-index-change", "pre-auto-gc", "post-rewrite"):
+    for hook in (
+        "pre-commit",
+        "post-commit",
+        "post-checkout",
+        "reference-transaction",
+        "pre-push",
+        "post-index-change",
+        "pre-auto-gc",
+        "post-rewrite",
+    ):
         (hooks / hook).write_text(f"#!/bin/sh\ntouch '{marker_dir}/{tag}-hook-{hook}'\n")
         (hooks / hook).chmod(0o755)
     script = git_dir / "evil.sh"
@@ -594,8 +719,9 @@ async def test_hooks_fsmonitor_filters_never_run(repo: Path, tmp_path: Path) -> 
     (ws.path / ".git" / "index").write_bytes(b"garbage")
     (ws.path / "old_name.txt").write_text("changed text file, filter=evil\n")
     (ws.path / "new.txt").write_text("new\n")
-    res = await wsm.finish(ws, branch_template=TEMPLATE, fields=FIELDS, message="m",
-                           patch_path=tmp_path / "h.patch")
+    res = await wsm.finish(
+        ws, branch_template=TEMPLATE, fields=FIELDS, message="m", patch_path=tmp_path / "h.patch"
+    )
     assert res is not None and res.branch == BRANCH
     assert {f.path for f in res.files} == {"old_name.txt", "new.txt"}
     bare = tmp_path / "remote.git"
@@ -642,13 +768,14 @@ async def test_push_with_token_to_a_local_bare_repository(repo: Path, tmp_path: 
     assert snapshot(repo, ignore_branches=(res.branch,)) == before
 
     assert_no_token(await wsm.push(repo, res.branch, remote=str(bare), token=TOKEN))
-    main = git(repo, "rev-parse", "main").strip()       # same commit again: a no-op
+    main = git(repo, "rev-parse", "main").strip()  # same commit again: a no-op
     git(bare, "update-ref", f"refs/heads/{res.branch}", main)
-    with pytest.raises(WorkspaceError) as exc:   # someone else's branch: never overwritten
+    with pytest.raises(WorkspaceError) as exc:  # someone else's branch: never overwritten
         await wsm.push(repo, res.branch, remote=str(bare), token=TOKEN)
     assert git(bare, "rev-parse", res.branch).strip() == main
-    assert_no_token(exc.value, exc.value.args, getattr(exc.value, "stderr", ""),
-                     getattr(exc.value, "argv", ""))
+    assert_no_token(
+        exc.value, exc.value.args, getattr(exc.value, "stderr", ""), getattr(exc.value, "argv", "")
+    )
     with pytest.raises(WorkspaceError) as exc:
         await wsm.push(repo, res.branch, remote=str(tmp_path / "missing.git"), token=TOKEN)
     assert_no_token(exc.value, exc.value.args)
@@ -685,10 +812,9 @@ def auth_server() -> Iterator[tuple[str, list[str]]]:
 
 
 async def test_push_token_reaches_http_remote_only_as_header(
-        repo: Path, tmp_path: Path, auth_server: tuple[str, list[str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                "ALL_PROXY"):
+    repo: Path, tmp_path: Path, auth_server: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
     url, seen = auth_server
     _, res = await run_one(repo, tmp_path)

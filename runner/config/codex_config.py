@@ -22,13 +22,26 @@ from pydantic import ValidationError
 from runner.config.schema import ProviderConfig
 from runner.errors import ConfigError, Problem
 
-SAME = ("name", "base_url", "env_key", "wire_api", "query_params", "http_headers",
-        "env_http_headers", "request_max_retries", "stream_max_retries")
-IGNORED = ("env_key_instructions", "requires_openai_auth", "supports_websockets",
-           "websocket_connect_timeout_ms")
+SAME = (
+    "name",
+    "base_url",
+    "env_key",
+    "wire_api",
+    "query_params",
+    "http_headers",
+    "env_http_headers",
+    "request_max_retries",
+    "stream_max_retries",
+)
+IGNORED = (
+    "env_key_instructions",
+    "requires_openai_auth",
+    "supports_websockets",
+    "websocket_connect_timeout_ms",
+)
 REFUSED = {
     "experimental_bearer_token": "a key written in the file; set `env_key` to the name of "
-                                 "an environment variable holding it instead",
+    "an environment variable holding it instead",
     "auth": "a key from a command; export it and set `env_key` instead",
     "aws": "AWS SigV4 signing (Bedrock) is not supported",
 }
@@ -48,15 +61,18 @@ def load_codex_providers(path: Path) -> dict[str, ProviderConfig]:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text)
     except OSError as exc:
-        raise ConfigError([Problem(file, None, "(file)",
-                                   f"cannot read: {exc.strerror or exc}")]) from None
+        raise ConfigError(
+            [Problem(file, None, "(file)", f"cannot read: {exc.strerror or exc}")]
+        ) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError([Problem(file, None, "(file)",
-                                   f"not UTF-8 text (byte {exc.start})")]) from None
+        raise ConfigError(
+            [Problem(file, None, "(file)", f"not UTF-8 text (byte {exc.start})")]
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         at = re.search(r"\(at line (\d+)", str(exc))  # tomllib gives lineno from 3.14 only
-        raise ConfigError([Problem(file, int(at.group(1)) if at else None, "(syntax)",
-                                   str(exc).split(" (at")[0])]) from None
+        raise ConfigError(
+            [Problem(file, int(at.group(1)) if at else None, "(syntax)", str(exc).split(" (at")[0])]
+        ) from None
     return providers_from_toml(data, text, file)
 
 
@@ -64,15 +80,29 @@ def providers_from_toml(data: dict[str, Any], text: str, file: str) -> dict[str,
     """The mapping itself (pure): `data` as parsed, `text` only to find lines."""
     tables = data.get("model_providers", {})
     if not isinstance(tables, dict):
-        raise ConfigError([Problem(file, _line(text, None, "model_providers"),
-                                   "model_providers", "must be a table of providers")])
+        raise ConfigError(
+            [
+                Problem(
+                    file,
+                    _line(text, None, "model_providers"),
+                    "model_providers",
+                    "must be a table of providers",
+                )
+            ]
+        )
     out: dict[str, ProviderConfig] = {}
     problems: list[Problem] = []
     for pid, table in tables.items():
         field = f"model_providers.{pid}"
         if not re.fullmatch(r"[A-Za-z0-9_-]+", pid):
-            problems.append(Problem(file, _line(text, pid, None), field,
-                                    "provider ids may use only letters, digits, '_' and '-'"))
+            problems.append(
+                Problem(
+                    file,
+                    _line(text, pid, None),
+                    field,
+                    "provider ids may use only letters, digits, '_' and '-'",
+                )
+            )
             continue
         if not isinstance(table, dict):
             problems.append(Problem(file, _line(text, pid, None), field, "must be a table"))
@@ -82,8 +112,7 @@ def providers_from_toml(data: dict[str, Any], text: str, file: str) -> dict[str,
             problems.append(Problem(file, _line(text, pid, key), f"{field}.{key}", message))
         if "base_url" not in table:
             wrong = [("base_url", "required: the endpoint, e.g. https://example.com/v1")]
-            problems.append(Problem(file, _line(text, pid, None), f"{field}.base_url",
-                                    wrong[0][1]))
+            problems.append(Problem(file, _line(text, pid, None), f"{field}.base_url", wrong[0][1]))
         if wrong:
             continue
         try:
@@ -95,8 +124,14 @@ def providers_from_toml(data: dict[str, Any], text: str, file: str) -> dict[str,
                 msg = str(err["msg"]).replace("Input should be", "must be")
                 if key == "base_url" and err["type"] == "missing":
                     msg = "required: the endpoint, e.g. https://example.com/v1"
-                problems.append(Problem(file, _line(text, pid, codex_key or None),
-                                        f"{field}.{codex_key}" if codex_key else field, msg))
+                problems.append(
+                    Problem(
+                        file,
+                        _line(text, pid, codex_key or None),
+                        f"{field}.{codex_key}" if codex_key else field,
+                        msg,
+                    )
+                )
     if problems:
         raise ConfigError(problems)
     return out

@@ -33,35 +33,52 @@ def parse_task_file(text: str, file: str) -> TaskFile:
     finally:
         loader.dispose()
     if not isinstance(data, dict):
-        raise ConfigError([Problem(file, at(node.start_mark.index), "(top level)",
-                                   f"expected a mapping with `version: 1` and `tasks:`, "
-                                   f"got {describe(data)}")])
+        raise ConfigError(
+            [
+                Problem(
+                    file,
+                    at(node.start_mark.index),
+                    "(top level)",
+                    f"expected a mapping with `version: 1` and `tasks:`, got {describe(data)}",
+                )
+            ]
+        )
     try:
         tf = TaskFile.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_validation_problems(exc, file, lines)) from None
     except RecursionError:
-        raise ConfigError([Problem(file, at(node.start_mark.index), "(top level)",
-                                   "nested too deeply")]) from None
+        raise ConfigError(
+            [Problem(file, at(node.start_mark.index), "(top level)", "nested too deeply")]
+        ) from None
     _check_models(tf, file, lines)
     tf._lines = _LineMap(lines)
     return tf
 
 
-def _load(loader: _Loader, text: str, file: str,
-          at: _Lines) -> tuple[Any, yaml.Node, dict[Path_, int]]:
+def _load(
+    loader: _Loader, text: str, file: str, at: _Lines
+) -> tuple[Any, yaml.Node, dict[Path_, int]]:
     """Compose once, check the tree, construct the data from the same tree."""
     try:
         node = loader.get_single_node()
     except yaml.YAMLError as exc:
         raise ConfigError([_yaml_problem(exc, file, at)]) from None
     except RecursionError:  # PyYAML's composer recurses once per level
-        raise ConfigError([Problem(file, at(loader.get_mark().index), "(syntax)",
-                                   "YAML nested too deeply")]) from None
+        raise ConfigError(
+            [Problem(file, at(loader.get_mark().index), "(syntax)", "YAML nested too deeply")]
+        ) from None
     if node is None:
-        raise ConfigError([Problem(file, 1, "(top level)",
-                                   "the file is empty; expected a mapping with `version: 1` "
-                                   "and `tasks:`")])
+        raise ConfigError(
+            [
+                Problem(
+                    file,
+                    1,
+                    "(top level)",
+                    "the file is empty; expected a mapping with `version: 1` and `tasks:`",
+                )
+            ]
+        )
     walker = _Walker(file, at, loader.alias_marks)
     try:
         walker.walk(node, ())
@@ -74,11 +91,24 @@ def _load(loader: _Loader, text: str, file: str,
         data: Any = loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigError([_yaml_problem(exc, file, at, walker.by_index)]) from None
-    except (RecursionError, ValueError, TypeError, LookupError, AttributeError,
-            ArithmeticError) as exc:
-        raise ConfigError([Problem(file, None, "(syntax)",
-                                   f"cannot read a value: {esc(str(exc)) or 'unknown error'}")]
-                          ) from None
+    except (
+        RecursionError,
+        ValueError,
+        TypeError,
+        LookupError,
+        AttributeError,
+        ArithmeticError,
+    ) as exc:
+        raise ConfigError(
+            [
+                Problem(
+                    file,
+                    None,
+                    "(syntax)",
+                    f"cannot read a value: {esc(str(exc)) or 'unknown error'}",
+                )
+            ]
+        ) from None
     return data, node, walker.lines
 
 
@@ -94,15 +124,20 @@ def _check_models(tf: TaskFile, file: str, lines: dict[Path_, int]) -> None:
             continue
         provider = model.split("/", 1)[0]
         if provider not in known:
-            problems.append(Problem(file, line_for(path, lines), dotted(path),
-                                    _unknown_provider(provider, known)))
+            problems.append(
+                Problem(
+                    file, line_for(path, lines), dotted(path), _unknown_provider(provider, known)
+                )
+            )
     if problems:
         raise ConfigError(problems)
 
 
 def _unknown_provider(name: str, known: set[str]) -> str:
-    return (f"unknown provider {name!r}; allowed: {', '.join(sorted(known))} "
-            f"(add it under `providers:`)")
+    return (
+        f"unknown provider {name!r}; allowed: {', '.join(sorted(known))} "
+        f"(add it under `providers:`)"
+    )
 
 
 MAX_TASK_FILE_BYTES = 4 * 1024 * 1024
@@ -116,8 +151,12 @@ def _read_regular(path: Path, limit: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise OSError(errno.EINVAL, f"Is {kind}" if kind == "a directory" else
-                          "not a regular file (a FIFO, device or socket)")
+            raise OSError(
+                errno.EINVAL,
+                f"Is {kind}"
+                if kind == "a directory"
+                else "not a regular file (a FIFO, device or socket)",
+            )
         chunks, left = [], limit
         while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
             chunks.append(chunk)
@@ -132,16 +171,17 @@ def load_task_file(path: Path) -> TaskFile:
     try:
         raw = _read_regular(path, MAX_TASK_FILE_BYTES + 1)
     except OSError as exc:
-        raise ConfigError([Problem(file, None, "(file)",
-                                   f"cannot read: {exc.strerror or exc}")]) from None
+        raise ConfigError(
+            [Problem(file, None, "(file)", f"cannot read: {exc.strerror or exc}")]
+        ) from None
     if len(raw) > MAX_TASK_FILE_BYTES:
-        raise ConfigError([Problem(file, None, "(file)",
-                                   f"file is larger than {MAX_TASK_FILE_BYTES} bytes")])
+        raise ConfigError(
+            [Problem(file, None, "(file)", f"file is larger than {MAX_TASK_FILE_BYTES} bytes")]
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([Problem(file, None, "(file)",
-                                   f"not UTF-8 text (byte {exc.start})")]) from None
+        raise ConfigError(
+            [Problem(file, None, "(file)", f"not UTF-8 text (byte {exc.start})")]
+        ) from None
     return parse_task_file(text, file)
-
-

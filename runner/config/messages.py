@@ -63,20 +63,30 @@ def _list_message(loc: Path_, got: str) -> str:
     item = _type_at(TaskFile, loc + (0,))
     if get_origin(item) is Literal:
         names = [str(a) for a in get_args(item)]
-        return (f"must be a list{got}; allowed items: {', '.join(repr(n) for n in names)}, "
-                f"e.g. [{names[0]}]")
+        return (
+            f"must be a list{got}; allowed items: {', '.join(repr(n) for n in names)}, "
+            f"e.g. [{names[0]}]"
+        )
     if item is str:
         return f"must be a list of strings{got}"
     return f"must be a list{got}"
 
 
-_FIXED = {"missing": "required field is missing", "finite_number": "must be a finite number",
-          "invalid_key": "keys must be strings"}
-_WRONG_TYPE = {kind: wanted for kinds, wanted in (
-    (("model_type", "model_attributes_type", "dict_type"), "must be a mapping"),
-    (("int_type", "int_parsing", "int_from_float"), "must be a valid integer"),
-    (("float_type", "float_parsing"), "must be a number"),
-    (("bool_type", "bool_parsing"), "must be true or false")) for kind in kinds}
+_FIXED = {
+    "missing": "required field is missing",
+    "finite_number": "must be a finite number",
+    "invalid_key": "keys must be strings",
+}
+_WRONG_TYPE = {
+    kind: wanted
+    for kinds, wanted in (
+        (("model_type", "model_attributes_type", "dict_type"), "must be a mapping"),
+        (("int_type", "int_parsing", "int_from_float"), "must be a valid integer"),
+        (("float_type", "float_parsing"), "must be a number"),
+        (("bool_type", "bool_parsing"), "must be true or false"),
+    )
+    for kind in kinds
+}
 """Error kinds whose message is what was wanted plus what was given."""
 
 
@@ -99,7 +109,8 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
     if kind == "duplicate_task_id":
         first = line_for(("tasks", ctx.get("first", 0), "id"), lines)
         return f"task id {ctx.get('id')} is used twice; ids must be unique" + (
-            f" (first at line {first})" if first else "")
+            f" (first at line {first})" if first else ""
+        )
     if kind == "string_pattern_mismatch" and (said := _pattern_message(ctx.get("pattern", ""))):
         return said
     if kind == "string_too_short" and ctx.get("min_length") == 1:
@@ -121,8 +132,7 @@ def _pattern_message(pattern: str) -> str | None:
     return None
 
 
-def _validation_problems(exc: ValidationError, file: str,
-                         lines: dict[Path_, int]) -> list[Problem]:
+def _validation_problems(exc: ValidationError, file: str, lines: dict[Path_, int]) -> list[Problem]:
     problems: list[Problem] = []
     for err in exc.errors():
         loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
@@ -131,8 +141,7 @@ def _validation_problems(exc: ValidationError, file: str,
         msg_loc = loc
         if err["type"] == "duplicate_task_id":
             loc = ("tasks", (err.get("ctx") or {}).get("index", 0), "id")
-        problems.append(Problem(file, line_for(loc, lines), dotted(loc),
-                                _message(err, msg_loc, lines)))
+        problems.append(
+            Problem(file, line_for(loc, lines), dotted(loc), _message(err, msg_loc, lines))
+        )
     return problems
-
-

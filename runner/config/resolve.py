@@ -76,8 +76,9 @@ def _check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, 
     return path, None
 
 
-def resolve(tf: TaskFile, base_dir: Path, *, file: str = "",
-            model_override: str | None = None) -> list[ResolvedTask]:
+def resolve(
+    tf: TaskFile, base_dir: Path, *, file: str = "", model_override: str | None = None
+) -> list[ResolvedTask]:
     """Apply defaults and resolve paths. Raises ConfigError for missing repos and files.
 
     Problems carry the line of the field they are about (the line map kept by
@@ -94,8 +95,7 @@ class _Resolver:
     """One `resolve()`: the providers it knows, the problems found so far (each once: a
     defaults' problem is met once per task) and each path checked once."""
 
-    def __init__(self, tf: TaskFile, base_dir: Path, file: str,
-                 model_override: str | None) -> None:
+    def __init__(self, tf: TaskFile, base_dir: Path, file: str, model_override: str | None) -> None:
         self.tf, self.base_dir, self.file, self.override = tf, base_dir, file, model_override
         self.problems: list[Problem] = []
         self._paths: dict[tuple[Path_, bool], Path | None] = {}
@@ -103,19 +103,25 @@ class _Resolver:
         if model_override is None:
             return
         if not re.fullmatch(MODEL_RE, model_override):
-            self.add(Problem(COMMAND_LINE, None, "--model",
-                             "must look like provider/model, e.g. local/smollm2"))
+            self.add(
+                Problem(
+                    COMMAND_LINE,
+                    None,
+                    "--model",
+                    "must look like provider/model, e.g. local/smollm2",
+                )
+            )
         elif (name := model_override.split("/", 1)[0]) not in self.known:
-            self.add(Problem(COMMAND_LINE, None, "--model",
-                             _unknown_provider(name, set(self.known))))
+            self.add(
+                Problem(COMMAND_LINE, None, "--model", _unknown_provider(name, set(self.known)))
+            )
 
     def add(self, found: Problem) -> None:
         if found not in self.problems:
             self.problems.append(found)
 
     def problem(self, path: Path_, message: str) -> None:
-        self.add(Problem(self.file, line_for(path, self.tf._lines.lines), dotted(path),
-                         message))
+        self.add(Problem(self.file, line_for(path, self.tf._lines.lines), dotted(path), message))
 
     def path(self, at: Path_, raw: str, *, want_dir: bool) -> Path | None:
         """The path `raw` names, checked (and blamed on `at`) once."""
@@ -131,8 +137,7 @@ class _Resolver:
         own, default = getattr(t, name), getattr(self.tf.defaults, name)
         if own is not None:
             return self.path(("tasks", i, name), own, want_dir=False)
-        return None if default is None else self.path(("defaults", name), default,
-                                                      want_dir=False)
+        return None if default is None else self.path(("defaults", name), default, want_dir=False)
 
     def roots(self, i: int, t: TaskSpec) -> tuple[Path, ...]:
         own = t.writable_roots is not None
@@ -151,9 +156,11 @@ class _Resolver:
             return None
         if PLACEHOLDER_HOST not in provider.base_url:
             return provider
-        wrong = (f"{esc(model)} uses provider {name!r}, whose base_url is the placeholder "
-                 f"{esc(provider.base_url)}; set providers.{name}.base_url to your endpoint, "
-                 "e.g. https://<resource>.openai.azure.com/openai/v1")
+        wrong = (
+            f"{esc(model)} uses provider {name!r}, whose base_url is the placeholder "
+            f"{esc(provider.base_url)}; set providers.{name}.base_url to your endpoint, "
+            "e.g. https://<resource>.openai.azure.com/openai/v1"
+        )
         matrix = self.tf.matrix.model if self.tf.matrix else ()
         if self.override is None:
             self.problem(model_path, wrong)
@@ -168,8 +175,7 @@ class _Resolver:
         repo = self.path(("tasks", i, "repo"), t.repo, want_dir=True)
         instructions = self.layered_file(i, t, "instructions_file")
         compact_prompt = self.layered_file(i, t, "compact_prompt_file")
-        model_path: Path_ = ("tasks", i, "model") if t.model is not None else (
-            "defaults", "model")
+        model_path: Path_ = ("tasks", i, "model") if t.model is not None else ("defaults", "model")
         model = self.override or _first(t.model, d.model) or "local/smollm2"
         provider_name, _, model_name = model.partition("/")
         provider = self.provider(model, model_path)
@@ -178,15 +184,27 @@ class _Resolver:
         roots = self.roots(i, t)
         extras = _extras(t, d, i, provider_name, self.known, self.base_dir, self.problem)
         entry = self.tf.models.get(model) or ModelConfig()
-        _no_seed_on_responses(provider, ((("tasks", i), t.model_options),
-                                         (("models", model), entry.model_options),
-                                         (("defaults",), d.model_options)), self.problem)
+        _no_seed_on_responses(
+            provider,
+            (
+                (("tasks", i), t.model_options),
+                (("models", model), entry.model_options),
+                (("defaults",), d.model_options),
+            ),
+            self.problem,
+        )
         if self.problems or repo is None:
             return None
         api_model = entry.model or model_name
         return ResolvedTask(
-            id=t.id, run=t.id, prompt=t.prompt, turns=t.turns, repo=repo,
-            provider_name=provider_name, provider=provider, model=model_name,
+            id=t.id,
+            run=t.id,
+            prompt=t.prompt,
+            turns=t.turns,
+            repo=repo,
+            provider_name=provider_name,
+            provider=provider,
+            model=model_name,
             instructions_file=instructions,
             developer_instructions=_first(t.developer_instructions, d.developer_instructions),
             tools=_first(t.tools, d.tools, DEFAULT_TOOLS) or (),
@@ -194,32 +212,49 @@ class _Resolver:
             network_access=bool(_first(t.network_access, d.network_access)),
             writable_roots=roots,
             limits=_merged(Limits, d.limits, t.limits),
-            model_options=_merged(ModelOptions, ModelOptions.model_validate(
-                codex_defaults(api_model)),
-                d.model_options, entry.model_options, t.model_options),
+            model_options=_merged(
+                ModelOptions,
+                ModelOptions.model_validate(codex_defaults(api_model)),
+                d.model_options,
+                entry.model_options,
+                t.model_options,
+            ),
             shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
             apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
             git=_merged(GitSettings, d.git, t.git),
             check=_first(t.check, d.check),
             check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
-            tags=t.tags, api_model=api_model,
+            tags=t.tags,
+            api_model=api_model,
             secrets=self.tf.secrets,
             compact_prompt_file=compact_prompt,
             current_date=_first(t.current_date, d.current_date),
             timezone=_first(t.timezone, d.timezone),
-            **_model_fields(provider_name, api_model, self.tf.models,
-                            _first(t.auto_compact_limit, d.auto_compact_limit), alias=model,
-                            provider_cfg=provider),
+            **_model_fields(
+                provider_name,
+                api_model,
+                self.tf.models,
+                _first(t.auto_compact_limit, d.auto_compact_limit),
+                alias=model,
+                provider_cfg=provider,
+            ),
             **extras,
         )
 
 
-_AZURE_HOSTS = ("openai.azure.", "cognitiveservices.azure.", "aoai.azure.", "azure-api.",
-                "azurefd.", "windows.net/openai")
+_AZURE_HOSTS = (
+    "openai.azure.",
+    "cognitiveservices.azure.",
+    "aoai.azure.",
+    "azure-api.",
+    "azurefd.",
+    "windows.net/openai",
+)
 
 
-def _providers(tf: TaskFile, base_dir: Path,
-               problem: Callable[[Path_, str], None]) -> dict[str, ProviderConfig]:
+def _providers(
+    tf: TaskFile, base_dir: Path, problem: Callable[[Path_, str], None]
+) -> dict[str, ProviderConfig]:
     """Codex's `[model_providers.*]` (when `codex_config` says so), then the task file's.
 
     Azure endpoints get `store: true` unless the file sets `store`, as Codex does: Azure
@@ -227,8 +262,9 @@ def _providers(tf: TaskFile, base_dir: Path,
     """
     found: dict[str, ProviderConfig] = {}
     if tf.codex_config:
-        path = (default_path(os.environ) if tf.codex_config is True
-                else base_dir / str(tf.codex_config))
+        path = (
+            default_path(os.environ) if tf.codex_config is True else base_dir / str(tf.codex_config)
+        )
         if path.is_file():
             found.update(load_codex_providers(path))
         else:
@@ -238,17 +274,29 @@ def _providers(tf: TaskFile, base_dir: Path,
         if base is not None:  # field by field, like `defaults`
             p = base.model_copy(update={f: getattr(p, f) for f in p.model_fields_set})
         elif not p.base_url:
-            problem(("providers", name), "base_url is required for a provider that is not "
-                                         f"built in ({', '.join(BUILTIN_PROVIDERS)})")
+            problem(
+                ("providers", name),
+                "base_url is required for a provider that is not "
+                f"built in ({', '.join(BUILTIN_PROVIDERS)})",
+            )
         found[name] = p
-    return {name: p.model_copy(update={"store": True})
-            if "store" not in p.model_fields_set and any(h in p.base_url for h in _AZURE_HOSTS)
-            else p for name, p in found.items()}
+    return {
+        name: p.model_copy(update={"store": True})
+        if "store" not in p.model_fields_set and any(h in p.base_url for h in _AZURE_HOSTS)
+        else p
+        for name, p in found.items()
+    }
 
 
-def _extras(t: TaskSpec, d: Settings, i: int, provider_name: str,
-            known: dict[str, ProviderConfig], base_dir: Path,
-            problem: Callable[[Path_, str], None]) -> dict[str, Any]:
+def _extras(
+    t: TaskSpec,
+    d: Settings,
+    i: int,
+    provider_name: str,
+    known: dict[str, ProviderConfig],
+    base_dir: Path,
+    problem: Callable[[Path_, str], None],
+) -> dict[str, Any]:
     """MCP servers, skills, the hosted web search and the output schema of one task."""
     provider = known[provider_name]
 
@@ -263,24 +311,33 @@ def _extras(t: TaskSpec, d: Settings, i: int, provider_name: str,
 
         own = BUILTIN_PROVIDERS.get(provider_name)
         builtin = own is not None and provider.base_url == own.base_url  # not moved
-        if (wrong := web_search_problem(provider_name, provider.wire_api, builtin=builtin)):
+        if wrong := web_search_problem(provider_name, provider.wire_api, builtin=builtin):
             problem(where("web_search"), wrong)
-    given: dict[str, Any] | str | None = (t.output_schema if t.output_schema is not None
-                                          else d.output_schema)
-    schema = (_json_file(base_dir, given, where("output_schema"), problem)
-              if isinstance(given, str) else given)
+    given: dict[str, Any] | str | None = (
+        t.output_schema if t.output_schema is not None else d.output_schema
+    )
+    schema = (
+        _json_file(base_dir, given, where("output_schema"), problem)
+        if isinstance(given, str)
+        else given
+    )
     if schema is not None:
         from runner.output_schema import schema_problem
 
         wrong = schema_problem(schema)
         if wrong is not None:
             problem(where("output_schema"), wrong)
-    return {"mcp_servers": servers, "skills": skills, "web_search": web_search,
-            "output_schema": schema}
+    return {
+        "mcp_servers": servers,
+        "skills": skills,
+        "web_search": web_search,
+        "output_schema": schema,
+    }
 
 
-def _mcp_servers(t: TaskSpec, d: Settings, i: int, base_dir: Path,
-                 problem: Callable[[Path_, str], None]) -> dict[str, McpServerConfig]:
+def _mcp_servers(
+    t: TaskSpec, d: Settings, i: int, base_dir: Path, problem: Callable[[Path_, str], None]
+) -> dict[str, McpServerConfig]:
     """The defaults' servers, then the task's (same name: the task's wins), cwd resolved."""
     servers: dict[str, McpServerConfig] = {}
     for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
@@ -294,8 +351,9 @@ def _mcp_servers(t: TaskSpec, d: Settings, i: int, base_dir: Path,
     return servers
 
 
-def _skills(folders: tuple[str, ...], at: Path_, base_dir: Path,
-            problem: Callable[[Path_, str], None]) -> tuple[Skill, ...]:
+def _skills(
+    folders: tuple[str, ...], at: Path_, base_dir: Path, problem: Callable[[Path_, str], None]
+) -> tuple[Skill, ...]:
     skills: list[Skill] = []
     for j, raw in enumerate(folders):
         folder, wrong = _check_path(base_dir, raw, want_dir=True)
@@ -312,8 +370,9 @@ def _skills(folders: tuple[str, ...], at: Path_, base_dir: Path,
     return tuple(skills)
 
 
-def _json_file(base_dir: Path, raw: str, path: Path_,
-               problem: Callable[[Path_, str], None]) -> dict[str, Any] | None:
+def _json_file(
+    base_dir: Path, raw: str, path: Path_, problem: Callable[[Path_, str], None]
+) -> dict[str, Any] | None:
     found, wrong = _check_path(base_dir, raw, want_dir=False)
     if found is None or wrong is not None:
         problem(path, wrong or "not a file")
@@ -329,17 +388,28 @@ def _json_file(base_dir: Path, raw: str, path: Path_,
     return value
 
 
-def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],
-                  compact_limit: int | None = None, *, alias: str = "",
-                  provider_cfg: ProviderConfig | None = None) -> dict[str, Any]:
+def _model_fields(
+    provider: str,
+    model: str,
+    overrides: dict[str, ModelConfig],
+    compact_limit: int | None = None,
+    *,
+    alias: str = "",
+    provider_cfg: ProviderConfig | None = None,
+) -> dict[str, Any]:
     """Context window, compaction limit and price, each from the first that gives it: the
     task's `auto_compact_limit`, the `models:` entry (an alias's own, then the real
     model's), the provider's settings, the built-in table."""
     from runner.models import ModelInfo, Price, model_info
 
-    over = {k: ModelInfo(v.context_window, v.auto_compact_limit,
-                         Price(v.price.input, v.price.cached_input, v.price.output)
-                         if v.price else None) for k, v in overrides.items()}
+    over = {
+        k: ModelInfo(
+            v.context_window,
+            v.auto_compact_limit,
+            Price(v.price.input, v.price.cached_input, v.price.output) if v.price else None,
+        )
+        for k, v in overrides.items()
+    }
     key = f"{provider}/{model}"
     if alias in over:  # an alias entry's own fields, over the real model's
         over[key] = over[alias]
@@ -351,24 +421,29 @@ def _model_fields(provider: str, model: str, overrides: dict[str, ModelConfig],
         if entry.auto_compact_limit is None and provider_cfg.auto_compact_limit is not None:
             info = ModelInfo(info.context_window, provider_cfg.auto_compact_limit, info.price)
     p = info.price
-    return {"context_window": info.context_window,
-            "auto_compact_limit": compact_limit or info.compact_limit,
-            "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
-            if p is not None else None}
+    return {
+        "context_window": info.context_window,
+        "auto_compact_limit": compact_limit or info.compact_limit,
+        "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
+        if p is not None
+        else None,
+    }
 
 
-def _no_seed_on_responses(provider: ProviderConfig,
-                          layers: Sequence[tuple[Path_, ModelOptions | None]],
-                          problem: Callable[[Path_, str], None]) -> None:
+def _no_seed_on_responses(
+    provider: ProviderConfig,
+    layers: Sequence[tuple[Path_, ModelOptions | None]],
+    problem: Callable[[Path_, str], None],
+) -> None:
     """The Responses API has no `seed` (OpenAI refuses the request): said here, once,
     rather than by every request of the run."""
     if provider.wire_api != "responses":
         return
     for where, opts in layers:
         if opts is not None and opts.seed is not None:
-            problem((*where, "model_options", "seed"),
-                    "the Responses API has no seed (OpenAI refuses the request); it is "
-                    "sent only to providers with wire_api: chat")
+            problem(
+                (*where, "model_options", "seed"),
+                "the Responses API has no seed (OpenAI refuses the request); it is "
+                "sent only to providers with wire_api: chat",
+            )
             return
-
-

@@ -66,8 +66,10 @@ def _version(v: object) -> object:
 
 def _env_name(v: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-        raise ValueError("must be an environment variable name: letters, digits and '_', "
-                         "not starting with a digit")
+        raise ValueError(
+            "must be an environment variable name: letters, digits and '_', "
+            "not starting with a digit"
+        )
     return v
 
 
@@ -102,8 +104,9 @@ def timezone_problem(name: str) -> str | None:
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
-        return (f"{name!r} is not a zone of the IANA database; use a name such as UTC or "
-                "Europe/Paris")
+        return (
+            f"{name!r} is not a zone of the IANA database; use a name such as UTC or Europe/Paris"
+        )
     return None
 
 
@@ -112,6 +115,7 @@ def _timezone(v: str) -> str:
     if wrong is not None:
         raise ValueError(wrong)
     return v
+
 
 def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem]:
     """What is wrong with `--date` / `--timezone`, in the task file's words."""
@@ -195,19 +199,32 @@ PLACEHOLDER_HOST = "YOUR-RESOURCE"
 """Stands in the built-in azure endpoint: a task file must name its own resource."""
 
 BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
-    "openai": ProviderConfig(base_url="https://api.openai.com/v1", env_key="OPENAI_API_KEY",
-                             env_http_headers={"OpenAI-Organization": "OPENAI_ORGANIZATION",
-                                               "OpenAI-Project": "OPENAI_PROJECT"},
-                             remote_compaction=True),
-    "azure": ProviderConfig(base_url=f"https://{PLACEHOLDER_HOST}.openai.azure.com/openai/v1",
-                            env_key="AZURE_OPENAI_API_KEY", auth="api-key", store=True,
-                            remote_compaction=True),
+    "openai": ProviderConfig(
+        base_url="https://api.openai.com/v1",
+        env_key="OPENAI_API_KEY",
+        env_http_headers={
+            "OpenAI-Organization": "OPENAI_ORGANIZATION",
+            "OpenAI-Project": "OPENAI_PROJECT",
+        },
+        remote_compaction=True,
+    ),
+    "azure": ProviderConfig(
+        base_url=f"https://{PLACEHOLDER_HOST}.openai.azure.com/openai/v1",
+        env_key="AZURE_OPENAI_API_KEY",
+        auth="api-key",
+        store=True,
+        remote_compaction=True,
+    ),
     "ollama": ProviderConfig(base_url="http://localhost:11434/v1"),
     "lmstudio": ProviderConfig(base_url="http://localhost:1234/v1"),
     "vllm": ProviderConfig(base_url="http://localhost:8000/v1"),
     # The embedded engine: base_url is filled in when it starts on a random port.
-    "local": ProviderConfig(base_url="http://127.0.0.1:0/v1", wire_api="chat",
-                            constrained_tools=True, constrained_grammar=True),
+    "local": ProviderConfig(
+        base_url="http://127.0.0.1:0/v1",
+        wire_api="chat",
+        constrained_tools=True,
+        constrained_grammar=True,
+    ),
 }
 
 
@@ -326,8 +343,10 @@ class McpServerConfig(Frozen):
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
         if (self.command is None) == (self.url is None):
-            raise ValueError("give either `command` (a stdio server) or `url` (streamable "
-                             "HTTP), not both and not neither")
+            raise ValueError(
+                "give either `command` (a stdio server) or `url` (streamable "
+                "HTTP), not both and not neither"
+            )
         if self.command is not None and not self.command:
             raise ValueError("`command` must name a program")
         return self
@@ -363,8 +382,9 @@ class Settings(Frozen):
     built-in 90% of the context window."""
     compact_prompt_file: PathText | None = None
     """Replaces the bundled hand-off summary request of local compaction."""
-    mcp_servers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)],
-                      McpServerConfig] | None = None
+    mcp_servers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], McpServerConfig] | None = (
+        None
+    )
     """MCP servers whose tools the agent gets, by name; a task's entry replaces the
     defaults' entry of the same name."""
     skills: tuple[PathText, ...] | None = None
@@ -488,8 +508,10 @@ class TaskFile(Frozen):
             if t.id in first:
                 # The context lets parse_task_file blame the second id, not the whole list.
                 raise PydanticCustomError(
-                    "duplicate_task_id", "task id {id} is used twice; ids must be unique",
-                    {"id": repr(t.id), "index": i, "first": first[t.id]})
+                    "duplicate_task_id",
+                    "task id {id} is used twice; ids must be unique",
+                    {"id": repr(t.id), "index": i, "first": first[t.id]},
+                )
             first[t.id] = i
         return v
 

@@ -31,7 +31,6 @@ def describe(value: object) -> str:
     return "an unsupported value"
 
 
-
 Path_ = tuple[str | int, ...]
 """Where a field is in the task file: keys and list indexes from the top."""
 
@@ -63,4 +62,3 @@ def line_for(path: Path_, lines: dict[Path_, int]) -> int | None:
         if path[:n] in lines:
             return lines[path[:n]]
     return None
-

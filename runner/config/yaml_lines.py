@@ -19,14 +19,20 @@ from runner.errors import Problem
 _TAG = "tag:yaml.org,2002:"
 _STR_TAGS = {_TAG + "str", _TAG + "value"}
 _MERGE_TAG = _TAG + "merge"
-_KEY_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "null": "null",
-              "timestamp": "a date", "binary": "binary data"}
+_KEY_KINDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean",
+    "null": "null",
+    "timestamp": "a date",
+    "binary": "binary data",
+}
 ALIAS_EXPANSION_LIMIT = 100_000
 """How many values aliases may add to a file once expanded (a "billion laughs" guard)."""
 
 
 def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
+    return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
 
 
 class _Lines:
@@ -75,8 +81,9 @@ class _Loader(yaml.SafeLoader):
         except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
             value = node.value if isinstance(node, yaml.ScalarNode) else ""
             shown = f"`{esc(short(value))}`" if value else "an empty value"
-            raise _BadValue(None, None, f"{shown} is not a valid {_short_tag(node.tag)}",
-                            node.start_mark) from None
+            raise _BadValue(
+                None, None, f"{shown} is not a valid {_short_tag(node.tag)}", node.start_mark
+            ) from None
 
 
 # `=` resolves to the YAML 1.1 "value" tag, which SafeLoader cannot construct: read it as text.
@@ -136,9 +143,14 @@ class _Walker:
             kpath = path + (key,)
             line = self.line(knode)
             if key in seen:
-                self.problems.append(Problem(
-                    self.file, line, dotted(kpath),
-                    f"duplicate key; each key may appear once (first at line {seen[key]})"))
+                self.problems.append(
+                    Problem(
+                        self.file,
+                        line,
+                        dotted(kpath),
+                        f"duplicate key; each key may appear once (first at line {seen[key]})",
+                    )
+                )
             else:
                 seen[key] = line
             self.lines[kpath] = line
@@ -155,19 +167,21 @@ class _Walker:
     def _non_string_key(self, knode: yaml.Node, path: Path_) -> None:
         if isinstance(knode, yaml.ScalarNode):
             text = esc(short(str(knode.value)))
-            kind = _KEY_KINDS.get(knode.tag[len(_TAG):], _short_tag(knode.tag))
+            kind = _KEY_KINDS.get(knode.tag[len(_TAG) :], _short_tag(knode.tag))
             name = text or "~"
-            message = (f"keys must be strings; `{name}` reads as {kind}: quote it, as in "
-                       f"'{text}', if it is meant as a name")
+            message = (
+                f"keys must be strings; `{name}` reads as {kind}: quote it, as in "
+                f"'{text}', if it is meant as a name"
+            )
         else:
             name = "(list)" if isinstance(knode, yaml.SequenceNode) else "(mapping)"
             message = f"keys must be strings, not a {name[1:-1]}"
-        self.problems.append(Problem(self.file, self.line(knode), dotted(path + (name,)),
-                                     message))
+        self.problems.append(Problem(self.file, self.line(knode), dotted(path + (name,)), message))
 
 
-def _alias_problems(root: yaml.Node, walker: _Walker,
-                    anchor_names: dict[int, str]) -> list[Problem]:
+def _alias_problems(
+    root: yaml.Node, walker: _Walker, anchor_names: dict[int, str]
+) -> list[Problem]:
     """A node that contains itself through an alias, or aliases that expand the file
     beyond ALIAS_EXPANSION_LIMIT values: neither can be a task file."""
     size: dict[int, int] = {}
@@ -201,9 +215,14 @@ def _alias_problems(root: yaml.Node, walker: _Walker,
         path = walker.paths.get(id(node), ())
         name = anchor_names.get(id(node))
         through = f"the alias *{esc(name)}" if name else "an alias"
-        return [Problem(file, line_for(path, lines), dotted(path),
-                        f"contains itself through {through}; recursive structures are "
-                        f"not allowed")]
+        return [
+            Problem(
+                file,
+                line_for(path, lines),
+                dotted(path),
+                f"contains itself through {through}; recursive structures are not allowed",
+            )
+        ]
     if total - len(size) > ALIAS_EXPANSION_LIMIT:
         node = root  # blame the smallest node that is still too big
         while True:
@@ -212,21 +231,32 @@ def _alias_problems(root: yaml.Node, walker: _Walker,
                 break
             node = max(big, key=lambda c: size[id(c)])
         path = walker.paths.get(id(node), ())
-        return [Problem(file, line_for(path, lines), dotted(path),
-                        f"aliases expand this to more than {ALIAS_EXPANSION_LIMIT:,} values; "
-                        f"refusing to load it")]
+        return [
+            Problem(
+                file,
+                line_for(path, lines),
+                dotted(path),
+                f"aliases expand this to more than {ALIAS_EXPANSION_LIMIT:,} values; "
+                f"refusing to load it",
+            )
+        ]
     return []
 
 
-def _yaml_problem(exc: yaml.YAMLError, file: str, at: _Lines,
-                  by_index: dict[int, Path_] | None = None) -> Problem:
+def _yaml_problem(
+    exc: yaml.YAMLError, file: str, at: _Lines, by_index: dict[int, Path_] | None = None
+) -> Problem:
     """One readable line for a PyYAML error: problem, then its context with a line."""
     if isinstance(exc, yaml.reader.ReaderError):
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-        return Problem(file, at(exc.position), "(syntax)",
-                       f"not valid YAML: character U+{code:04X} is not allowed; inside a "
-                       f"double-quoted string write it as {escape}")
+        return Problem(
+            file,
+            at(exc.position),
+            "(syntax)",
+            f"not valid YAML: character U+{code:04X} is not allowed; inside a "
+            f"double-quoted string write it as {escape}",
+        )
     if not isinstance(exc, yaml.MarkedYAMLError):
         reason = esc(" ".join(str(exc).split()))
         return Problem(file, None, "(syntax)", f"not valid YAML: {reason}")

@@ -29,14 +29,25 @@ out repository (on pull requests, the PR's code), and plain `python -m runner` w
 
 from runner.github.commands import main
 from runner.github.context import (
-           ACTIONS_BOT,
-           MARKER,
-           Context,
-           parse_models,
-           sandbox_for,
-           trust_problems,
+    ACTIONS_BOT,
+    MARKER,
+    Context,
+    parse_models,
+    sandbox_for,
+    trust_problems,
 )
 from runner.github.render import format_outputs, outputs_for, readme_with_docs, render_comment
 
-__all__ = ["ACTIONS_BOT", "MARKER", "Context", "format_outputs", "main", "outputs_for",
-           "parse_models", "readme_with_docs", "render_comment", "sandbox_for", "trust_problems"]
+__all__ = [
+    "ACTIONS_BOT",
+    "MARKER",
+    "Context",
+    "format_outputs",
+    "main",
+    "outputs_for",
+    "parse_models",
+    "readme_with_docs",
+    "render_comment",
+    "sandbox_for",
+    "trust_problems",
+]

@@ -119,14 +119,24 @@ def _skip(reason: str, env: Mapping[str, str]) -> int:
 def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
     """(task file to run, file the pull request must not control): the `task-file`, or a
     one-task file made from `prompt` / `prompt-file` outside the workspace."""
-    given = [n for n, v in (("task-file", args.task_file), ("prompt", args.prompt),
-                            ("prompt-file", args.prompt_file)) if v.strip()]
+    given = [
+        n
+        for n, v in (
+            ("task-file", args.task_file),
+            ("prompt", args.prompt),
+            ("prompt-file", args.prompt_file),
+        )
+        if v.strip()
+    ]
     if len(given) > 1:
-        raise RunnerError(f"give one of task-file, prompt and prompt-file; got "
-                          f"{' and '.join(given)}")
+        raise RunnerError(
+            f"give one of task-file, prompt and prompt-file; got {' and '.join(given)}"
+        )
     if not given:
-        raise RunnerError("one of task-file, prompt or prompt-file is required (or merge, "
-                          "to combine shard reports)")
+        raise RunnerError(
+            "one of task-file, prompt or prompt-file is required (or merge, "
+            "to combine shard reports)"
+        )
     if args.task_file.strip():
         return args.task_file, args.task_file
     if args.prompt_file.strip() and not Path(args.prompt_file).is_file():
@@ -139,9 +149,13 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
             raise RunnerError(f"prompt-file {args.prompt_file}: {exc}") from None
     import yaml
 
-    data = prompt_task(text, repo=env.get("GITHUB_WORKSPACE") or os.getcwd(),
-                       model=args.model.strip(), base_url=args.base_url.strip(),
-                       key_env=args.api_key_env)
+    data = prompt_task(
+        text,
+        repo=env.get("GITHUB_WORKSPACE") or os.getcwd(),
+        model=args.model.strip(),
+        base_url=args.base_url.strip(),
+        key_env=args.api_key_env,
+    )
     folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-prompt-{secrets.token_hex(4)}"
     folder.mkdir(parents=True)
     path = folder / "task.yaml"
@@ -164,17 +178,23 @@ def _pr_adds(path: str, trusted: str, ctx: Context, env: Mapping[str, str]) -> b
         rel = (Path.cwd() / path).resolve().relative_to(workspace)
     except ValueError:
         return False
-    found = subprocess.run(["git", "-C", str(workspace), "cat-file", "-e",
-                            f"{sha}:{rel.as_posix()}"], capture_output=True, check=False)
+    found = subprocess.run(
+        ["git", "-C", str(workspace), "cat-file", "-e", f"{sha}:{rel.as_posix()}"],
+        capture_output=True,
+        check=False,
+    )
     return found.returncode == 0
 
 
 def _not_in_config(path: str, trusted: str) -> str:
-    have = sorted(p.name for p in Path(trusted).iterdir()
-                  if p.suffix in (".yaml", ".yml", ".md", ".txt"))
-    return (f"{path}: no such file, in the base branch or in this pull request; "
-            f"{trusted} has {', '.join(have) or 'no task or prompt file'}: check the "
-            "task-file / prompt-file input")
+    have = sorted(
+        p.name for p in Path(trusted).iterdir() if p.suffix in (".yaml", ".yml", ".md", ".txt")
+    )
+    return (
+        f"{path}: no such file, in the base branch or in this pull request; "
+        f"{trusted} has {', '.join(have) or 'no task or prompt file'}: check the "
+        "task-file / prompt-file input"
+    )
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -197,42 +217,63 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             if not _pr_adds(guarded, trusted, ctx, env):
                 raise RunnerError(_not_in_config(guarded, trusted))
             # The base branch has no runner config yet: the PR that adds it.
-            return _skip(f"the base branch has no {guarded}; this pull request adds it, and "
-                         "runner runs on pull requests once it is merged", env)
+            return _skip(
+                f"the base branch has no {guarded}; this pull request adds it, and "
+                "runner runs on pull requests once it is merged",
+                env,
+            )
         if not task_file:
             raise RunnerError(f"prompt-file {guarded}: no such file")
         if trusted and guarded:
-            problems = trust_problems(Path(guarded), Path(trusted)) if guarded == task_file \
-                else ([] if Path(guarded).resolve().is_relative_to(Path(trusted).resolve())
-                      else [f"the prompt file {guarded} is not inside {trusted}"])
+            problems = (
+                trust_problems(Path(guarded), Path(trusted))
+                if guarded == task_file
+                else (
+                    []
+                    if Path(guarded).resolve().is_relative_to(Path(trusted).resolve())
+                    else [f"the prompt file {guarded} is not inside {trusted}"]
+                )
+            )
             if problems:
                 for problem in problems:
                     annotate("error", "runner trusted-config", problem)
                 _write_outputs({"exit-code": str(EXIT_BAD_INPUT)}, env)
-                _append_summary("**runner** did not run: the task file reaches outside "
-                                f"`{inline(trusted)}` (see the log).\n", env)
+                _append_summary(
+                    "**runner** did not run: the task file reaches outside "
+                    f"`{inline(trusted)}` (see the log).\n",
+                    env,
+                )
                 return 0
         elif on_pr and guarded:
-            annotate("warning", "runner", "a pull-request run without trusted-config: the task "
-                     "file may read or start files of the pull request (see examples/workflows"
-                     "/pr.yml)")
-        argv = runner_argv(task_file, out=args.out, models=models,
-                           shard=args.shard.strip(),
-                           sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
-                           concurrency=args.concurrency.strip(),
-                           effort=args.reasoning_effort.strip().lower(),
-                           extra=parse_extra_args(args.extra_args))
-        lacking = missing_keys(Path(task_file), models, child) if on_pr and ctx.from_fork \
-            else []
+            annotate(
+                "warning",
+                "runner",
+                "a pull-request run without trusted-config: the task "
+                "file may read or start files of the pull request (see examples/workflows"
+                "/pr.yml)",
+            )
+        argv = runner_argv(
+            task_file,
+            out=args.out,
+            models=models,
+            shard=args.shard.strip(),
+            sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
+            concurrency=args.concurrency.strip(),
+            effort=args.reasoning_effort.strip().lower(),
+            extra=parse_extra_args(args.extra_args),
+        )
+        lacking = missing_keys(Path(task_file), models, child) if on_pr and ctx.from_fork else []
         if lacking:
-            return _skip(f"{', '.join(lacking)} is not set: GitHub passes no secrets to "
-                         "workflows of pull requests from forks", env)
-    print("runner " + " ".join(argv[len(PYTHON) + 2:]), flush=True)  # no secret in argv
+            return _skip(
+                f"{', '.join(lacking)} is not set: GitHub passes no secrets to "
+                "workflows of pull requests from forks",
+                env,
+            )
+    print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
     code = subprocess.run(argv, env=child, check=False).returncode
     _write_outputs({"exit-code": str(code)}, env)
     if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
-        _append_summary(f"**runner** exited {code} before writing a report; see the log.\n",
-                        env)
+        _append_summary(f"**runner** exited {code} before writing a report; see the log.\n", env)
     return 0
 
 
@@ -240,8 +281,14 @@ def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Every output the Action documents, also when nothing ran: `conclusion` is
     `skipped` (with the reason as `notice`) when the gate or the run step skipped,
     `success` when the runner exited 0, `failure` otherwise."""
-    values = {"conclusion": "failure", "notice": "", "final-message": "", "report": "",
-              "branch": "", "branches": "{}"}
+    values = {
+        "conclusion": "failure",
+        "notice": "",
+        "final-message": "",
+        "report": "",
+        "branch": "",
+        "branches": "{}",
+    }
     notice = args.reason if args.allowed != "true" else args.skipped
     if notice.strip():
         values.update(conclusion="skipped", notice=notice)
@@ -305,19 +352,31 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     allow_users = parse_names(args.allow_users)
     allow_bots = parse_names(args.allow_bots)
     if "*" in allow_bots:
-        raise RunnerError("allow-bots takes bot names (e.g. dependabot, renovate[bot]); '*' "
-                          "would let any app's bot spend the API key")
+        raise RunnerError(
+            "allow-bots takes bot names (e.g. dependabot, renovate[bot]); '*' "
+            "would let any app's bot spend the API key"
+        )
     allowed, why = True, "not required"
     if mode == "true" or (mode == "auto" and ctx.event_name in PR_EVENTS):
         head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
-        people = [u for u in (pr.get("user"), event.get("sender")) if isinstance(u, dict)
-                  and u.get("login")]
+        people = [
+            u
+            for u in (pr.get("user"), event.get("sender"))
+            if isinstance(u, dict) and u.get("login")
+        ]
         users = sorted({str(u["login"]) for u in people})
-        bots = sorted({str(u["login"]) for u in people if is_bot(u)
-                       and not bot_allowed(str(u["login"]), allow_bots)})
+        bots = sorted(
+            {
+                str(u["login"])
+                for u in people
+                if is_bot(u) and not bot_allowed(str(u["login"]), allow_bots)
+            }
+        )
         if bots:
-            allowed, why = False, (f"{', '.join(bots)} is a bot; list it in allow-bots to run "
-                                   "for it")
+            allowed, why = (
+                False,
+                (f"{', '.join(bots)} is a bot; list it in allow-bots to run for it"),
+            )
         elif head and head == ctx.repository:
             why = "the head branch is in this repository"
         elif not users:
@@ -327,17 +386,23 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         else:
             gh = GitHub(ctx.api_url, _token(env, args.token_env))
             try:
-                lacking = [u for u in users if u.lower() not in allow_users
-                           and not has_write_access(gh, ctx.repository, u)]
+                lacking = [
+                    u
+                    for u in users
+                    if u.lower() not in allow_users and not has_write_access(gh, ctx.repository, u)
+                ]
             except RunnerError as exc:
                 annotate("warning", "runner can-write", str(exc))
                 lacking = users
             finally:
                 gh.close()
             allowed = not lacking
-            why = (f"{', '.join(users)} may write" if allowed
-                   else f"{', '.join(lacking)} has no write access to {ctx.repository} and "
-                        "is not in allow-users")
+            why = (
+                f"{', '.join(users)} may write"
+                if allowed
+                else f"{', '.join(lacking)} has no write access to {ctx.repository} and "
+                "is not in allow-users"
+            )
     print(f"write access: {'yes' if allowed else 'no'} ({why})")
     values = {"allowed": "true" if allowed else "false"}
     if not allowed:
@@ -353,15 +418,17 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     ctx = Context.from_env(env)
     if ctx.event_name in PR_EVENTS:
-        raise RunnerError("push: pull-request runs never push; the patches are in the "
-                          "report artifact")
+        raise RunnerError(
+            "push: pull-request runs never push; the patches are in the report artifact"
+        )
     report = _load_report(Path(args.report))
     if report is None:
         return 0
     token = _token(env, args.token_env)
     redact = Redactor(secret_values(env))
-    base = args.base or str(((ctx.event or {}).get("repository") or {}).get(
-        "default_branch") or "main")
+    base = args.base or str(
+        ((ctx.event or {}).get("repository") or {}).get("default_branch") or "main"
+    )
     gh = GitHub(ctx.api_url, token)
     made: dict[str, str] = {}
     kept: dict[str, str] = {}
@@ -378,11 +445,19 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                     push_sync(Path(args.repo_dir), r.branch, remote=args.remote, token=token)
                 if stable != r.branch:
                     set_branch(gh, ctx.repository, stable, r.commit)
-                    gh.request("DELETE", f"/repos/{ctx.repository}/git/refs/heads/{r.branch}",
-                               ok=(404, 422))
+                    gh.request(
+                        "DELETE",
+                        f"/repos/{ctx.repository}/git/refs/heads/{r.branch}",
+                        ok=(404, 422),
+                    )
                 how, url = upsert_pull_request(
-                    gh, ctx.repository, head=stable, base=base, title=f"runner: {run}",
-                    body=redact(render_pr_body(t, report, ctx)))
+                    gh,
+                    ctx.repository,
+                    head=stable,
+                    base=base,
+                    title=f"runner: {run}",
+                    body=redact(render_pr_body(t, report, ctx)),
+                )
             except RunnerError as exc:  # WorkspaceError included
                 failures += 1
                 annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
@@ -392,10 +467,15 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             print(f"{run}: pull request {how}: {url}")
     finally:
         gh.close()
-    _write_outputs({"pull-requests": json.dumps(made, sort_keys=True),
-                    "branches": json.dumps(kept, sort_keys=True),
-                    "branch": next(iter(kept.values())) if len(kept) == 1 else "",
-                    "pr-url": next(iter(made.values())) if len(made) == 1 else ""}, env)
+    _write_outputs(
+        {
+            "pull-requests": json.dumps(made, sort_keys=True),
+            "branches": json.dumps(kept, sort_keys=True),
+            "branch": next(iter(kept.values())) if len(kept) == 1 else "",
+            "pr-url": next(iter(made.values())) if len(made) == 1 else "",
+        },
+        env,
+    )
     return 1 if failures else 0
 
 
@@ -411,21 +491,21 @@ def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return code
 
 
-
-
 def cmd_docs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     import yaml
 
     action = yaml.safe_load(Path(args.action).read_text(encoding="utf-8"))
     readme = Path(args.readme)
-    readme.write_text(readme_with_docs(readme.read_text(encoding="utf-8"), action),
-                      encoding="utf-8")
+    readme.write_text(
+        readme_with_docs(readme.read_text(encoding="utf-8"), action), encoding="utf-8"
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m runner.github",
-                                description="GitHub Actions steps of actions/run.")
+    p = argparse.ArgumentParser(
+        prog="python -m runner.github", description="GitHub Actions steps of actions/run."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the runner with the action's inputs")
     run.add_argument("--task-file", default="")
@@ -436,8 +516,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sandbox", default="auto")
     run.add_argument("--concurrency", default="")
     run.add_argument("--api-key-env", default="OPENAI_API_KEY")
-    run.add_argument("--trusted-config", default="",
-                     help="a directory from the base branch the task file must stay inside")
+    run.add_argument(
+        "--trusted-config",
+        default="",
+        help="a directory from the base branch the task file must stay inside",
+    )
     run.add_argument("--prompt", default="", help="one task with this prompt")
     run.add_argument("--prompt-file", default="", help="one task with this file's prompt")
     run.add_argument("--model", default="", help="one provider/model (added to --models)")
@@ -463,8 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     com.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
     com.add_argument("--pr", type=int, default=None)
     com.add_argument("--artifact", default="")
-    com.add_argument("--author", default="",
-                     help="only edit a comment by this account (default: the token's)")
+    com.add_argument(
+        "--author", default="", help="only edit a comment by this account (default: the token's)"
+    )
     com.add_argument("--token-env", default="GITHUB_TOKEN")
     com.add_argument("--write", default="", help="also write the body to this file")
     com.add_argument("--notice", default="", help="post this skip notice instead")
@@ -475,8 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
     prs.add_argument("--remote", default="origin")
     prs.add_argument("--base", default="")
     prs.add_argument("--branch-prefix", default="runner/nightly/")
-    prs.add_argument("--statuses", default="completed",
-                     help="comma-separated run statuses that get a PR")
+    prs.add_argument(
+        "--statuses", default="completed", help="comma-separated run statuses that get a PR"
+    )
     prs.add_argument("--token-env", default="GITHUB_TOKEN")
     prs.set_defaults(func=cmd_pull_requests)
     fin = sub.add_parser("finish", help="exit with the runner's code")

@@ -20,8 +20,16 @@ MARKER = "<!-- runner:summary -->"
 """Starts our PR comment, so the next run finds it and edits it instead of adding one."""
 TASK_MARKER = "<!-- runner:task:{run} -->"
 """Starts a nightly PR's body: which run it belongs to."""
-PR_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_review",
-                       "pull_request_review_comment", "issue_comment", "merge_group"})
+PR_EVENTS = frozenset(
+    {
+        "pull_request",
+        "pull_request_target",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "issue_comment",
+        "merge_group",
+    }
+)
 """Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 MESSAGE_LIMIT = 20_000
@@ -45,7 +53,6 @@ PYTHON = (sys.executable, "-I")
 imported (see the module docstring)."""
 
 
-
 @dataclass(frozen=True)
 class Context:
     """Where the action runs, from the variables GitHub sets for every step."""
@@ -67,11 +74,14 @@ class Context:
             except ValueError as exc:
                 raise RunnerError(f"GITHUB_EVENT_PATH {path} is not JSON: {exc}") from None
             event = loaded if isinstance(loaded, dict) else None
-        return cls(repository=env.get("GITHUB_REPOSITORY", ""),
-                   server_url=env.get("GITHUB_SERVER_URL", "https://github.com"),
-                   api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
-                   run_id=env.get("GITHUB_RUN_ID", ""),
-                   event_name=env.get("GITHUB_EVENT_NAME", ""), event=event)
+        return cls(
+            repository=env.get("GITHUB_REPOSITORY", ""),
+            server_url=env.get("GITHUB_SERVER_URL", "https://github.com"),
+            api_url=env.get("GITHUB_API_URL", "https://api.github.com"),
+            run_id=env.get("GITHUB_RUN_ID", ""),
+            event_name=env.get("GITHUB_EVENT_NAME", ""),
+            event=event,
+        )
 
     @property
     def pr_number(self) -> int | None:
@@ -81,8 +91,11 @@ class Context:
         if isinstance(pr, dict) and isinstance(pr.get("number"), int):
             return int(pr["number"])
         issue = event.get("issue")
-        if isinstance(issue, dict) and "pull_request" in issue and isinstance(
-                issue.get("number"), int):
+        if (
+            isinstance(issue, dict)
+            and "pull_request" in issue
+            and isinstance(issue.get("number"), int)
+        ):
             return int(issue["number"])
         return None
 
@@ -127,16 +140,20 @@ def bot_allowed(login: str, allowed: set[str]) -> bool:
     return name in allowed or name.removesuffix("[bot]") in allowed
 
 
-def prompt_task(prompt: str, *, repo: str, model: str, base_url: str, key_env: str
-                ) -> dict[str, Any]:
+def prompt_task(
+    prompt: str, *, repo: str, model: str, base_url: str, key_env: str
+) -> dict[str, Any]:
     """The one-task file of an inline `prompt`: the same defaults as any task file (the
     runner's sandbox and tools, the Action's `sandbox` input on top), one task `prompt`
     in the checked-out repository. With `base_url` the model's provider is redefined to
     that endpoint, reading its key from `key_env`."""
     if not prompt.strip():
         raise RunnerError("prompt is empty (or prompt-file names an empty file)")
-    data: dict[str, Any] = {"version": 1, "defaults": {"model": model or DEFAULT_MODEL},
-                            "tasks": [{"id": "prompt", "prompt": prompt, "repo": repo}]}
+    data: dict[str, Any] = {
+        "version": 1,
+        "defaults": {"model": model or DEFAULT_MODEL},
+        "tasks": [{"id": "prompt", "prompt": prompt, "repo": repo}],
+    }
     if base_url:
         provider = (model or DEFAULT_MODEL).split("/", 1)[0]
         if not re.fullmatch(r"https?://\S+", base_url):
@@ -155,8 +172,13 @@ def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str])
         tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
     except (RunnerError, OSError):
         return []
-    return sorted({t.provider.env_key for t in tasks
-                   if t.provider.env_key and not env.get(t.provider.env_key)})
+    return sorted(
+        {
+            t.provider.env_key
+            for t in tasks
+            if t.provider.env_key and not env.get(t.provider.env_key)
+        }
+    )
 
 
 def sandbox_for(requested: str, event_name: str) -> str | None:
@@ -167,8 +189,9 @@ def sandbox_for(requested: str, event_name: str) -> str | None:
     if requested in ("", "task-file"):
         return None
     if requested not in SANDBOXES:
-        raise RunnerError(f"sandbox must be auto, task-file or one of {', '.join(SANDBOXES)}; "
-                          f"got {requested!r}")
+        raise RunnerError(
+            f"sandbox must be auto, task-file or one of {', '.join(SANDBOXES)}; got {requested!r}"
+        )
     return requested
 
 
@@ -199,8 +222,9 @@ def trust_problems(task_file: Path, trusted: Path) -> list[str]:
         check.layer(where, layer)
     for variant in tf.matrix.variant if tf.matrix else ():
         if variant.instructions_file is not None:
-            check.inside(variant.instructions_file,
-                         f"matrix.variant.{variant.name}.instructions_file")
+            check.inside(
+                variant.instructions_file, f"matrix.variant.{variant.name}.instructions_file"
+            )
     if isinstance(tf.codex_config, str):
         check.inside(tf.codex_config, "codex_config")
     return check.problems
@@ -220,8 +244,9 @@ class _Trust:
         elif path.is_dir():
             for sub in sorted(path.rglob("*")):
                 if not sub.resolve().is_relative_to(self.root):
-                    self.problems.append(f"{what}: {sub.relative_to(path)} in {raw} leads "
-                                         f"outside {self.shown}")
+                    self.problems.append(
+                        f"{what}: {sub.relative_to(path)} in {raw} leads outside {self.shown}"
+                    )
         return path
 
     def layer(self, where: str, layer: Settings) -> None:
@@ -245,7 +270,8 @@ class _Trust:
             self.problems.append(
                 f"{what}: a stdio MCP server runs outside the sandbox with the runner's "
                 f"user, by default in the pull request's code; give it a `cwd` inside "
-                f"{self.shown}, or use a `url` server")
+                f"{self.shown}, or use a `url` server"
+            )
             return
         cwd = self.inside(server.cwd, f"{what}.cwd")
         program = server.command[0]
@@ -253,9 +279,17 @@ class _Trust:
             self.inside(program, f"{what}.command", cwd)
 
 
-def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
-                sandbox: str | None, concurrency: str, effort: str = "",
-                extra: Sequence[str] = ()) -> list[str]:
+def runner_argv(
+    task_file: str,
+    *,
+    out: str,
+    models: Sequence[str],
+    shard: str,
+    sandbox: str | None,
+    concurrency: str,
+    effort: str = "",
+    extra: Sequence[str] = (),
+) -> list[str]:
     argv = [*PYTHON, "-m", "runner", "run", task_file, "--out", out]
     for model in models:
         argv += ["--model", model]
@@ -267,8 +301,9 @@ def runner_argv(task_file: str, *, out: str, models: Sequence[str], shard: str,
         argv += ["--concurrency", concurrency]
     if effort:
         if effort not in EFFORTS:
-            raise RunnerError(f"reasoning-effort must be one of {', '.join(EFFORTS)}; "
-                              f"got {effort!r}")
+            raise RunnerError(
+                f"reasoning-effort must be one of {', '.join(EFFORTS)}; got {effort!r}"
+            )
         argv += ["--reasoning-effort", effort]
     return [*argv, *extra]
 

@@ -38,12 +38,17 @@ def outputs_for(report: Report, report_path: str) -> dict[str, str]:
     ratio = t.usage.cache_hit_ratio
     # Only branches that outlive the job: the ones the runner pushed (`git.push`). The
     # pull-requests step reports the branches it keeps; local ones go with the machine.
-    branches = {r.run or r.id: r.result.pushed.removeprefix("refs/heads/")
-                for r in report.tasks if r.result is not None and r.result.pushed}
+    branches = {
+        r.run or r.id: r.result.pushed.removeprefix("refs/heads/")
+        for r in report.tasks
+        if r.result is not None and r.result.pushed
+    }
     return {
-        "runs": str(t.runs), "passed": str(t.completed),
+        "runs": str(t.runs),
+        "passed": str(t.completed),
         "failed": str(t.not_completed - t.skipped),
-        "tokens": str(t.usage.total_tokens), "cached-tokens": str(t.usage.cached_tokens),
+        "tokens": str(t.usage.total_tokens),
+        "cached-tokens": str(t.usage.cached_tokens),
         "cache-hit-ratio": "" if ratio is None else f"{ratio:.4f}",
         "cost": _cost(t.cost_usd),
         "branches": json.dumps(branches, sort_keys=True),
@@ -55,8 +60,11 @@ def outputs_for(report: Report, report_path: str) -> dict[str, str]:
 
 def final_message(report: Report) -> str:
     """The `final-message` output: the only run's message, or each run's under its name."""
-    said = [(t.run or t.id, t.final_message) for t in report.tasks
-            if t.final_message and t.final_message.strip()]
+    said = [
+        (t.run or t.id, t.final_message)
+        for t in report.tasks
+        if t.final_message and t.final_message.strip()
+    ]
     if len(report.tasks) == 1:
         return said[0][1] if said else ""
     return "\n\n".join(f"## {name}\n\n{text}" for name, text in said)
@@ -99,9 +107,11 @@ def _totals_line(report: Report) -> str:
     t = report.totals
     ratio = percent(t.usage.cache_hit_ratio)
     cost = "cost unknown" if t.cost_usd is None else f"cost ${t.cost_usd:.4f}"
-    return (f"**Totals:** {t.runs} run(s), {t.requests} request(s), {t.tool_calls} tool "
-            f"call(s), {tokens(t.usage.total_tokens)} tokens, {tokens(t.usage.cached_tokens)} "
-            f"cached ({ratio}), {cost}.")
+    return (
+        f"**Totals:** {t.runs} run(s), {t.requests} request(s), {t.tool_calls} tool "
+        f"call(s), {tokens(t.usage.total_tokens)} tokens, {tokens(t.usage.cached_tokens)} "
+        f"cached ({ratio}), {cost}."
+    )
 
 
 def _footer(report: Report, ctx: Context, artifact: str) -> str:
@@ -116,12 +126,18 @@ def _footer(report: Report, ctx: Context, artifact: str) -> str:
 def rendered(message: str, ctx: Context, artifact: str) -> str:
     """A final message as safe HTML (see runner/safe_markdown.py), cut at MESSAGE_LIMIT
     with a pointer to the report artifact of this workflow run."""
-    where = (f"the report artifact <code>{html.escape(artifact)}</code>" if artifact
-             else "the report")
+    where = (
+        f"the report artifact <code>{html.escape(artifact)}</code>" if artifact else "the report"
+    )
     if ctx.run_url:
         where += f' of <a href="{html.escape(ctx.run_url)}">this workflow run</a>'
-    return safe_markdown.render(message, server_url=ctx.server_url, repository=ctx.repository,
-                                limit=MESSAGE_LIMIT, more=f"The full text is in {where}.")
+    return safe_markdown.render(
+        message,
+        server_url=ctx.server_url,
+        repository=ctx.repository,
+        limit=MESSAGE_LIMIT,
+        more=f"The full text is in {where}.",
+    )
 
 
 def render_notice(notice: str, ctx: Context) -> str:
@@ -137,19 +153,25 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
     t = report.totals
     head = [MARKER, f"### runner: {t.completed} of {t.runs} run(s) passed", ""]
     if report.tasks:
-        head += ["| Run | Model | Status | Tokens | Cached | Cost | Changes |",
-                 "|---|---|---|--:|--:|--:|---|"]
-        head += [f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status)} | "
-                 f"{tokens(r.usage.total_tokens)} | {percent(r.usage.cache_hit_ratio)} | "
-                 f"{_cost_cell(r.cost_usd)} | {_changes(r)} |"
-                 for r in report.tasks[:TABLE_ROWS]]
+        head += [
+            "| Run | Model | Status | Tokens | Cached | Cost | Changes |",
+            "|---|---|---|--:|--:|--:|---|",
+        ]
+        head += [
+            f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status)} | "
+            f"{tokens(r.usage.total_tokens)} | {percent(r.usage.cache_hit_ratio)} | "
+            f"{_cost_cell(r.cost_usd)} | {_changes(r)} |"
+            for r in report.tasks[:TABLE_ROWS]
+        ]
         if len(report.tasks) > TABLE_ROWS:
             head.append(f"\n{len(report.tasks) - TABLE_ROWS} more run(s) in the report.")
         head.append("")
     head.append(_totals_line(report))
-    failed = [f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r))
-                                                                    else "")
-              for r in report.tasks if r.status != "completed"][:TABLE_ROWS]
+    failed = [
+        f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r)) else "")
+        for r in report.tasks
+        if r.status != "completed"
+    ][:TABLE_ROWS]
     if failed:
         head += ["", "#### Not completed", "", *failed]
     footer = _footer(report, ctx, artifact)
@@ -158,8 +180,10 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
     for r in said:
         shown = rendered(r.final_message or "", ctx, artifact)
         fold = " open" if len(said) <= OPEN_MESSAGES else ""
-        block = (f"\n\n<details{fold}><summary>{inline(r.run or r.id)}: final message"
-                 f"</summary>\n\n{shown}\n\n</details>")
+        block = (
+            f"\n\n<details{fold}><summary>{inline(r.run or r.id)}: final message"
+            f"</summary>\n\n{shown}\n\n</details>"
+        )
         if len(body) + len(block) + len(footer) > COMMENT_LIMIT:
             body += "\n\nMore final messages are in the report artifact."
             break
@@ -169,13 +193,15 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
 
 def render_pr_body(task: TaskReport, report: Report, ctx: Context) -> str:
     """A nightly PR's description: what ran, how it went, what the agent said."""
-    lines = [TASK_MARKER.format(run=task.run or task.id),
-             f"Automated change by **runner**: task **{inline(task.id)}** on "
-             f"{inline(task.model)}.", "",
-             f"- Status: {mark(task.status)}",
-             f"- Tokens: {tokens(task.usage.total_tokens)}, cached "
-             f"{percent(task.usage.cache_hit_ratio)}, cost {_cost_cell(task.cost_usd)}",
-             f"- Changes: {_changes(task)}"]
+    lines = [
+        TASK_MARKER.format(run=task.run or task.id),
+        f"Automated change by **runner**: task **{inline(task.id)}** on {inline(task.model)}.",
+        "",
+        f"- Status: {mark(task.status)}",
+        f"- Tokens: {tokens(task.usage.total_tokens)}, cached "
+        f"{percent(task.usage.cache_hit_ratio)}, cost {_cost_cell(task.cost_usd)}",
+        f"- Changes: {_changes(task)}",
+    ]
     if task.check is not None:
         verdict = "passed" if task.check.passed else f"failed (exit {task.check.exit_code})"
         lines.append(f"- Check `{cell(task.check.command)}`: {verdict}")
@@ -188,8 +214,6 @@ def render_pr_body(task: TaskReport, report: Report, ctx: Context) -> str:
 def secret_values(env: Mapping[str, str]) -> list[str]:
     """Values of secret-looking variables, masked from anything we send to GitHub."""
     return [v for k, v in env.items() if SECRET_NAME.search(k) and v]
-
-
 
 
 DOCS_START = "<!-- action-docs:start (make action-docs writes this from action.yml) -->"
@@ -206,8 +230,10 @@ def action_docs(action: Mapping[str, Any]) -> str:
     lines = [DOCS_START, "", "| Input | Default | What it is for |", "|---|---|---|"]
     for name, spec in action["inputs"].items():
         default = str(spec.get("default", ""))
-        lines.append(f"| `{name}` | {f'`{default}`' if default else ''} | "
-                     f"{_doc_cell(spec.get('description', ''))} |")
+        lines.append(
+            f"| `{name}` | {f'`{default}`' if default else ''} | "
+            f"{_doc_cell(spec.get('description', ''))} |"
+        )
     lines += ["", "| Output | What it holds |", "|---|---|"]
     for name, spec in action["outputs"].items():
         lines.append(f"| `{name}` | {_doc_cell(spec.get('description', ''))} |")

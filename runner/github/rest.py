@@ -22,19 +22,30 @@ class GitHub:
         self._attempts = attempts
         self._client = http.rest_client(
             api_url.rstrip("/"),
-            {"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
-             "X-GitHub-Api-Version": API_VERSION, "User-Agent": "runner-action"})
+            {
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": API_VERSION,
+                "User-Agent": "runner-action",
+            },
+        )
 
     def close(self) -> None:
         self._client.close()
 
-    def request(self, method: str, path: str, *, json_body: Any = None,
-                params: Mapping[str, str] | None = None, ok: Sequence[int] = ()) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        ok: Sequence[int] = (),
+    ) -> Any:
         """JSON of a 2xx answer (None for 204); a status in `ok` returns None too."""
         for attempt in range(1, self._attempts + 1):
             try:
-                resp = http.rest_request(self._client, method, path, json=json_body,
-                                         params=params)
+                resp = http.rest_request(self._client, method, path, json=json_body, params=params)
             except TransportError as exc:
                 if attempt == self._attempts:
                     raise RunnerError(f"GitHub {method} {path}: {exc}") from None
@@ -51,17 +62,21 @@ class GitHub:
                     message = str(resp.json().get("message", ""))
                 except ValueError:
                     message = ""
-                raise RunnerError(f"GitHub {method} {path}: HTTP {resp.status_code} "
-                                  f"{truncate(message, 200)}".rstrip())
+                raise RunnerError(
+                    f"GitHub {method} {path}: HTTP {resp.status_code} "
+                    f"{truncate(message, 200)}".rstrip()
+                )
             return resp.json() if resp.content else None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def paginate(self, path: str, params: Mapping[str, str] | None = None,
-                 max_pages: int = 50) -> list[Any]:
+    def paginate(
+        self, path: str, params: Mapping[str, str] | None = None, max_pages: int = 50
+    ) -> list[Any]:
         items: list[Any] = []
         for page in range(1, max_pages + 1):
-            got = self.request("GET", path, params={**(params or {}), "per_page": "100",
-                                                    "page": str(page)})
+            got = self.request(
+                "GET", path, params={**(params or {}), "per_page": "100", "page": str(page)}
+            )
             if not isinstance(got, list):
                 raise RunnerError(f"GitHub GET {path}: expected a list")
             items += got
@@ -86,13 +101,15 @@ def has_write_access(gh: GitHub, repo: str, user: str) -> bool:
     """The collaborator-permission endpoint, which counts teams, organisation roles and
     base permissions (an `author_association` of MEMBER or COLLABORATOR does not imply
     write access). A user who is not a collaborator is a 404: no access."""
-    got = gh.request("GET", f"/repos/{repo}/collaborators/{quote(user, safe='')}/permission",
-                     ok=(404,))
+    got = gh.request(
+        "GET", f"/repos/{repo}/collaborators/{quote(user, safe='')}/permission", ok=(404,)
+    )
     return isinstance(got, dict) and got.get("permission") in WRITE_PERMISSIONS
 
 
-def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str
-                   ) -> tuple[str, int]:
+def upsert_comment(
+    gh: GitHub, repo: str, number: int, body: str, *, author: str
+) -> tuple[str, int]:
     """Edit our comment on the PR if it is there, else create it: ("patched"|"created", id).
 
     Ours means: the body starts with the marker and `author` (the token's account) wrote
@@ -100,8 +117,9 @@ def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str
     for c in gh.paginate(f"/repos/{repo}/issues/{number}/comments"):
         login = (c.get("user") or {}).get("login", "")
         if str(c.get("body", "")).startswith(MARKER) and login == author:
-            gh.request("PATCH", f"/repos/{repo}/issues/comments/{c['id']}",
-                       json_body={"body": body})
+            gh.request(
+                "PATCH", f"/repos/{repo}/issues/comments/{c['id']}", json_body={"body": body}
+            )
             return "patched", int(c["id"])
     made = gh.request("POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body})
     return "created", int(made["id"])
@@ -110,24 +128,34 @@ def upsert_comment(gh: GitHub, repo: str, number: int, body: str, *, author: str
 def set_branch(gh: GitHub, repo: str, branch: str, sha: str) -> None:
     """Point `branch` at `sha` on GitHub, creating it or moving it (forced: a bot branch)."""
     if gh.request("GET", f"/repos/{repo}/git/ref/heads/{branch}", ok=(404,)) is None:
-        gh.request("POST", f"/repos/{repo}/git/refs",
-                   json_body={"ref": f"refs/heads/{branch}", "sha": sha})
+        gh.request(
+            "POST", f"/repos/{repo}/git/refs", json_body={"ref": f"refs/heads/{branch}", "sha": sha}
+        )
     else:
-        gh.request("PATCH", f"/repos/{repo}/git/refs/heads/{branch}",
-                   json_body={"sha": sha, "force": True})
+        gh.request(
+            "PATCH", f"/repos/{repo}/git/refs/heads/{branch}", json_body={"sha": sha, "force": True}
+        )
 
 
-def upsert_pull_request(gh: GitHub, repo: str, *, head: str, base: str, title: str,
-                        body: str) -> tuple[str, str]:
+def upsert_pull_request(
+    gh: GitHub, repo: str, *, head: str, base: str, title: str, body: str
+) -> tuple[str, str]:
     """("updated"|"created", url): the open PR from `head`, or a new one."""
     owner = repo.split("/", 1)[0]
-    found = gh.request("GET", f"/repos/{repo}/pulls",
-                       params={"state": "open", "head": f"{owner}:{head}", "base": base})
+    found = gh.request(
+        "GET",
+        f"/repos/{repo}/pulls",
+        params={"state": "open", "head": f"{owner}:{head}", "base": base},
+    )
     if isinstance(found, list) and found:
         number = found[0]["number"]
-        pr = gh.request("PATCH", f"/repos/{repo}/pulls/{number}",
-                        json_body={"title": title, "body": body})
+        pr = gh.request(
+            "PATCH", f"/repos/{repo}/pulls/{number}", json_body={"title": title, "body": body}
+        )
         return "updated", str(pr["html_url"])
-    pr = gh.request("POST", f"/repos/{repo}/pulls",
-                    json_body={"title": title, "head": head, "base": base, "body": body})
+    pr = gh.request(
+        "POST",
+        f"/repos/{repo}/pulls",
+        json_body={"title": title, "head": head, "base": base, "body": body},
+    )
     return "created", str(pr["html_url"])

@@ -78,8 +78,9 @@ class ChatClient:
         self._deadline_s = request_timeout_s
         self._max_event = max_event_bytes
         self._own_client = client is None
-        self._client = client if client is not None else make_client(headers=hdrs,
-                                                                     base_url=base_url)
+        self._client = (
+            client if client is not None else make_client(headers=hdrs, base_url=base_url)
+        )
         self._headers = {} if self._own_client else hdrs
 
     def build_body(self, prompt: Prompt) -> JSON:
@@ -94,20 +95,23 @@ class ChatClient:
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
             err: ModelError
             if isinstance(cap, int) and usage is not None and usage.output_tokens >= cap:
-                err = StreamError(f"the answer hit max_output_tokens={cap} before it was "
-                                  "complete", code="max_output_tokens")
+                err = StreamError(
+                    f"the answer hit max_output_tokens={cap} before it was complete",
+                    code="max_output_tokens",
+                )
                 err.partial_output = state.text[:PARTIAL_OUTPUT_CHARS]
             else:
-                err = ContextWindowExceeded("the model ran out of context (finish_reason: "
-                                            "length)")
+                err = ContextWindowExceeded("the model ran out of context (finish_reason: length)")
             err.usage = usage
             raise err
         if state.finish_reason is None:
-            raise StreamError("stream ended before a finish_reason", code="stream_cut",
-                              retryable=True)
+            raise StreamError(
+                "stream ended before a finish_reason", code="stream_cut", retryable=True
+            )
         items = state.items(prompt, constrained=self.constrained is not None)
-        return ModelResponse(items=items, usage=usage, response_id=state.response_id,
-                             request_bytes=len(data))
+        return ModelResponse(
+            items=items, usage=usage, response_id=state.response_id, request_bytes=len(data)
+        )
 
     def _complete(self, state: ChatStreamState) -> bool:
         """A constrained answer whose JSON closed just as the cap was reached is whole
@@ -129,26 +133,36 @@ class ChatClient:
         with anyio.move_on_after(self._deadline_s) as deadline:
             for resend in (False, True):
                 try:
-                    async with http.stream(self._client, "POST", self.url, content=data,
-                                           headers=headers, params=self.params) as resp:
+                    async with http.stream(
+                        self._client,
+                        "POST",
+                        self.url,
+                        content=data,
+                        headers=headers,
+                        params=self.params,
+                    ) as resp:
                         if resp.status_code >= 400:
                             text = await read_capped(resp)
-                            raise http_error(resp.status_code, text,
-                                             retry_after_s=retry_after_s(resp.headers))
+                            raise http_error(
+                                resp.status_code, text, retry_after_s=retry_after_s(resp.headers)
+                            )
                         started = True
                         kind = resp.headers.get("content-type", "")
                         if "text/event-stream" not in kind:
                             raise StreamError(
                                 f"not an event stream: content-type {kind[:100]!r}",
-                                code="not_event_stream", retryable=True)
+                                code="not_event_stream",
+                                retryable=True,
+                            )
                         await self._read(resp, state)
                     break
                 except TransportError as exc:
                     if state.finish_reason is not None:
                         break
                     if started:
-                        raise StreamError(f"stream cut: {exc}", code="stream_cut",
-                                          retryable=True) from exc
+                        raise StreamError(
+                            f"stream cut: {exc}", code="stream_cut", retryable=True
+                        ) from exc
                     if not resend and exc.code == http.CLOSED_UNREAD:
                         continue
                     raise
@@ -163,8 +177,12 @@ class ChatClient:
         """Frame and accumulate the stream. The idle clock restarts only on a real event,
         so `: keepalive` comments alone still time out. The body is read to its end after
         `[DONE]` so that the connection can be reused."""
-        events = sse_events(resp, max_event_bytes=self._max_event, idle_s=self._idle_s,
-                            finished=lambda: state.done or state.finish_reason is not None)
+        events = sse_events(
+            resp,
+            max_event_bytes=self._max_event,
+            idle_s=self._idle_s,
+            finished=lambda: state.done or state.finish_reason is not None,
+        )
         async with aclosing(events):
             async for name, text in events:
                 state.feed_event(name, text)
@@ -172,4 +190,3 @@ class ChatClient:
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
-

@@ -99,7 +99,6 @@ def _arguments_schema(tool: Mapping[str, Any], settings: Constrained) -> JSON:
     return params
 
 
-
 def answer_branches(
     tools: Sequence[Mapping[str, Any]],
     *,
@@ -117,27 +116,35 @@ def answer_branches(
     branches: list[JSON] = []
     if tool_choice != "none":
         for t in _function_tools(tools):
-            branches.append({
-                "type": "object",
-                "properties": {"tool": {"const": t["name"]},
-                               "arguments": _arguments_schema(t, settings)},
-                "required": ["tool", "arguments"],
-                "additionalProperties": False,
-            })
+            branches.append(
+                {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"const": t["name"]},
+                        "arguments": _arguments_schema(t, settings),
+                    },
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": False,
+                }
+            )
         for t in _custom_tools(tools):
-            branches.append({
-                "type": "object",
-                "properties": {"tool": {"const": t["name"]}, "input": {"type": "string"}},
-                "required": ["tool", "input"],
-                "additionalProperties": False,
-            })
+            branches.append(
+                {
+                    "type": "object",
+                    "properties": {"tool": {"const": t["name"]}, "input": {"type": "string"}},
+                    "required": ["tool", "input"],
+                    "additionalProperties": False,
+                }
+            )
     if tool_choice != "required" or not branches:
-        branches.append({
-            "type": "object",
-            "properties": {"answer": answer if answer is not None else {"type": "string"}},
-            "required": ["answer"],
-            "additionalProperties": False,
-        })
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"answer": answer if answer is not None else {"type": "string"}},
+                "required": ["answer"],
+                "additionalProperties": False,
+            }
+        )
     return branches
 
 
@@ -151,12 +158,15 @@ def constrained_schema(
 ) -> JSON:
     """The `oneOf` the answer must match, each shape bounded to fit `budget` output tokens
     (`runner.providers.grammar.narrow`); a shape that cannot fit is left out."""
-    branches = narrow(answer_branches(tools, tool_choice=tool_choice, settings=settings,
-                                      answer=answer), budget)
+    branches = narrow(
+        answer_branches(tools, tool_choice=tool_choice, settings=settings, answer=answer), budget
+    )
     if not branches:
-        raise StreamError(f"max_output_tokens={budget} is too small for even the shortest "
-                          "answer of the constrained format; raise it",
-                          code="max_output_tokens")
+        raise StreamError(
+            f"max_output_tokens={budget} is too small for even the shortest "
+            "answer of the constrained format; raise it",
+            code="max_output_tokens",
+        )
     return branches[0] if len(branches) == 1 else {"oneOf": branches}
 
 
@@ -175,7 +185,8 @@ def _params_summary(params: Mapping[str, Any]) -> str:
 
 
 def constrained_tools_text(
-    tools: Sequence[Mapping[str, Any]], settings: Constrained = Constrained(),
+    tools: Sequence[Mapping[str, Any]],
+    settings: Constrained = Constrained(),
     answer: JSON | None = None,
 ) -> str:
     """The section appended to the system message: the answer format and each tool.
@@ -211,8 +222,11 @@ def _obj(value: Any) -> JSON:
 def answer_schema(prompt: Prompt) -> JSON | None:
     """The schema of `text.format` (structured output), if the prompt asks for one."""
     fmt = prompt.text.get("format") if prompt.text else None
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" \
-            and isinstance(fmt.get("schema"), dict):
+    if (
+        isinstance(fmt, dict)
+        and fmt.get("type") == "json_schema"
+        and isinstance(fmt.get("schema"), dict)
+    ):
         schema: JSON = fmt["schema"]
         return schema
     return None
@@ -224,15 +238,19 @@ def _text_of(content: Any) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    texts = [str(p.get("text", "")) for p in content
-             if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")]
+    texts = [
+        str(p.get("text", ""))
+        for p in content
+        if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
+    ]
     return "\n".join(texts)
 
 
 def _chat_content(content: Any) -> str | list[JSON]:
     """A string, or a parts list when there are images (as Codex's chat wire did)."""
     if isinstance(content, list) and any(
-            isinstance(p, dict) and p.get("type") == "input_image" for p in content):
+        isinstance(p, dict) and p.get("type") == "input_image" for p in content
+    ):
         parts: list[JSON] = []
         for p in content:
             if not isinstance(p, dict):
@@ -287,9 +305,7 @@ def render_tool_result(name: str, output: str, note: str) -> str:
     return f"{text}\n\n{note}" if note else text
 
 
-def chat_messages(
-    prompt: Prompt, *, constrained: Constrained | None = None
-) -> list[JSON]:
+def chat_messages(prompt: Prompt, *, constrained: Constrained | None = None) -> list[JSON]:
     """The Responses-style prompt as chat messages.
 
     Developer messages become `system` messages in place: chat servers and small-model
@@ -312,28 +328,43 @@ def chat_messages(
                 role = "system"
             if role == "assistant":
                 text = _text_of(d.get("content"))
-                content: Any = (dumps({"answer": _args_value(text) if structured else text})
-                                if constrained is not None else text)
+                content: Any = (
+                    dumps({"answer": _args_value(text) if structured else text})
+                    if constrained is not None
+                    else text
+                )
             else:
-                content = (_text_of(d.get("content")) if constrained is not None
-                           else _chat_content(d.get("content")))
+                content = (
+                    _text_of(d.get("content"))
+                    if constrained is not None
+                    else _chat_content(d.get("content"))
+                )
             messages.append({"role": role, "content": content})
         elif kind in ("function_call", "custom_tool_call"):
             call_id = str(d.get("call_id", ""))
             name = str(d.get("name", ""))
             names[call_id] = name
             if constrained is not None:
-                answer = ({"tool": name, "arguments": _args_value(d.get("arguments", "{}"))}
-                          if kind == "function_call" else
-                          {"tool": name, "input": str(d.get("input", ""))})
+                answer = (
+                    {"tool": name, "arguments": _args_value(d.get("arguments", "{}"))}
+                    if kind == "function_call"
+                    else {"tool": name, "input": str(d.get("input", ""))}
+                )
                 messages.append({"role": "assistant", "content": dumps(answer)})
                 continue
             call: JSON = (
-                {"id": call_id, "type": "function",
-                 "function": {"name": name, "arguments": str(d.get("arguments", ""))}}
-                if kind == "function_call" else
-                {"id": call_id, "type": "custom",
-                 "custom": {"name": name, "input": str(d.get("input", ""))}})
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": str(d.get("arguments", ""))},
+                }
+                if kind == "function_call"
+                else {
+                    "id": call_id,
+                    "type": "custom",
+                    "custom": {"name": name, "input": str(d.get("input", ""))},
+                }
+            )
             last = messages[-1] if messages else None
             if last is not None and last.get("role") == "assistant":
                 last.setdefault("tool_calls", []).append(call)
@@ -345,8 +376,9 @@ def chat_messages(
             call_id = str(d.get("call_id", ""))
             text = output_text(d.get("output", ""))
             if constrained is not None:
-                result = render_tool_result(names.get(call_id, "tool"), text,
-                                            constrained.tool_result_note)
+                result = render_tool_result(
+                    names.get(call_id, "tool"), text, constrained.tool_result_note
+                )
                 messages.append({"role": constrained.tool_result_role, "content": result})
             else:
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
@@ -378,9 +410,13 @@ def build_body(prompt: Prompt, *, constrained: Constrained | None = None) -> JSO
     if constrained is not None:
         # The answer format is ours in this mode; a requested `text.format` cannot apply.
         cap = prompt.extra.get("max_output_tokens")
-        schema = constrained_schema(prompt.tools, tool_choice=prompt.tool_choice,
-                                    settings=constrained, answer=answer_schema(prompt),
-                                    budget=cap if isinstance(cap, int) else None)
+        schema = constrained_schema(
+            prompt.tools,
+            tool_choice=prompt.tool_choice,
+            settings=constrained,
+            answer=answer_schema(prompt),
+            budget=cap if isinstance(cap, int) else None,
+        )
         grammar = None
         if constrained.grammar:
             try:
@@ -390,8 +426,10 @@ def build_body(prompt: Prompt, *, constrained: Constrained | None = None) -> JSO
         if grammar is not None:
             body["grammar"] = grammar
         else:
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "answer", "strict": True, "schema": schema}}
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "strict": True, "schema": schema},
+            }
     else:
         tools = chat_tools(prompt.tools)
         if tools:
@@ -429,8 +467,9 @@ def call_id_for(prompt: Prompt, index: int, name: str, arguments: str) -> str:
 
 
 def _message_item(text: str) -> Item:
-    return Item({"type": "message", "role": "assistant",
-                 "content": [{"type": "output_text", "text": text}]})
+    return Item(
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    )
 
 
 def items_from_constrained(text: str, prompt: Prompt) -> list[Item]:
@@ -443,19 +482,35 @@ def items_from_constrained(text: str, prompt: Prompt) -> list[Item]:
     try:
         obj = json.loads(text)
     except ValueError as e:
-        raise StreamError(f"constrained answer is not valid JSON ({e}): {text[:200]!r}",
-                          code="invalid_json") from e
+        raise StreamError(
+            f"constrained answer is not valid JSON ({e}): {text[:200]!r}", code="invalid_json"
+        ) from e
     if isinstance(obj, dict) and isinstance(obj.get("tool"), str) and obj["tool"]:
         name = obj["tool"]
         if "input" in obj and "arguments" not in obj:
             inp = str(obj["input"])
-            return [Item({"type": "custom_tool_call",
-                          "call_id": call_id_for(prompt, 0, name, inp),
-                          "name": name, "input": inp})]
+            return [
+                Item(
+                    {
+                        "type": "custom_tool_call",
+                        "call_id": call_id_for(prompt, 0, name, inp),
+                        "name": name,
+                        "input": inp,
+                    }
+                )
+            ]
         args = obj.get("arguments", {})
         arguments = args if isinstance(args, str) else dumps(args)
-        return [Item({"type": "function_call", "call_id": call_id_for(prompt, 0, name, arguments),
-                      "name": name, "arguments": arguments})]
+        return [
+            Item(
+                {
+                    "type": "function_call",
+                    "call_id": call_id_for(prompt, 0, name, arguments),
+                    "name": name,
+                    "arguments": arguments,
+                }
+            )
+        ]
     if isinstance(obj, dict) and answer_schema(prompt) is not None and "answer" in obj:
         return [_message_item(dumps(obj["answer"]))]  # structured output: the JSON itself
     if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
@@ -540,8 +595,15 @@ class ChatStreamState:
     def items(self, prompt: Prompt, *, constrained: bool) -> list[Item]:
         out: list[Item] = []
         if self.reasoning:
-            out.append(Item({"type": "reasoning", "summary": [],
-                             "content": [{"type": "reasoning_text", "text": self.reasoning}]}))
+            out.append(
+                Item(
+                    {
+                        "type": "reasoning",
+                        "summary": [],
+                        "content": [{"type": "reasoning_text", "text": self.reasoning}],
+                    }
+                )
+            )
         if constrained and not self.calls:
             return out + items_from_constrained(self.text, prompt)
         if self.text:
@@ -549,13 +611,27 @@ class ChatStreamState:
         for _, acc in sorted(self.calls.items()):
             index = len(out)
             if acc.kind == "custom":
-                out.append(Item({"type": "custom_tool_call",
-                                 "call_id": call_id_for(prompt, index, acc.name, acc.arguments),
-                                 "name": acc.name, "input": acc.arguments}))
+                out.append(
+                    Item(
+                        {
+                            "type": "custom_tool_call",
+                            "call_id": call_id_for(prompt, index, acc.name, acc.arguments),
+                            "name": acc.name,
+                            "input": acc.arguments,
+                        }
+                    )
+                )
             else:
-                out.append(Item({"type": "function_call",
-                                 "call_id": call_id_for(prompt, index, acc.name, acc.arguments),
-                                 "name": acc.name, "arguments": acc.arguments}))
+                out.append(
+                    Item(
+                        {
+                            "type": "function_call",
+                            "call_id": call_id_for(prompt, index, acc.name, acc.arguments),
+                            "name": acc.name,
+                            "arguments": acc.arguments,
+                        }
+                    )
+                )
         return out
 
 

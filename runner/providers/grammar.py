@@ -69,9 +69,22 @@ def _required(schema: JSON) -> list[str]:
     return [name for name in props if name in required]
 
 
-_UNSUPPORTED_KEYS = ("$ref", "allOf", "not", "if", "pattern", "format", "patternProperties",
-                     "prefixItems", "uniqueItems", "contains", "multipleOf",
-                     "exclusiveMinimum", "exclusiveMaximum", "maximum")
+_UNSUPPORTED_KEYS = (
+    "$ref",
+    "allOf",
+    "not",
+    "if",
+    "pattern",
+    "format",
+    "patternProperties",
+    "prefixItems",
+    "uniqueItems",
+    "contains",
+    "multipleOf",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "maximum",
+)
 
 
 def _check(schema: Any) -> JSON:
@@ -124,8 +137,11 @@ def _cost_of_type(s: JSON, kind: str, items: int, length: int) -> int:
     if kind == "object":
         names = _required(s)
         props = s.get("properties") or {}
-        return 2 + sum(len(_dump(n)) + 1 + cost(props[n], items, length) for n in names) + \
-            max(len(names) - 1, 0)
+        return (
+            2
+            + sum(len(_dump(n)) + 1 + cost(props[n], items, length) for n in names)
+            + max(len(names) - 1, 0)
+        )
     raise UnsupportedSchema(f"type {kind!r} is not supported")
 
 
@@ -164,15 +180,18 @@ def bound(schema: Any, items: int, length: int) -> Any:
         if isinstance(schema.get(key), list):
             out[key] = [bound(s, items, length) for s in schema[key]]
     if isinstance(schema.get("properties"), dict):
-        out["properties"] = {k: bound(v, items, length)
-                             for k, v in schema["properties"].items()}
+        out["properties"] = {k: bound(v, items, length) for k, v in schema["properties"].items()}
     if isinstance(schema.get("items"), dict):
         out["items"] = bound(schema["items"], items, length)
     kinds = _types(schema)
     if "array" in kinds:
         out["maxItems"] = min(items, int(schema.get("maxItems", items)))
-    if "string" in kinds and _choices(schema) is None and "pattern" not in schema \
-            and "format" not in schema:
+    if (
+        "string" in kinds
+        and _choices(schema) is None
+        and "pattern" not in schema
+        and "format" not in schema
+    ):
         out["maxLength"] = min(length, int(schema.get("maxLength", length)))
     if "object" in kinds and "additionalProperties" not in schema:
         out["additionalProperties"] = False

@@ -86,16 +86,18 @@ class ResponsesClient:
         max_connections: int = 32,
         transport: http.AsyncTransport | None = None,
     ) -> None:
-        hdrs = request_headers(headers, api_key, accept="text/event-stream",
-                               **{"content-type": "application/json"})
+        hdrs = request_headers(
+            headers, api_key, accept="text/event-stream", **{"content-type": "application/json"}
+        )
         self._url = base_url.rstrip("/") + "/responses"
         self._params = dict(query_params or {})
         self._store = store
         self._idle_s = stream_idle_timeout_s
         self._deadline_s = request_timeout_s
         self._max_event = max_event_bytes
-        self._client = make_client(headers=hdrs, max_connections=max_connections,
-                                   transport=transport, base_url=base_url)
+        self._client = make_client(
+            headers=hdrs, max_connections=max_connections, transport=transport, base_url=base_url
+        )
 
     async def generate(self, prompt: Prompt) -> ModelResponse:
         """One attempt. Failures before the server answers are `TransportError`s; once it
@@ -106,24 +108,35 @@ class ResponsesClient:
         started = False
         with anyio.move_on_after(self._deadline_s) as deadline:
             try:
-                async with http.stream(self._client, "POST", self._url, content=body,
-                                       params=self._params,
-                                       headers={"session_id": prompt.prompt_cache_key}
-                                       ) as resp:
+                async with http.stream(
+                    self._client,
+                    "POST",
+                    self._url,
+                    content=body,
+                    params=self._params,
+                    headers={"session_id": prompt.prompt_cache_key},
+                ) as resp:
                     if resp.status_code >= 400:
-                        raise http_error(resp.status_code, await read_capped(resp),
-                                         retry_after_s=retry_after_s(resp.headers))
+                        raise http_error(
+                            resp.status_code,
+                            await read_capped(resp),
+                            retry_after_s=retry_after_s(resp.headers),
+                        )
                     started = True
                     kind = resp.headers.get("content-type", "")
                     if "text/event-stream" not in kind:
-                        raise StreamError(f"not an event stream: content-type {kind[:100]!r}",
-                                          code="not_event_stream", retryable=True)
+                        raise StreamError(
+                            f"not an event stream: content-type {kind[:100]!r}",
+                            code="not_event_stream",
+                            retryable=True,
+                        )
                     await self._read(resp, asm)
             except TransportError as exc:
                 if not asm.done:
                     if started:
-                        raise StreamError(f"stream cut: {exc}", code="stream_cut",
-                                          retryable=True) from exc
+                        raise StreamError(
+                            f"stream cut: {exc}", code="stream_cut", retryable=True
+                        ) from exc
                     raise
         if deadline.cancelled_caught and not asm.done:
             what = f"request timeout: no complete response within {self._deadline_s:g} s"
@@ -131,18 +144,21 @@ class ResponsesClient:
                 raise StreamError(what, code="request_timeout", retryable=True)
             raise TransportError(what, code="request_timeout")
         if not asm.done:
-            raise StreamError("stream closed before response.completed", code="stream_cut",
-                              retryable=True)
-        return ModelResponse(items=asm.items, usage=asm.usage, response_id=asm.response_id,
-                             request_bytes=len(body))
+            raise StreamError(
+                "stream closed before response.completed", code="stream_cut", retryable=True
+            )
+        return ModelResponse(
+            items=asm.items, usage=asm.usage, response_id=asm.response_id, request_bytes=len(body)
+        )
 
     async def _read(self, resp: http.Response, asm: Assembler) -> None:
         """Frame and assemble the stream. The idle clock restarts only on a real event,
         so a server that sends nothing but `: keepalive` comments still times out. The
         body is read to its end even after response.completed: a response left unread
         makes httpx drop the connection instead of reusing it."""
-        events = sse_events(resp, max_event_bytes=self._max_event, idle_s=self._idle_s,
-                            finished=lambda: asm.done)
+        events = sse_events(
+            resp, max_event_bytes=self._max_event, idle_s=self._idle_s, finished=lambda: asm.done
+        )
         async with aclosing(events):
             async for name, data in events:
                 asm.feed(name, data)
@@ -154,14 +170,18 @@ class ResponsesClient:
         (typically the kept user messages and one opaque `compaction` item) out.
         """
         body = build_compact_body(prompt).encode()
-        resp = await http.post(self._client, self._url + "/compact", content=body,
-                               params=self._params,
-                               headers={"session_id": prompt.prompt_cache_key,
-                                        "accept": "application/json"})
+        resp = await http.post(
+            self._client,
+            self._url + "/compact",
+            content=body,
+            params=self._params,
+            headers={"session_id": prompt.prompt_cache_key, "accept": "application/json"},
+        )
         text = resp.text
         if resp.status_code >= 400:
-            raise http_error(resp.status_code, text[:ERROR_BODY_BYTES],
-                             retry_after_s=retry_after_s(resp.headers))
+            raise http_error(
+                resp.status_code, text[:ERROR_BODY_BYTES], retry_after_s=retry_after_s(resp.headers)
+            )
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -169,10 +189,12 @@ class ResponsesClient:
         output = data.get("output") if isinstance(data, dict) else None
         if not isinstance(output, list) or not all(isinstance(i, dict) for i in output):
             raise StreamError(f"compaction answer has no output list: {text[:200]!r}")
-        return ModelResponse(items=[Item(i) for i in output],
-                             usage=Usage.from_responses(data.get("usage")),
-                             response_id=data.get("id") if isinstance(data.get("id"), str)
-                             else None, request_bytes=len(body))
+        return ModelResponse(
+            items=[Item(i) for i in output],
+            usage=Usage.from_responses(data.get("usage")),
+            response_id=data.get("id") if isinstance(data.get("id"), str) else None,
+            request_bytes=len(body),
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -180,8 +202,7 @@ class ResponsesClient:
 
 def build_compact_body(prompt: Prompt) -> str:
     """The compaction request: the thread's own prefix, so the server can cache it too."""
-    parts = [f'"model":{dumps(prompt.model)}',
-             '"input":[' + _input(prompt, False) + "]"]
+    parts = [f'"model":{dumps(prompt.model)}', '"input":[' + _input(prompt, False) + "]"]
     if prompt.instructions:
         parts.append(f'"instructions":{dumps(prompt.instructions)}')
     parts.append(f'"tools":{dumps(list(prompt.tools))}')
@@ -191,4 +212,3 @@ def build_compact_body(prompt: Prompt) -> str:
     if prompt.text is not None:
         parts.append(f'"text":{dumps(prompt.text)}')
     return "{" + ",".join(parts) + "}"
-

@@ -93,16 +93,19 @@ class RateGate:
         """Return when the gate is open; raise `RateLimited` rather than wait too long."""
         while (left := self.opens_at - anyio.current_time()) > 0:
             if left > max_wait_s:
-                raise RateLimited(f"rate limited: the provider asked to wait {left:.0f} s, "
-                                  f"more than the {max_wait_s:g} s cap (max_retry_wait_s)")
+                raise RateLimited(
+                    f"rate limited: the provider asked to wait {left:.0f} s, "
+                    f"more than the {max_wait_s:g} s cap (max_retry_wait_s)"
+                )
             await anyio.sleep(left)
 
 
 class _Attempts:
     """The budgets of one call and the decision about its last failure."""
 
-    def __init__(self, limits: dict[Budget, int], max_wait_s: float, base_s: float,
-                 gate: RateGate) -> None:
+    def __init__(
+        self, limits: dict[Budget, int], max_wait_s: float, base_s: float, gate: RateGate
+    ) -> None:
         self.limits = limits
         self.gate = gate
         self.max_wait_s = max_wait_s
@@ -124,14 +127,16 @@ class _Attempts:
                 self.gate.hold(retry.asked_s)  # the other runs fail fast too, unsent
             self.final = RateLimited(
                 f"rate limited: the server asks to wait {retry.asked_s:.0f} s, more than "
-                f"the {self.max_wait_s:g} s cap (max_retry_wait_s); last error: {exc}")
+                f"the {self.max_wait_s:g} s cap (max_retry_wait_s); last error: {exc}"
+            )
             return False
         self.used[retry.budget] += 1
         if self.used[retry.budget] > self.limits[retry.budget]:
             n = self.limits[retry.budget]
             if retry.holds_provider:
-                self.final = RateLimited(f"rate limited: still refused after {n} retries; "
-                                         f"last error: {exc}")
+                self.final = RateLimited(
+                    f"rate limited: still refused after {n} retries; last error: {exc}"
+                )
             return False
         self.last = retry
         return True
@@ -144,13 +149,22 @@ class _Attempts:
 class RetryingClient:
     """Wraps one provider's client; one per provider, so its `gate` is the provider's."""
 
-    def __init__(self, inner: ModelClient, *, request_max_retries: int = 4,
-                 stream_max_retries: int = 5, max_wait_s: float = MAX_WAIT_S,
-                 key_env: str | None = None, base_delay_s: float = BASE_DELAY_S) -> None:
+    def __init__(
+        self,
+        inner: ModelClient,
+        *,
+        request_max_retries: int = 4,
+        stream_max_retries: int = 5,
+        max_wait_s: float = MAX_WAIT_S,
+        key_env: str | None = None,
+        base_delay_s: float = BASE_DELAY_S,
+    ) -> None:
         self.inner = inner
         self.base_delay_s = base_delay_s
-        self.limits: dict[Budget, int] = {"request": request_max_retries,
-                                          "stream": stream_max_retries}
+        self.limits: dict[Budget, int] = {
+            "request": request_max_retries,
+            "stream": stream_max_retries,
+        }
         self.max_wait_s = max_wait_s
         self.key_env = key_env
         self.gate = RateGate()
@@ -185,15 +199,22 @@ class RetryingClient:
         """Run `attempt` under the policy: any model request of this provider can use it."""
         tries = _Attempts(self.limits, self.max_wait_s, self.base_delay_s, self.gate)
         try:
-            async for state in AsyncRetrying(retry=retry_if_exception(tries.allow),
-                                             stop=stop_never, wait=tries.wait,
-                                             sleep=self._sleep(tries), reraise=True):
+            async for state in AsyncRetrying(
+                retry=retry_if_exception(tries.allow),
+                stop=stop_never,
+                wait=tries.wait,
+                sleep=self._sleep(tries),
+                reraise=True,
+            ):
                 with state:
                     await self.gate.wait(self.max_wait_s)
                     return await attempt()
         except AuthFailed as exc:
-            hint = f"check the API key in ${self.key_env}" if self.key_env else \
-                "the provider has no env_key: does it need an API key?"
+            hint = (
+                f"check the API key in ${self.key_env}"
+                if self.key_env
+                else "the provider has no env_key: does it need an API key?"
+            )
             raise AuthFailed(f"{exc}; {hint}") from exc
         except ModelError as exc:
             if tries.final is not None:
@@ -217,6 +238,7 @@ class RetryingClient:
             if tries.last is not None and tries.last.holds_provider:
                 self.gate.hold(seconds)
             await anyio.sleep(seconds)
+
         return sleep
 
     async def aclose(self) -> None:

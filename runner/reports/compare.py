@@ -104,41 +104,71 @@ def _side(runs: Sequence[TaskReport]) -> Side:
     passed = kinds.count("passed")
     sent = sum(t.usage.input_tokens for t in done)
     costs = [t.cost_usd for t in done]
-    return Side(runs=len(runs), finished=len(done), passed=passed,
-                skipped=kinds.count("skipped"), errored=kinds.count("errored"),
-                pass_rate=round(passed / len(done), 4) if done else None,
-                mean_tokens=round(statistics.fmean(t.usage.total_tokens for t in done), 1)
-                if done else None,
-                cache_hit=round(sum(t.usage.cached_tokens for t in done) / sent, 4)
-                if sent else None,
-                mean_cost_usd=round(statistics.fmean(c for c in costs if c is not None), 6)
-                if done and None not in costs else None,
-                median_time_s=round(statistics.median(t.duration_s for t in done), 3)
-                if done else None)
+    return Side(
+        runs=len(runs),
+        finished=len(done),
+        passed=passed,
+        skipped=kinds.count("skipped"),
+        errored=kinds.count("errored"),
+        pass_rate=round(passed / len(done), 4) if done else None,
+        mean_tokens=round(statistics.fmean(t.usage.total_tokens for t in done), 1)
+        if done
+        else None,
+        cache_hit=round(sum(t.usage.cached_tokens for t in done) / sent, 4) if sent else None,
+        mean_cost_usd=round(statistics.fmean(c for c in costs if c is not None), 6)
+        if done and None not in costs
+        else None,
+        median_time_s=round(statistics.median(t.duration_s for t in done), 3) if done else None,
+    )
 
 
-def _row(name: str, base: Sequence[TaskReport], new: Sequence[TaskReport],
-         alpha: float) -> Row:
+def _row(name: str, base: Sequence[TaskReport], new: Sequence[TaskReport], alpha: float) -> Row:
     b, n = _side(base), _side(new)
     if not b.finished or not n.finished:
-        return Row(name=name, base=b, new=n, pass_rate_change=None, p_value=None,
-                   significant=False, verdict="not comparable")
+        return Row(
+            name=name,
+            base=b,
+            new=n,
+            pass_rate_change=None,
+            p_value=None,
+            significant=False,
+            verdict="not comparable",
+        )
     p = fisher_exact(b.passed, b.finished - b.passed, n.passed, n.finished - n.passed)
     change = round(n.passed / n.finished - b.passed / b.finished, 4)
     significant = p < alpha
-    word = ("no significant change" if not significant
-            else "regression" if change < 0 else "improvement")
-    return Row(name=name, base=b, new=n, pass_rate_change=change, p_value=round(p, 6),
-               significant=significant, verdict=word)
+    word = (
+        "no significant change"
+        if not significant
+        else "regression"
+        if change < 0
+        else "improvement"
+    )
+    return Row(
+        name=name,
+        base=b,
+        new=n,
+        pass_rate_change=change,
+        p_value=round(p, 6),
+        significant=significant,
+        verdict=word,
+    )
 
 
 def _select(report: Report, variant: str | None) -> list[TaskReport]:
     return [t for t in report.tasks if variant is None or t.variant == variant]
 
 
-def compare(base: Report, new: Report, *, base_name: str = "BASE", new_name: str = "NEW",
-            base_variant: str | None = None, new_variant: str | None = None,
-            alpha: float = DEFAULT_ALPHA) -> Comparison:
+def compare(
+    base: Report,
+    new: Report,
+    *,
+    base_name: str = "BASE",
+    new_name: str = "NEW",
+    base_variant: str | None = None,
+    new_variant: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+) -> Comparison:
     """Match runs by model (and variant, unless variants are being compared) and by task."""
     a, b = _select(base, base_variant), _select(new, new_variant)
     by_variant = base_variant is None and new_variant is None
@@ -148,19 +178,32 @@ def compare(base: Report, new: Report, *, base_name: str = "BASE", new_name: str
         names: dict[str, None] = {}
         for t in [*a, *b]:
             names[key(t)] = None
-        return [_row(k, [t for t in a if key(t) == k], [t for t in b if key(t) == k], alpha)
-                for k in names]
+        return [
+            _row(k, [t for t in a if key(t) == k], [t for t in b if key(t) == k], alpha)
+            for k in names
+        ]
 
     overall, groups = _row("all runs", a, b, alpha), grouped(group)
-    why = [f"{name} is partial ({_partial(r)})" for name, r in
-           ((base_name, base), (new_name, new)) if _partial(r)]
-    why += [f"{r.name}: no finished run in {base_name if not r.base.finished else new_name} "
-            f"({_unfinished(r.base if not r.base.finished else r.new)})"
-            for r in [overall, *groups]
-            if r.base.runs and r.new.runs and not (r.base.finished and r.new.finished)]
-    return Comparison(base=base_name, new=new_name, alpha=alpha, overall=overall,
-                      groups=groups, tasks=grouped(lambda t: f"{t.id} ({group(t)})"),
-                      inconclusive=why)
+    why = [
+        f"{name} is partial ({_partial(r)})"
+        for name, r in ((base_name, base), (new_name, new))
+        if _partial(r)
+    ]
+    why += [
+        f"{r.name}: no finished run in {base_name if not r.base.finished else new_name} "
+        f"({_unfinished(r.base if not r.base.finished else r.new)})"
+        for r in [overall, *groups]
+        if r.base.runs and r.new.runs and not (r.base.finished and r.new.finished)
+    ]
+    return Comparison(
+        base=base_name,
+        new=new_name,
+        alpha=alpha,
+        overall=overall,
+        groups=groups,
+        tasks=grouped(lambda t: f"{t.id} ({group(t)})"),
+        inconclusive=why,
+    )
 
 
 def _partial(r: Report) -> str:
@@ -190,30 +233,67 @@ def _excluded(s: Side) -> str:
 
 def render_compare(c: Comparison) -> str:
     """The comparison as Markdown: the verdict first, then per group and per task."""
-    header = ["", "Base pass", "New pass", "Change", "p", "Verdict", "Skipped/errored",
-              "Mean tokens", "Cache hit", "Mean cost", "Median time"]
+    header = [
+        "",
+        "Base pass",
+        "New pass",
+        "Change",
+        "p",
+        "Verdict",
+        "Skipped/errored",
+        "Mean tokens",
+        "Cache hit",
+        "Mean cost",
+        "Median time",
+    ]
     align = ["---", "--:", "--:", "--:", "--:", "---", "--:", "--:", "--:", "--:", "--:"]
 
     def line(r: Row) -> list[str]:
         change = "-" if r.pass_rate_change is None else f"{r.pass_rate_change * 100:+.1f} pp"
         p = "-" if r.p_value is None else f"{r.p_value:.3f}"
         verdict_text = f"**{r.verdict}**" if r.significant else r.verdict
-        return [cell(r.name), _rate(r.base), _rate(r.new), change, p, verdict_text,
-                f"{_excluded(r.base)} -> {_excluded(r.new)}",
-                _delta(r.base.mean_tokens, r.new.mean_tokens, lambda v: f"{v:,.0f}"),
-                _delta(r.base.cache_hit, r.new.cache_hit, lambda v: percent(v)),
-                _delta(r.base.mean_cost_usd, r.new.mean_cost_usd, lambda v: money(v)),
-                _delta(r.base.median_time_s, r.new.median_time_s, lambda v: f"{v:.1f}s")]
+        return [
+            cell(r.name),
+            _rate(r.base),
+            _rate(r.new),
+            change,
+            p,
+            verdict_text,
+            f"{_excluded(r.base)} -> {_excluded(r.new)}",
+            _delta(r.base.mean_tokens, r.new.mean_tokens, lambda v: f"{v:,.0f}"),
+            _delta(r.base.cache_hit, r.new.cache_hit, lambda v: percent(v)),
+            _delta(r.base.mean_cost_usd, r.new.mean_cost_usd, lambda v: money(v)),
+            _delta(r.base.median_time_s, r.new.median_time_s, lambda v: f"{v:.1f}s"),
+        ]
 
     regressions = c.regressions
-    head = (f"**{len(regressions)} significant regression(s)**" if regressions
-            else "**Inconclusive**" if c.inconclusive else "**No significant regression**")
+    head = (
+        f"**{len(regressions)} significant regression(s)**"
+        if regressions
+        else "**Inconclusive**"
+        if c.inconclusive
+        else "**No significant regression**"
+    )
     if c.inconclusive:
         head += " (" + "; ".join(cell(w) for w in c.inconclusive) + ")"
-    return "\n".join([
-        f"# Compare {cell(c.base)} -> {cell(c.new)}", "",
-        f"{head} at alpha {c.alpha:g} ({c.test}). Rates are over finished runs; skipped "
-        "(never started) and errored runs are counted apart. Deltas: new value (change).", "",
-        "## Overall", "", *_table(header, align, [line(c.overall)]), "",
-        "## By model / variant", "", *_table(header, align, [line(r) for r in c.groups]), "",
-        "## By task", "", *_table(header, align, [line(r) for r in c.tasks]), ""])
+    return "\n".join(
+        [
+            f"# Compare {cell(c.base)} -> {cell(c.new)}",
+            "",
+            f"{head} at alpha {c.alpha:g} ({c.test}). Rates are over finished runs; skipped "
+            "(never started) and errored runs are counted apart. Deltas: new value (change).",
+            "",
+            "## Overall",
+            "",
+            *_table(header, align, [line(c.overall)]),
+            "",
+            "## By model / variant",
+            "",
+            *_table(header, align, [line(r) for r in c.groups]),
+            "",
+            "## By task",
+            "",
+            *_table(header, align, [line(r) for r in c.tasks]),
+            "",
+        ]
+    )

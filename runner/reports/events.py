@@ -12,8 +12,18 @@ from typing import IO, Any
 
 from runner.redact import Redactor
 
-CODEX_TYPES = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed",
-                         "item.started", "item.updated", "item.completed", "error"})
+CODEX_TYPES = frozenset(
+    {
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+        "error",
+    }
+)
 """The event types `codex exec --json` prints; the runner's own (request.completed,
 compaction.completed, check.completed, ...) are added only with `--json-extra`."""
 
@@ -66,8 +76,9 @@ class JsonStream:
 
 
 class EventLog:
-    def __init__(self, path: Path, *, task: str, redact: Redactor,
-                 stdout: JsonStream | None = None) -> None:
+    def __init__(
+        self, path: Path, *, task: str, redact: Redactor, stdout: JsonStream | None = None
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("w", encoding="utf-8")
         self._task = task

@@ -12,8 +12,14 @@ from runner.reports.markdown import STEP_SUMMARY_MAX_CHARS, render_markdown
 from runner.reports.model import Report
 
 
-def write_reports(report: Report, out_dir: Path, *, redact: Redactor,
-                  step_summary: str | None = None, page: bool = True) -> Path:
+def write_reports(
+    report: Report,
+    out_dir: Path,
+    *,
+    redact: Redactor,
+    step_summary: str | None = None,
+    page: bool = True,
+) -> Path:
     """`report.json`, `junit.xml` for CI systems, `summary.md` and (with `page`)
     `report.html` for people, each written atomically; the summary is also appended to
     GitHub's step summary file when one is given, cut to fit its 1 MiB limit. Returns the

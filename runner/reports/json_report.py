@@ -21,19 +21,32 @@ def usage_report(u: Usage | None, ideal: int | None = None) -> UsageReport | Non
     """`ideal`: the tokens a perfect prefix cache would have served (see UsageReport)."""
     if u is None:
         return None
-    return UsageReport(**u.as_dict(),
-                       cache_hit_ratio=round(u.cached_tokens / u.input_tokens, 4)
-                       if u.input_tokens else None,
-                       ideal_cached_tokens=ideal,
-                       ideal_cache_ratio=None if ideal is None
-                       else cache_hit_ratio(ideal, u.input_tokens))
+    return UsageReport(
+        **u.as_dict(),
+        cache_hit_ratio=round(u.cached_tokens / u.input_tokens, 4) if u.input_tokens else None,
+        ideal_cached_tokens=ideal,
+        ideal_cache_ratio=None if ideal is None else cache_hit_ratio(ideal, u.input_tokens),
+    )
 
 
-def build_report(*, tasks: Sequence[TaskReport], run_id: str, task_file: str,
-                 started: dt.datetime, finished: dt.datetime, pending: int = 0,
-                 batch: dict[str, Any] | None = None) -> Report:
-    return Report(batch=None if batch is None else BatchIdentity(**batch),
-                  run_id=run_id, task_file=task_file, started_at=started.isoformat(),
-                  finished_at=finished.isoformat(),
-                  duration_s=round((finished - started).total_seconds(), 3),
-                  totals=compute_totals(tasks), tasks=list(tasks), pending=pending)
+def build_report(
+    *,
+    tasks: Sequence[TaskReport],
+    run_id: str,
+    task_file: str,
+    started: dt.datetime,
+    finished: dt.datetime,
+    pending: int = 0,
+    batch: dict[str, Any] | None = None,
+) -> Report:
+    return Report(
+        batch=None if batch is None else BatchIdentity(**batch),
+        run_id=run_id,
+        task_file=task_file,
+        started_at=started.isoformat(),
+        finished_at=finished.isoformat(),
+        duration_s=round((finished - started).total_seconds(), 3),
+        totals=compute_totals(tasks),
+        tasks=list(tasks),
+        pending=pending,
+    )

@@ -80,8 +80,13 @@ _UNSAFE = re.compile(
 
 def _escape_char(m: re.Match[str]) -> str:
     code = ord(m.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
         else f"\\U{code:08x}"
+    )
 
 
 def xml_safe(text: str) -> str:
@@ -117,7 +122,7 @@ def _usage_pairs(u: UsageReport) -> list[tuple[str, str | None]]:
         ("tokens_output", str(u.output_tokens)),
         ("tokens_reasoning", str(u.reasoning_tokens)),
         ("cache_hit_ratio", _ratio(u.cache_hit_ratio)),
-        ("prefix_reuse_ratio", _ratio(u.ideal_cache_ratio)),   # report.json: ideal_cache_ratio
+        ("prefix_reuse_ratio", _ratio(u.ideal_cache_ratio)),  # report.json: ideal_cache_ratio
     ]
 
 
@@ -125,25 +130,35 @@ def run_properties(task: TaskReport) -> list[tuple[str, str]]:
     """The per-run numbers CI dashboards plot (unprefixed names, in a stable order)."""
     branch = task.result.branch if task.result is not None else None
     check = None if task.check is None else "passed" if task.check.passed else "failed"
-    return _known([
-        ("status", task.status),
-        ("skip_reason", task.skip_reason),
-        ("variant", task.variant),
-        ("repeat", str(task.repeat)),
-        *_usage_pairs(task.usage),
-        ("cost_usd", _cost(task.cost_usd)),
-        ("requests", str(len(task.requests))),
-        ("user_turns", str(task.turns_completed)),
-        ("tool_calls", str(task.tool_calls)),
-        ("duration_s", _time(task.duration_s)),
-        ("branch", branch),
-        ("check", check),
-        ("prefix_breaks", str(task.prefix_breaks)),
-    ])
+    return _known(
+        [
+            ("status", task.status),
+            ("skip_reason", task.skip_reason),
+            ("variant", task.variant),
+            ("repeat", str(task.repeat)),
+            *_usage_pairs(task.usage),
+            ("cost_usd", _cost(task.cost_usd)),
+            ("requests", str(len(task.requests))),
+            ("user_turns", str(task.turns_completed)),
+            ("tool_calls", str(task.tool_calls)),
+            ("duration_s", _time(task.duration_s)),
+            ("branch", branch),
+            ("check", check),
+            ("prefix_breaks", str(task.prefix_breaks)),
+        ]
+    )
 
 
-CASE_OUTPUT = ("status", "skip_reason", "requests", "tokens", "cache_hit_ratio", "cost_usd",
-               "duration_s", "branch")
+CASE_OUTPUT = (
+    "status",
+    "skip_reason",
+    "requests",
+    "tokens",
+    "cache_hit_ratio",
+    "cost_usd",
+    "duration_s",
+    "branch",
+)
 """The run properties repeated in a testcase's `system-out`."""
 
 
@@ -153,20 +168,22 @@ def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
     passed = sum(1 for t in tasks if t.status == "completed")
     kinds = [verdict(t.status) for t in tasks]
     finished = kinds.count("passed") + kinds.count("failed")
-    return _known([
-        ("runs", str(len(tasks))),
-        ("finished", str(finished)),
-        ("skipped", str(kinds.count("skipped"))),
-        ("errored", str(kinds.count("errored"))),
-        ("passed", str(passed)),
-        ("pass_rate", f"{passed / finished:.4f}" if finished else None),
-        *_usage_pairs(sum_usage(t.usage for t in tasks)),
-        ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
-        ("requests", str(sum(len(t.requests) for t in tasks))),
-        ("user_turns", str(sum(t.turns_completed for t in tasks))),
-        ("tool_calls", str(sum(t.tool_calls for t in tasks))),
-        ("duration_s", _time(sum(t.duration_s for t in tasks))),
-    ])
+    return _known(
+        [
+            ("runs", str(len(tasks))),
+            ("finished", str(finished)),
+            ("skipped", str(kinds.count("skipped"))),
+            ("errored", str(kinds.count("errored"))),
+            ("passed", str(passed)),
+            ("pass_rate", f"{passed / finished:.4f}" if finished else None),
+            *_usage_pairs(sum_usage(t.usage for t in tasks)),
+            ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
+            ("requests", str(sum(len(t.requests) for t in tasks))),
+            ("user_turns", str(sum(t.turns_completed for t in tasks))),
+            ("tool_calls", str(sum(t.tool_calls for t in tasks))),
+            ("duration_s", _time(sum(t.duration_s for t in tasks))),
+        ]
+    )
 
 
 def _first_line(text: str | None) -> str:
@@ -194,8 +211,9 @@ def failure_text(task: TaskReport) -> str:
     if task.error:
         parts.append(task.error)
     if task.check is not None and not task.check.passed:
-        parts.append(f"Check `{task.check.command}` exited {task.check.exit_code}:\n"
-                     f"{task.check.output_tail}")
+        parts.append(
+            f"Check `{task.check.command}` exited {task.check.exit_code}:\n{task.check.output_tail}"
+        )
     if task.final_message:
         parts.append(f"Final message:\n{task.final_message}")
     return xml_safe("\n\n".join(parts))
@@ -222,23 +240,30 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
         if report.pending:
             props["pending"] = str(report.pending)
         for task in tasks:
-            case = TestCase(xml_safe(case_name(task)), classname=xml_safe(task.id),
-                            elapsed_sec=task.duration_s)
+            case = TestCase(
+                xml_safe(case_name(task)), classname=xml_safe(task.id), elapsed_sec=task.duration_s
+            )
             pairs = [p for p in run_properties(task) if p[0] in CASE_OUTPUT]
             case.stdout = "\n".join(f"{name}={xml_safe(value)}" for name, value in pairs)
             if task.status == "skipped":
-                case.add_skipped_info(xml_safe(f"not started: {task.skip_reason or 'skipped'}"
-                                               + (f": {_first_line(task.error)}"
-                                                  if task.error else ""))[:MESSAGE_LIMIT])
+                case.add_skipped_info(
+                    xml_safe(
+                        f"not started: {task.skip_reason or 'skipped'}"
+                        + (f": {_first_line(task.error)}" if task.error else "")
+                    )[:MESSAGE_LIMIT]
+                )
             elif task.status in ERROR_STATUSES:
-                case.add_error_info(failure_message(task), failure_text(task) or None,
-                                    task.status)
+                case.add_error_info(failure_message(task), failure_text(task) or None, task.status)
             elif task.status != "completed":
-                case.add_failure_info(failure_message(task), failure_text(task) or None,
-                                      xml_safe(task.status))
+                case.add_failure_info(
+                    failure_message(task), failure_text(task) or None, xml_safe(task.status)
+                )
             cases.append(case)
-        suites.append(TestSuite(xml_safe(model), cases, timestamp=xml_safe(report.started_at),
-                                properties=props))
+        suites.append(
+            TestSuite(
+                xml_safe(model), cases, timestamp=xml_safe(report.started_at), properties=props
+            )
+        )
     return suites, list(by_model.values())
 
 

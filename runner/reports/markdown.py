@@ -179,20 +179,26 @@ def group_stats(every: Sequence[TaskReport]) -> GroupStats:
     sent = sum(t.usage.input_tokens for t in tasks)
     cost = sum_cost(t.cost_usd for t in tasks)
     return GroupStats(
-        runs=len(tasks), passed=passed, interval=wilson_interval(passed, len(tasks)),
-        repeats=n, pass_at_1=mean_pass_at_k(counts, 1) if n else None,
+        runs=len(tasks),
+        passed=passed,
+        interval=wilson_interval(passed, len(tasks)),
+        repeats=n,
+        pass_at_1=mean_pass_at_k(counts, 1) if n else None,
         pass_at_n=mean_pass_at_k(counts, n) if n else None,
         median_tokens=statistics.median(t.usage.total_tokens for t in tasks) if tasks else 0,
         cache_hit=cached / sent if sent else None,
         ideal_hit=sum(t.usage.ideal_cached_tokens or 0 for t in tasks) / sent
-        if sent and all(t.usage.ideal_cached_tokens is not None for t in tasks) else None,
+        if sent and all(t.usage.ideal_cached_tokens is not None for t in tasks)
+        else None,
         cost_per_pass=cost / passed if cost is not None and passed else None,
         median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0,
-        skipped=kinds.count("skipped"), errored=kinds.count("errored"),
+        skipped=kinds.count("skipped"),
+        errored=kinds.count("errored"),
         input_tokens=sum(t.usage.input_tokens for t in every),
         output_tokens=sum(t.usage.output_tokens for t in every),
         cost=sum_cost(t.cost_usd for t in every if t.requests),
-        time=sum(t.duration_s for t in every))
+        time=sum(t.duration_s for t in every),
+    )
 
 
 def _has_repeats(report: Report) -> bool:
@@ -209,8 +215,9 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
 
 
-def _comparison(title: str, label: str, report: Report,
-                key: Callable[[TaskReport], str], repeats: bool) -> list[str]:
+def _comparison(
+    title: str, label: str, report: Report, key: Callable[[TaskReport], str], repeats: bool
+) -> list[str]:
     groups: dict[str, list[TaskReport]] = {}
     for t in report.tasks:
         groups.setdefault(key(t), []).append(t)
@@ -225,14 +232,28 @@ def _comparison(title: str, label: str, report: Report,
         hit = percent(g.cache_hit)
         if g.ideal_hit is not None:
             hit += f" / {percent(g.ideal_hit)}"
-        row += [tokens(g.median_tokens), hit, money(g.cost_per_pass), duration(g.median_time),
-                f"{tokens(g.input_tokens)} / {tokens(g.output_tokens)}", money(g.cost),
-                duration(g.time)]
+        row += [
+            tokens(g.median_tokens),
+            hit,
+            money(g.cost_per_pass),
+            duration(g.median_time),
+            f"{tokens(g.input_tokens)} / {tokens(g.output_tokens)}",
+            money(g.cost),
+            duration(g.time),
+        ]
         rows.append(row)
     header = [label, "Finished", "Skipped", "Errored", "Pass rate (95% CI)"] + (
-        ["pass@1", "pass@n"] if repeats else [])
-    header += ["Median tokens", "Cache hit / prefix reuse", "Cost / pass", "Median time",
-               "Tokens in / out", "Cost", "Time"]
+        ["pass@1", "pass@n"] if repeats else []
+    )
+    header += [
+        "Median tokens",
+        "Cache hit / prefix reuse",
+        "Cost / pass",
+        "Median time",
+        "Tokens in / out",
+        "Cost",
+        "Time",
+    ]
     align = ["---", "--:", "--:", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 7
     return [f"## {title}", "", *_table(header, align, rows)]
 
@@ -256,13 +277,17 @@ class Cell:
     def text(self) -> str:
         """`2/3` (passed of finished), plus what was left out: `2/3 +1 skipped`."""
         out = [f"{self.passed}/{self.finished}"] if self.finished else []
-        extra = [f"{'+' if out else ''}{n} {what}" for n, what in (
-            (self.skipped, "skipped"), (self.errored, "errored")) if n]
+        extra = [
+            f"{'+' if out else ''}{n} {what}"
+            for n, what in ((self.skipped, "skipped"), (self.errored, "errored"))
+            if n
+        ]
         return " ".join([*out, *extra]) or "-"
 
 
-def task_matrix(tasks: Sequence[TaskReport]) -> tuple[list[str], list[str],
-                                                      dict[tuple[str, str], Cell]]:
+def task_matrix(
+    tasks: Sequence[TaskReport],
+) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]:
     """Which model (and variant) solved which task: rows are task ids and columns
     model/variant, both in report order; each cell counts that pair's runs."""
     rows: dict[str, None] = {}
@@ -289,13 +314,23 @@ MATRIX_ROWS = 30
 
 def _matrix_section(report: Report) -> list[str]:
     rows, cols, cells = task_matrix(report.tasks)
-    body = [[cell(r), *(cells[(r, c)].text() if (r, c) in cells else " " for c in cols)]
-            for r in rows[:MATRIX_ROWS]]
-    more = ([f"_{len(rows) - MATRIX_ROWS:,} more tasks in report.html._"]
-            if len(rows) > MATRIX_ROWS else [])
-    return ["## Task x model", "",
-            *_table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
-            "", "Passed of finished runs per task and model/variant.", *more]
+    body = [
+        [cell(r), *(cells[(r, c)].text() if (r, c) in cells else " " for c in cols)]
+        for r in rows[:MATRIX_ROWS]
+    ]
+    more = (
+        [f"_{len(rows) - MATRIX_ROWS:,} more tasks in report.html._"]
+        if len(rows) > MATRIX_ROWS
+        else []
+    )
+    return [
+        "## Task x model",
+        "",
+        *_table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
+        "",
+        "Passed of finished runs per task and model/variant.",
+        *more,
+    ]
 
 
 def _comparisons(report: Report) -> list[list[str]]:
@@ -305,20 +340,32 @@ def _comparisons(report: Report) -> list[list[str]]:
     if any(t.variant is not None for t in report.tasks):
         out.append(_comparison("By variant", "Variant", report, _variant, repeats))
         if len({t.model for t in report.tasks}) > 1:
-            out.append(_comparison("By model and variant", "Model / variant", report,
-                                   lambda t: f"{t.model} / {_variant(t)}", repeats))
-    notes = ["Pass rate: passed runs of finished runs (passed or failed), with a 95% Wilson "
-             "score interval; skipped runs (never started) and errored runs (provider, "
-             "workspace, interruption) are excluded from it and from the medians. Prefix "
-             "reuse: the share of input tokens repeating the thread's previous request; the "
-             "server also caches across threads, so its cache hit can exceed it. Tokens, "
-             "cost and time (last three columns): totals over every run."]
+            out.append(
+                _comparison(
+                    "By model and variant",
+                    "Model / variant",
+                    report,
+                    lambda t: f"{t.model} / {_variant(t)}",
+                    repeats,
+                )
+            )
+    notes = [
+        "Pass rate: passed runs of finished runs (passed or failed), with a 95% Wilson "
+        "score interval; skipped runs (never started) and errored runs (provider, "
+        "workspace, interruption) are excluded from it and from the medians. Prefix "
+        "reuse: the share of input tokens repeating the thread's previous request; the "
+        "server also caches across threads, so its cache hit can exceed it. Tokens, "
+        "cost and time (last three columns): totals over every run."
+    ]
     if repeats:
-        notes.append("pass@1, pass@n: the unbiased estimator 1 - C(n-c, k) / C(n, k) for each "
-                     "task (n runs, c passed), averaged over tasks; n is the fewest runs of any "
-                     "task in the row.")
-    notes.append("Cost / pass: total cost over passed runs; n/a when a price is unknown or "
-                 "nothing passed.")
+        notes.append(
+            "pass@1, pass@n: the unbiased estimator 1 - C(n-c, k) / C(n, k) for each "
+            "task (n runs, c passed), averaged over tasks; n is the fewest runs of any "
+            "task in the row."
+        )
+    notes.append(
+        "Cost / pass: total cost over passed runs; n/a when a price is unknown or nothing passed."
+    )
     out.append([" ".join(notes)])
     out.append(_matrix_section(report))
     return out
@@ -364,28 +411,42 @@ def _headline(report: Report) -> list[str]:
         f" finished {inline(report.finished_at)}.",
     ]
     if report.batch is not None and report.batch.not_selected:
-        lines[-1] += (f" {report.batch.not_selected} runs of the task file were not selected "
-                      "(--only, --tag) and are not counted.")
+        lines[-1] += (
+            f" {report.batch.not_selected} runs of the task file were not selected "
+            "(--only, --tag) and are not counted."
+        )
     if t.skipped:
-        lines += ["", f"_{t.skipped} run(s) never started; `runner run ... --resume` with the "
-                      "same --out runs them and keeps the finished ones._"]
+        lines += [
+            "",
+            f"_{t.skipped} run(s) never started; `runner run ... --resume` with the "
+            "same --out runs them and keeps the finished ones._",
+        ]
     if report.pending and not report.shards:
-        lines += ["", f"**PARTIAL: written while the batch runs: {report.pending:,} "
-                      "more runs not finished yet.**"]
+        lines += [
+            "",
+            f"**PARTIAL: written while the batch runs: {report.pending:,} "
+            "more runs not finished yet.**",
+        ]
     if report.shards:
-        lines[-1] += (f" Merged from {len(report.shards)} shards: "
-                      f"{inline(', '.join(report.shards))}.")
+        lines[-1] += (
+            f" Merged from {len(report.shards)} shards: {inline(', '.join(report.shards))}."
+        )
     if report.partial:
-        lines += ["", f"**PARTIAL: {partial_text(report)}; those runs are not in any number "
-                      "below.**"]
+        lines += [
+            "",
+            f"**PARTIAL: {partial_text(report)}; those runs are not in any number below.**",
+        ]
     return lines
 
 
 def _cut_note(hidden: int, what: str, max_chars: int | None) -> list[str]:
     if not hidden:
         return []
-    return ["", f"_{hidden:,} more {what} not shown, to keep this summary under "
-                f"{max_chars or 0:,} characters; report.json has them all._"]
+    return [
+        "",
+        f"_{hidden:,} more {what} not shown, to keep this summary under "
+        f"{max_chars or 0:,} characters; report.json has them all._",
+    ]
 
 
 def _run_rows(report: Report) -> list[list[str]]:
@@ -399,8 +460,14 @@ def _run_rows(report: Report) -> list[list[str]]:
         cached = percent(t.usage.cache_hit_ratio)
         if t.usage.ideal_cache_ratio is not None:
             cached += f" / {percent(t.usage.ideal_cache_ratio)}"
-        row += [mark(t.status), str(t.turns_completed), str(len(t.requests)), str(t.tool_calls),
-                tokens(t.usage.total_tokens), cached]
+        row += [
+            mark(t.status),
+            str(t.turns_completed),
+            str(len(t.requests)),
+            str(t.tool_calls),
+            tokens(t.usage.total_tokens),
+            cached,
+        ]
         if compacted:
             row.append(str(len(t.compactions)))
         row += [money(t.cost_usd), duration(t.duration_s), _branch(t)]
@@ -408,19 +475,29 @@ def _run_rows(report: Report) -> list[list[str]]:
     return rows
 
 
-def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None
-          ) -> list[str]:
+def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None) -> list[str]:
     variants = any(t.variant is not None for t in report.tasks)
     compacted = any(t.compactions for t in report.tasks)
-    header = ["Run", "Model"] + (["Variant"] if variants else []) + [
-        "Status", "User turns", "Requests", "Tool calls", "Tokens",
-        "Cached / prefix reuse"] + (
-        ["Compactions"] if compacted else []) + ["Cost", "Time", "Branch"]
-    align = ["---", "---"] + (["---"] if variants else []) + [
-        "---", "--:", "--:", "--:", "--:", "--:"] + (["--:"] if compacted else []) + [
-        "--:", "--:", "---"]
-    return ["## Runs", "", *_table(header, align, rows[:keep]),
-            *_cut_note(len(rows) - keep, "runs", max_chars)]
+    header = (
+        ["Run", "Model"]
+        + (["Variant"] if variants else [])
+        + ["Status", "User turns", "Requests", "Tool calls", "Tokens", "Cached / prefix reuse"]
+        + (["Compactions"] if compacted else [])
+        + ["Cost", "Time", "Branch"]
+    )
+    align = (
+        ["---", "---"]
+        + (["---"] if variants else [])
+        + ["---", "--:", "--:", "--:", "--:", "--:"]
+        + (["--:"] if compacted else [])
+        + ["--:", "--:", "---"]
+    )
+    return [
+        "## Runs",
+        "",
+        *_table(header, align, rows[:keep]),
+        *_cut_note(len(rows) - keep, "runs", max_chars),
+    ]
 
 
 def _problem_items(report: Report) -> list[str]:
@@ -448,19 +525,28 @@ def _break_items(report: Report) -> list[str]:
         where = ""
         if first is not None:
             item = "" if first.prefix.break_index is None else f", item {first.prefix.break_index}"
-            reason = f": {inline(truncate(first.prefix.break_reason))}" \
-                if first.prefix.break_reason else ""
+            reason = (
+                f": {inline(truncate(first.prefix.break_reason))}"
+                if first.prefix.break_reason
+                else ""
+            )
             where = f" (first at request {first.index}{item}{reason})"
         items.append(f"- **{inline(_name(t))}**: {t.prefix_breaks}{where}")
     return items
 
 
-def _listed(title: str, intro: str, items: list[str], keep: int, what: str,
-            max_chars: int | None) -> list[str]:
+def _listed(
+    title: str, intro: str, items: list[str], keep: int, what: str, max_chars: int | None
+) -> list[str]:
     if not items:
         return []
-    return [f"## {title}", "", *([intro, ""] if intro else []), *items[:keep],
-            *_cut_note(len(items) - keep, what, max_chars)]
+    return [
+        f"## {title}",
+        "",
+        *([intro, ""] if intro else []),
+        *items[:keep],
+        *_cut_note(len(items) - keep, what, max_chars),
+    ]
 
 
 def render_markdown(report: Report, max_chars: int | None = None) -> str:
@@ -473,11 +559,20 @@ def render_markdown(report: Report, max_chars: int | None = None) -> str:
     breaks = _break_items(report)
 
     def compose(keep_rows: int, keep_problems: int, keep_breaks: int) -> str:
-        sections = [*fixed, _runs(report, rows, keep_rows, max_chars),
-                    _listed("Not completed", "", problems, keep_problems, "runs", max_chars),
-                    _listed("Prefix breaks", "Requests that did not extend the previous one: "
-                            "the prompt cache misses from there on.", breaks, keep_breaks,
-                            "runs", max_chars)]
+        sections = [
+            *fixed,
+            _runs(report, rows, keep_rows, max_chars),
+            _listed("Not completed", "", problems, keep_problems, "runs", max_chars),
+            _listed(
+                "Prefix breaks",
+                "Requests that did not extend the previous one: "
+                "the prompt cache misses from there on.",
+                breaks,
+                keep_breaks,
+                "runs",
+                max_chars,
+            ),
+        ]
         return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
 
     keep = [len(rows), len(problems), len(breaks)]
@@ -522,6 +617,7 @@ def partial_text(report: Report) -> str:
         total = f" of {report.batch.shards}" if report.batch else ""
         parts.append(f"shard(s) {', '.join(map(str, report.missing_shards))}{total} missing")
     if report.pending:
-        parts.append(f"{report.pending:,} run(s) of shards cut short (killed, or a checkpoint)"
-                     " missing")
+        parts.append(
+            f"{report.pending:,} run(s) of shards cut short (killed, or a checkpoint) missing"
+        )
     return "; ".join(parts) or "shards missing"

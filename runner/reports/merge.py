@@ -68,15 +68,17 @@ def load_shard(directory: Path) -> Shard:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise fail(REPORT_FILE, "no such file: give directories written by `runner run "
-                                "--out`") from None
+        raise fail(
+            REPORT_FILE, "no such file: give directories written by `runner run --out`"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(REPORT_FILE, f"cannot be read: {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise fail("(JSON)", f"not valid JSON: {exc.msg} (column {exc.colno})",
-                   exc.lineno) from None
+        raise fail(
+            "(JSON)", f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno
+        ) from None
     if not isinstance(data, dict):
         raise fail("(document)", "must be a JSON object (a runner report)")
     version = data.get("schema_version")
@@ -85,8 +87,9 @@ def load_shard(directory: Path) -> Shard:
     try:
         report = Report.model_validate({**data, "schema_version": SCHEMA_VERSION})
     except ValidationError as exc:
-        raise ConfigError([Problem(file, None, _loc(e["loc"]), e["msg"])
-                           for e in exc.errors()]) from None
+        raise ConfigError(
+            [Problem(file, None, _loc(e["loc"]), e["msg"]) for e in exc.errors()]
+        ) from None
     return Shard(str(directory), report)
 
 
@@ -94,8 +97,16 @@ def _when(shard: Shard, field: str, value: str) -> dt.datetime:
     try:
         t = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise ConfigError([Problem(f"{shard.source}/{REPORT_FILE}", None, field,
-                                   f"{value!r} is not an ISO 8601 time")]) from None
+        raise ConfigError(
+            [
+                Problem(
+                    f"{shard.source}/{REPORT_FILE}",
+                    None,
+                    field,
+                    f"{value!r} is not an ISO 8601 time",
+                )
+            ]
+        ) from None
     return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
@@ -105,8 +116,7 @@ def slice_size(runs: int, k: int, n: int) -> int:
     return len(range(k - 1, runs, n))
 
 
-def _check_set(shards: Sequence[Shard],
-               partial: bool) -> tuple[list[Problem], list[int], int]:
+def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], list[int], int]:
     """Shards of one batch: same identity, each K of 1..N once, each with every run of its
     slice. Returns the problems, the missing K and the runs lacking from shards cut short
     (both allowed only with `partial`)."""
@@ -120,49 +130,89 @@ def _check_set(shards: Sequence[Shard],
     for s in shards:
         b = s.report.batch
         assert b is not None
-        covered = ({k for k in range(1, b.shards + 1)} - set(s.report.missing_shards)
-                   if s.report.partial else {b.shard})
+        covered = (
+            {k for k in range(1, b.shards + 1)} - set(s.report.missing_shards)
+            if s.report.partial
+            else {b.shard}
+        )
         if b.model_dump(exclude={"shard"}) != key:
-            what = ("task file" if b.task_file_sha256 != ident.task_file_sha256 else
-                    "run set (--only, --tag, --model or matrix differ)"
-                    if b.run_set != ident.run_set else "shard count N")
-            problems.append(Problem(f"{s.source}/{REPORT_FILE}", None, "batch",
-                                    f"is from another batch than {first.source}: its {what} "
-                                    "differs; merge only shards of one `runner run --shard K/N`"
-                                    " batch"))
+            what = (
+                "task file"
+                if b.task_file_sha256 != ident.task_file_sha256
+                else "run set (--only, --tag, --model or matrix differ)"
+                if b.run_set != ident.run_set
+                else "shard count N"
+            )
+            problems.append(
+                Problem(
+                    f"{s.source}/{REPORT_FILE}",
+                    None,
+                    "batch",
+                    f"is from another batch than {first.source}: its {what} "
+                    "differs; merge only shards of one `runner run --shard K/N`"
+                    " batch",
+                )
+            )
             continue
         twice = sorted(covered & set(by_k))
         if twice:
-            problems.append(Problem(f"{s.source}/{REPORT_FILE}", None, "batch.shard",
-                                    f"shard {twice[0]}/{b.shards} is also in "
-                                    f"{by_k[twice[0]].source}: the same shard twice"))
+            problems.append(
+                Problem(
+                    f"{s.source}/{REPORT_FILE}",
+                    None,
+                    "batch.shard",
+                    f"shard {twice[0]}/{b.shards} is also in "
+                    f"{by_k[twice[0]].source}: the same shard twice",
+                )
+            )
             continue
         by_k.update(dict.fromkeys(covered, s))
         expected = sum(slice_size(b.runs, k, b.shards) for k in covered)
         have = len(s.report.tasks)
         where = f"{s.source}/{REPORT_FILE}"
         if have > expected:
-            problems.append(Problem(where, None, "tasks",
-                                    f"has {have} runs but its shard(s) of a {b.runs}-run batch "
-                                    f"hold {expected}: not a report `runner run --shard` wrote"))
+            problems.append(
+                Problem(
+                    where,
+                    None,
+                    "tasks",
+                    f"has {have} runs but its shard(s) of a {b.runs}-run batch "
+                    f"hold {expected}: not a report `runner run --shard` wrote",
+                )
+            )
         elif have < expected or s.report.pending:
             lacking += expected - have
-            why = (f"{s.report.pending} run(s) pending: a checkpoint of a batch that was "
-                   "killed or is still running" if s.report.pending else
-                   f"has {have} of the {expected} runs of its shard(s)")
+            why = (
+                f"{s.report.pending} run(s) pending: a checkpoint of a batch that was "
+                "killed or is still running"
+                if s.report.pending
+                else f"has {have} of the {expected} runs of its shard(s)"
+            )
             if not partial:
-                problems.append(Problem(where, None, "pending" if s.report.pending else "tasks",
-                                        f"shard {b.shard}/{b.shards} is incomplete: {why}; "
-                                        "finish it (`runner run ... --resume` with its --out), "
-                                        "or --partial to merge what there is (marked partial "
-                                        "everywhere)"))
+                problems.append(
+                    Problem(
+                        where,
+                        None,
+                        "pending" if s.report.pending else "tasks",
+                        f"shard {b.shard}/{b.shards} is incomplete: {why}; "
+                        "finish it (`runner run ... --resume` with its --out), "
+                        "or --partial to merge what there is (marked partial "
+                        "everywhere)",
+                    )
+                )
     missing = [k for k in range(1, ident.shards + 1) if k not in by_k]
     if missing and not partial and not problems:
-        problems.append(Problem("(command line)", None, "DIR",
-                                f"shard(s) {', '.join(map(str, missing))} of {ident.shards} "
-                                "missing: the merged numbers would not be the batch's; give "
-                                "every shard's directory, or --partial to merge what there is "
-                                "(marked partial everywhere)"))
+        problems.append(
+            Problem(
+                "(command line)",
+                None,
+                "DIR",
+                f"shard(s) {', '.join(map(str, missing))} of {ident.shards} "
+                "missing: the merged numbers would not be the batch's; give "
+                "every shard's directory, or --partial to merge what there is "
+                "(marked partial everywhere)",
+            )
+        )
     return problems, missing, lacking
 
 
@@ -176,10 +226,15 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
     first = shards[0]
     for s in shards[1:]:
         if s.report.task_file != first.report.task_file:
-            problems.append(Problem(
-                f"{s.source}/{REPORT_FILE}", None, "task_file",
-                f"is {s.report.task_file!r} but {first.source} ran "
-                f"{first.report.task_file!r}; shards of one batch share their task file"))
+            problems.append(
+                Problem(
+                    f"{s.source}/{REPORT_FILE}",
+                    None,
+                    "task_file",
+                    f"is {s.report.task_file!r} but {first.source} ran "
+                    f"{first.report.task_file!r}; shards of one batch share their task file",
+                )
+            )
     identified = all(s.report.batch is not None for s in shards)
     missing: list[int] = []
     lacking = 0
@@ -191,16 +246,24 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
     clash: dict[tuple[str, str], int] = {}
     for s in shards:
         for t in s.report.tasks:
-            for key in (f"run {t.run or t.id!r} ({t.model}, repeat {t.repeat})",
-                        *([f"fingerprint {t.fingerprint}"] if t.fingerprint else [])):
+            for key in (
+                f"run {t.run or t.id!r} ({t.model}, repeat {t.repeat})",
+                *([f"fingerprint {t.fingerprint}"] if t.fingerprint else []),
+            ):
                 if key in owner:
                     clash[(owner[key], s.source)] = clash.get((owner[key], s.source), 0) + 1
                     break
                 owner[key] = s.source
-    for (a, b), n in clash.items():   # one line per pair of shards, not one per run
-        problems.append(Problem(f"{b}/{REPORT_FILE}", None, "tasks",
-                                f"{n} run(s) are also in {a}: the shards overlap (the same "
-                                "directory twice, or shards of different --shard N?)"))
+    for (a, b), n in clash.items():  # one line per pair of shards, not one per run
+        problems.append(
+            Problem(
+                f"{b}/{REPORT_FILE}",
+                None,
+                "tasks",
+                f"{n} run(s) are also in {a}: the shards overlap (the same "
+                "directory twice, or shards of different --shard N?)",
+            )
+        )
     if problems:
         raise ConfigError(problems)
     runs = [t for s in shards for t in s.report.tasks]
@@ -209,20 +272,30 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
     else:
         tasks = sorted(runs, key=run_order_key)
     ids = sorted({i for s in shards for i in (s.report.shards or [s.report.run_id])})
-    started = min((_when(s, "started_at", s.report.started_at), s.report.started_at)
-                  for s in shards)
-    finished = max((_when(s, "finished_at", s.report.finished_at), s.report.finished_at)
-                   for s in shards)
+    started = min(
+        (_when(s, "started_at", s.report.started_at), s.report.started_at) for s in shards
+    )
+    finished = max(
+        (_when(s, "finished_at", s.report.finished_at), s.report.finished_at) for s in shards
+    )
     digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:12]
     batch = first.report.batch
     if batch is not None and identified:
         batch = batch.model_copy(update={"shard": 1, "shards": batch.shards if missing else 1})
-    return Report(run_id=f"merged-{digest}", task_file=first.report.task_file,
-                  started_at=started[1], finished_at=finished[1],
-                  duration_s=round(max(0.0, (finished[0] - started[0]).total_seconds()), 3),
-                  totals=compute_totals(tasks), tasks=tasks, shards=ids,
-                  batch=batch if identified else None, partial=bool(missing or lacking),
-                  missing_shards=missing, pending=lacking)
+    return Report(
+        run_id=f"merged-{digest}",
+        task_file=first.report.task_file,
+        started_at=started[1],
+        finished_at=finished[1],
+        duration_s=round(max(0.0, (finished[0] - started[0]).total_seconds()), 3),
+        totals=compute_totals(tasks),
+        tasks=tasks,
+        shards=ids,
+        batch=batch if identified else None,
+        partial=bool(missing or lacking),
+        missing_shards=missing,
+        pending=lacking,
+    )
 
 
 def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:
@@ -236,22 +309,39 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:
         for sub in COPIED_DIRS:
             base = root / sub
             if base.is_symlink():
-                problems.append(Problem(str(base), None, sub, "is a symbolic link; report "
-                                        "directories hold plain files"))
+                problems.append(
+                    Problem(
+                        str(base),
+                        None,
+                        sub,
+                        "is a symbolic link; report directories hold plain files",
+                    )
+                )
                 continue
             if not base.is_dir():
                 continue
             for path in sorted(base.rglob("*")):
                 rel = path.relative_to(root)
                 if path.is_symlink():
-                    problems.append(Problem(str(path), None, str(rel), "is a symbolic link; "
-                                            "report directories hold plain files"))
+                    problems.append(
+                        Problem(
+                            str(path),
+                            None,
+                            str(rel),
+                            "is a symbolic link; report directories hold plain files",
+                        )
+                    )
                 elif path.is_file():
                     dest = out / rel
                     if dest in plan:
-                        problems.append(Problem(str(path), None, str(rel),
-                                                f"also in {plan[dest]}: two shards wrote the "
-                                                "same file"))
+                        problems.append(
+                            Problem(
+                                str(path),
+                                None,
+                                str(rel),
+                                f"also in {plan[dest]}: two shards wrote the same file",
+                            )
+                        )
                     else:
                         plan[dest] = path
     if problems:
@@ -259,14 +349,23 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:
     return plan
 
 
-def merge_dirs(dirs: Sequence[Path], out: Path, *, redact: Redactor | None = None,
-               step_summary: str | None = None, partial: bool = False) -> Report:
+def merge_dirs(
+    dirs: Sequence[Path],
+    out: Path,
+    *,
+    redact: Redactor | None = None,
+    step_summary: str | None = None,
+    partial: bool = False,
+) -> Report:
     """Read every shard directory, check them, then write the merged directory: copies of
     `threads/` and `patches/` (so every path in the report stays valid) and the three
     reports. Raises ConfigError (exit 2) before writing anything if an input is wrong."""
     out_real = out.resolve()
-    problems = [Problem(str(d), None, "DIR", "is the --out directory; merge into a new one")
-                for d in dirs if d.resolve() == out_real]
+    problems = [
+        Problem(str(d), None, "DIR", "is the --out directory; merge into a new one")
+        for d in dirs
+        if d.resolve() == out_real
+    ]
     if problems:
         raise ConfigError(problems)
     shards, errors = [], []
@@ -285,8 +384,9 @@ def merge_dirs(dirs: Sequence[Path], out: Path, *, redact: Redactor | None = Non
     return merged
 
 
-def merge_command(dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None = None,
-                  *, partial: bool = False) -> Report:
+def merge_command(
+    dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None = None, *, partial: bool = False
+) -> Report:
     """`runner report merge` as the CLI runs it: secrets of this environment are masked in
     what is written (the shards masked theirs), and the summary goes to GitHub's step
     summary under Actions."""
@@ -294,5 +394,6 @@ def merge_command(dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None
 
     env = os.environ if env is None else env
     redact = Redactor([v for k, v in env.items() if SECRET_NAME.search(k)])
-    return merge_dirs(dirs, out, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY"),
-                      partial=partial)
+    return merge_dirs(
+        dirs, out, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY"), partial=partial
+    )

@@ -20,9 +20,16 @@ def cache_hit_ratio(cached: int, sent: int) -> float | None:
 
 def sum_usage(usages: Iterable[UsageReport]) -> UsageReport:
     """Token counts add up; the ratio is recomputed from the sums, never averaged."""
-    keys = ("input_tokens", "cached_tokens", "uncached_tokens", "output_tokens",
-            "reasoning_tokens", "total_tokens", "cache_write_tokens",
-            "unreported_responses")
+    keys = (
+        "input_tokens",
+        "cached_tokens",
+        "uncached_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+        "cache_write_tokens",
+        "unreported_responses",
+    )
     sums = dict.fromkeys(keys, 0)
     ideal: int | None = None
     for u in usages:
@@ -30,11 +37,12 @@ def sum_usage(usages: Iterable[UsageReport]) -> UsageReport:
             sums[k] += getattr(u, k)
         if u.ideal_cached_tokens is not None:
             ideal = (ideal or 0) + u.ideal_cached_tokens
-    return UsageReport(**sums, cache_hit_ratio=cache_hit_ratio(sums["cached_tokens"],
-                                                              sums["input_tokens"]),
-                       ideal_cached_tokens=ideal,
-                       ideal_cache_ratio=None if ideal is None
-                       else cache_hit_ratio(ideal, sums["input_tokens"]))
+    return UsageReport(
+        **sums,
+        cache_hit_ratio=cache_hit_ratio(sums["cached_tokens"], sums["input_tokens"]),
+        ideal_cached_tokens=ideal,
+        ideal_cache_ratio=None if ideal is None else cache_hit_ratio(ideal, sums["input_tokens"]),
+    )
 
 
 def sum_cost(costs: Iterable[float | None]) -> float | None:
@@ -66,11 +74,16 @@ def compute_totals(tasks: Sequence[TaskReport]) -> Totals:
     done = sum(1 for t in tasks if t.status == "completed")
     kinds = [verdict(t.status) for t in tasks]
     finished = kinds.count("passed") + kinds.count("failed")
-    return Totals(runs=len(tasks), completed=done, not_completed=len(tasks) - done,
-                  finished=finished, skipped=kinds.count("skipped"),
-                  errored=kinds.count("errored"),
-                  pass_rate=round(done / finished, 4) if finished else None,
-                  requests=sum(len(t.requests) for t in tasks),
-                  tool_calls=sum(t.tool_calls for t in tasks),
-                  usage=sum_usage(t.usage for t in tasks),
-                  cost_usd=sum_cost(t.cost_usd for t in tasks))
+    return Totals(
+        runs=len(tasks),
+        completed=done,
+        not_completed=len(tasks) - done,
+        finished=finished,
+        skipped=kinds.count("skipped"),
+        errored=kinds.count("errored"),
+        pass_rate=round(done / finished, 4) if finished else None,
+        requests=sum(len(t.requests) for t in tasks),
+        tool_calls=sum(t.tool_calls for t in tasks),
+        usage=sum_usage(t.usage for t in tasks),
+        cost_usd=sum_cost(t.cost_usd for t in tasks),
+    )

@@ -17,22 +17,36 @@ from runner.vocabulary import SandboxMode
 __all__ = ["Policy", "SandboxMode", "make_executor", "make_policy"]
 
 
-def make_policy(mode: SandboxMode, *, workspace: Path, writable_roots: Sequence[Path] = (),
-                network: bool = False, hidden: Sequence[Path] = ()) -> Policy:
+def make_policy(
+    mode: SandboxMode,
+    *,
+    workspace: Path,
+    writable_roots: Sequence[Path] = (),
+    network: bool = False,
+    hidden: Sequence[Path] = (),
+) -> Policy:
     """A policy with every path resolved, as the sandbox will see it."""
 
     def real(p: Path) -> Path:
         return Path(os.path.realpath(p))
 
     roots = tuple(real(r) for r in writable_roots)
-    return Policy(mode=mode, workspace=real(workspace),
-                  writable_roots=roots if mode == "workspace-write" else (),
-                  network_access=network, hidden=tuple(real(h) for h in hidden))
+    return Policy(
+        mode=mode,
+        workspace=real(workspace),
+        writable_roots=roots if mode == "workspace-write" else (),
+        network_access=network,
+        hidden=tuple(real(h) for h in hidden),
+    )
 
 
-def make_executor(policy: Policy, *, limits: Limits | None = None,
-                  search_path: str | None = None,
-                  objects: Sequence[Path] | None = None) -> Executor:
+def make_executor(
+    policy: Policy,
+    *,
+    limits: Limits | None = None,
+    search_path: str | None = None,
+    objects: Sequence[Path] | None = None,
+) -> Executor:
     """The executor enforcing `policy`. Raises SandboxError where bubblewrap cannot run.
 
     When the runner is root, commands run as an unprivileged user, who is given the

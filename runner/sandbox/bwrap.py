@@ -82,17 +82,34 @@ A write past it fails with ENOSPC in that command only."""
 HOME = "/tmp/home"
 """HOME inside the sandbox: writable and private, so tools that keep caches work."""
 OBJECTS_AT = "/tmp/.runner/objects"
-CREDENTIALS = (".ssh", ".aws", ".azure", ".config/gcloud", ".config/gh", ".docker",
-               ".kube", ".gnupg", ".git-credentials", ".netrc", ".npmrc", ".pypirc",
-               ".config/git/credentials", ".cargo/credentials", ".cargo/credentials.toml",
-               ".local/share/keyrings", ".local/share/gh")
+CREDENTIALS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".docker",
+    ".kube",
+    ".gnupg",
+    ".git-credentials",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".config/git/credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".local/share/keyrings",
+    ".local/share/gh",
+)
 """Under each hidden home: hidden again below the toolchain folders shown from it."""
 PROBE_TIMEOUT_S = 10.0
-FIX = ("install bubblewrap (`apt-get install bubblewrap`); where it is installed but "
-       "cannot create namespaces, allow unprivileged user namespaces "
-       "(`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 "
-       "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`); or run the task with "
-       "`sandbox: danger-full-access` to go without a sandbox on purpose")
+FIX = (
+    "install bubblewrap (`apt-get install bubblewrap`); where it is installed but "
+    "cannot create namespaces, allow unprivileged user namespaces "
+    "(`sysctl kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 "
+    "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`); or run the task with "
+    "`sandbox: danger-full-access` to go without a sandbox on purpose"
+)
 
 
 @dataclass(frozen=True)
@@ -142,18 +159,38 @@ def _probe(search_path: str) -> Host | str:
     tools = {name: which(name) for name in ("prlimit", "true", *(["setpriv"] if root else []))}
     missing = [name for name, path in tools.items() if path is None]
     if missing:
-        return (f"the sandbox needs {', '.join(missing)} (util-linux, coreutils), not found "
-                "on PATH: install util-linux and coreutils")
+        return (
+            f"the sandbox needs {', '.join(missing)} (util-linux, coreutils), not found "
+            "on PATH: install util-linux and coreutils"
+        )
     uid = SANDBOX_UID if root else None
-    host = Host(bwrap=bwrap, prlimit=str(tools["prlimit"]), setpriv=tools.get("setpriv"),
-                uid=uid, user=_user_name(uid if uid is not None else os.getuid()),
-                home=Path(os.path.expanduser("~")))
-    argv = [bwrap, *namespace_args(host, network=False), "--die-with-parent",
-            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
-            *command_prefix(host, Limits()), str(tools["true"])]
+    host = Host(
+        bwrap=bwrap,
+        prlimit=str(tools["prlimit"]),
+        setpriv=tools.get("setpriv"),
+        uid=uid,
+        user=_user_name(uid if uid is not None else os.getuid()),
+        home=Path(os.path.expanduser("~")),
+    )
+    argv = [
+        bwrap,
+        *namespace_args(host, network=False),
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        *command_prefix(host, Limits()),
+        str(tools["true"]),
+    ]
     try:
-        proc = subprocess.run(argv, env={}, capture_output=True, timeout=PROBE_TIMEOUT_S,
-                              cwd="/", check=False)
+        proc = subprocess.run(
+            argv, env={}, capture_output=True, timeout=PROBE_TIMEOUT_S, cwd="/", check=False
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap ({bwrap}) could not be started: {exc}; {FIX}"
     if proc.returncode != 0:
@@ -184,10 +221,21 @@ def command_prefix(host: Host, limits: Limits) -> list[str]:
     only), then the resource limits."""
     prefix: list[str] = []
     if host.setpriv is not None and host.uid is not None:
-        prefix += [host.setpriv, f"--reuid={host.uid}", f"--regid={host.uid}",
-                   "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
-    return prefix + [host.prlimit, f"--nproc={limits.processes}",
-                     f"--fsize={limits.file_bytes}", "--"]
+        prefix += [
+            host.setpriv,
+            f"--reuid={host.uid}",
+            f"--regid={host.uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ]
+    return prefix + [
+        host.prlimit,
+        f"--nproc={limits.processes}",
+        f"--fsize={limits.file_bytes}",
+        "--",
+    ]
 
 
 @dataclass(frozen=True)
@@ -218,14 +266,43 @@ SCRATCH = (Path("/tmp"), Path("/run"))
 """The sandbox's own empty filesystems, where bubblewrap creates mount points."""
 
 
-def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
-               tmp_bytes: int = MAX_TMP_BYTES, shm_bytes: int = MAX_SHM_BYTES) -> list[str]:
+def mount_args(
+    policy: Policy,
+    layout: Layout,
+    *,
+    alternates_fd: int | None,
+    tmp_bytes: int = MAX_TMP_BYTES,
+    shm_bytes: int = MAX_SHM_BYTES,
+) -> list[str]:
     """bubblewrap's filesystem arguments. Pure: the caller looked at the disk (`layout`);
     `alternates_fd` is a pipe holding the alternates text the workspace's git sees."""
-    base = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--size", str(shm_bytes), "--tmpfs", "/dev/shm",
-            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-            "--perms", "0777", "--dir", HOME, "--tmpfs", "/run"]
+    base = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--perms",
+        "1777",
+        "--size",
+        str(shm_bytes),
+        "--tmpfs",
+        "/dev/shm",
+        "--perms",
+        "1777",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "0777",
+        "--dir",
+        HOME,
+        "--tmpfs",
+        "/run",
+    ]
     sealed = ["/run"]
     """Empty tmpfs mounts made read-only last, once every mount point inside exists."""
     mounts: list[_Mount] = []
@@ -243,23 +320,29 @@ def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
         args = ("--tmpfs", str(path)) if is_dir else ("--ro-bind", "/dev/null", str(path))
         mounts.append(_Mount(path, 3, args))
     for i, store in enumerate(layout.objects):
-        mounts.append(_Mount(Path(OBJECTS_AT, str(i)), 1,
-                             ("--ro-bind", str(store), f"{OBJECTS_AT}/{i}")))
+        mounts.append(
+            _Mount(Path(OBJECTS_AT, str(i)), 1, ("--ro-bind", str(store), f"{OBJECTS_AT}/{i}"))
+        )
     if alternates_fd is not None:
         target = policy.workspace / ".git" / "objects" / "info" / "alternates"
-        mounts.append(_Mount(target, 4, ("--perms", "0444", "--ro-bind-data",
-                                         str(alternates_fd), str(target))))
+        mounts.append(
+            _Mount(
+                target, 4, ("--perms", "0444", "--ro-bind-data", str(alternates_fd), str(target))
+            )
+        )
     if layout.resolv is not None and policy.network:
-        mounts.append(_Mount(layout.resolv, 1,
-                             ("--ro-bind", str(layout.resolv), str(layout.resolv))))
+        mounts.append(
+            _Mount(layout.resolv, 1, ("--ro-bind", str(layout.resolv), str(layout.resolv)))
+        )
     # Mount points bubblewrap would make on the fly get mode 0700 and root's owner when
     # root runs it: made here instead, traversable by the command's user.
     scratch = (*SCRATCH, *(p for p, is_dir in layout.masked if is_dir))
     bound = [m.dest for m in mounts if m.args[0] != "--tmpfs"]
     for m in list(mounts):
         for parent in m.dest.parents:
-            if (any(parent != s and parent.is_relative_to(s) for s in scratch)
-                    and not any(parent.is_relative_to(b) for b in bound)):
+            if any(parent != s and parent.is_relative_to(s) for s in scratch) and not any(
+                parent.is_relative_to(b) for b in bound
+            ):
                 mounts.append(_Mount(parent, 0, ("--perms", "0755", "--dir", str(parent))))
     out = base
     seen: set[tuple[str, ...]] = set()
@@ -275,8 +358,14 @@ def mount_args(policy: Policy, layout: Layout, *, alternates_fd: int | None,
 class BwrapExecutor:
     """Runs each command in a fresh bubblewrap sandbox enforcing `policy`."""
 
-    def __init__(self, policy: Policy, host: Host, limits: Limits | None = None, *,
-                 objects: Sequence[Path] | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        host: Host,
+        limits: Limits | None = None,
+        *,
+        objects: Sequence[Path] | None = None,
+    ) -> None:
         """`objects`: the object stores the workspace borrows, as the runner made them;
         without it they are read from the workspace's alternates, which is safe only
         before the agent has run."""
@@ -285,12 +374,18 @@ class BwrapExecutor:
         self.policy = policy
         self.host = host
         self.limits = limits or Limits()
-        self._stores = tuple(Path(os.path.realpath(p)) for p in objects
-                             ) if objects is not None else tuple(
-                                 _object_stores(policy.workspace))
+        self._stores = (
+            tuple(Path(os.path.realpath(p)) for p in objects)
+            if objects is not None
+            else tuple(_object_stores(policy.workspace))
+        )
         homes = _homes(host)
-        hide = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects"),
-                *homes, *(h / c for h in homes for c in CREDENTIALS)]
+        hide = [
+            *policy.hidden,
+            *(s.parent for s in self._stores if s.name == "objects"),
+            *homes,
+            *(h / c for h in homes for c in CREDENTIALS),
+        ]
         self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
         self._shown = tuple(_tools_in(homes))
         self._resolv = _resolv_under_run()
@@ -299,20 +394,41 @@ class BwrapExecutor:
 
     def layout(self) -> Layout:
         """Looked up per command: a `.runner` made by one command is protected in the next."""
-        protected = _existing([root / name for root in self.policy.writable()
-                               for name in PROTECTED_NAMES])
-        return Layout(objects=self._stores, protected=tuple(p for p, _ in protected),
-                      masked=self._masked, resolv=self._resolv, shown=self._shown)
+        protected = _existing(
+            [root / name for root in self.policy.writable() for name in PROTECTED_NAMES]
+        )
+        return Layout(
+            objects=self._stores,
+            protected=tuple(p for p, _ in protected),
+            masked=self._masked,
+            resolv=self._resolv,
+            shown=self._shown,
+        )
 
-    def command(self, argv: Sequence[str], *, cwd: Path, layout: Layout,
-                alternates_fd: int | None) -> list[str]:
+    def command(
+        self, argv: Sequence[str], *, cwd: Path, layout: Layout, alternates_fd: int | None
+    ) -> list[str]:
         """The whole bubblewrap command line for one command (paths only, no secrets)."""
-        return [self.host.bwrap, *namespace_args(self.host, network=self.policy.network),
-                "--die-with-parent", "--new-session", "--hostname", "sandbox",
-                *mount_args(self.policy, layout, alternates_fd=alternates_fd,
-                            tmp_bytes=self.limits.tmp_bytes,
-                            shm_bytes=self.limits.shm_bytes),
-                "--chdir", str(cwd), "--", *command_prefix(self.host, self.limits), *argv]
+        return [
+            self.host.bwrap,
+            *namespace_args(self.host, network=self.policy.network),
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+            *mount_args(
+                self.policy,
+                layout,
+                alternates_fd=alternates_fd,
+                tmp_bytes=self.limits.tmp_bytes,
+                shm_bytes=self.limits.shm_bytes,
+            ),
+            "--chdir",
+            str(cwd),
+            "--",
+            *command_prefix(self.host, self.limits),
+            *argv,
+        ]
 
     async def _watch_disk(self, base: int) -> str:
         """Returns once the workspace has grown past its cap (see MAX_WORKSPACE_GROWTH)."""
@@ -323,12 +439,15 @@ class BwrapExecutor:
             # tenth of the time.
             await anyio.sleep(max(WATCH_EVERY_S, 10 * walk_s))
             t0 = time.monotonic()
-            used = await anyio.to_thread.run_sync(hostfs.disk_usage, self.policy.workspace,
-                                                  abandon_on_cancel=True)
+            used = await anyio.to_thread.run_sync(
+                hostfs.disk_usage, self.policy.workspace, abandon_on_cancel=True
+            )
             walk_s = time.monotonic() - t0
             if used - base > cap:
-                return (f"the workspace grew by {(used - base) >> 20} MiB, past its cap of "
-                        f"{cap >> 20} MiB for this run; delete files to go on")
+                return (
+                    f"the workspace grew by {(used - base) >> 20} MiB, past its cap of "
+                    f"{cap >> 20} MiB for this run; delete files to go on"
+                )
 
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
@@ -337,19 +456,24 @@ class BwrapExecutor:
         alternates_fd = None
         if layout.objects:
             alternates_fd = _pipe_with(
-                "".join(f"{OBJECTS_AT}/{i}\n" for i in range(len(layout.objects))))
+                "".join(f"{OBJECTS_AT}/{i}\n" for i in range(len(layout.objects)))
+            )
         watch = None
         if self.policy.mode == "workspace-write":
             if self._base_usage is None:
                 self._base_usage = await anyio.to_thread.run_sync(
-                    hostfs.disk_usage, self.policy.workspace)
+                    hostfs.disk_usage, self.policy.workspace
+                )
             watch = partial(self._watch_disk, self._base_usage)
         try:
             return await run_process(
                 self.command(argv, cwd=cwd, layout=layout, alternates_fd=alternates_fd),
-                cwd=Path("/"), timeout_s=timeout_s,
+                cwd=Path("/"),
+                timeout_s=timeout_s,
                 env=sandbox_env(env, home=HOME, user=self.host.user),
-                pass_fds=() if alternates_fd is None else (alternates_fd,), watch=watch)
+                pass_fds=() if alternates_fd is None else (alternates_fd,),
+                watch=watch,
+            )
         finally:
             if alternates_fd is not None:
                 os.close(alternates_fd)
@@ -407,8 +531,11 @@ def _object_stores(workspace: Path) -> list[Path]:
     except OSError:
         return []
     base = info.parent.parent
-    stores = [Path(os.path.realpath(base / line.strip())) for line in lines
-              if line.strip() and not line.startswith("#")]
+    stores = [
+        Path(os.path.realpath(base / line.strip()))
+        for line in lines
+        if line.strip() and not line.startswith("#")
+    ]
     return [s for s in stores if s.is_dir()]
 
 
@@ -432,4 +559,4 @@ def hand_over(paths: Sequence[Path], uid: int) -> None:
     """Make `paths` (recursively) owned by the sandbox user, so a root runner's commands,
     running as that user, can change them. Links are changed themselves, never followed."""
     for top in paths:
-        hostfs.chown_tree(top, uid, uid)   # iterative: any committed depth
+        hostfs.chown_tree(top, uid, uid)  # iterative: any committed depth

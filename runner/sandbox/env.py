@@ -28,7 +28,7 @@ FIXED = {
 def child_env(base: Mapping[str, str], *, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in base.items() if not SECRET_NAME.search(k)}
     if env.pop("RUNNER_UNSET_PYDANTIC_DISABLE_PLUGINS", None):
-        env.pop("PYDANTIC_DISABLE_PLUGINS", None)   # set by our CLI for itself only
+        env.pop("PYDANTIC_DISABLE_PLUGINS", None)  # set by our CLI for itself only
     env.update(FIXED)
     env.update(extra or {})
     return env

@@ -15,13 +15,19 @@ PROTECTED_NAMES = (".git", ".runner")
 """Inside a writable root these stay read-only: a writable `.git` lets a command plant
 hooks or config that run later outside the sandbox (Codex protects `.git` the same way)."""
 
-TMP_NOTE = ("`/tmp` is writable but private to each command: it starts empty and is "
-            "discarded when the command ends.")
-PROTECTED_NOTE = ("`.git` and `.runner` inside the writable roots are read-only: git "
-                  "commands that only read (status, diff, log, show) work; add, commit "
-                  "and checkout do not.")
-LIFETIME_NOTE = ("A command ends together with every process it started: nothing keeps "
-                 "running in the background after it returns.")
+TMP_NOTE = (
+    "`/tmp` is writable but private to each command: it starts empty and is "
+    "discarded when the command ends."
+)
+PROTECTED_NOTE = (
+    "`.git` and `.runner` inside the writable roots are read-only: git "
+    "commands that only read (status, diff, log, show) work; add, commit "
+    "and checkout do not."
+)
+LIFETIME_NOTE = (
+    "A command ends together with every process it started: nothing keeps "
+    "running in the background after it returns."
+)
 
 
 @dataclass(frozen=True)

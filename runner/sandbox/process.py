@@ -70,8 +70,14 @@ STOPPED_EXIT = 125
 
 
 async def run_process(
-    argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str],
-    user: int | None = None, group: int | None = None, pass_fds: Sequence[int] = (),
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    env: Mapping[str, str],
+    user: int | None = None,
+    group: int | None = None,
+    pass_fds: Sequence[int] = (),
     watch: Callable[[], Awaitable[str]] | None = None,
 ) -> ExecResult:
     """Run `argv` in a new session; on timeout or cancellation kill its process group.
@@ -85,9 +91,16 @@ async def run_process(
     capture = Capture()
     try:
         proc = await anyio.open_process(
-            list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            pass_fds=pass_fds, user=user, group=group,
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=pass_fds,
+            user=user,
+            group=group,
             extra_groups=[] if user is not None else None,
         )
     except OSError as exc:
@@ -122,8 +135,14 @@ async def run_process(
     elif code < 0:
         code = 128 - code
     lines = capture.newlines + (0 if capture.last == b"\n" else 1)
-    return ExecResult(code, capture.value(), duration, timed_out=timed_out,
-                      truncated_bytes=capture.dropped, total_lines=lines)
+    return ExecResult(
+        code,
+        capture.value(),
+        duration,
+        timed_out=timed_out,
+        truncated_bytes=capture.dropped,
+        total_lines=lines,
+    )
 
 
 async def _pump(proc: Process, capture: Capture, eof: anyio.Event) -> None:
@@ -136,7 +155,8 @@ async def _pump(proc: Process, capture: Capture, eof: anyio.Event) -> None:
     eof.set()
 
 
-async def _watch(watch: Callable[[], Awaitable[str]], stopped: list[str],
-                 scope: anyio.CancelScope) -> None:
+async def _watch(
+    watch: Callable[[], Awaitable[str]], stopped: list[str], scope: anyio.CancelScope
+) -> None:
     stopped.append(await watch())
     scope.cancel()

@@ -102,9 +102,11 @@ def _resolve(root: Path, real_root: str, base: str, path: str) -> tuple[Path, st
     # By its own spelling or through a link (`g -> '.git '`): one rule, runner/gitnames.py.
     for part in [*rel.split("/"), *os.path.relpath(real, real_root).split("/")]:
         if part != ".git" and gitnames.component_is_dotgit(part):
-            raise PatchError(f"refused path '{path}': '{part}' is `.git` in another case "
-                             "or spelling (trailing dots or spaces, `git~1`, characters "
-                             "HFS+ ignores), which git refuses to commit")
+            raise PatchError(
+                f"refused path '{path}': '{part}' is `.git` in another case "
+                "or spelling (trailing dots or spaces, `git~1`, characters "
+                "HFS+ ignores), which git refuses to commit"
+            )
     # The real location: a link inside the workspace is resolved once, here, and every
     # later open is O_NOFOLLOW relative to the root, so nothing swapped in can redirect it.
     return Path(real), rel
@@ -115,8 +117,7 @@ MAX_FILE_BYTES = 32 * 1024 * 1024
 file is for the shell (sed, a script), not for this tool."""
 
 
-def _protected_hit(rel: str, real: Path, real_root: str, protected: tuple[str, ...]
-                   ) -> str | None:
+def _protected_hit(rel: str, real: Path, real_root: str, protected: tuple[str, ...]) -> str | None:
     """The protected name `rel` reaches, by its own spelling or through a link
     (`g -> .git`), compared without case."""
     names = {p.lower() for p in protected}
@@ -143,8 +144,10 @@ def _open_existing(location: Path, real_root: str, shown: str) -> int | None:
         raise PatchError(str(exc)) from None
     if os.fstat(fd).st_size > MAX_FILE_BYTES:
         os.close(fd)
-        raise PatchError(f"cannot patch {shown}: it is larger than {MAX_FILE_BYTES >> 20} "
-                         "MiB; change it with a shell command instead")
+        raise PatchError(
+            f"cannot patch {shown}: it is larger than {MAX_FILE_BYTES >> 20} "
+            "MiB; change it with a shell command instead"
+        )
     return fd
 
 
@@ -207,7 +210,8 @@ class _Journal:
         if location not in self.saved:
             try:
                 self.saved[location] = _read_existing(
-                    location, self.real_root, os.path.relpath(location, self.real_root))
+                    location, self.real_root, os.path.relpath(location, self.real_root)
+                )
             except PatchError as exc:
                 raise OSError(exc.message) from None
 
@@ -247,15 +251,17 @@ def _write(journal: _Journal, location: Path, text: str) -> None:
     _write_bytes(location, journal.real_root, text.encode("utf-8"))
 
 
-_WRITE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _write_bytes(location: Path, real_root: str, data: bytes) -> None:
     """Write a regular file in place: relative to the root, no link followed, and a FIFO
     or device refused rather than blocked on (O_NONBLOCK, then fstat)."""
     try:
-        with hostfs.open_parent(Path(real_root), os.path.relpath(location, real_root)
-                                ) as (dir_fd, name):
+        with hostfs.open_parent(Path(real_root), os.path.relpath(location, real_root)) as (
+            dir_fd,
+            name,
+        ):
             try:
                 fd = os.open(name, _WRITE_FLAGS & ~os.O_CREAT, dir_fd=dir_fd)
             except FileNotFoundError:
@@ -272,7 +278,7 @@ def _write_bytes(location: Path, real_root: str, data: bytes) -> None:
         os.ftruncate(fd, 0)
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
@@ -303,8 +309,14 @@ def _event_changes(patch: Patch, names: dict[str, str]) -> list[dict[str, str]]:
     return [{"path": names.get(h.path, h.path), "kind": kinds[type(h)]} for h in patch.hunks]
 
 
-def apply_patch(root: Path, text: str, *, workdir: str | None = None, read_only: bool = False,
-                protected: tuple[str, ...] = ()) -> ApplyResult:
+def apply_patch(
+    root: Path,
+    text: str,
+    *,
+    workdir: str | None = None,
+    read_only: bool = False,
+    protected: tuple[str, ...] = (),
+) -> ApplyResult:
     """Parse, plan and apply `text` inside `root`; never raises for a bad patch.
 
     Paths are taken relative to `root` (or to `workdir`, itself inside root, when the
@@ -318,8 +330,10 @@ def apply_patch(root: Path, text: str, *, workdir: str | None = None, read_only:
     except PatchError as exc:
         return _failure(exc.message, [])
     if read_only:
-        return _failure("refused: the sandbox is read-only, so no file can be changed "
-                        "(sandbox: read-only)", _event_changes(patch, {}))
+        return _failure(
+            "refused: the sandbox is read-only, so no file can be changed (sandbox: read-only)",
+            _event_changes(patch, {}),
+        )
 
     root = Path(os.path.abspath(root))
     real_root = os.path.realpath(root)
@@ -335,8 +349,7 @@ def apply_patch(root: Path, text: str, *, workdir: str | None = None, read_only:
                 locations[p], names[p] = _resolve(root, real_root, base, p)
                 hit = _protected_hit(names[p], locations[p], real_root, protected)
                 if hit is not None:
-                    raise PatchError(f"refused path '{p}': {hit} is read-only "
-                                     "in the sandbox")
+                    raise PatchError(f"refused path '{p}': {hit} is read-only in the sandbox")
     except PatchError as exc:
         return _failure(exc.message, _event_changes(patch, names))
     changes = _event_changes(patch, names)
@@ -371,8 +384,13 @@ def apply_patch(root: Path, text: str, *, workdir: str | None = None, read_only:
     return ApplyResult(output=_summary(plan), success=True, changes=changes)
 
 
-def _carry_out(change: FileChange, journal: _Journal, root: Path,
-              locations: dict[str, Path], names: dict[str, str]) -> None:
+def _carry_out(
+    change: FileChange,
+    journal: _Journal,
+    root: Path,
+    locations: dict[str, Path],
+    names: dict[str, str],
+) -> None:
     """One planned change on disk, remembered in `journal` so a later failure can undo it."""
     source = locations[change.path]
     if change.kind == "delete":
@@ -529,8 +547,9 @@ class ApplyPatchTool:
             if isinstance(text_or_error, ToolResult):
                 return text_or_error
             text = text_or_error
-        result = await anyio.to_thread.run_sync(partial(
-            apply_patch, ctx.cwd, text, read_only=ctx.read_only, protected=ctx.protected))
+        result = await anyio.to_thread.run_sync(
+            partial(apply_patch, ctx.cwd, text, read_only=ctx.read_only, protected=ctx.protected)
+        )
         return ToolResult(
             output=result.output,
             success=result.success,

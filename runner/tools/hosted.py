@@ -21,12 +21,16 @@ The same name redefined under `providers:` is the user's endpoint and may have i
 def web_search_problem(provider: str, wire_api: str, *, builtin: bool) -> str | None:
     """Why `web_search: true` cannot work with this provider, or None when it can."""
     if wire_api == "chat":
-        return ("web_search is a hosted tool of the Responses API; this task's provider "
-                "speaks Chat Completions (wire_api: chat), which has none")
+        return (
+            "web_search is a hosted tool of the Responses API; this task's provider "
+            "speaks Chat Completions (wire_api: chat), which has none"
+        )
     if builtin and provider in NO_WEB_SEARCH:
-        return (f"web_search is a hosted tool that OpenAI and Azure run; the built-in "
-                f"{provider!r} provider is a local server without it (use openai, azure or a "
-                "provider of your own under `providers:` that has it)")
+        return (
+            f"web_search is a hosted tool that OpenAI and Azure run; the built-in "
+            f"{provider!r} provider is a local server without it (use openai, azure or a "
+            "provider of your own under `providers:` that has it)"
+        )
     return None
 
 
@@ -42,5 +46,6 @@ class WebSearchTool:
         return None
 
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
-        return ToolResult("web_search is run by the model provider, not as a function call",
-                          success=False)
+        return ToolResult(
+            "web_search is run by the model provider, not as a function call", success=False
+        )

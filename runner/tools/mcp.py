@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 
 MAX_NAME = 64
 """The Responses and Chat APIs reject longer function names."""
-SANDBOX_NOTE = ("MCP tools (named mcp__<server>__<tool>) run in their own server processes, "
-                "outside the sandbox described above: the sandbox limits only the shell.")
+SANDBOX_NOTE = (
+    "MCP tools (named mcp__<server>__<tool>) run in their own server processes, "
+    "outside the sandbox described above: the sandbox limits only the shell."
+)
 STDERR_TAIL = 2000
 
 Emit = Callable[[dict[str, Any]], None]
@@ -61,18 +63,24 @@ def qualified_name(server: str, tool: str) -> str:
     if len(name) <= MAX_NAME:
         return name
     digest = hashlib.sha1(full.encode()).hexdigest()[:8]
-    return name[:MAX_NAME - 9] + "_" + digest
+    return name[: MAX_NAME - 9] + "_" + digest
 
 
-def tool_spec(name: str, description: str | None,
-              input_schema: Mapping[str, Any]) -> dict[str, Any]:
+def tool_spec(
+    name: str, description: str | None, input_schema: Mapping[str, Any]
+) -> dict[str, Any]:
     """A function tool in Codex's shape for MCP tools (`strict: false`, the server's schema)."""
     params = dict(input_schema) if input_schema else {}
     params.setdefault("type", "object")
     if params.get("type") == "object":
         params.setdefault("properties", {})
-    return {"type": "function", "name": name, "description": description or "",
-            "strict": False, "parameters": params}
+    return {
+        "type": "function",
+        "name": name,
+        "description": description or "",
+        "strict": False,
+        "parameters": params,
+    }
 
 
 def result_text(result: CallToolResult) -> str:
@@ -87,15 +95,17 @@ def result_text(result: CallToolResult) -> str:
             parts.append(str(getattr(block, "text", "")))
         elif kind in ("image", "audio"):
             data = str(getattr(block, "data", ""))
-            parts.append(f"[{kind}: {getattr(block, 'mime_type', '?')}, "
-                         f"{len(data) * 3 // 4} bytes]")
+            parts.append(
+                f"[{kind}: {getattr(block, 'mime_type', '?')}, {len(data) * 3 // 4} bytes]"
+            )
         elif kind == "resource_link":
             parts.append(f"[resource: {getattr(block, 'uri', '')}]")
         elif kind == "resource":
             res = getattr(block, "resource", None)
             text = getattr(res, "text", None)
-            parts.append(str(text) if text is not None
-                         else f"[resource: {getattr(res, 'uri', '')}]")
+            parts.append(
+                str(text) if text is not None else f"[resource: {getattr(res, 'uri', '')}]"
+            )
         else:
             parts.append(f"[{kind or 'unknown'} content]")
     return "\n".join(parts)
@@ -104,8 +114,15 @@ def result_text(result: CallToolResult) -> str:
 class McpTool:
     """One server tool as a `Tool` of the loop."""
 
-    def __init__(self, name: str, server: str, tool: str, spec: dict[str, Any],
-                 client: Client, timeout_s: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        server: str,
+        tool: str,
+        spec: dict[str, Any],
+        client: Client,
+        timeout_s: float,
+    ) -> None:
         self.name = name
         self.server = server
         self.tool = tool
@@ -119,21 +136,39 @@ class McpTool:
     def started(self, call: ToolCall) -> dict[str, Any] | None:
         return self._item(call, "in_progress")
 
-    def _item(self, call: ToolCall, status: str, result: CallToolResult | None = None,
-              error: str | None = None) -> dict[str, Any]:
+    def _item(
+        self,
+        call: ToolCall,
+        status: str,
+        result: CallToolResult | None = None,
+        error: str | None = None,
+    ) -> dict[str, Any]:
         """`codex exec --json`'s mcp_tool_call: the arguments as a JSON value, the result
         as `{content, structured_content}` and the error as `{message}`, null when absent."""
         try:
             arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             arguments = call.arguments
-        out = None if result is None else {
-            "content": [b.model_dump(mode="json", by_alias=True, exclude_none=True)
-                        for b in result.content],
-            "structured_content": result.structured_content}
-        return {"type": "mcp_tool_call", "server": self.server, "tool": self.tool,
-                "arguments": arguments, "result": out,
-                "error": None if error is None else {"message": error}, "status": status}
+        out = (
+            None
+            if result is None
+            else {
+                "content": [
+                    b.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for b in result.content
+                ],
+                "structured_content": result.structured_content,
+            }
+        )
+        return {
+            "type": "mcp_tool_call",
+            "server": self.server,
+            "tool": self.tool,
+            "arguments": arguments,
+            "result": out,
+            "error": None if error is None else {"message": error},
+            "status": status,
+        }
 
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
@@ -151,13 +186,11 @@ class McpTool:
             return self._failed(call, f"timed out after {self._timeout_s:g} s (tool_timeout_s)")
         text = result_text(result)
         status = "failed" if result.is_error else "completed"
-        return ToolResult(text, success=not result.is_error,
-                          event=self._item(call, status, result))
+        return ToolResult(text, success=not result.is_error, event=self._item(call, status, result))
 
     def _failed(self, call: ToolCall, why: str) -> ToolResult:
         message = f"MCP tool {self.server}/{self.tool} failed: {why}"
-        return ToolResult(message, success=False,
-                          event=self._item(call, "failed", error=message))
+        return ToolResult(message, success=False, event=self._item(call, "failed", error=message))
 
 
 class McpSessions:
@@ -166,8 +199,14 @@ class McpSessions:
     its `startup_timeout_s` fails the whole block with `McpError` (a run without the
     tools its task names would measure something else)."""
 
-    def __init__(self, servers: Mapping[str, McpServerConfig], *, cwd: Path,
-                 env: Mapping[str, str], emit: Emit | None = None) -> None:
+    def __init__(
+        self,
+        servers: Mapping[str, McpServerConfig],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        emit: Emit | None = None,
+    ) -> None:
         self._servers = dict(servers)
         self._cwd = cwd
         self._env = env
@@ -195,20 +234,30 @@ class McpSessions:
             await event.wait()
         if self._errors:
             await self.__aexit__(None, None, None)
-            raise McpError("; ".join(f"MCP server {n!r} could not start: {e}"
-                                     for n, e in sorted(self._errors.items())))
+            raise McpError(
+                "; ".join(
+                    f"MCP server {n!r} could not start: {e}"
+                    for n, e in sorted(self._errors.items())
+                )
+            )
         names: dict[str, str] = {}
         for tool in self.tools:
             if tool.name in names:
                 self._errors[tool.name] = "duplicate"
                 await self.__aexit__(None, None, None)
-                raise McpError(f"two MCP tools get the name {tool.name!r} "
-                               f"({names[tool.name]} and {tool.server}/{tool.tool})")
+                raise McpError(
+                    f"two MCP tools get the name {tool.name!r} "
+                    f"({names[tool.name]} and {tool.server}/{tool.tool})"
+                )
             names[tool.name] = f"{tool.server}/{tool.tool}"
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         tg, self._tg = self._tg, None
         if tg is None:
             return
@@ -224,8 +273,9 @@ class McpSessions:
         started = False
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
             # The deadline covers start, handshake and listing, then is lifted.
-            with anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout_s) \
-                    as startup:
+            with anyio.CancelScope(
+                deadline=anyio.current_time() + cfg.startup_timeout_s
+            ) as startup:
                 try:
                     transport = self._transport(cfg, errlog)
                     async with Client(transport, message_handler=self._notices(name)) as client:
@@ -233,8 +283,13 @@ class McpSessions:
                         startup.deadline = math.inf
                         started = True
                         ready.set()
-                        self._emit({"type": "mcp.server_started", "server": name,
-                                    "tools": [t.name for t in self._tools[name]]})
+                        self._emit(
+                            {
+                                "type": "mcp.server_started",
+                                "server": name,
+                                "tools": [t.name for t in self._tools[name]],
+                            }
+                        )
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(self._listen, name, client)
                             await self._closing.wait()
@@ -242,8 +297,7 @@ class McpSessions:
                 except Exception as exc:
                     why = self._why(_leaf(exc), cfg, errlog)
                     if started:
-                        self._emit({"type": "mcp.server_failed", "server": name,
-                                    "message": why})
+                        self._emit({"type": "mcp.server_failed", "server": name, "message": why})
                     else:
                         self._errors[name] = why
             if startup.cancelled_caught and not started:
@@ -256,8 +310,10 @@ class McpSessions:
             if cfg.bearer_token_env_var:
                 token = self._env.get(cfg.bearer_token_env_var)
                 if not token:
-                    raise McpError(f"the environment variable {cfg.bearer_token_env_var} "
-                                   "(bearer_token_env_var) is not set")
+                    raise McpError(
+                        f"the environment variable {cfg.bearer_token_env_var} "
+                        "(bearer_token_env_var) is not set"
+                    )
                 headers["Authorization"] = f"Bearer {token}"
             return _http_transport(cfg.url, headers)
         from mcp import StdioServerParameters
@@ -268,8 +324,12 @@ class McpSessions:
         for var in cfg.env_vars:
             if var in self._env:
                 env[var] = self._env[var]
-        params = StdioServerParameters(command=cfg.command[0], args=list(cfg.command[1:]),
-                                       env=env, cwd=cfg.cwd or str(self._cwd))
+        params = StdioServerParameters(
+            command=cfg.command[0],
+            args=list(cfg.command[1:]),
+            env=env,
+            cwd=cfg.cwd or str(self._cwd),
+        )
         return stdio_client(params, errlog=errlog)
 
     async def _list(self, name: str, cfg: McpServerConfig, client: Client) -> list[McpTool]:
@@ -298,22 +358,36 @@ class McpSessions:
         except (ListenNotSupportedError, SubscriptionLost):
             return
         except Exception as exc:  # a server without subscriptions still serves its tools
-            self._emit({"type": "mcp.listen_failed", "server": name,
-                        "message": f"{type(exc).__name__}: {exc}"})
+            self._emit(
+                {
+                    "type": "mcp.listen_failed",
+                    "server": name,
+                    "message": f"{type(exc).__name__}: {exc}",
+                }
+            )
 
     def _notices(self, name: str) -> MessageHandlerFnT:
         async def handle(message: IncomingMessage) -> None:
             method = getattr(message, "method", None)
             if method == "notifications/tools/list_changed":
-                self._emit({"type": "mcp.tools_list_changed", "server": name,
-                            "applied": False,
-                            "note": "the tool list is fixed for the thread (cached prefix)"})
+                self._emit(
+                    {
+                        "type": "mcp.tools_list_changed",
+                        "server": name,
+                        "applied": False,
+                        "note": "the tool list is fixed for the thread (cached prefix)",
+                    }
+                )
+
         return handle
 
     @staticmethod
     def _why(exc: Exception, cfg: McpServerConfig, errlog: Any) -> str:
-        why = (f"no answer within {cfg.startup_timeout_s:g} s (startup_timeout_s)"
-               if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}")
+        why = (
+            f"no answer within {cfg.startup_timeout_s:g} s (startup_timeout_s)"
+            if isinstance(exc, TimeoutError)
+            else f"{type(exc).__name__}: {exc}"
+        )
         try:
             errlog.seek(0)
             tail = errlog.read()[-STDERR_TAIL:].strip()
@@ -329,8 +403,10 @@ async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[An
 
     from runner.http import mcp_client
 
-    async with mcp_client(headers) as http, \
-            streamable_http_client(url, http_client=http) as streams:
+    async with (
+        mcp_client(headers) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
         yield streams
 
 

@@ -27,8 +27,10 @@ SPEC: dict[str, Any] = {
                     "type": "object",
                     "properties": {
                         "step": {"type": "string"},
-                        "status": {"type": "string",
-                                   "description": "One of: pending, in_progress, completed"},
+                        "status": {
+                            "type": "string",
+                            "description": "One of: pending, in_progress, completed",
+                        },
                     },
                     "required": ["step", "status"],
                     "additionalProperties": False,
@@ -51,10 +53,15 @@ def parse_plan(raw: str) -> list[dict[str, Any]]:
         raise ValueError("`plan` must be an array of {step, status}")
     items = []
     for entry in plan:
-        if not (isinstance(entry, dict) and isinstance(entry.get("step"), str)
-                and entry.get("status") in STATUSES):
-            raise ValueError("each plan entry needs a `step` string and a `status` of "
-                             "pending, in_progress or completed")
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("step"), str)
+            and entry.get("status") in STATUSES
+        ):
+            raise ValueError(
+                "each plan entry needs a `step` string and a `status` of "
+                "pending, in_progress or completed"
+            )
         items.append({"text": entry["step"], "completed": entry["status"] == "completed"})
     if sum(1 for e in plan if e["status"] == "in_progress") > 1:
         raise ValueError("at most one step may be in_progress")

@@ -26,20 +26,27 @@ SPEC: dict[str, Any] = {
     "description": (
         "Run a command and get back its exit code, wall time and output (stdout and stderr "
         "together). `command` is an argv list passed to execvp, not a shell string: wrap "
-        "shell syntax as [\"bash\", \"-lc\", \"...\"]. Set `workdir` on every call. "
+        'shell syntax as ["bash", "-lc", "..."]. Set `workdir` on every call. '
         "Nobody is watching: commands must not wait for input."
     ),
     "strict": False,
     "parameters": {
         "type": "object",
         "properties": {
-            "command": {"type": "array", "items": {"type": "string"},
-                        "description": "The command and its arguments."},
-            "workdir": {"type": "string",
-                        "description": "Directory to run in; relative paths are taken from "
-                                       "the workspace root."},
-            "timeout_ms": {"type": "number",
-                           "description": "Kill the command after this many milliseconds."},
+            "command": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The command and its arguments.",
+            },
+            "workdir": {
+                "type": "string",
+                "description": "Directory to run in; relative paths are taken from "
+                "the workspace root.",
+            },
+            "timeout_ms": {
+                "type": "number",
+                "description": "Kill the command after this many milliseconds.",
+            },
         },
         "required": ["command"],
         "additionalProperties": False,
@@ -54,13 +61,19 @@ def truncate_middle(text: str, budget: int = OUTPUT_BUDGET_BYTES) -> tuple[str, 
         return text, False
     half = budget // 2
     head = raw[:half].decode("utf-8", "ignore")
-    tail = raw[len(raw) - half:].decode("utf-8", "ignore")
+    tail = raw[len(raw) - half :].decode("utf-8", "ignore")
     cut = len(text) - len(head) - len(tail)
     return f"{head}…{cut} chars truncated…{tail}", True
 
 
-def format_output(exit_code: int, duration_s: float, text: str,
-                  total_lines: int | None = None, *, plain: bool = False) -> str:
+def format_output(
+    exit_code: int,
+    duration_s: float,
+    text: str,
+    total_lines: int | None = None,
+    *,
+    plain: bool = False,
+) -> str:
     """Codex's structured JSON form, or its plain-text form (used when the freeform
     apply_patch tool is offered, as Codex does for the models trained that way)."""
     body, truncated = truncate_middle(text)
@@ -72,8 +85,12 @@ def format_output(exit_code: int, duration_s: float, text: str,
         return f"{head}Output:\n{body}"
     if truncated:
         body = f"Total output lines: {lines}\n\n{body}"
-    return dumps({"output": body,
-                  "metadata": {"exit_code": exit_code, "duration_seconds": round(duration_s, 1)}})
+    return dumps(
+        {
+            "output": body,
+            "metadata": {"exit_code": exit_code, "duration_seconds": round(duration_s, 1)},
+        }
+    )
 
 
 class ShellArgs:
@@ -89,8 +106,11 @@ class ShellArgs:
         command = args.get("command")
         if isinstance(command, str):
             command = ["bash", "-lc", command]
-        if (not isinstance(command, list) or not command
-                or not all(isinstance(a, str) for a in command)):
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(a, str) for a in command)
+        ):
             raise ValueError("`command` must be a non-empty array of strings")
         if any("\x00" in a for a in command):
             raise ValueError("`command` must not contain NUL bytes")
@@ -119,15 +139,25 @@ class ShellTool:
         try:
             args = ShellArgs(call.arguments, self.default_timeout_ms)
         except ValueError:
-            return {"type": "command_execution", "command": call.arguments,
-                    "aggregated_output": "", "exit_code": None, "status": "in_progress"}
+            return {
+                "type": "command_execution",
+                "command": call.arguments,
+                "aggregated_output": "",
+                "exit_code": None,
+                "status": "in_progress",
+            }
         intercepted = extract_shell_patch(args.command)
         if intercepted is not None:
             patch, cd = intercepted
             where = "/".join(p for p in (args.workdir, cd) if p) or None
             return patch_started(patch, where)
-        return {"type": "command_execution", "command": _display(args.command),
-                "aggregated_output": "", "exit_code": None, "status": "in_progress"}
+        return {
+            "type": "command_execution",
+            "command": _display(args.command),
+            "aggregated_output": "",
+            "exit_code": None,
+            "status": "in_progress",
+        }
 
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
@@ -139,20 +169,28 @@ class ShellTool:
             return _apply_patch_via_shell(ctx, intercepted, args.workdir, self.plain_output)
         cwd = ctx.cwd / args.workdir if args.workdir else ctx.cwd
         if not cwd.is_dir():
-            return ToolResult(f"invalid shell call: workdir {args.workdir!r} is not a directory",
-                              success=False)
+            return ToolResult(
+                f"invalid shell call: workdir {args.workdir!r} is not a directory", success=False
+            )
         argv = await login_argv(args.command, ctx)
-        res = await ctx.executor.run(argv, cwd=cwd, timeout_s=args.timeout_ms / 1000,
-                                     env=ctx.env)
+        res = await ctx.executor.run(argv, cwd=cwd, timeout_s=args.timeout_ms / 1000, env=ctx.env)
         text = res.output.decode("utf-8", "replace")
         if res.timed_out:
             text = f"command timed out after {int(args.timeout_ms)} milliseconds\n{text}"
-        event = {"type": "command_execution", "command": _display(args.command),
-                 "aggregated_output": truncate_middle(text)[0], "exit_code": res.exit_code,
-                 "status": "completed" if res.exit_code == 0 else "failed"}
-        return ToolResult(format_output(res.exit_code, res.duration_s, text, res.total_lines,
-                                        plain=self.plain_output),
-                          success=res.exit_code == 0, event=event)
+        event = {
+            "type": "command_execution",
+            "command": _display(args.command),
+            "aggregated_output": truncate_middle(text)[0],
+            "exit_code": res.exit_code,
+            "status": "completed" if res.exit_code == 0 else "failed",
+        }
+        return ToolResult(
+            format_output(
+                res.exit_code, res.duration_s, text, res.total_lines, plain=self.plain_output
+            ),
+            success=res.exit_code == 0,
+            event=event,
+        )
 
 
 LOGIN_SHELLS = frozenset({"bash", "/bin/bash", "/usr/bin/bash"})
@@ -162,7 +200,8 @@ SNAPSHOT_SCRIPT = (
     # Functions the profile defines (nvm, pyenv's shims) are carried as exported
     # functions (BASH_FUNC_name%%), which every later bash imports.
     'for f in $(compgen -A function); do export -f "$f"; done; '
-    f"printf '\\0{SNAPSHOT_MARK}\\0'; exec env -0")
+    f"printf '\\0{SNAPSHOT_MARK}\\0'; exec env -0"
+)
 PER_COMMAND = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 """Set by each shell for itself; a stale copy would only mislead."""
 MAX_SNAPSHOT_BYTES = 512 * 1024
@@ -188,8 +227,9 @@ async def login_argv(argv: list[str], ctx: ToolContext) -> list[str]:
 
 
 async def _snapshot(ctx: ToolContext) -> list[str] | None:
-    res = await ctx.executor.run(["bash", "-lc", SNAPSHOT_SCRIPT], cwd=ctx.cwd,
-                                 timeout_s=SNAPSHOT_TIMEOUT_S, env=ctx.env)
+    res = await ctx.executor.run(
+        ["bash", "-lc", SNAPSHOT_SCRIPT], cwd=ctx.cwd, timeout_s=SNAPSHOT_TIMEOUT_S, env=ctx.env
+    )
     mark = f"\0{SNAPSHOT_MARK}\0".encode()
     if res.exit_code != 0 or res.truncated_bytes or mark not in res.output:
         return None
@@ -209,16 +249,24 @@ def _display(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-def _apply_patch_via_shell(ctx: ToolContext, found: tuple[str, str | None],
-                           workdir: str | None, plain: bool) -> ToolResult:
+def _apply_patch_via_shell(
+    ctx: ToolContext, found: tuple[str, str | None], workdir: str | None, plain: bool
+) -> ToolResult:
     """`apply_patch` typed into the shell is applied as a patch, as Codex does: models
     trained on Codex transcripts call it that way, and no such binary exists."""
     patch, cd = found
     start = time.monotonic()
     where = "/".join(p for p in (workdir, cd) if p) or None
-    res = apply_patch(ctx.cwd, patch, workdir=where, read_only=ctx.read_only,
-                      protected=ctx.protected)
-    event = {"type": "file_change", "changes": res.changes,
-             "status": "completed" if res.success else "failed"}
-    return ToolResult(format_output(0 if res.success else 1, time.monotonic() - start,
-                                    res.output, plain=plain), success=res.success, event=event)
+    res = apply_patch(
+        ctx.cwd, patch, workdir=where, read_only=ctx.read_only, protected=ctx.protected
+    )
+    event = {
+        "type": "file_change",
+        "changes": res.changes,
+        "status": "completed" if res.success else "failed",
+    }
+    return ToolResult(
+        format_output(0 if res.success else 1, time.monotonic() - start, res.output, plain=plain),
+        success=res.success,
+        event=event,
+    )

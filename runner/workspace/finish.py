@@ -30,12 +30,19 @@ from runner.workspace.names import branch_name, check_scope
 from runner.workspace.types import FileChange, Result, Scope, Workspace
 
 
-async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
-                 message: str, patch_path: Path, create_branch: bool = True,
-                 scope: Scope | None = None,
-                 redact: Redactor | None = None,
-                 before_branch: Callable[[str, str], None] | None = None,
-                 on_left_out: Callable[[list[str]], None] | None = None) -> Result | None:
+async def finish(
+    ws: Workspace,
+    *,
+    branch_template: str,
+    fields: Mapping[str, str],
+    message: str,
+    patch_path: Path,
+    create_branch: bool = True,
+    scope: Scope | None = None,
+    redact: Redactor | None = None,
+    before_branch: Callable[[str, str], None] | None = None,
+    on_left_out: Callable[[list[str]], None] | None = None,
+) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
 
     Returns None, with no commit and no branch, when the tree equals the base. The commit
@@ -59,26 +66,45 @@ async def finish(ws: Workspace, *, branch_template: str, fields: Mapping[str, st
     commit nor the patch carries them; each file it changed is a violation (no branch: a
     run that wrote a secret into the repository is not one to push).
     """
-    return await anyio.to_thread.run_sync(partial(
-        finish_sync, ws, branch_template=branch_template, fields=fields, message=message,
-        patch_path=patch_path, create_branch=create_branch, scope=scope, redact=redact,
-        before_branch=before_branch, on_left_out=on_left_out))
+    return await anyio.to_thread.run_sync(
+        partial(
+            finish_sync,
+            ws,
+            branch_template=branch_template,
+            fields=fields,
+            message=message,
+            patch_path=patch_path,
+            create_branch=create_branch,
+            scope=scope,
+            redact=redact,
+            before_branch=before_branch,
+            on_left_out=on_left_out,
+        )
+    )
 
 
-def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str],
-                message: str, patch_path: Path, create_branch: bool = True,
-                scope: Scope | None = None,
-                redact: Redactor | None = None,
-                 before_branch: Callable[[str, str], None] | None = None,
-                 on_left_out: Callable[[list[str]], None] | None = None) -> Result | None:
+def finish_sync(
+    ws: Workspace,
+    *,
+    branch_template: str,
+    fields: Mapping[str, str],
+    message: str,
+    patch_path: Path,
+    create_branch: bool = True,
+    scope: Scope | None = None,
+    redact: Redactor | None = None,
+    before_branch: Callable[[str, str], None] | None = None,
+    on_left_out: Callable[[list[str]], None] | None = None,
+) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
     env = _staging_env(ws)
     tracked = _index_modes(ws, env)
     paths, left_out = _worktree(ws, env, tracked)
     # Before anything is staged, since staging writes the blobs.
-    redacted = (_redact_files(ws, redact, _touched(ws, env, paths, tracked))
-                if redact is not None else [])
+    redacted = (
+        _redact_files(ws, redact, _touched(ws, env, paths, tracked)) if redact is not None else []
+    )
     if redacted:
         paths, left_out = _worktree(ws, env, tracked)
     _stage(ws, env, paths, tracked)
@@ -87,43 +113,87 @@ def finish_sync(ws: Workspace, *, branch_template: str, fields: Mapping[str, str
     tree = _out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
-    ident = {"GIT_AUTHOR_NAME": IDENTITY[0], "GIT_AUTHOR_EMAIL": IDENTITY[1],
-             "GIT_COMMITTER_NAME": IDENTITY[0], "GIT_COMMITTER_EMAIL": IDENTITY[1]}
-    commit = _out(["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
-                  env={**env, **ident}, cwd=ws.path, input=message.encode())
+    ident = {
+        "GIT_AUTHOR_NAME": IDENTITY[0],
+        "GIT_AUTHOR_EMAIL": IDENTITY[1],
+        "GIT_COMMITTER_NAME": IDENTITY[0],
+        "GIT_COMMITTER_EMAIL": IDENTITY[1],
+    }
+    commit = _out(
+        ["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
+        env={**env, **ident},
+        cwd=ws.path,
+        input=message.encode(),
+    )
     files = _changes(ws, commit, env)
     # Straight from git to the file: a patch of a 1 GiB file never passes through memory.
     # A file over PATCH_FILE_MAX_BYTES is left out of the patch (the commit and branch
     # hold it): git builds a file's diff in memory (3 GB for one 1 GiB file) and takes
     # seconds per 100 MiB, which a batch stopping on SIGTERM cannot afford.
     big = _too_big_for_patch(ws, files)
-    _git_to_file(["format-patch", "-1", "--stdout", "--binary", "--full-index", "-M",
-                  "--no-signature", "--no-thread", "--no-attach", "--no-notes",
-                  "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
-                  commit, "--", ".", *(f":(exclude,literal){p}" for p in big)],
-                 patch_path, env=env, cwd=ws.path)
+    _git_to_file(
+        [
+            "format-patch",
+            "-1",
+            "--stdout",
+            "--binary",
+            "--full-index",
+            "-M",
+            "--no-signature",
+            "--no-thread",
+            "--no-attach",
+            "--no-notes",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            commit,
+            "--",
+            ".",
+            *(f":(exclude,literal){p}" for p in big),
+        ],
+        patch_path,
+        env=env,
+        cwd=ws.path,
+    )
     _publish(ws, env, commit)
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
-    result = Result(commit=commit, base=ws.base, branch=None, files=files, insertions=ins,
-                    deletions=dels, patch_path=patch_path)
+    result = Result(
+        commit=commit,
+        base=ws.base,
+        branch=None,
+        files=files,
+        insertions=ins,
+        deletions=dels,
+        patch_path=patch_path,
+    )
     violations: list[str] = []
     if scope is not None:
-        violations = check_scope(result.changed_paths, allowed=scope.allowed,
-                                 forbidden=scope.forbidden or [],
-                                 max_diff_lines=scope.max_diff_lines, diff_lines=ins + dels)
-    violations += [f"{path}: held the value of a secret (redacted in the commit and the "
-                   "patch)" for path in redacted]
+        violations = check_scope(
+            result.changed_paths,
+            allowed=scope.allowed,
+            forbidden=scope.forbidden or [],
+            max_diff_lines=scope.max_diff_lines,
+            diff_lines=ins + dels,
+        )
+    violations += [
+        f"{path}: held the value of a secret (redacted in the commit and the patch)"
+        for path in redacted
+    ]
     branch = None
     if name is not None and not violations:
         if before_branch is not None:
-            before_branch(name, commit)   # journaled first: resume may then delete it
+            before_branch(name, commit)  # journaled first: resume may then delete it
         branch = _create_branch(ws, name, commit)
     return replace(result, branch=branch, violations=tuple(violations))
 
 
-ADD_CONFIG = (("core.compression", "1"), ("core.bigFileThreshold", "16m"),
-              ("pack.compression", "0"))
+ADD_CONFIG = (
+    ("core.compression", "1"),
+    ("core.bigFileThreshold", "16m"),
+    ("pack.compression", "0"),
+)
 """How `git add` stores what the agent wrote: small files deflated fast (level 1); a file
 over 16 MiB streamed straight into one pack, not compressed (hashing 1 GiB takes seconds,
 deflating it a minute, and a batch stopping on SIGTERM waits for it)."""
@@ -158,8 +228,9 @@ def _index_modes(ws: Workspace, env: Mapping[str, str]) -> dict[str, str]:
 _GITLINK = "160000"
 
 
-def _worktree(ws: Workspace, env: Mapping[str, str], tracked: Mapping[str, str]
-              ) -> tuple[list[str], list[str]]:
+def _worktree(
+    ws: Workspace, env: Mapping[str, str], tracked: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
     """(paths to record, `path: why` for what is left out) of the work tree.
 
     The runner walks the tree itself, iteratively and without following links, instead
@@ -185,17 +256,19 @@ def _worktree(ws: Workspace, env: Mapping[str, str], tracked: Mapping[str, str]
         for e in entries:
             path = f"{rel}/{e.name}" if rel else e.name
             if path == ".git":
-                continue   # the agent's own repository: the runner never reads it
+                continue  # the agent's own repository: the runner never reads it
             link = e.is_symlink()
             why = gitnames.git_refuses(e.name, symlink=link)
             if why is not None:
                 if e.name == ".git":
-                    why = ("a nested repository's `.git`: never read; the files beside "
-                           "it are committed as plain files")
+                    why = (
+                        "a nested repository's `.git`: never read; the files beside "
+                        "it are committed as plain files"
+                    )
                 left_out.append(f"{path}: {why}")
                 continue
             if tracked.get(path) == _GITLINK and e.is_dir(follow_symlinks=False):
-                continue   # a submodule of the base: its gitlink stays as it was
+                continue  # a submodule of the base: its gitlink stays as it was
             if link:
                 paths.append(path)
             elif e.is_dir(follow_symlinks=False):
@@ -212,41 +285,65 @@ def _worktree(ws: Workspace, env: Mapping[str, str], tracked: Mapping[str, str]
     names = {e.split(": ", 1)[0].rstrip("/"): e for e in left_out}
     new = [p for p in paths if p not in tracked]
     ignored = _ignored(ws, env, [*new, *names]) if new or names else set()
-    return ([p for p in paths if p not in ignored],
-            sorted(e for p, e in names.items() if p not in ignored))
+    return (
+        [p for p in paths if p not in ignored],
+        sorted(e for p, e in names.items() if p not in ignored),
+    )
 
 
 def _ignored(ws: Workspace, env: Mapping[str, str], paths: Sequence[str]) -> set[str]:
     """Which of these untracked paths `.gitignore` rules (and info/exclude) exclude."""
-    proc = _git(["check-ignore", "-z", "--stdin"], env=env, cwd=ws.path, check=False,
-                input=b"".join(os.fsencode(p) + b"\0" for p in paths))
+    proc = _git(
+        ["check-ignore", "-z", "--stdin"],
+        env=env,
+        cwd=ws.path,
+        check=False,
+        input=b"".join(os.fsencode(p) + b"\0" for p in paths),
+    )
     if proc.returncode not in (0, 1):
-        raise GitError(_argv(["check-ignore"]), proc.returncode,
-                       proc.stderr.decode(errors="replace"), ["check-ignore"])
+        raise GitError(
+            _argv(["check-ignore"]),
+            proc.returncode,
+            proc.stderr.decode(errors="replace"),
+            ["check-ignore"],
+        )
     return {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
 
 
-def _stage(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
-           tracked: Mapping[str, str]) -> None:
+def _stage(
+    ws: Workspace, env: Mapping[str, str], paths: Sequence[str], tracked: Mapping[str, str]
+) -> None:
     """Make the private index hold exactly `paths` (plus the base's submodules that are
     still directories): entries no longer there are removed, the rest added or
     refreshed. Only files and links are named, never a directory, so git never looks
     for a repository inside one."""
     keep = set(paths)
-    gone = [p for p, mode in tracked.items() if p not in keep
-            and not (mode == _GITLINK and (ws.path / p).is_dir()
-                     and not (ws.path / p).is_symlink())]
+    gone = [
+        p
+        for p, mode in tracked.items()
+        if p not in keep
+        and not (mode == _GITLINK and (ws.path / p).is_dir() and not (ws.path / p).is_symlink())
+    ]
     if gone:
-        _git(["update-index", "-z", "--force-remove", "--stdin"], env=env, cwd=ws.path,
-             input=b"".join(os.fsencode(p) + b"\0" for p in gone))
+        _git(
+            ["update-index", "-z", "--force-remove", "--stdin"],
+            env=env,
+            cwd=ws.path,
+            input=b"".join(os.fsencode(p) + b"\0" for p in gone),
+        )
     if paths:
-        _git(["update-index", "-z", "--add", "--replace", "--stdin"], env=env,
-             cwd=ws.path, config=ADD_CONFIG,
-             input=b"".join(os.fsencode(p) + b"\0" for p in paths))
+        _git(
+            ["update-index", "-z", "--add", "--replace", "--stdin"],
+            env=env,
+            cwd=ws.path,
+            config=ADD_CONFIG,
+            input=b"".join(os.fsencode(p) + b"\0" for p in paths),
+        )
 
 
-def _touched(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
-             tracked: Mapping[str, str]) -> list[str]:
+def _touched(
+    ws: Workspace, env: Mapping[str, str], paths: Sequence[str], tracked: Mapping[str, str]
+) -> list[str]:
     """The paths the run added or changed: untracked ones, and tracked ones git finds
     modified. A tracked file the agent replaced by a directory is excluded from git's
     look: git would check whether that directory is a repository (and follow a
@@ -262,9 +359,23 @@ def _touched(ws: Workspace, env: Mapping[str, str], paths: Sequence[str],
             continue
     # `diff`, not `diff-files`: it compares the content of stat-dirty files (handing
     # the tree to the sandbox user changed every file's owner and ctime).
-    out = _git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=MT",
-                "--ignore-submodules=all", "--no-ext-diff", "--no-textconv", "--", ".",
-                *(f":(exclude,literal){p}" for p in now_dirs)], env=env, cwd=ws.path).stdout
+    out = _git(
+        [
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--diff-filter=MT",
+            "--ignore-submodules=all",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--",
+            ".",
+            *(f":(exclude,literal){p}" for p in now_dirs),
+        ],
+        env=env,
+        cwd=ws.path,
+    ).stdout
     keep = set(paths)
     changed = [os.fsdecode(p) for p in out.split(b"\0") if p]
     return [p for p in paths if p not in tracked] + [p for p in changed if p in keep]
@@ -285,15 +396,16 @@ def _redact_files(ws: Workspace, redactor: Redactor, paths: Sequence[str]) -> li
             with hostfs.open_parent(ws.path, rel) as (dir_fd, name):
                 hit = _redact_entry(dir_fd, name, redactor)
                 if clean_name != raw:
-                    with hostfs.open_parent(ws.path, os.fsdecode(clean_name),
-                                            create=True) as (dest_fd, dest):
+                    with hostfs.open_parent(ws.path, os.fsdecode(clean_name), create=True) as (
+                        dest_fd,
+                        dest,
+                    ):
                         os.rename(name, dest, src_dir_fd=dir_fd, dst_dir_fd=dest_fd)
                     hit = True
         except (OSError, UnsafeFileError) as exc:
             # Better no commit and no patch at all than one that carries the secret.
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise WorkspaceError(f"could not redact a secret from a changed file: "
-                                 f"{why}") from None
+            raise WorkspaceError(f"could not redact a secret from a changed file: {why}") from None
         if hit:
             touched.append(os.fsdecode(clean_name))
     return touched
@@ -309,15 +421,19 @@ def _redact_entry(dir_fd: int, name: str, redactor: Redactor) -> bool:
         os.symlink(redactor.bytes(target), name, dir_fd=dir_fd)
         return True
     if not stat.S_ISREG(st.st_mode):
-        return False   # git records no FIFO, device or socket
+        return False  # git records no FIFO, device or socket
     fd = hostfs.open_regular(name, dir_fd, name)
     try:
         if not redactor.contains(_chunks(fd)):
             return False
         os.lseek(fd, 0, os.SEEK_SET)
         tmp = f".{name[:200]}.{os.getpid()}.redact"
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                      stat.S_IMODE(st.st_mode), dir_fd=dir_fd)
+        out = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+            stat.S_IMODE(st.st_mode),
+            dir_fd=dir_fd,
+        )
         try:
             for piece in redactor.stream(_chunks(fd)):
                 os.write(out, piece)
@@ -336,8 +452,22 @@ def _chunks(fd: int) -> Iterator[bytes]:
 
 
 def _changes(ws: Workspace, commit: str, env: Mapping[str, str]) -> tuple[FileChange, ...]:
-    out = _git(["diff-tree", "-r", "-z", "-M", "--no-ext-diff", "--no-textconv", "--raw",
-                "--numstat", ws.base, commit], env=env, cwd=ws.path).stdout
+    out = _git(
+        [
+            "diff-tree",
+            "-r",
+            "-z",
+            "-M",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--raw",
+            "--numstat",
+            ws.base,
+            commit,
+        ],
+        env=env,
+        cwd=ws.path,
+    ).stdout
     return parse_raw_numstat(out.decode("utf-8", errors="surrogateescape"))
 
 
@@ -368,10 +498,10 @@ def parse_raw_numstat(text: str) -> tuple[FileChange, ...]:
         i += 1 if path else 3
     if len(raw) != len(stats):
         raise WorkspaceError("could not parse git diff-tree output")
-    return tuple(FileChange(path=p, status=s, old_path=o, insertions=a, deletions=d,
-                            binary=b) for (s, o, p), (a, d, b) in zip(raw, stats, strict=True))
-
-
+    return tuple(
+        FileChange(path=p, status=s, old_path=o, insertions=a, deletions=d, binary=b)
+        for (s, o, p), (a, d, b) in zip(raw, stats, strict=True)
+    )
 
 
 def _create_branch(ws: Workspace, name: str, commit: str) -> str:
@@ -383,14 +513,23 @@ def _create_branch(ws: Workspace, name: str, commit: str) -> str:
             ref = f"refs/heads/{candidate}"
             # old value = zero id: create only; git refuses if the ref exists.
             # Another runner process may hold a ref lock for a moment: let git retry it.
-            proc = _git(["update-ref", "--create-reflog", "-m", "runner: result", ref, commit,
-                         zero], env=user, config=[("core.filesRefLockTimeout", "2000")],
-                        check=False)
+            proc = _git(
+                ["update-ref", "--create-reflog", "-m", "runner: result", ref, commit, zero],
+                env=user,
+                config=[("core.filesRefLockTimeout", "2000")],
+                check=False,
+            )
             if proc.returncode == 0:
                 return candidate
-            exists = _git(["show-ref", "--verify", "--quiet", ref], env=user,
-                          check=False).returncode == 0
+            exists = (
+                _git(["show-ref", "--verify", "--quiet", ref], env=user, check=False).returncode
+                == 0
+            )
             if not exists:
-                raise GitError(_argv(["update-ref", ref]), proc.returncode,
-                               proc.stderr.decode(errors="replace"), ["update-ref", ref])
+                raise GitError(
+                    _argv(["update-ref", ref]),
+                    proc.returncode,
+                    proc.stderr.decode(errors="replace"),
+                    ["update-ref", ref],
+                )
     raise WorkspaceError(f"branch {name!r}: {_MAX_BRANCH_SUFFIX} names taken")

@@ -24,19 +24,19 @@ DEFAULT_FORBIDDEN = (".github/workflows/**",)
 edited by a model runs with the repository's CI secrets on the next push."""
 
 HARDENING: tuple[tuple[str, str], ...] = (
-    ("core.hooksPath", "/dev/null"),        # no hooks (pre-commit, reference-transaction, ...)
-    ("core.fsmonitor", "false"),            # a configured fsmonitor is an arbitrary command
-    ("core.protectNTFS", "true"),           # `.git` aliases refused (see runner/gitnames.py)
+    ("core.hooksPath", "/dev/null"),  # no hooks (pre-commit, reference-transaction, ...)
+    ("core.fsmonitor", "false"),  # a configured fsmonitor is an arbitrary command
+    ("core.protectNTFS", "true"),  # `.git` aliases refused (see runner/gitnames.py)
     ("core.protectHFS", "true"),
     ("core.untrackedCache", "false"),
     ("core.splitIndex", "false"),
     ("core.pager", "cat"),
     ("core.askPass", ""),
-    ("credential.helper", ""),              # an empty value resets the helper list
-    ("commit.gpgSign", "false"),            # signing runs gpg.program / gpg.ssh.program
+    ("credential.helper", ""),  # an empty value resets the helper list
+    ("commit.gpgSign", "false"),  # signing runs gpg.program / gpg.ssh.program
     ("tag.gpgSign", "false"),
     ("push.gpgSign", "false"),
-    ("gc.auto", "0"),                       # no background repacks of the user's store
+    ("gc.auto", "0"),  # no background repacks of the user's store
     ("maintenance.auto", "false"),
     ("advice.addEmbeddedRepo", "false"),
     ("advice.detachedHead", "false"),
@@ -54,29 +54,30 @@ _MAX_BRANCH_SUFFIX = 1000
 _TEMPLATE_FIELDS = frozenset({"run", "task", "model", "repeat", "name", "variant"})
 
 
-
-def git_env(extra: Mapping[str, str] | None = None, *, protocols: str = _LOCAL_PROTOCOLS
-            ) -> dict[str, str]:
+def git_env(
+    extra: Mapping[str, str] | None = None, *, protocols: str = _LOCAL_PROTOCOLS
+) -> dict[str, str]:
     """The environment of every git child, built from scratch.
 
     Every inherited `GIT_*` variable is dropped: `GIT_DIR`, `GIT_WORK_TREE` or
     `GIT_INDEX_FILE` left by a hook would point our commands at the user's repository, and
     `GIT_CONFIG_PARAMETERS`/`GIT_EXTERNAL_DIFF`/`GIT_SSH_COMMAND` would run other code.
     """
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GIT_") and k not in _ENV_DROP}
-    env.update({
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_OPTIONAL_LOCKS": "0",   # `status` must not refresh and rewrite the user's index
-        "GIT_NO_REPLACE_OBJECTS": "1",
-        "GIT_ALLOW_PROTOCOL": protocols,  # no ext::, fd::, and no network unless pushing
-        "GIT_PAGER": "cat",
-        "GIT_EDITOR": "true",
-        "LC_ALL": "C",
-        "LANGUAGE": "C",
-    })
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k not in _ENV_DROP}
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_OPTIONAL_LOCKS": "0",  # `status` must not refresh and rewrite the user's index
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_ALLOW_PROTOCOL": protocols,  # no ext::, fd::, and no network unless pushing
+            "GIT_PAGER": "cat",
+            "GIT_EDITOR": "true",
+            "LC_ALL": "C",
+            "LANGUAGE": "C",
+        }
+    )
     if extra:
         env.update(extra)
     return env
@@ -89,33 +90,47 @@ def _argv(args: Sequence[str], config: Iterable[tuple[str, str]] = ()) -> list[s
     return argv + list(args)
 
 
-def _git(args: Sequence[str], *, env: Mapping[str, str] | None = None,
-         cwd: Path | None = None, input: bytes | None = None,
-         config: Iterable[tuple[str, str]] = (), secrets: Sequence[str] = (),
-         protocols: str = _LOCAL_PROTOCOLS, check: bool = True
-         ) -> subprocess.CompletedProcess[bytes]:
+def _git(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+    config: Iterable[tuple[str, str]] = (),
+    secrets: Sequence[str] = (),
+    protocols: str = _LOCAL_PROTOCOLS,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
     argv = _argv(args, config)
-    proc = subprocess.run(argv, input=input, capture_output=True, cwd=cwd,
-                          env=git_env(env, protocols=protocols), check=False)
+    proc = subprocess.run(
+        argv,
+        input=input,
+        capture_output=True,
+        cwd=cwd,
+        env=git_env(env, protocols=protocols),
+        check=False,
+    )
     if check and proc.returncode != 0:
-        raise GitError(argv, proc.returncode,
-                       _scrub(proc.stderr.decode(errors="replace"), secrets), args)
+        raise GitError(
+            argv, proc.returncode, _scrub(proc.stderr.decode(errors="replace"), secrets), args
+        )
     return proc
 
 
-def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str],
-                 cwd: Path) -> None:
+def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str], cwd: Path) -> None:
     """git's stdout written atomically to `path` (see `atomic_write_bytes`), streamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             argv = _argv(args)
-            proc = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, cwd=cwd,
-                                  env=git_env(env), check=False)
+            proc = subprocess.run(
+                argv, stdout=f, stderr=subprocess.PIPE, cwd=cwd, env=git_env(env), check=False
+            )
             if proc.returncode != 0:
-                raise GitError(argv, proc.returncode,
-                               proc.stderr.decode(errors="replace")[-4000:], args)
+                raise GitError(
+                    argv, proc.returncode, proc.stderr.decode(errors="replace")[-4000:], args
+                )
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -123,10 +138,14 @@ def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str],
         raise
 
 
-def _out(args: Sequence[str], *, env: Mapping[str, str] | None = None,
-         cwd: Path | None = None, input: bytes | None = None) -> str:
-    return _git(args, env=env, cwd=cwd, input=input).stdout.decode(
-        errors="surrogateescape").strip()
+def _out(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+) -> str:
+    return _git(args, env=env, cwd=cwd, input=input).stdout.decode(errors="surrogateescape").strip()
 
 
 def config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -159,7 +178,7 @@ def _user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
     for name in proc.stdout.decode(errors="replace").split("\0"):
         if not name.lower().startswith("filter.") or name.count(".") < 2:
             continue
-        driver = name[len("filter."):name.rindex(".")]
+        driver = name[len("filter.") : name.rindex(".")]
         if driver in seen:
             continue
         seen.add(driver)
@@ -171,8 +190,11 @@ def _user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
 def _staging_env(ws: Workspace) -> dict[str, str]:
     """`_private_env` with new objects written to the private store (the user's is read
     through alternates): `_publish` then moves them in as packs, never as loose files."""
-    return {**_private_env(ws), "GIT_OBJECT_DIRECTORY": str(ws._private_git / "objects"),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(ws.objects)}
+    return {
+        **_private_env(ws),
+        "GIT_OBJECT_DIRECTORY": str(ws._private_git / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(ws.objects),
+    }
 
 
 def _publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
@@ -184,8 +206,12 @@ def _publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
     objects); then each private pack is moved in, its `.idx` last, since git only sees
     a pack once its index is there."""
     store = ws._private_git / "objects" / "pack"
-    _git(["pack-objects", "--revs", "--local", "--incremental", "-q", str(store / "pack")],
-         env=env, cwd=ws.path, input=f"{commit}\n^{ws.base}\n".encode())
+    _git(
+        ["pack-objects", "--revs", "--local", "--incremental", "-q", str(store / "pack")],
+        env=env,
+        cwd=ws.path,
+        input=f"{commit}\n^{ws.base}\n".encode(),
+    )
     dest = ws.objects / "pack"
     dest.mkdir(exist_ok=True)
     for pack in sorted(store.glob("pack-*.pack")):
@@ -199,7 +225,7 @@ def _move_into(src: Path, dst: Path) -> None:
     """Rename where possible; across filesystems copy to a temporary name, then rename,
     so git never sees half a file."""
     if dst.exists():
-        return   # the same pack (named by its content) is already there
+        return  # the same pack (named by its content) is already there
     try:
         os.replace(src, dst)
     except OSError:
@@ -210,8 +236,12 @@ def _move_into(src: Path, dst: Path) -> None:
 
 
 def _private_env(ws: Workspace) -> dict[str, str]:
-    return {"GIT_DIR": str(ws._private_git), "GIT_WORK_TREE": str(ws.path),
-            "GIT_INDEX_FILE": str(ws._index), "GIT_OBJECT_DIRECTORY": str(ws.objects)}
+    return {
+        "GIT_DIR": str(ws._private_git),
+        "GIT_WORK_TREE": str(ws.path),
+        "GIT_INDEX_FILE": str(ws._index),
+        "GIT_OBJECT_DIRECTORY": str(ws.objects),
+    }
 
 
 def _remove(path: Path) -> None:

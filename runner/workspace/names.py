@@ -34,20 +34,24 @@ def branch_name(template: str, fields: Mapping[str, str]) -> str:
     try:
         pieces = list(Formatter().parse(template))
     except ValueError:  # an unbalanced brace
-        raise WorkspaceError(f"branch template {template!r}: unbalanced braces; fields are "
-                             f"written {allowed}, and a literal brace cannot be part of a "
-                             "branch name") from None
+        raise WorkspaceError(
+            f"branch template {template!r}: unbalanced braces; fields are "
+            f"written {allowed}, and a literal brace cannot be part of a "
+            "branch name"
+        ) from None
     for literal, field, spec, conv in pieces:
         parts.append(literal)
         if field is None:
             continue
         if field not in _TEMPLATE_FIELDS:
             raise WorkspaceError(
-                f"branch template {template!r}: unknown field {{{field}}}; use {allowed}")
+                f"branch template {template!r}: unknown field {{{field}}}; use {allowed}"
+            )
         if spec or conv:
             raise WorkspaceError(
                 f"branch template {template!r}: {{{field}}} takes no format spec or "
-                "conversion (`:...`, `!r`); write it bare")
+                "conversion (`:...`, `!r`); write it bare"
+            )
         if field not in fields:
             raise WorkspaceError(f"branch template {template!r}: no value for {{{field}}}")
         parts.append(component(fields[field]))
@@ -56,9 +60,14 @@ def branch_name(template: str, fields: Mapping[str, str]) -> str:
     return "runner-HEAD" if name == "HEAD" else name
 
 
-def check_scope(changed_paths: Iterable[str], *, allowed: list[str] | None,
-                forbidden: list[str], max_diff_lines: int | None, diff_lines: int
-                ) -> list[str]:
+def check_scope(
+    changed_paths: Iterable[str],
+    *,
+    allowed: list[str] | None,
+    forbidden: list[str],
+    max_diff_lines: int | None,
+    diff_lines: int,
+) -> list[str]:
     """Violations of a run's scope, one sentence each; empty when the run is in scope.
 
     Patterns are matched against the whole repository-relative path: `*` and `?` stay
@@ -81,9 +90,12 @@ def check_scope(changed_paths: Iterable[str], *, allowed: list[str] | None,
             continue
         hit = next((p for p, rx in default_deny if rx.fullmatch(path)), None)
         if hit is not None and not any(
-                rx.fullmatch(path) and not _starts_with_wildcard(p) for p, rx in allow or []):
-            out.append(f"{path}: matches {hit!r}, which needs an explicit allowed pattern "
-                       "such as '.github/workflows/**'")
+            rx.fullmatch(path) and not _starts_with_wildcard(p) for p, rx in allow or []
+        ):
+            out.append(
+                f"{path}: matches {hit!r}, which needs an explicit allowed pattern "
+                "such as '.github/workflows/**'"
+            )
     if max_diff_lines is not None and diff_lines > max_diff_lines:
         out.append(f"diff has {diff_lines} changed lines; the limit is {max_diff_lines}")
     return out
@@ -121,7 +133,7 @@ def _glob(pattern: str) -> re.Pattern[str]:
             out.append("[^/]")
             i += 1
         elif p[i] == "[" and (end := p.find("]", i + 2)) != -1:
-            body = p[i + 1:end]
+            body = p[i + 1 : end]
             neg = body[0] in "!^"
             body = body[1:] if neg else body
             out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")

@@ -36,7 +36,8 @@ async def prepare(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> W
     an ignored directory), or their `git status` shows the workspaces.
     """
     return await anyio.to_thread.run_sync(
-        partial(prepare_sync, repo, base=base, root=root, name=name))
+        partial(prepare_sync, repo, base=base, root=root, name=name)
+    )
 
 
 def check_base(repo: Path, base: str = "HEAD") -> str:
@@ -45,13 +46,16 @@ def check_base(repo: Path, base: str = "HEAD") -> str:
     if not base or base.startswith("-") or any(ord(c) < 0x20 for c in base):
         raise WorkspaceError(f"base {base!r} is not a revision")
     try:
-        return _out(["rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}"],
-                    cwd=repo.resolve()).strip()
+        return _out(
+            ["rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}"], cwd=repo.resolve()
+        ).strip()
     except GitError as exc:
         reason = exc.stderr.strip().splitlines()[-1:] or ["unknown error"]
-        raise WorkspaceError(f"{repo}: {base!r} is not a commit there ({reason[0]}); the "
-                             "runner starts every run from a commit, so the repository needs "
-                             "one (git init && git add -A && git commit)") from exc
+        raise WorkspaceError(
+            f"{repo}: {base!r} is not a commit there ({reason[0]}); the "
+            "runner starts every run from a commit, so the repository needs "
+            "one (git init && git add -A && git commit)"
+        ) from exc
 
 
 def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Workspace:
@@ -63,12 +67,25 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         raise WorkspaceError(f"base {base!r} is not a revision")
     # One call: the trailing `--` makes git read both as revisions, never as paths.
     try:
-        lines = _out(["rev-parse", "--path-format=absolute", "--git-dir", "--git-path",
-                      "objects", "--is-bare-repository", "--show-object-format",
-                      f"{base}^{{commit}}", f"{base}^{{tree}}", "--"], cwd=repo).splitlines()
+        lines = _out(
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-dir",
+                "--git-path",
+                "objects",
+                "--is-bare-repository",
+                "--show-object-format",
+                f"{base}^{{commit}}",
+                f"{base}^{{tree}}",
+                "--",
+            ],
+            cwd=repo,
+        ).splitlines()
     except GitError as exc:
-        raise WorkspaceError(f"{repo}: base {base!r} is not a commit there ({exc.stderr.strip()})"
-                             ) from exc
+        raise WorkspaceError(
+            f"{repo}: base {base!r} is not a commit there ({exc.stderr.strip()})"
+        ) from exc
     git_dir, objects, bare, fmt = Path(lines[0]), Path(lines[1]), lines[2] == "true", lines[3]
     sha, tree = lines[4], lines[5]
     dirty = False if bare else _is_dirty(repo)
@@ -79,9 +96,19 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         if p.exists() or p.is_symlink():
             raise WorkspaceError(f"workspace {p} already exists")
     root.mkdir(parents=True, exist_ok=True)
-    ws = Workspace(path=path, repo=repo, git_dir=git_dir, objects=objects, base=sha,
-                   base_tree=tree, base_ref=base, base_dirty=dirty, setup_s=0.0,
-                   object_format=fmt, private_dir=private)
+    ws = Workspace(
+        path=path,
+        repo=repo,
+        git_dir=git_dir,
+        objects=objects,
+        base=sha,
+        base_tree=tree,
+        base_ref=base,
+        base_dirty=dirty,
+        setup_s=0.0,
+        object_format=fmt,
+        private_dir=private,
+    )
     try:
         path.mkdir()
         private.mkdir()
@@ -110,15 +137,29 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
 
 
 def _check_name(name: str) -> None:
-    if (not name or name in (".", "..") or name.startswith(".") or "/" in name
-            or "\\" in name or "\0" in name):
+    if (
+        not name
+        or name in (".", "..")
+        or name.startswith(".")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+    ):
         raise WorkspaceError(f"workspace name {name!r}: use one plain path component")
 
 
 def _init(target: Path, fmt: str, *, bare: bool) -> None:
     # An empty --template: no sample hooks, no info/exclude copied from the system.
-    _git(["init", "--quiet", "--template=", f"--object-format={fmt}",
-          *(["--bare"] if bare else []), str(target)])
+    _git(
+        [
+            "init",
+            "--quiet",
+            "--template=",
+            f"--object-format={fmt}",
+            *(["--bare"] if bare else []),
+            str(target),
+        ]
+    )
 
 
 def _copy_shallow(src_git_dir: Path, dst_git_dir: Path) -> None:
@@ -133,7 +174,16 @@ def _copy_shallow(src_git_dir: Path, dst_git_dir: Path) -> None:
 def _is_dirty(repo: Path) -> bool:
     """Any staged, unstaged or untracked change, read without writing the user's index
     (`GIT_OPTIONAL_LOCKS=0`) and without running their filter drivers."""
-    proc = _git(["status", "--porcelain=v2", "-z", "--untracked-files=normal",
-                 "--ignore-submodules=dirty", "--no-renames"],
-                cwd=repo, env=config_env(_user_filter_blanks(repo)))
+    proc = _git(
+        [
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--untracked-files=normal",
+            "--ignore-submodules=dirty",
+            "--no-renames",
+        ],
+        cwd=repo,
+        env=config_env(_user_filter_blanks(repo)),
+    )
     return bool(proc.stdout)

@@ -24,8 +24,7 @@ from runner.workspace.git import (
 from runner.workspace.types import PushResult, Workspace
 
 
-async def push(repo: Path, branch: str, *, remote: str, token: str | None = None
-               ) -> PushResult:
+async def push(repo: Path, branch: str, *, remote: str, token: str | None = None) -> PushResult:
     """Push a result branch to `remote` (a remote name or URL), creating it there only.
 
     The token travels as an `http.extraHeader` in the child's environment
@@ -34,11 +33,11 @@ async def push(repo: Path, branch: str, *, remote: str, token: str | None = None
     push fail instead of moving a branch that already exists on the remote.
     """
     return await anyio.to_thread.run_sync(
-        partial(push_sync, repo, branch, remote=remote, token=token))
+        partial(push_sync, repo, branch, remote=remote, token=token)
+    )
 
 
-def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None
-              ) -> PushResult:
+def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None) -> PushResult:
     """`push` without the thread hop."""
     if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
         raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
@@ -63,8 +62,13 @@ def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None
     url = named.stdout.decode().strip() if named.returncode == 0 else remote
     if url.startswith("-"):
         raise WorkspaceError(f"remote {remote!r} has an unusable push URL")
-    _git(["push", "--porcelain", "--no-verify", f"--force-with-lease={ref}:", url,
-          f"{ref}:{ref}"], cwd=repo, env=env, secrets=secrets, protocols=_PUSH_PROTOCOLS)
+    _git(
+        ["push", "--porcelain", "--no-verify", f"--force-with-lease={ref}:", url, f"{ref}:{ref}"],
+        cwd=repo,
+        env=env,
+        secrets=secrets,
+        protocols=_PUSH_PROTOCOLS,
+    )
     return PushResult(remote=remote, branch=branch, ref=ref)
 
 
@@ -104,12 +108,18 @@ def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
             held = None
         if held is not None and held in ("", commit):
             lock.unlink(missing_ok=True)
-        refs = _git(["for-each-ref", "--format=%(refname)", f"--points-at={commit}",
-                     "refs/heads/"], env=user, check=False).stdout.decode().split()
+        refs = (
+            _git(
+                ["for-each-ref", "--format=%(refname)", f"--points-at={commit}", "refs/heads/"],
+                env=user,
+                check=False,
+            )
+            .stdout.decode()
+            .split()
+        )
         for ref in refs:
             if ours.fullmatch(ref):
                 _git(["update-ref", "-d", ref, commit], env=user, check=False)
-
 
 
 def branch_state(repo: Path, branch: str, commit: str) -> str:
@@ -118,8 +128,7 @@ def branch_state(repo: Path, branch: str, commit: str) -> str:
     ref = f"refs/heads/{branch}"
     if _git(["check-ref-format", ref], cwd=repo, check=False).returncode != 0:
         return "invalid"
-    tip = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
-               check=False)
+    tip = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo, check=False)
     if tip.returncode != 0:
         return "gone"
     head = _git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False)

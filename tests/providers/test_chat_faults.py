@@ -44,23 +44,30 @@ from tests.test_cli import run_cli
 # ------------------------------------------------------------------ chat stream replies
 
 
-def chunk(content: str | None = None, *, finish: str | None = None,
-          **delta: Any) -> dict[str, Any]:
+def chunk(content: str | None = None, *, finish: str | None = None, **delta: Any) -> dict[str, Any]:
     """One `chat.completion.chunk` with a single choice."""
     if content is not None:
         delta["content"] = content
-    return {"id": "chatcmpl-1", "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
-USAGE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
-         "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}}
+USAGE = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "choices": [],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14},
+}
 
 
 def chat_sse(*parts: dict[str, Any] | bytes, done: bool = True) -> bytes:
     """A chat event stream; bytes are sent as they are (malformed parts)."""
-    out = b"".join(p if isinstance(p, bytes) else b"data: " + json.dumps(p).encode() + b"\n\n"
-                   for p in parts)
+    out = b"".join(
+        p if isinstance(p, bytes) else b"data: " + json.dumps(p).encode() + b"\n\n" for p in parts
+    )
     return out + (b"data: [DONE]\n\n" if done else b"")
 
 
@@ -74,23 +81,32 @@ def reply_chat(body: bytes) -> Reply:
 
 def reply_cut_mid_body(body: bytes) -> Reply:
     """200, one chunk of a chunked body, then the connection closes (no terminator)."""
-    return reply_raw(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n"
-                     + b"%x\r\n%s\r\n" % (len(body), body))
+    return reply_raw(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(body), body)
+    )
 
 
 GOOD = reply_chat(answer())
 
 
 def prompt(text: str = "go") -> Prompt:
-    return Prompt(model="m", instructions="i", input=[message("user", text)], tools=[],
-                  prompt_cache_key="thread-1")
+    return Prompt(
+        model="m",
+        instructions="i",
+        input=[message("user", text)],
+        tools=[],
+        prompt_cache_key="thread-1",
+    )
 
 
-def retrying(base_url: str, *, idle: float = 30.0, deadline: float = 60.0,
-             **kw: Any) -> RetryingClient:
-    return RetryingClient(ChatClient(base_url, stream_idle_timeout_s=idle,
-                                     request_timeout_s=deadline, **kw), base_delay_s=0.001)
+def retrying(
+    base_url: str, *, idle: float = 30.0, deadline: float = 60.0, **kw: Any
+) -> RetryingClient:
+    return RetryingClient(
+        ChatClient(base_url, stream_idle_timeout_s=idle, request_timeout_s=deadline, **kw),
+        base_delay_s=0.001,
+    )
 
 
 async def generate(client: RetryingClient, text: str = "go") -> ModelResponse:
@@ -110,11 +126,12 @@ def answer_text(res: ModelResponse) -> str:
 # Every way a chat stream fails after the 200; each counts against stream_max_retries (5).
 FAILURES: dict[str, Reply] = {
     "cut": reply_cut_mid_body(chat_sse(chunk("par"), chunk("tial"), done=False)),
-    "ended": reply_chat(chat_sse(chunk("partial"), done=False)),   # clean end, no finish
-    "done, no finish": reply_chat(chat_sse(chunk("partial"))),     # [DONE] too early
-    "empty": reply_sse_bytes(b"").but(drop_after=0),               # 200, then closed
-    "error chunk": reply_chat(chat_sse({"error": {"type": "server_error",
-                                                  "message": "try later"}})),
+    "ended": reply_chat(chat_sse(chunk("partial"), done=False)),  # clean end, no finish
+    "done, no finish": reply_chat(chat_sse(chunk("partial"))),  # [DONE] too early
+    "empty": reply_sse_bytes(b"").but(drop_after=0),  # 200, then closed
+    "error chunk": reply_chat(
+        chat_sse({"error": {"type": "server_error", "message": "try later"}})
+    ),
     "invalid JSON": reply_chat(b'data: {"choices": [{"delta": {"content": "x\n\n'),
     "not SSE": reply_http_error(200, {"choices": []}),
 }
@@ -123,15 +140,16 @@ FAILURES: dict[str, Reply] = {
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", FAILURES)
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
-async def test_k_failed_streams_cost_k_plus_1_requests(loopback: LoopbackFactory, k: int,
-                                                       kind: str) -> None:
+async def test_k_failed_streams_cost_k_plus_1_requests(
+    loopback: LoopbackFactory, k: int, kind: str
+) -> None:
     srv = await loopback([FAILURES[kind]] * k + [GOOD])
     client = retrying(srv.base_url)
     res = await generate(client)
     assert answer_text(res) == "done"
     assert len(srv.requests) == k + 1 and client.retries == k
     assert {r.path for r in srv.requests} == {"/v1/chat/completions"}
-    assert len({r.raw for r in srv.requests}) == 1      # the same request every time
+    assert len({r.raw for r in srv.requests}) == 1  # the same request every time
 
 
 @pytest.mark.anyio
@@ -140,13 +158,14 @@ async def test_six_failed_streams_fail_the_call(loopback: LoopbackFactory, kind:
     srv = await loopback([FAILURES[kind]] * 6)
     with pytest.raises(StreamError) as info:
         await generate(retrying(srv.base_url))
-    assert info.value.retryable            # transient, but the budget (5) is spent
+    assert info.value.retryable  # transient, but the budget (5) is spent
     assert len(srv.requests) == 6
 
 
 @pytest.mark.anyio
 async def test_server_closing_before_answering_is_resent_once_at_once(
-        loopback: LoopbackFactory) -> None:
+    loopback: LoopbackFactory,
+) -> None:
     """llama.cpp closes the connection after each stream: a request sent on it is resent
     at once within the same attempt; a second such close is an ordinary request retry."""
     srv = await loopback([reply_raw(b""), GOOD])
@@ -165,7 +184,8 @@ async def test_server_closing_before_answering_is_resent_once_at_once(
 @pytest.mark.anyio
 @pytest.mark.parametrize("events_before", [0, 2])
 async def test_idle_detected_within_10_percent_despite_keepalives(
-        loopback: LoopbackFactory, events_before: int) -> None:
+    loopback: LoopbackFactory, events_before: int
+) -> None:
     idle = 1.0
     head = chat_sse(*[chunk("x")] * events_before, done=False) or b": hello\n\n"
     stall = reply_chat(head).but(stall_s=10, keepalive_s=0.1)
@@ -203,13 +223,21 @@ async def test_deadline_cuts_a_live_stream_and_resends(loopback: LoopbackFactory
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("reply", "error"), [
-    (reply_chat(chat_sse(chunk("x"), done=False) * 100).but(chunk_size=64,
-                                                            event_delay_s=0.05), StreamError),
-    (GOOD.but(delay_s=5), TransportError),          # no status line before the deadline
-])
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (
+            reply_chat(chat_sse(chunk("x"), done=False) * 100).but(
+                chunk_size=64, event_delay_s=0.05
+            ),
+            StreamError,
+        ),
+        (GOOD.but(delay_s=5), TransportError),  # no status line before the deadline
+    ],
+)
 async def test_deadline_error_is_typed_by_whether_the_server_answered(
-        loopback: LoopbackFactory, reply: Reply, error: type[ModelError]) -> None:
+    loopback: LoopbackFactory, reply: Reply, error: type[ModelError]
+) -> None:
     srv = await loopback([reply])
     client = ChatClient(srv.base_url, stream_idle_timeout_s=5, request_timeout_s=0.5)
     t0 = time.monotonic()
@@ -234,7 +262,8 @@ def huge_replies() -> list[Reply]:
 
 @pytest.mark.anyio
 async def test_huge_event_fails_the_request_with_bounded_memory(
-        loopback_process: ProcessFactory) -> None:
+    loopback_process: ProcessFactory,
+) -> None:
     """The server runs in its own process, so tracemalloc here sees only the client: it
     holds at most one event's cap (16 MiB), not the 48 MiB the server sends, and gives up
     at once (resending would bring the same event)."""
@@ -264,17 +293,27 @@ async def test_a_small_event_cap_is_honoured(loopback: LoopbackFactory) -> None:
 
 @pytest.mark.anyio
 async def test_malformed_and_unknown_parts_are_skipped(loopback: LoopbackFactory) -> None:
-    body = (b": a comment\n\nline without a colon\nid: 7\nretry: soon\n\n\n"
-            b"event: something_new\r\ndata: " + json.dumps(chunk("a")).encode() + b"\r\n\r\n"
-            + chat_sse({"object": "chat.completion.chunk"},            # no choices
-                       {"choices": "not a list"}, {"choices": [1, None, {"delta": 5}]},
-                       {"choices": [{"delta": {"content": 7, "tool_calls": 3}}]},
-                       {"choices": [{"delta": {"tool_calls": ["x", {"index": "?"}]}}]},
-                       {"unknown": {"shape": []}}, done=False)
-            + b"event: only-a-name\n\n"
-            + b'data: {"choices": [{"delta":\rdata: {"content": "b"}}]}\r\r'  # two data lines
-            + b"data:" + json.dumps(chunk("c", finish="stop")).encode() + b"\n\n"
-            + chat_sse(USAGE))
+    body = (
+        b": a comment\n\nline without a colon\nid: 7\nretry: soon\n\n\n"
+        b"event: something_new\r\ndata: "
+        + json.dumps(chunk("a")).encode()
+        + b"\r\n\r\n"
+        + chat_sse(
+            {"object": "chat.completion.chunk"},  # no choices
+            {"choices": "not a list"},
+            {"choices": [1, None, {"delta": 5}]},
+            {"choices": [{"delta": {"content": 7, "tool_calls": 3}}]},
+            {"choices": [{"delta": {"tool_calls": ["x", {"index": "?"}]}}]},
+            {"unknown": {"shape": []}},
+            done=False,
+        )
+        + b"event: only-a-name\n\n"
+        + b'data: {"choices": [{"delta":\rdata: {"content": "b"}}]}\r\r'  # two data lines
+        + b"data:"
+        + json.dumps(chunk("c", finish="stop")).encode()
+        + b"\n\n"
+        + chat_sse(USAGE)
+    )
     srv = await loopback([reply_chat(body)])
     res = await generate(retrying(srv.base_url))
     assert answer_text(res) == "abc"
@@ -288,14 +327,15 @@ BROKEN: dict[str, bytes] = {
     "deeply nested": b"data: " + b"[" * 100_000 + b"\n\n",
     "binary garbage": bytes(range(256)).replace(b"data", b"dat") * 256,
     "NUL and invalid UTF-8": b'data: {"choices": [{"delta": {"content": "\xff\xfe\x00\xc3\x28"'
-                             b'}}]}\n\n\x00\xff\n\n',
+    b"}}]}\n\n\x00\xff\n\n",
 }
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", BROKEN)
-async def test_broken_streams_are_resent_then_fail_clearly(loopback: LoopbackFactory,
-                                                           kind: str) -> None:
+async def test_broken_streams_are_resent_then_fail_clearly(
+    loopback: LoopbackFactory, kind: str
+) -> None:
     srv = await loopback([reply_chat(BROKEN[kind]), GOOD])
     assert answer_text(await generate(retrying(srv.base_url))) == "done"
     assert len(srv.requests) == 2
@@ -308,11 +348,22 @@ async def test_broken_streams_are_resent_then_fail_clearly(loopback: LoopbackFac
 @pytest.mark.anyio
 async def test_split_anywhere_gives_the_same_answer(loopback: LoopbackFactory) -> None:
     """HTTP chunks of 7 bytes split events, lines and CRLFs: the framing does not care."""
-    body = chat_sse(chunk("Let me look."),
-                    chunk(tool_calls=[{"index": 0, "id": "x", "type": "function",
-                                       "function": {"name": "shell", "arguments": '{"comm'}}]),
-                    chunk(tool_calls=[{"index": 0, "function": {"arguments": 'and":["ls"]}'}}]),
-                    chunk(finish="tool_calls"), USAGE).replace(b"\n", b"\r\n")
+    body = chat_sse(
+        chunk("Let me look."),
+        chunk(
+            tool_calls=[
+                {
+                    "index": 0,
+                    "id": "x",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": '{"comm'},
+                }
+            ]
+        ),
+        chunk(tool_calls=[{"index": 0, "function": {"arguments": 'and":["ls"]}'}}]),
+        chunk(finish="tool_calls"),
+        USAGE,
+    ).replace(b"\n", b"\r\n")
     srv = await loopback([reply_chat(body).but(chunk_size=7)])
     res = await generate(retrying(srv.base_url))
     assert [i.type for i in res.items] == ["message", "function_call"]
@@ -323,12 +374,13 @@ async def test_split_anywhere_gives_the_same_answer(loopback: LoopbackFactory) -
 @pytest.mark.anyio
 async def test_lone_surrogates_are_made_writable(loopback: LoopbackFactory) -> None:
     body = b'data: {"choices": [{"delta": {"content": "a\\ud800b"}}]}\n\n' + chat_sse(
-        chunk(finish="stop"))
+        chunk(finish="stop")
+    )
     srv = await loopback([reply_chat(body)])
     res = await generate(retrying(srv.base_url))
-    assert answer_text(res) == "a?b"                         # sse._text's repair
+    assert answer_text(res) == "a?b"  # sse._text's repair
     for item in res.items:
-        item.wire.encode()                                   # it can be written and sent back
+        item.wire.encode()  # it can be written and sent back
 
 
 @pytest.mark.anyio
@@ -342,20 +394,46 @@ async def test_error_bodies_are_read_only_up_to_64_kib(loopback: LoopbackFactory
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("reply", "error", "requests"), [
-    (reply_http_error(400, {"error": {"code": 400, "type": "exceed_context_size_error",
-                                      "message": "the request exceeds the available "
-                                                 "context size"}}), ContextWindowExceeded, 1),
-    (reply_chat(chat_sse({"error": {"code": "insufficient_quota", "message": "no credit"}})),
-     QuotaExhausted, 1),
-    (reply_chat(chat_sse({"error": {"message": "input exceeds the maximum context length"}})),
-     ContextWindowExceeded, 1),
-    (reply_chat(chat_sse({"error": {"code": "invalid_request_error", "message": "bad"}})),
-     StreamError, 1),
-    (reply_chat(chat_sse({"error": "a bare string"})), StreamError, 6),
-])
-async def test_error_answers_are_classified(loopback: LoopbackFactory, reply: Reply,
-                                            error: type[ModelError], requests: int) -> None:
+@pytest.mark.parametrize(
+    ("reply", "error", "requests"),
+    [
+        (
+            reply_http_error(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "type": "exceed_context_size_error",
+                        "message": "the request exceeds the available context size",
+                    }
+                },
+            ),
+            ContextWindowExceeded,
+            1,
+        ),
+        (
+            reply_chat(chat_sse({"error": {"code": "insufficient_quota", "message": "no credit"}})),
+            QuotaExhausted,
+            1,
+        ),
+        (
+            reply_chat(
+                chat_sse({"error": {"message": "input exceeds the maximum context length"}})
+            ),
+            ContextWindowExceeded,
+            1,
+        ),
+        (
+            reply_chat(chat_sse({"error": {"code": "invalid_request_error", "message": "bad"}})),
+            StreamError,
+            1,
+        ),
+        (reply_chat(chat_sse({"error": "a bare string"})), StreamError, 6),
+    ],
+)
+async def test_error_answers_are_classified(
+    loopback: LoopbackFactory, reply: Reply, error: type[ModelError], requests: int
+) -> None:
     srv = await loopback([reply] * requests)
     with pytest.raises(error) as info:
         await generate(retrying(srv.base_url))
@@ -365,8 +443,16 @@ async def test_error_answers_are_classified(loopback: LoopbackFactory, reply: Re
 
 @pytest.mark.anyio
 async def test_rate_limit_chunk_waits_as_asked(loopback: LoopbackFactory) -> None:
-    limited = reply_chat(chat_sse({"error": {
-        "code": "rate_limit_exceeded", "message": "Rate limit reached. Try again in 300ms."}}))
+    limited = reply_chat(
+        chat_sse(
+            {
+                "error": {
+                    "code": "rate_limit_exceeded",
+                    "message": "Rate limit reached. Try again in 300ms.",
+                }
+            }
+        )
+    )
     srv = await loopback([limited, GOOD])
     assert answer_text(await generate(retrying(srv.base_url))) == "done"
     assert srv.requests[1].received_at - srv.requests[0].received_at >= 0.3
@@ -376,7 +462,8 @@ async def test_rate_limit_chunk_waits_as_asked(loopback: LoopbackFactory) -> Non
 
 
 def test_batch_passes_the_provider_timeouts_to_the_chat_client(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """`runner run` with a chat provider: `stream_idle_timeout_s` and `request_timeout_s`
     from the task file reach the client (the defaults, 300 s and 600 s, would hang)."""
     one = chat_sse(chunk("x"), done=False)
@@ -399,27 +486,32 @@ def test_batch_passes_the_provider_timeouts_to_the_chat_client(
         f"  fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY, wire_api: chat,\n"
         "         stream_idle_timeout_s: 1.0, request_timeout_s: 2.0}\n"
         "defaults:\n  model: fake/test-model\n"
-        "tasks:\n  - {id: stall, prompt: stall-me}\n  - {id: slow, prompt: slow-me}\n")
+        "tasks:\n  - {id: stall, prompt: stall-me}\n  - {id: slow, prompt: slow-me}\n"
+    )
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert {t["id"]: t["status"] for t in report["tasks"]} == {"stall": "completed",
-                                                               "slow": "completed"}
+    assert {t["id"]: t["status"] for t in report["tasks"]} == {
+        "stall": "completed",
+        "slow": "completed",
+    }
     assert {r.path for r in srv.requests} == {"/v1/chat/completions"}
-    again = {("stall" if b"stall-me" in r.raw else "slow"): r.received_at
-             for r in srv.requests[2:]}
+    again = {("stall" if b"stall-me" in r.raw else "slow"): r.received_at for r in srv.requests[2:]}
     assert len(srv.requests) == 4
-    assert 1.0 <= again["stall"] - first["stall"] < 1.5      # idle, despite keepalives
-    assert 2.0 <= again["slow"] - first["slow"] < 2.5        # the deadline, despite events
+    assert 1.0 <= again["stall"] - first["stall"] < 1.5  # idle, despite keepalives
+    assert 2.0 <= again["slow"] - first["slow"] < 2.5  # the deadline, despite events
 
 
 def test_a_cut_off_answer_is_its_own_status_with_its_text_kept(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """An answer `max_output_tokens` cut off ends the run as `max_output_tokens` (not a
     refusal): what the model wrote is in the events, the report and JUnit's message."""
-    cut = chat_sse(chunk("I will now explain at great length why"), chunk(finish="length"),
-                   dict(USAGE, usage={"prompt_tokens": 12, "completion_tokens": 8,
-                                      "total_tokens": 20}))
+    cut = chat_sse(
+        chunk("I will now explain at great length why"),
+        chunk(finish="length"),
+        dict(USAGE, usage={"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}),
+    )
     srv = loopback_thread(lambda req, i: reply_chat(cut))
     make_git_repo(tmp_path)
     tasks = tmp_path / "tasks.yaml"
@@ -427,7 +519,8 @@ def test_a_cut_off_answer_is_its_own_status_with_its_text_kept(
         "version: 1\nproviders:\n"
         f"  fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY, wire_api: chat}}\n"
         "defaults:\n  model: fake/test-model\n  model_options: {max_output_tokens: 8}\n"
-        "tasks:\n  - {id: talk, prompt: explain}\n")
+        "tasks:\n  - {id: talk, prompt: explain}\n"
+    )
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -435,9 +528,10 @@ def test_a_cut_off_answer_is_its_own_status_with_its_text_kept(
     assert task["status"] == "max_output_tokens"
     assert task["truncated_output"] == "I will now explain at great length why"
     assert "max_output_tokens=8" in task["error"]
-    assert task["usage"]["output_tokens"] == 8               # billed, so counted
-    events = [json.loads(line) for line in
-              (tmp_path / "o" / task["events_file"]).read_text().splitlines()]
+    assert task["usage"]["output_tokens"] == 8  # billed, so counted
+    events = [
+        json.loads(line) for line in (tmp_path / "o" / task["events_file"]).read_text().splitlines()
+    ]
     [cut_event] = [e for e in events if e["type"] == "response.truncated"]
     assert cut_event["text"] == task["truncated_output"]
     junit = (tmp_path / "o" / "junit.xml").read_text()

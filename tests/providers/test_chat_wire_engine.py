@@ -59,14 +59,26 @@ def engine() -> Iterator[LocalEngine]:
 
 
 def history() -> list[Item]:
-    call = Item({"type": "function_call", "call_id": "call_pwd", "name": "shell",
-                 "arguments": '{"command":["pwd"]}'})
+    call = Item(
+        {
+            "type": "function_call",
+            "call_id": "call_pwd",
+            "name": "shell",
+            "arguments": '{"command":["pwd"]}',
+        }
+    )
     return [message("user", TASK), call, function_call_output("call_pwd", "/repo\n")]
 
 
 def chat_prompt(items: list[Item]) -> Prompt:
-    return Prompt(model="smollm2", instructions=INSTRUCTIONS, input=items, tools=[SHELL],
-                  prompt_cache_key="chat-wire", extra=GREEDY)
+    return Prompt(
+        model="smollm2",
+        instructions=INSTRUCTIONS,
+        input=items,
+        tools=[SHELL],
+        prompt_cache_key="chat-wire",
+        extra=GREEDY,
+    )
 
 
 @pytest.mark.anyio
@@ -88,7 +100,7 @@ async def test_tool_history_on_the_standard_chat_wire(engine: LocalEngine) -> No
     assert msgs[2]["tool_calls"][0]["id"] == "call_pwd" and msgs[2]["content"] is None
     assert msgs[3] == {"role": "tool", "tool_call_id": "call_pwd", "content": "/repo\n"}
     assert body1["tools"] and body1["tool_choice"] == "auto"
-    assert body2["messages"][:4] == msgs                       # the history only grows
+    assert body2["messages"][:4] == msgs  # the history only grows
 
     assert first.items and first.items[-1].type in ("message", "function_call")
     assert first.usage is not None and second.usage is not None

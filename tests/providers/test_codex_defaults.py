@@ -28,13 +28,19 @@ from tests.loopback import (
 from tests.providers.test_request_options import run_cli, write_tasks
 
 
-def run_one(srv: Any, git_repo: Path, tmp_path: Path, model: str,
-            options: str = "") -> dict[str, Any]:
-    tasks = write_tasks(tmp_path / "t.yaml", srv.base_url, git_repo, f"""\
+def run_one(
+    srv: Any, git_repo: Path, tmp_path: Path, model: str, options: str = ""
+) -> dict[str, Any]:
+    tasks = write_tasks(
+        tmp_path / "t.yaml",
+        srv.base_url,
+        git_repo,
+        f"""\
 defaults: {{model: "fake/{model}"{options}}}
 tasks:
   - {{id: a, repo: "REPO", prompt: say ok}}
-""")
+""",
+    )
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -43,8 +49,9 @@ tasks:
 
 
 @pytest.mark.parametrize("model", ["gpt-5", "gpt-5.5", "gpt-5-mini"])
-def test_gpt5_gets_codex_defaults(loopback_thread: Any, git_repo: Path, tmp_path: Path,
-                                  model: str) -> None:
+def test_gpt5_gets_codex_defaults(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path, model: str
+) -> None:
     srv = loopback_thread([reply_message("ok")])
     task = run_one(srv, git_repo, tmp_path, model)
     body = srv.requests[0].json
@@ -53,15 +60,24 @@ def test_gpt5_gets_codex_defaults(loopback_thread: Any, git_repo: Path, tmp_path
     assert body["parallel_tool_calls"] is True
     assert body["text"] == {"verbosity": "low"}
     assert body["store"] is False
-    assert task["model_options"] == {"reasoning_effort": "medium", "verbosity": "low",
-                                     "parallel_tool_calls": True}
+    assert task["model_options"] == {
+        "reasoning_effort": "medium",
+        "verbosity": "low",
+        "parallel_tool_calls": True,
+    }
 
 
-def test_task_file_overrides_defaults_field_by_field(loopback_thread: Any, git_repo: Path,
-                                                     tmp_path: Path) -> None:
+def test_task_file_overrides_defaults_field_by_field(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     srv = loopback_thread([reply_message("ok")])
-    task = run_one(srv, git_repo, tmp_path, "gpt-5",
-                   ", model_options: {reasoning_effort: high, parallel_tool_calls: false}")
+    task = run_one(
+        srv,
+        git_repo,
+        tmp_path,
+        "gpt-5",
+        ", model_options: {reasoning_effort: high, parallel_tool_calls: false}",
+    )
     body = srv.requests[0].json
     assert body["reasoning"] == {"effort": "high"}
     assert body["parallel_tool_calls"] is False
@@ -70,8 +86,9 @@ def test_task_file_overrides_defaults_field_by_field(loopback_thread: Any, git_r
 
 
 @pytest.mark.parametrize("model", ["gpt-4.1", "qwen3:8b", "smollm2"])
-def test_unknown_or_non_reasoning_models_get_nothing(loopback_thread: Any, git_repo: Path,
-                                                     tmp_path: Path, model: str) -> None:
+def test_unknown_or_non_reasoning_models_get_nothing(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path, model: str
+) -> None:
     """Codex sends no reasoning for models it does not know; a local server may refuse it."""
     srv = loopback_thread([reply_message("ok")])
     task = run_one(srv, git_repo, tmp_path, model)
@@ -82,8 +99,10 @@ def test_unknown_or_non_reasoning_models_get_nothing(loopback_thread: Any, git_r
 
 
 def test_codex_model_variants() -> None:
-    assert codex_defaults("gpt-5-codex") == {"reasoning_effort": "medium",
-                                             "parallel_tool_calls": True}
+    assert codex_defaults("gpt-5-codex") == {
+        "reasoning_effort": "medium",
+        "parallel_tool_calls": True,
+    }
     assert codex_defaults("o3") == {"reasoning_effort": "medium"}
     assert codex_defaults("gpt-5.5-pro-x") == {}
 
@@ -97,22 +116,29 @@ def reasoning(rid: str | None, enc: str | None, **more: Any) -> dict[str, Any]:
     return {**item, **more}
 
 
-def test_reasoning_round_trip_without_asking(loopback_thread: Any, git_repo: Path,
-                                             tmp_path: Path) -> None:
+def test_reasoning_round_trip_without_asking(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     """A model that reasons by default: its first reasoning item came without encrypted
     content, so it cannot go back with `store: false`; from then on it is asked for."""
     call = function_call_item("shell", {"command": ["true"]}, call_id="c1")
-    srv = loopback_thread([
-        reply_items([reasoning("rs_1", None, content=None), {**call, "namespace": None}]),
-        reply_items([reasoning("rs_2", "gAAAA-two"),
-                     function_call_item("shell", {"command": ["true"]}, call_id="c2")]),
-        reply_message("ok")])
+    srv = loopback_thread(
+        [
+            reply_items([reasoning("rs_1", None, content=None), {**call, "namespace": None}]),
+            reply_items(
+                [
+                    reasoning("rs_2", "gAAAA-two"),
+                    function_call_item("shell", {"command": ["true"]}, call_id="c2"),
+                ]
+            ),
+            reply_message("ok"),
+        ]
+    )
     run_one(srv, git_repo, tmp_path, "qwen3:8b")
     first, second, third = (r.json for r in srv.requests)
     assert first["include"] == [] and "reasoning" not in first
     assert second["include"] == ["reasoning.encrypted_content"]
-    assert [i["type"] for i in second["input"][-2:]] == ["function_call",
-                                                         "function_call_output"]
+    assert [i["type"] for i in second["input"][-2:]] == ["function_call", "function_call_output"]
     sent_call = second["input"][-2]
     assert sent_call["id"] == srv.requests[0].output[1]["id"]
     assert "namespace" not in sent_call  # null on the way in, absent on the way back
@@ -125,20 +151,35 @@ def test_reasoning_round_trip_without_asking(loopback_thread: Any, git_repo: Pat
 def test_items_keep_ids_and_drop_nulls() -> None:
     msg = {**message_item("hi"), "id": "msg_1", "phase": None}
     assert json.loads(Item(msg).wire) == {k: v for k, v in msg.items() if v is not None}
-    nested = {**msg, "content": [{"type": "output_text", "text": "x", "logprobs": None,
-                                  "annotations": [{"type": "t", "title": None}]}]}
+    nested = {
+        **msg,
+        "content": [
+            {
+                "type": "output_text",
+                "text": "x",
+                "logprobs": None,
+                "annotations": [{"type": "t", "title": None}],
+            }
+        ],
+    }
     assert json.loads(Item(nested).wire)["content"] == [
-        {"type": "output_text", "text": "x", "annotations": [{"type": "t"}]}]
-    assert Item(reasoning("rs", None)).wire == ""            # unusable with store: false
-    assert Item(reasoning("rs", None)).stored_wire != ""     # store: true resolves it by id
-    assert Item(reasoning(None, "enc")).wire == ""           # the API requires an id
+        {"type": "output_text", "text": "x", "annotations": [{"type": "t"}]}
+    ]
+    assert Item(reasoning("rs", None)).wire == ""  # unusable with store: false
+    assert Item(reasoning("rs", None)).stored_wire != ""  # store: true resolves it by id
+    assert Item(reasoning(None, "enc")).wire == ""  # the API requires an id
     raw = [{"type": "reasoning_text", "text": "t"}]
     assert json.loads(Item(reasoning("rs", None, content=raw)).wire)["content"] == raw
 
 
 def test_cache_write_tokens_are_read() -> None:
-    u = Usage.from_responses({"input_tokens": 10, "output_tokens": 2, "input_tokens_details": {
-        "cached_tokens": 4, "cache_write_tokens": 6}})
+    u = Usage.from_responses(
+        {
+            "input_tokens": 10,
+            "output_tokens": 2,
+            "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 6},
+        }
+    )
     assert u is not None and u.cache_write_tokens == 6
     assert (u + u).as_dict()["cache_write_tokens"] == 12
 
@@ -160,43 +201,90 @@ def sdk_stream(n: int) -> list[dict[str, Any]]:
     )
     from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-    output: list[Any] = [ResponseReasoningItem(id=f"rs_{n}", type="reasoning", summary=[],
-                                               encrypted_content=f"gAAAA-{n}")]
+    output: list[Any] = [
+        ResponseReasoningItem(
+            id=f"rs_{n}", type="reasoning", summary=[], encrypted_content=f"gAAAA-{n}"
+        )
+    ]
     if n == 0:
         # A commentary message before the call: its `logprobs: null` sits inside content.
-        output.append(ResponseOutputMessage(
-            id="msg_0", type="message", role="assistant", status="completed",
-            content=[ResponseOutputText(type="output_text", text="looking", annotations=[],
-                                        logprobs=None)]))
-        output.append(ResponseFunctionToolCall(id="fc_0", type="function_call", call_id="c0",
-                                               name="shell", status="completed",
-                                               arguments='{"command":["true"]}'))
+        output.append(
+            ResponseOutputMessage(
+                id="msg_0",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[
+                    ResponseOutputText(
+                        type="output_text", text="looking", annotations=[], logprobs=None
+                    )
+                ],
+            )
+        )
+        output.append(
+            ResponseFunctionToolCall(
+                id="fc_0",
+                type="function_call",
+                call_id="c0",
+                name="shell",
+                status="completed",
+                arguments='{"command":["true"]}',
+            )
+        )
     else:
-        output.append(ResponseOutputMessage(
-            id="msg_1", type="message", role="assistant", status="completed",
-            content=[ResponseOutputText(type="output_text", text="ok", annotations=[])]))
-    usage = ResponseUsage(input_tokens=100, output_tokens=10, total_tokens=110,
-                          input_tokens_details=InputTokensDetails(cached_tokens=40,
-                                                                  cache_write_tokens=60),
-                          output_tokens_details=OutputTokensDetails(reasoning_tokens=5))
+        output.append(
+            ResponseOutputMessage(
+                id="msg_1",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[ResponseOutputText(type="output_text", text="ok", annotations=[])],
+            )
+        )
+    usage = ResponseUsage(
+        input_tokens=100,
+        output_tokens=10,
+        total_tokens=110,
+        input_tokens_details=InputTokensDetails(cached_tokens=40, cache_write_tokens=60),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=5),
+    )
 
     def response(status: Any, items: list[Any], u: ResponseUsage | None) -> Response:
-        return Response(id=f"resp_{n}", created_at=0, model="gpt-5", object="response",
-                        output=items, parallel_tool_calls=True, tool_choice="auto", tools=[],
-                        status=status, usage=u)
+        return Response(
+            id=f"resp_{n}",
+            created_at=0,
+            model="gpt-5",
+            object="response",
+            output=items,
+            parallel_tool_calls=True,
+            tool_choice="auto",
+            tools=[],
+            status=status,
+            usage=u,
+        )
 
-    events: list[Any] = [ResponseCreatedEvent(type="response.created", sequence_number=0,
-                                              response=response("in_progress", [], None))]
-    events += [ResponseOutputItemDoneEvent(type="response.output_item.done", item=item,
-                                           output_index=i, sequence_number=i + 1)
-               for i, item in enumerate(output)]
-    events.append(ResponseCompletedEvent(type="response.completed", sequence_number=9,
-                                         response=response("completed", output, usage)))
+    events: list[Any] = [
+        ResponseCreatedEvent(
+            type="response.created", sequence_number=0, response=response("in_progress", [], None)
+        )
+    ]
+    events += [
+        ResponseOutputItemDoneEvent(
+            type="response.output_item.done", item=item, output_index=i, sequence_number=i + 1
+        )
+        for i, item in enumerate(output)
+    ]
+    events.append(
+        ResponseCompletedEvent(
+            type="response.completed",
+            sequence_number=9,
+            response=response("completed", output, usage),
+        )
+    )
     return [e.model_dump(mode="json") for e in events]
 
 
-def test_sdk_built_stream_round_trips(loopback_thread: Any, git_repo: Path,
-                                      tmp_path: Path) -> None:
+def test_sdk_built_stream_round_trips(loopback_thread: Any, git_repo: Path, tmp_path: Path) -> None:
     from tests.loopback import per_conversation, reply_events
 
     srv = loopback_thread(per_conversation(lambda req, i: reply_events(sdk_stream(i))))
@@ -205,10 +293,15 @@ def test_sdk_built_stream_round_trips(loopback_thread: Any, git_repo: Path,
     assert sdk_stream(0)[1]["item"]["content"] is None  # the server's nulls...
     second = srv.requests[1].json["input"]
     reasoning_back, message_back, call_back = second[-4], second[-3], second[-2]
-    assert reasoning_back == {"id": "rs_0", "summary": [], "type": "reasoning",
-                              "encrypted_content": "gAAAA-0"}  # ...are not sent back
+    assert reasoning_back == {
+        "id": "rs_0",
+        "summary": [],
+        "type": "reasoning",
+        "encrypted_content": "gAAAA-0",
+    }  # ...are not sent back
     assert call_back["id"] == "fc_0" and None not in call_back.values()
     assert message_back["id"] == "msg_0"
-    assert message_back["content"] == [{"type": "output_text", "text": "looking",
-                                        "annotations": []}]  # nested null dropped too
+    assert message_back["content"] == [
+        {"type": "output_text", "text": "looking", "annotations": []}
+    ]  # nested null dropped too
     assert task["usage"]["cache_write_tokens"] == 120

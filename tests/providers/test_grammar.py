@@ -37,19 +37,26 @@ from runner.tools.plan import PlanTool
 from runner.tools.shell import ShellTool
 
 TOOLS = [ShellTool().spec(), PlanTool().spec(), ApplyPatchTool().spec()]
-ANSWER = {"type": "object", "properties": {
-    "verdict": {"enum": ["pass", "fail"]},
-    "files": {"type": "array", "items": {"type": "string"}},
-    "score": {"type": "integer", "minimum": 0},
-    "notes": {"type": ["string", "null"]},
-    "ok": {"type": "boolean"}},
-    "required": ["verdict", "files", "score", "notes", "ok"], "additionalProperties": False}
+ANSWER = {
+    "type": "object",
+    "properties": {
+        "verdict": {"enum": ["pass", "fail"]},
+        "files": {"type": "array", "items": {"type": "string"}},
+        "score": {"type": "integer", "minimum": 0},
+        "notes": {"type": ["string", "null"]},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["verdict", "files", "score", "notes", "ok"],
+    "additionalProperties": False,
+}
 
 
 # ---------------------------------------------------------------- GBNF -> regex (test only)
 
-_TOKEN = re.compile(r'\s*(?:(?P<lit>"(?:\\.|[^"\\])*")|(?P<cls>\[(?:\\.|[^\]\\])*\])'
-                    r"|(?P<rep>\{\d+,\d+\})|(?P<op>[()|?])|(?P<name>[A-Za-z0-9_]+))")
+_TOKEN = re.compile(
+    r'\s*(?:(?P<lit>"(?:\\.|[^"\\])*")|(?P<cls>\[(?:\\.|[^\]\\])*\])'
+    r"|(?P<rep>\{\d+,\d+\})|(?P<op>[()|?])|(?P<name>[A-Za-z0-9_]+))"
+)
 
 
 def gbnf_regex(grammar: str) -> str:
@@ -84,16 +91,16 @@ def longest(schema: dict[str, Any]) -> Any:
     """The answer with every bound used to the full and the costliest characters."""
     alts = schema.get("anyOf", schema.get("oneOf"))
     if alts:
-        return max((longest(a) for a in alts), key=lambda v: len(json.dumps(
-            v, separators=(",", ":"))))
+        return max(
+            (longest(a) for a in alts), key=lambda v: len(json.dumps(v, separators=(",", ":")))
+        )
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
         return max(schema["enum"], key=lambda v: len(json.dumps(v)))
     kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
     if len(kinds) > 1:
-        return max((longest({**schema, "type": k}) for k in kinds),
-                   key=lambda v: len(compact(v)))
+        return max((longest({**schema, "type": k}) for k in kinds), key=lambda v: len(compact(v)))
     kind = kinds[0]
     if kind == "string":
         return '"' * schema["maxLength"]
@@ -105,8 +112,11 @@ def longest(schema: dict[str, Any]) -> Any:
         return None
     if kind == "array":
         return [longest(schema["items"]) for _ in range(schema["maxItems"])]
-    return {k: longest(schema["properties"][k]) for k in schema["properties"]
-            if k in schema.get("required", [])}
+    return {
+        k: longest(schema["properties"][k])
+        for k in schema["properties"]
+        if k in schema.get("required", [])
+    }
 
 
 def compact(value: Any) -> bytes:
@@ -127,14 +137,13 @@ def test_the_longest_answer_fits_and_is_valid(budget: int, index: int) -> None:
     narrowed = bound(original, *sizes)
     answer = longest(narrowed)
     assert len(compact(answer)) == cost(narrowed, *sizes) <= budget - RESERVED_TOKENS
-    jsonschema.validate(answer, original)           # narrowing only
+    jsonschema.validate(answer, original)  # narrowing only
     assert re.fullmatch(gbnf_regex(to_gbnf([narrowed])), compact(answer).decode())
 
 
 @given(st.data(), st.integers(24, 600))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_every_answer_the_grammar_allows_fits_the_budget(data: st.DataObject,
-                                                          budget: int) -> None:
+def test_every_answer_the_grammar_allows_fits_the_budget(data: st.DataObject, budget: int) -> None:
     """Answers drawn from the grammar itself (no whitespace, ASCII escapes) are each at
     most the budget in bytes, so at most the budget in byte-level tokens."""
     branches = narrow(BRANCHES, budget)
@@ -169,25 +178,40 @@ def test_more_budget_never_means_smaller_bounds() -> None:
 def test_strings_cost_two_bytes_per_character() -> None:
     assert cost({"type": "string", "maxLength": 10}, 1, 99) == 2 + CHAR_BYTES * 10
     assert cost({"type": "string"}, 1, 7) == 2 + CHAR_BYTES * 7
-    assert cost({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}, 9, 0) == \
-        2 + 3 * 5 + 2
+    assert (
+        cost({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}, 9, 0) == 2 + 3 * 5 + 2
+    )
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "string", "pattern": "^a+$"}, {"$ref": "#/$defs/x"},
-    {"type": "integer", "maximum": 5}, {"allOf": [{"type": "string"}]}, {},
-    {"type": "object", "required": ["x"]}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "^a+$"},
+        {"$ref": "#/$defs/x"},
+        {"type": "integer", "maximum": 5},
+        {"allOf": [{"type": "string"}]},
+        {},
+        {"type": "object", "required": ["x"]},
+    ],
+)
 def test_shapes_outside_the_subset_are_refused(schema: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedSchema):
         to_gbnf([schema])
 
 
-def _prompt(cap: int | None, tools: list[dict[str, Any]] | None = None,
-            answer: dict[str, Any] | None = None) -> Prompt:
+def _prompt(
+    cap: int | None, tools: list[dict[str, Any]] | None = None, answer: dict[str, Any] | None = None
+) -> Prompt:
     text = {"format": {"type": "json_schema", "name": "a", "schema": answer}} if answer else None
-    return Prompt(model="m", instructions="", input=[message("user", "hi")],
-                  tools=TOOLS[:1] if tools is None else tools, prompt_cache_key="t",
-                  extra={} if cap is None else {"max_output_tokens": cap}, text=text)
+    return Prompt(
+        model="m",
+        instructions="",
+        input=[message("user", "hi")],
+        tools=TOOLS[:1] if tools is None else tools,
+        prompt_cache_key="t",
+        extra={} if cap is None else {"max_output_tokens": cap},
+        text=text,
+    )
 
 
 def test_grammar_body_replaces_response_format() -> None:
@@ -201,10 +225,12 @@ def test_grammar_body_replaces_response_format() -> None:
 
 
 def test_unsupported_answer_schema_falls_back_to_response_format() -> None:
-    answer = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a$"}},
-              "required": ["x"]}
-    body = build_body(_prompt(256, tools=[], answer=answer), constrained=Constrained(
-        grammar=True))
+    answer = {
+        "type": "object",
+        "properties": {"x": {"type": "string", "pattern": "^a$"}},
+        "required": ["x"],
+    }
+    body = build_body(_prompt(256, tools=[], answer=answer), constrained=Constrained(grammar=True))
     assert "grammar" not in body and "response_format" in body
 
 

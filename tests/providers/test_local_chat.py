@@ -44,7 +44,9 @@ from runner.providers.grammar import MAX_LENGTH, bound
 from runner.providers.local import LocalEngine, find_model
 
 SHELL: dict[str, Any] = {
-    "type": "function", "name": "shell", "strict": False,
+    "type": "function",
+    "name": "shell",
+    "strict": False,
     "description": "Runs a shell command and returns its output.",
     "parameters": {
         "type": "object",
@@ -58,26 +60,34 @@ SHELL: dict[str, Any] = {
     },
 }
 QUICKSTART_TASK = 'Use the shell tool to run ["touch","hello.txt"] and then reply "Done."'
-INSTRUCTIONS = ("You are a coding agent working in a git repository. "
-                "Use the shell tool to run commands, then reply to the user.")
+INSTRUCTIONS = (
+    "You are a coding agent working in a git repository. "
+    "Use the shell tool to run commands, then reply to the user."
+)
 GREEDY = {"temperature": 0, "seed": 42}
 
 
 def prompt(*items: Item, tools: list[dict[str, Any]] | None = None, **kw: Any) -> Prompt:
-    return Prompt(model="smollm2", instructions=kw.pop("instructions", INSTRUCTIONS),
-                  input=list(items), tools=[SHELL] if tools is None else tools,
-                  prompt_cache_key="thread-1", **kw)
+    return Prompt(
+        model="smollm2",
+        instructions=kw.pop("instructions", INSTRUCTIONS),
+        input=list(items),
+        tools=[SHELL] if tools is None else tools,
+        prompt_cache_key="thread-1",
+        **kw,
+    )
 
 
 def call_item(call_id: str = "call_1", command: list[str] | None = None) -> Item:
     args = json.dumps({"command": command or ["bash", "-lc", "ls"]}, separators=(",", ":"))
-    return Item({"type": "function_call", "call_id": call_id, "name": "shell",
-                 "arguments": args})
+    return Item({"type": "function_call", "call_id": call_id, "name": "shell", "arguments": args})
 
 
 def shell_output(call_id: str = "call_1", out: str = "a.txt\n", code: int = 0) -> Item:
-    return function_call_output(call_id, json.dumps(
-        {"output": out, "metadata": {"exit_code": code, "duration_seconds": 0.3}}))
+    return function_call_output(
+        call_id,
+        json.dumps({"output": out, "metadata": {"exit_code": code, "duration_seconds": 0.3}}),
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -85,20 +95,27 @@ def shell_output(call_id: str = "call_1", out: str = "a.txt\n", code: int = 0) -
 
 
 def test_standard_messages_follow_codex_chat_wire() -> None:
-    p = prompt(message("developer", "sandbox: read-only"),
-               message("user", "<env/>", "List files."),
-               message("assistant", "Sure."), call_item("c1"), call_item("c2"),
-               shell_output("c1"), shell_output("c2", "b\n"))
+    p = prompt(
+        message("developer", "sandbox: read-only"),
+        message("user", "<env/>", "List files."),
+        message("assistant", "Sure."),
+        call_item("c1"),
+        call_item("c2"),
+        shell_output("c1"),
+        shell_output("c2", "b\n"),
+    )
     msgs = chat_messages(p)
     assert msgs[0] == {"role": "system", "content": INSTRUCTIONS}
     assert msgs[1] == {"role": "system", "content": "sandbox: read-only"}
     assert msgs[2] == {"role": "user", "content": "<env/>\nList files."}
     assert msgs[3]["role"] == "assistant" and msgs[3]["content"] == "Sure."
-    assert [c["id"] for c in msgs[3]["tool_calls"]] == ["c1", "c2"]   # merged, in order
+    assert [c["id"] for c in msgs[3]["tool_calls"]] == ["c1", "c2"]  # merged, in order
     assert msgs[3]["tool_calls"][0]["function"] == {
-        "name": "shell", "arguments": '{"command":["bash","-lc","ls"]}'}
+        "name": "shell",
+        "arguments": '{"command":["bash","-lc","ls"]}',
+    }
     assert msgs[4]["role"] == "tool" and msgs[4]["tool_call_id"] == "c1"
-    assert json.loads(msgs[4]["content"])["output"] == "a.txt\n"          # verbatim
+    assert json.loads(msgs[4]["content"])["output"] == "a.txt\n"  # verbatim
     assert len(msgs) == 6
 
 
@@ -106,9 +123,17 @@ def test_standard_body_sends_tools_and_extra_last() -> None:
     body = build_body(prompt(message("user", "hi"), extra={"temperature": 0, "seed": 7}))
     assert list(body)[:4] == ["model", "messages", "stream", "stream_options"]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["tools"] == [{"type": "function", "function": {
-        "name": "shell", "description": SHELL["description"], "strict": False,
-        "parameters": SHELL["parameters"]}}]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "shell",
+                "description": SHELL["description"],
+                "strict": False,
+                "parameters": SHELL["parameters"],
+            },
+        }
+    ]
     assert body["tool_choice"] == "auto" and "response_format" not in body
     assert list(body)[-2:] == ["temperature", "seed"]
     capped = build_body(prompt(message("user", "hi"), extra={"max_output_tokens": 256}))
@@ -122,7 +147,7 @@ def test_constrained_body_has_schema_not_tools() -> None:
     call, answer = schema["oneOf"]
     assert call["properties"]["tool"] == {"const": "shell"}
     args = call["properties"]["arguments"]
-    assert list(args["properties"]) == ["command"]        # optional arguments left out
+    assert list(args["properties"]) == ["command"]  # optional arguments left out
     assert args["properties"]["command"]["maxItems"] > 0
     assert answer["properties"] == {"answer": {"type": "string", "maxLength": MAX_LENGTH}}
     system = body["messages"][0]["content"]
@@ -130,9 +155,14 @@ def test_constrained_body_has_schema_not_tools() -> None:
     assert "## shell" in system and '"command": string[] (required)' in system
 
 
-@pytest.mark.parametrize(("choice", "keys"), [
-    ("none", [["answer"]]), ("required", [["tool", "arguments"]]),
-    ("auto", [["tool", "arguments"], ["answer"]])])
+@pytest.mark.parametrize(
+    ("choice", "keys"),
+    [
+        ("none", [["answer"]]),
+        ("required", [["tool", "arguments"]]),
+        ("auto", [["tool", "arguments"], ["answer"]]),
+    ],
+)
 def test_tool_choice_picks_branches(choice: str, keys: list[list[str]]) -> None:
     schema = constrained_schema([SHELL], tool_choice=choice)
     branches = schema.get("oneOf", [schema])
@@ -142,14 +172,21 @@ def test_tool_choice_picks_branches(choice: str, keys: list[list[str]]) -> None:
 def test_all_arguments_when_asked() -> None:
     schema = constrained_schema([SHELL], settings=Constrained(required_args_only=False))
     assert list(schema["oneOf"][0]["properties"]["arguments"]["properties"]) == [
-        "command", "workdir", "timeout_ms"]
+        "command",
+        "workdir",
+        "timeout_ms",
+    ]
 
 
 def test_bound_schema_without_mutating() -> None:
-    original = {"type": "object", "properties": {
-        "xs": {"type": "array", "items": {"type": "string"}},
-        "kind": {"type": "string", "enum": ["a", "b"]},
-        "sub": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {}}]}}}
+    original = {
+        "type": "object",
+        "properties": {
+            "xs": {"type": "array", "items": {"type": "string"}},
+            "kind": {"type": "string", "enum": ["a", "b"]},
+            "sub": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {}}]},
+        },
+    }
     before = json.dumps(original)
     out = bound(original, 3, 9)
     assert json.dumps(original) == before
@@ -162,26 +199,39 @@ def test_bound_schema_without_mutating() -> None:
 
 
 def test_constrained_history_is_readable_text() -> None:
-    p = prompt(message("user", "List files."), call_item("c1"), shell_output("c1"),
-               message("assistant", "a.txt"))
+    p = prompt(
+        message("user", "List files."),
+        call_item("c1"),
+        shell_output("c1"),
+        message("assistant", "a.txt"),
+    )
     msgs = chat_messages(p, constrained=Constrained())
-    assert msgs[2] == {"role": "assistant",
-                       "content": '{"tool":"shell","arguments":{"command":["bash","-lc","ls"]}}'}
+    assert msgs[2] == {
+        "role": "assistant",
+        "content": '{"tool":"shell","arguments":{"command":["bash","-lc","ls"]}}',
+    }
     assert msgs[3]["role"] == "user"
-    assert msgs[3]["content"] == (TOOL_RESULT_HEADER.format(name="shell")
-                                  + "\nExit code: 0\nOutput:\na.txt\n\n"
-                                  + DEFAULT_TOOL_RESULT_NOTE)
+    assert msgs[3]["content"] == (
+        TOOL_RESULT_HEADER.format(name="shell")
+        + "\nExit code: 0\nOutput:\na.txt\n\n"
+        + DEFAULT_TOOL_RESULT_NOTE
+    )
     assert msgs[4] == {"role": "assistant", "content": '{"answer":"a.txt"}'}
     custom = Constrained(tool_result_note="", tool_result_role="tool")
     msgs = chat_messages(p, constrained=custom)
-    assert msgs[3] == {"role": "tool", "content": "[tool output: shell]\nExit code: 0\n"
-                                                  "Output:\na.txt"}
+    assert msgs[3] == {
+        "role": "tool",
+        "content": "[tool output: shell]\nExit code: 0\nOutput:\na.txt",
+    }
 
 
 def test_tool_output_drops_what_changes_between_runs() -> None:
-    assert readable_tool_output(json.dumps(
-        {"output": "x", "metadata": {"exit_code": 2, "duration_seconds": 1.7}})
-    ) == "Exit code: 2\nOutput:\nx"
+    assert (
+        readable_tool_output(
+            json.dumps({"output": "x", "metadata": {"exit_code": 2, "duration_seconds": 1.7}})
+        )
+        == "Exit code: 2\nOutput:\nx"
+    )
     text = "Exit code: 0\nWall time: 0.4 seconds\nOutput:\nok"
     assert readable_tool_output(text) == "Exit code: 0\nOutput:\nok"
     assert readable_tool_output("plain") == "plain"
@@ -195,7 +245,7 @@ def test_bodies_are_byte_stable_and_extend() -> None:
         assert a == json.dumps(build_body(first, constrained=mode))
         m1 = chat_messages(first, constrained=mode)
         m2 = chat_messages(later, constrained=mode)
-        assert m2[:len(m1)] == m1
+        assert m2[: len(m1)] == m1
 
 
 # --------------------------------------------------------------------------------------
@@ -205,18 +255,26 @@ def test_bodies_are_byte_stable_and_extend() -> None:
 def test_tool_answer_becomes_function_call() -> None:
     p = prompt(message("user", "go"))
     [item] = items_from_constrained(
-        '{\n  "tool": "shell",\n  "arguments": {"command": ["ls", "-a"]}\n}', p)
-    assert item.data == {"type": "function_call", "call_id": item.data["call_id"],
-                         "name": "shell", "arguments": '{"command":["ls","-a"]}'}
+        '{\n  "tool": "shell",\n  "arguments": {"command": ["ls", "-a"]}\n}', p
+    )
+    assert item.data == {
+        "type": "function_call",
+        "call_id": item.data["call_id"],
+        "name": "shell",
+        "arguments": '{"command":["ls","-a"]}',
+    }
     assert item.data["call_id"].startswith("call_")
     again = items_from_constrained('{"tool":"shell","arguments":{"command":["ls","-a"]}}', p)
-    assert again[0].data["call_id"] == item.data["call_id"]           # reproducible
+    assert again[0].data["call_id"] == item.data["call_id"]  # reproducible
 
 
 def test_answer_becomes_message() -> None:
     [item] = items_from_constrained('{"answer": "Done."}', prompt())
-    assert item.data == {"type": "message", "role": "assistant",
-                         "content": [{"type": "output_text", "text": "Done."}]}
+    assert item.data == {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Done."}],
+    }
     [other] = items_from_constrained("[1, 2]", prompt())
     assert other.data["content"][0]["text"] == "[1, 2]"
     [custom] = items_from_constrained('{"tool":"apply_patch","input":"*** Begin"}', prompt())
@@ -232,8 +290,12 @@ def test_broken_json_is_a_stream_error() -> None:
 def test_call_ids_depend_on_position() -> None:
     p1 = prompt(message("user", "a"))
     p2 = prompt(message("user", "a"), message("user", "b"))
-    ids = {call_id_for(p1, 0, "shell", "{}"), call_id_for(p2, 0, "shell", "{}"),
-           call_id_for(p1, 1, "shell", "{}"), call_id_for(p1, 0, "shell", '{"x":1}')}
+    ids = {
+        call_id_for(p1, 0, "shell", "{}"),
+        call_id_for(p2, 0, "shell", "{}"),
+        call_id_for(p1, 1, "shell", "{}"),
+        call_id_for(p1, 0, "shell", '{"x":1}'),
+    }
     assert len(ids) == 4
     assert call_id_for(p1, 0, "shell", "{}") == call_id_for(p1, 0, "shell", "{}")
 
@@ -251,15 +313,22 @@ def delta(finish: str | None = None, **d: Any) -> dict[str, Any]:
     return {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
 
 
-USAGE = {"id": "chatcmpl-1", "choices": [], "usage": {
-    "prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35,
-    "prompt_tokens_details": {"cached_tokens": 20}}}
+USAGE = {
+    "id": "chatcmpl-1",
+    "choices": [],
+    "usage": {
+        "prompt_tokens": 30,
+        "completion_tokens": 5,
+        "total_tokens": 35,
+        "prompt_tokens_details": {"cached_tokens": 20},
+    },
+}
 
 
-def client_for(handler: Callable[[httpx.Request], httpx.Response],
-               **kw: Any) -> ChatClient:
-    return ChatClient("http://test/v1", client=make_client(
-        transport=httpx.MockTransport(handler)), **kw)
+def client_for(handler: Callable[[httpx.Request], httpx.Response], **kw: Any) -> ChatClient:
+    return ChatClient(
+        "http://test/v1", client=make_client(transport=httpx.MockTransport(handler)), **kw
+    )
 
 
 def stream(body: bytes, status: int = 200) -> Callable[[httpx.Request], httpx.Response]:
@@ -267,16 +336,28 @@ def stream(body: bytes, status: int = 200) -> Callable[[httpx.Request], httpx.Re
         assert request.url.path == "/v1/chat/completions"
         ctype = "text/event-stream" if status == 200 else "application/json"
         return httpx.Response(status, content=body, headers={"content-type": ctype})
+
     return handler
 
 
 @pytest.mark.anyio
 async def test_standard_stream_accumulates_calls_and_usage() -> None:
-    body = sse(delta(role="assistant", content="Let me look."),
-               delta(tool_calls=[{"index": 0, "id": "x", "type": "function",
-                                  "function": {"name": "shell", "arguments": '{"comm'}}]),
-               delta(tool_calls=[{"index": 0, "function": {"arguments": 'and":["ls"]}'}}]),
-               delta("tool_calls"), USAGE)
+    body = sse(
+        delta(role="assistant", content="Let me look."),
+        delta(
+            tool_calls=[
+                {
+                    "index": 0,
+                    "id": "x",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": '{"comm'},
+                }
+            ]
+        ),
+        delta(tool_calls=[{"index": 0, "function": {"arguments": 'and":["ls"]}'}}]),
+        delta("tool_calls"),
+        USAGE,
+    )
     client = client_for(stream(body))
     res = await client.generate(prompt(message("user", "hi")))
     await client.aclose()
@@ -289,9 +370,15 @@ async def test_standard_stream_accumulates_calls_and_usage() -> None:
 
 @pytest.mark.anyio
 async def test_parallel_calls_get_distinct_ids() -> None:
-    body = sse(delta(tool_calls=[
-        {"index": 0, "function": {"name": "shell", "arguments": "{}"}},
-        {"index": 1, "function": {"name": "shell", "arguments": "{}"}}]), delta("tool_calls"))
+    body = sse(
+        delta(
+            tool_calls=[
+                {"index": 0, "function": {"name": "shell", "arguments": "{}"}},
+                {"index": 1, "function": {"name": "shell", "arguments": "{}"}},
+            ]
+        ),
+        delta("tool_calls"),
+    )
     res = await client_for(stream(body)).generate(prompt(message("user", "hi")))
     assert [i.type for i in res.items] == ["function_call", "function_call"]
     assert res.items[0].data["call_id"] != res.items[1].data["call_id"]
@@ -300,25 +387,37 @@ async def test_parallel_calls_get_distinct_ids() -> None:
 
 @pytest.mark.anyio
 async def test_constrained_stream_gives_items_not_json_text() -> None:
-    body = sse(delta(content='{"tool":"shell",'), delta(content='"arguments":{"command":["ls"]}}'),
-               delta("stop"), USAGE)
+    body = sse(
+        delta(content='{"tool":"shell",'),
+        delta(content='"arguments":{"command":["ls"]}}'),
+        delta("stop"),
+        USAGE,
+    )
     client = client_for(stream(body), constrained_tools=True)
     res = await client.generate(prompt(message("user", "hi")))
     assert [i.type for i in res.items] == ["function_call"]
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("body", "status", "error"), [
-    (sse(delta(content="x"), delta("length"), USAGE), 200, ContextWindowExceeded),
-    (sse(delta(content="x"), done=False), 200, StreamError),  # cut: no finish_reason
-    (b'{"error":{"code":500,"message":"boom"}}', 500, HTTPStatusError),
-    (b'{"error":{"code":400,"type":"exceed_context_size_error","message":"the request '
-     b'exceeds the available context size"}}', 400, ContextWindowExceeded),
-    (b"data: {not json\n\n", 200, StreamError),
-    (sse({"error": {"message": "bad", "type": "server_error"}}), 200, StreamError),
-])
-async def test_errors_map_to_the_runner_tree(body: bytes, status: int,
-                                             error: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        (sse(delta(content="x"), delta("length"), USAGE), 200, ContextWindowExceeded),
+        (sse(delta(content="x"), done=False), 200, StreamError),  # cut: no finish_reason
+        (b'{"error":{"code":500,"message":"boom"}}', 500, HTTPStatusError),
+        (
+            b'{"error":{"code":400,"type":"exceed_context_size_error","message":"the request '
+            b'exceeds the available context size"}}',
+            400,
+            ContextWindowExceeded,
+        ),
+        (b"data: {not json\n\n", 200, StreamError),
+        (sse({"error": {"message": "bad", "type": "server_error"}}), 200, StreamError),
+    ],
+)
+async def test_errors_map_to_the_runner_tree(
+    body: bytes, status: int, error: type[Exception]
+) -> None:
     client = client_for(stream(body, status))
     with pytest.raises(error):
         await client.generate(prompt(message("user", "hi")))
@@ -402,8 +501,9 @@ async def test_stream_reports_usage_and_reuses_the_prefix(engine: LocalEngine) -
     first = await client.generate(base)
     assert first.usage is not None and first.usage.input_tokens > 0
     assert first.usage.output_tokens > 0 and first.items[0].type == "message"
-    follow = prompt(*base.input, *first.items, message("user", "Say bye."), tools=[],
-                    extra=base.extra)
+    follow = prompt(
+        *base.input, *first.items, message("user", "Say bye."), tools=[], extra=base.extra
+    )
     second = await client.generate(follow)
     assert second.usage is not None
     assert second.usage.cached_tokens >= first.usage.input_tokens - 1 > 0
@@ -412,11 +512,11 @@ async def test_stream_reports_usage_and_reuses_the_prefix(engine: LocalEngine) -
 
 @pytest.mark.slow
 @pytest.mark.anyio
-async def test_constrained_answers_with_a_message_when_tools_are_off(
-        engine: LocalEngine) -> None:
+async def test_constrained_answers_with_a_message_when_tools_are_off(engine: LocalEngine) -> None:
     client = ChatClient(engine.base_url, constrained_tools=True)
-    res = await client.generate(prompt(message("user", "What is 2+2?"), tool_choice="none",
-                                       extra=GREEDY))
+    res = await client.generate(
+        prompt(message("user", "What is 2+2?"), tool_choice="none", extra=GREEDY)
+    )
     [item] = res.items
     assert item.type == "message" and item.data["content"][0]["text"]
     await client.aclose()
@@ -436,7 +536,7 @@ def test_engine_stops_and_frees_its_port() -> None:
     eng = LocalEngine().open()
     host, port = eng.base_url.removeprefix("http://").removesuffix("/v1").split(":")
     eng.close()
-    eng.close()                                   # twice is fine
+    eng.close()  # twice is fine
     assert not eng.running
     with socket.socket() as s:
         assert s.connect_ex((host, int(port))) != 0
@@ -444,13 +544,16 @@ def test_engine_stops_and_frees_its_port() -> None:
 
 @pytest.mark.slow
 def test_a_forgotten_engine_does_not_keep_the_process_alive() -> None:
-    code = ("from runner.providers.local import LocalEngine\n"
-            "eng = LocalEngine().open()\n"
-            "print(eng.base_url)\n")
+    code = (
+        "from runner.providers.local import LocalEngine\n"
+        "eng = LocalEngine().open()\n"
+        "print(eng.base_url)\n"
+    )
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=root)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd=root
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("http://127.0.0.1:")
 
@@ -458,22 +561,23 @@ def test_a_forgotten_engine_does_not_keep_the_process_alive() -> None:
 RAMBLE = [
     "Write a very long essay about every date of 2026, then list one million file names.",
     'Use the shell tool to run ["echo", then the numbers from 1 to 5000 as separate '
-    'arguments] and never stop.',
+    "arguments] and never stop.",
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize("cap", [48, 96, 256])
-async def test_grammar_answers_close_within_any_output_cap(engine: LocalEngine,
-                                                           cap: int) -> None:
+async def test_grammar_answers_close_within_any_output_cap(engine: LocalEngine, cap: int) -> None:
     """Prompts that invite rambling, under caps small and large: the budgeted grammar
     makes every answer complete JSON before the cap (no `max_output_tokens` error)."""
-    client = ChatClient(engine.base_url, constrained_tools=True,
-                        constrained=Constrained(grammar=True))
+    client = ChatClient(
+        engine.base_url, constrained_tools=True, constrained=Constrained(grammar=True)
+    )
     for text in RAMBLE:
-        res = await client.generate(prompt(message("user", text),
-                                           extra={**GREEDY, "max_output_tokens": cap}))
+        res = await client.generate(
+            prompt(message("user", text), extra={**GREEDY, "max_output_tokens": cap})
+        )
         assert res.usage is not None and res.usage.output_tokens <= cap
         [item] = res.items
         assert item.type in ("function_call", "message")
@@ -489,8 +593,9 @@ async def test_a_cut_off_answer_keeps_its_text(engine: LocalEngine) -> None:
     the model wrote, for the report."""
     client = ChatClient(engine.base_url)
     with pytest.raises(StreamError) as info:
-        await client.generate(prompt(message("user", RAMBLE[0]), tools=[],
-                                     extra={**GREEDY, "max_output_tokens": 12}))
+        await client.generate(
+            prompt(message("user", RAMBLE[0]), tools=[], extra={**GREEDY, "max_output_tokens": 12})
+        )
     assert info.value.code == "max_output_tokens"
     assert info.value.partial_output and len(info.value.partial_output) > 12
     await client.aclose()

@@ -27,21 +27,33 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(tasks: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
-                          env=dict(os.environ), cwd=ROOT, capture_output=True, text=True,
-                          timeout=90)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
+        env=dict(os.environ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def write_tasks(path: Path, base_url: str, repo: Path, body: str) -> Path:
-    path.write_text(f'version: 1\nproviders: {{fake: {{base_url: "{base_url}"}}}}\n'
-                    + body.replace("REPO", str(repo)))
+    path.write_text(
+        f'version: 1\nproviders: {{fake: {{base_url: "{base_url}"}}}}\n'
+        + body.replace("REPO", str(repo))
+    )
     return path
 
 
-def test_every_option_reaches_the_responses_body(loopback_thread: Any, git_repo: Path,
-                                                 tmp_path: Path) -> None:
+def test_every_option_reaches_the_responses_body(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     srv = loopback_thread([reply_message("ok")])
-    tasks = write_tasks(tmp_path / "t.yaml", srv.base_url, git_repo, """\
+    tasks = write_tasks(
+        tmp_path / "t.yaml",
+        srv.base_url,
+        git_repo,
+        """\
 defaults:
   model: fake/m
   model_options:
@@ -54,7 +66,8 @@ defaults:
     max_output_tokens: 500
 tasks:
   - {id: a, repo: "REPO", prompt: say ok}
-""")
+""",
+    )
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     (req,) = srv.requests
@@ -70,14 +83,20 @@ tasks:
     assert list(body).index("reasoning") < list(body).index("include")
 
 
-def test_without_reasoning_nothing_is_included(loopback_thread: Any, git_repo: Path,
-                                               tmp_path: Path) -> None:
+def test_without_reasoning_nothing_is_included(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     srv = loopback_thread([reply_message("ok")])
-    tasks = write_tasks(tmp_path / "t.yaml", srv.base_url, git_repo, """\
+    tasks = write_tasks(
+        tmp_path / "t.yaml",
+        srv.base_url,
+        git_repo,
+        """\
 defaults: {model: fake/m, model_options: {reasoning_summary: detailed}}
 tasks:
   - {id: a, repo: "REPO", prompt: say ok}
-""")
+""",
+    )
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     body = srv.requests[0].json
@@ -86,12 +105,17 @@ tasks:
     assert not {"temperature", "top_p", "seed", "max_output_tokens"} & set(body)
 
 
-def test_alias_entries_send_their_model_and_options(loopback_thread: Any, git_repo: Path,
-                                                    tmp_path: Path) -> None:
+def test_alias_entries_send_their_model_and_options(
+    loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     """Two aliases of one model in a matrix: each run sends the real name and its own
     options merged over the defaults; a task's own options win over the alias."""
     srv = loopback_thread([reply_message("ok")] * 3)
-    tasks = write_tasks(tmp_path / "t.yaml", srv.base_url, git_repo, """\
+    tasks = write_tasks(
+        tmp_path / "t.yaml",
+        srv.base_url,
+        git_repo,
+        """\
 models:
   fake/warm: {model: m, model_options: {temperature: 0.9, reasoning_effort: low}}
   fake/cold: {model: m, model_options: {temperature: 0.0, verbosity: high}}
@@ -99,7 +123,8 @@ defaults: {model_options: {top_p: 0.7, temperature: 0.5}}
 matrix: {model: [fake/warm, fake/cold]}
 tasks:
   - {id: a, repo: "REPO", prompt: say ok}
-""")
+""",
+    )
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     bodies = sorted((r.json for r in srv.requests), key=lambda b: b["temperature"])
@@ -112,13 +137,18 @@ tasks:
     assert "reasoning" not in cold and cold["text"] == {"verbosity": "high"}
 
     srv2 = loopback_thread([reply_message("ok")])
-    tasks = write_tasks(tmp_path / "t2.yaml", srv2.base_url, git_repo, """\
+    tasks = write_tasks(
+        tmp_path / "t2.yaml",
+        srv2.base_url,
+        git_repo,
+        """\
 models:
   fake/warm: {model: m, model_options: {temperature: 0.9, top_p: 0.5}}
 tasks:
   - {id: a, repo: "REPO", prompt: say ok, model: fake/warm,
      model_options: {temperature: 0.1}}
-""")
+""",
+    )
     res = run_cli(tasks, tmp_path / "out2")
     assert res.returncode == 0, res.stderr
     body = srv2.requests[0].json
@@ -127,12 +157,17 @@ tasks:
 
 def test_seed_is_refused_on_the_responses_wire(git_repo: Path, tmp_path: Path) -> None:
     """The Responses API has no seed: said at load time with file, line and field."""
-    tasks = write_tasks(tmp_path / "t.yaml", "http://127.0.0.1:9/v1", git_repo, """defaults:
+    tasks = write_tasks(
+        tmp_path / "t.yaml",
+        "http://127.0.0.1:9/v1",
+        git_repo,
+        """defaults:
   model: fake/m
   model_options: {seed: 3}
 tasks:
   - {id: a, repo: "REPO", prompt: say ok}
-""")
+""",
+    )
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 2
     assert "t.yaml:5: defaults.model_options.seed: the Responses API has no seed" in res.stderr
@@ -153,12 +188,20 @@ class ChatServer:
             def do_POST(self) -> None:
                 size = int(self.headers.get("content-length", "0"))
                 bodies.append(json.loads(self.rfile.read(size)))
-                chunks = [{"id": "c1", "choices": [{"index": 0, "delta": {"content": "ok"},
-                                                    "finish_reason": None}]},
-                          {"id": "c1", "choices": [{"index": 0, "delta": {},
-                                                    "finish_reason": "stop"}]},
-                          {"id": "c1", "choices": [], "usage": {
-                              "prompt_tokens": 10, "completion_tokens": 1}}]
+                chunks = [
+                    {
+                        "id": "c1",
+                        "choices": [
+                            {"index": 0, "delta": {"content": "ok"}, "finish_reason": None}
+                        ],
+                    },
+                    {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                    {
+                        "id": "c1",
+                        "choices": [],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+                    },
+                ]
                 data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -185,8 +228,9 @@ def chat_server() -> Iterator[ChatServer]:
     srv.thread.join(5)
 
 
-def test_options_reach_the_chat_body(chat_server: ChatServer, git_repo: Path,
-                                     tmp_path: Path) -> None:
+def test_options_reach_the_chat_body(
+    chat_server: ChatServer, git_repo: Path, tmp_path: Path
+) -> None:
     tasks = tmp_path / "t.yaml"
     tasks.write_text(f"""version: 1
 providers: {{chatty: {{base_url: "{chat_server.base_url}", wire_api: chat}}}}
@@ -204,6 +248,10 @@ tasks:
     (body,) = chat_server.bodies
     assert body["model"] == "m" and body["reasoning_effort"] == "low"
     assert (body["temperature"], body["top_p"], body["seed"], body["max_tokens"]) == (
-        0.2, 0.8, 11, 64)
+        0.2,
+        0.8,
+        11,
+        64,
+    )
     assert body["parallel_tool_calls"] is True and body["tools"]
     assert "max_output_tokens" not in body and "reasoning" not in body

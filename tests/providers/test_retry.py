@@ -54,23 +54,30 @@ def body(code: str | None, message: str = "m", kind: str = "x") -> str:
     return json.dumps({"error": {"message": message, "type": kind, "code": code}})
 
 
-@pytest.mark.parametrize(("exc", "expected"), [
-    (TransportError("connect refused"), Retry("request", 0.0, False)),
-    (http_error(500, "oops"), Retry("request", 0.0, False)),
-    (http_error(408, ""), Retry("request", 0.0, False)),
-    (http_error(429, body("rate_limit_exceeded"), retry_after_s=3),
-     Retry("request", 3.0, True)),
-    (http_error(503, body("server_is_overloaded")), Retry("request", 0.0, True)),
-    (StreamError("cut", code="stream_cut", retryable=True), Retry("stream", 0.0, False)),
-    (StreamError("rl", code="rate_limit_exceeded", retryable=True, retry_after_s=2),
-     Retry("stream", 2.0, True)),
-    (http_error(400, body(None, kind="invalid_request_error")), None),
-    (http_error(404, ""), None),
-    (http_error(429, body("insufficient_quota")), None),
-    (http_error(401, ""), None),
-    (http_error(400, body("context_length_exceeded")), None),
-    (StreamError("bad prompt", code="invalid_prompt"), None),
-])
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (TransportError("connect refused"), Retry("request", 0.0, False)),
+        (http_error(500, "oops"), Retry("request", 0.0, False)),
+        (http_error(408, ""), Retry("request", 0.0, False)),
+        (
+            http_error(429, body("rate_limit_exceeded"), retry_after_s=3),
+            Retry("request", 3.0, True),
+        ),
+        (http_error(503, body("server_is_overloaded")), Retry("request", 0.0, True)),
+        (StreamError("cut", code="stream_cut", retryable=True), Retry("stream", 0.0, False)),
+        (
+            StreamError("rl", code="rate_limit_exceeded", retryable=True, retry_after_s=2),
+            Retry("stream", 2.0, True),
+        ),
+        (http_error(400, body(None, kind="invalid_request_error")), None),
+        (http_error(404, ""), None),
+        (http_error(429, body("insufficient_quota")), None),
+        (http_error(401, ""), None),
+        (http_error(400, body("context_length_exceeded")), None),
+        (StreamError("bad prompt", code="invalid_prompt"), None),
+    ],
+)
 def test_decide(exc: Any, expected: Retry | None) -> None:
     assert decide(exc) == expected
 
@@ -92,8 +99,8 @@ def test_backoff_doubles_with_jitter() -> None:
     for n, base in ((1, 0.2), (2, 0.4), (3, 0.8), (4, 1.6)):
         waits = [backoff_s(n) for _ in range(200)]
         assert base * 0.9 <= min(waits) and max(waits) <= base * 1.1
-        assert max(waits) - min(waits) > base * 0.05      # jittered, not constant
-    assert backoff_s(30) <= 10 * 1.1                        # capped
+        assert max(waits) - min(waits) > base * 0.05  # jittered, not constant
+    assert backoff_s(30) <= 10 * 1.1  # capped
 
 
 class Sink:
@@ -105,11 +112,20 @@ class Sink:
 
 
 async def run(base_url: str, tmp_path: Path, **kw: Any) -> tuple[Outcome, float]:
-    client = RetryingClient(ResponsesClient(base_url, stream_idle_timeout_s=kw.pop("idle", 30)),
-                            base_delay_s=kw.pop("base_delay_s", 0.01), **kw)
-    spec = ThreadSpec(thread_id="t", model="m", instructions="i",
-                      context=[message("user", "ctx")], prompts=("go",), max_requests=5,
-                      timeout_s=30)
+    client = RetryingClient(
+        ResponsesClient(base_url, stream_idle_timeout_s=kw.pop("idle", 30)),
+        base_delay_s=kw.pop("base_delay_s", 0.01),
+        **kw,
+    )
+    spec = ThreadSpec(
+        thread_id="t",
+        model="m",
+        instructions="i",
+        context=[message("user", "ctx")],
+        prompts=("go",),
+        max_requests=5,
+        timeout_s=30,
+    )
     ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
     t0 = time.monotonic()
     outcome = await Thread(spec, client, [], ctx, Sink()).run()
@@ -119,25 +135,33 @@ async def run(base_url: str, tmp_path: Path, **kw: Any) -> tuple[Outcome, float]
 
 @pytest.mark.anyio
 async def test_429_waits_as_asked(loopback: LoopbackFactory, tmp_path: Path) -> None:
-    srv = await loopback([reply_http_error(429, {"error": {"code": "rate_limit_exceeded"}},
-                                           {"retry-after": "1"}),
-                          reply_http_error(429, None, {"retry-after-ms": "300"}),
-                          reply_message("done")])
+    srv = await loopback(
+        [
+            reply_http_error(429, {"error": {"code": "rate_limit_exceeded"}}, {"retry-after": "1"}),
+            reply_http_error(429, None, {"retry-after-ms": "300"}),
+            reply_message("done"),
+        ]
+    )
     outcome, took = await run(srv.base_url, tmp_path)
     assert outcome.status == "completed"
     assert len(srv.requests) == 3
-    gaps = [b.received_at - a.received_at for a, b in zip(srv.requests, srv.requests[1:],
-                                                          strict=False)]
-    assert gaps[0] >= 1.0 and gaps[1] >= 0.3   # no request before the server allows it
+    gaps = [
+        b.received_at - a.received_at for a, b in zip(srv.requests, srv.requests[1:], strict=False)
+    ]
+    assert gaps[0] >= 1.0 and gaps[1] >= 0.3  # no request before the server allows it
     assert srv.requests[0].body == srv.requests[2].body
 
 
 @pytest.mark.anyio
-async def test_try_again_in_from_a_failed_stream_is_honoured(loopback: LoopbackFactory,
-                                                             tmp_path: Path) -> None:
-    srv = await loopback([reply_failed("rate_limit_exceeded",
-                                       "Rate limit reached. Please try again in 400ms."),
-                          reply_message("done")])
+async def test_try_again_in_from_a_failed_stream_is_honoured(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    srv = await loopback(
+        [
+            reply_failed("rate_limit_exceeded", "Rate limit reached. Please try again in 400ms."),
+            reply_message("done"),
+        ]
+    )
     outcome, _ = await run(srv.base_url, tmp_path)
     assert outcome.status == "completed"
     assert srv.requests[1].received_at - srv.requests[0].received_at >= 0.4
@@ -174,37 +198,78 @@ async def test_gives_up_after_request_retries(loopback: LoopbackFactory, tmp_pat
 @pytest.mark.anyio
 async def test_budgets_are_counted_apart(loopback: LoopbackFactory, tmp_path: Path) -> None:
     """Two request failures and two stream failures fit budgets of 2 and 2: five requests."""
-    srv = await loopback([reply_http_error(500), reply_drop_after(1), reply_http_error(502),
-                          reply_incomplete("content_filter"), reply_message("done")])
-    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2,
-                           stream_max_retries=2)
+    srv = await loopback(
+        [
+            reply_http_error(500),
+            reply_drop_after(1),
+            reply_http_error(502),
+            reply_incomplete("content_filter"),
+            reply_message("done"),
+        ]
+    )
+    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2, stream_max_retries=2)
     assert outcome.status == "completed" and len(srv.requests) == 5
-    srv = await loopback([reply_http_error(500), reply_drop_after(1), reply_http_error(502),
-                          reply_http_error(503)])
-    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2,
-                           stream_max_retries=2)
+    srv = await loopback(
+        [reply_http_error(500), reply_drop_after(1), reply_http_error(502), reply_http_error(503)]
+    )
+    outcome, _ = await run(srv.base_url, tmp_path, request_max_retries=2, stream_max_retries=2)
     assert outcome.status == "error" and len(srv.requests) == 4
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("reply", "status", "words"), [
-    (reply_http_error(429, {"error": {"message": "You exceeded your current quota",
-                                      "type": "insufficient_quota",
-                                      "code": "insufficient_quota"}}),
-     "quota_exhausted", "quota exhausted"),
-    (reply_failed("insufficient_quota", "no credit"), "quota_exhausted", "quota exhausted"),
-    (reply_http_error(400, {"error": {"message": "Invalid value for 'model'",
-                                      "type": "invalid_request_error", "code": None}}),
-     "failed", "Invalid value for 'model'"),
-    (reply_http_error(401, {"error": {"message": "Incorrect API key provided",
-                                      "type": "invalid_request_error",
-                                      "code": "invalid_api_key"}}),
-     "error", "check the API key in $FAKE_API_KEY"),
-    (reply_http_error(403, "forbidden"), "error", "check the API key in $FAKE_API_KEY"),
-    (reply_failed("invalid_prompt", "flagged"), "failed", "invalid_prompt: flagged"),
-])
-async def test_fatal_errors_end_at_once(loopback: LoopbackFactory, tmp_path: Path,
-                                        reply: Reply, status: str, words: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "status", "words"),
+    [
+        (
+            reply_http_error(
+                429,
+                {
+                    "error": {
+                        "message": "You exceeded your current quota",
+                        "type": "insufficient_quota",
+                        "code": "insufficient_quota",
+                    }
+                },
+            ),
+            "quota_exhausted",
+            "quota exhausted",
+        ),
+        (reply_failed("insufficient_quota", "no credit"), "quota_exhausted", "quota exhausted"),
+        (
+            reply_http_error(
+                400,
+                {
+                    "error": {
+                        "message": "Invalid value for 'model'",
+                        "type": "invalid_request_error",
+                        "code": None,
+                    }
+                },
+            ),
+            "failed",
+            "Invalid value for 'model'",
+        ),
+        (
+            reply_http_error(
+                401,
+                {
+                    "error": {
+                        "message": "Incorrect API key provided",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            ),
+            "error",
+            "check the API key in $FAKE_API_KEY",
+        ),
+        (reply_http_error(403, "forbidden"), "error", "check the API key in $FAKE_API_KEY"),
+        (reply_failed("invalid_prompt", "flagged"), "failed", "invalid_prompt: flagged"),
+    ],
+)
+async def test_fatal_errors_end_at_once(
+    loopback: LoopbackFactory, tmp_path: Path, reply: Reply, status: str, words: str
+) -> None:
     srv = await loopback([reply])
     outcome, _ = await run(srv.base_url, tmp_path, key_env="FAKE_API_KEY")
     assert (outcome.status, len(srv.requests)) == (status, 1)
@@ -213,8 +278,9 @@ async def test_fatal_errors_end_at_once(loopback: LoopbackFactory, tmp_path: Pat
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("code", ["server_is_overloaded", "slow_down", "server_error"])
-async def test_transient_failures_are_resent(loopback: LoopbackFactory, tmp_path: Path,
-                                             code: str) -> None:
+async def test_transient_failures_are_resent(
+    loopback: LoopbackFactory, tmp_path: Path, code: str
+) -> None:
     srv = await loopback([reply_failed(code, "busy"), reply_message("done")])
     outcome, _ = await run(srv.base_url, tmp_path)
     assert outcome.status == "completed" and len(srv.requests) == 2
@@ -226,10 +292,19 @@ async def test_request_deadline(loopback: LoopbackFactory, tmp_path: Path) -> No
     per-request deadline cuts it, and the request is resent."""
     slow = reply_message("x" * 200).but(delta_chars=1, event_delay_s=0.05)
     srv = await loopback([slow, reply_message("done")])
-    client = RetryingClient(ResponsesClient(srv.base_url, stream_idle_timeout_s=1.0,
-                                            request_timeout_s=0.5), base_delay_s=0.01)
-    spec = ThreadSpec(thread_id="t", model="m", instructions="i", context=[],
-                      prompts=("go",), max_requests=5, timeout_s=30)
+    client = RetryingClient(
+        ResponsesClient(srv.base_url, stream_idle_timeout_s=1.0, request_timeout_s=0.5),
+        base_delay_s=0.01,
+    )
+    spec = ThreadSpec(
+        thread_id="t",
+        model="m",
+        instructions="i",
+        context=[],
+        prompts=("go",),
+        max_requests=5,
+        timeout_s=30,
+    )
     ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
     outcome = await Thread(spec, client, [], ctx, Sink()).run()
     await client.aclose()
@@ -252,8 +327,13 @@ async def test_compaction_waits_behind_the_rate_gate(loopback: Any) -> None:
     try:
         assert find_compactor(client) is client
         client.gate.hold(3600)
-        prompt = Prompt(model="m", instructions="", input=(message("user", "hi"),), tools=[],
-                        prompt_cache_key="k")
+        prompt = Prompt(
+            model="m",
+            instructions="",
+            input=(message("user", "hi"),),
+            tools=[],
+            prompt_cache_key="k",
+        )
         with pytest.raises(Limited):
             await client.compact(prompt)
         assert srv.requests == []

@@ -45,13 +45,20 @@ def bridge(engine_url: str) -> Any:
     async def script(req: RecordedRequest, index: int) -> Reply:
         body = req.json
         # The Responses API has no seed: the bridge adds the one the chat half is given.
-        extra: dict[str, Any] = {k: body[k] for k in ("temperature", "max_output_tokens")
-                                 if k in body}
+        extra: dict[str, Any] = {
+            k: body[k] for k in ("temperature", "max_output_tokens") if k in body
+        }
         extra["seed"] = 42
-        prompt = Prompt(model=body["model"], instructions=body.get("instructions", ""),
-                        input=[Item(i) for i in body["input"]], tools=body["tools"],
-                        prompt_cache_key=body["prompt_cache_key"],
-                        tool_choice=body["tool_choice"], text=body.get("text"), extra=extra)
+        prompt = Prompt(
+            model=body["model"],
+            instructions=body.get("instructions", ""),
+            input=[Item(i) for i in body["input"]],
+            tools=body["tools"],
+            prompt_cache_key=body["prompt_cache_key"],
+            tool_choice=body["tool_choice"],
+            text=body.get("text"),
+            extra=extra,
+        )
         client = ChatClient(engine_url, constrained_tools=True)
         try:
             resp = await client.generate(prompt)
@@ -59,17 +66,22 @@ def bridge(engine_url: str) -> Any:
             await client.aclose()
         u = resp.usage
         assert u is not None
-        return reply_items([i.data for i in resp.items]).but(usage={
-            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "total_tokens": u.total_tokens,
-            "input_tokens_details": {"cached_tokens": u.cached_tokens},
-            "output_tokens_details": {"reasoning_tokens": 0}})
+        return reply_items([i.data for i in resp.items]).but(
+            usage={
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "total_tokens": u.total_tokens,
+                "input_tokens_details": {"cached_tokens": u.cached_tokens},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            }
+        )
 
     return script
 
 
-def test_same_task_on_both_wires_through_an_mcp_tool(engine: LocalEngine, loopback_thread: Any,
-                                                      git_repo: Path, tmp_path: Path) -> None:
+def test_same_task_on_both_wires_through_an_mcp_tool(
+    engine: LocalEngine, loopback_thread: Any, git_repo: Path, tmp_path: Path
+) -> None:
     srv = loopback_thread(bridge(engine.base_url))
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(f"""version: 1
@@ -93,10 +105,27 @@ tasks:
     prompt: Call the mcp__calc__add tool to add 19 and 23, then reply with the sum.
 """)
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out),
-                          "--model", "engine/smollm2", "--model", "bridge/smollm2",
-                          "--concurrency", "1"], capture_output=True, text=True,
-                         timeout=280, env=dict(os.environ))
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "run",
+            str(tasks),
+            "--out",
+            str(out),
+            "--model",
+            "engine/smollm2",
+            "--model",
+            "bridge/smollm2",
+            "--concurrency",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=dict(os.environ),
+    )
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
     runs = {t["model"]: t for t in report["tasks"]}
@@ -110,16 +139,23 @@ tasks:
         # The second request repeats the first and its answer: the engine's KV cache
         # serves that prefix, and both wires report it.
         assert second["cached_tokens"] >= first["input_tokens"] // 2
-        events = [json.loads(line) for line in
-                  (out / run["events_file"]).read_text().splitlines()]
-        calls = [e["item"] for e in events if e["type"] == "item.completed"
-                 and e["item"].get("type") == "mcp_tool_call"]
+        events = [json.loads(line) for line in (out / run["events_file"]).read_text().splitlines()]
+        calls = [
+            e["item"]
+            for e in events
+            if e["type"] == "item.completed" and e["item"].get("type") == "mcp_tool_call"
+        ]
         assert [(c["tool"], c["result"]["structured_content"], c["status"]) for c in calls] == [
-            ("add", {"result": 42}, "completed")]
-        print(f"{model}: " + ", ".join(
-            f"request {r['index']}: {r['usage']['input_tokens']} in, "
-            f"{r['usage']['cached_tokens']} cached, {r['usage']['output_tokens']} out"
-            for r in run["requests"]))
+            ("add", {"result": 42}, "completed")
+        ]
+        print(
+            f"{model}: "
+            + ", ".join(
+                f"request {r['index']}: {r['usage']['input_tokens']} in, "
+                f"{r['usage']['cached_tokens']} cached, {r['usage']['output_tokens']} out"
+                for r in run["requests"]
+            )
+        )
     # The Responses half really went over the Responses wire, stateless and cache-keyed.
     assert len(srv.requests) == 2
     for req in srv.requests:

@@ -16,19 +16,21 @@ from runner.reports.model import Report
 from tests.reports import benchmark_report, report, task
 
 
-@pytest.mark.parametrize(("table", "p"), [
-    # R: fisher.test(matrix(c(a, c, b, d), 2))$p.value
-    ((3, 1, 1, 3), 0.4857142857),
-    ((1, 9, 11, 3), 0.0027594562),   # the tea-tasting-like textbook table
-    ((10, 0, 0, 10), 1.0825088224e-05),
-    ((8, 2, 1, 5), 0.0349650350),
-    ((5, 1, 1, 5), 0.0800865801),
-    ((0, 6, 6, 0), 0.00216450216),
-    ((2, 2, 2, 2), 1.0),
-    ((0, 0, 3, 1), 1.0),
-])
-def test_fisher_exact_matches_published_values(table: tuple[int, int, int, int],
-                                               p: float) -> None:
+@pytest.mark.parametrize(
+    ("table", "p"),
+    [
+        # R: fisher.test(matrix(c(a, c, b, d), 2))$p.value
+        ((3, 1, 1, 3), 0.4857142857),
+        ((1, 9, 11, 3), 0.0027594562),  # the tea-tasting-like textbook table
+        ((10, 0, 0, 10), 1.0825088224e-05),
+        ((8, 2, 1, 5), 0.0349650350),
+        ((5, 1, 1, 5), 0.0800865801),
+        ((0, 6, 6, 0), 0.00216450216),
+        ((2, 2, 2, 2), 1.0),
+        ((0, 0, 3, 1), 1.0),
+    ],
+)
+def test_fisher_exact_matches_published_values(table: tuple[int, int, int, int], p: float) -> None:
     assert math.isclose(fisher_exact(*table), p, rel_tol=1e-8)
 
 
@@ -46,8 +48,9 @@ def test_two_variants_of_one_batch() -> None:
     gpt, small = c.groups
     assert (gpt.base.passed, gpt.base.finished, gpt.new.passed, gpt.new.finished) == (5, 6, 1, 6)
     assert gpt.pass_rate_change == round(1 / 6 - 5 / 6, 4)
-    assert gpt.verdict == "no significant change" and math.isclose(gpt.p_value or 0, 0.080087,
-                                                                   abs_tol=1e-6)
+    assert gpt.verdict == "no significant change" and math.isclose(
+        gpt.p_value or 0, 0.080087, abs_tol=1e-6
+    )
     assert small.verdict == "improvement" and small.pass_rate_change == 1.0
     assert c.overall.base.passed == 5 and c.overall.new.passed == 7
     assert c.overall.verdict == "no significant change"
@@ -61,8 +64,13 @@ def test_two_variants_of_one_batch() -> None:
 
 
 def test_skipped_and_errored_runs_are_not_compared() -> None:
-    base = report([task("a", "p/m", "completed"), task("a", "p/m", "skipped", requests=0),
-                   task("a", "p/m", "error")])
+    base = report(
+        [
+            task("a", "p/m", "completed"),
+            task("a", "p/m", "skipped", requests=0),
+            task("a", "p/m", "error"),
+        ]
+    )
     new = report([task("a", "p/m", "check_failed")])
     c = compare(base, new)
     assert (c.overall.base.finished, c.overall.base.skipped, c.overall.base.errored) == (1, 1, 1)
@@ -77,18 +85,30 @@ def _write(directory: Path, r: Report) -> Path:
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", "report", "compare",
-                           *map(str, args)], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "report", "compare", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_gates_on_a_significant_regression(tmp_path: Path) -> None:
     d = _write(tmp_path / "bench", benchmark_report())
-    ok = _cli(d, d, "--base-variant", "terse", "--new-variant", "plain",
-              "--fail-on-regression")
+    ok = _cli(d, d, "--base-variant", "terse", "--new-variant", "plain", "--fail-on-regression")
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("# Compare bench \\[terse\\] -> bench \\[plain\\]")
-    bad = _cli(d, d, "--base-variant", "plain", "--new-variant", "terse",
-               "--fail-on-regression", "--format", "json")
+    bad = _cli(
+        d,
+        d,
+        "--base-variant",
+        "plain",
+        "--new-variant",
+        "terse",
+        "--fail-on-regression",
+        "--format",
+        "json",
+    )
     assert bad.returncode == 1
     data = json.loads(bad.stdout)
     assert [g["verdict"] for g in data["groups"]] == ["no significant change", "regression"]
@@ -108,14 +128,14 @@ def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
 def test_cli_gate_does_not_pass_errored_only_or_partial_inputs(tmp_path: Path) -> None:
     passed = [task("a", "p/m", "completed"), task("b", "p/m", "completed")]
     base = _write(tmp_path / "base", report(passed))
-    broken = _write(tmp_path / "broken", report([task("a", "p/m", "error"),
-                                                 task("b", "p/m", "rate_limited")]))
+    broken = _write(
+        tmp_path / "broken", report([task("a", "p/m", "error"), task("b", "p/m", "rate_limited")])
+    )
     res = _cli(base, broken, "--fail-on-regression")
     assert res.returncode == 3, res.stderr
-    assert "inconclusive: all runs: no finished run in broken (2 errored, 0 skipped)" \
-        in res.stderr
+    assert "inconclusive: all runs: no finished run in broken (2 errored, 0 skipped)" in res.stderr
     assert "**Inconclusive**" in res.stdout
-    assert _cli(base, broken).returncode == 0    # no gate asked for: a report only
+    assert _cli(base, broken).returncode == 0  # no gate asked for: a report only
     half = report(passed).model_copy(update={"partial": True, "missing_shards": [2]})
     part = _write(tmp_path / "part", half)
     res = _cli(part, base, "--fail-on-regression", "--format", "json")

@@ -52,12 +52,15 @@ def test_headline() -> None:
     # Hand count: 12 runs; docs.r1 (error) and bump/gpt (interrupted) errored, refactor/local
     # skipped; of the 9 finished, fix-parser/gpt and docs.r2 passed. Costs: gpt runs known,
     # local unknown, so the headline cost is a lower bound.
-    assert ("**2 of 9 finished runs passed (22.2%)** - 12 runs: 9 finished, 1 skipped "
-            "(budget 1), 2 errored - 61,850 tokens - cache hit 74.9% - cost >= $0.1487"
-            " - 1m 35s\n") in md
+    assert (
+        "**2 of 9 finished runs passed (22.2%)** - 12 runs: 9 finished, 1 skipped "
+        "(budget 1), 2 errored - 61,850 tokens - cache hit 74.9% - cost >= $0.1487"
+        " - 1m 35s\n"
+    ) in md
     assert "1 run(s) never started; `runner run ... --resume`" in md
-    known = report([task("a", "p/m", "completed", cost_usd=0.25),
-                    task("b", "p/m", "failed", cost_usd=1.5)])
+    known = report(
+        [task("a", "p/m", "completed", cost_usd=0.25), task("b", "p/m", "failed", cost_usd=1.5)]
+    )
     assert " - cost $1.75 - " in render_markdown(known)
 
 
@@ -68,16 +71,48 @@ def test_merged_report_names_its_shards() -> None:
 
 def test_every_run_row_has_every_column() -> None:
     md = render_markdown(sample_report())
-    assert _header(md, "Runs") == ["Run", "Model", "Status", "User turns", "Requests",
-                                   "Tool calls", "Tokens", "Cached / prefix reuse", "Cost",
-                                   "Time", "Branch"]
+    assert _header(md, "Runs") == [
+        "Run",
+        "Model",
+        "Status",
+        "User turns",
+        "Requests",
+        "Tool calls",
+        "Tokens",
+        "Cached / prefix reuse",
+        "Cost",
+        "Time",
+        "Branch",
+    ]
     runs = _rows(md, "Runs")
     assert len(runs) == 12 and all(len(r) == 11 for r in runs)
-    assert runs[0] == ["fix-parser.openai-gpt-5.r1", "openai/gpt-5", "PASS", "4", "5", "9",
-                       "12,800", "75.0%", "$0.0421", "41.2s", "runner/fix-parser"]
+    assert runs[0] == [
+        "fix-parser.openai-gpt-5.r1",
+        "openai/gpt-5",
+        "PASS",
+        "4",
+        "5",
+        "9",
+        "12,800",
+        "75.0%",
+        "$0.0421",
+        "41.2s",
+        "runner/fix-parser",
+    ]
     assert [r[2] for r in runs] == [
-        "PASS", "FAIL (turns)", "FAIL (scope)", "FAIL", "FAIL (timeout)", "ERROR", "PASS",
-        "FAIL (check)", "STOPPED", "FAIL (budget)", "FAIL (tool calls)", "NOT STARTED"]
+        "PASS",
+        "FAIL (turns)",
+        "FAIL (scope)",
+        "FAIL",
+        "FAIL (timeout)",
+        "ERROR",
+        "PASS",
+        "FAIL (check)",
+        "STOPPED",
+        "FAIL (budget)",
+        "FAIL (tool calls)",
+        "NOT STARTED",
+    ]
     assert runs[2][10] == "-"
     assert runs[4][7] == "-"
     assert runs[3][8] == "n/a"
@@ -89,9 +124,16 @@ def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
     report = sample_report()
     first = report.tasks[0]
     usage = first.usage.model_copy(update={"ideal_cache_ratio": 0.8})
-    comp = CompactionReport(kind="local", reason="pre-turn", tokens_before=9000,
-                            tokens_after=2000, items_before=80, items_after=4,
-                            dropped_items=0, requests=[7])
+    comp = CompactionReport(
+        kind="local",
+        reason="pre-turn",
+        tokens_before=9000,
+        tokens_after=2000,
+        items_before=80,
+        items_after=4,
+        dropped_items=0,
+        requests=[7],
+    )
     report.tasks[0] = first.model_copy(update={"usage": usage, "compactions": [comp, comp]})
     md = render_markdown(report)
     header = _header(md, "Runs")
@@ -104,8 +146,12 @@ def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
 def test_variant_column_only_with_variants() -> None:
     md = render_markdown(benchmark_report())
     assert _header(md, "Runs")[:4] == ["Run", "Model", "Variant", "Status"]
-    assert _rows(md, "Runs")[0][:4] == ["alpha.openai-gpt-5.terse.r1", "openai/gpt-5", "terse",
-                                        "PASS"]
+    assert _rows(md, "Runs")[0][:4] == [
+        "alpha.openai-gpt-5.terse.r1",
+        "openai/gpt-5",
+        "terse",
+        "PASS",
+    ]
     assert "Variant" not in _header(render_markdown(sample_report()), "Runs")
     assert "## By variant" not in render_markdown(sample_report())
 
@@ -113,21 +159,67 @@ def test_variant_column_only_with_variants() -> None:
 def test_comparison_by_model_variant_and_both() -> None:
     md = render_markdown(benchmark_report())
     assert _header(md, "By model") == [
-        "Model", "Finished", "Skipped", "Errored", "Pass rate (95% CI)", "pass@1", "pass@n",
-        "Median tokens", "Cache hit / prefix reuse", "Cost / pass", "Median time",
-        "Tokens in / out", "Cost", "Time"]
+        "Model",
+        "Finished",
+        "Skipped",
+        "Errored",
+        "Pass rate (95% CI)",
+        "pass@1",
+        "pass@n",
+        "Median tokens",
+        "Cache hit / prefix reuse",
+        "Cost / pass",
+        "Median time",
+        "Tokens in / out",
+        "Cost",
+        "Time",
+    ]
     assert _rows(md, "By model") == [
-        ["openai/gpt-5", "12", "0", "0", "6/12 50% (25%-75%)", "50%", "75% (n=3)", "2,100",
-         "50.0%", "$0.0400", "20.0s", "24,000 / 1,200", "$0.2400", "4m 00s"],
-        ["local/smollm2", "12", "0", "0", "6/12 50% (25%-75%)", "50%", "50% (n=3)", "2,100",
-         "50.0%", "n/a", "20.0s", "24,000 / 1,200", "n/a", "4m 00s"]]
+        [
+            "openai/gpt-5",
+            "12",
+            "0",
+            "0",
+            "6/12 50% (25%-75%)",
+            "50%",
+            "75% (n=3)",
+            "2,100",
+            "50.0%",
+            "$0.0400",
+            "20.0s",
+            "24,000 / 1,200",
+            "$0.2400",
+            "4m 00s",
+        ],
+        [
+            "local/smollm2",
+            "12",
+            "0",
+            "0",
+            "6/12 50% (25%-75%)",
+            "50%",
+            "50% (n=3)",
+            "2,100",
+            "50.0%",
+            "n/a",
+            "20.0s",
+            "24,000 / 1,200",
+            "n/a",
+            "4m 00s",
+        ],
+    ]
     assert [r[:7] for r in _rows(md, "By variant")] == [
         ["terse", "12", "0", "0", "5/12 42% (19%-68%)", "42%", "50% (n=3)"],
-        ["plain", "12", "0", "0", "7/12 58% (32%-81%)", "58%", "75% (n=3)"]]
+        ["plain", "12", "0", "0", "7/12 58% (32%-81%)", "58%", "75% (n=3)"],
+    ]
     assert _rows(md, "Task x model")[0] == ["alpha", "3/3", "1/3", "0/3", "3/3"]
     both = _rows(md, "By model and variant")
-    assert [r[0] for r in both] == ["openai/gpt-5 / terse", "openai/gpt-5 / plain",
-                                    "local/smollm2 / terse", "local/smollm2 / plain"]
+    assert [r[0] for r in both] == [
+        "openai/gpt-5 / terse",
+        "openai/gpt-5 / plain",
+        "local/smollm2 / terse",
+        "local/smollm2 / plain",
+    ]
     assert both[0][4:7] == ["5/6 83% (44%-97%)", "83%", "100% (n=3)"]
     assert both[0][9] == "$0.0240"
     assert both[2][4:7] == ["0/6 0% (0%-39%)", "0%", "0% (n=3)"]
@@ -136,12 +228,25 @@ def test_comparison_by_model_variant_and_both() -> None:
 
 
 def test_no_repeats_means_no_pass_at_k_columns() -> None:
-    r = report([task("a", "p/m", "completed", run="a.r1"), task("b", "p/m", "failed",
-                                                               run="b.r1")])
+    r = report([task("a", "p/m", "completed", run="a.r1"), task("b", "p/m", "failed", run="b.r1")])
     md = render_markdown(r)
     assert "pass@" not in md
-    assert _rows(md, "By model") == [["p/m", "2", "0", "0", "1/2 50% (9%-91%)", "1,200",
-                                      "60.0%", "n/a", "12.5s", "2,000 / 400", "n/a", "25.0s"]]
+    assert _rows(md, "By model") == [
+        [
+            "p/m",
+            "2",
+            "0",
+            "0",
+            "1/2 50% (9%-91%)",
+            "1,200",
+            "60.0%",
+            "n/a",
+            "12.5s",
+            "2,000 / 400",
+            "n/a",
+            "25.0s",
+        ]
+    ]
 
 
 def test_single_run_has_no_comparison() -> None:
@@ -150,25 +255,36 @@ def test_single_run_has_no_comparison() -> None:
 
 
 def test_group_stats_are_null_safe() -> None:
-    g = group_stats([task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0)),
-                     task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0))])
+    g = group_stats(
+        [
+            task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0)),
+            task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0)),
+        ]
+    )
     assert (g.runs, g.passed, g.repeats) == (2, 0, 2)
     assert g.cost_per_pass is None  # nothing passed
     assert g.cache_hit is None  # nothing sent
     assert g.pass_at_1 == 0.0 and g.pass_at_n == 0.0
-    unknown = group_stats([task("a", "p/m", "completed", cost_usd=0.5),
-                           task("b", "p/m", "completed", cost_usd=None)])
+    unknown = group_stats(
+        [task("a", "p/m", "completed", cost_usd=0.5), task("b", "p/m", "completed", cost_usd=None)]
+    )
     assert unknown.cost_per_pass is None  # one price unknown: no number at all
-    known = group_stats([task("a", "p/m", "completed", cost_usd=0.5),
-                         task("b", "p/m", "failed", cost_usd=0.25)])
+    known = group_stats(
+        [task("a", "p/m", "completed", cost_usd=0.5), task("b", "p/m", "failed", cost_usd=0.25)]
+    )
     assert known.cost_per_pass == pytest.approx(0.75)
 
 
 def test_uneven_repeats_use_the_fewest() -> None:
-    g = group_stats([task("a", "p/m", "completed", repeat=1), task("a", "p/m", "failed",
-                                                                  repeat=2),
-                     task("a", "p/m", "failed", repeat=3), task("b", "p/m", "completed"),
-                     task("b", "p/m", "failed", repeat=2)])
+    g = group_stats(
+        [
+            task("a", "p/m", "completed", repeat=1),
+            task("a", "p/m", "failed", repeat=2),
+            task("a", "p/m", "failed", repeat=3),
+            task("b", "p/m", "completed"),
+            task("b", "p/m", "failed", repeat=2),
+        ]
+    )
     assert g.repeats == 2
     # a: n=3, c=1 -> pass@2 = 1 - C(2,2)/C(3,2) = 2/3; b: n=2, c=1 -> 1.
     assert g.pass_at_n == pytest.approx((2 / 3 + 1) / 2)
@@ -194,15 +310,23 @@ def test_prefix_breaks_section() -> None:
     md = render_markdown(sample_report())
     section = md.split("## Prefix breaks\n\n", 1)[1]
     assert section.strip().splitlines()[-1] == (
-        "- **add\\_tests.openai-gpt-5.r1**: 2 (first at request 2, item 2: instructions changed)")
+        "- **add\\_tests.openai-gpt-5.r1**: 2 (first at request 2, item 2: instructions changed)"
+    )
     assert "## Prefix breaks" not in render_markdown(benchmark_report())
 
 
 def _big_report(n: int) -> list[TaskReport]:
-    return [task(f"task-{i:04d}", "openai/gpt-5" if i % 2 else "local/smollm2",
-                 "completed" if i % 3 else "failed", error=None if i % 3 else "e" * 300,
-                 run=run_name(f"task-{i:04d}", "p/m", None, 1), cost_usd=0.01)
-            for i in range(n)]
+    return [
+        task(
+            f"task-{i:04d}",
+            "openai/gpt-5" if i % 2 else "local/smollm2",
+            "completed" if i % 3 else "failed",
+            error=None if i % 3 else "e" * 300,
+            run=run_name(f"task-{i:04d}", "p/m", None, 1),
+            cost_usd=0.01,
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("limit", [PR_COMMENT_MAX_CHARS, 20_000, 5_000])
@@ -214,8 +338,11 @@ def test_max_chars_cuts_runs_first_and_says_so(limit: int) -> None:
     assert len(cut) <= limit
     # The comparisons are always whole.
     assert _rows(cut, "By model") == _rows(full, "By model")
-    assert re.search(r"_[\d,]+ more runs not shown, to keep this summary under "
-                     rf"{limit:,} characters; report.json has them all._", cut)
+    assert re.search(
+        r"_[\d,]+ more runs not shown, to keep this summary under "
+        rf"{limit:,} characters; report.json has them all._",
+        cut,
+    )
     shown = len(_rows(cut, "Runs"))
     assert 0 <= shown < 1500
     # Every shown row is a real row, in order.
@@ -241,15 +368,22 @@ def test_cell_escapes_pipes_newlines_and_markup() -> None:
     assert cell("one\ntwo\r\nthree") == "one<br>two<br>three"
     assert cell("<script>") == "\\<script\\>"
     assert cell("`x` *y* _z_ [l](u) ~s~ &amp; \\") == (
-        "\\`x\\` \\*y\\* \\_z\\_ \\[l\\](u) \\~s\\~ \\&amp; \\\\")
+        "\\`x\\` \\*y\\* \\_z\\_ \\[l\\](u) \\~s\\~ \\&amp; \\\\"
+    )
     assert cell("") == " "
     assert inline("a\n|b") == "a \\|b"
     assert inline("\x00\x1b[0m\ud800") == "\\\\x00\\\\x1b\\[0m\\\\ud800"
 
 
 def test_pipes_in_task_text_do_not_add_columns() -> None:
-    md = render_markdown(report([task("a|b", "p/m|x", "failed", error="e|\n|f"),
-                                 task("c", "p/m|x", "completed", variant="v|w")]))
+    md = render_markdown(
+        report(
+            [
+                task("a|b", "p/m|x", "failed", error="e|\n|f"),
+                task("c", "p/m|x", "completed", variant="v|w"),
+            ]
+        )
+    )
     runs = _rows(md, "Runs")
     assert len(runs) == 2 and all(len(r) == 12 for r in runs)
     assert runs[0][0] == "a\\|b"
@@ -281,10 +415,28 @@ def test_money() -> None:
 
 
 def test_no_cache_data_and_median() -> None:
-    r = report([task("a", "p/m", "completed", u=make_usage(0, 0, 0)),
-                task("b", "p/m", "completed", u=make_usage(100, 0, 1)),
-                task("c", "p/m", "error", u=make_usage(200, 50, 2))])
+    r = report(
+        [
+            task("a", "p/m", "completed", u=make_usage(0, 0, 0)),
+            task("b", "p/m", "completed", u=make_usage(100, 0, 1)),
+            task("c", "p/m", "error", u=make_usage(200, 50, 2)),
+        ]
+    )
     models = _rows(render_markdown(r), "By model")
     # The errored run is out of the rate and the medians, in the totals.
-    assert models == [["p/m", "2", "0", "1", "2/2 100% (34%-100%)", "50", "0.0%", "n/a",
-                       "12.5s", "300 / 3", "n/a", "37.5s"]]
+    assert models == [
+        [
+            "p/m",
+            "2",
+            "0",
+            "1",
+            "2/2 100% (34%-100%)",
+            "50",
+            "0.0%",
+            "n/a",
+            "12.5s",
+            "300 / 3",
+            "n/a",
+            "37.5s",
+        ]
+    ]

@@ -42,13 +42,26 @@ IDENTITY = BatchIdentity(task_file_sha256="f" * 64, run_set="a" * 64, runs=24)
 
 def with_patches(r: Report) -> Report:
     """The unsharded batch: runs in task-file order, each with its index."""
-    tasks = [t.model_copy(update={"index": i, **({"result": result(f"runner/{t.run}")
-                                                  .model_copy(update={"patch":
-                                                              f"patches/{t.run}.patch"})}
-                                                 if i % 2 else {})})
-             for i, t in enumerate(r.tasks)]
+    tasks = [
+        t.model_copy(
+            update={
+                "index": i,
+                **(
+                    {
+                        "result": result(f"runner/{t.run}").model_copy(
+                            update={"patch": f"patches/{t.run}.patch"}
+                        )
+                    }
+                    if i % 2
+                    else {}
+                ),
+            }
+        )
+        for i, t in enumerate(r.tasks)
+    ]
     return report(tasks, run_id=r.run_id, duration_s=r.duration_s).model_copy(
-        update={"batch": IDENTITY})
+        update={"batch": IDENTITY}
+    )
 
 
 def shard_reports(full: Report) -> list[Report]:
@@ -57,34 +70,48 @@ def shard_reports(full: Report) -> list[Report]:
     ordered = sorted(full.tasks, key=lambda t: (t.fingerprint, t.run))
     out = []
     for k in range(SHARDS):
-        r = report([t for i, t in enumerate(ordered) if i % SHARDS == k],
-                   run_id=f"shard{k + 1}", duration_s=60.0 + k)
-        out.append(r.model_copy(update={
-            "batch": IDENTITY.model_copy(update={"shard": k + 1, "shards": SHARDS}),
-            "started_at": f"2026-03-14T09:0{k}:00+00:00",
-            "finished_at": f"2026-03-14T09:1{k}:30+00:00"}))
+        r = report(
+            [t for i, t in enumerate(ordered) if i % SHARDS == k],
+            run_id=f"shard{k + 1}",
+            duration_s=60.0 + k,
+        )
+        out.append(
+            r.model_copy(
+                update={
+                    "batch": IDENTITY.model_copy(update={"shard": k + 1, "shards": SHARDS}),
+                    "started_at": f"2026-03-14T09:0{k}:00+00:00",
+                    "finished_at": f"2026-03-14T09:1{k}:30+00:00",
+                }
+            )
+        )
     return out
 
 
 def unsharded(full: Report, merged: Report) -> Report:
     """The unsharded report, with the fields that only say when and where it ran taken from
     the merged one; the runs in the batch's (task-file) order."""
-    return full.model_copy(update={
-        "tasks": full.tasks, "run_id": merged.run_id,
-        "started_at": merged.started_at, "finished_at": merged.finished_at,
-        "duration_s": merged.duration_s, "shards": merged.shards})
+    return full.model_copy(
+        update={
+            "tasks": full.tasks,
+            "run_id": merged.run_id,
+            "started_at": merged.started_at,
+            "finished_at": merged.finished_at,
+            "duration_s": merged.duration_s,
+            "shards": merged.shards,
+        }
+    )
 
 
 @pytest.fixture
 def shard_dirs(tmp_path: Path) -> tuple[Report, list[Path]]:
     full = with_patches(benchmark_report())
-    dirs = [write_dir(tmp_path / f"shard{k + 1}", r)
-            for k, r in enumerate(shard_reports(full))]
+    dirs = [write_dir(tmp_path / f"shard{k + 1}", r) for k, r in enumerate(shard_reports(full))]
     return full, dirs
 
 
-def test_merged_shards_equal_the_unsharded_report(tmp_path: Path,
-                                                  shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_merged_shards_equal_the_unsharded_report(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     full, dirs = shard_dirs
     out = tmp_path / "merged"
     merged = merge_dirs(dirs, out)
@@ -101,8 +128,9 @@ def test_merged_shards_equal_the_unsharded_report(tmp_path: Path,
     assert "Merged from 3 shards: shard1, shard2, shard3." in (out / "summary.md").read_text()
 
 
-def test_every_path_in_the_merged_report_exists(tmp_path: Path,
-                                                shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_every_path_in_the_merged_report_exists(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     _, dirs = shard_dirs
     out = tmp_path / "merged"
     merged = merge_dirs(dirs, out)
@@ -115,8 +143,9 @@ def test_every_path_in_the_merged_report_exists(tmp_path: Path,
         assert (out / p).read_text().startswith("From ")
 
 
-def test_order_of_directories_does_not_matter(tmp_path: Path,
-                                              shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_order_of_directories_does_not_matter(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     _, dirs = shard_dirs
     a = merge_dirs(dirs, tmp_path / "a")
     b = merge_dirs(dirs[::-1], tmp_path / "b")
@@ -125,8 +154,9 @@ def test_order_of_directories_does_not_matter(tmp_path: Path,
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
-def test_merging_a_merge_keeps_every_shard_id(tmp_path: Path,
-                                              shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_merging_a_merge_keeps_every_shard_id(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     full, dirs = shard_dirs
     partial = tmp_path / "partial"
     merge_dirs(dirs[:2], partial, partial=True)
@@ -136,9 +166,12 @@ def test_merging_a_merge_keeps_every_shard_id(tmp_path: Path,
     assert again.shards == ["shard1", "shard2", "shard3"]
 
 
-def test_cli_merges_and_exits_like_run(tmp_path: Path, shard_dirs: tuple[Report, list[Path]],
-                                       monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_merges_and_exits_like_run(
+    tmp_path: Path,
+    shard_dirs: tuple[Report, list[Path]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     _, dirs = shard_dirs
     step_summary = tmp_path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
@@ -155,8 +188,10 @@ def test_cli_merges_and_exits_like_run(tmp_path: Path, shard_dirs: tuple[Report,
 def test_secrets_of_the_merging_environment_are_masked(tmp_path: Path) -> None:
     from runner.reports.merge import merge_command
 
-    leaky = write_dir(tmp_path / "s", report([task("a", "p/m", "failed", run="a.r1",
-                                                   error="saw sk-live-0123456789abcdef")]))
+    leaky = write_dir(
+        tmp_path / "s",
+        report([task("a", "p/m", "failed", run="a.r1", error="saw sk-live-0123456789abcdef")]),
+    )
     merge_command([leaky], tmp_path / "out", env={"OPENAI_API_KEY": "sk-live-0123456789abcdef"})
     for name in ("report.json", "junit.xml", "summary.md"):
         text = (tmp_path / "out" / name).read_text()
@@ -165,12 +200,18 @@ def test_secrets_of_the_merging_environment_are_masked(tmp_path: Path) -> None:
 
 def run_merge(*args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    return subprocess.run([sys.executable, "-m", "runner", "report", "merge", *map(str, args)],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "report", "merge", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
-def test_missing_report_is_exit_2_naming_the_file(tmp_path: Path,
-                                                  shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_missing_report_is_exit_2_naming_the_file(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     _, dirs = shard_dirs
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -181,11 +222,14 @@ def test_missing_report_is_exit_2_naming_the_file(tmp_path: Path,
     assert not (tmp_path / "out").exists()  # nothing written on bad input
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    ('{"schema_version": "runner.report/1",\n  "run_id": ', ":2: (JSON): not valid JSON"),
-    ("[1, 2]", ": (document): must be a JSON object"),
-    ('{"schema_version": "runner.report/9"}', ": schema_version: is 'runner.report/9'"),
-])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"schema_version": "runner.report/1",\n  "run_id": ', ":2: (JSON): not valid JSON"),
+        ("[1, 2]", ": (document): must be a JSON object"),
+        ('{"schema_version": "runner.report/9"}', ": schema_version: is 'runner.report/9'"),
+    ],
+)
 def test_corrupt_report_is_exit_2(tmp_path: Path, content: str, expected: str) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -207,8 +251,10 @@ def test_invalid_field_names_the_field(tmp_path: Path) -> None:
     proc = run_merge(bad, "--out", tmp_path / "out")
     assert proc.returncode == 2
     lines = proc.stderr.splitlines()
-    assert any(line.startswith(f"error: {bad / 'report.json'}: tasks[3].usage.input_tokens: ")
-               for line in lines)
+    assert any(
+        line.startswith(f"error: {bad / 'report.json'}: tasks[3].usage.input_tokens: ")
+        for line in lines
+    )
     assert f"error: {bad / 'report.json'}: tasks[5].status: Field required" in lines
     assert any("totals.surprise: Extra inputs are not permitted" in line for line in lines)
 
@@ -226,19 +272,23 @@ def test_every_bad_shard_is_reported_at_once(tmp_path: Path) -> None:
 def test_different_task_files_are_refused(tmp_path: Path) -> None:
     one = write_dir(tmp_path / "one", report([task("a", "p/m", "completed", run="a.r1")]))
     other = report([task("b", "p/m", "completed", run="b.r1")]).model_copy(
-        update={"task_file": "other.yaml", "run_id": "x"})
+        update={"task_file": "other.yaml", "run_id": "x"}
+    )
     two = write_dir(tmp_path / "two", other)
     proc = run_merge(one, two, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert (f"error: {two / 'report.json'}: task_file: is 'other.yaml' but {one} ran "
-            "'tasks.yaml'") in proc.stderr
+    assert (
+        f"error: {two / 'report.json'}: task_file: is 'other.yaml' but {one} ran 'tasks.yaml'"
+    ) in proc.stderr
 
 
-def test_the_same_shard_twice_is_refused(tmp_path: Path,
-                                         shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_the_same_shard_twice_is_refused(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     _, dirs = shard_dirs
-    copy = write_dir(tmp_path / "copy", Report.model_validate_json(
-        (dirs[0] / "report.json").read_text()))
+    copy = write_dir(
+        tmp_path / "copy", Report.model_validate_json((dirs[0] / "report.json").read_text())
+    )
     proc = run_merge(dirs[0], copy, "--out", tmp_path / "out")
     assert proc.returncode == 2
     assert f"shard 1/3 is also in {dirs[0]}: the same shard twice" in proc.stderr
@@ -246,10 +296,13 @@ def test_the_same_shard_twice_is_refused(tmp_path: Path,
 
 
 def test_same_fingerprint_under_another_name_is_refused(tmp_path: Path) -> None:
-    one = write_dir(tmp_path / "one", report([task("a", "p/m", "completed", run="a.r1",
-                                                   fingerprint="ff")]))
-    two = write_dir(tmp_path / "two", report([task("a", "p/m", "completed", run="a.renamed",
-                                                   fingerprint="ff")], run_id="two"))
+    one = write_dir(
+        tmp_path / "one", report([task("a", "p/m", "completed", run="a.r1", fingerprint="ff")])
+    )
+    two = write_dir(
+        tmp_path / "two",
+        report([task("a", "p/m", "completed", run="a.renamed", fingerprint="ff")], run_id="two"),
+    )
     proc = run_merge(one, two, "--out", tmp_path / "out")
     assert proc.returncode == 2
     assert f"1 run(s) are also in {one}: the shards overlap" in proc.stderr
@@ -257,13 +310,16 @@ def test_same_fingerprint_under_another_name_is_refused(tmp_path: Path) -> None:
 
 def test_colliding_files_are_refused(tmp_path: Path) -> None:
     one = write_dir(tmp_path / "one", report([task("a", "p/m", "completed", run="a.r1")]))
-    two = write_dir(tmp_path / "two", report([task("b", "p/m", "completed", run="b.r1")],
-                                             run_id="two"))
+    two = write_dir(
+        tmp_path / "two", report([task("b", "p/m", "completed", run="b.r1")], run_id="two")
+    )
     (two / "threads" / "a.r1.jsonl").write_text("{}\n")
     proc = run_merge(one, two, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert (f"error: {two / 'threads' / 'a.r1.jsonl'}: threads/a.r1.jsonl: also in "
-            f"{one / 'threads' / 'a.r1.jsonl'}: two shards wrote the same file") in proc.stderr
+    assert (
+        f"error: {two / 'threads' / 'a.r1.jsonl'}: threads/a.r1.jsonl: also in "
+        f"{one / 'threads' / 'a.r1.jsonl'}: two shards wrote the same file"
+    ) in proc.stderr
 
 
 def test_symlinks_are_refused(tmp_path: Path) -> None:
@@ -298,8 +354,9 @@ def test_reports_without_fingerprints_merge_by_run_name(tmp_path: Path) -> None:
     assert [t.run for t in merged.tasks] == ["a.r1", "b.r1", "c.r1", "d.r1"]
 
 
-def test_missing_shard_is_refused_unless_partial(tmp_path: Path,
-                                                 shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_missing_shard_is_refused_unless_partial(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     full, dirs = shard_dirs
     proc = run_merge(dirs[0], dirs[2], "--out", tmp_path / "out")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -313,35 +370,41 @@ def test_missing_shard_is_refused_unless_partial(tmp_path: Path,
     assert merged.totals.runs == 16
     assert [t.index for t in merged.tasks] == sorted(t.index or 0 for t in merged.tasks)
     assert "**PARTIAL: shard(s) 2 of 3 missing" in (tmp_path / "out" / "summary.md").read_text()
-    assert '<property name="partial" value="true" />' in (
-        tmp_path / "out" / "junit.xml").read_text()
+    assert (
+        '<property name="partial" value="true" />' in (tmp_path / "out" / "junit.xml").read_text()
+    )
 
 
-def test_foreign_shard_is_refused(tmp_path: Path,
-                                  shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_foreign_shard_is_refused(tmp_path: Path, shard_dirs: tuple[Report, list[Path]]) -> None:
     _, dirs = shard_dirs
     r = Report.model_validate_json((dirs[1] / "report.json").read_text())
     assert r.batch is not None
-    other = write_dir(tmp_path / "other", r.model_copy(update={
-        "batch": r.batch.model_copy(update={"run_set": "b" * 64})}))
+    other = write_dir(
+        tmp_path / "other",
+        r.model_copy(update={"batch": r.batch.model_copy(update={"run_set": "b" * 64})}),
+    )
     proc = run_merge(dirs[0], other, dirs[2], "--out", tmp_path / "out", "--partial")
     assert proc.returncode == 2
-    assert f"{other}/report.json: batch: is from another batch than {dirs[0]}: its run set" \
+    assert (
+        f"{other}/report.json: batch: is from another batch than {dirs[0]}: its run set"
         in proc.stderr
+    )
 
 
 def test_a_killed_shards_checkpoint_is_refused_unless_partial(
-        tmp_path: Path, shard_dirs: tuple[Report, list[Path]]) -> None:
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     """A shard killed mid-batch leaves a checkpoint (`pending` > 0, some runs): merging it
     as if complete would report a batch of fewer runs with no mark."""
     _, dirs = shard_dirs
     r = Report.model_validate_json((dirs[1] / "report.json").read_text())
-    cut = write_dir(tmp_path / "killed", r.model_copy(update={"tasks": r.tasks[:1],
-                                                            "pending": len(r.tasks) - 1}))
+    cut = write_dir(
+        tmp_path / "killed",
+        r.model_copy(update={"tasks": r.tasks[:1], "pending": len(r.tasks) - 1}),
+    )
     proc = run_merge(dirs[0], cut, dirs[2], "--out", tmp_path / "out")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert f"{cut}/report.json: pending: shard 2/3 is incomplete: 7 run(s) pending" \
-        in proc.stderr
+    assert f"{cut}/report.json: pending: shard 2/3 is incomplete: 7 run(s) pending" in proc.stderr
     assert not (tmp_path / "out").exists()
     proc = run_merge(dirs[0], cut, dirs[2], "--out", tmp_path / "out", "--partial")
     assert proc.returncode == 1, proc.stderr
@@ -359,17 +422,26 @@ def test_a_killed_shards_checkpoint_is_refused_unless_partial(
     assert code == 3
 
 
-def test_a_shard_with_runs_cut_by_hand_is_refused(tmp_path: Path,
-                                                  shard_dirs: tuple[Report, list[Path]]) -> None:
+def test_a_shard_with_runs_cut_by_hand_is_refused(
+    tmp_path: Path, shard_dirs: tuple[Report, list[Path]]
+) -> None:
     _, dirs = shard_dirs
     r = Report.model_validate_json((dirs[2] / "report.json").read_text())
     cut = write_dir(tmp_path / "cut", r.model_copy(update={"tasks": r.tasks[:5]}))
     proc = run_merge(dirs[0], dirs[1], cut, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert f"{cut}/report.json: tasks: shard 3/3 is incomplete: has 5 of the 8 runs" \
-        in proc.stderr
-    extra = write_dir(tmp_path / "extra", r.model_copy(update={"tasks": [
-        *r.tasks, r.tasks[0].model_copy(update={"fingerprint": "0" * 16, "run": "x.r9"})]}))
+    assert f"{cut}/report.json: tasks: shard 3/3 is incomplete: has 5 of the 8 runs" in proc.stderr
+    extra = write_dir(
+        tmp_path / "extra",
+        r.model_copy(
+            update={
+                "tasks": [
+                    *r.tasks,
+                    r.tasks[0].model_copy(update={"fingerprint": "0" * 16, "run": "x.r9"}),
+                ]
+            }
+        ),
+    )
     proc = run_merge(dirs[0], dirs[1], extra, "--out", tmp_path / "out2", "--partial")
     assert proc.returncode == 2
     assert "has 9 runs but its shard(s) of a 24-run batch hold 8" in proc.stderr

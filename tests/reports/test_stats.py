@@ -11,16 +11,19 @@ from hypothesis import strategies as st
 from runner.reports.stats import mean_pass_at_k, pass_at_k, wilson_interval
 
 
-@pytest.mark.parametrize(("n", "c", "k", "expected"), [
-    (1, 0, 1, 0.0),
-    (1, 1, 1, 1.0),
-    (5, 2, 1, 0.4),
-    (5, 2, 5, 1.0),
-    (3, 1, 2, 2 / 3),                 # 1 - C(2,2)/C(3,2) = 1 - 1/3
-    (10, 3, 5, 1 - 21 / 252),         # 1 - C(7,5)/C(10,5)
-    (200, 0, 100, 0.0),
-    (200, 1, 100, 0.5),               # one pass in 200: half of all 100-subsets hold it
-])
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (1, 0, 1, 0.0),
+        (1, 1, 1, 1.0),
+        (5, 2, 1, 0.4),
+        (5, 2, 5, 1.0),
+        (3, 1, 2, 2 / 3),  # 1 - C(2,2)/C(3,2) = 1 - 1/3
+        (10, 3, 5, 1 - 21 / 252),  # 1 - C(7,5)/C(10,5)
+        (200, 0, 100, 0.0),
+        (200, 1, 100, 0.5),  # one pass in 200: half of all 100-subsets hold it
+    ],
+)
 def test_pass_at_k_known_values(n: int, c: int, k: int, expected: float) -> None:
     assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
 
@@ -48,15 +51,18 @@ def test_mean_pass_at_k() -> None:
     assert mean_pass_at_k([(3, 1), (3, 0)], 3) == 0.5
 
 
-@pytest.mark.parametrize(("passed", "runs", "low", "high"), [
-    # Values from the Wilson formula as tabulated by e.g. Newcombe (1998), 4 decimals.
-    (0, 10, 0.0, 0.2775),
-    (5, 10, 0.2366, 0.7634),
-    (10, 10, 0.7225, 1.0),
-    (1, 1, 0.2065, 1.0),
-    (81, 263, 0.2553, 0.3662),        # Newcombe's example: 81/263, 0.2553 to 0.3662
-    (15, 148, 0.0624, 0.1605),        # Newcombe's example: 15/148, 0.0624 to 0.1605
-])
+@pytest.mark.parametrize(
+    ("passed", "runs", "low", "high"),
+    [
+        # Values from the Wilson formula as tabulated by e.g. Newcombe (1998), 4 decimals.
+        (0, 10, 0.0, 0.2775),
+        (5, 10, 0.2366, 0.7634),
+        (10, 10, 0.7225, 1.0),
+        (1, 1, 0.2065, 1.0),
+        (81, 263, 0.2553, 0.3662),  # Newcombe's example: 81/263, 0.2553 to 0.3662
+        (15, 148, 0.0624, 0.1605),  # Newcombe's example: 15/148, 0.0624 to 0.1605
+    ],
+)
 def test_wilson_known_values(passed: int, runs: int, low: float, high: float) -> None:
     interval = wilson_interval(passed, runs)
     assert interval is not None

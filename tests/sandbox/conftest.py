@@ -37,11 +37,17 @@ class Box:
     def path(self) -> Path:
         return self.ws.path
 
-    def policy(self, mode: SandboxMode, *, network: bool = False,
-               roots: Sequence[Path] = ()) -> Policy:
+    def policy(
+        self, mode: SandboxMode, *, network: bool = False, roots: Sequence[Path] = ()
+    ) -> Policy:
         """The policy the batch builds for this workspace."""
-        return make_policy(mode, workspace=self.path, writable_roots=roots, network=network,
-                           hidden=[self.path.parent])
+        return make_policy(
+            mode,
+            workspace=self.path,
+            writable_roots=roots,
+            network=network,
+            hidden=[self.path.parent],
+        )
 
 
 @pytest.fixture
@@ -58,9 +64,15 @@ def box(tmp_path: Path) -> Iterator[Box]:
 
 
 class Runner(Protocol):
-    def __call__(self, policy: Policy, script: str, *, timeout_s: float = 20,
-                 env: Mapping[str, str] | None = None,
-                 limits: Limits | None = None) -> ExecResult: ...
+    def __call__(
+        self,
+        policy: Policy,
+        script: str,
+        *,
+        timeout_s: float = 20,
+        env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult: ...
 
 
 @pytest.fixture
@@ -68,12 +80,24 @@ def run(box: Box) -> Runner:
     """`run(policy, "bash script")`: the script through the executor the batch would use
     for `policy`, in the workspace, with the agent's environment (`child_env`)."""
 
-    def go(policy: Policy, script: str, *, timeout_s: float = 20,
-           env: Mapping[str, str] | None = None, limits: Limits | None = None) -> ExecResult:
+    def go(
+        policy: Policy,
+        script: str,
+        *,
+        timeout_s: float = 20,
+        env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult:
         executor = make_executor(policy, limits=limits)
-        return anyio.run(partial(executor.run, ["bash", "-c", script], cwd=box.path,
-                                 timeout_s=timeout_s,
-                                 env=child_env(env if env is not None else os.environ)))
+        return anyio.run(
+            partial(
+                executor.run,
+                ["bash", "-c", script],
+                cwd=box.path,
+                timeout_s=timeout_s,
+                env=child_env(env if env is not None else os.environ),
+            )
+        )
 
     return go
 
@@ -101,6 +125,7 @@ def host_service() -> Iterator[HostService]:
             svc.accepted += 1
             with conn:
                 conn.sendall(b"HTTP/1.0 200 OK\r\ncontent-length: 6\r\n\r\nhello\n")
+
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield svc

@@ -18,7 +18,7 @@ from tests.loopback import Reply, per_conversation, reply_function_call, reply_m
 from tests.sandbox.test_fallback import FIXES, broken_bwrap
 from tests.test_cli import run_cli
 
-CANARY = "sk-canary-0123456789abcdef"   # run_cli puts it in FAKE_API_KEY
+CANARY = "sk-canary-0123456789abcdef"  # run_cli puts it in FAKE_API_KEY
 
 
 @pytest.fixture
@@ -35,51 +35,75 @@ def write_tasks(dir_: Path, base_url: str, check: str) -> Path:
     path.write_text(
         "version: 1\n"
         f"providers: {{fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}}}\n"
-        "defaults: {model: fake/m, tools: [shell]}\n"   # no sandbox named: the default
+        "defaults: {model: fake/m, tools: [shell]}\n"  # no sandbox named: the default
         "tasks:\n"
-        f"  - {{id: escape, prompt: try, repo: '{repo}', check: '{check}'}}\n")
+        f"  - {{id: escape, prompt: try, repo: '{repo}', check: '{check}'}}\n"
+    )
     return path
 
 
-def test_shell_call_cannot_write_outside(loopback_thread: ThreadFactory, tmp_path: Path,
-                                         outside: Path) -> None:
+def test_shell_call_cannot_write_outside(
+    loopback_thread: ThreadFactory, tmp_path: Path, outside: Path
+) -> None:
     def script(req: Any, i: int) -> Reply:
         if i == 0:
-            return reply_function_call("shell", {"command": ["bash", "-c", (
-                f"echo pwned > {outside}/pwned; echo inside > inside.txt; "
-                "env; cat /proc/*/environ /proc/*/cmdline | tr '\\0' '\\n'")]}, call_id="c1")
+            return reply_function_call(
+                "shell",
+                {
+                    "command": [
+                        "bash",
+                        "-c",
+                        (
+                            f"echo pwned > {outside}/pwned; echo inside > inside.txt; "
+                            "env; cat /proc/*/environ /proc/*/cmdline | tr '\\0' '\\n'"
+                        ),
+                    ]
+                },
+                call_id="c1",
+            )
         return reply_message("done")
 
     srv = loopback_thread(per_conversation(script))
-    tasks = write_tasks(tmp_path, srv.base_url,
-                        check=f"touch {outside}/from-check; test -f inside.txt")
+    tasks = write_tasks(
+        tmp_path, srv.base_url, check=f"touch {outside}/from-check; test -f inside.txt"
+    )
     out = tmp_path / "out"
     res = run_cli("run", tasks, "--out", out)
     assert res.returncode == 0, res.stderr
 
-    assert list(outside.iterdir()) == []   # neither the agent nor the check wrote there
+    assert list(outside.iterdir()) == []  # neither the agent nor the check wrote there
     [task] = json.loads((out / "report.json").read_text())["tasks"]
     assert task["status"] == "completed" and task["check"]["passed"]
     assert task["result"]["files"] == ["inside.txt"]
     events = [json.loads(x) for x in (out / task["events_file"]).read_text().splitlines()]
-    [cmd] = [e["item"] for e in events if e["type"] == "item.completed"
-             and e["item"]["type"] == "command_execution"]
+    [cmd] = [
+        e["item"]
+        for e in events
+        if e["type"] == "item.completed" and e["item"]["type"] == "command_execution"
+    ]
     assert "Read-only file system" in cmd["aggregated_output"]
-    assert CANARY not in json.dumps(srv.requests[1].body)   # what the model was sent back
+    assert CANARY not in json.dumps(srv.requests[1].body)  # what the model was sent back
     developer = srv.requests[0].body["input"][0]["content"][0]["text"]
     assert "`sandbox_mode` is `workspace-write`" in developer
     assert "Network access is restricted" in developer
     assert "`/tmp` is writable but private" in developer
 
 
-def test_run_fails_where_bubblewrap_cannot(loopback_thread: ThreadFactory,
-                                           tmp_path: Path, outside: Path) -> None:
-    srv = loopback_thread(per_conversation(lambda req, i: reply_function_call(
-        "shell", {"command": ["touch", f"{outside}/ran"]}, call_id="c1")))
+def test_run_fails_where_bubblewrap_cannot(
+    loopback_thread: ThreadFactory, tmp_path: Path, outside: Path
+) -> None:
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: reply_function_call(
+                "shell", {"command": ["touch", f"{outside}/ran"]}, call_id="c1"
+            )
+        )
+    )
     tasks = write_tasks(tmp_path, srv.base_url, check="true")
     fake = broken_bwrap(tmp_path / "fake")
-    res = run_cli("run", tasks, "--out", tmp_path / "out",
-                  env={"PATH": f"{fake}:{os.environ['PATH']}"})
+    res = run_cli(
+        "run", tasks, "--out", tmp_path / "out", env={"PATH": f"{fake}:{os.environ['PATH']}"}
+    )
     assert res.returncode == 3, res.stderr
     assert "Traceback" not in res.stderr
     [task] = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"]
@@ -90,13 +114,15 @@ def test_run_fails_where_bubblewrap_cannot(loopback_thread: ThreadFactory,
 
 
 @pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
-def test_apply_patch_obeys_the_sandbox_too(loopback_thread: ThreadFactory, tmp_path: Path,
-                                           mode: str) -> None:
+def test_apply_patch_obeys_the_sandbox_too(
+    loopback_thread: ThreadFactory, tmp_path: Path, mode: str
+) -> None:
     """apply_patch runs in the runner's process, outside bubblewrap: it must refuse what
     the sandbox would refuse a command (any write when read-only, `.git` always)."""
-    patches = ["*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch",
-               "*** Begin Patch\n*** Add File: .git/hooks/post-checkout\n+#!/bin/sh\n"
-               "*** End Patch"]
+    patches = [
+        "*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch",
+        "*** Begin Patch\n*** Add File: .git/hooks/post-checkout\n+#!/bin/sh\n*** End Patch",
+    ]
 
     def script(req: Any, i: int) -> Reply:
         if i < len(patches):
@@ -105,8 +131,9 @@ def test_apply_patch_obeys_the_sandbox_too(loopback_thread: ThreadFactory, tmp_p
 
     srv = loopback_thread(per_conversation(script))
     tasks = write_tasks(tmp_path, srv.base_url, check="true")
-    tasks.write_text(tasks.read_text().replace("tools: [shell]", f"tools: [apply_patch], "
-                                                                 f"sandbox: {mode}"))
+    tasks.write_text(
+        tasks.read_text().replace("tools: [shell]", f"tools: [apply_patch], sandbox: {mode}")
+    )
     out = tmp_path / "out"
     assert run_cli("run", tasks, "--out", out).returncode == 0
     outputs = [str(r.call_outputs()[f"p{i}"]) for i, r in enumerate(srv.requests[1:])]

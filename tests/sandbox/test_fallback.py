@@ -13,8 +13,12 @@ from runner.sandbox import make_executor
 from runner.sandbox.local import LocalExecutor
 from tests.sandbox.conftest import Box
 
-FIXES = ("apt-get install bubblewrap", "sysctl kernel.unprivileged_userns_clone=1",
-         "sysctl kernel.apparmor_restrict_unprivileged_userns=0", "danger-full-access")
+FIXES = (
+    "apt-get install bubblewrap",
+    "sysctl kernel.unprivileged_userns_clone=1",
+    "sysctl kernel.apparmor_restrict_unprivileged_userns=0",
+    "danger-full-access",
+)
 
 
 def broken_bwrap(dir_: Path) -> Path:
@@ -27,7 +31,8 @@ def broken_bwrap(dir_: Path) -> Path:
         f"echo started >> {dir_}/starts\n"
         "echo 'bwrap: No permissions to creating new namespace, likely because the kernel "
         "does not allow non-privileged user namespaces.' >&2\n"
-        "exit 1\n")
+        "exit 1\n"
+    )
     script.chmod(0o755)
     return dir_
 
@@ -51,7 +56,7 @@ def test_no_user_namespaces(box: Box, tmp_path: Path) -> None:
         assert "No permissions to creating new namespace" in str(err.value)
         for fix in FIXES:
             assert fix in str(err.value)
-    assert (fake / "starts").read_text() == "started\n"   # probed once, then remembered
+    assert (fake / "starts").read_text() == "started\n"  # probed once, then remembered
 
 
 def test_full_access_needs_no_bubblewrap(box: Box, tmp_path: Path) -> None:

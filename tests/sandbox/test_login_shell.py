@@ -22,8 +22,10 @@ export GREETING="hello from the profile"
 export PATH="$HOME/bin:$PATH"
 greet() { echo "greet $1"; }
 """
-PROBE = ('echo "$GREETING"; greet you; command -v tool-from-profile; tool-from-profile; '
-         'echo "cwd=$PWD"; echo "home=$HOME"; echo "path=$PATH"; umask; ls -a | head -3')
+PROBE = (
+    'echo "$GREETING"; greet you; command -v tool-from-profile; tool-from-profile; '
+    'echo "cwd=$PWD"; echo "home=$HOME"; echo "path=$PATH"; umask; ls -a | head -3'
+)
 
 
 def make_home(tmp_path: Path, profile: str = PROFILE) -> Path:
@@ -49,8 +51,9 @@ def test_profile_is_read_once_and_results_are_unchanged(box: Box, tmp_path: Path
     home = make_home(tmp_path)
     env = child_env({**os.environ, "HOME": str(home)})
     executor = make_executor(box.policy("danger-full-access"))
-    literal = anyio.run(lambda: executor.run(["bash", "-lc", PROBE], cwd=box.path,
-                                             timeout_s=20, env=env))
+    literal = anyio.run(
+        lambda: executor.run(["bash", "-lc", PROBE], cwd=box.path, timeout_s=20, env=env)
+    )
     (home / "sourced").unlink()
     ctx = ToolContext(cwd=box.path, executor=executor, env=env)
     outs = [run_tool(ctx, ["bash", "-lc", PROBE]) for _ in range(3)]
@@ -69,8 +72,9 @@ def test_sandboxed_commands_get_the_sandbox_login_environment(box: Box, mode: st
     env = child_env({**os.environ, "CANARY_VISIBLE": "x"})
     executor = make_executor(box.policy(mode))  # type: ignore[arg-type]
     probe = "env | sort | grep -v '^_='; echo $0; umask"
-    literal = anyio.run(lambda: executor.run(["bash", "-lc", probe], cwd=box.path,
-                                             timeout_s=20, env=env))
+    literal = anyio.run(
+        lambda: executor.run(["bash", "-lc", probe], cwd=box.path, timeout_s=20, env=env)
+    )
     ctx = ToolContext(cwd=box.path, executor=executor, env=env)
     ours = run_tool(ctx, ["bash", "-lc", probe])
     assert ours == literal.output.decode()
@@ -81,10 +85,14 @@ def test_sandboxed_commands_get_the_sandbox_login_environment(box: Box, mode: st
 def test_a_broken_profile_falls_back_to_literal_commands(box: Box, tmp_path: Path) -> None:
     home = make_home(tmp_path, PROFILE + "exit 7\n")
     env = child_env({**os.environ, "HOME": str(home)})
-    ctx = ToolContext(cwd=box.path, executor=make_executor(box.policy("danger-full-access")),
-                      env=env)
-    raw = anyio.run(ShellTool().run, ToolCall("c", "shell", json.dumps(
-        {"command": ["bash", "-lc", "echo never"]})), ctx).output
+    ctx = ToolContext(
+        cwd=box.path, executor=make_executor(box.policy("danger-full-access")), env=env
+    )
+    raw = anyio.run(
+        ShellTool().run,
+        ToolCall("c", "shell", json.dumps({"command": ["bash", "-lc", "echo never"]})),
+        ctx,
+    ).output
     assert ctx.state["login_env"] is None
     assert json.loads(raw)["metadata"]["exit_code"] == 7  # what bash -lc itself gives
 
@@ -92,7 +100,8 @@ def test_a_broken_profile_falls_back_to_literal_commands(box: Box, tmp_path: Pat
 def test_other_commands_run_as_given(box: Box, tmp_path: Path) -> None:
     home = make_home(tmp_path)
     env = child_env({**os.environ, "HOME": str(home)})
-    ctx = ToolContext(cwd=box.path, executor=make_executor(box.policy("danger-full-access")),
-                      env=env)
+    ctx = ToolContext(
+        cwd=box.path, executor=make_executor(box.policy("danger-full-access")), env=env
+    )
     assert run_tool(ctx, ["bash", "-c", 'echo "[$GREETING]"']) == "[]\n"
     assert "login_env" not in ctx.state and not (home / "sourced").exists()

@@ -22,10 +22,17 @@ from tests.sandbox.conftest import Box, HostService, Runner, out
 def message_for(policy: Policy, cwd: Path) -> str:
     """The developer message exactly as the batch builds it from a policy."""
     items = prompts.initial_context(
-        cwd=cwd, sandbox=policy.mode, network=policy.network,
-        writable_roots=list(policy.prompt_roots()), developer_instructions=None,
-        runner_home=None, shell="bash", current_date="2026-01-01", timezone="UTC",
-        permission_notes=list(policy.notes()))
+        cwd=cwd,
+        sandbox=policy.mode,
+        network=policy.network,
+        writable_roots=list(policy.prompt_roots()),
+        developer_instructions=None,
+        runner_home=None,
+        shell="bash",
+        current_date="2026-01-01",
+        timezone="UTC",
+        permission_notes=list(policy.notes()),
+    )
     return message_text(items[0])
 
 
@@ -36,8 +43,9 @@ def listed_roots(text: str) -> set[Path]:
 
 @pytest.mark.parametrize("network", [False, True])
 @pytest.mark.parametrize("mode", ["read-only", "workspace-write", "danger-full-access"])
-def test_message_matches_enforcement(box: Box, run: Runner, host_service: HostService,
-                                     mode: SandboxMode, network: bool) -> None:
+def test_message_matches_enforcement(
+    box: Box, run: Runner, host_service: HostService, mode: SandboxMode, network: bool
+) -> None:
     extra = box.outside / "cache"
     extra.mkdir(mode=0o777)
     elsewhere = box.outside / "elsewhere"
@@ -49,11 +57,14 @@ def test_message_matches_enforcement(box: Box, run: Runner, host_service: HostSe
     candidates = [box.path, extra, elsewhere]
     script = "\n".join(
         [f"touch {p}/probe-{tag} 2>/dev/null && echo 'writable {p}'" for p in candidates]
-        + [f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
-           f"{host_service.port}), 2)\" 2>/dev/null && echo 'network reached'",
-           f"touch /tmp/probe-{tag} && echo 'tmp writable'",
-           "touch .git/probe 2>/dev/null && echo 'git writable'",
-           f"(exec -a lifetime-{tag} sleep 30 &)"])
+        + [
+            f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+            f"{host_service.port}), 2)\" 2>/dev/null && echo 'network reached'",
+            f"touch /tmp/probe-{tag} && echo 'tmp writable'",
+            "touch .git/probe 2>/dev/null && echo 'git writable'",
+            f"(exec -a lifetime-{tag} sleep 30 &)",
+        ]
+    )
     probes = out(run(policy, script))
     writable = {Path(p) for p in re.findall(r"^writable (.*)$", probes, re.M)}
 
@@ -66,13 +77,16 @@ def test_message_matches_enforcement(box: Box, run: Runner, host_service: HostSe
     else:
         assert "`workspace-write`" in text and "change files only inside `cwd`" in text
         assert writable == {box.path, *listed_roots(text)} == {box.path, extra}
-    if TMP_NOTE in text:   # writable, and private
+    if TMP_NOTE in text:  # writable, and private
         assert "tmp writable" in probes and not Path("/tmp", f"probe-{tag}").exists()
     if PROTECTED_NOTE in text:
         assert box.path in writable and "git writable" not in probes
-    lingering = [int(p.name) for p in Path("/proc").iterdir()
-                 if p.name.isdigit() and _cmdline(p).startswith(f"lifetime-{tag}")]
-    for pid in lingering:   # none should be left, but never leave one behind
+    lingering = [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _cmdline(p).startswith(f"lifetime-{tag}")
+    ]
+    for pid in lingering:  # none should be left, but never leave one behind
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     if LIFETIME_NOTE in text:

@@ -20,20 +20,27 @@ def test_fields_resolve_and_inherit(tmp_path: Path) -> None:
         "tasks:\n"
         "  - {id: a, prompt: p, repo: repo}\n"
         "  - {id: b, prompt: p, repo: repo, network_access: false, writable_roots: [link]}\n"
-        "  - {id: c, prompt: p, repo: repo, sandbox: read-only}\n", "t.yaml")
+        "  - {id: c, prompt: p, repo: repo, sandbox: read-only}\n",
+        "t.yaml",
+    )
     a, b, c = resolve(tf, tmp_path)
     assert (a.sandbox, a.network_access, a.writable_roots) == (
-        "workspace-write", True, (tmp_path / "cache",))
+        "workspace-write",
+        True,
+        (tmp_path / "cache",),
+    )
     assert (b.network_access, b.writable_roots) == (False, (tmp_path / "cache",))
 
     ws = tmp_path / "repo"
-    pa = make_policy(a.sandbox, workspace=ws, writable_roots=a.writable_roots,
-                     network=a.network_access)
+    pa = make_policy(
+        a.sandbox, workspace=ws, writable_roots=a.writable_roots, network=a.network_access
+    )
     assert pa.network and pa.prompt_roots() == (tmp_path / "cache",)
     assert pa.writable() == (ws, tmp_path / "cache")
     # read-only keeps nothing writable and lists no roots, whatever the task file says.
-    pc = make_policy(c.sandbox, workspace=ws, writable_roots=c.writable_roots,
-                     network=c.network_access)
+    pc = make_policy(
+        c.sandbox, workspace=ws, writable_roots=c.writable_roots, network=c.network_access
+    )
     assert pc.writable() == () and pc.prompt_roots() == () and pc.network
     # Without a sandbox nothing holds the network back, so the prompt must say it is on.
     pd = make_policy("danger-full-access", workspace=ws, network=False)

@@ -17,11 +17,18 @@ KEY = "sk-canary-0123456789abcdef"
 """The provider key the runner is given: a secret the redaction step must catch."""
 
 
-def tasks(dir_: Path, base_url: str, repo: Path, ids: list[str], *, extra: str = "",
-          git: str = "") -> Path:
-    lines = ["version: 1", "providers:",
-             f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}", "defaults:",
-             "  model: fake/m", "  apply_patch_tool: freeform", "  sandbox: workspace-write"]
+def tasks(
+    dir_: Path, base_url: str, repo: Path, ids: list[str], *, extra: str = "", git: str = ""
+) -> Path:
+    lines = [
+        "version: 1",
+        "providers:",
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}",
+        "defaults:",
+        "  model: fake/m",
+        "  apply_patch_tool: freeform",
+        "  sandbox: workspace-write",
+    ]
     if git:
         lines.append(f"  git: {git}")
     if extra:
@@ -33,11 +40,17 @@ def tasks(dir_: Path, base_url: str, repo: Path, ids: list[str], *, extra: str =
     return path
 
 
-def cli(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
-        ) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "FAKE_API_KEY": KEY, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "runner", *map(str, args)], env=full,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *map(str, args)],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def sh(cmd: str, call_id: str) -> Reply:
@@ -45,8 +58,9 @@ def sh(cmd: str, call_id: str) -> Reply:
 
 
 def patch(body: str, call_id: str) -> Reply:
-    return reply_custom_tool_call("apply_patch", f"*** Begin Patch\n{body}\n*** End Patch",
-                                  call_id=call_id)
+    return reply_custom_tool_call(
+        "apply_patch", f"*** Begin Patch\n{body}\n*** End Patch", call_id=call_id
+    )
 
 
 def runs(out: Path) -> dict[str, dict[str, Any]]:
@@ -61,6 +75,8 @@ def tool_outputs(out: Path, run: str) -> list[str]:
         ev = json.loads(line)
         item = ev.get("item") or {}
         if ev.get("type") == "item.completed" and item.get("type") in (
-                "command_execution", "file_change"):
+            "command_execution",
+            "file_change",
+        ):
             found.append(json.dumps(item))
     return found

@@ -38,13 +38,14 @@ def _deep(top: Path, depth: int) -> None:
 
 
 @pytest.mark.slow
-def test_deep_trees_and_leftovers_never_break_a_batch(loopback_thread: ThreadFactory,
-                                                      tmp_path: Path) -> None:
+def test_deep_trees_and_leftovers_never_break_a_batch(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     tmpdir = tmp_path / "tmpdir"
     try:
         _deep_batches(loopback_thread, tmp_path, tmpdir)
     finally:
-        remove_tree(tmpdir)   # pytest's own cleanup of tmp_path would recurse
+        remove_tree(tmpdir)  # pytest's own cleanup of tmp_path would recurse
 
 
 def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) -> None:
@@ -63,17 +64,19 @@ def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) 
     srv = loopback_thread(per_conversation(script))  # type: ignore[arg-type]
     out = tmp_path / "o"
     env = {"TMPDIR": str(tmpdir)}
-    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["deep", "healthy"]), "--out",
-              out, env=env)
+    res = cli(
+        "run", tasks(tmp_path, srv.base_url, repo, ["deep", "healthy"]), "--out", out, env=env
+    )
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr
     found = runs(out)
     assert found["deep"]["status"] == found["healthy"]["status"] == "completed"
     assert found["deep"]["result"]["files_changed"] == 1
-    assert list((tmpdir / "runner-work").glob("*/*")) == []   # nothing left behind
+    assert list((tmpdir / "runner-work").glob("*/*")) == []  # nothing left behind
     # The next batch in the same place starts as usual.
-    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["healthy"]), "--out",
-              tmp_path / "o2", env=env)
+    res = cli(
+        "run", tasks(tmp_path, srv.base_url, repo, ["healthy"]), "--out", tmp_path / "o2", env=env
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -83,7 +86,7 @@ def test_remove_tree_handles_any_depth_links_and_modes(tmp_path: Path) -> None:
     (outside / "keep").write_text("k")
     top = tmp_path / "top"
     _deep(top, DEPTH)
-    os.symlink(outside, top / "link")        # removed as a link, its target untouched
+    os.symlink(outside, top / "link")  # removed as a link, its target untouched
     os.mkfifo(top / "d" / "fifo")
     (top / "d" / "d").chmod(0)
     remove_tree(top)
@@ -98,16 +101,24 @@ def test_dev_shm_is_capped_per_command(tmp_path: Path) -> None:
         executor = make_executor(policy)
 
         def go(script: str) -> str:
-            res = anyio.run(partial(executor.run, ["bash", "-c", script], cwd=ws.path,
-                                    timeout_s=30, env=child_env(os.environ)))
+            res = anyio.run(
+                partial(
+                    executor.run,
+                    ["bash", "-c", script],
+                    cwd=ws.path,
+                    timeout_s=30,
+                    env=child_env(os.environ),
+                )
+            )
             return f"{res.exit_code}:{res.output.decode()}"
 
         over = (MAX_SHM_BYTES >> 20) + 64
-        text = go(f"head -c {over}M /dev/zero > /dev/shm/fill; echo rc=$?; "
-                  "df -m /dev/shm | tail -1")
+        text = go(
+            f"head -c {over}M /dev/zero > /dev/shm/fill; echo rc=$?; df -m /dev/shm | tail -1"
+        )
         assert "No space left on device" in text and "rc=1" in text, text
-        assert f" {MAX_SHM_BYTES >> 20} " in text   # the tmpfs's size, in MiB
-        assert go("ls /dev/shm; echo next").startswith("0:next")   # a fresh one next time
+        assert f" {MAX_SHM_BYTES >> 20} " in text  # the tmpfs's size, in MiB
+        assert go("ls /dev/shm; echo next").startswith("0:next")  # a fresh one next time
     finally:
         workspace.cleanup_sync(ws)
 
@@ -126,18 +137,34 @@ def test_many_files_and_a_huge_one_reach_the_users_store_as_packs(tmp_path: Path
     ws = workspace.prepare_sync(repo, root=tmp_path / "work", name="run")
     try:
         policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
-        res = anyio.run(partial(
-            make_executor(policy).run,
-            ["bash", "-c", "mkdir many && cd many && seq 5000 | xargs touch && "
-             "for i in 1 2 3; do echo $i > $i; done && head -c 40M /dev/urandom > ../big.bin"],
-            cwd=ws.path, timeout_s=60, env=child_env(os.environ)))
+        res = anyio.run(
+            partial(
+                make_executor(policy).run,
+                [
+                    "bash",
+                    "-c",
+                    "mkdir many && cd many && seq 5000 | xargs touch && "
+                    "for i in 1 2 3; do echo $i > $i; done && "
+                    "head -c 40M /dev/urandom > ../big.bin",
+                ],
+                cwd=ws.path,
+                timeout_s=60,
+                env=child_env(os.environ),
+            )
+        )
         assert res.exit_code == 0, res.output
-        result = workspace.finish_sync(ws, branch_template="r/{run}", fields={"run": "x"},
-                                       message="m\n", patch_path=tmp_path / "p.patch")
+        result = workspace.finish_sync(
+            ws,
+            branch_template="r/{run}",
+            fields={"run": "x"},
+            message="m\n",
+            patch_path=tmp_path / "p.patch",
+        )
         assert result is not None and result.files_changed == 5001
         assert _loose(objects) == loose_before
         assert len(set((objects / "pack").glob("*.pack")) - packs_before) >= 1
         from tests.test_results import git
+
         assert git(repo, "cat-file", "-s", "r/x:big.bin").strip() == str(40 << 20)
         patch = (tmp_path / "p.patch").read_text()
         assert "many/4999" in patch and "big.bin" not in patch
@@ -159,12 +186,20 @@ def test_workspace_growth_is_capped_per_run(tmp_path: Path) -> None:
         executor = make_executor(policy, limits=Limits(workspace_growth_bytes=64 << 20))
 
         def go(script: str) -> tuple[int, str]:
-            res = anyio.run(partial(executor.run, ["bash", "-c", script], cwd=ws.path,
-                                    timeout_s=60, env=child_env(os.environ)))
+            res = anyio.run(
+                partial(
+                    executor.run,
+                    ["bash", "-c", script],
+                    cwd=ws.path,
+                    timeout_s=60,
+                    env=child_env(os.environ),
+                )
+            )
             return res.exit_code, res.output.decode()
 
-        code, text = go("for i in $(seq 1000); do head -c 8M /dev/zero > f$i; sleep 0.05;"
-                        " done; echo finished")
+        code, text = go(
+            "for i in $(seq 1000); do head -c 8M /dev/zero > f$i; sleep 0.05; done; echo finished"
+        )
         assert code == STOPPED_EXIT and "finished" not in text, text
         assert "past its cap of 64 MiB for this run" in text
         assert go("echo still here") == (0, "still here\n")
@@ -188,17 +223,24 @@ def test_a_committed_deep_tree_is_handed_to_the_sandbox_user(tmp_path: Path) -> 
         f.write("leaf\n")
     os.close(fd)
     from tests.test_results import git
+
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "deep")
     ws = workspace.prepare_sync(repo, root=tmp_path / "work", name="run")
     try:
         policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
-        executor = make_executor(policy)        # as root: chowns the checkout
-        res = anyio.run(partial(executor.run, ["bash", "-c", "find deep -name leaf | wc -l; "
-                                               "touch deep/d/new && echo wrote"],
-                                cwd=ws.path, timeout_s=60, env=child_env(os.environ)))
+        executor = make_executor(policy)  # as root: chowns the checkout
+        res = anyio.run(
+            partial(
+                executor.run,
+                ["bash", "-c", "find deep -name leaf | wc -l; touch deep/d/new && echo wrote"],
+                cwd=ws.path,
+                timeout_s=60,
+                env=child_env(os.environ),
+            )
+        )
         assert res.output.decode().split() == ["1", "wrote"], res.output
     finally:
         workspace.cleanup_sync(ws)
-        remove_tree(repo / "deep")   # pytest's own cleanup of tmp_path would recurse
+        remove_tree(repo / "deep")  # pytest's own cleanup of tmp_path would recurse
     assert not ws.path.exists()

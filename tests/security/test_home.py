@@ -20,10 +20,12 @@ import runner
 from tests.conftest import make_git_repo
 
 TOKEN = "ghp_home_secret_4e7b2d1c9a"
-SECRETS = {".gitconfig": f"[url \"https://{TOKEN}@github.com/\"]\n\tinsteadOf = gh:\n",
-           ".config/git/config": f"[credential]\n\thelper = store {TOKEN}\n",
-           ".cargo/credentials.toml": f"[registry]\ntoken = \"{TOKEN}\"\n",
-           ".local/bin/mytool": "#!/bin/sh\necho tool-ok\n"}
+SECRETS = {
+    ".gitconfig": f'[url "https://{TOKEN}@github.com/"]\n\tinsteadOf = gh:\n',
+    ".config/git/config": f"[credential]\n\thelper = store {TOKEN}\n",
+    ".cargo/credentials.toml": f'[registry]\ntoken = "{TOKEN}"\n',
+    ".local/bin/mytool": "#!/bin/sh\necho tool-ok\n",
+}
 
 PROBE = textwrap.dedent("""
     import anyio, os, sys
@@ -51,9 +53,10 @@ def _plant(home: Path) -> None:
 def _check(output: str, home: Path) -> None:
     assert TOKEN not in output, output
     # Gone (the home is an empty tmpfs) or masked by an empty, unreadable file.
-    assert output.count("No such file or directory") + output.count(
-        "Permission denied") == 3, output
-    assert ".gitconfig" not in output.split(": No such file")[-1]   # not listed by ls
+    assert output.count("No such file or directory") + output.count("Permission denied") == 3, (
+        output
+    )
+    assert ".gitconfig" not in output.split(": No such file")[-1]  # not listed by ls
     assert "tool-ok" in output and output.rstrip().endswith("end"), output
 
 
@@ -67,8 +70,20 @@ def user() -> Iterator[tuple[str, Path]]:
     base.chmod(0o755)
     name = f"rt{uuid.uuid4().hex[:8]}"
     home = base / name
-    subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--user-group",
-                    "--shell", "/bin/bash", name], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "useradd",
+            "--create-home",
+            "--home-dir",
+            str(home),
+            "--user-group",
+            "--shell",
+            "/bin/bash",
+            name,
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield name, home
     finally:
@@ -80,8 +95,9 @@ def test_home_is_hidden_for_an_unprivileged_runner(user: tuple[str, Path]) -> No
     name, home = user
     # The interpreter must be one the new user may run; the runner's packages come from
     # this venv, which is readable by everyone.
-    python = shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}",
-                          path="/usr/local/bin:/usr/bin:/bin")
+    python = shutil.which(
+        f"python{sys.version_info[0]}.{sys.version_info[1]}", path="/usr/local/bin:/usr/bin:/bin"
+    )
     if python is None:
         pytest.skip("no system python of this version for the unprivileged user")
     _plant(home)
@@ -89,11 +105,29 @@ def test_home_is_hidden_for_an_unprivileged_runner(user: tuple[str, Path]) -> No
     subprocess.run(["chown", "-R", f"{name}:{name}", str(home)], check=True)
     site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
     src = str(Path(runner.__file__).resolve().parent.parent)
-    env = {"HOME": str(home), "USER": name, "PYTHONPATH": f"{src}:{site}",
-           "PATH": f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin"}
-    probe = subprocess.run(["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups",
-                            python, "-c", PROBE, str(home), str(ws)], env=env,
-                           capture_output=True, text=True, timeout=60)
+    env = {
+        "HOME": str(home),
+        "USER": name,
+        "PYTHONPATH": f"{src}:{site}",
+        "PATH": f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin",
+    }
+    probe = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={name}",
+            f"--regid={name}",
+            "--init-groups",
+            python,
+            "-c",
+            PROBE,
+            str(home),
+            str(ws),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.returncode == 0, probe.stderr
     _check(probe.stdout, home)
 
@@ -110,10 +144,14 @@ def test_home_is_hidden_for_a_root_runner(tmp_path: Path) -> None:
         for p in home.rglob("*"):
             p.chmod(0o755 if p.is_dir() or p.name == "mytool" else 0o644)
         ws = make_git_repo(tmp_path / "ws")
-        env = {**os.environ, "HOME": str(home),
-               "PATH": f"{home}/.local/bin:{os.environ['PATH']}"}
-        probe = subprocess.run([sys.executable, "-c", PROBE, str(home), str(ws)], env=env,
-                               capture_output=True, text=True, timeout=60)
+        env = {**os.environ, "HOME": str(home), "PATH": f"{home}/.local/bin:{os.environ['PATH']}"}
+        probe = subprocess.run(
+            [sys.executable, "-c", PROBE, str(home), str(ws)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert probe.returncode == 0, probe.stderr
         _check(probe.stdout, home)
     finally:

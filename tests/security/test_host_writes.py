@@ -25,8 +25,9 @@ def _outputs(requests: list[RecordedRequest]) -> str:
     return "\n".join(str(v) for v in requests[-1].call_outputs().values())
 
 
-def test_redaction_never_renames_through_an_agent_symlink(loopback_thread: ThreadFactory,
-                                                          tmp_path: Path) -> None:
+def test_redaction_never_renames_through_an_agent_symlink(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """A file under a directory named like the key must be renamed to `[REDACTED]/...`;
     the agent made `[REDACTED]` a link to the user's `.git/hooks`. The old rename followed
     it and planted an executable hook in the user's repository."""
@@ -34,10 +35,15 @@ def test_redaction_never_renames_through_an_agent_symlink(loopback_thread: Threa
     hooks = repo / ".git" / "hooks"
     hooks.mkdir(exist_ok=True)
     before = sorted(hooks.iterdir())
-    steps = [sh(f"mkdir {KEY} && printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > {KEY}/pre-commit"
-                f" && chmod +x {KEY}/pre-commit && ln -s {hooks} '[REDACTED]'"
-                " && echo fine > fine.txt", "c0"),
-             reply_message("done")]
+    steps = [
+        sh(
+            f"mkdir {KEY} && printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > {KEY}/pre-commit"
+            f" && chmod +x {KEY}/pre-commit && ln -s {hooks} '[REDACTED]'"
+            " && echo fine > fine.txt",
+            "c0",
+        ),
+        reply_message("done"),
+    ]
     srv = loopback_thread(per_conversation(lambda req, i: steps[min(i, 1)]))
     out = tmp_path / "o"
     res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out)
@@ -50,7 +56,8 @@ def test_redaction_never_renames_through_an_agent_symlink(loopback_thread: Threa
 
 
 def test_apply_patch_refuses_git_through_an_alias_or_another_case(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     repo = make_git_repo(tmp_path / "repo")
     steps: list[Reply] = [
         sh("ln -s .git g && ln -s .git/hooks h", "c0"),
@@ -61,9 +68,13 @@ def test_apply_patch_refuses_git_through_an_alias_or_another_case(
         patch("*** Add File: sub/.Git/x\n+x", "p5"),
         # Made by the agent's own shell: git refuses to commit it, so it is left out
         # instead of failing the commit and losing the rest of the work.
-        sh("mkdir -p .GIT deep/.gIt && echo x > .GIT/x && echo y > deep/.gIt/y"
-           " && echo kept > kept.txt", "c6"),
-        reply_message("done")]
+        sh(
+            "mkdir -p .GIT deep/.gIt && echo x > .GIT/x && echo y > deep/.gIt/y"
+            " && echo kept > kept.txt",
+            "c6",
+        ),
+        reply_message("done"),
+    ]
     srv = loopback_thread(per_conversation(lambda req, i: steps[min(i, len(steps) - 1)]))
     out = tmp_path / "o"
     res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out)
@@ -76,13 +87,14 @@ def test_apply_patch_refuses_git_through_an_alias_or_another_case(
     branch = run["result"]["branch"]
     assert git(repo, "show", f"{branch}:kept.txt") == "kept\n"
     files = git(repo, "ls-tree", "-r", "--name-only", branch).split()
-    assert sorted(files) == ["README.md", "g", "h", "kept.txt"]   # the links, as links
+    assert sorted(files) == ["README.md", "g", "h", "kept.txt"]  # the links, as links
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
     assert not (repo / ".git" / "hooks" / "post-checkout").exists()
 
 
 def test_the_check_mounts_the_runners_object_store_not_the_agents_alternates(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Whatever `.git/objects/info/alternates` says when the check runs (here doctored to
     name the user's whole `.git`, whose config holds a token), the sandbox shows only the
     object store the runner recorded when it made the workspace."""
@@ -90,17 +102,26 @@ def test_the_check_mounts_the_runners_object_store_not_the_agents_alternates(
     git(repo, "config", "remote.origin.url", "https://x-access-token:ghp_leak@github.com/o/r")
     ws = workspace.prepare_sync(repo, root=tmp_path / "work", name="run")
     try:
-        (ws.path / ".git" / "objects" / "info" / "alternates").write_text(
-            f"{repo / '.git'}\n")
+        (ws.path / ".git" / "objects" / "info" / "alternates").write_text(f"{repo / '.git'}\n")
         policy = make_policy("workspace-write", workspace=ws.path, hidden=[ws.path.parent])
         executor = make_executor(policy, objects=[ws.objects])
-        res = anyio.run(partial(
-            executor.run, ["bash", "-c", "ls /tmp/.runner/objects/0; cat "
-                           "/tmp/.runner/objects/0/config; git log --oneline | wc -l"],
-            cwd=ws.path, timeout_s=20, env=child_env(os.environ)))
+        res = anyio.run(
+            partial(
+                executor.run,
+                [
+                    "bash",
+                    "-c",
+                    "ls /tmp/.runner/objects/0; cat "
+                    "/tmp/.runner/objects/0/config; git log --oneline | wc -l",
+                ],
+                cwd=ws.path,
+                timeout_s=20,
+                env=child_env(os.environ),
+            )
+        )
         text = res.output.decode()
         assert "ghp_leak" not in text and "pack" in text and "info" in text
-        assert text.strip().endswith("1"), text     # git still reads the real objects
+        assert text.strip().endswith("1"), text  # git still reads the real objects
     finally:
         workspace.cleanup_sync(ws)
 
@@ -115,7 +136,8 @@ def test_fifos_never_block_the_runner(loopback_thread: ThreadFactory, tmp_path: 
         patch("*** Update File: f\n@@\n-old\n+new", "p1"),
         patch("*** Add File: g\n+x", "p2"),
         patch("*** Delete File: README.md\n*** Add File: g\n+x", "p3"),
-        reply_message("done")]
+        reply_message("done"),
+    ]
     srv = loopback_thread(per_conversation(lambda req, i: steps[min(i, len(steps) - 1)]))
     out = tmp_path / "o"
     t0 = time.monotonic()
@@ -129,8 +151,10 @@ def test_fifos_never_block_the_runner(loopback_thread: ThreadFactory, tmp_path: 
     assert "No files were changed." in said
     run = runs(out)["t"]
     branch = run["result"]["branch"]
-    assert git(repo, "show", f"{branch}:README.md") == "x\n"   # the failed patch undone
+    assert git(repo, "show", f"{branch}:README.md") == "x\n"  # the failed patch undone
     assert sorted(git(repo, "ls-tree", "-r", "--name-only", branch).split()) == [
-        "README.md", "kept.txt"]
-    for fifo in ("f", "g"):   # left out, and the report says why
+        "README.md",
+        "kept.txt",
+    ]
+    for fifo in ("f", "g"):  # left out, and the report says why
         assert f"{fifo}: a FIFO, which git cannot record" in run["error"], run["error"]

@@ -24,21 +24,40 @@ CANARY = "canary-env-value-5f1c2e9a"
 
 def _commit(repo: Path) -> None:
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-q", "-m", "links"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "links",
+        ],
+        check=True,
+    )
 
 
-def test_committed_agents_md_link_to_environ_is_refused(loopback_thread: ThreadFactory,
-                                                        tmp_path: Path) -> None:
-    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n",
-                                             "docs/rules.md": "Use tabs.\n"})
+def test_committed_agents_md_link_to_environ_is_refused(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n", "docs/rules.md": "Use tabs.\n"})
     os.symlink("/proc/self/environ", repo / "AGENTS.md")
     os.symlink("../docs/rules.md", repo / "docs" / "AGENTS.override.md")  # inside: fine
     _commit(repo)
     srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
     out = tmp_path / "o"
-    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"]), "--out", out,
-              env={"SOME_SETTING": CANARY})
+    res = cli(
+        "run",
+        tasks(tmp_path, srv.base_url, repo, ["t"]),
+        "--out",
+        out,
+        env={"SOME_SETTING": CANARY},
+    )
     assert "Traceback" not in res.stderr
     assert all(CANARY not in r.raw.decode(errors="replace") for r in srv.requests)
     run = runs(out)["t"]
@@ -47,10 +66,12 @@ def test_committed_agents_md_link_to_environ_is_refused(loopback_thread: ThreadF
     assert "outside" in run["error"] and CANARY not in (out / "report.json").read_text()
 
 
-def test_an_agents_md_link_inside_the_repository_is_read(loopback_thread: ThreadFactory,
-                                                         tmp_path: Path) -> None:
-    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n",
-                                             "docs/rules.md": "Use tabs always.\n"})
+def test_an_agents_md_link_inside_the_repository_is_read(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    repo = make_git_repo(
+        tmp_path / "repo", {"README.md": "x\n", "docs/rules.md": "Use tabs always.\n"}
+    )
     os.symlink("docs/rules.md", repo / "AGENTS.md")
     _commit(repo)
     srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
@@ -84,6 +105,7 @@ def test_only_regular_files_within_their_limit_are_read(tmp_path: Path) -> None:
         hostfs.read_inside(tmp_path, tmp_path / "etc" / "passwd", 100)
     # Instruction files and skills the task file names: FIFOs are located config errors.
     from runner.errors import ConfigError
+
     with pytest.raises(ConfigError, match="FIFO"):
         load_instructions(fifo)
     (tmp_path / "skill").mkdir()
@@ -92,8 +114,9 @@ def test_only_regular_files_within_their_limit_are_read(tmp_path: Path) -> None:
         read_skill(tmp_path / "skill" / "SKILL.md")
 
 
-def test_agents_md_never_reads_the_git_directory(loopback_thread: ThreadFactory,
-                                                 tmp_path: Path) -> None:
+def test_agents_md_never_reads_the_git_directory(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """A link inside the repository, but into `.git` (its config can hold a remote URL
     with a token): refused like a link out of it."""
     repo = make_git_repo(tmp_path / "repo")
@@ -111,7 +134,8 @@ def test_agents_md_never_reads_the_git_directory(loopback_thread: ThreadFactory,
 
 @pytest.mark.parametrize("target", ["AGENTS.md", "missing.md"])
 def test_a_looping_or_dangling_agents_md_is_ignored_with_a_note(
-        loopback_thread: ThreadFactory, tmp_path: Path, target: str) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path, target: str
+) -> None:
     """A self-loop made the run fail (exit 3) while a dangling link was skipped: both are
     links that lead nowhere, skipped alike, and the report says so."""
     repo = make_git_repo(tmp_path / "repo")
@@ -126,8 +150,9 @@ def test_a_looping_or_dangling_agents_md_is_ignored_with_a_note(
     assert "AGENTS.md: a symbolic link that leads nowhere" in run["error"], run["error"]
 
 
-def test_a_skill_linked_out_of_its_repository_is_refused(loopback_thread: ThreadFactory,
-                                                          tmp_path: Path) -> None:
+def test_a_skill_linked_out_of_its_repository_is_refused(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """SKILL.md is read as AGENTS.md is: `-> /proc/self/environ` (or any file outside
     the repository holding the skill) is refused before anything runs, and nothing of
     the target reaches the model or the output."""
@@ -142,8 +167,13 @@ def test_a_skill_linked_out_of_its_repository_is_refused(loopback_thread: Thread
     srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
     for name in ("environ", "other"):
         extra = f"  skills: ['{repo / 'skills' / name}']"
-        res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"], extra=extra),
-                  "--out", tmp_path / f"o-{name}", env={"SOME_SETTING": CANARY})
+        res = cli(
+            "run",
+            tasks(tmp_path, srv.base_url, repo, ["t"], extra=extra),
+            "--out",
+            tmp_path / f"o-{name}",
+            env={"SOME_SETTING": CANARY},
+        )
         assert res.returncode == 2, res.stderr
         assert "SKILL.md: is a symbolic link to" in res.stderr and "outside" in res.stderr
         assert CANARY not in res.stderr + res.stdout

@@ -20,9 +20,13 @@ from tests.test_results import git
 
 
 def _start(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(task_file), "--out",
-                             str(out), *extra], env={**os.environ, "FAKE_API_KEY": KEY},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out), *extra],
+        env={**os.environ, "FAKE_API_KEY": KEY},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _until(cond: Any, proc: subprocess.Popen[str]) -> None:
@@ -45,8 +49,9 @@ def _hanging_model(loopback_thread: ThreadFactory) -> tuple[Any, dict[str, bool]
     return loopback_thread(per_conversation(script)), state
 
 
-def test_resume_after_kill_9_never_deletes_the_users_branch(loopback_thread: ThreadFactory,
-                                                            tmp_path: Path) -> None:
+def test_resume_after_kill_9_never_deletes_the_users_branch(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """Template `agent/{task}` and a user branch `agent/a` that existed before: the killed
     attempt's journal names `agent/a`, but it never made (so never recorded) a commit."""
     repo = make_git_repo(tmp_path / "repo")
@@ -68,7 +73,8 @@ def test_resume_after_kill_9_never_deletes_the_users_branch(loopback_thread: Thr
 
 
 def test_resume_deletes_its_branch_only_while_it_points_at_the_recorded_commit(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     repo = make_git_repo(tmp_path / "repo")
     base = git(repo, "rev-parse", "HEAD").strip()
     srv, state = _hanging_model(loopback_thread)
@@ -87,19 +93,25 @@ def test_resume_deletes_its_branch_only_while_it_points_at_the_recorded_commit(
     res = cli("run", tf, "--out", out, "--resume")
     assert res.returncode == 0, res.stderr
     again = runs(out)
-    assert again["a"]["result"]["branch"] == "agent/a"     # deleted, then made again
+    assert again["a"]["result"]["branch"] == "agent/a"  # deleted, then made again
     assert again["a"]["result"]["commit"] != first["a"]["result"]["commit"]
     assert git(repo, "rev-parse", "agent/b").strip() == base  # not ours any more: kept
     assert again["b"]["result"]["branch"] == "agent/b-2"
     assert sorted(git(repo, "branch", "--list", "agent/*").split()) == [
-        "agent/a", "agent/b", "agent/b-2"]
+        "agent/a",
+        "agent/b",
+        "agent/b-2",
+    ]
 
 
-def test_absurd_token_counts_fail_only_their_request(loopback_thread: ThreadFactory,
-                                                     tmp_path: Path) -> None:
-    bad: dict[str, Any] = {"huge": {"input_tokens": 10**400},
-                           "negative": {"output_tokens": -1000},
-                           "fraction": {"output_tokens": 2.5}}
+def test_absurd_token_counts_fail_only_their_request(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    bad: dict[str, Any] = {
+        "huge": {"input_tokens": 10**400},
+        "negative": {"output_tokens": -1000},
+        "fraction": {"output_tokens": 2.5},
+    }
 
     def script(req: Any, i: int) -> Reply:
         usage = bad.get(last_user_text(req))
@@ -108,29 +120,35 @@ def test_absurd_token_counts_fail_only_their_request(loopback_thread: ThreadFact
     srv = loopback_thread(per_conversation(script))
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "o"
-    res = cli("run", tasks(tmp_path, srv.base_url, repo, [*bad, "healthy"]), "--out", out,
-              "--concurrency", "4")
+    res = cli(
+        "run",
+        tasks(tmp_path, srv.base_url, repo, [*bad, "healthy"]),
+        "--out",
+        out,
+        "--concurrency",
+        "4",
+    )
     assert "Traceback" not in res.stderr
     found = runs(out)
     assert found["healthy"]["status"] == "completed"
     for name in bad:
         assert found[name]["status"] == "error", found[name]
         assert "a token count must be an integer from 0 to" in found[name]["error"]
-    assert "usage.input_tokens = 10000000000000000000... (401 characters)" in found["huge"][
-        "error"]
+    assert "usage.input_tokens = 10000000000000000000... (401 characters)" in found["huge"]["error"]
     assert all(r["usage"]["input_tokens"] >= 0 for r in found.values())
 
 
 def test_inconsistent_or_missing_usage_never_reads_as_a_real_count(
-        loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     """A float, a part larger than its whole (a negative uncached count, a hit ratio over
     100%) fail the request; an answer with no usage at all makes the cost unknown (null),
     never $0, and stops a run whose token limit can then not be enforced."""
     bad: dict[str, Any] = {
         "float": {"input_tokens": 100.0},
         "cached_over": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 20}},
-        "reasoning_over": {"output_tokens": 3, "output_tokens_details":
-                           {"reasoning_tokens": 4}}}
+        "reasoning_over": {"output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 4}},
+    }
 
     def script(req: Any, i: int) -> Reply:
         name = last_user_text(req)
@@ -143,19 +161,25 @@ def test_inconsistent_or_missing_usage_never_reads_as_a_real_count(
     out = tmp_path / "o"
     ids = [*bad, "healthy", "silent"]
     task_file = tasks(tmp_path, srv.base_url, repo, ids)
-    task_file.write_text(task_file.read_text().replace("defaults:", (
-        "models: {fake/m: {price: {input: 1.0, cached_input: 0.1, output: 2.0}}}\n"
-        "defaults:")))
+    task_file.write_text(
+        task_file.read_text().replace(
+            "defaults:",
+            ("models: {fake/m: {price: {input: 1.0, cached_input: 0.1, output: 2.0}}}\ndefaults:"),
+        )
+    )
     res = cli("run", task_file, "--out", out, "--concurrency", "3")
     assert "Traceback" not in res.stderr
     found = runs(out)
     assert found["float"]["status"] == "error"
-    assert "usage.input_tokens = 100.0: a token count must be an integer" in found["float"][
-        "error"]
-    assert "usage.input_tokens_details.cached_tokens = 20, more than usage.input_tokens = 10" \
+    assert "usage.input_tokens = 100.0: a token count must be an integer" in found["float"]["error"]
+    assert (
+        "usage.input_tokens_details.cached_tokens = 20, more than usage.input_tokens = 10"
         in found["cached_over"]["error"]
-    assert "reasoning_tokens = 4, more than usage.output_tokens = 3" in found[
-        "reasoning_over"]["error"]
+    )
+    assert (
+        "reasoning_tokens = 4, more than usage.output_tokens = 3"
+        in found["reasoning_over"]["error"]
+    )
     assert found["healthy"]["status"] == "completed"
     assert found["healthy"]["cost_usd"] is not None and found["healthy"]["cost_usd"] > 0
     assert found["healthy"]["usage"]["unreported_responses"] == 0
@@ -168,8 +192,9 @@ def test_inconsistent_or_missing_usage_never_reads_as_a_real_count(
     assert report["totals"]["usage"]["unreported_responses"] == 1
 
 
-def test_a_token_limit_stops_when_the_server_sends_no_usage(loopback_thread: ThreadFactory,
-                                                            tmp_path: Path) -> None:
+def test_a_token_limit_stops_when_the_server_sends_no_usage(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     def script(req: Any, i: int) -> Reply:
         if i < 3:
             return sh(f"echo {i} >> w.txt", f"c{i}").but(send_usage=False)
@@ -178,8 +203,12 @@ def test_a_token_limit_stops_when_the_server_sends_no_usage(loopback_thread: Thr
     srv = loopback_thread(per_conversation(script))
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "o"
-    res = cli("run", tasks(tmp_path, srv.base_url, repo, ["t"],
-                           extra="  limits: {max_input_tokens: 100000}"), "--out", out)
+    res = cli(
+        "run",
+        tasks(tmp_path, srv.base_url, repo, ["t"], extra="  limits: {max_input_tokens: 100000}"),
+        "--out",
+        out,
+    )
     assert "Traceback" not in res.stderr
     run = runs(out)["t"]
     assert run["status"] == "budget", run

@@ -21,7 +21,7 @@ from tests.test_results import git
 LIMIT_S = 15.0
 """Generous for a loaded CI machine: measured 7.3 s with a 200 MiB file at load 9 on 2 cores."""
 STATES = {
-    "model": "echo m > m.txt",                                   # then waits on the model
+    "model": "echo m > m.txt",  # then waits on the model
     "command": "echo c > c.txt; sleep 120",
     "big": "head -c 100M /dev/urandom > big.bin; echo b > b.txt; sleep 120",
     "deep": "mkdir -p $(printf 'd/%.0s' $(seq 1100)) && echo d > d.txt; sleep 120",
@@ -29,8 +29,9 @@ STATES = {
 
 
 @pytest.mark.slow
-def test_sigterm_ends_every_state_within_seconds(loopback_thread: ThreadFactory,
-                                                 tmp_path: Path) -> None:
+def test_sigterm_ends_every_state_within_seconds(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
     def script(req: Any, i: int) -> Reply:
         if i == 0:
             return sh(STATES[last_user_text(req)], "c0")
@@ -39,8 +40,9 @@ def test_sigterm_ends_every_state_within_seconds(loopback_thread: ThreadFactory,
     srv = loopback_thread(per_conversation(script))
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "o"
-    proc = _start(tasks(tmp_path, srv.base_url, repo, list(STATES)), out,
-                  "--concurrency", str(len(STATES)))
+    proc = _start(
+        tasks(tmp_path, srv.base_url, repo, list(STATES)), out, "--concurrency", str(len(STATES))
+    )
 
     def all_busy() -> bool:
         ready = 0
@@ -51,7 +53,7 @@ def test_sigterm_ends_every_state_within_seconds(loopback_thread: ThreadFactory,
         return ready == len(STATES) and len(srv.requests) >= len(STATES) + 1
 
     _until(all_busy, proc)
-    time.sleep(6)   # the big file and the deep tree are written by now
+    time.sleep(6)  # the big file and the deep tree are written by now
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)

@@ -486,8 +486,16 @@ def test_write_failure_rolls_back(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     result = apply_patch(
         tmp_path,
-        _patch("*** Update File: a.txt", "@@", "-a", "+A", "*** Add File: new/b.txt", "+b",
-               "*** Add File: fifo", "+c"),
+        _patch(
+            "*** Update File: a.txt",
+            "@@",
+            "-a",
+            "+A",
+            "*** Add File: new/b.txt",
+            "+b",
+            "*** Add File: fifo",
+            "+c",
+        ),
     )
     assert not result.success
     assert "writing failed" in result.output and "fifo" in result.output.lower()

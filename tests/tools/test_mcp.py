@@ -61,18 +61,26 @@ def test_names_are_sanitised_and_bounded() -> None:
 
 def test_spec_keeps_the_server_schema() -> None:
     spec = tool_spec("mcp__calc__add", None, {"properties": {"a": {"type": "integer"}}})
-    assert spec == {"type": "function", "name": "mcp__calc__add", "description": "",
-                    "strict": False, "parameters": {"properties": {"a": {"type": "integer"}},
-                                                    "type": "object"}}
+    assert spec == {
+        "type": "function",
+        "name": "mcp__calc__add",
+        "description": "",
+        "strict": False,
+        "parameters": {"properties": {"a": {"type": "integer"}}, "type": "object"},
+    }
 
 
 def test_results_become_text() -> None:
-    structured = CallToolResult(content=[TextContent(type="text", text="3")],
-                                structured_content={"result": 3})
+    structured = CallToolResult(
+        content=[TextContent(type="text", text="3")], structured_content={"result": 3}
+    )
     assert result_text(structured) == '{"result":3}'
-    mixed = CallToolResult(content=[
-        TextContent(type="text", text="a chart:"),
-        ImageContent(type="image", data="AAAA", mime_type="image/png")])
+    mixed = CallToolResult(
+        content=[
+            TextContent(type="text", text="a chart:"),
+            ImageContent(type="image", data="AAAA", mime_type="image/png"),
+        ]
+    )
     assert result_text(mixed) == "a chart:\n[image: image/png, 3 bytes]"
 
 
@@ -92,9 +100,17 @@ async def test_stdio_server_tools_calls_and_errors(tmp_path: Path) -> None:
     async with McpSessions(servers, cwd=tmp_path, env={}, emit=emit) as mcp:
         tools = {t.name: t for t in mcp.tools}
         names = [t.name for t in mcp.tools]
-        assert names == sorted(names) == ["mcp__calc__add", "mcp__calc__broken",
-                                          "mcp__calc__grow", "mcp__calc__shout",
-                                          "mcp__calc__slow"]
+        assert (
+            names
+            == sorted(names)
+            == [
+                "mcp__calc__add",
+                "mcp__calc__broken",
+                "mcp__calc__grow",
+                "mcp__calc__shout",
+                "mcp__calc__slow",
+            ]
+        )
         add = tools["mcp__calc__add"]
         assert add.spec()["parameters"]["required"] == ["a", "b"]
         ok = await add.run(call("mcp__calc__add", {"a": 2, "b": 40}), CTX)
@@ -143,9 +159,11 @@ async def test_stdio_server_gets_only_the_environment_it_is_given(tmp_path: Path
         "    '''The environment.'''\n"
         "    return json.dumps({k: os.environ.get(k) for k in "
         "('PASSED', 'LITERAL', 'SECRET_KEY')} | {'cwd': os.getcwd()})\n"
-        "app.run('stdio')\n")
-    cfg = McpServerConfig(command=(sys.executable, str(probe)), env={"LITERAL": "x"},
-                          env_vars=("PASSED",))
+        "app.run('stdio')\n"
+    )
+    cfg = McpServerConfig(
+        command=(sys.executable, str(probe)), env={"LITERAL": "x"}, env_vars=("PASSED",)
+    )
     parent = {"PASSED": "yes", "SECRET_KEY": "hunter2"}
     async with McpSessions({"p": cfg}, cwd=tmp_path, env=parent) as mcp:
         tool = next(t for t in mcp.tools if t.tool == "env")
@@ -158,8 +176,11 @@ def http_server() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -185,13 +206,15 @@ async def test_streamable_http_server(http_server: str, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- through `runner run`
 
 
-def test_runner_run_calls_an_mcp_tool(loopback_thread: Any, git_repo: Path,
-                                      tmp_path: Path) -> None:
+def test_runner_run_calls_an_mcp_tool(loopback_thread: Any, git_repo: Path, tmp_path: Path) -> None:
     def script(req: RecordedRequest, index: int) -> Reply:
         if index == 0:
             return reply_function_call("mcp__calc__add", {"a": 19, "b": 23})
-        return reply_message("The sum is " + json.loads(req.call_outputs()[
-            next(iter(req.call_outputs()))])["result"].__str__() + ".")
+        return reply_message(
+            "The sum is "
+            + json.loads(req.call_outputs()[next(iter(req.call_outputs()))])["result"].__str__()
+            + "."
+        )
 
     srv = loopback_thread(script)
     task_file = tmp_path / "tasks.yaml"
@@ -209,26 +232,49 @@ tasks:
 """)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "runner", "run", str(task_file), "--out",
-                           str(out)], capture_output=True, text=True, env=env, timeout=110)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=110,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
     task = report["tasks"][0]
     assert task["status"] == "completed" and task["final_message"] == "The sum is 42."
     first, second = srv.requests
     names = [t["name"] for t in first.tools]
-    assert names[-5:] == ["mcp__calc__add", "mcp__calc__broken", "mcp__calc__grow",
-                          "mcp__calc__shout", "mcp__calc__slow"]
+    assert names[-5:] == [
+        "mcp__calc__add",
+        "mcp__calc__broken",
+        "mcp__calc__grow",
+        "mcp__calc__shout",
+        "mcp__calc__slow",
+    ]
     assert second.tools == first.tools  # same tools, same order: the prefix holds
     developer = json.dumps(first.input[0])
     assert "outside the sandbox" in developer
     events = [json.loads(line) for line in (out / task["events_file"]).read_text().splitlines()]
-    done = [e["item"] for e in events if e["type"] == "item.completed"
-            and e["item"].get("type") == "mcp_tool_call"]
+    done = [
+        e["item"]
+        for e in events
+        if e["type"] == "item.completed" and e["item"].get("type") == "mcp_tool_call"
+    ]
     # `codex exec --json`'s shape: arguments as a JSON value, the result as the server's
     # content blocks and structured content, no error.
-    assert done == [{"id": done[0]["id"], "type": "mcp_tool_call", "server": "calc",
-                     "tool": "add", "arguments": {"a": 19, "b": 23},
-                     "result": {"content": [{"type": "text", "text": "42"}],
-                                "structured_content": {"result": 42}},
-                     "error": None, "status": "completed"}]
+    assert done == [
+        {
+            "id": done[0]["id"],
+            "type": "mcp_tool_call",
+            "server": "calc",
+            "tool": "add",
+            "arguments": {"a": 19, "b": 23},
+            "result": {
+                "content": [{"type": "text", "text": "42"}],
+                "structured_content": {"result": 42},
+            },
+            "error": None,
+            "status": "completed",
+        }
+    ]

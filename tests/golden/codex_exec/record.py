@@ -32,11 +32,17 @@ def main(codex: str) -> int:
         (home / "config.toml").write_text(
             'model = "gpt-5.5"\nmodel_provider = "loop"\napproval_policy = "never"\n'
             'sandbox_mode = "danger-full-access"\n[model_providers.loop]\nname = "loop"\n'
-            f'base_url = "{srv.base_url}"\nenv_key = "LOOP_KEY"\nwire_api = "responses"\n')
+            f'base_url = "{srv.base_url}"\nenv_key = "LOOP_KEY"\nwire_api = "responses"\n'
+        )
         env = {**os.environ, "CODEX_HOME": str(home), "LOOP_KEY": "k"}
-        res = subprocess.run([codex, "exec", "--json", "--skip-git-repo-check", "-C", str(ws),
-                              "do it"], env=env, capture_output=True, text=True, timeout=120,
-                             stdin=subprocess.DEVNULL)
+        res = subprocess.run(
+            [codex, "exec", "--json", "--skip-git-repo-check", "-C", str(ws), "do it"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         sys.stdout.write(res.stdout.replace(str(ws), "/WORKSPACE"))
     srv.stop()
     return res.returncode
