@@ -10,7 +10,7 @@ are never rebuilt), except right after a compaction, which `runner.compaction` d
 the thread's token count reaches the limit: before a turn, mid-turn while tool calls are
 pending, and once when the server says the context is full.
 
-Why one module of ~440 lines: the loop, its limits and its item bookkeeping read top-down
+Why one module: the loop, its limits and its item bookkeeping read top-down
 in one sitting; everything with I/O lives behind the protocols.
 """
 

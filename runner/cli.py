@@ -2,6 +2,9 @@
 
 Exit codes: 0 every task completed; 1 a task failed or hit a limit; 2 bad input (task
 file, flags, environment); 3 the runner itself could not work.
+
+Why one module: the argument parser and one short function per command; the work is
+elsewhere.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Everything here reads what the batch already knows (its events and the finished 
 output) is untrusted: control characters are shown escaped, rich markup is never parsed, and
 under Actions workflow commands are switched off around it, so an agent cannot print
 `::add-mask::`, `::endgroup::` or a terminal escape into the log.
+
+Why one module: three renderings (live, plain lines, GitHub groups) of the same events,
+kept side by side so they say the same things.
 """
 
 from __future__ import annotations

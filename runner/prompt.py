@@ -13,7 +13,7 @@ The conversation starts with two context messages, then the task:
 
 Later turns of a task send only their prompt: the settings of a run never change.
 
-Why one module of ~530 lines: much of it is prompt text (permissions, sandbox modes) that
+Why one module: much of it is prompt text (permissions, sandbox modes) that
 must stay byte-identical and is reviewed side by side.
 """
 

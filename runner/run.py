@@ -4,7 +4,7 @@ patch, push) and its entry in the report. Status and error are decided in one pl
 
 The batch (batch.py) decides when a run starts; this module decides everything else.
 
-Why one module of ~460 lines: a run's life, its verdict and its report entry are read
+Why one module: a run's life, its verdict and its report entry are read
 together; the clients and tools it uses are in wiring.py."""
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """From a `TaskFile` to `ResolvedTask`s: defaults merged field by field, providers and
 models looked up, and every path the file names checked against the file system, each
-problem blamed on the line that caused it."""
+problem blamed on the line that caused it.
+
+Why one module: every default, path and provider check of one task is resolved in one
+pass that blames each problem on its line; split, the problems would be found twice.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Field docstrings are the reference (docs are generated from them); validators here only
 check one value at a time. Cross-field and file-system checks belong to resolve.py.
 
-Why one module of ~550 lines: one model per section of the task file; the field
+Why one module: one model per section of the task file; the field
 docstrings are the reference documentation.
 """
 

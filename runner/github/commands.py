@@ -1,6 +1,6 @@
 """The `python -m runner.github` subcommands the composite action's steps call.
 
-Why one module of ~470 lines: one short function per action step; they share only the
+Why one module: one short function per action step; they share only the
 helpers at the top.
 """
 

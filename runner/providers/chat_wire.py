@@ -14,7 +14,7 @@ Two modes:
   with a note that steers it to answer. The JSON answer is turned back into Responses
   items, with call ids derived from the thread, so reruns give identical items.
 
-Why one module of ~570 lines: both directions of one wire (request bodies, streamed
+Why one module: both directions of one wire (request bodies, streamed
 answers) and the constrained mode's schema, which must agree with each other.
 """
 

@@ -10,6 +10,9 @@ could not make the page load or run anything.
 
 Every string from a run (ids, messages, commands, outputs, patches) goes through
 `html.escape`; transcripts, outputs and patches are cut to a readable size with a note.
+
+Why one module: one self-contained page (its CSS, SVG charts and escaping) that must be
+reviewed as a whole for what it fetches and escapes.
 """
 
 from __future__ import annotations

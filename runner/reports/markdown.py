@@ -10,7 +10,7 @@ one row per run; why each failed run failed; runs whose prompt prefix broke. Git
 job summary at 1 MiB and a comment at 65,536 characters: with `max_chars` the per-run table,
 then the failure and prefix lists, are cut (with a note) so the comparisons always fit.
 
-Why one module of ~510 lines: one renderer per section of one document, whose size caps
+Why one module: one renderer per section of one document, whose size caps
 are shared across sections.
 """
 

@@ -36,7 +36,7 @@ user it is set after the user namespace exists, so the kernel counts processes p
 sandbox: the host user's other processes do not count, and a fork bomb stops at the
 limit. For root's sandboxes the count is uid 65534's, shared by the runs of the batch.
 
-Why one module of ~430 lines: the mount table, the argv and the resource limits are one
+Why one module: the mount table, the argv and the resource limits are one
 security boundary, checked by reading them together.
 """
 

@@ -12,6 +12,9 @@ pure and live in patch_format.py):
 
 `extract_shell_patch` recognises the patch when a model sends it through the shell tool
 instead, and `ApplyPatchTool` wraps it all behind the `Tool` protocol.
+
+Why one module: the confinement of every path and the all-or-nothing write are one
+security boundary, read together.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ message says so (`SANDBOX_NOTE`).
 
 The `mcp` SDK is imported only when a task has servers: it costs start-up time that runs
 without MCP must not pay.
+
+Why one module: the MCP sessions' start, listing, calls and shutdown share one lifetime
+(an anyio exit stack) and one error story.
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 (`parse_patch`, lenient where Codex is, because models are trained on that leniency), new
 file bodies planned from a `read` callback (`plan_patch`, the same four-pass fuzzy line
 matching as Codex), and a patch recognised inside a shell command (`extract_shell_patch`).
-No I/O: apply_patch.py applies the plan to a workspace."""
+No I/O: apply_patch.py applies the plan to a workspace.
+
+Why one module: parser, matcher and planner of one format, which must agree with each
+other and with Codex's.
+"""
 
 from __future__ import annotations
 

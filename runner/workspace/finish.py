@@ -1,5 +1,9 @@
 """Whatever a run changed, kept: the work tree walked without following links,
-hostile names left out, secrets redacted, one commit, a patch, a branch."""
+hostile names left out, secrets redacted, one commit, a patch, a branch.
+
+Why one module: capturing a result is one ordered procedure (walk, stage, redact, commit,
+patch, branch) whose safety depends on the order.
+"""
 
 from __future__ import annotations
 
