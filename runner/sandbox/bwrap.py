@@ -98,7 +98,10 @@ CREDENTIALS = (
     ".config/git/credentials",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    ".cargo/config",  # registry tokens may live in cargo's config too
+    ".cargo/config.toml",
     ".local/share/keyrings",
+    ".local/share/python_keyring",
     ".local/share/gh",
 )
 """Under each hidden home: hidden again below the toolchain folders shown from it."""

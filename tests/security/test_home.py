@@ -24,23 +24,36 @@ SECRETS = {
     ".gitconfig": f'[url "https://{TOKEN}@github.com/"]\n\tinsteadOf = gh:\n',
     ".config/git/config": f"[credential]\n\thelper = store {TOKEN}\n",
     ".cargo/credentials.toml": f'[registry]\ntoken = "{TOKEN}"\n',
+    # Inside toolchain folders that PATH makes visible again: still hidden.
+    ".cargo/config.toml": f'[registry]\ntoken = "{TOKEN}"\n',
+    ".cargo/config": f'[registries.x]\ntoken = "{TOKEN}"\n',
+    ".local/share/python_keyring/keyring_pass.cfg": f"[x]\npassword = {TOKEN}\n",
     ".local/bin/mytool": "#!/bin/sh\necho tool-ok\n",
+    ".cargo/bin/cargotool": "#!/bin/sh\necho cargo-tool-ok\n",
 }
+READ = (
+    ".gitconfig",
+    ".config/git/config",
+    ".cargo/credentials.toml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".local/share/python_keyring/keyring_pass.cfg",
+)
 
 PROBE = textwrap.dedent("""
+    READ = __READ__
     import anyio, os, sys
     from pathlib import Path
     from runner.sandbox import make_executor, make_policy
     home, ws = Path(sys.argv[1]), Path(sys.argv[2])
     policy = make_policy("workspace-write", workspace=ws, hidden=[ws.parent])
-    files = " ".join(str(home / f) for f in (".gitconfig", ".config/git/config",
-                                              ".cargo/credentials.toml"))
-    script = f"cat {files}; ls -a {home}; mytool; echo end"
+    files = " ".join(str(home / f) for f in READ)
+    script = f"cat {files}; ls -a {home}; mytool; cargotool; echo end"
     res = anyio.run(lambda: make_executor(policy).run(
         ["bash", "-c", script], cwd=ws, timeout_s=30,
         env={"PATH": os.environ["PATH"]}))
     print(res.exit_code, res.output.decode())
-""")
+""").replace("__READ__", repr(READ))
 
 
 def _plant(home: Path) -> None:
@@ -48,16 +61,17 @@ def _plant(home: Path) -> None:
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text)
     (home / ".local/bin/mytool").chmod(0o755)
+    (home / ".cargo/bin/cargotool").chmod(0o755)
 
 
 def _check(output: str, home: Path) -> None:
     assert TOKEN not in output, output
     # Gone (the home is an empty tmpfs) or masked by an empty, unreadable file.
-    assert output.count("No such file or directory") + output.count("Permission denied") == 3, (
-        output
-    )
+    hidden = output.count("No such file or directory") + output.count("Permission denied")
+    assert hidden == len(READ), output
     assert ".gitconfig" not in output.split(": No such file")[-1]  # not listed by ls
-    assert "tool-ok" in output and output.rstrip().endswith("end"), output
+    assert "tool-ok" in output and "cargo-tool-ok" in output, output
+    assert output.rstrip().endswith("end"), output
 
 
 @pytest.fixture
@@ -109,7 +123,7 @@ def test_home_is_hidden_for_an_unprivileged_runner(user: tuple[str, Path]) -> No
         "HOME": str(home),
         "USER": name,
         "PYTHONPATH": f"{src}:{site}",
-        "PATH": f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{home}/.local/bin:{home}/.cargo/bin:/usr/local/bin:/usr/bin:/bin",
     }
     probe = subprocess.run(
         [
@@ -142,9 +156,13 @@ def test_home_is_hidden_for_a_root_runner(tmp_path: Path) -> None:
         home.chmod(0o755)
         _plant(home)
         for p in home.rglob("*"):
-            p.chmod(0o755 if p.is_dir() or p.name == "mytool" else 0o644)
+            p.chmod(0o755 if p.is_dir() or p.name.endswith("tool") else 0o644)
         ws = make_git_repo(tmp_path / "ws")
-        env = {**os.environ, "HOME": str(home), "PATH": f"{home}/.local/bin:{os.environ['PATH']}"}
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "PATH": f"{home}/.local/bin:{home}/.cargo/bin:{os.environ['PATH']}",
+        }
         probe = subprocess.run(
             [sys.executable, "-c", PROBE, str(home), str(ws)],
             env=env,
