@@ -232,13 +232,35 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"error: {problem}\n")
+        _failed_thread(args, "; ".join(str(p) for p in exc.problems))
         return EXIT_BAD_INPUT
     except RunnerError as exc:
         sys.stderr.write(f"runner: {exc}\n")
+        _failed_thread(args, str(exc))
         return EXIT_RUNNER
     except KeyboardInterrupt:
         sys.stderr.write("runner: interrupted\n")
         return 130
+
+
+def _failed_thread(args: argparse.Namespace, message: str) -> None:
+    """Under `--json`, a batch that could not start (bad task file, missing key) still
+    prints one thread that fails, as `codex exec --json` does for a start-up error: a
+    consumer waiting for `turn.completed` or `turn.failed` never reads a bare EOF."""
+    if args.command != "run" or not (args.json or args.json_extra):
+        return
+    import uuid
+
+    from runner.reports.events import dumps
+
+    for event in (
+        {"type": "thread.started", "thread_id": str(uuid.uuid4())},
+        {"type": "turn.started"},
+        {"type": "error", "message": message},
+        {"type": "turn.failed", "error": {"message": message}},
+    ):
+        sys.stdout.write(dumps(event) + "\n")
+    sys.stdout.flush()
 
 
 def _problem(field: str, message: str) -> ConfigError:

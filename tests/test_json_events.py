@@ -242,3 +242,19 @@ def test_a_refused_agents_md_still_opens_and_fails_a_thread(
     types = [json.loads(line)["type"] for line in res.stdout.splitlines()]
     assert types[:2] == ["thread.started", "turn.started"], (types, res.stderr)
     assert types[-1] in ("turn.completed", "turn.failed")
+
+
+def test_a_batch_that_cannot_start_still_prints_a_failed_thread(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """A missing API key stops the batch before any run (exit 2); under `--json` the
+    stream still holds one thread that fails, saying why."""
+    srv = loopback_thread(per_conversation(scenario()))
+    path = write_tasks(tmp_path, srv.base_url, "  - {id: one, prompt: go, repo: .}\n")
+    res = run_cli("run", path, "--out", tmp_path / "o", "--json", env={"FAKE_API_KEY": ""})
+    assert res.returncode == 2, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["thread.started", "turn.started", "error", "turn.failed"]
+    assert "FAKE_API_KEY" in events[2]["message"]
+    assert events[3]["error"]["message"] == events[2]["message"]
+    assert srv.requests == []
