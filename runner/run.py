@@ -252,6 +252,8 @@ async def live(run: TaskRun, b: BatchContext) -> None:
                 _note(run, log, b.redact(note))
             try:
                 run.outcome = await thread.run()
+                for note in dict.fromkeys(thread.ctx.executor.limit_notes):
+                    _note(run, log, b.redact(note))
             except anyio.get_cancelled_exc_class():
                 run.outcome = thread.interrupted(
                     "interrupted by a signal; the work done so far is kept"

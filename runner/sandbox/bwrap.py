@@ -392,6 +392,7 @@ class BwrapExecutor:
         self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
         self._shown = tuple(_tools_in(homes))
         self._resolv = _resolv_under_run()
+        self.limit_notes: list[str] = []
         self._base_usage: int | None = None
         """The workspace's disk use before the first command: the cap counts growth."""
 
@@ -447,10 +448,12 @@ class BwrapExecutor:
             )
             walk_s = time.monotonic() - t0
             if used - base > cap:
-                return (
+                why = (
                     f"the workspace grew by {(used - base) >> 20} MiB, past its cap of "
                     f"{cap >> 20} MiB for this run; delete files to go on"
                 )
+                self.limit_notes.append(f"a command was stopped: {why}")
+                return why
 
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]

@@ -16,6 +16,9 @@ __all__ = ["Capture", "LocalExecutor"]
 class LocalExecutor:
     """Runs commands directly on the host. Only for `danger-full-access`."""
 
+    def __init__(self) -> None:
+        self.limit_notes: list[str] = []
+
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
     ) -> ExecResult:

@@ -46,7 +46,12 @@ class ExecResult:
 
 
 class Executor(Protocol):
-    """Runs one command to completion. Implementations: unsandboxed now, bubblewrap later."""
+    """Runs one command to completion: bubblewrap (sandbox/bwrap.py) or directly
+    (`danger-full-access`, sandbox/local.py)."""
+
+    limit_notes: list[str]
+    """What the executor stopped on its own (a workspace past its disk cap), for the
+    run's report: the model sees it in the command's output, the user in `error`."""
 
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]

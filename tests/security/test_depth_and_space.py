@@ -202,6 +202,8 @@ def test_workspace_growth_is_capped_per_run(tmp_path: Path) -> None:
         )
         assert code == STOPPED_EXIT and "finished" not in text, text
         assert "past its cap of 64 MiB for this run" in text
+        # Kept for the run's report (its `error` names it, the events file has a note).
+        assert len(executor.limit_notes) == 1 and "past its cap" in executor.limit_notes[0]
         assert go("echo still here") == (0, "still here\n")
         assert go("rm f*; head -c 8M /dev/zero > g; sleep 1.5; echo ok")[0] == 0
     finally:
