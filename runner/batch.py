@@ -33,7 +33,14 @@ from runner.redact import Redactor
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live, run_report
 from runner.secret_env import secrets_from_env, without_secrets
-from runner.vocabulary import NOT_WORKING
+from runner.vocabulary import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUNNER,
+    EXIT_TASK_FAILED,
+    NOT_WORKING,
+    RunStatus,
+)
 from runner.wiring import Clients, local_timezone
 
 
@@ -48,7 +55,7 @@ class BatchResult:
     @property
     def exit_code(self) -> int:
         if self.interrupted:
-            return 130
+            return EXIT_INTERRUPTED
         return exit_code(r.status for r in self.runs)
 
 
@@ -57,8 +64,8 @@ def exit_code(statuses: Iterable[str]) -> int:
     `runner report merge` exit alike."""
     seen = set(statuses)
     if seen & NOT_WORKING:
-        return 3
-    return 0 if seen <= {"completed"} else 1
+        return EXIT_RUNNER
+    return EXIT_OK if seen <= {RunStatus.COMPLETED} else EXIT_TASK_FAILED
 
 
 @dataclass(frozen=True)

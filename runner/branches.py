@@ -12,13 +12,16 @@ branch moved in between is kept.
 from __future__ import annotations
 
 import re
-import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.reports.model import Report
-from runner.workspace import HARDENING, IDENTITY, git_env
+from runner.workspace import IDENTITY, read_git
+
+if TYPE_CHECKING:
+    import subprocess
 from runner.workspace.names import component
 
 RUN_ID = re.compile(r"[0-9a-f]{12}")
@@ -116,7 +119,4 @@ def _checked_out(repo: Path) -> set[str] | None:
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv: Sequence[str] = ["git", *(a for k, v in HARDENING for a in ("-c", f"{k}={v}")), *args]
-    return subprocess.run(
-        argv, cwd=repo, capture_output=True, text=True, check=False, env=git_env()
-    )
+    return read_git(repo, *args)

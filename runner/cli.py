@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from runner.errors import ConfigError, Problem, RunnerError
 from runner.vocabulary import (
     EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUNNER,
     EXIT_TASK_FAILED,
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RUNNER
     except KeyboardInterrupt:
         sys.stderr.write("runner: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _failed_thread(args: argparse.Namespace, message: str) -> None:

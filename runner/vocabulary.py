@@ -21,6 +21,8 @@ EXIT_BAD_INPUT = 2
 """The task file, a flag or another input is wrong: nothing ran."""
 EXIT_RUNNER = 3
 """The runner itself could not go on (an internal error, no sandbox where one is needed)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C or SIGTERM stopped the batch (128 + SIGINT, as shells report it)."""
 
 
 class RunStatus(StrEnum):

@@ -178,12 +178,9 @@ def _pr_adds(path: str, trusted: str, ctx: Context, env: Mapping[str, str]) -> b
         rel = (Path.cwd() / path).resolve().relative_to(workspace)
     except ValueError:
         return False
-    found = subprocess.run(
-        ["git", "-C", str(workspace), "cat-file", "-e", f"{sha}:{rel.as_posix()}"],
-        capture_output=True,
-        check=False,
-    )
-    return found.returncode == 0
+    from runner.workspace import read_git
+
+    return read_git(workspace, "cat-file", "-e", f"{sha}:{rel.as_posix()}").returncode == 0
 
 
 def _not_in_config(path: str, trusted: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.config.schema import McpServerConfig, Settings
 from runner.errors import RunnerError
+from runner.vocabulary import REASONING_EFFORTS, SANDBOX_MODES
 
 MARKER = "<!-- runner:summary -->"
 """Starts our PR comment, so the next run finds it and edits it instead of adding one."""
@@ -31,12 +32,12 @@ PR_EVENTS = frozenset(
     }
 )
 """Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
-SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+SANDBOXES = SANDBOX_MODES
 MESSAGE_LIMIT = 20_000
 """Characters of a final message shown in a comment; the report has all of it."""
 OPEN_MESSAGES = 3
 """Up to this many final messages are shown unfolded (a review); more are folded."""
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+EFFORTS = REASONING_EFFORTS
 DEFAULT_MODEL = "openai/gpt-5.5"
 """The model of a one-task file made from `prompt` when no `model` is given."""
 TABLE_ROWS = 50

@@ -75,6 +75,7 @@ from runner.workspace.git import (
     _remove,
     config_env,
     git_env,
+    read_git,
 )
 from runner.workspace.names import branch_name, check_scope
 from runner.workspace.prepare import _is_dirty, check_base, prepare, prepare_sync
@@ -117,6 +118,7 @@ __all__ = [
     "finish_sync",
     "git_env",
     "parse_raw_numstat",
+    "read_git",
     "prepare",
     "prepare_sync",
     "push",

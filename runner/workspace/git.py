@@ -267,3 +267,17 @@ def _ref_lock(git_dir: Path) -> threading.Lock:
     key = str(_common_dir(git_dir))
     with _ref_locks_guard:
         return _ref_locks.setdefault(key, threading.Lock())
+
+
+def read_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A git command on a repository the runner only reads or compare-and-deletes in
+    (`report branches`, the Action's checks): hardened like every other, text output,
+    never raising; the caller reads `returncode`."""
+    return subprocess.run(
+        _argv(args),
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=git_env(),
+    )
