@@ -22,8 +22,9 @@
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
-Providers translate httpx and protocol errors into this tree at the boundary, so
-nothing above `providers/` ever sees an httpx exception.
+The HTTP seam (runner/http.py) turns httpx's errors into `TransportError` and the
+providers turn protocol errors into this tree, so nothing else ever sees an httpx
+exception.
 """
 
 from __future__ import annotations

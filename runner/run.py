@@ -161,10 +161,6 @@ class RunSink:
         self.progress = progress
 
     def emit(self, event: dict[str, Any]) -> None:
-        if str(event.get("type", "")).startswith("stream."):
-            # Token deltas: one JSON line, redaction scan and flush per token for text the
-            # completed message carries anyway (`codex exec --json` has none either).
-            return
         if event.get("type") == "request.completed":
             u = event.get("usage")
             unreported = u is None and event.get("error") is None

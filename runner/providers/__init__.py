@@ -1,8 +1,8 @@
 """The model seam. `ModelClient` is the only thing the agent loop knows about models.
 
 Concrete clients (`responses.py` for the Responses wire, `chat.py` for Chat Completions,
-`local.py` to start the embedded engine) live here and are the only modules that
-import httpx.
+`local.py` to start the embedded engine) live here; they speak HTTP through the one seam,
+runner/http.py.
 """
 
 from __future__ import annotations
