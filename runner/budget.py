@@ -17,13 +17,12 @@ def price_of(p: PriceConfig | None) -> Price | None:
     return Price(p.input, p.cached_input, p.output) if p is not None else None
 
 
-def cost_usd(price: PriceConfig | Price | None, usage: Usage, *, digits: int = 6) -> float | None:
+def cost_usd(price: Price | None, usage: Usage, *, digits: int = 6) -> float | None:
     """The one cost rule: US dollars for `usage`, or None when it is unknown (no price,
     or an answer came without usage, which would make any sum too low)."""
-    p = price_of(price) if isinstance(price, PriceConfig) else price
-    if p is None or usage.unreported:
+    if price is None or usage.unreported:
         return None
-    return round(p.cost(usage), digits)
+    return round(price.cost(usage), digits)
 
 
 class BatchSpend:

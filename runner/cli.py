@@ -250,16 +250,9 @@ def _failed_thread(args: argparse.Namespace, message: str) -> None:
     consumer waiting for `turn.completed` or `turn.failed` never reads a bare EOF."""
     if args.command != "run" or not (args.json or args.json_extra):
         return
-    import uuid
+    from runner.reports.events import dumps, failed_thread
 
-    from runner.reports.events import dumps
-
-    for event in (
-        {"type": "thread.started", "thread_id": str(uuid.uuid4())},
-        {"type": "turn.started"},
-        {"type": "error", "message": message},
-        {"type": "turn.failed", "error": {"message": message}},
-    ):
+    for event in failed_thread(message):
         sys.stdout.write(dumps(event) + "\n")
     sys.stdout.flush()
 

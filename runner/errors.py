@@ -184,10 +184,11 @@ _OVERFLOW_WORDS = (
 and vLLM's wordings."""
 
 
-def says_context_overflow(status: int, body: str) -> bool:
-    """The one test for "the request does not fit the context window", for every wire."""
-    low = body.lower()
-    return status in (400, 413) and any(w in low for w in _OVERFLOW_WORDS)
+def says_context_overflow(text: str) -> bool:
+    """The one test for "the request does not fit the context window", for every wire:
+    an HTTP error body (400 or 413) or an error inside a stream."""
+    low = text.lower()
+    return any(w in low for w in _OVERFLOW_WORDS)
 
 
 def http_error(status: int, body: str, *, retry_after_s: float | None = None) -> ModelError:
@@ -196,7 +197,9 @@ def http_error(status: int, body: str, *, retry_after_s: float | None = None) ->
     err = HTTPStatusError(status, body, retry_after_s=retry_after_s)
     if err.code == "insufficient_quota":
         return QuotaExhausted(f"quota exhausted: {err}")
-    if err.code == "context_length_exceeded" or says_context_overflow(status, body):
+    if err.code == "context_length_exceeded" or (
+        status in (400, 413) and says_context_overflow(body)
+    ):
         return ContextWindowExceeded(str(err))
     if status in (401, 403):
         return AuthFailed(str(err))

@@ -355,27 +355,30 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
     )
     status, error = run.verdict()
     options = task.model_options.model_dump(exclude_none=True)
+    common: dict[str, Any] = {
+        "id": task.id,
+        "run": task.run,
+        "repeat": task.repeat,
+        "model": name,
+        "model_options": options,
+        "status": status,
+        "error": error,
+        "events_file": run.events_file,
+        "workspace": wsr,
+        "result": rr,
+        "check": cr,
+        "current_date": run.current_date,
+        "timezone": run.timezone,
+    }
     if o is None:
         return TaskReport(
-            id=task.id,
-            run=task.run,
-            repeat=task.repeat,
-            model=name,
-            model_options=options,
-            status=status,
-            error=error,
+            **common,
             final_message=None,
             turns_completed=0,
             tool_calls=0,
             duration_s=0.0,
             usage=UsageReport(),
             requests=[],
-            events_file=run.events_file,
-            workspace=wsr,
-            result=rr,
-            check=cr,
-            current_date=run.current_date,
-            timezone=run.timezone,
         )
     requests = [
         RequestReport(
@@ -401,13 +404,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
         for c in o.compactions
     ]
     return TaskReport(
-        id=task.id,
-        run=task.run,
-        repeat=task.repeat,
-        model=name,
-        model_options=options,
-        status=status,
-        error=error,
+        **common,
         final_message=o.final_message,
         turns_completed=o.turns_completed,
         tool_calls=o.tool_calls,
@@ -416,14 +413,8 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
         requests=requests,
         prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
         compactions=compactions,
-        events_file=run.events_file,
-        workspace=wsr,
-        result=rr,
-        check=cr,
         output=run.output,
         truncated_output=o.truncated_output,
-        current_date=run.current_date,
-        timezone=run.timezone,
     )
 
 
@@ -434,7 +425,7 @@ def run_report(
 
     t = run.task
     base = task_report(run, out_dir)
-    cost = cost_usd(t.price, run.outcome.usage if run.outcome else Usage())
+    cost = cost_usd(price_of(t.price), run.outcome.usage if run.outcome else Usage())
     rep = base.model_copy(
         update={
             "variant": t.variant,

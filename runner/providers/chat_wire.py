@@ -640,6 +640,6 @@ def stream_error(err: object) -> ModelError:
     (transient codes are resent, quota and invalid requests are final); llama.cpp's
     context-size wording is recognised too."""
     text = dumps(err)[:2000]
-    if says_context_overflow(400, text):
+    if says_context_overflow(text):
         return ContextWindowExceeded(text[:500])
     return failed_error({"error": err if isinstance(err, dict) else {"message": str(err)}})

@@ -75,6 +75,16 @@ class JsonStream:
         self.out.flush()
 
 
+def failed_thread(message: str) -> list[dict[str, Any]]:
+    """A whole thread that failed before it began, in `codex exec --json` events."""
+    return [
+        {"type": "thread.started", "thread_id": str(uuid.uuid4())},
+        {"type": "turn.started"},
+        {"type": "error", "message": message},
+        {"type": "turn.failed", "error": {"message": message}},
+    ]
+
+
 class EventLog:
     def __init__(
         self, path: Path, *, task: str, redact: Redactor, stdout: JsonStream | None = None
@@ -106,8 +116,9 @@ class EventLog:
         """The run failed outside the agent loop (workspace, sandbox, MCP server, a bug):
         a consumer of the Codex stream still sees a thread whose turn failed."""
         if not self._thread_started:
-            self.emit({"type": "thread.started", "thread_id": str(uuid.uuid4())})
-            self.emit({"type": "turn.started"})
+            for event in failed_thread(message):
+                self.emit(event)
+            return
         self.emit({"type": "error", "message": message})
         if self._turn_open:
             self.emit({"type": "turn.failed", "error": {"message": message}})
