@@ -13,16 +13,16 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from runner import preflight
+from runner import clock, preflight
 from runner.budget import BatchSpend
 from runner.config import BatchLimits, ResolvedTask, TaskFile
 from runner.errors import RunnerError
@@ -41,7 +41,10 @@ from runner.vocabulary import (
     NOT_WORKING,
     RunStatus,
 )
-from runner.wiring import Clients, local_timezone
+from runner.wiring import Clients
+
+if TYPE_CHECKING:
+    from runner.reports.model import Report  # loaded when the first run ends
 
 
 @dataclass
@@ -125,8 +128,7 @@ async def run_batch(
     )
     previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
-    today = dt.datetime.now().astimezone().date().isoformat()
-    tz = local_timezone()
+    today, tz = clock.today(), clock.local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
     order = {f: i for i, f in enumerate(plan.fingerprints)}
@@ -143,9 +145,23 @@ async def run_batch(
         progress.write(f"resuming batch {run_id}: {resumed} of {len(runs)} runs already finished\n")
     show.start(len(runs) - resumed)
 
+    def so_far() -> Report:
+        from runner.reports.json_report import build_report
+
+        finished = [r.report for r in runs if r.report is not None]
+        return build_report(
+            tasks=finished,
+            run_id=run_id,
+            task_file=task_file,
+            started=started,
+            finished=dt.datetime.now(dt.UTC),
+            pending=len(runs) - len(finished),
+            batch=plan.identity(),
+        )
+
+    checkpoints = Checkpoints(so_far, out_dir, redact)
+
     async def one(run: TaskRun, ctx: BatchContext) -> None:
-        run.skipped = "interrupted"
-        run.error = "interrupted before it started"
         async with limiter:
             why = spend.exceeded()
             if why is not None:
@@ -153,61 +169,9 @@ async def run_batch(
                 return
             run.skipped = run.error = None
             await live(run, ctx)
-            await checkpoint()
+            await checkpoints.due()
 
-    last_write = [0.0]
-    last_page = [0.0, 0.0]  # when report.html was last written, and what that took
-    writing = anyio.Lock()
-
-    deferred: list[anyio.abc.TaskGroup] = []  # where a later checkpoint waits
-    due = [False]  # a later checkpoint is already waiting
-
-    async def checkpoint() -> None:
-        """Reports of the runs finished so far, at most every few seconds (in a worker
-        thread: JUnit for thousands of runs takes a second), so a job killed or timed out
-        by CI still leaves readable reports; the final write replaces them. A run finishing
-        too soon after the last write leaves a write waiting for the interval to end, so no
-        finished run is missing from the reports for longer than `CHECKPOINT_S`."""
-        wait = CHECKPOINT_S - (time.monotonic() - last_write[0])
-        if wait > 0 or writing.locked():
-            if not due[0] and deferred:
-                due[0] = True
-                deferred[0].start_soon(later, max(wait, 0.05))
-            return
-        await write_checkpoint()
-
-    async def later(delay: float) -> None:
-        await anyio.sleep(delay)
-        due[0] = False
-        await checkpoint()
-
-    async def write_checkpoint() -> None:
-        from runner.reports.files import write_reports
-        from runner.reports.json_report import build_report
-
-        async with writing:
-            last_write[0] = time.monotonic()
-            done_reports = [r.report for r in runs if r.report is not None]
-            partial = build_report(
-                tasks=done_reports,
-                run_id=run_id,
-                task_file=task_file,
-                started=started,
-                finished=dt.datetime.now(dt.UTC),
-                pending=len(runs) - len(done_reports),
-                batch=plan.identity(),
-            )
-            # report.html too, but at most a tenth of the time: with thousands of runs
-            # it takes seconds (transcripts are read), the other reports milliseconds.
-            now = time.monotonic()
-            page = now - last_page[0] >= max(CHECKPOINT_S, 10 * last_page[1])
-            await anyio.to_thread.run_sync(
-                functools.partial(write_reports, partial, out_dir, redact=redact, page=page)
-            )
-            if page:
-                last_page[:] = [now, time.monotonic() - now]
-
-    interrupted: list[int] = []
+    stop = anyio.Event()
     with _work_root() as work_root:
         async with AsyncExitStack() as stack:
             ctx = BatchContext(
@@ -227,20 +191,20 @@ async def run_batch(
                 today=today,
                 tz=tz,
                 runner_home=runner_home,
-                interrupted=interrupted,
+                stop=stop,
             )
             async with anyio.create_task_group() as outer:
-                deferred.append(outer)  # cancelled with it: the final report follows
-                outer.start_soon(_stop_on_signal, outer.cancel_scope, interrupted, ctx.checks)
+                checkpoints.waiting_in = outer  # cancelled with it: the final report follows
+                outer.start_soon(_stop_on_signal, outer.cancel_scope, stop, ctx.checks)
                 async with anyio.create_task_group() as tg:
                     for run in runs:
                         if run.report is None:
-                            run.skipped = "interrupted"  # until it starts
+                            # What it stays if a signal comes before it starts.
+                            run.skipped, run.error = "interrupted", "interrupted before it started"
                             tg.start_soon(one, run, ctx)
                 outer.cancel_scope.cancel()
     show.close()
-    async with writing:  # a checkpoint still writing must not land after the final report
-        pass
+    await checkpoints.settled()  # a checkpoint still writing must not land after this
     from runner.reports.files import write_reports
     from runner.reports.json_report import build_report
 
@@ -259,18 +223,76 @@ async def run_batch(
     report_path = write_reports(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
-    return BatchResult(runs, report_path, interrupted=bool(interrupted), resumed=resumed)
+    return BatchResult(runs, report_path, interrupted=stop.is_set(), resumed=resumed)
+
+
+class Checkpoints:
+    """Reports of the runs finished so far, rewritten while the batch runs, so a job
+    killed or timed out by CI still leaves readable reports; the final write replaces them.
+
+    At most one write every `CHECKPOINT_S` (in a worker thread: JUnit for thousands of runs
+    takes a second). A run finishing too soon after the last write leaves one write waiting
+    for the interval to end, so no finished run is missing for longer than that."""
+
+    def __init__(self, report: Callable[[], Report], out_dir: Path, redact: Redactor) -> None:
+        self._report = report
+        self._out_dir = out_dir
+        self._redact = redact
+        self._writing = anyio.Lock()
+        self._last_write = 0.0
+        self._last_page = 0.0
+        self._page_took = 0.0
+        self._waiting = False
+        self.waiting_in: anyio.abc.TaskGroup | None = None
+        """Where a deferred write waits; none before the batch's task group exists."""
+
+    async def due(self) -> None:
+        wait = CHECKPOINT_S - (time.monotonic() - self._last_write)
+        if wait > 0 or self._writing.locked():
+            if not self._waiting and self.waiting_in is not None:
+                self._waiting = True
+                self.waiting_in.start_soon(self._later, max(wait, 0.05))
+            return
+        await self._write()
+
+    async def settled(self) -> None:
+        """Returns once no write is under way."""
+        async with self._writing:
+            pass
+
+    async def _later(self, delay: float) -> None:
+        await anyio.sleep(delay)
+        self._waiting = False
+        await self.due()
+
+    async def _write(self) -> None:
+        from runner.reports.files import write_reports
+
+        async with self._writing:
+            self._last_write = time.monotonic()
+            partial = self._report()
+            # report.html too, but at most a tenth of the time: with thousands of runs
+            # it takes seconds (transcripts are read), the other reports milliseconds.
+            now = time.monotonic()
+            page = now - self._last_page >= max(CHECKPOINT_S, 10 * self._page_took)
+            await anyio.to_thread.run_sync(
+                functools.partial(
+                    write_reports, partial, self._out_dir, redact=self._redact, page=page
+                )
+            )
+            if page:
+                self._last_page, self._page_took = now, time.monotonic() - now
 
 
 async def _stop_on_signal(
-    scope: anyio.CancelScope, interrupted: list[int], checks: set[anyio.CancelScope]
+    scope: anyio.CancelScope, stop: anyio.Event, checks: set[anyio.CancelScope]
 ) -> None:
     """Ctrl-C or SIGTERM cancels every run and every running check; each run still
-    commits its work (shielded cleanup in `one`) and the reports are written before the
-    runner exits."""
+    commits its work (shielded cleanup in `run.live`) and the reports are written before
+    the runner exits."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            interrupted.append(signum)
+        async for _ in signals:
+            stop.set()
             scope.cancel()
             for check in list(checks):
                 check.cancel()

@@ -26,6 +26,7 @@ from runner.vocabulary import (
     EXIT_TASK_FAILED,
     REASONING_EFFORTS,
     SANDBOX_MODES,
+    RunStatus,
 )
 
 if TYPE_CHECKING:
@@ -421,8 +422,8 @@ def _run(args: argparse.Namespace) -> int:
             ]
         )
     err.write(f"report: {result.report_path}\n")
-    not_started = sum(r.status == "skipped" for r in result.runs)
-    stopped = sum(r.status == "interrupted" for r in result.runs)
+    not_started = sum(r.status is RunStatus.SKIPPED for r in result.runs)
+    stopped = sum(r.status is RunStatus.INTERRUPTED for r in result.runs)
     if not_started or stopped:
         err.write(
             f"runner: {not_started} run(s) never started, {stopped} stopped; "

@@ -20,11 +20,12 @@ from pydantic import ValidationError
 
 from runner.errors import ConfigError, Problem
 from runner.fsutil import atomic_write_text
+from runner.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     from runner.reports.model import TaskReport  # loaded by `entries`, not at start-up
 
-REDO_STATUSES = frozenset({"interrupted"})
+REDO_STATUSES = frozenset({RunStatus.INTERRUPTED})
 """Finished runs with these statuses are run again by `--resume`; a run skipped by the
 batch budget has no `finished` record and is run again too."""
 

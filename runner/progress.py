@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from runner.items import as_int
-from runner.vocabulary import ERRORED
+from runner.vocabulary import RunStatus, Verdict
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -153,17 +153,17 @@ def compact(n: float) -> str:
     return f"{n / 1_000_000:.2f}M"
 
 
-def _seconds(s: float) -> str:
-    if not math.isfinite(s):
+def duration(seconds: float) -> str:
+    """Seconds below a minute, then `1m 05s`, then `1h 02m`: compact yet unambiguous; the
+    one form the progress lines and every report use."""
+    if not math.isfinite(seconds):
         return "-"
-    if s < 60:
-        return f"{s:.1f} s"
-    whole = round(s)
-    return (
-        f"{whole // 60}m {whole % 60:02d}s"
-        if whole < 3600
-        else f"{whole // 3600}h {whole % 3600 // 60:02d}m"
-    )
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
 @dataclass
@@ -214,9 +214,9 @@ class Tally:
         name = task.run or task.id
         self.running.pop(name, None)
         self.finished += 1
-        if task.status in ERRORED:
+        if task.status.verdict is Verdict.ERRORED:
             self.errored += 1
-        elif task.status != "completed":
+        elif task.status.verdict is Verdict.FAILED:
             self.failed += 1
         u = task.usage
         self.runs[name] = _RunCount(
@@ -268,7 +268,7 @@ def finished_line(task: TaskReport, tally: Tally) -> str:
     return printable(
         f"[{tally.finished}/{tally.total}] {task.run or task.id}: {task.status}: "
         f"{len(task.requests)} requests, {task.tool_calls} tool calls, {u.input_tokens} input "
-        f"tokens ({hit} cached){cost}, {_seconds(task.duration_s)}"
+        f"tokens ({hit} cached){cost}, {duration(task.duration_s)}"
     ).replace("\n", "\\x0a")
 
 
@@ -418,7 +418,7 @@ class LiveProgress:
         bar.add_row(
             ProgressBar(total=max(t.total, 1), completed=t.finished, width=30),
             Text(f"{t.finished}/{t.total} runs done"),
-            Text(_seconds(self._clock() - self._started), style="dim"),
+            Text(duration(self._clock() - self._started), style="dim"),
         )
         sent, cached, out = t.tokens()
         parts = [
@@ -462,7 +462,7 @@ class LiveProgress:
         from rich.text import Text
 
         self.tally.done(task)
-        style = "green" if task.status == "completed" else "red"
+        style = "green" if task.status is RunStatus.COMPLETED else "red"
         text = Text(finished_line(task, self.tally), style=style)
         for extra in details(task):
             if extra.startswith(("error:", "branch ", "no branch:", "patch ")):

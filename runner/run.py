@@ -33,7 +33,7 @@ from runner.reports.events import EventLog, JsonStream
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
 from runner.tools.mcp import McpSessions
-from runner.vocabulary import RunStatus
+from runner.vocabulary import RunStatus, SkipReason
 from runner.wiring import Clients, make_thread
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class TaskRun:
     check: CheckResult | None = None
     not_kept: bool = False
     """Its changes could not be committed: whatever the agent did, the run is an error."""
-    skipped: str | None = None
+    skipped: SkipReason | None = None
     """Why the run did not start (`budget`, `interrupted`), when it did not."""
     report: TaskReport | None = None
     """Its entry in report.json, made when it finished (or taken from the journal)."""
@@ -109,10 +109,10 @@ class TaskRun:
     """A signal stopped the batch before this run's check could finish."""
 
     @property
-    def status(self) -> str:
+    def status(self) -> RunStatus:
         return self.verdict()[0]
 
-    def verdict(self) -> tuple[str, str | None]:
+    def verdict(self) -> tuple[RunStatus, str | None]:
         """The run's status and error, by one precedence rule: a run that could not start
         or keep its work; changes outside the allowed scope; then, for a completed loop, a
         final answer that breaks the schema, a stop before the check, a failed check;
@@ -128,7 +128,7 @@ class TaskRun:
             return RunStatus.SCOPE_VIOLATION, "scope violation: " + "; ".join(
                 self.result.violations
             )
-        if o.status == RunStatus.COMPLETED:
+        if o.status is RunStatus.COMPLETED:
             if self.output_error is not None:
                 return RunStatus.FAILED, self.output_error
             if self.stopped_before_check:
@@ -201,8 +201,8 @@ class BatchContext:
     runner_home: Path | None
     checks: set[anyio.CancelScope] = field(default_factory=set)
     """Running checks: a signal cancels them (killing their process groups)."""
-    interrupted: list[int] = field(default_factory=list)
-    """The signals received; empty while the batch runs normally."""
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    """Set by Ctrl-C or SIGTERM: no check starts after it."""
 
 
 async def live(run: TaskRun, b: BatchContext) -> None:
@@ -215,47 +215,11 @@ async def live(run: TaskRun, b: BatchContext) -> None:
         log = EventLog(b.out_dir / run.events_file, task=t.run, redact=b.redact, stdout=b.stream)
     except OSError as exc:
         run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
-        run.report = run_report(run, b.out_dir, b.redact, b.order)
-        b.journal.finished(t.fingerprint, run.report)
-        b.show.run_finished(run.report)
+        _finished(run, b)
         return
     b.show.run_started(t.run, f"{t.provider_name}/{t.model}")
-    sink = RunSink(log, t.price, b.spend, t.run, b.show)
-    ws: workspace.Workspace | None = None
     try:
-        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
-        run.ws = ws
-        model = await b.clients.get(t)
-        async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
-            run.current_date = t.current_date or b.today
-            run.timezone = t.timezone or b.tz
-            notes: list[str] = []
-            thread = make_thread(
-                t,
-                ws.path,
-                model,
-                b.agent_env,
-                sink,
-                today=run.current_date,
-                tz=run.timezone,
-                runner_home=b.runner_home,
-                budget=RunBudget(t.limits, t.price, b.spend),
-                extra_tools=mcp.tools,
-                redact=b.redact,
-                notes=notes,
-            )
-            for note in notes:
-                _note(run, log, b.redact(note))
-            try:
-                run.outcome = await thread.run()
-                for note in dict.fromkeys(thread.ctx.executor.limit_notes):
-                    _note(run, log, b.redact(note))
-            except anyio.get_cancelled_exc_class():
-                run.outcome = thread.interrupted(
-                    "interrupted by a signal; the work done so far is kept"
-                )
-                raise
-        _check_output(run)
+        await _agent(run, b, log)
     except (EngineError, SandboxError, McpError, workspace.WorkspaceError, UnsafeFileError) as exc:
         run.error = str(exc)
         log.failed(run.error)
@@ -264,35 +228,82 @@ async def live(run: TaskRun, b: BatchContext) -> None:
         log.failed(run.error)
     finally:
         with anyio.CancelScope(shield=True):
-            try:
-                if ws is not None:
-                    # Commit first: files the check creates (caches, build output)
-                    # must not land on the branch.
-                    await _keep_result(
-                        run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal
+            await _wind_up(run, b, log)
+
+
+async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
+    """The workspace, the MCP servers and the thread: what a signal or an error may cut
+    short. `run.outcome` is set however the thread ends."""
+    t = run.task
+    sink = RunSink(log, t.price, b.spend, t.run, b.show)
+    run.ws = ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
+    model = await b.clients.get(t)
+    async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
+        run.current_date = t.current_date or b.today
+        run.timezone = t.timezone or b.tz
+        notes: list[str] = []
+        thread = make_thread(
+            t,
+            ws.path,
+            model,
+            b.agent_env,
+            sink,
+            today=run.current_date,
+            tz=run.timezone,
+            runner_home=b.runner_home,
+            budget=RunBudget(t.limits, t.price, b.spend),
+            extra_tools=mcp.tools,
+            redact=b.redact,
+            notes=notes,
+        )
+        for note in notes:
+            _note(run, log, b.redact(note))
+        try:
+            run.outcome = await thread.run()
+        except anyio.get_cancelled_exc_class():
+            run.outcome = thread.interrupted(
+                "interrupted by a signal; the work done so far is kept"
+            )
+            raise
+        for note in dict.fromkeys(thread.ctx.executor.limit_notes):
+            _note(run, log, b.redact(note))
+    _check_output(run)
+
+
+async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
+    """Runs shielded, whatever stopped the run: keep its work, run its check, then clean
+    up, report and journal it. Commit first: files the check creates (caches, build
+    output) must not land on the branch."""
+    ws = run.ws
+    try:
+        if ws is not None:
+            await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
+            if run.outcome is not None:
+                await _check_unless_stopped(run, ws, b.agent_env, b.checks, b.stop)
+                if run.check is not None:
+                    log.emit(
+                        {
+                            "type": "check.completed",
+                            "exit_code": run.check.exit_code,
+                            "passed": run.check.passed,
+                            "output_tail": run.check.output_tail,
+                        }
                     )
-                    if run.outcome is not None:
-                        await _check_unless_stopped(run, ws, b.agent_env, b.checks, b.interrupted)
-                        if run.check is not None:
-                            log.emit(
-                                {
-                                    "type": "check.completed",
-                                    "exit_code": run.check.exit_code,
-                                    "passed": run.check.passed,
-                                    "output_tail": run.check.output_tail,
-                                }
-                            )
-            except Exception as exc:
-                run.error = _internal(exc)
-                log.failed(run.error)
-            finally:
-                if ws is not None:
-                    await workspace.cleanup(ws)
-                log.close()
-                run.report = run_report(run, b.out_dir, b.redact, b.order)
-                b.journal.finished(t.fingerprint, run.report)
-                # Here, not after: a run stopped by Ctrl-C must be shown too.
-                b.show.run_finished(run.report)
+    except Exception as exc:
+        run.error = _internal(exc)
+        log.failed(run.error)
+    finally:
+        if ws is not None:
+            await workspace.cleanup(ws)
+        log.close()
+        _finished(run, b)
+
+
+def _finished(run: TaskRun, b: BatchContext) -> None:
+    """Its report entry, journaled and shown (a run stopped by Ctrl-C is shown too)."""
+    run.report = run_report(run, b.out_dir, b.redact, b.order)
+    b.journal.finished(run.task.fingerprint, run.report)
+    b.show.run_finished(run.report)
 
 
 def _internal(exc: Exception) -> str:
@@ -433,7 +444,7 @@ def run_report(
             "fingerprint": t.fingerprint,
             "cost_usd": cost,
             "index": order.get(t.fingerprint),
-            "skip_reason": run.skipped if base.status == "skipped" else None,
+            "skip_reason": run.skipped if base.status is RunStatus.SKIPPED else None,
         }
     )
     # Redacted once here: the journal and every report are made from this copy. Text from
@@ -487,14 +498,14 @@ async def _check_unless_stopped(
     ws: workspace.Workspace,
     env: dict[str, str],
     checks: set[anyio.CancelScope],
-    interrupted: list[int],
+    stop: anyio.Event,
 ) -> None:
     """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
     kills its process group): Ctrl-C must not wait for a long check. A run the signal
     stopped, before or during its check, is `interrupted` (redone by `--resume`), never
     passed or failed by a check that did not finish."""
     assert run.outcome is not None
-    if run.outcome.status != "interrupted" and not interrupted:
+    if run.outcome.status is not RunStatus.INTERRUPTED and not stop.is_set():
         with anyio.CancelScope() as scope:
             checks.add(scope)
             try:
@@ -510,7 +521,7 @@ def _check_output(run: TaskRun) -> None:
     """A completed run's final answer against the task's `output_schema`: parsed into
     the report, or the run fails saying why. Only the last answer is the run's output."""
     o, schema = run.outcome, run.task.output_schema
-    if o is None or schema is None or o.status != "completed":
+    if o is None or schema is None or o.status is not RunStatus.COMPLETED:
         return
     run.output, run.output_error = check_answer(schema, o.final_message)
 
@@ -528,7 +539,7 @@ async def _keep_result(
     """Commit whatever the run changed, whatever its status: nothing done is lost.
     Secrets are redacted from the files before the commit (see `workspace.finish`)."""
     t = run.task
-    status = run.outcome.status if run.outcome else "error"
+    status = run.outcome.status if run.outcome else RunStatus.ERROR
     final = (run.outcome.final_message if run.outcome else None) or ""
     message = redact(
         f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"

@@ -11,6 +11,9 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 Auth = Literal["bearer", "api-key", "none"]
 """How a provider takes its key: `Authorization: Bearer`, Azure's `api-key`, or not at all."""
 
+SkipReason = Literal["budget", "interrupted"]
+"""Why a run never started: the batch budget was spent, or Ctrl-C or SIGTERM came first."""
+
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
 REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 
@@ -25,9 +28,21 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM stopped the batch (128 + SIGINT, as shells report it)."""
 
 
+class Verdict(StrEnum):
+    """The bucket every count, rate and JUnit element puts a run in."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    """The agent ran and did not achieve the task within its limits."""
+    ERRORED = "errored"
+    """The run says nothing about the agent: the infrastructure broke or a signal stopped it."""
+    SKIPPED = "skipped"
+
+
 class RunStatus(StrEnum):
-    """How a run ended. The loop gives the first ten; the run adds what happened after
-    the loop (see `run.TaskRun.verdict`, the one precedence rule)."""
+    """How a run ended. The agent loop ends with one of the first ten; what happened after
+    it (the output schema, a signal, the check, the scope) can change that, by one
+    precedence rule (`run.TaskRun.verdict`)."""
 
     COMPLETED = "completed"
     MAX_TURNS = "max_turns"
@@ -47,6 +62,14 @@ class RunStatus(StrEnum):
     SCOPE_VIOLATION = "scope_violation"
     SKIPPED = "skipped"
     """Never started: the batch budget, an interruption or `--only`."""
+
+    @property
+    def verdict(self) -> Verdict:
+        if self is RunStatus.COMPLETED:
+            return Verdict.PASSED
+        if self is RunStatus.SKIPPED:
+            return Verdict.SKIPPED
+        return Verdict.ERRORED if self in ERRORED else Verdict.FAILED
 
 
 NOT_WORKING = frozenset({RunStatus.ERROR, RunStatus.RATE_LIMITED, RunStatus.QUOTA_EXHAUSTED})

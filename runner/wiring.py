@@ -7,7 +7,6 @@ only their protocols."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -56,24 +55,6 @@ def sampling(
             reasoning["summary"] = opts.reasoning_summary
     text = {"verbosity": opts.verbosity} if opts.verbosity else None
     return extra, reasoning, text
-
-
-def local_timezone() -> str:
-    """This machine's IANA zone for the prompt: `$TZ` if it names one, else the zone
-    /etc/localtime links to, else UTC. Anything else in `$TZ` (a path, POSIX rules, junk)
-    never reaches the prompt or the report."""
-    from runner.config import timezone_problem
-
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    try:
-        link = os.readlink("/etc/localtime")
-        candidates.append(link.split("zoneinfo/", 1)[1] if "zoneinfo/" in link else "")
-    except OSError:
-        pass
-    for name in candidates:
-        if name and timezone_problem(name) is None:
-            return name
-    return "UTC"
 
 
 def make_tools(task: ResolvedTask) -> list[Tool]:

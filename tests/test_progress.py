@@ -108,11 +108,11 @@ def test_plain_lines() -> None:
     assert buf.getvalue().splitlines() == [
         "runner: 3 runs",
         "[1/3] a.r1: completed: 2 requests, 4 tool calls, 1000 input tokens (80% cached), "
-        "$0.0200, 12.5 s",
+        "$0.0200, 12.5s",
         "  branch runner/a (2 files, +10 -3)",
         "[2/3] b.r1: check_failed: 2 requests, 4 tool calls, 2000 input tokens (50% cached), "
-        "$0.0300, 12.5 s",
-        "[3/3] c.r1: error: 0 requests, 4 tool calls, 0 input tokens (- cached), 12.5 s",
+        "$0.0300, 12.5s",
+        "[3/3] c.r1: error: 0 requests, 4 tool calls, 0 input tokens (- cached), 12.5s",
         "  error: provider error: HTTP 500",
         "runner: 3/3 runs done, 0 running, 1 failed, 1 errored, 3.0k tokens in (60% cached), "
         "120 out, $0.0500",
@@ -205,7 +205,7 @@ def test_github_run_output_cannot_issue_workflow_commands() -> None:
     assert "error: ::add-mask::x" in inside and "  ::endgroup::" in inside
     assert (
         inside[0] == "[1/1] t%0A::x\\x0a.r1: failed: 2 requests, 4 tool calls, 1000 input "
-        "tokens (60% cached), 12.5 s"
+        "tokens (60% cached), 12.5s"
     )
     # Outside the stopped stretch, the only commands are ours.
     ours = [line for i, line in enumerate(lines) if line.startswith("::") and not 2 < i < resume]
@@ -246,7 +246,7 @@ def test_live_display_in_a_terminal() -> None:
     raw = buf.getvalue()
     assert ANSI.search(raw), "a terminal gets a live (redrawn) display"
     text = ANSI.sub("", raw)
-    assert "3/3 runs done" in text and "6.0 s" in text
+    assert "3/3 runs done" in text and "6.0s" in text
     display, last = text.rsplit("runner: ", 1)
     assert last.startswith("3/3 runs done, 0 running, 1 failed, 1 errored")
     final = display.rsplit("3/3 runs done", 1)[1]
@@ -346,10 +346,3 @@ def test_final_line_counts_runs_never_started_apart() -> None:
         .splitlines()[-1]
         .startswith("runner: 2/5 runs done, 0 running, 1 failed, 0 errored, 3 not started, ")
     )
-
-
-def test_errored_statuses_agree_with_the_reports() -> None:
-    from runner.progress import ERRORED as SHOWN
-    from runner.reports.totals import ERRORED
-
-    assert SHOWN == ERRORED

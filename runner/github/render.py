@@ -25,6 +25,7 @@ from runner.github.context import (
 from runner.reports.markdown import cell, inline, mark, percent, tokens, truncate
 from runner.reports.model import Report, TaskReport
 from runner.sandbox.env import SECRET_NAME
+from runner.vocabulary import RunStatus
 
 
 def _cost(value: float | None) -> str:
@@ -170,7 +171,7 @@ def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
     failed = [
         f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r)) else "")
         for r in report.tasks
-        if r.status != "completed"
+        if r.status is not RunStatus.COMPLETED
     ][:TABLE_ROWS]
     if failed:
         head += ["", "#### Not completed", "", *failed]

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from runner.reports.markdown import _table, cell, column_name, money, partial_text, percent
 from runner.reports.model import Report, TaskReport
-from runner.reports.totals import finished_runs, verdict
+from runner.reports.totals import finished_runs
+from runner.vocabulary import Verdict
 
 DEFAULT_ALPHA = 0.05
 
@@ -100,16 +101,16 @@ class Comparison(BaseModel):
 
 def _side(runs: Sequence[TaskReport]) -> Side:
     done = finished_runs(runs)
-    kinds = [verdict(t.status) for t in runs]
-    passed = kinds.count("passed")
+    kinds = [t.status.verdict for t in runs]
+    passed = kinds.count(Verdict.PASSED)
     sent = sum(t.usage.input_tokens for t in done)
     costs = [t.cost_usd for t in done]
     return Side(
         runs=len(runs),
         finished=len(done),
         passed=passed,
-        skipped=kinds.count("skipped"),
-        errored=kinds.count("errored"),
+        skipped=kinds.count(Verdict.SKIPPED),
+        errored=kinds.count(Verdict.ERRORED),
         pass_rate=round(passed / len(done), 4) if done else None,
         mean_tokens=round(statistics.fmean(t.usage.total_tokens for t in done), 1)
         if done

@@ -23,11 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.progress import printable
+from runner.progress import duration, printable
 from runner.reports.markdown import (
     MARKS,
     column_name,
-    duration,
     group_stats,
     headline_cost,
     money,
@@ -39,6 +38,7 @@ from runner.reports.markdown import (
 )
 from runner.reports.model import Report, TaskReport
 from runner.reports.stats import wilson_interval
+from runner.vocabulary import RunStatus
 
 TEXT_LIMIT = 4000
 """Characters kept of one message or command output (head and tail)."""
@@ -154,7 +154,7 @@ def cost_chart(report: Report) -> str:
         g = group_stats(runs)
         if not g.runs:
             continue
-        done = [t for t in runs if t.status not in ("skipped",) and t.requests]
+        done = [t for t in runs if t.status is not RunStatus.SKIPPED and t.requests]
         if use_cost:
             x = sum(t.cost_usd or 0.0 for t in done) / g.runs
         else:
@@ -331,8 +331,7 @@ def _patch(out_dir: Path, task: TaskReport) -> str:
 def _run_details(out_dir: Path, t: TaskReport) -> str:
     u = t.usage
     facts = [
-        f"status {MARKS.get(t.status, t.status)}"
-        + (f" ({t.skip_reason})" if t.skip_reason else ""),
+        f"status {MARKS[t.status]}" + (f" ({t.skip_reason})" if t.skip_reason else ""),
         f"{len(t.requests)} requests",
         f"{t.turns_completed} user turns",
         f"{t.tool_calls} tool calls",
@@ -498,7 +497,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         summary = (
             f"{task.run or task.id} - {task.model}"
             + (f" / {task.variant}" if task.variant else "")
-            + f" - {MARKS.get(task.status, task.status)}"
+            + f" - {MARKS[task.status]}"
         )
         if i >= RUN_DETAILS_LIMIT:
             parts.append(

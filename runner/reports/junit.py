@@ -37,32 +37,28 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, TaskReport, UsageReport
-from runner.reports.totals import sum_cost, sum_usage, verdict
-from runner.vocabulary import ERRORED
+from runner.reports.totals import compute_totals
+from runner.vocabulary import RunStatus, Verdict
 
-ERROR_STATUSES = ERRORED
-"""Statuses reported as `<error>`: the run itself broke or was stopped from outside (provider,
-workspace, crash, Ctrl-C, a rate limit or quota that retries could not get past), so it
-says nothing about the agent. Every other status but
-`completed` (failed, check_failed, max_turns, max_tool_calls, timeout, budget,
-scope_violation, and any future one) is a `<failure>`: the agent ran and did not achieve
-the task within its limits."""
-
-REASONS = {
-    "failed": "the model or server refused to go on",
-    "check_failed": "the check command failed",
-    "max_turns": "stopped at the request limit (limits.max_turns)",
-    "max_tool_calls": "stopped at the tool-call limit",
-    "timeout": "timed out",
-    "budget": "stopped at the token or cost budget",
-    "scope_violation": "changes outside the allowed scope",
-    "error": "the run failed with an error",
-    "interrupted": "stopped by Ctrl-C or SIGTERM",
-    "rate_limited": "still rate-limited after every retry",
-    "quota_exhausted": "the provider account is out of quota",
-    "max_output_tokens": "the answer was cut off at max_output_tokens",
+REASONS: dict[RunStatus, str] = {
+    RunStatus.FAILED: "the model or server refused to go on",
+    RunStatus.CHECK_FAILED: "the check command failed",
+    RunStatus.MAX_TURNS: "stopped at the request limit (limits.max_turns)",
+    RunStatus.MAX_TOOL_CALLS: "stopped at the tool-call limit",
+    RunStatus.TIMEOUT: "timed out",
+    RunStatus.BUDGET: "stopped at the token or cost budget",
+    RunStatus.SCOPE_VIOLATION: "changes outside the allowed scope",
+    RunStatus.ERROR: "the run failed with an error",
+    RunStatus.INTERRUPTED: "stopped by Ctrl-C or SIGTERM",
+    RunStatus.RATE_LIMITED: "still rate-limited after every retry",
+    RunStatus.QUOTA_EXHAUSTED: "the provider account is out of quota",
+    RunStatus.MAX_OUTPUT_TOKENS: "the answer was cut off at max_output_tokens",
 }
-"""Short human reason per status; the start of the `message` attribute."""
+"""Short human reason for each status that is an `<error>` or a `<failure>`; the start of
+the `message` attribute. An errored verdict (the run says nothing about the agent: provider,
+workspace, crash, Ctrl-C, a rate limit or quota retries could not get past) is an
+`<error>`; a failed one (the agent ran and did not achieve the task within its limits) is a
+`<failure>`."""
 
 MESSAGE_LIMIT = 200
 """`message` is a one-line summary; the full text goes in the element body."""
@@ -165,22 +161,20 @@ CASE_OUTPUT = (
 def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
     """The model's totals over its runs; `cost_usd` only when every run's cost is known.
     `pass_rate` is over finished runs (skipped and errored ones are counted apart)."""
-    passed = sum(1 for t in tasks if t.status == "completed")
-    kinds = [verdict(t.status) for t in tasks]
-    finished = kinds.count("passed") + kinds.count("failed")
+    totals = compute_totals(tasks)
     return _known(
         [
-            ("runs", str(len(tasks))),
-            ("finished", str(finished)),
-            ("skipped", str(kinds.count("skipped"))),
-            ("errored", str(kinds.count("errored"))),
-            ("passed", str(passed)),
-            ("pass_rate", f"{passed / finished:.4f}" if finished else None),
-            *_usage_pairs(sum_usage(t.usage for t in tasks)),
-            ("cost_usd", _cost(sum_cost(t.cost_usd for t in tasks))),
-            ("requests", str(sum(len(t.requests) for t in tasks))),
+            ("runs", str(totals.runs)),
+            ("finished", str(totals.finished)),
+            ("skipped", str(totals.skipped)),
+            ("errored", str(totals.errored)),
+            ("passed", str(totals.completed)),
+            ("pass_rate", None if totals.pass_rate is None else f"{totals.pass_rate:.4f}"),
+            *_usage_pairs(totals.usage),
+            ("cost_usd", _cost(totals.cost_usd)),
+            ("requests", str(totals.requests)),
             ("user_turns", str(sum(t.turns_completed for t in tasks))),
-            ("tool_calls", str(sum(t.tool_calls for t in tasks))),
+            ("tool_calls", str(totals.tool_calls)),
             ("duration_s", _time(sum(t.duration_s for t in tasks))),
         ]
     )
@@ -195,7 +189,7 @@ def _first_line(text: str | None) -> str:
 
 def failure_message(task: TaskReport) -> str:
     """One line: the reason for the status, then the first line of the error if any."""
-    reason = REASONS.get(task.status, task.status)
+    reason = REASONS.get(task.status, "")
     detail = _first_line(task.error)
     if not detail and task.check is not None and not task.check.passed:
         detail = f"`{task.check.command}` exited {task.check.exit_code}"
@@ -245,16 +239,17 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
             )
             pairs = [p for p in run_properties(task) if p[0] in CASE_OUTPUT]
             case.stdout = "\n".join(f"{name}={xml_safe(value)}" for name, value in pairs)
-            if task.status == "skipped":
+            kind = task.status.verdict
+            if kind is Verdict.SKIPPED:
                 case.add_skipped_info(
                     xml_safe(
                         f"not started: {task.skip_reason or 'skipped'}"
                         + (f": {_first_line(task.error)}" if task.error else "")
                     )[:MESSAGE_LIMIT]
                 )
-            elif task.status in ERROR_STATUSES:
+            elif kind is Verdict.ERRORED:
                 case.add_error_info(failure_message(task), failure_text(task) or None, task.status)
-            elif task.status != "completed":
+            elif kind is Verdict.FAILED:
                 case.add_failure_info(
                     failure_message(task), failure_text(task) or None, xml_safe(task.status)
                 )

@@ -22,9 +22,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from runner.progress import duration
 from runner.reports.model import Report, TaskReport
 from runner.reports.stats import mean_pass_at_k, wilson_interval
-from runner.reports.totals import finished_runs, sum_cost, verdict
+from runner.reports.totals import finished_runs, sum_cost
+from runner.vocabulary import RunStatus, Verdict
 
 ERROR_LIMIT = 200
 """Error messages are cut to about this many characters; report.json has the full text."""
@@ -35,23 +37,24 @@ PR_COMMENT_MAX_CHARS = 65_536
 STEP_SUMMARY_MAX_CHARS = 250_000
 """GitHub's 1 MiB job-summary limit in characters, counting 4 UTF-8 bytes for each."""
 
-MARKS = {
-    "completed": "PASS",
-    "failed": "FAIL",
-    "check_failed": "FAIL (check)",
-    "max_turns": "FAIL (turns)",
-    "max_tool_calls": "FAIL (tool calls)",
-    "timeout": "FAIL (timeout)",
-    "budget": "FAIL (budget)",
-    "scope_violation": "FAIL (scope)",
-    "error": "ERROR",
-    "interrupted": "STOPPED",
-    "skipped": "NOT STARTED",
-    "rate_limited": "ERROR (rate limit)",
-    "quota_exhausted": "ERROR (quota)",
-    "max_output_tokens": "FAIL (output cap)",
+MARKS: dict[RunStatus, str] = {
+    RunStatus.COMPLETED: "PASS",
+    RunStatus.FAILED: "FAIL",
+    RunStatus.CHECK_FAILED: "FAIL (check)",
+    RunStatus.MAX_TURNS: "FAIL (turns)",
+    RunStatus.MAX_TOOL_CALLS: "FAIL (tool calls)",
+    RunStatus.TIMEOUT: "FAIL (timeout)",
+    RunStatus.BUDGET: "FAIL (budget)",
+    RunStatus.SCOPE_VIOLATION: "FAIL (scope)",
+    RunStatus.ERROR: "ERROR",
+    RunStatus.INTERRUPTED: "STOPPED",
+    RunStatus.SKIPPED: "NOT STARTED",
+    RunStatus.RATE_LIMITED: "ERROR (rate limit)",
+    RunStatus.QUOTA_EXHAUSTED: "ERROR (quota)",
+    RunStatus.MAX_OUTPUT_TOKENS: "FAIL (output cap)",
 }
-"""Short, emoji-free status marks: readable in plain text and in a terminal."""
+"""Short, emoji-free status marks: readable in plain text and in a terminal (one per
+status; a test checks none is missing)."""
 
 # CommonMark lets any ASCII punctuation be backslash-escaped; these are the ones that can
 # start markup inside a table cell or list item (`|` splits cells even inside code spans).
@@ -84,8 +87,8 @@ def truncate(text: str, limit: int = ERROR_LIMIT) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
 
 
-def mark(status: str) -> str:
-    return MARKS.get(status, status.upper())
+def mark(status: RunStatus) -> str:
+    return MARKS[status]
 
 
 def tokens(n: float) -> str:
@@ -94,18 +97,6 @@ def tokens(n: float) -> str:
 
 def percent(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio * 100:.1f}%"
-
-
-def duration(seconds: float) -> str:
-    """Seconds below a minute, then `1m 05s`, then `1h 02m`: compact yet unambiguous."""
-    if not math.isfinite(seconds):
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m {whole % 60:02d}s"
-    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
 def money(usd: float | None) -> str:
@@ -168,13 +159,13 @@ def group_stats(every: Sequence[TaskReport]) -> GroupStats:
     """Pass rate over finished runs, and pass@k over tasks: each task (id, model, variant)
     is one problem sampled `n` times, as in the pass@k literature."""
     tasks = finished_runs(every)
-    kinds = [verdict(t.status) for t in every]
+    kinds = [t.status.verdict for t in every]
     samples: dict[tuple[str, str, str | None], list[bool]] = {}
     for t in tasks:
-        samples.setdefault((t.id, t.model, t.variant), []).append(t.status == "completed")
+        samples.setdefault((t.id, t.model, t.variant), []).append(t.status is RunStatus.COMPLETED)
     counts = [(len(v), sum(v)) for v in samples.values()]
     n = min((c[0] for c in counts), default=0)
-    passed = sum(1 for t in tasks if t.status == "completed")
+    passed = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
     cached = sum(t.usage.cached_tokens for t in tasks)
     sent = sum(t.usage.input_tokens for t in tasks)
     cost = sum_cost(t.cost_usd for t in tasks)
@@ -192,8 +183,8 @@ def group_stats(every: Sequence[TaskReport]) -> GroupStats:
         else None,
         cost_per_pass=cost / passed if cost is not None and passed else None,
         median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0,
-        skipped=kinds.count("skipped"),
-        errored=kinds.count("errored"),
+        skipped=kinds.count(Verdict.SKIPPED),
+        errored=kinds.count(Verdict.ERRORED),
         input_tokens=sum(t.usage.input_tokens for t in every),
         output_tokens=sum(t.usage.output_tokens for t in every),
         cost=sum_cost(t.cost_usd for t in every if t.requests),
@@ -297,14 +288,14 @@ def task_matrix(
         rows[t.id] = None
         cols[column_name(t)] = None
         c = cells.setdefault((t.id, column_name(t)), Cell())
-        kind = verdict(t.status)
-        if kind == "skipped":
+        kind = t.status.verdict
+        if kind is Verdict.SKIPPED:
             c.skipped += 1
-        elif kind == "errored":
+        elif kind is Verdict.ERRORED:
             c.errored += 1
         else:
             c.finished += 1
-            c.passed += kind == "passed"
+            c.passed += kind is Verdict.PASSED
     return list(rows), list(cols), cells
 
 
@@ -385,7 +376,7 @@ def skip_reasons(tasks: Sequence[TaskReport]) -> str:
     """`budget 2, interrupted 1`: why runs never started."""
     counts: dict[str, int] = {}
     for t in tasks:
-        if t.status == "skipped":
+        if t.status is RunStatus.SKIPPED:
             reason = t.skip_reason or "not started"
             counts[reason] = counts.get(reason, 0) + 1
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -504,7 +495,7 @@ def _problem_items(report: Report) -> list[str]:
     """Why each run did not complete; the first place a reader looks after the headline."""
     items = []
     for t in report.tasks:
-        if t.status == "completed":
+        if t.status is RunStatus.COMPLETED:
             continue
         why = t.error or ""
         if not why and t.check is not None and not t.check.passed:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from runner.vocabulary import RunStatus, SkipReason
+
 SCHEMA_VERSION = "runner.report/2"
 READS = frozenset({"runner.report/1", SCHEMA_VERSION})
 """/1 called `totals.runs` `totals.tasks`; it is read and written back as /2."""
@@ -146,7 +148,7 @@ class TaskReport(Strict):
     key for `--resume` and `--shard`, equal on every machine."""
     cost_usd: float | None = None
     """From the price table; null when the model's price is unknown (never a guess)."""
-    status: str
+    status: RunStatus
     """completed | check_failed | max_turns | max_tool_calls | timeout | budget (token or
     cost limit) | skipped (never started: see `skip_reason`) | failed | error | interrupted
     | scope_violation | rate_limited (still 429 after every retry, or asked to wait longer
@@ -155,7 +157,7 @@ class TaskReport(Strict):
     `truncated_output`). `failed`: the request itself was refused (400 invalid request,
     context full); `error`: no working model (network or 5xx after every retry, 401/403:
     the message names the key's variable)."""
-    skip_reason: str | None = None
+    skip_reason: SkipReason | None = None
     """Why a `skipped` run never started: `budget` (the batch budget was spent) or
     `interrupted` (Ctrl-C or SIGTERM came first). `runner run --resume` runs it."""
     index: int | None = None

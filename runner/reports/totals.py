@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from runner.reports.model import TaskReport, Totals, UsageReport
-from runner.vocabulary import ERRORED
+from runner.vocabulary import RunStatus, Verdict
 
 
 def cache_hit_ratio(cached: int, sent: int) -> float | None:
@@ -56,31 +56,22 @@ def sum_cost(costs: Iterable[float | None]) -> float | None:
     return round(total, 6)
 
 
-def verdict(status: str) -> str:
-    """`passed`, `failed`, `errored` or `skipped`: the bucket every count uses."""
-    if status == "completed":
-        return "passed"
-    if status == "skipped":
-        return "skipped"
-    return "errored" if status in ERRORED else "failed"
-
-
 def finished_runs(tasks: Iterable[TaskReport]) -> list[TaskReport]:
     """Runs with a verdict (passed or failed): what rates, medians and intervals use."""
-    return [t for t in tasks if verdict(t.status) in ("passed", "failed")]
+    return [t for t in tasks if t.status.verdict in (Verdict.PASSED, Verdict.FAILED)]
 
 
 def compute_totals(tasks: Sequence[TaskReport]) -> Totals:
-    done = sum(1 for t in tasks if t.status == "completed")
-    kinds = [verdict(t.status) for t in tasks]
-    finished = kinds.count("passed") + kinds.count("failed")
+    done = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
+    kinds = [t.status.verdict for t in tasks]
+    finished = kinds.count(Verdict.PASSED) + kinds.count(Verdict.FAILED)
     return Totals(
         runs=len(tasks),
         completed=done,
         not_completed=len(tasks) - done,
         finished=finished,
-        skipped=kinds.count("skipped"),
-        errored=kinds.count("errored"),
+        skipped=kinds.count(Verdict.SKIPPED),
+        errored=kinds.count(Verdict.ERRORED),
         pass_rate=round(done / finished, 4) if finished else None,
         requests=sum(len(t.requests) for t in tasks),
         tool_calls=sum(t.tool_calls for t in tasks),

@@ -304,13 +304,6 @@ def test_long_message_is_truncated_but_text_is_not() -> None:
     assert "x" * 400 in failure.text
 
 
-def test_unknown_status_is_a_failure(schema: xmlschema.XMLSchema) -> None:
-    xml = render_junit(report([task("t", "p/m", "cancelled")]))
-    schema.validate(xml)
-    failure = ET.fromstring(xml).find("testsuite/testcase/failure")
-    assert failure is not None and failure.attrib["message"] == "cancelled: cancelled"
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=st.text(st.characters(codec=None, exclude_categories=()), max_size=40),

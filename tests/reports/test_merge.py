@@ -244,6 +244,7 @@ def test_invalid_field_names_the_field(tmp_path: Path) -> None:
     data = json.loads(benchmark_report().model_dump_json())
     data["tasks"][3]["usage"]["input_tokens"] = "many"
     del data["tasks"][5]["status"]
+    data["tasks"][6]["status"] = "cancelled"  # statuses are one closed vocabulary
     data["totals"]["surprise"] = 1
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -257,6 +258,12 @@ def test_invalid_field_names_the_field(tmp_path: Path) -> None:
     )
     assert f"error: {bad / 'report.json'}: tasks[5].status: Field required" in lines
     assert any("totals.surprise: Extra inputs are not permitted" in line for line in lines)
+    assert any(
+        line.startswith(f"error: {bad / 'report.json'}: tasks[6].status: Input should be ")
+        and "'completed'" in line
+        and "'skipped'" in line
+        for line in lines
+    )
 
 
 def test_every_bad_shard_is_reported_at_once(tmp_path: Path) -> None:
