@@ -39,7 +39,6 @@ from runner.github.render import (
     render_comment,
     render_notice,
     render_pr_body,
-    secret_values,
 )
 from runner.github.rest import (
     GitHub,
@@ -52,6 +51,7 @@ from runner.github.rest import (
 from runner.redact import Redactor
 from runner.reports.markdown import inline, truncate
 from runner.reports.model import Report
+from runner.secret_env import secrets_from_env
 from runner.vocabulary import EXIT_BAD_INPUT, EXIT_RUNNER
 
 
@@ -315,7 +315,7 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         if report is None:
             return 0
         body = render_comment(report, ctx, artifact=args.artifact)
-    body = Redactor(secret_values(env))(body)
+    body = Redactor(secrets_from_env(env))(body)
     if args.write:
         Path(args.write).write_text(body, encoding="utf-8")
     if number is None:
@@ -422,7 +422,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if report is None:
         return 0
     token = _token(env, args.token_env)
-    redact = Redactor(secret_values(env))
+    redact = Redactor(secrets_from_env(env))
     base = args.base or str(
         ((ctx.event or {}).get("repository") or {}).get("default_branch") or "main"
     )

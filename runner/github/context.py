@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.config.schema import McpServerConfig, Settings
 from runner.errors import RunnerError
+from runner.reports.markdown import PR_COMMENT_MAX_CHARS
 from runner.vocabulary import REASONING_EFFORTS, SANDBOX_MODES
 
 MARKER = "<!-- runner:summary -->"
@@ -42,8 +43,8 @@ DEFAULT_MODEL = "openai/gpt-5.5"
 """The model of a one-task file made from `prompt` when no `model` is given."""
 TABLE_ROWS = 50
 """Runs listed in a comment (a benchmark can have hundreds; the summary has them all)."""
-COMMENT_LIMIT = 60_000
-"""GitHub refuses bodies over 65,536 characters; keep room for the footer."""
+COMMENT_LIMIT = PR_COMMENT_MAX_CHARS - 5_536
+"""What a comment's body may use of GitHub's limit: the rest is room for the closing note."""
 API_VERSION = "2022-11-28"
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 """Values of the collaborator-permission endpoint's `permission` that allow a push."""

@@ -24,7 +24,6 @@ from runner.github.context import (
 )
 from runner.reports.markdown import cell, inline, mark, percent, tokens, truncate
 from runner.reports.model import Report, TaskReport
-from runner.sandbox.env import SECRET_NAME
 from runner.vocabulary import RunStatus
 
 
@@ -210,11 +209,6 @@ def render_pr_body(task: TaskReport, report: Report, ctx: Context) -> str:
         lines += ["", "Final message:", "", rendered(task.final_message, ctx, "")]
     lines += ["", _footer(report, ctx, "")]
     return "\n".join(lines) + "\n"
-
-
-def secret_values(env: Mapping[str, str]) -> list[str]:
-    """Values of secret-looking variables, masked from anything we send to GitHub."""
-    return [v for k, v in env.items() if SECRET_NAME.search(k) and v]
 
 
 DOCS_START = "<!-- action-docs:start (make action-docs writes this from action.yml) -->"

@@ -390,10 +390,10 @@ def merge_command(
     """`runner report merge` as the CLI runs it: secrets of this environment are masked in
     what is written (the shards masked theirs), and the summary goes to GitHub's step
     summary under Actions."""
-    from runner.sandbox.env import SECRET_NAME
+    from runner.secret_env import secrets_from_env
 
     env = os.environ if env is None else env
-    redact = Redactor([v for k, v in env.items() if SECRET_NAME.search(k)])
+    redact = Redactor(secrets_from_env(env))
     return merge_dirs(
         dirs, out, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY"), partial=partial
     )
