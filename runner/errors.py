@@ -2,14 +2,17 @@
 
     RunnerError
     ├── ConfigError            bad input: task file, flags (exit 2)
-    ├── ModelError             anything between us and the model
-    │   ├── TransportError       no answer: connect/send failures, timeouts before the status
-    │   ├── HTTPStatusError      a non-2xx answer (status, body, the body's error code kept)
-    │   ├── StreamError          response.failed / incomplete, a cut or malformed stream
-    │   ├── ContextWindowExceeded
-    │   ├── RateLimited          still rate limited after retries, or asked to wait too long
-    │   ├── QuotaExhausted       `insufficient_quota`: no retry can help
-    │   └── AuthFailed           401 / 403: the API key is wrong or lacks access
+    ├── RemoteError            a request to a server failed; says if resending may help
+    │   ├── NetworkError         no answer: connect/send failures, timeouts before the status
+    │   ├── ModelError           anything between us and the model
+    │   │   ├── TransportError     a model request's NetworkError (it is both)
+    │   │   ├── HTTPStatusError    a non-2xx answer (status, body, the body's error code kept)
+    │   │   ├── StreamError        response.failed / incomplete, a cut or malformed stream
+    │   │   ├── ContextWindowExceeded
+    │   │   ├── RateLimited        still rate limited after retries, or asked to wait too long
+    │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
+    │   │   └── AuthFailed         401 / 403: the API key is wrong or lacks access
+    │   └── GitHubError          a GitHub REST call failed (the Action's steps)
     ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
     │   └── PatchError           a patch that cannot be parsed, planned or applied
@@ -22,9 +25,10 @@
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
-The HTTP seam (runner/http.py) turns httpx's errors into `TransportError` and the
-providers turn protocol errors into this tree, so nothing else ever sees an httpx
-exception.
+The HTTP seam (runner/http.py) turns httpx's errors into `NetworkError` (`TransportError`
+for a model request) and its callers turn protocol errors into this tree, so nothing else
+ever sees an httpx exception. One retry decision (`runner.providers.retry.decide`) reads
+any `RemoteError`.
 """
 
 from __future__ import annotations
@@ -66,15 +70,28 @@ class ConfigError(RunnerError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
-class ModelError(RunnerError):
-    """A model request failed. `retryable` says whether resending may help."""
+class RemoteError(RunnerError):
+    """A request to a server failed (a model provider, the GitHub API). These fields are
+    all the retry decision reads, so every HTTP caller resends by the same rules."""
 
     retryable: bool = False
-    code: str | None = None
+    """Resending the same request may help."""
     retry_after_s: float | None = None
     """How long the server asked us to wait before resending, if it said."""
     rate_limit: bool = False
     """The server says we send too much: every run of the provider should wait."""
+
+
+class NetworkError(RemoteError):
+    """No answer at all: connecting or sending failed, or no status came in time."""
+
+    retryable = True
+
+
+class ModelError(RemoteError):
+    """A model request failed. `retryable` says whether resending may help."""
+
+    code: str | None = None
     usage: Usage | None = None
     """What the server billed for the failed answer (an incomplete or length-capped one),
     so the run's token counts still add up."""
@@ -89,7 +106,9 @@ class ModelError(RunnerError):
         return not self.retryable
 
 
-class TransportError(ModelError):
+class TransportError(ModelError, NetworkError):
+    """A model request that got no answer: a `NetworkError` the run reports as a model one."""
+
     retryable = True
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
@@ -204,6 +223,17 @@ def http_error(status: int, body: str, *, retry_after_s: float | None = None) ->
     if status in (401, 403):
         return AuthFailed(str(err))
     return err
+
+
+class GitHubError(RemoteError):
+    """A GitHub REST call failed; the message names the call and what came back."""
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after_s: float | None = None
+    ) -> None:
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
 
 
 class RunLimitReached(RunnerError):
