@@ -9,6 +9,7 @@
     │   │   ├── HTTPStatusError    a non-2xx answer (status, body, the body's error code kept)
     │   │   ├── StreamError        response.failed / incomplete, a cut or malformed stream
     │   │   ├── ContextWindowExceeded
+    │   │   ├── AnswerTruncated    `max_output_tokens` cut the answer: resent, it is cut again
     │   │   ├── RateLimited        still rate limited after retries, or asked to wait too long
     │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
     │   │   └── AuthFailed         401 / 403: the API key is wrong or lacks access
@@ -172,6 +173,14 @@ class StreamError(ModelError):
 
 class ContextWindowExceeded(ModelError):
     code = "context_length_exceeded"
+
+
+class AnswerTruncated(ModelError):
+    """The answer reached `max_output_tokens` before it was complete (or the cap cannot
+    hold any answer). Final: the same request would be cut at the same cap, and billed
+    again."""
+
+    code = "max_output_tokens"
 
 
 class RateLimited(ModelError):

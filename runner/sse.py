@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import (
+    AnswerTruncated,
     ContextWindowExceeded,
     ModelError,
     QuotaExhausted,
@@ -220,8 +221,8 @@ class Assembler:
             reason = resp["incomplete_details"].get("reason")
         if reason == "max_output_tokens":
             # Resending the same request would be cut at the same cap, and billed again.
-            err = StreamError(
-                "the answer hit max_output_tokens before it was complete", code="max_output_tokens"
+            err: ModelError = AnswerTruncated(
+                "the answer hit max_output_tokens before it was complete"
             )
             err.partial_output = "".join(self.text)
         else:

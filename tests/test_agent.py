@@ -30,6 +30,7 @@ from tests.loopback import (
     reply_custom_tool_call,
     reply_failed,
     reply_function_call,
+    reply_incomplete,
     reply_items,
     reply_message,
 )
@@ -226,6 +227,24 @@ async def test_model_failure_is_a_failed_status(loopback: LoopbackFactory, tmp_p
     outcome, sink = await run_thread(srv.base_url, tmp_path)
     assert outcome.status == "failed"
     assert outcome.error is not None and "invalid_prompt" in outcome.error
+    assert sink.events[-1]["type"] == "turn.failed"
+
+
+async def test_a_cut_off_answer_ends_the_run_as_max_output_tokens(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    """The loop knows the answer was cut by the error's kind (`AnswerTruncated`), and keeps
+    what the model wrote."""
+    srv = await loopback(
+        [reply_incomplete("max_output_tokens", output=[message_item("Half an answer")])]
+    )
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "max_output_tokens"
+    assert outcome.error == "model error: the answer hit max_output_tokens before it was complete"
+    assert outcome.truncated_output == "Half an answer"
+    assert [e["text"] for e in sink.events if e["type"] == "response.truncated"] == [
+        "Half an answer"
+    ]
     assert sink.events[-1]["type"] == "turn.failed"
 
 
