@@ -16,6 +16,7 @@
     │   └── GitHubError          a GitHub REST call failed (the Action's steps)
     ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
+    │   ├── ToolArgumentsError   a call's arguments are malformed (shell, update_plan)
     │   └── PatchError           a patch that cannot be parsed, planned or applied
     ├── SkillError             a skill folder that cannot be used
     ├── McpError               an MCP server could not start or list its tools
@@ -24,6 +25,7 @@
     ├── WorkspaceError         a workspace could not be prepared, kept, pushed or removed
     │   └── GitError             a git command failed (its stderr, secrets removed)
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
+    ├── ReportError            counts no batch can produce, given to a report's statistics
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
 The HTTP seam (runner/http.py) turns httpx's errors into `NetworkError` (`TransportError`
@@ -289,6 +291,11 @@ class ToolError(RunnerError):
     """A tool call could not be carried out; its message goes back to the model."""
 
 
+class ToolArgumentsError(ToolError):
+    """A tool call whose arguments are malformed or out of range; `str()` tells the model
+    what to fix."""
+
+
 class PatchError(ToolError):
     """A patch that cannot be parsed, planned or applied; `str()` is meant for the model."""
 
@@ -309,6 +316,11 @@ class EngineError(RunnerError):
 class SandboxError(RunnerError):
     """The sandbox a run asked for cannot be set up; the run fails rather than run its
     commands unsandboxed. The message names the fix."""
+
+
+class ReportError(RunnerError):
+    """A report's statistics were given counts no batch can produce: a bug in whatever
+    counted them, stopped before it prints a wrong number."""
 
 
 class UnsafeFileError(RunnerError):

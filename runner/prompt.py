@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from runner import hostfs
-from runner.errors import ConfigError, Problem, UnsafeFileError
+from runner.errors import ConfigError, Problem, SandboxError, UnsafeFileError
 from runner.items import Item, message
 from runner.skills import Skill
 from runner.vocabulary import SandboxMode
@@ -135,7 +135,9 @@ def permissions_text(
     enforced yet.
     """
     if sandbox not in _SANDBOX_TEXT:
-        raise ValueError(f"unknown sandbox mode {sandbox!r}; expected one of {list(_SANDBOX_TEXT)}")
+        raise SandboxError(
+            f"unknown sandbox mode {sandbox!r}; expected one of {list(_SANDBOX_TEXT)}"
+        )
     body = ""
     body = _append_section(
         body, _SANDBOX_TEXT[sandbox].format(network="enabled" if network else "restricted")

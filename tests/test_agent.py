@@ -11,12 +11,13 @@ import pytest
 
 from runner import prompt as prompts
 from runner.agent import Outcome, Thread, ThreadSpec
+from runner.errors import ToolArgumentsError, ToolError
 from runner.providers.responses import ResponsesClient
 from runner.sandbox.env import child_env
 from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
-from runner.tools.plan import PlanTool
+from runner.tools.plan import PlanTool, parse_plan
 from runner.tools.shell import ShellTool
 from runner.usage import ideal_cached_tokens
 from tests.cache_stable import assert_cache_stable
@@ -354,6 +355,36 @@ async def test_plan_updates_are_events(loopback: LoopbackFactory, tmp_path: Path
         {"text": "read", "completed": True},
         {"text": "fix", "completed": False},
     ]
+
+
+async def test_bad_tool_arguments_are_told_to_the_model(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    """Malformed arguments are a `ToolArgumentsError` inside the tool; the model gets its
+    message as the call's output and the thread goes on."""
+    two_in_progress = [{"step": s, "status": "in_progress"} for s in ("a", "b")]
+    srv = await loopback(
+        [
+            reply_function_call("update_plan", {"plan": two_in_progress}, call_id="p"),
+            reply_function_call("shell", {"command": []}, call_id="s"),
+            reply_message("ok"),
+        ]
+    )
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "completed"
+    assert output_of(srv.requests[1], "p") == "invalid plan: at most one step may be in_progress"
+    assert output_of(srv.requests[2], "s") == (
+        "invalid shell call: `command` must be a non-empty array of strings"
+    )
+    [shell_item] = [
+        e["item"]
+        for e in sink.events
+        if e["type"] == "item.completed" and e["item"]["type"] == "command_execution"
+    ]
+    assert shell_item["status"] == "failed"
+    with pytest.raises(ToolArgumentsError) as info:
+        parse_plan("[1]")
+    assert isinstance(info.value, ToolError)
 
 
 def test_plain_output_form() -> None:

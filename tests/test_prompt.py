@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner import prompt
-from runner.errors import ConfigError
+from runner.errors import ConfigError, SandboxError
 from runner.items import Item, message
 from runner.prompt import TurnContext
 from tests import golden_files
@@ -153,7 +153,7 @@ def test_permissions_notes() -> None:
 
 
 def test_permissions_rejects_unknown_values() -> None:
-    with pytest.raises(ValueError, match="sandbox"):
+    with pytest.raises(SandboxError, match="unknown sandbox mode 'yolo'"):
         prompt.permissions_text(
             sandbox="yolo",
             network=False,  # type: ignore[arg-type]
