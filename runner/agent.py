@@ -101,7 +101,7 @@ class RequestRecord:
     answers with a compaction (other failures end the run and are its `error`)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     status: Status
     final_message: str | None

@@ -160,7 +160,6 @@ class Assembler:
     usage: Usage | None = None
     response_id: str | None = None
     done: bool = False
-    unknown_events: int = 0
     text: list[str] = field(default_factory=list)
     """Output text as it streamed (up to TEXT_KEPT characters): what an answer cut off at
     `max_output_tokens` had said, for the report."""
@@ -180,8 +179,6 @@ class Assembler:
         elif kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
             raise failed_error({"error": payload.get("error", payload)})
-        elif not kind.startswith("response."):
-            self.unknown_events += 1
 
     def _item_done(self, payload: dict[str, Any]) -> None:
         item = payload.get("item")
