@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -111,6 +112,8 @@ async def test_call_then_final_message(loopback: LoopbackFactory, tmp_path: Path
     outcome, sink = await run_thread(srv.base_url, tmp_path)
     assert outcome.status == "completed"
     assert outcome.final_message == "The file says hi."
+    with pytest.raises(dataclasses.FrozenInstanceError):  # what the loop returned stays
+        outcome.status = "failed"  # type: ignore[misc]
     assert len(srv.requests) == 2
     assert_exact_extension(srv.requests)
     assert_call_outputs_paired(srv.requests[1])
