@@ -26,7 +26,14 @@ import anyio
 
 from runner import compaction as cp
 from runner import items as it
-from runner.errors import ModelError, RunLimitReached
+from runner.errors import (
+    AnswerTruncated,
+    AuthFailed,
+    ModelError,
+    QuotaExhausted,
+    RateLimited,
+    RunLimitReached,
+)
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
@@ -94,7 +101,7 @@ class RequestRecord:
     answers with a compaction (other failures end the run and are its `error`)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     status: Status
     final_message: str | None
@@ -513,12 +520,12 @@ def _failed(started: dict[str, Any], message: str) -> dict[str, Any]:
 
 def _classify(exc: ModelError) -> Status:
     """The run's status for the error that ended it (the message is the error's own)."""
-    if exc.code == "max_output_tokens":
+    if isinstance(exc, AnswerTruncated):
         return RunStatus.MAX_OUTPUT_TOKENS
-    if exc.code == "rate_limited":
+    if isinstance(exc, RateLimited):
         return RunStatus.RATE_LIMITED
-    if exc.code == "insufficient_quota":
+    if isinstance(exc, QuotaExhausted):
         return RunStatus.QUOTA_EXHAUSTED
-    if exc.code == "auth_failed":
+    if isinstance(exc, AuthFailed):
         return RunStatus.ERROR
     return RunStatus.FAILED if exc.request_fault else RunStatus.ERROR

@@ -27,11 +27,10 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from pathlib import Path
 from typing import Literal
 
 from runner import items as it
-from runner.errors import ConfigError, ContextWindowExceeded, ModelError, Problem
+from runner.errors import ContextWindowExceeded, ModelError
 from runner.items import Item, Usage, dumps
 from runner.prompt import is_contextual_user_message
 from runner.providers import ModelResponse, Prompt
@@ -62,21 +61,6 @@ def summary_prefix() -> str:
     """The first line(s) of every summary message; also how earlier summaries are told apart
     from the user's own messages."""
     return _data("compact_summary_prefix.md")
-
-
-def load_prompt(path: Path | None) -> str:
-    """The summary request text: the task's `compact_prompt_file`, or the bundled one."""
-    if path is None:
-        return default_prompt()
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(
-            [Problem(str(path), None, "compact_prompt_file", f"cannot read: {e}")]
-        ) from e
-    if not text:
-        raise ConfigError([Problem(str(path), None, "compact_prompt_file", "file is empty")])
-    return text
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,21 @@
 
     RunnerError
     ├── ConfigError            bad input: task file, flags (exit 2)
-    ├── ModelError             anything between us and the model
-    │   ├── TransportError       no answer: connect/send failures, timeouts before the status
-    │   ├── HTTPStatusError      a non-2xx answer (status, body, the body's error code kept)
-    │   ├── StreamError          response.failed / incomplete, a cut or malformed stream
-    │   ├── ContextWindowExceeded
-    │   ├── RateLimited          still rate limited after retries, or asked to wait too long
-    │   ├── QuotaExhausted       `insufficient_quota`: no retry can help
-    │   └── AuthFailed           401 / 403: the API key is wrong or lacks access
+    ├── RemoteError            a request to a server failed; says if resending may help
+    │   ├── NetworkError         no answer: connect/send failures, timeouts before the status
+    │   ├── ModelError           anything between us and the model
+    │   │   ├── TransportError     a model request's NetworkError (it is both)
+    │   │   ├── HTTPStatusError    a non-2xx answer (status, body, the body's error code kept)
+    │   │   ├── StreamError        response.failed / incomplete, a cut or malformed stream
+    │   │   ├── ContextWindowExceeded
+    │   │   ├── AnswerTruncated    `max_output_tokens` cut the answer: resent, it is cut again
+    │   │   ├── RateLimited        still rate limited after retries, or asked to wait too long
+    │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
+    │   │   └── AuthFailed         401 / 403: the API key is wrong or lacks access
+    │   └── GitHubError          a GitHub REST call failed (the Action's steps)
     ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
+    │   ├── ToolArgumentsError   a call's arguments are malformed (shell, update_plan)
     │   └── PatchError           a patch that cannot be parsed, planned or applied
     ├── SkillError             a skill folder that cannot be used
     ├── McpError               an MCP server could not start or list its tools
@@ -20,11 +25,13 @@
     ├── WorkspaceError         a workspace could not be prepared, kept, pushed or removed
     │   └── GitError             a git command failed (its stderr, secrets removed)
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
+    ├── ReportError            counts no batch can produce, given to a report's statistics
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
-The HTTP seam (runner/http.py) turns httpx's errors into `TransportError` and the
-providers turn protocol errors into this tree, so nothing else ever sees an httpx
-exception.
+The HTTP seam (runner/http.py) turns httpx's errors into `NetworkError` (`TransportError`
+for a model request) and its callers turn protocol errors into this tree, so nothing else
+ever sees an httpx exception. One retry decision (`runner.providers.retry.decide`) reads
+any `RemoteError`.
 """
 
 from __future__ import annotations
@@ -66,15 +73,28 @@ class ConfigError(RunnerError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
-class ModelError(RunnerError):
-    """A model request failed. `retryable` says whether resending may help."""
+class RemoteError(RunnerError):
+    """A request to a server failed (a model provider, the GitHub API). These fields are
+    all the retry decision reads, so every HTTP caller resends by the same rules."""
 
     retryable: bool = False
-    code: str | None = None
+    """Resending the same request may help."""
     retry_after_s: float | None = None
     """How long the server asked us to wait before resending, if it said."""
     rate_limit: bool = False
     """The server says we send too much: every run of the provider should wait."""
+
+
+class NetworkError(RemoteError):
+    """No answer at all: connecting or sending failed, or no status came in time."""
+
+    retryable = True
+
+
+class ModelError(RemoteError):
+    """A model request failed. `retryable` says whether resending may help."""
+
+    code: str | None = None
     usage: Usage | None = None
     """What the server billed for the failed answer (an incomplete or length-capped one),
     so the run's token counts still add up."""
@@ -89,7 +109,9 @@ class ModelError(RunnerError):
         return not self.retryable
 
 
-class TransportError(ModelError):
+class TransportError(ModelError, NetworkError):
+    """A model request that got no answer: a `NetworkError` the run reports as a model one."""
+
     retryable = True
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
@@ -155,6 +177,14 @@ class ContextWindowExceeded(ModelError):
     code = "context_length_exceeded"
 
 
+class AnswerTruncated(ModelError):
+    """The answer reached `max_output_tokens` before it was complete (or the cap cannot
+    hold any answer). Final: the same request would be cut at the same cap, and billed
+    again."""
+
+    code = "max_output_tokens"
+
+
 class RateLimited(ModelError):
     """Still rate limited after every retry, or asked to wait longer than the cap."""
 
@@ -206,6 +236,17 @@ def http_error(status: int, body: str, *, retry_after_s: float | None = None) ->
     return err
 
 
+class GitHubError(RemoteError):
+    """A GitHub REST call failed; the message names the call and what came back."""
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after_s: float | None = None
+    ) -> None:
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
 class RunLimitReached(RunnerError):
     """A run reached one of its limits: the loop ends with `status` and says why."""
 
@@ -250,6 +291,11 @@ class ToolError(RunnerError):
     """A tool call could not be carried out; its message goes back to the model."""
 
 
+class ToolArgumentsError(ToolError):
+    """A tool call whose arguments are malformed or out of range; `str()` tells the model
+    what to fix."""
+
+
 class PatchError(ToolError):
     """A patch that cannot be parsed, planned or applied; `str()` is meant for the model."""
 
@@ -270,6 +316,11 @@ class EngineError(RunnerError):
 class SandboxError(RunnerError):
     """The sandbox a run asked for cannot be set up; the run fails rather than run its
     commands unsandboxed. The message names the fix."""
+
+
+class ReportError(RunnerError):
+    """A report's statistics were given counts no batch can produce: a bug in whatever
+    counted them, stopped before it prints a wrong number."""
 
 
 class UnsafeFileError(RunnerError):

@@ -1,6 +1,7 @@
 """The one HTTP seam: every HTTP client of the runner is built here (model providers,
 MCP servers over HTTP, the GitHub REST API), and httpx's exceptions become the runner's
-own (`TransportError`) here, so no other module imports httpx.
+own here (`TransportError` for a model request, `NetworkError` for a REST one), so no other
+module imports httpx.
 
 One client per provider keeps one pool of kept-alive connections, so a thread's requests
 reuse a warm connection instead of paying a handshake each time (Codex opens a new one per
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 
-from runner.errors import StreamError, TransportError
+from runner.errors import NetworkError, StreamError, TransportError
 from runner.sse import Framer
 from runner.vocabulary import Auth
 
@@ -217,8 +218,9 @@ def rest_client(
 
 
 def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    """One request; a network failure (no answer at all) is a `TransportError`."""
+    """One request; a network failure (no answer at all) is a `NetworkError`, not a model
+    provider's `TransportError`."""
     try:
         return client.request(method, path, **kwargs)
     except httpx.TransportError as exc:
-        raise TransportError(type(exc).__name__) from exc
+        raise NetworkError(type(exc).__name__) from exc

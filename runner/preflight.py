@@ -11,7 +11,6 @@ repositories), e.g. for a lint job that validates task files without their secre
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,11 +22,9 @@ from runner.config import (
     TaskFile,
     dotted,
     field_line,
+    read_text_file,
 )
 from runner.errors import ConfigError, Problem
-
-MAX_INSTRUCTIONS_BYTES = 1024 * 1024
-"""An instructions or prompt file larger than this is refused: it would fill the context."""
 
 
 class _Where:
@@ -157,48 +154,26 @@ def _prices(
 
 
 def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
-    """Instructions and compaction prompts must be non-empty UTF-8 text of sane size."""
+    """Instructions must be non-empty UTF-8 text of sane size (the compaction prompt was
+    read, and checked alike, when the task file was resolved)."""
     out = []
-    seen: set[tuple[str, Path]] = set()
+    seen: set[Path] = set()
+    name = "instructions_file"
     for t in tasks:
-        for name, path in (
-            ("instructions_file", t.instructions_file),
-            ("compact_prompt_file", t.compact_prompt_file),
-        ):
-            if path is None or (name, path) in seen:
-                continue
-            seen.add((name, path))
-            wrong = text_file_problem(path)
-            if wrong is not None:
-                shell = where.field(t, name)
-                if t.variant is not None and where.tf is not None and where.tf.matrix:
-                    for j, v in enumerate(where.tf.matrix.variant):
-                        if v.name == t.variant and getattr(v, name, None) is not None:
-                            vpath = ("matrix", "variant", j, name)
-                            shell = Problem(
-                                where.file, field_line(where.tf, vpath), dotted(vpath), ""
-                            )
-                out.append(_say(shell, wrong))
+        path = t.instructions_file
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        wrong = read_text_file(path)[1]
+        if wrong is not None:
+            shell = where.field(t, name)
+            if t.variant is not None and where.tf is not None and where.tf.matrix:
+                for j, v in enumerate(where.tf.matrix.variant):
+                    if v.name == t.variant and v.instructions_file is not None:
+                        vpath = ("matrix", "variant", j, name)
+                        shell = Problem(where.file, field_line(where.tf, vpath), dotted(vpath), "")
+            out.append(_say(shell, wrong))
     return out
-
-
-def text_file_problem(path: Path) -> str | None:
-    """Why `path` cannot serve as instructions text, or None."""
-    try:
-        raw = path.read_bytes()[: MAX_INSTRUCTIONS_BYTES + 1]
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror or exc}"
-    if len(raw) > MAX_INSTRUCTIONS_BYTES:
-        return f"{path} is larger than {MAX_INSTRUCTIONS_BYTES:,} bytes"
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-    if not text.lstrip("\ufeff").strip():
-        return f"{path} is empty; write the instructions or leave the field out"
-    if re.search(r"[\x00-\x08\x0e-\x1f]", text):
-        return f"{path} holds control characters; is it a binary file?"
-    return None
 
 
 def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:

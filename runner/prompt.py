@@ -9,7 +9,7 @@ The conversation starts with two context messages, then the task:
 
 1. a `developer` message: the permissions block, then the developer instructions;
 2. a `user` message: the AGENTS.md instructions, then the environment context;
-3. the `user` message with the task (`user_turn`).
+3. the `user` message with the task.
 
 Later turns of a task send only their prompt: the settings of a run never change.
 
@@ -24,15 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal, get_args
 
 from runner import hostfs
-from runner.errors import ConfigError, Problem, UnsafeFileError
+from runner.errors import ConfigError, Problem, SandboxError, UnsafeFileError
 from runner.items import Item, message
 from runner.skills import Skill
 from runner.vocabulary import SandboxMode
-
-ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
 
 AGENTS_MD = "AGENTS.md"
 AGENTS_OVERRIDE_MD = "AGENTS.override.md"
@@ -67,26 +64,12 @@ _SANDBOX_TEXT: dict[str, str] = {
     ),
 }
 
-_APPROVAL_TEXT: dict[str, str] = {
-    "never": (
-        "`approval_policy` is `never`: no one is available to approve anything. Never ask"
-        " for escalated permissions or wait for approval; a command the sandbox refuses"
-        " simply fails, so find a way to finish the task within the current permissions."
-    ),
-    "on-request": (
-        "`approval_policy` is `on-request`: commands run inside the sandbox. When a command"
-        " truly needs more access than the sandbox grants, ask for escalation on that call"
-        " and give a one-sentence reason; otherwise stay inside the sandbox."
-    ),
-    "on-failure": (
-        "`approval_policy` is `on-failure`: every command runs inside the sandbox first. If"
-        " it fails there, a person may approve running it again without the sandbox."
-    ),
-    "untrusted": (
-        "`approval_policy` is `untrusted`: only commands known to merely read state run"
-        " without review; any other command waits until a person approves it."
-    ),
-}
+_APPROVAL_TEXT = (
+    "`approval_policy` is `never`: no one is available to approve anything. Never ask"
+    " for escalated permissions or wait for approval; a command the sandbox refuses"
+    " simply fails, so find a way to finish the task within the current permissions."
+)
+"""A headless run has no one to approve anything, so `never` is the only policy."""
 
 
 # --- base instructions -------------------------------------------------------------
@@ -141,7 +124,6 @@ def permissions_text(
     sandbox: SandboxMode,
     network: bool,
     writable_roots: Sequence[Path],
-    approval: str = "never",
     notes: Sequence[str] = (),
 ) -> str:
     """The `<permissions instructions>` block telling the model what it may touch.
@@ -153,15 +135,14 @@ def permissions_text(
     enforced yet.
     """
     if sandbox not in _SANDBOX_TEXT:
-        raise ValueError(f"unknown sandbox mode {sandbox!r}; expected one of {list(_SANDBOX_TEXT)}")
-    if approval not in _APPROVAL_TEXT:
-        expected = list(get_args(ApprovalPolicy))
-        raise ValueError(f"unknown approval policy {approval!r}; expected one of {expected}")
+        raise SandboxError(
+            f"unknown sandbox mode {sandbox!r}; expected one of {list(_SANDBOX_TEXT)}"
+        )
     body = ""
     body = _append_section(
         body, _SANDBOX_TEXT[sandbox].format(network="enabled" if network else "restricted")
     )
-    body = _append_section(body, _APPROVAL_TEXT[approval])
+    body = _append_section(body, _APPROVAL_TEXT)
     if sandbox == "workspace-write" and writable_roots:
         quoted = [f"`{root}`" for root in writable_roots]
         if len(quoted) == 1:
@@ -453,7 +434,6 @@ class TurnContext:
     current_date: str
     timezone: str
     writable_roots: tuple[Path, ...] = ()
-    approval: str = "never"
     permission_notes: tuple[str, ...] = ()
 
     def permissions(self) -> str:
@@ -462,7 +442,6 @@ class TurnContext:
             sandbox=self.sandbox,
             network=self.network,
             writable_roots=_effective_roots(self.cwd, self.writable_roots),
-            approval=self.approval,
             notes=self.permission_notes,
         )
 
@@ -488,7 +467,6 @@ def initial_context(
     current_date: str,
     timezone: str,
     permission_notes: Sequence[str] = (),
-    approval: str = "never",
     fallback_names: Sequence[str] = (),
     max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
     skills: str | None = None,
@@ -509,7 +487,6 @@ def initial_context(
         current_date=current_date,
         timezone=timezone,
         writable_roots=tuple(writable_roots),
-        approval=approval,
         permission_notes=tuple(permission_notes),
     )
     return initial_items(
@@ -552,11 +529,6 @@ def initial_items(
         user.append(user_instructions_text(ctx.cwd, docs))
     user.append(ctx.environment())
     return [message("developer", *developer), message("user", *user)]
-
-
-def user_turn(text: str) -> Item:
-    """The task (or a follow-up) as a plain user message."""
-    return message("user", text)
 
 
 def is_contextual_user_message(item: Item) -> bool:

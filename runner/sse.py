@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import (
+    AnswerTruncated,
     ContextWindowExceeded,
     ModelError,
     QuotaExhausted,
@@ -159,7 +160,6 @@ class Assembler:
     usage: Usage | None = None
     response_id: str | None = None
     done: bool = False
-    unknown_events: int = 0
     text: list[str] = field(default_factory=list)
     """Output text as it streamed (up to TEXT_KEPT characters): what an answer cut off at
     `max_output_tokens` had said, for the report."""
@@ -179,8 +179,6 @@ class Assembler:
         elif kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
             raise failed_error({"error": payload.get("error", payload)})
-        elif not kind.startswith("response."):
-            self.unknown_events += 1
 
     def _item_done(self, payload: dict[str, Any]) -> None:
         item = payload.get("item")
@@ -220,8 +218,8 @@ class Assembler:
             reason = resp["incomplete_details"].get("reason")
         if reason == "max_output_tokens":
             # Resending the same request would be cut at the same cap, and billed again.
-            err = StreamError(
-                "the answer hit max_output_tokens before it was complete", code="max_output_tokens"
+            err: ModelError = AnswerTruncated(
+                "the answer hit max_output_tokens before it was complete"
             )
             err.partial_output = "".join(self.text)
         else:

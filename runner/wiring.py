@@ -227,7 +227,7 @@ def make_thread(
         text=text,
         extra=extra,
         compaction=compaction.CompactionSettings(
-            limit=t.auto_compact_limit, prompt=compaction.load_prompt(t.compact_prompt_file)
+            limit=t.auto_compact_limit, prompt=t.compact_prompt or compaction.default_prompt()
         ),
         compactor=find_compactor(model) if t.provider.remote_compaction else None,
     )

@@ -65,6 +65,9 @@ class FakeGitHub:
     """Tokens that may only read (a fork's pull request's GITHUB_TOKEN)."""
     next_id: int = 1000
     url: str = ""
+    faults: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    """Answers given first, in order, whatever is asked: (status, headers), e.g. a 503
+    with a Retry-After; the request is still logged."""
 
     def calls(self, method: str, pattern: str = "") -> list[tuple[str, str, Any]]:
         return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
@@ -152,7 +155,11 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
             with lock:
                 fake.log.append((self.command, url.path, body))
                 token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
-                if token not in fake.tokens:
+                extra: dict[str, str] = {}
+                if fake.faults:
+                    status, extra = fake.faults.pop(0)
+                    answer = {"message": f"fault {status}"}
+                elif token not in fake.tokens:
                     status, answer = 401, {"message": "Bad credentials"}
                 else:
                     status, answer = fake.handle(
@@ -162,6 +169,8 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
+            for name, value in extra.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 

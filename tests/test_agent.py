@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -11,12 +12,13 @@ import pytest
 
 from runner import prompt as prompts
 from runner.agent import Outcome, Thread, ThreadSpec
+from runner.errors import ToolArgumentsError, ToolError
 from runner.providers.responses import ResponsesClient
 from runner.sandbox.env import child_env
 from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
-from runner.tools.plan import PlanTool
+from runner.tools.plan import PlanTool, parse_plan
 from runner.tools.shell import ShellTool
 from runner.usage import ideal_cached_tokens
 from tests.cache_stable import assert_cache_stable
@@ -30,6 +32,7 @@ from tests.loopback import (
     reply_custom_tool_call,
     reply_failed,
     reply_function_call,
+    reply_incomplete,
     reply_items,
     reply_message,
 )
@@ -109,6 +112,8 @@ async def test_call_then_final_message(loopback: LoopbackFactory, tmp_path: Path
     outcome, sink = await run_thread(srv.base_url, tmp_path)
     assert outcome.status == "completed"
     assert outcome.final_message == "The file says hi."
+    with pytest.raises(dataclasses.FrozenInstanceError):  # what the loop returned stays
+        outcome.status = "failed"  # type: ignore[misc]
     assert len(srv.requests) == 2
     assert_exact_extension(srv.requests)
     assert_call_outputs_paired(srv.requests[1])
@@ -229,6 +234,24 @@ async def test_model_failure_is_a_failed_status(loopback: LoopbackFactory, tmp_p
     assert sink.events[-1]["type"] == "turn.failed"
 
 
+async def test_a_cut_off_answer_ends_the_run_as_max_output_tokens(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    """The loop knows the answer was cut by the error's kind (`AnswerTruncated`), and keeps
+    what the model wrote."""
+    srv = await loopback(
+        [reply_incomplete("max_output_tokens", output=[message_item("Half an answer")])]
+    )
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "max_output_tokens"
+    assert outcome.error == "model error: the answer hit max_output_tokens before it was complete"
+    assert outcome.truncated_output == "Half an answer"
+    assert [e["text"] for e in sink.events if e["type"] == "response.truncated"] == [
+        "Half an answer"
+    ]
+    assert sink.events[-1]["type"] == "turn.failed"
+
+
 async def test_custom_apply_patch_call(loopback: LoopbackFactory, tmp_path: Path) -> None:
     patch = "*** Begin Patch\n*** Add File: new.txt\n+hello\n*** End Patch"
     srv = await loopback(
@@ -335,6 +358,36 @@ async def test_plan_updates_are_events(loopback: LoopbackFactory, tmp_path: Path
         {"text": "read", "completed": True},
         {"text": "fix", "completed": False},
     ]
+
+
+async def test_bad_tool_arguments_are_told_to_the_model(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    """Malformed arguments are a `ToolArgumentsError` inside the tool; the model gets its
+    message as the call's output and the thread goes on."""
+    two_in_progress = [{"step": s, "status": "in_progress"} for s in ("a", "b")]
+    srv = await loopback(
+        [
+            reply_function_call("update_plan", {"plan": two_in_progress}, call_id="p"),
+            reply_function_call("shell", {"command": []}, call_id="s"),
+            reply_message("ok"),
+        ]
+    )
+    outcome, sink = await run_thread(srv.base_url, tmp_path)
+    assert outcome.status == "completed"
+    assert output_of(srv.requests[1], "p") == "invalid plan: at most one step may be in_progress"
+    assert output_of(srv.requests[2], "s") == (
+        "invalid shell call: `command` must be a non-empty array of strings"
+    )
+    [shell_item] = [
+        e["item"]
+        for e in sink.events
+        if e["type"] == "item.completed" and e["item"]["type"] == "command_execution"
+    ]
+    assert shell_item["status"] == "failed"
+    with pytest.raises(ToolArgumentsError) as info:
+        parse_plan("[1]")
+    assert isinstance(info.value, ToolError)
 
 
 def test_plain_output_form() -> None:

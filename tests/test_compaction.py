@@ -30,6 +30,7 @@ from tests.loopback import (
     RecordedRequest,
     Reply,
     find_extension_break,
+    last_user_text,
     reply_failed,
     reply_function_call,
     reply_http_error,
@@ -54,10 +55,13 @@ class LongScript:
         self.calls = calls
         self.made = 0
         self.summaries = 0
+        self.asks: list[str] = []
+        """What each summary request asked for (its last user message)."""
 
     def __call__(self, req: RecordedRequest, index: int, /) -> Reply:
         if is_summary_request(req):
             self.summaries += 1
+            self.asks.append(last_user_text(req))
             return reply_message(f"Summary {self.summaries}: ran {self.made} commands.")
         if self.made >= self.calls:
             return reply_message("all done")
@@ -499,18 +503,6 @@ def test_drop_oldest_keeps_calls_paired() -> None:
     assert cp.drop_oldest(ctx, keep=1) is None
 
 
-def test_compact_prompt_file(tmp_path: Path) -> None:
-    from runner.errors import ConfigError
-
-    assert cp.load_prompt(None) == cp.default_prompt()
-    f = tmp_path / "p.md"
-    f.write_text("  Summarise tersely.\n")
-    assert cp.load_prompt(f) == "Summarise tersely."
-    f.write_text("\n")
-    with pytest.raises(ConfigError, match="compact_prompt_file: file is empty"):
-        cp.load_prompt(f)
-
-
 def test_cache_check_fails_on_a_break() -> None:
     report = {
         "tasks": [
@@ -607,6 +599,7 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
     assert all(c["tokens_before"] >= 3000 > c["tokens_after"] for c in comps)
     kinds = [r["kind"] for r in task["requests"]]
     assert kinds.count("compaction") == len(comps) == script.summaries
+    assert script.asks == ["Summarise for the next shift."] * len(comps)  # the file's text
     for c in comps:
         (n,) = c["requests"]
         assert task["requests"][n - 1]["kind"] == "compaction"

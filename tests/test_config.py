@@ -37,6 +37,7 @@ from runner.config import (
     Limits,
     ModelOptions,
     TaskFile,
+    fingerprint,
     parse_task_file,
     resolve,
 )
@@ -834,6 +835,31 @@ def test_resolve_missing_default_instructions_file_has_its_line(project: Path) -
     [p] = info.value.problems
     assert (p.file, p.line, p.field) == ("t.yaml", 3, "defaults.instructions_file")
     assert p.message == f"{project / 'gone.md'} is not a file"
+
+
+def test_resolve_reads_the_compaction_prompt(project: Path) -> None:
+    """A run gets the compaction prompt as text, read here; a file it cannot use is a
+    problem of the task file, on the field's line."""
+    (project / "handoff.md").write_text("  Summarise tersely.\r\n", encoding="utf-8")
+    text = (
+        "version: 1\ndefaults:\n  compact_prompt_file: handoff.md\n"
+        "tasks: [{id: a, prompt: p}, {id: b, prompt: p}]\n"
+    )
+    a, b = resolve(parse(text), project, file="t.yaml")
+    assert a.compact_prompt == b.compact_prompt == "Summarise tersely."
+    assert a.compact_prompt_file == project / "handoff.md"
+    # The file counts by its bytes, as before; the text is not counted twice.
+    assert fingerprint(a) == fingerprint(a.model_copy(update={"compact_prompt": None}))
+    [plain] = resolve(parse("version: 1\ntasks: [{id: a, prompt: p}]\n"), project)
+    assert plain.compact_prompt is None
+    (project / "handoff.md").write_text("\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        resolve(parse(text), project, file="t.yaml")
+    [p] = info.value.problems
+    assert (p.file, p.line, p.field) == ("t.yaml", 3, "defaults.compact_prompt_file")
+    assert p.message == (
+        f"{project / 'handoff.md'} is empty; write the instructions or leave the field out"
+    )
 
 
 @pytest.mark.parametrize("repo", ["src\0dir", "x" * 300, "a/" + "y" * 300 + "/b"])

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from runner.errors import GitHubError, ModelError
 from runner.github import (
     ACTIONS_BOT,
     MARKER,
@@ -27,6 +30,7 @@ from runner.github import (
     sandbox_for,
     trust_problems,
 )
+from runner.github.rest import GitHub
 from runner.reports.markdown import percent, tokens
 from runner.reports.model import Report
 from tests import golden_files
@@ -810,6 +814,46 @@ def test_comment_without_write_access_warns_and_goes_on(
     event.write_text("{not json")
     env["GITHUB_EVENT_PATH"] = str(event)
     assert main(["comment", "--report", str(report)], env=env) == 2
+
+
+def test_rest_resends_a_503_after_the_wait_retry_after_asks(github: FakeGitHub) -> None:
+    github.faults.append((503, {"retry-after": "1"}))
+    gh = GitHub(github.url, PAT, base_delay_s=0.001)
+    started = time.monotonic()
+    try:
+        assert gh.request("GET", "/user") == {"login": "octo-bot", "type": "User"}
+    finally:
+        gh.close()
+    assert time.monotonic() - started >= 0.95  # not the 1 ms backoff
+    assert [c[1] for c in github.log] == ["/user", "/user"]
+
+
+def test_rest_gives_up_after_its_attempts_with_the_last_status(github: FakeGitHub) -> None:
+    github.faults += [(503, {}), (429, {}), (502, {})]
+    gh = GitHub(github.url, PAT, base_delay_s=0.001)
+    try:
+        with pytest.raises(GitHubError, match=r"^GitHub GET /user: HTTP 502 fault 502$"):
+            gh.request("GET", "/user")
+        # A refusal is final at once: it is not resent.
+        github.faults.append((422, {}))
+        with pytest.raises(GitHubError, match=r"^GitHub POST /x: HTTP 422 fault 422$"):
+            gh.request("POST", "/x", json_body={})
+    finally:
+        gh.close()
+    assert [c[:2] for c in github.log] == [*[("GET", "/user")] * 3, ("POST", "/x")]
+
+
+def test_rest_network_failure_is_a_github_error_not_a_model_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    gh = GitHub(f"http://127.0.0.1:{port}", PAT, base_delay_s=0.001)
+    try:
+        with pytest.raises(GitHubError, match=r"^GitHub GET /user: ConnectError$") as info:
+            gh.request("GET", "/user")
+    finally:
+        gh.close()
+    assert not isinstance(info.value, ModelError)
 
 
 def test_comment_stays_under_githubs_limit() -> None:

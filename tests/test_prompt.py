@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner import prompt
-from runner.errors import ConfigError
+from runner.errors import ConfigError, SandboxError
 from runner.items import Item, message
 from runner.prompt import TurnContext
 from tests import golden_files
@@ -138,31 +138,22 @@ def test_permissions_writable_roots_sentences() -> None:
         assert "writable root" not in other
 
 
-def test_permissions_notes_and_approval_policies() -> None:
+def test_permissions_notes() -> None:
     text = prompt.permissions_text(
         sandbox="workspace-write",
         network=True,
         writable_roots=[Path("/w")],
-        approval="on-request",
         notes=["No sandbox is enforced yet.", "Second note."],
     )
-    check_golden("permissions_workspace-write_on-request_notes.txt", text)
+    check_golden("permissions_workspace-write_notes.txt", text)
     assert text.endswith(
         "`/w`.\nNo sandbox is enforced yet.\nSecond note.\n</permissions instructions>"
     )
-    for approval in ("untrusted", "on-failure", "on-request", "never"):
-        t = prompt.permissions_text(
-            sandbox="read-only", network=False, writable_roots=[], approval=approval
-        )
-        assert f"`approval_policy` is `{approval}`" in t
+    assert "`approval_policy` is `never`" in text
 
 
 def test_permissions_rejects_unknown_values() -> None:
-    with pytest.raises(ValueError, match="approval"):
-        prompt.permissions_text(
-            sandbox="read-only", network=False, writable_roots=[], approval="sometimes"
-        )
-    with pytest.raises(ValueError, match="sandbox"):
+    with pytest.raises(SandboxError, match="unknown sandbox mode 'yolo'"):
         prompt.permissions_text(
             sandbox="yolo",
             network=False,  # type: ignore[arg-type]
@@ -193,8 +184,9 @@ def test_user_instructions_text_exact() -> None:
     )
 
 
-def test_user_turn_shape() -> None:
-    item = prompt.user_turn("Fix the bug.")
+def test_a_task_prompt_is_a_plain_user_message() -> None:
+    """The loop sends each prompt as a plain user message, which compaction keeps."""
+    item = message("user", "Fix the bug.")
     assert item.data == {
         "type": "message",
         "role": "user",

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.errors import ContextWindowExceeded, ModelError, QuotaExhausted, StreamError
+from runner.errors import (
+    AnswerTruncated,
+    ContextWindowExceeded,
+    ModelError,
+    QuotaExhausted,
+    StreamError,
+)
 from runner.sse import Assembler, Framer
 
 
@@ -107,7 +113,7 @@ def test_an_answer_cut_at_max_output_tokens_is_final_and_keeps_its_text() -> Non
     asm = Assembler()
     feed(asm, "response.output_text.delta", delta="Half an ")
     feed(asm, "response.output_text.delta", delta="answer")
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(AnswerTruncated) as info:
         feed(
             asm,
             "response.incomplete",

@@ -15,7 +15,7 @@ Data flows down that list; nothing here runs a model, a sandbox or git.
 
 from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
 from runner.config.matrix import expand, fingerprint
-from runner.config.resolve import resolve
+from runner.config.resolve import read_text_file, resolve
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
     COMMAND_LINE,
@@ -68,6 +68,7 @@ __all__ = [
     "fingerprint",
     "load_task_file",
     "parse_task_file",
+    "read_text_file",
     "pin_problems",
     "resolve",
     "timezone_problem",

@@ -50,6 +50,7 @@ def fingerprint(t: ResolvedTask) -> str:
             "fingerprint",
             "run",
             "compact_prompt_file",
+            "compact_prompt",
             "writable_roots",
             "skills",
         },

@@ -1,6 +1,6 @@
 """From a `TaskFile` to `ResolvedTask`s: defaults merged field by field, providers and
-models looked up, and every path the file names checked against the file system, each
-problem blamed on the line that caused it.
+models looked up, every path the file names checked against the file system and the files
+a run uses as text read here, each problem blamed on the line that caused it.
 
 Why one module: every default, path and provider check of one task is resolved in one
 pass that blames each problem on its line; split, the problems would be found twice.
@@ -80,6 +80,30 @@ def _check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, 
     return path, None
 
 
+MAX_TEXT_FILE_BYTES = 1024 * 1024
+"""An instructions or prompt file larger than this is refused: it would fill the context."""
+
+
+def read_text_file(path: Path) -> tuple[str | None, str | None]:
+    """(text, None) for a file that can serve as instructions or a prompt, else (None, why
+    not). Newlines come out as `Path.read_text` gives them."""
+    try:
+        raw = path.read_bytes()[: MAX_TEXT_FILE_BYTES + 1]
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    if len(raw) > MAX_TEXT_FILE_BYTES:
+        return None, f"{path} is larger than {MAX_TEXT_FILE_BYTES:,} bytes"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+    if not text.lstrip("\ufeff").strip():
+        return None, f"{path} is empty; write the instructions or leave the field out"
+    if re.search(r"[\x00-\x08\x0e-\x1f]", text):
+        return None, f"{path} holds control characters; is it a binary file?"
+    return text.replace("\r\n", "\n").replace("\r", "\n"), None
+
+
 def resolve(
     tf: TaskFile, base_dir: Path, *, file: str = "", model_override: str | None = None
 ) -> list[ResolvedTask]:
@@ -103,6 +127,7 @@ class _Resolver:
         self.tf, self.base_dir, self.file, self.override = tf, base_dir, file, model_override
         self.problems: list[Problem] = []
         self._paths: dict[tuple[Path_, bool], Path | None] = {}
+        self._texts: dict[Path, str | None] = {}
         self.known = {**BUILTIN_PROVIDERS, **_providers(tf, base_dir, self.problem)}
         if model_override is None:
             return
@@ -143,6 +168,21 @@ class _Resolver:
             return self.path(("tasks", i, name), own, want_dir=False)
         return None if default is None else self.path(("defaults", name), default, want_dir=False)
 
+    def layered_text(self, i: int, t: TaskSpec, name: str, path: Path | None) -> str | None:
+        """The trimmed text of the file field `name`, found at `path` (read once): the run
+        gets text, and a file it cannot use is blamed on the field's line here."""
+        if path is None or not path.is_file():  # `path` has said what is wrong
+            return None
+        if path not in self._texts:
+            text, wrong = read_text_file(path)
+            if wrong is not None:
+                at: Path_ = (
+                    ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
+                )
+                self.problem(at, esc(wrong))
+            self._texts[path] = None if text is None else text.strip()
+        return self._texts[path]
+
     def roots(self, i: int, t: TaskSpec) -> tuple[Path, ...]:
         own = t.writable_roots is not None
         raws = t.writable_roots if own else self.tf.defaults.writable_roots
@@ -179,6 +219,7 @@ class _Resolver:
         repo = self.path(("tasks", i, "repo"), t.repo, want_dir=True)
         instructions = self.layered_file(i, t, "instructions_file")
         compact_prompt = self.layered_file(i, t, "compact_prompt_file")
+        compact_text = self.layered_text(i, t, "compact_prompt_file", compact_prompt)
         model_path: Path_ = ("tasks", i, "model") if t.model is not None else ("defaults", "model")
         model = self.override or _first(t.model, d.model) or "local/smollm2"
         provider_name, _, model_name = model.partition("/")
@@ -232,6 +273,7 @@ class _Resolver:
             api_model=api_model,
             secrets=self.tf.secrets,
             compact_prompt_file=compact_prompt,
+            compact_prompt=compact_text,
             current_date=_first(t.current_date, d.current_date),
             timezone=_first(t.timezone, d.timezone),
             **_model_fields(

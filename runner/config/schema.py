@@ -556,6 +556,9 @@ class ResolvedTask(Frozen):
     context_window: int | None = None
     auto_compact_limit: int | None = None
     compact_prompt_file: Path | None = None
+    compact_prompt: str | None = None
+    """The text of `compact_prompt_file`, read at resolution so a run reads no user file
+    for it; None: the bundled hand-off request."""
     price: PriceConfig | None = None
     """None when the price is unknown: cost is then reported as null."""
     mcp_servers: dict[str, McpServerConfig] = {}

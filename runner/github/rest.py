@@ -3,23 +3,38 @@ resends for the transient failures hosted runners see) and the calls the action 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
 from runner import http
-from runner.errors import RunnerError, TransportError
+from runner.errors import GitHubError, NetworkError, RemoteError
 from runner.github.context import ACTIONS_BOT, API_VERSION, MARKER, WRITE_PERMISSIONS
+from runner.providers.retry import backoff_s, decide
 from runner.reports.markdown import truncate
+
+BASE_DELAY_S = 1.0
+MAX_WAIT_S = 30.0
+"""The longest wait before a resend, whatever Retry-After asks: a workflow step that
+sleeps for an hour looks hung."""
+
+
+def _resendable(exc: BaseException) -> bool:
+    return isinstance(exc, RemoteError) and decide(exc) is not None
 
 
 class GitHub:
     """A small REST client: bearer token, JSON, pagination, and a few resends for the
-    transient failures (connection errors, 5xx, 429) that hosted runners do see."""
+    transient failures (connection errors, 5xx, 429) that hosted runners do see. Resends
+    follow the model providers' rules: the same Retry-After reading and retry decision."""
 
-    def __init__(self, api_url: str, token: str, *, attempts: int = 3) -> None:
+    def __init__(
+        self, api_url: str, token: str, *, attempts: int = 3, base_delay_s: float = BASE_DELAY_S
+    ) -> None:
         self._attempts = attempts
+        self._base_delay_s = base_delay_s
         self._client = http.rest_client(
             api_url.rstrip("/"),
             {
@@ -43,31 +58,46 @@ class GitHub:
         ok: Sequence[int] = (),
     ) -> Any:
         """JSON of a 2xx answer (None for 204); a status in `ok` returns None too."""
-        for attempt in range(1, self._attempts + 1):
+        retrying = Retrying(
+            retry=retry_if_exception(_resendable),
+            stop=stop_after_attempt(self._attempts),
+            wait=self._wait,
+            reraise=True,
+        )
+        return retrying(self._once, method, path, json_body, params, ok)
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        json_body: Any,
+        params: Mapping[str, str] | None,
+        ok: Sequence[int],
+    ) -> Any:
+        try:
+            resp = http.rest_request(self._client, method, path, json=json_body, params=params)
+        except NetworkError as exc:
+            raise GitHubError(f"GitHub {method} {path}: {exc}", retryable=True) from None
+        status = resp.status_code
+        if status in ok:
+            return None
+        if status >= 300:
             try:
-                resp = http.rest_request(self._client, method, path, json=json_body, params=params)
-            except TransportError as exc:
-                if attempt == self._attempts:
-                    raise RunnerError(f"GitHub {method} {path}: {exc}") from None
-                time.sleep(attempt)
-                continue
-            if resp.status_code in ok:
-                return None
-            if (resp.status_code >= 500 or resp.status_code == 429) and attempt < self._attempts:
-                wait = resp.headers.get("retry-after", "")
-                time.sleep(min(float(wait), 30.0) if wait.isdigit() else attempt)
-                continue
-            if resp.status_code >= 300:
-                try:
-                    message = str(resp.json().get("message", ""))
-                except ValueError:
-                    message = ""
-                raise RunnerError(
-                    f"GitHub {method} {path}: HTTP {resp.status_code} "
-                    f"{truncate(message, 200)}".rstrip()
-                )
-            return resp.json() if resp.content else None
-        raise AssertionError("unreachable")  # pragma: no cover
+                message = str(resp.json().get("message", ""))
+            except ValueError:
+                message = ""
+            raise GitHubError(
+                f"GitHub {method} {path}: HTTP {status} {truncate(message, 200)}".rstrip(),
+                retryable=status >= 500 or status == 429,
+                retry_after_s=http.retry_after_s(resp.headers),
+            )
+        return resp.json() if resp.content else None
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        retry = decide(exc) if isinstance(exc, RemoteError) else None
+        asked = retry.asked_s if retry else 0.0
+        return min(MAX_WAIT_S, max(backoff_s(state.attempt_number, self._base_delay_s), asked))
 
     def paginate(
         self, path: str, params: Mapping[str, str] | None = None, max_pages: int = 50
@@ -78,7 +108,7 @@ class GitHub:
                 "GET", path, params={**(params or {}), "per_page": "100", "page": str(page)}
             )
             if not isinstance(got, list):
-                raise RunnerError(f"GitHub GET {path}: expected a list")
+                raise GitHubError(f"GitHub GET {path}: expected a list")
             items += got
             if len(got) < 100:
                 break
@@ -91,7 +121,7 @@ def token_login(gh: GitHub) -> str:
     github-actions[bot]. Another App's token is refused too: pass `comment-author`."""
     try:
         me = gh.request("GET", "/user", ok=(401, 403, 404))
-    except RunnerError:
+    except GitHubError:
         me = None
     login = me.get("login") if isinstance(me, dict) else None
     return login if isinstance(login, str) and login else ACTIONS_BOT

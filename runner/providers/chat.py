@@ -18,6 +18,7 @@ import anyio
 
 from runner import http
 from runner.errors import (
+    AnswerTruncated,
     ContextWindowExceeded,
     ModelError,
     StreamError,
@@ -95,9 +96,8 @@ class ChatClient:
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
             err: ModelError
             if isinstance(cap, int) and usage is not None and usage.output_tokens >= cap:
-                err = StreamError(
-                    f"the answer hit max_output_tokens={cap} before it was complete",
-                    code="max_output_tokens",
+                err = AnswerTruncated(
+                    f"the answer hit max_output_tokens={cap} before it was complete"
                 )
                 err.partial_output = state.text[:PARTIAL_OUTPUT_CHARS]
             else:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import (
+    AnswerTruncated,
     ContextWindowExceeded,
     ModelError,
     StreamError,
@@ -162,10 +163,9 @@ def constrained_schema(
         answer_branches(tools, tool_choice=tool_choice, settings=settings, answer=answer), budget
     )
     if not branches:
-        raise StreamError(
+        raise AnswerTruncated(
             f"max_output_tokens={budget} is too small for even the shortest "
-            "answer of the constrained format; raise it",
-            code="max_output_tokens",
+            "answer of the constrained format; raise it"
         )
     return branches[0] if len(branches) == 1 else {"oneOf": branches}
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -82,8 +81,6 @@ class LocalEngine:
         self.cache_ram_mib = cache_ram_mib
         """Host-RAM prompt cache that keeps other threads' prefixes when the one slot moves on."""
         self.verbose = verbose
-        self.start_seconds: float | None = None
-        """Wall time of the last `open()`, for reports and benchmarks."""
         self._server: Any = None
         self._address = ""
         self._lock = threading.Lock()
@@ -114,7 +111,6 @@ class LocalEngine:
         with self._lock:
             if self._server is not None:
                 return self
-            t0 = time.perf_counter()
             path = self.model_path
             if not path.is_file():
                 raise EngineError(f"model file not found: {path}; fix: {INSTALL_MODEL}")
@@ -156,7 +152,6 @@ class LocalEngine:
                 del server
                 raise EngineError(f"the embedded engine reported no address: {address!r}")
             self._server, self._address = server, address
-            self.start_seconds = time.perf_counter() - t0
             return self
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from runner.errors import (
     AuthFailed,
     ModelError,
     RateLimited,
+    RemoteError,
     StreamError,
 )
 from runner.items import Usage
@@ -64,8 +65,10 @@ class Retry:
     """A rate-limit answer: the wait applies to every run of the provider."""
 
 
-def decide(exc: ModelError) -> Retry | None:
-    """What to do after `exc`: a `Retry`, or None to give up (the error is final)."""
+def decide(exc: RemoteError) -> Retry | None:
+    """What to do after `exc`: a `Retry`, or None to give up (the error is final). Any
+    HTTP caller's error will do (the GitHub client resends by it too); only a model
+    stream's failures count against the `stream` budget."""
     if not exc.retryable:
         return None
     budget: Budget = "stream" if isinstance(exc, StreamError) else "request"

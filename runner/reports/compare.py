@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from runner.errors import ReportError
 from runner.reports.markdown import _table, cell, column_name, money, partial_text, percent
 from runner.reports.model import Report, TaskReport
 from runner.reports.totals import finished_runs
@@ -30,7 +31,7 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
     """Two-sided p-value of Fisher's exact test for the table [[a, b], [c, d]]: the
     probability, given the margins, of a table at most as likely as this one."""
     if min(a, b, c, d) < 0:
-        raise ValueError("counts must be >= 0")
+        raise ReportError("counts must be >= 0")
     row1, row2, col1 = a + b, c + d, a + c
     n = row1 + row2
     lo, hi = max(0, col1 - row2), min(col1, row1)

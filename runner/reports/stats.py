@@ -10,6 +10,8 @@ import math
 import statistics
 from collections.abc import Iterable
 
+from runner.errors import ReportError
+
 Z_95 = 1.959963984540054
 """The two-sided 95% quantile of the standard normal distribution."""
 
@@ -22,7 +24,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     the estimator exact for the repeat counts a benchmark uses.
     """
     if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+        raise ReportError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
@@ -41,7 +43,7 @@ def wilson_interval(passed: int, runs: int, z: float = Z_95) -> tuple[float, flo
     if runs <= 0:
         return None
     if not 0 <= passed <= runs:
-        raise ValueError(f"passed must be within 0..runs (passed={passed}, runs={runs})")
+        raise ReportError(f"passed must be within 0..runs (passed={passed}, runs={runs})")
     p = passed / runs
     z2 = z * z
     denom = 1 + z2 / runs

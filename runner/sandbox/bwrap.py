@@ -373,7 +373,7 @@ class BwrapExecutor:
         without it they are read from the workspace's alternates, which is safe only
         before the agent has run."""
         if not policy.sandboxed:
-            raise ValueError("danger-full-access runs without bubblewrap (LocalExecutor)")
+            raise SandboxError("danger-full-access runs without bubblewrap (LocalExecutor)")
         self.policy = policy
         self.host = host
         self.limits = limits or Limits()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runner.errors import ToolArgumentsError
 from runner.tools import ToolCall, ToolContext, ToolResult
 
 STATUSES = ("pending", "in_progress", "completed")
@@ -47,10 +48,10 @@ def parse_plan(raw: str) -> list[dict[str, Any]]:
     try:
         args = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"arguments are not valid JSON: {exc}") from None
+        raise ToolArgumentsError(f"arguments are not valid JSON: {exc}") from None
     plan = args.get("plan") if isinstance(args, dict) else None
     if not isinstance(plan, list):
-        raise ValueError("`plan` must be an array of {step, status}")
+        raise ToolArgumentsError("`plan` must be an array of {step, status}")
     items = []
     for entry in plan:
         if not (
@@ -58,13 +59,13 @@ def parse_plan(raw: str) -> list[dict[str, Any]]:
             and isinstance(entry.get("step"), str)
             and entry.get("status") in STATUSES
         ):
-            raise ValueError(
+            raise ToolArgumentsError(
                 "each plan entry needs a `step` string and a `status` of "
                 "pending, in_progress or completed"
             )
         items.append({"text": entry["step"], "completed": entry["status"] == "completed"})
     if sum(1 for e in plan if e["status"] == "in_progress") > 1:
-        raise ValueError("at most one step may be in_progress")
+        raise ToolArgumentsError("at most one step may be in_progress")
     return items
 
 
@@ -80,7 +81,7 @@ class PlanTool:
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
             items = parse_plan(call.arguments)
-        except ValueError as exc:
+        except ToolArgumentsError as exc:
             return ToolResult(f"invalid plan: {exc}", success=False)
         ctx.state["plan"] = items
         return ToolResult("Plan updated", event={"type": "todo_list", "items": items})

@@ -13,6 +13,7 @@ import shlex
 import time
 from typing import Any
 
+from runner.errors import ToolArgumentsError
 from runner.items import dumps
 from runner.tools import ToolCall, ToolContext, ToolResult
 from runner.tools.apply_patch import apply_patch, extract_shell_patch, patch_started
@@ -100,9 +101,9 @@ class ShellArgs:
         try:
             args = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments are not valid JSON: {exc}") from None
+            raise ToolArgumentsError(f"arguments are not valid JSON: {exc}") from None
         if not isinstance(args, dict):
-            raise ValueError("arguments must be a JSON object")
+            raise ToolArgumentsError("arguments must be a JSON object")
         command = args.get("command")
         if isinstance(command, str):
             command = ["bash", "-lc", command]
@@ -111,17 +112,17 @@ class ShellArgs:
             or not command
             or not all(isinstance(a, str) for a in command)
         ):
-            raise ValueError("`command` must be a non-empty array of strings")
+            raise ToolArgumentsError("`command` must be a non-empty array of strings")
         if any("\x00" in a for a in command):
-            raise ValueError("`command` must not contain NUL bytes")
+            raise ToolArgumentsError("`command` must not contain NUL bytes")
         self.command: list[str] = command
         workdir = args.get("workdir")
         if workdir is not None and not isinstance(workdir, str):
-            raise ValueError("`workdir` must be a string")
+            raise ToolArgumentsError("`workdir` must be a string")
         self.workdir: str | None = workdir
         timeout = args.get("timeout_ms", args.get("timeout", default_timeout_ms))
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError("`timeout_ms` must be a positive number")
+            raise ToolArgumentsError("`timeout_ms` must be a positive number")
         self.timeout_ms = min(float(timeout), MAX_TIMEOUT_MS)
 
 
@@ -138,7 +139,7 @@ class ShellTool:
     def started(self, call: ToolCall) -> dict[str, Any] | None:
         try:
             args = ShellArgs(call.arguments, self.default_timeout_ms)
-        except ValueError:
+        except ToolArgumentsError:
             return {
                 "type": "command_execution",
                 "command": call.arguments,
@@ -162,7 +163,7 @@ class ShellTool:
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
             args = ShellArgs(call.arguments, self.default_timeout_ms)
-        except ValueError as exc:
+        except ToolArgumentsError as exc:
             return ToolResult(f"invalid shell call: {exc}", success=False)
         intercepted = extract_shell_patch(args.command)
         if intercepted is not None:

@@ -106,7 +106,6 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         base_ref=base,
         base_dirty=dirty,
         setup_s=0.0,
-        object_format=fmt,
         private_dir=private,
     )
     try:

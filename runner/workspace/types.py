@@ -27,7 +27,6 @@ class Workspace:
     """The user's tree had uncommitted or untracked changes; they are not in the workspace."""
     setup_s: float
     """Wall time `prepare` took, for the report."""
-    object_format: str
     private_dir: Path
     """Runner-private git dir and index (outside `path`, so the agent cannot doctor them)."""
 

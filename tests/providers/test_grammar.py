@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.errors import StreamError
+from runner.errors import AnswerTruncated
 from runner.items import message
 from runner.providers import Prompt
 from runner.providers.chat_wire import Constrained, answer_branches, build_body, constrained_schema
@@ -235,6 +235,6 @@ def test_unsupported_answer_schema_falls_back_to_response_format() -> None:
 
 
 def test_a_budget_too_small_for_any_answer_is_a_clear_error() -> None:
-    with pytest.raises(StreamError, match="max_output_tokens=5 is too small") as info:
+    with pytest.raises(AnswerTruncated, match="max_output_tokens=5 is too small") as info:
         constrained_schema(TOOLS[:1], budget=5)
     assert info.value.code == "max_output_tokens"

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from runner.errors import (
+    AnswerTruncated,
     ContextWindowExceeded,
     EngineError,
     HTTPStatusError,
@@ -427,7 +428,7 @@ async def test_errors_map_to_the_runner_tree(
 async def test_max_tokens_is_not_a_context_error() -> None:
     usage = dict(USAGE, usage={"prompt_tokens": 3, "completion_tokens": 4})
     client = client_for(stream(sse(delta(content="x"), delta("length"), usage)))
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(AnswerTruncated) as info:
         await client.generate(prompt(message("user", "hi"), extra={"max_tokens": 4}))
     assert info.value.code == "max_output_tokens"
 
@@ -592,7 +593,7 @@ async def test_a_cut_off_answer_keeps_its_text(engine: LocalEngine) -> None:
     """Without a grammar a small cap cuts the answer: the error says so and carries what
     the model wrote, for the report."""
     client = ChatClient(engine.base_url)
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(AnswerTruncated) as info:
         await client.generate(
             prompt(message("user", RAMBLE[0]), tools=[], extra={**GREEDY, "max_output_tokens": 12})
         )

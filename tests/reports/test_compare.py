@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.errors import ReportError
 from runner.reports.compare import compare, fisher_exact, render_compare
 from runner.reports.model import Report
 from tests.reports import benchmark_report, report, task
@@ -36,7 +37,7 @@ def test_fisher_exact_matches_published_values(table: tuple[int, int, int, int],
 
 def test_fisher_is_symmetric_and_refuses_negative_counts() -> None:
     assert fisher_exact(8, 2, 1, 5) == fisher_exact(1, 5, 8, 2) == fisher_exact(2, 8, 5, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ReportError, match="counts must be >= 0"):
         fisher_exact(-1, 0, 0, 0)
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runner.errors import ReportError
 from runner.reports.stats import mean_pass_at_k, pass_at_k, wilson_interval
 
 
@@ -40,7 +41,7 @@ def test_pass_at_k_matches_the_product_form(n: int, data: st.DataObject) -> None
 
 @pytest.mark.parametrize(("n", "c", "k"), [(0, 0, 1), (3, 4, 1), (3, 1, 0), (3, 1, 4), (3, -1, 1)])
 def test_pass_at_k_rejects_impossible_counts(n: int, c: int, k: int) -> None:
-    with pytest.raises(ValueError, match="pass@k needs"):
+    with pytest.raises(ReportError, match="pass@k needs"):
         pass_at_k(n, c, k)
 
 
@@ -82,5 +83,5 @@ def test_wilson_contains_the_rate_and_stays_in_bounds(runs: int, data: st.DataOb
 
 def test_wilson_without_runs_and_bad_counts() -> None:
     assert wilson_interval(0, 0) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ReportError, match="passed must be within 0..runs"):
         wilson_interval(3, 2)

@@ -10,6 +10,7 @@ import pytest
 
 from runner.errors import SandboxError
 from runner.sandbox import make_executor
+from runner.sandbox.bwrap import BwrapExecutor, Host
 from runner.sandbox.local import LocalExecutor
 from tests.sandbox.conftest import Box
 
@@ -64,3 +65,7 @@ def test_full_access_needs_no_bubblewrap(box: Box, tmp_path: Path) -> None:
     empty.mkdir()
     executor = make_executor(box.policy("danger-full-access"), search_path=str(empty))
     assert isinstance(executor, LocalExecutor)
+    # Nor may it be given one: bubblewrap would sandbox what the mode says is not.
+    host = Host("bwrap", "prlimit", None, None, None, None)
+    with pytest.raises(SandboxError, match="runs without bubblewrap"):
+        BwrapExecutor(box.policy("danger-full-access"), host)
