@@ -539,7 +539,7 @@ async def _keep_result(
     """Commit whatever the run changed, whatever its status: nothing done is lost.
     Secrets are redacted from the files before the commit (see `workspace.finish`)."""
     t = run.task
-    status = run.outcome.status if run.outcome else RunStatus.ERROR
+    status = run.status  # before the check: what the loop and the output schema say
     final = (run.outcome.final_message if run.outcome else None) or ""
     message = redact(
         f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"

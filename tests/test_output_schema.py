@@ -19,7 +19,7 @@ from runner.items import message
 from runner.output_schema import check_answer, text_format
 from runner.providers import Prompt
 from runner.providers.chat_wire import Constrained, build_body, items_from_constrained
-from tests.loopback import reply_message
+from tests.loopback import reply_function_call, reply_message
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -136,7 +136,8 @@ def test_run_reports_the_parsed_answer(
     output: Any,
     error: str | None,
 ) -> None:
-    srv = loopback_thread([reply_message(answer)])
+    write = {"command": ["bash", "-c", "echo judged > verdict.txt"]}
+    srv = loopback_thread([reply_function_call("shell", write), reply_message(answer)])
     (tmp_path / "verdict.json").write_text(json.dumps(SCHEMA))
     tasks = tmp_path / "t.yaml"
     tasks.write_text(f"""version: 1
@@ -153,8 +154,17 @@ tasks:
         env=dict(os.environ),
     )
     assert res.returncode == (0 if status == "completed" else 1), res.stderr
-    (req,) = srv.requests
-    assert req.json["text"] == {"verbosity": "low", "format": text_format(SCHEMA)}
+    assert all(
+        r.json["text"] == {"verbosity": "low", "format": text_format(SCHEMA)} for r in srv.requests
+    )
     task = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"][0]
     assert (task["status"], task["output"]) == (status, output)
     assert (task["error"] is None) if error is None else (error in task["error"])
+    # The commit's trailer states the run's status, not the loop's.
+    body = subprocess.run(
+        ["git", "-C", str(git_repo), "log", "-1", "--format=%B", task["result"]["branch"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"Runner-Status: {status}\n" in body
