@@ -15,13 +15,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
+from runner import workspace
 from runner.reports.model import Report
-from runner.workspace import IDENTITY, read_git
-
-if TYPE_CHECKING:
-    import subprocess
+from runner.workspace import IDENTITY
 from runner.workspace.names import component
 
 RUN_ID = re.compile(r"[0-9a-f]{12}")
@@ -29,12 +27,16 @@ RUN_ID = re.compile(r"[0-9a-f]{12}")
 SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
+BranchState = Literal["present", "deleted", "gone", "moved", "checked-out", "foreign", "invalid"]
+
+
 @dataclass(frozen=True)
-class Verdict:
+class BranchCheck:
+    """What the repository says of one branch a report claims."""
+
     branch: str
     commit: str
-    state: str
-    """`present`, `deleted`, `gone`, `moved`, `checked-out`, `foreign`, `invalid`."""
+    state: BranchState
     reason: str = ""
 
     def line(self, deleting: bool) -> str:
@@ -64,10 +66,10 @@ def names_the_run(branch: str, names: Iterable[str]) -> bool:
     return any(p in wanted for p in parts) or branch.split("/")[-1] in wanted
 
 
-def review(repo: Path, report: Report, *, delete: bool) -> list[Verdict]:
+def review(repo: Path, report: Report, *, delete: bool) -> list[BranchCheck]:
     ids = batch_ids(report)
-    checked_out = _checked_out(repo)
-    out: list[Verdict] = []
+    checked_out = workspace.checked_out_branches(repo)
+    out: list[BranchCheck] = []
     for t in report.tasks:
         if t.result is None or t.result.branch is None:
             continue
@@ -77,46 +79,26 @@ def review(repo: Path, report: Report, *, delete: bool) -> list[Verdict]:
         if state == "present" and not names_the_run(branch, (t.run or t.id, t.id)):
             state, reason = "foreign", "its name does not name this run"
         if delete and state == "present":
-            ok = _git(repo, "update-ref", "-d", f"refs/heads/{branch}", commit).returncode == 0
+            ok = workspace.delete_branch_at(repo, branch, commit)
             state, reason = ("deleted", "") if ok else ("moved", "changed meanwhile")
-        out.append(Verdict(branch, commit, state, reason))
+        out.append(BranchCheck(branch, commit, state, reason))
     return out
 
 
 def _state(
     repo: Path, branch: str, commit: str, base: str, ids: set[str], checked_out: set[str] | None
-) -> tuple[str, str]:
-    ref = f"refs/heads/{branch}"
-    if not SHA.fullmatch(commit) or _git(repo, "check-ref-format", ref).returncode != 0:
+) -> tuple[BranchState, str]:
+    if not SHA.fullmatch(commit) or not workspace.is_branch_name(repo, branch):
         return "invalid", "not a branch name and commit"
     if not in_namespace(branch, ids):
         return "foreign", "its name holds none of this batch's run ids"
-    tip = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    if tip.returncode != 0:
+    tip = workspace.branch_tip(repo, branch)
+    if tip is None:
         return "gone", ""
-    if tip.stdout.strip() != commit:
+    if tip != commit:
         return "moved", ""
-    if checked_out is None or ref in checked_out:
+    if checked_out is None or f"refs/heads/{branch}" in checked_out:
         return "checked-out", "in a worktree" if checked_out else "worktrees unknown"
-    info = _git(repo, "show", "-s", "--format=%an%x00%ae%x00%cn%x00%ce%x00%P", commit)
-    fields = info.stdout.rstrip("\n").split("\0")
-    if info.returncode != 0 or fields != [*IDENTITY, *IDENTITY, base]:
+    if workspace.commit_identity(repo, commit) != [*IDENTITY, *IDENTITY, base]:
         return "foreign", "not a commit the runner made on the run's base"
     return "present", ""
-
-
-def _checked_out(repo: Path) -> set[str] | None:
-    """Every branch a worktree of the repository (the main one included) has checked out;
-    None when git cannot say, and then nothing is deleted."""
-    proc = _git(repo, "worktree", "list", "--porcelain")
-    if proc.returncode != 0:
-        return None
-    return {
-        line.removeprefix("branch ")
-        for line in proc.stdout.splitlines()
-        if line.startswith("branch ")
-    }
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return read_git(repo, *args)

@@ -1,6 +1,6 @@
 """One run's life: its workspace, its thread, its check, what it leaves (commit, branch,
 patch, push) and its entry in the report. Status and error are decided in one place,
-`TaskRun.verdict`, from what happened; the loop's `Outcome` is never edited afterwards.
+`TaskRun.status_and_error`, from what happened; the loop's `Outcome` is never edited afterwards.
 
 The batch (batch.py) decides when a run starts; this module decides everything else.
 
@@ -110,9 +110,9 @@ class TaskRun:
 
     @property
     def status(self) -> RunStatus:
-        return self.verdict()[0]
+        return self.status_and_error()[0]
 
-    def verdict(self) -> tuple[RunStatus, str | None]:
+    def status_and_error(self) -> tuple[RunStatus, str | None]:
         """The run's status and error, by one precedence rule: a run that could not start
         or keep its work; changes outside the allowed scope; then, for a completed loop, a
         final answer that breaks the schema, a stop before the check, a failed check;
@@ -364,7 +364,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
         if ck is not None
         else None
     )
-    status, error = run.verdict()
+    status, error = run.status_and_error()
     options = task.model_options.model_dump(exclude_none=True)
     common: dict[str, Any] = {
         "id": task.id,

@@ -178,9 +178,9 @@ def _pr_adds(path: str, trusted: str, ctx: Context, env: Mapping[str, str]) -> b
         rel = (Path.cwd() / path).resolve().relative_to(workspace)
     except ValueError:
         return False
-    from runner.workspace import read_git
+    from runner.workspace import has_path_at
 
-    return read_git(workspace, "cat-file", "-e", f"{sha}:{rel.as_posix()}").returncode == 0
+    return has_path_at(workspace, sha, rel.as_posix())
 
 
 def _not_in_config(path: str, trusted: str) -> str:

@@ -75,17 +75,20 @@ from runner.workspace.git import (
     _remove,
     config_env,
     git_env,
-    read_git,
 )
 from runner.workspace.names import branch_name, check_scope
 from runner.workspace.prepare import _is_dirty, check_base, prepare, prepare_sync
 from runner.workspace.refs import (
-    branch_state,
+    branch_tip,
+    checked_out_branches,
     cleanup,
     cleanup_sync,
+    commit_identity,
     delete_branch,
     delete_branch_at,
     delete_branch_sync,
+    has_path_at,
+    is_branch_name,
     push,
     push_sync,
 )
@@ -105,7 +108,11 @@ __all__ = [
     "_is_dirty",
     "_remove",
     "branch_name",
-    "branch_state",
+    "branch_tip",
+    "checked_out_branches",
+    "commit_identity",
+    "has_path_at",
+    "is_branch_name",
     "check_base",
     "check_scope",
     "cleanup",
@@ -118,7 +125,6 @@ __all__ = [
     "finish_sync",
     "git_env",
     "parse_raw_numstat",
-    "read_git",
     "prepare",
     "prepare_sync",
     "push",

@@ -20,6 +20,7 @@ from runner.workspace.git import (
     _ref_lock,
     _remove,
     config_env,
+    read_git,
 )
 from runner.workspace.types import PushResult, Workspace
 
@@ -122,25 +123,46 @@ def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
                 _git(["update-ref", "-d", ref, commit], env=user, check=False)
 
 
-def branch_state(repo: Path, branch: str, commit: str) -> str:
-    """`present` (the branch points at `commit`), `moved` (it points elsewhere: someone
-    built on it), `checked-out`, `gone`, or `invalid` (not a branch name)."""
-    ref = f"refs/heads/{branch}"
-    if _git(["check-ref-format", ref], cwd=repo, check=False).returncode != 0:
-        return "invalid"
-    tip = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo, check=False)
-    if tip.returncode != 0:
-        return "gone"
-    head = _git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False)
-    if head.stdout.decode(errors="replace").strip() == ref:
-        return "checked-out"
-    return "present" if tip.stdout.decode().strip() == commit else "moved"
+# Queries on a repository the runner only reads or compare-and-deletes in (`report
+# branches`, the Action's checks): hardened git like every other call, never raising.
+
+
+def is_branch_name(repo: Path, branch: str) -> bool:
+    return read_git(repo, "check-ref-format", f"refs/heads/{branch}").returncode == 0
+
+
+def branch_tip(repo: Path, branch: str) -> str | None:
+    """The commit the branch points at; None when there is no such branch."""
+    tip = read_git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
+    return tip.stdout.strip() if tip.returncode == 0 else None
+
+
+def commit_identity(repo: Path, commit: str) -> list[str] | None:
+    """Author name and email, committer name and email, parents: who made the commit on
+    what. None when git cannot show it."""
+    info = read_git(repo, "show", "-s", "--format=%an%x00%ae%x00%cn%x00%ce%x00%P", commit)
+    return info.stdout.rstrip("\n").split("\0") if info.returncode == 0 else None
+
+
+def checked_out_branches(repo: Path) -> set[str] | None:
+    """Every branch ref a worktree of the repository (the main one included) has checked
+    out; None when git cannot say."""
+    proc = read_git(repo, "worktree", "list", "--porcelain")
+    if proc.returncode != 0:
+        return None
+    return {
+        line.removeprefix("branch ")
+        for line in proc.stdout.splitlines()
+        if line.startswith("branch ")
+    }
 
 
 def delete_branch_at(repo: Path, branch: str, commit: str) -> bool:
-    """Compare-and-delete: remove the branch only if it still points at `commit` (git
-    checks that atomically under the ref's lock), so a branch someone moved is kept."""
-    if branch_state(repo, branch, commit) != "present":
-        return False
-    proc = _git(["update-ref", "-d", f"refs/heads/{branch}", commit], cwd=repo, check=False)
-    return proc.returncode == 0
+    """Compare-and-delete: git removes the branch only if it still points at `commit`
+    (checked atomically under the ref's lock), so a branch someone moved is kept."""
+    return read_git(repo, "update-ref", "-d", f"refs/heads/{branch}", commit).returncode == 0
+
+
+def has_path_at(repo: Path, commit: str, path: str) -> bool:
+    """Whether `path` (relative to the top) exists in `commit`'s tree."""
+    return read_git(repo, "cat-file", "-e", f"{commit}:{path}").returncode == 0
