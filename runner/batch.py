@@ -52,8 +52,6 @@ class BatchResult:
     runs: list[TaskRun]
     report_path: Path
     interrupted: bool = False
-    resumed: int = 0
-    """Runs taken from the journal of an earlier attempt instead of being run again."""
 
     @property
     def exit_code(self) -> int:
@@ -223,7 +221,7 @@ async def run_batch(
     report_path = write_reports(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
-    return BatchResult(runs, report_path, interrupted=stop.is_set(), resumed=resumed)
+    return BatchResult(runs, report_path, interrupted=stop.is_set())
 
 
 class Checkpoints:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -174,26 +173,22 @@ def _effective_roots(cwd: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
 
 
 def agents_md(
-    *,
-    cwd: Path,
-    runner_home: Path | None,
-    fallback_names: Sequence[str] = (),
-    max_bytes: int = AGENTS_MD_MAX_BYTES,
-    notes: list[str] | None = None,
-) -> str | None:
-    """The AGENTS.md text for `cwd`, assembled by Codex's rules; None when there is none.
+    *, cwd: Path, runner_home: Path | None, max_bytes: int = AGENTS_MD_MAX_BYTES
+) -> tuple[str | None, list[str]]:
+    """The AGENTS.md text for `cwd`, assembled by Codex's rules (None when there is none),
+    and a note for each file skipped (a link leading nowhere, an unreadable file).
 
     Global: `runner_home/AGENTS.override.md`, else `runner_home/AGENTS.md` (the first
     non-empty one, trimmed). Project: from the project root (the nearest ancestor of cwd
     holding a `.git` file or directory; cwd alone if there is none) down to cwd, the first
-    existing file of AGENTS.override.md, AGENTS.md, `fallback_names` in each directory.
-    Project files share a `max_bytes` budget (0 disables them), are kept as written
-    except for a truncation cut on a UTF-8 boundary, and are joined with a blank line.
+    existing file of AGENTS.override.md, AGENTS.md in each directory. Project files share
+    a `max_bytes` budget (0 disables them), are kept as written except for a truncation
+    cut on a UTF-8 boundary, and are joined with a blank line.
     """
     global_text = _global_agents_md(runner_home)
-    project_text = _project_agents_md(cwd, fallback_names, max_bytes, notes)
+    project_text, notes = _project_agents_md(cwd, max_bytes)
     parts = [p for p in (global_text, project_text) if p is not None]
-    return PROJECT_DOC_SEPARATOR.join(parts) if parts else None
+    return (PROJECT_DOC_SEPARATOR.join(parts) if parts else None), notes
 
 
 def _global_agents_md(runner_home: Path | None) -> str | None:
@@ -210,14 +205,13 @@ def _global_agents_md(runner_home: Path | None) -> str | None:
     return None
 
 
-def _project_agents_md(
-    cwd: Path, fallback_names: Sequence[str], max_bytes: int, notes: list[str] | None = None
-) -> str | None:
+def _project_agents_md(cwd: Path, max_bytes: int) -> tuple[str | None, list[str]]:
+    notes: list[str] = []
     if max_bytes <= 0:
-        return None
+        return None, notes
     remaining = max_bytes
     parts: list[str] = []
-    root, paths = _project_doc_paths(cwd, fallback_names)
+    root, paths = _project_doc_paths(cwd)
     for path in paths:
         if remaining <= 0:
             break
@@ -228,11 +222,10 @@ def _project_agents_md(
         except OSError as exc:
             # Unreadable, or a link that leads nowhere (dangling or a loop): skipped
             # rather than failing the whole run, and said in the report (`notes`).
-            if notes is not None:
-                why = exc.strerror or str(exc)
-                notes.append(
-                    why if "leads nowhere" in why else f"{path}: cannot be read ({why}); ignored"
-                )
+            why = exc.strerror or str(exc)
+            notes.append(
+                why if "leads nowhere" in why else f"{path}: cannot be read ({why}); ignored"
+            )
             continue
         # UnsafeFileError is not caught: the run fails with the reason in its report.
         if len(data) > remaining:
@@ -244,10 +237,10 @@ def _project_agents_md(
             parts.append(text)
             # Codex charges the bytes read, so a truncated file uses up the budget.
             remaining -= len(data)
-    return "\n\n".join(parts) if parts else None
+    return ("\n\n".join(parts) if parts else None), notes
 
 
-def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> tuple[Path, list[Path]]:
+def _project_doc_paths(cwd: Path) -> tuple[Path, list[Path]]:
     """The project root, and the AGENTS.md-like file to read in each directory from it
     to cwd."""
     start = cwd.resolve()
@@ -266,11 +259,9 @@ def _project_doc_paths(cwd: Path, fallback_names: Sequence[str]) -> tuple[Path, 
             d = d.parent
             dirs.append(d)
         dirs.reverse()
-    names: list[str] = [AGENTS_OVERRIDE_MD, AGENTS_MD]
-    names += [n for n in dict.fromkeys(fallback_names) if n and n not in names]
     found: list[Path] = []
     for d in dirs:
-        for name in names:
+        for name in (AGENTS_OVERRIDE_MD, AGENTS_MD):
             if (d / name).is_symlink() or (d / name).is_file():
                 found.append(d / name)
                 break
@@ -403,12 +394,8 @@ def skills_instructions(
 
 def environment_context(*, cwd: Path, shell: str, current_date: str, timezone: str) -> str:
     """The `<environment_context>` block: where commands run, with which shell, and when."""
-    return _environment_context(cwd, shell, current_date, timezone)
-
-
-def _environment_context(cwd: Path | None, shell: str, current_date: str, timezone: str) -> str:
-    lines = [] if cwd is None else [f"  <cwd>{cwd}</cwd>"]
-    lines += [
+    lines = [
+        f"  <cwd>{cwd}</cwd>",
         f"  <shell>{shell}</shell>",
         f"  <current_date>{current_date}</current_date>",
         f"  <timezone>{timezone}</timezone>",
@@ -416,43 +403,7 @@ def _environment_context(cwd: Path | None, shell: str, current_date: str, timezo
     return f"{ENVIRONMENT_OPEN}\n" + "\n".join(lines) + f"\n{ENVIRONMENT_CLOSE}"
 
 
-# --- turn settings and the items built from them --------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnContext:
-    """The settings the context messages describe, kept per turn to diff the next one.
-
-    `writable_roots` are the roots beyond cwd (cwd is always writable in workspace-write
-    and is listed first); add `/tmp` here if the sandbox really makes it writable.
-    """
-
-    cwd: Path
-    sandbox: SandboxMode
-    network: bool
-    shell: str
-    current_date: str
-    timezone: str
-    writable_roots: tuple[Path, ...] = ()
-    permission_notes: tuple[str, ...] = ()
-
-    def permissions(self) -> str:
-        """This turn's `<permissions instructions>` block."""
-        return permissions_text(
-            sandbox=self.sandbox,
-            network=self.network,
-            writable_roots=_effective_roots(self.cwd, self.writable_roots),
-            notes=self.permission_notes,
-        )
-
-    def environment(self) -> str:
-        """This turn's full `<environment_context>` block."""
-        return environment_context(
-            cwd=self.cwd,
-            shell=self.shell,
-            current_date=self.current_date,
-            timezone=self.timezone,
-        )
+# --- the two context messages ----------------------------------------------------------
 
 
 def initial_context(
@@ -467,68 +418,37 @@ def initial_context(
     current_date: str,
     timezone: str,
     permission_notes: Sequence[str] = (),
-    fallback_names: Sequence[str] = (),
-    max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
     skills: str | None = None,
-    notes: list[str] | None = None,
-) -> list[Item]:
-    """The two context messages that open a conversation (and follow a compaction).
+) -> tuple[list[Item], list[str]]:
+    """The two context messages that open a conversation (and follow a compaction), and
+    a note for each AGENTS.md that was skipped (`agents_md`).
 
     Developer message: permissions, then `developer_instructions` if non-empty, then the
-    `skills` block (`skills_instructions`) if any. User
-    message: AGENTS.md instructions if any, then the environment context. One
-    `input_text` part per section, as Codex sends them.
+    `skills` block (`skills_instructions`) if any. User message: AGENTS.md instructions if
+    any, then the environment context. One `input_text` part per section, as Codex sends
+    them. `writable_roots` are the roots beyond cwd (cwd is always writable in
+    workspace-write and is listed first).
     """
-    ctx = TurnContext(
-        cwd=cwd,
-        sandbox=sandbox,
-        network=network,
-        shell=shell,
-        current_date=current_date,
-        timezone=timezone,
-        writable_roots=tuple(writable_roots),
-        permission_notes=tuple(permission_notes),
-    )
-    return initial_items(
-        ctx,
-        developer_instructions=developer_instructions,
-        runner_home=runner_home,
-        fallback_names=fallback_names,
-        max_agents_md_bytes=max_agents_md_bytes,
-        skills=skills,
-        notes=notes,
-    )
-
-
-def initial_items(
-    ctx: TurnContext,
-    *,
-    developer_instructions: str | None,
-    runner_home: Path | None,
-    fallback_names: Sequence[str] = (),
-    max_agents_md_bytes: int = AGENTS_MD_MAX_BYTES,
-    skills: str | None = None,
-    notes: list[str] | None = None,
-) -> list[Item]:
-    """`initial_context` from a `TurnContext`, so the caller can keep it for diffing.
-    `notes` gets a line for each AGENTS.md that was skipped (a link leading nowhere)."""
-    developer = [ctx.permissions()]
+    developer = [
+        permissions_text(
+            sandbox=sandbox,
+            network=network,
+            writable_roots=_effective_roots(cwd, writable_roots),
+            notes=permission_notes,
+        )
+    ]
     if developer_instructions:
         developer.append(developer_instructions)
     if skills:
         developer.append(skills)
     user: list[str] = []
-    docs = agents_md(
-        cwd=ctx.cwd,
-        runner_home=runner_home,
-        fallback_names=fallback_names,
-        max_bytes=max_agents_md_bytes,
-        notes=notes,
-    )
+    docs, notes = agents_md(cwd=cwd, runner_home=runner_home)
     if docs is not None:
-        user.append(user_instructions_text(ctx.cwd, docs))
-    user.append(ctx.environment())
-    return [message("developer", *developer), message("user", *user)]
+        user.append(user_instructions_text(cwd, docs))
+    user.append(
+        environment_context(cwd=cwd, shell=shell, current_date=current_date, timezone=timezone)
+    )
+    return [message("developer", *developer), message("user", *user)], notes
 
 
 def is_contextual_user_message(item: Item) -> bool:

@@ -241,8 +241,7 @@ async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
     async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
         run.current_date = t.current_date or b.today
         run.timezone = t.timezone or b.tz
-        notes: list[str] = []
-        thread = make_thread(
+        thread, notes = make_thread(
             t,
             ws.path,
             model,
@@ -254,7 +253,6 @@ async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
             budget=RunBudget(t.limits, t.price, b.spend),
             extra_tools=mcp.tools,
             redact=b.redact,
-            notes=notes,
         )
         for note in notes:
             _note(run, log, b.redact(note))

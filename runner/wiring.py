@@ -181,8 +181,8 @@ def make_thread(
     budget: Budget | None = None,
     extra_tools: Sequence[Tool] = (),
     redact: Redactor | None = None,
-    notes: list[str] | None = None,
-) -> Thread:
+) -> tuple[Thread, list[str]]:
+    """The run's thread, and a note for each AGENTS.md the prompt left out."""
     from runner import compaction
 
     extra, reasoning, text = sampling(t.model_options)
@@ -196,7 +196,7 @@ def make_thread(
         hidden=[cwd.parent],
     )
     executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
-    context = prompts.initial_context(
+    context, notes = prompts.initial_context(
         cwd=cwd,
         sandbox=t.sandbox,
         network=policy.network,
@@ -208,7 +208,6 @@ def make_thread(
         timezone=tz,
         permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
         skills=prompts.skills_instructions(t.skills, context_window=t.context_window),
-        notes=notes,
     )
     if t.output_schema is not None:
         text = {**(text or {}), "format": text_format(t.output_schema)}
@@ -241,7 +240,7 @@ def make_thread(
     tools: list[Tool] = [*make_tools(t), *extra_tools]
     if redact:
         tools = [Redacting(tool, redact) for tool in tools]
-    return Thread(spec, model, tools, ctx, log)
+    return Thread(spec, model, tools, ctx, log), notes
 
 
 class Redacting:

@@ -75,7 +75,7 @@ async def run_thread(
         shell="bash",
         current_date="2026-01-01",
         timezone="UTC",
-    )
+    )[0]
     spec = ThreadSpec(
         thread_id="thread-1",
         model="m",

@@ -84,7 +84,7 @@ def context_items(cwd: Path) -> list[it.Item]:
         shell="bash",
         current_date="2026-01-01",
         timezone="UTC",
-    )
+    )[0]
 
 
 async def run_long(

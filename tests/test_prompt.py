@@ -15,7 +15,6 @@ import pytest
 from runner import prompt
 from runner.errors import ConfigError, SandboxError
 from runner.items import Item, message
-from runner.prompt import TurnContext
 from tests import golden_files
 
 GOLDEN = Path(__file__).parent / "golden" / "prompt"
@@ -208,7 +207,7 @@ def test_agents_md_nested_dirs_in_git_repo(tmp_path: Path) -> None:
     write(repo / "a" / "b" / "c" / "d" / "AGENTS.md", "below cwd: never read\n")
     write(repo / "other" / "AGENTS.md", "sibling: never read\n")
     cwd = repo / "a" / "b" / "c"
-    text = prompt.agents_md(cwd=cwd, runner_home=None)
+    text = prompt.agents_md(cwd=cwd, runner_home=None)[0]
     assert text == "root rules\n\n\na rules\n\n\nc rules\n"
     check_golden("agents_md_nested.txt", text)
 
@@ -216,7 +215,7 @@ def test_agents_md_nested_dirs_in_git_repo(tmp_path: Path) -> None:
 def test_agents_md_cwd_is_repo_root(tmp_path: Path) -> None:
     repo = git_init(tmp_path / "repo")
     write(repo / "AGENTS.md", "root rules")
-    assert prompt.agents_md(cwd=repo, runner_home=None) == "root rules"
+    assert prompt.agents_md(cwd=repo, runner_home=None)[0] == "root rules"
 
 
 def test_agents_md_git_file_marks_root(tmp_path: Path) -> None:
@@ -226,15 +225,15 @@ def test_agents_md_git_file_marks_root(tmp_path: Path) -> None:
     write(wt / ".git", "gitdir: /elsewhere\n")
     write(wt / "AGENTS.md", "worktree")
     write(wt / "src" / "AGENTS.md", "src")
-    assert prompt.agents_md(cwd=wt / "src", runner_home=None) == "worktree\n\nsrc"
+    assert prompt.agents_md(cwd=wt / "src", runner_home=None)[0] == "worktree\n\nsrc"
 
 
 def test_agents_md_without_git_reads_only_cwd(no_git_above: Path) -> None:
     top = no_git_above
     write(top / "AGENTS.md", "parent: never read")
     write(top / "proj" / "AGENTS.md", "cwd rules")
-    assert prompt.agents_md(cwd=top / "proj", runner_home=None) == "cwd rules"
-    assert prompt.agents_md(cwd=top / "empty", runner_home=None) is None
+    assert prompt.agents_md(cwd=top / "proj", runner_home=None)[0] == "cwd rules"
+    assert prompt.agents_md(cwd=top / "empty", runner_home=None)[0] is None
 
 
 def test_agents_md_override_precedence(tmp_path: Path) -> None:
@@ -242,8 +241,7 @@ def test_agents_md_override_precedence(tmp_path: Path) -> None:
     write(repo / "AGENTS.override.md", "root override")
     write(repo / "AGENTS.md", "root plain")
     write(repo / "sub" / "AGENTS.md", "sub plain")
-    write(repo / "sub" / "CLAUDE.md", "sub fallback")
-    text = prompt.agents_md(cwd=repo / "sub", runner_home=None, fallback_names=["CLAUDE.md"])
+    text = prompt.agents_md(cwd=repo / "sub", runner_home=None)[0]
     assert text == "root override\n\nsub plain"
 
 
@@ -252,22 +250,7 @@ def test_agents_md_first_existing_even_if_blank(tmp_path: Path) -> None:
     repo = git_init(tmp_path / "repo")
     write(repo / "AGENTS.override.md", "  \n")
     write(repo / "AGENTS.md", "shadowed by the blank override")
-    assert prompt.agents_md(cwd=repo, runner_home=None) is None
-
-
-def test_agents_md_fallback_names(tmp_path: Path) -> None:
-    repo = git_init(tmp_path / "repo")
-    write(repo / "CLAUDE.md", "root claude")
-    write(repo / "x" / "GUIDE.md", "x guide")
-    write(repo / "x" / "CLAUDE.md", "x claude")
-    (repo / "x" / "y" / "GUIDE.md").mkdir(parents=True)  # a directory is not a candidate
-    write(repo / "x" / "y" / "CLAUDE.md", "y claude")
-    cwd = repo / "x" / "y"
-    assert prompt.agents_md(cwd=cwd, runner_home=None) is None
-    names = ["", "GUIDE.md", "CLAUDE.md", "GUIDE.md"]
-    assert prompt.agents_md(cwd=cwd, runner_home=None, fallback_names=names) == (
-        "root claude\n\nx guide\n\ny claude"
-    )
+    assert prompt.agents_md(cwd=repo, runner_home=None)[0] is None
 
 
 def test_agents_md_truncates_on_utf8_boundary(tmp_path: Path) -> None:
@@ -276,7 +259,7 @@ def test_agents_md_truncates_on_utf8_boundary(tmp_path: Path) -> None:
     # "é" is two bytes and straddles the cut: the budget ends after its first byte.
     write(repo / "AGENTS.md", ("a" * (budget - 1) + "é" + "tail").encode())
     write(repo / "sub" / "AGENTS.md", "no budget left")
-    text = prompt.agents_md(cwd=repo / "sub", runner_home=None)
+    text = prompt.agents_md(cwd=repo / "sub", runner_home=None)[0]
     assert text == "a" * (budget - 1)
     assert "\ufffd" not in text
 
@@ -288,7 +271,7 @@ def test_agents_md_truncates_on_utf8_boundary(tmp_path: Path) -> None:
 def test_agents_md_cut_inside_each_multibyte_width(tmp_path: Path, char: str, keep: int) -> None:
     repo = git_init(tmp_path / "repo")
     write(repo / "AGENTS.md", ("ab" + char + "z").encode())
-    text = prompt.agents_md(cwd=repo, runner_home=None, max_bytes=2 + keep)
+    text = prompt.agents_md(cwd=repo, runner_home=None, max_bytes=2 + keep)[0]
     expected = "ab" + char if keep == len(char.encode()) else "ab"
     assert text == expected
 
@@ -299,9 +282,9 @@ def test_agents_md_budget_shared_across_files(tmp_path: Path) -> None:
     write(repo / "a" / "AGENTS.md", "   ")  # blank: skipped, charges nothing
     write(repo / "a" / "b" / "AGENTS.md", "abcdefghij")
     cwd = repo / "a" / "b"
-    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=15) == "0123456789\n\nabcde"
-    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=10) == "0123456789"
-    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=0) is None
+    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=15)[0] == "0123456789\n\nabcde"
+    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=10)[0] == "0123456789"
+    assert prompt.agents_md(cwd=cwd, runner_home=None, max_bytes=0)[0] is None
 
 
 def test_agents_md_global_and_project_join(tmp_path: Path) -> None:
@@ -309,12 +292,12 @@ def test_agents_md_global_and_project_join(tmp_path: Path) -> None:
     write(home / "AGENTS.md", "\n  global rules  \n\n")
     repo = git_init(tmp_path / "repo")
     write(repo / "AGENTS.md", "project rules\n")
-    text = prompt.agents_md(cwd=repo, runner_home=home)
+    text = prompt.agents_md(cwd=repo, runner_home=home)[0]
     assert text == "global rules\n\n--- project-doc ---\n\nproject rules\n"
     check_golden("agents_md_global_and_project.txt", text)
     # The global file is not charged to the project budget, and survives max_bytes=0.
-    assert prompt.agents_md(cwd=repo, runner_home=home, max_bytes=0) == "global rules"
-    assert prompt.agents_md(cwd=repo, runner_home=None) == "project rules\n"
+    assert prompt.agents_md(cwd=repo, runner_home=home, max_bytes=0)[0] == "global rules"
+    assert prompt.agents_md(cwd=repo, runner_home=None)[0] == "project rules\n"
 
 
 def test_agents_md_global_override_precedence(tmp_path: Path) -> None:
@@ -322,12 +305,12 @@ def test_agents_md_global_override_precedence(tmp_path: Path) -> None:
     write(home / "AGENTS.md", "global plain")
     cwd = tmp_path / "nowhere"
     cwd.mkdir()
-    assert prompt.agents_md(cwd=cwd, runner_home=home) == "global plain"
+    assert prompt.agents_md(cwd=cwd, runner_home=home)[0] == "global plain"
     write(home / "AGENTS.override.md", "global override")
-    assert prompt.agents_md(cwd=cwd, runner_home=home) == "global override"
+    assert prompt.agents_md(cwd=cwd, runner_home=home)[0] == "global override"
     write(home / "AGENTS.override.md", " \n")  # blank override: the first non-empty wins
-    assert prompt.agents_md(cwd=cwd, runner_home=home) == "global plain"
-    assert prompt.agents_md(cwd=cwd, runner_home=tmp_path / "missing") is None
+    assert prompt.agents_md(cwd=cwd, runner_home=home)[0] == "global plain"
+    assert prompt.agents_md(cwd=cwd, runner_home=tmp_path / "missing")[0] is None
 
 
 # --- initial context -------------------------------------------------------------------
@@ -348,7 +331,7 @@ def test_initial_context_bare_golden(no_git_above: Path, sandbox: prompt.Sandbox
         shell="bash",
         current_date=DATE,
         timezone=TZ,
-    )
+    )[0]
     assert [(i.type, i.role, len(i.data["content"])) for i in items] == [
         ("message", "developer", 1),
         ("message", "user", 1),
@@ -375,7 +358,7 @@ def test_initial_context_full_golden(tmp_path: Path, sandbox: prompt.SandboxMode
         current_date=DATE,
         timezone=TZ,
         permission_notes=["No sandbox is enforced yet: treat these rules as binding anyway."],
-    )
+    )[0]
     assert [(i.role, len(i.data["content"])) for i in items] == [("developer", 2), ("user", 2)]
     dev, user = (i.data["content"] for i in items)
     assert dev[0]["text"].startswith("<permissions instructions>")
@@ -402,41 +385,13 @@ def test_initial_context_is_deterministic(tmp_path: Path) -> None:
                 shell="bash",
                 current_date=DATE,
                 timezone=TZ,
-            )
+            )[0]
         ]
 
     first = build()
     assert build() == first
     assert '"role":"developer","content":[{"type":"input_text"' in first[0]
     assert len(json.loads(first[0])["content"]) == 1  # empty developer_instructions: no part
-
-
-def test_initial_items_matches_initial_context(tmp_path: Path) -> None:
-    ctx = TurnContext(
-        cwd=tmp_path,
-        sandbox="workspace-write",
-        network=False,
-        shell="bash",
-        current_date=DATE,
-        timezone=TZ,
-        writable_roots=(Path("/tmp"),),
-    )
-    via_ctx = prompt.initial_items(ctx, developer_instructions="d", runner_home=None)
-    via_kwargs = prompt.initial_context(
-        cwd=tmp_path,
-        sandbox="workspace-write",
-        network=False,
-        writable_roots=[Path("/tmp")],
-        developer_instructions="d",
-        runner_home=None,
-        shell="bash",
-        current_date=DATE,
-        timezone=TZ,
-    )
-    assert [i.wire for i in via_ctx] == [i.wire for i in via_kwargs]
-
-
-# --- contextual message detection -------------------------------------------------------
 
 
 def test_is_contextual_user_message(tmp_path: Path) -> None:
@@ -452,7 +407,7 @@ def test_is_contextual_user_message(tmp_path: Path) -> None:
         shell="bash",
         current_date=DATE,
         timezone=TZ,
-    )
+    )[0]
     assert prompt.is_contextual_user_message(user)
     assert not prompt.is_contextual_user_message(dev)
     env_only = message(

@@ -172,7 +172,7 @@ def test_initial_context_carries_the_block_last_in_the_developer_message() -> No
         current_date="2026-01-02",
         timezone="UTC",
         skills=prompt.skills_instructions(SKILLS),
-    )
+    )[0]
     golden_files.check_golden(
         GOLDEN / "initial_with_skills.json", json.dumps([i.data for i in items], indent=2) + "\n"
     )

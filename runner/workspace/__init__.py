@@ -72,12 +72,11 @@ from runner.workspace.git import (
     DEFAULT_FORBIDDEN,
     HARDENING,
     IDENTITY,
-    _remove,
     config_env,
     git_env,
 )
 from runner.workspace.names import branch_name, check_scope
-from runner.workspace.prepare import _is_dirty, check_base, prepare, prepare_sync
+from runner.workspace.prepare import check_base, prepare, prepare_sync
 from runner.workspace.refs import (
     branch_tip,
     checked_out_branches,
@@ -105,8 +104,6 @@ __all__ = [
     "Scope",
     "Workspace",
     "WorkspaceError",
-    "_is_dirty",
-    "_remove",
     "branch_name",
     "branch_tip",
     "checked_out_branches",

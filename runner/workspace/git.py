@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from runner import hostfs
 from runner.errors import GitError
 from runner.workspace.types import Workspace
 
@@ -242,12 +241,6 @@ def _private_env(ws: Workspace) -> dict[str, str]:
         "GIT_INDEX_FILE": str(ws._index),
         "GIT_OBJECT_DIRECTORY": str(ws.objects),
     }
-
-
-def _remove(path: Path) -> None:
-    """Delete a tree the agent shaped: any depth, links not followed, permissions it
-    took away given back first (`hostfs.remove_tree`)."""
-    hostfs.remove_tree(path)
 
 
 def _common_dir(git_dir: Path) -> Path:

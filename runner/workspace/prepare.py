@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 
+from runner import hostfs
 from runner.errors import GitError, WorkspaceError
 from runner.workspace.git import (
     _PRIVATE_SUFFIX,
@@ -20,7 +21,6 @@ from runner.workspace.git import (
     _git,
     _out,
     _private_env,
-    _remove,
     _user_filter_blanks,
     config_env,
 )
@@ -103,7 +103,6 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         objects=objects,
         base=sha,
         base_tree=tree,
-        base_ref=base,
         base_dirty=dirty,
         setup_s=0.0,
         private_dir=private,
@@ -129,8 +128,8 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
             # So the agent's own `git commit` works without a global identity.
             f.write(f"[user]\n\tname = {IDENTITY[0]}\n\temail = {IDENTITY[1]}\n")
     except BaseException:
-        _remove(path)
-        _remove(private)
+        hostfs.remove_tree(path)
+        hostfs.remove_tree(private)
         raise
     return replace(ws, setup_s=time.perf_counter() - t0)
 

@@ -18,7 +18,6 @@ from runner.workspace.git import (
     _git,
     _out,
     _ref_lock,
-    _remove,
     config_env,
     read_git,
 )
@@ -79,8 +78,8 @@ async def cleanup(ws: Workspace) -> None:
 
 
 def cleanup_sync(ws: Workspace) -> None:
-    _remove(ws.path)
-    _remove(ws.private_dir)
+    hostfs.remove_tree(ws.path)
+    hostfs.remove_tree(ws.private_dir)
 
 
 async def delete_branch(repo: Path, branch: str, commit: str) -> None:

@@ -20,9 +20,8 @@ class Workspace:
     objects: Path
     """The user's object store: result objects are written here; bind it read-only."""
     base: str
-    """The commit `base_ref` resolved to when the workspace was made."""
+    """The commit the task's `git.base` resolved to when the workspace was made."""
     base_tree: str
-    base_ref: str
     base_dirty: bool
     """The user's tree had uncommitted or untracked changes; they are not in the workspace."""
     setup_s: float

@@ -32,7 +32,7 @@ def message_for(policy: Policy, cwd: Path) -> str:
         current_date="2026-01-01",
         timezone="UTC",
         permission_notes=list(policy.notes()),
-    )
+    )[0]
     return message_text(items[0])
 
 
