@@ -40,9 +40,9 @@ class Verdict(StrEnum):
 
 
 class RunStatus(StrEnum):
-    """How a run ended. The agent loop ends with one of the first ten; what happened after
-    it (the output schema, a signal, the check, the scope) can change that, by one
-    precedence rule (`run.TaskRun.status_and_error`)."""
+    """How a run ended. The agent loop ends with one of the first eleven (interrupted
+    included); what happened after it (the output schema, a signal, the check, the scope)
+    can change that, by one precedence rule (`run.TaskRun.status_and_error`)."""
 
     COMPLETED = "completed"
     MAX_TURNS = "max_turns"
@@ -61,7 +61,8 @@ class RunStatus(StrEnum):
     CHECK_FAILED = "check_failed"
     SCOPE_VIOLATION = "scope_violation"
     SKIPPED = "skipped"
-    """Never started: the batch budget, an interruption or `--only`."""
+    """Never started: the batch budget was spent, or Ctrl-C or SIGTERM came first (runs
+    left out by `--only` or `--tag` are not in the report at all)."""
 
     @property
     def verdict(self) -> Verdict:

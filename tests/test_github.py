@@ -1569,3 +1569,20 @@ def test_a_task_file_typo_on_a_pr_is_red_but_a_new_one_is_skipped(
     assert not added.failed, added.logs
     assert added.outputs["conclusion"] == "skipped"
     assert added.outputs["notice"].startswith("the base branch has no .github/runner/new.yaml;")
+
+
+@pytest.mark.parametrize("statuses", ["complete", "completed,passed", ""])
+def test_pull_requests_refuses_a_status_outside_the_vocabulary(
+    statuses: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["pull-requests", "--report", str(tmp_path / "report.json"), "--statuses", statuses]
+    if not statuses:  # nothing selected is allowed: no run gets a PR
+        from runner.github.commands import build_parser
+
+        assert build_parser().parse_args(argv).statuses == frozenset()
+        return
+    with pytest.raises(SystemExit) as exc:
+        main(argv, env={})
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--statuses" in err and "must be one of" in err and "check_failed" in err

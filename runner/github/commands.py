@@ -52,7 +52,7 @@ from runner.redact import Redactor
 from runner.reports.markdown import inline, truncate
 from runner.reports.model import Report
 from runner.secret_env import secrets_from_env
-from runner.vocabulary import EXIT_BAD_INPUT, EXIT_RUNNER
+from runner.vocabulary import EXIT_BAD_INPUT, EXIT_RUNNER, RunStatus
 
 
 def annotate(kind: str, title: str, message: str) -> None:
@@ -433,7 +433,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         for t in report.tasks:
             r = t.result
-            if r is None or r.branch is None or t.status not in args.statuses.split(","):
+            if r is None or r.branch is None or t.status not in args.statuses:
                 continue
             run = t.run or t.id
             stable = f"{args.branch_prefix}{run}"
@@ -499,6 +499,16 @@ def cmd_docs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+def _statuses(text: str) -> frozenset[RunStatus]:
+    """`--statuses`: run statuses from the one vocabulary; a misspelt one is an error, not
+    a filter that silently matches nothing."""
+    try:
+        return frozenset(RunStatus(s.strip()) for s in text.split(",") if s.strip())
+    except ValueError:
+        allowed = ", ".join(s.value for s in RunStatus)
+        raise argparse.ArgumentTypeError(f"{text!r}: each must be one of {allowed}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m runner.github", description="GitHub Actions steps of actions/run."
@@ -557,7 +567,10 @@ def build_parser() -> argparse.ArgumentParser:
     prs.add_argument("--base", default="")
     prs.add_argument("--branch-prefix", default="runner/nightly/")
     prs.add_argument(
-        "--statuses", default="completed", help="comma-separated run statuses that get a PR"
+        "--statuses",
+        type=_statuses,
+        default=frozenset({RunStatus.COMPLETED}),
+        help="comma-separated run statuses that get a PR (default: completed)",
     )
     prs.add_argument("--token-env", default="GITHUB_TOKEN")
     prs.set_defaults(func=cmd_pull_requests)

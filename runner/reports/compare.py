@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from runner.errors import ReportError
+from runner.progress import duration
 from runner.reports.markdown import _table, cell, column_name, money, partial_text, percent
 from runner.reports.model import Report, TaskReport
 from runner.reports.totals import finished_runs
@@ -265,7 +266,7 @@ def render_compare(c: Comparison) -> str:
             _delta(r.base.mean_tokens, r.new.mean_tokens, lambda v: f"{v:,.0f}"),
             _delta(r.base.cache_hit, r.new.cache_hit, lambda v: percent(v)),
             _delta(r.base.mean_cost_usd, r.new.mean_cost_usd, lambda v: money(v)),
-            _delta(r.base.median_time_s, r.new.median_time_s, lambda v: f"{v:.1f}s"),
+            _delta(r.base.median_time_s, r.new.median_time_s, duration),
         ]
 
     regressions = c.regressions

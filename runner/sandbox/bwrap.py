@@ -67,7 +67,7 @@ SANDBOX_UID = 65534
 """Who commands run as when the runner is root (`nobody` on Debian)."""
 MAX_PROCESSES = 512
 """Processes and threads one command may have at once (RLIMIT_NPROC)."""
-MAX_FILE_BYTES = 1 << 30
+MAX_WRITTEN_FILE_BYTES = 1 << 30
 """Largest file a command may write (RLIMIT_FSIZE): a write past it gets SIGXFSZ."""
 MAX_TMP_BYTES = 1 << 30
 """Size of the private /tmp, which lives in memory."""
@@ -133,7 +133,7 @@ class Host:
 @dataclass(frozen=True)
 class Limits:
     processes: int = MAX_PROCESSES
-    file_bytes: int = MAX_FILE_BYTES
+    file_bytes: int = MAX_WRITTEN_FILE_BYTES
     tmp_bytes: int = MAX_TMP_BYTES
     shm_bytes: int = MAX_SHM_BYTES
     workspace_growth_bytes: int = MAX_WORKSPACE_GROWTH

@@ -115,7 +115,7 @@ def _resolve(root: Path, real_root: str, base: str, path: str) -> tuple[Path, st
     return Path(real), rel
 
 
-MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_PATCHED_FILE_BYTES = 32 * 1024 * 1024
 """Largest file apply_patch reads or replaces: a patch is planned in memory, so a bigger
 file is for the shell (sed, a script), not for this tool."""
 
@@ -145,10 +145,10 @@ def _open_existing(location: Path, real_root: str, shown: str) -> int | None:
         return None
     except UnsafeFileError as exc:
         raise PatchError(str(exc)) from None
-    if os.fstat(fd).st_size > MAX_FILE_BYTES:
+    if os.fstat(fd).st_size > MAX_PATCHED_FILE_BYTES:
         os.close(fd)
         raise PatchError(
-            f"cannot patch {shown}: it is larger than {MAX_FILE_BYTES >> 20} "
+            f"cannot patch {shown}: it is larger than {MAX_PATCHED_FILE_BYTES >> 20} "
             "MiB; change it with a shell command instead"
         )
     return fd
@@ -159,7 +159,7 @@ def _read_existing(location: Path, real_root: str, shown: str) -> bytes | None:
     if fd is None:
         return None
     try:
-        return hostfs.read_bytes(fd, MAX_FILE_BYTES + 1)
+        return hostfs.read_bytes(fd, MAX_PATCHED_FILE_BYTES + 1)
     finally:
         os.close(fd)
 
