@@ -30,8 +30,9 @@ from runner.hostfs import remove_tree
 from runner.journal import Journal, done
 from runner.progress import Progress, QuietProgress, make_progress
 from runner.redact import Redactor
+from runner.report_entry import run_report
 from runner.reports.events import JsonStream
-from runner.run import BatchContext, TaskRun, live, run_report
+from runner.run import BatchContext, TaskRun, live
 from runner.secret_env import secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
@@ -60,7 +61,7 @@ class BatchResult:
         return exit_code(r.status for r in self.runs)
 
 
-def exit_code(statuses: Iterable[str]) -> int:
+def exit_code(statuses: Iterable[RunStatus]) -> int:
     """3 when any run could not work, else 0 when all completed, else 1; `runner run` and
     `runner report merge` exit alike."""
     seen = set(statuses)

@@ -1,5 +1,5 @@
 """Builds `report.json` from the runs' entries (pure; the caller writes it atomically).
-A run makes its own entry (`run.task_report`)."""
+A run makes its own entry (`report_entry.run_report`)."""
 
 from __future__ import annotations
 

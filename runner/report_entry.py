@@ -1,0 +1,172 @@
+"""A finished run's entry in report.json: what it did, what it cost, how it ended, made
+from its `TaskRun` once, redacted once (the journal and every report are made from it).
+
+The report modules are imported when a run ends, not at start-up (bench/overhead.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runner.budget import cost_usd, price_of
+from runner.items import Usage
+from runner.redact import Redactor
+from runner.vocabulary import RunStatus
+
+if TYPE_CHECKING:
+    from runner.reports.model import TaskReport
+    from runner.run import TaskRun
+
+
+def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
+    """The run's entry in report.json, before cost, order and redaction (`run_report`).
+    The report modules are imported here, when a run ends: start-up does not pay them."""
+    from runner.reports.json_report import usage_report
+    from runner.reports.model import (
+        CheckReport,
+        CompactionReport,
+        PrefixReport,
+        RequestReport,
+        ResultReport,
+        TaskReport,
+        UsageReport,
+        WorkspaceReport,
+    )
+    from runner.usage import ideal_cached_tokens
+
+    task, o = run.task, run.outcome
+    name = f"{task.provider_name}/{task.model}"
+    ws = run.ws
+    wsr = (
+        WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
+        if ws is not None
+        else None
+    )
+    res = run.result
+    rr = None
+    if res is not None:
+        patch = res.patch_path
+        rr = ResultReport(
+            commit=res.commit,
+            branch=res.branch,
+            patch=str(patch.relative_to(out_dir)) if patch.is_relative_to(out_dir) else str(patch),
+            files_changed=len(res.files),
+            insertions=res.insertions,
+            deletions=res.deletions,
+            files=[f.path for f in res.files],
+            violations=list(res.violations),
+            pushed=run.pushed,
+        )
+    ck = run.check
+    cr = (
+        CheckReport(
+            command=ck.command,
+            exit_code=ck.exit_code,
+            passed=ck.passed,
+            duration_s=ck.duration_s,
+            output_tail=ck.output_tail,
+        )
+        if ck is not None
+        else None
+    )
+    status, error = run.status_and_error()
+    options = task.model_options.model_dump(exclude_none=True)
+    common: dict[str, Any] = {
+        "id": task.id,
+        "run": task.run,
+        "repeat": task.repeat,
+        "model": name,
+        "model_options": options,
+        "status": status,
+        "error": error,
+        "events_file": run.events_file,
+        "workspace": wsr,
+        "result": rr,
+        "check": cr,
+        "current_date": run.current_date,
+        "timezone": run.timezone,
+    }
+    if o is None:
+        return TaskReport(
+            **common,
+            final_message=None,
+            turns_completed=0,
+            tool_calls=0,
+            duration_s=0.0,
+            usage=UsageReport(),
+            requests=[],
+        )
+    requests = [
+        RequestReport(
+            index=r.index,
+            turn=r.turn,
+            input_items=r.input_items,
+            request_bytes=r.request_bytes,
+            duration_ms=round(r.duration_s * 1000, 1),
+            response_id=r.response_id,
+            output_types=r.output_types,
+            usage=usage_report(
+                r.usage, ideal_cached_tokens(r.usage.input_tokens, r.prefix) if r.usage else None
+            ),
+            prefix=PrefixReport(**dataclasses.asdict(r.prefix)),
+            kind=r.kind,
+            error=r.error,
+        )
+        for r in o.requests
+    ]
+    ideal = sum(r.usage.ideal_cached_tokens or 0 for r in requests if r.usage) if requests else None
+    compactions = [
+        CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
+        for c in o.compactions
+    ]
+    return TaskReport(
+        **common,
+        final_message=o.final_message,
+        turns_completed=o.turns_completed,
+        tool_calls=o.tool_calls,
+        duration_s=round(o.duration_s, 3),
+        usage=usage_report(o.usage, ideal) or UsageReport(),
+        requests=requests,
+        prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
+        compactions=compactions,
+        output=run.output,
+        truncated_output=o.truncated_output,
+    )
+
+
+def run_report(
+    run: TaskRun, out_dir: Path, redact: Redactor, order: Mapping[str, int]
+) -> TaskReport:
+    from runner.reports.model import TaskReport
+
+    t = run.task
+    base = task_report(run, out_dir)
+    cost = cost_usd(price_of(t.price), run.outcome.usage if run.outcome else Usage())
+    rep = base.model_copy(
+        update={
+            "variant": t.variant,
+            "tags": list(t.tags),
+            "fingerprint": t.fingerprint,
+            "cost_usd": cost,
+            "index": order.get(t.fingerprint),
+            "skip_reason": run.skipped if base.status is RunStatus.SKIPPED else None,
+        }
+    )
+    # Redacted once here: the journal and every report are made from this copy. Text from
+    # the model may hold lone surrogates (valid in JSON, not in UTF-8): replaced first.
+    return TaskReport.model_validate_json(
+        redact(json.dumps(_utf8_safe(rep.model_dump(mode="json")), ensure_ascii=False))
+    )
+
+
+def _utf8_safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_utf8_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _utf8_safe(v) for k, v in value.items()}
+    return value
