@@ -124,6 +124,14 @@ def git_repo(tmp_path: Path) -> Path:
     return make_git_repo(tmp_path / "repo")
 
 
+@pytest.fixture
+def no_git_above(tmp_path: Path) -> Path:
+    """tmp_path, checked not to sit inside some git checkout (discovery would stop there)."""
+    if any((d / ".git").exists() for d in tmp_path.parents):
+        pytest.skip("tmp_path is inside a git checkout")
+    return tmp_path
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow tests (the embedded model, kill -9 cycles) get 600 s instead of the default
     120 s: on a busy 2-core machine the model alone can take minutes."""
