@@ -432,12 +432,13 @@ class Thread:
             result = ToolResult(f"unknown tool {name!r}; available tools: {known}", False)
         else:
             item_id = self._next_item_id()
-            started = tool.started(call)
-            if started is not None:
-                self.sink.emit(
-                    {"type": "item.started", "item": {"id": item_id, **self._absolute(started)}}
-                )
+            started = None
             try:
+                started = tool.started(call)
+                if started is not None:
+                    self.sink.emit(
+                        {"type": "item.started", "item": {"id": item_id, **self._absolute(started)}}
+                    )
                 result = await tool.run(call, self.ctx)
             except Exception as exc:  # a tool bug must still answer the call
                 result = ToolResult(f"tool {name} failed: {type(exc).__name__}: {exc}", False)
