@@ -143,6 +143,13 @@ def body_error_fields(body: str) -> tuple[str | None, str | None]:
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides 5xx: what resending may fix (the statuses OpenAI's own SDK resends)."""
+
+
+def retryable_status(status: int) -> bool:
+    """Resending a request answered with `status` may help: one rule for every HTTP caller."""
+    return status >= 500 or status in RETRYABLE_STATUSES
+
+
 OVERLOAD_CODES = frozenset({"rate_limit_exceeded", "server_is_overloaded", "slow_down"})
 """Codes that mean "send less": the wait they cause holds every run of the provider."""
 FINAL_CODES = frozenset(
@@ -168,7 +175,7 @@ class HTTPStatusError(ModelError):
         self.status = status
         self.body = body
         self.code, message = body_error_fields(body)
-        self.retryable = status >= 500 or status in RETRYABLE_STATUSES
+        self.retryable = retryable_status(status)
         self.rate_limit = status == 429 or self.code in OVERLOAD_CODES
         self.retry_after_s = retry_after_s
         """How long the server asked us to wait (`retry-after-ms` / `Retry-After`)."""
