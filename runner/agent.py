@@ -32,7 +32,7 @@ from runner.errors import (
     ModelError,
     QuotaExhausted,
     RateLimited,
-    RunLimitReached,
+    RunEnds,
 )
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
@@ -173,7 +173,7 @@ class Thread:
                     await self._maybe_compact("pre-turn")
                     self._begin_turn(prompt)
                     self._final = await self._turn_loop(turn)
-                except RunLimitReached as hit:
+                except RunEnds as hit:
                     status, error = hit.status, hit.reason
                 except ModelError as exc:
                     status, error = _classify(exc), f"model error: {exc}"
@@ -226,13 +226,13 @@ class Thread:
         overflowed = False
         while True:
             if self._turn_requests >= self.spec.max_requests:
-                raise RunLimitReached(
+                raise RunEnds(
                     RunStatus.MAX_TURNS,
                     f"stopped after {self.spec.max_requests} model requests (max_turns)",
                 )
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
-                raise RunLimitReached(RunStatus.BUDGET, why)
+                raise RunEnds(RunStatus.BUDGET, why)
             if not first:
                 await self._maybe_compact("mid-turn")
             first = False
@@ -242,7 +242,7 @@ class Thread:
                 if not cp.is_context_overflow(exc):
                     raise
                 if overflowed:
-                    raise RunLimitReached(
+                    raise RunEnds(
                         RunStatus.FAILED,
                         "the model's context window was "
                         f"exceeded again right after a compaction: {exc}",
@@ -258,7 +258,7 @@ class Thread:
             for call in calls:
                 cap = self.spec.max_tool_calls
                 if cap is not None and self.tool_calls >= cap:
-                    raise RunLimitReached(
+                    raise RunEnds(
                         RunStatus.MAX_TOOL_CALLS,
                         f"stopped at the limit of {cap} tool calls (max_tool_calls)",
                     )
@@ -405,7 +405,7 @@ class Thread:
             )
         except ModelError as exc:
             if cp.is_context_overflow(exc):
-                raise RunLimitReached(RunStatus.FAILED, f"compaction failed: {exc}") from exc
+                raise RunEnds(RunStatus.FAILED, f"compaction failed: {exc}") from exc
             raise
         self.history = new
         self._head = len(self._context)

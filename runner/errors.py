@@ -14,7 +14,7 @@
     │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
     │   │   └── AuthFailed         401 / 403: the API key is wrong or lacks access
     │   └── GitHubError          a GitHub REST call failed (the Action's steps)
-    ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
+    ├── RunEnds                the loop ends the run: a status and why (a limit, an overflow)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
     │   ├── ToolArgumentsError   a call's arguments are malformed (shell, update_plan)
     │   └── PatchError           a patch that cannot be parsed, planned or applied
@@ -310,8 +310,10 @@ class GitHubError(RemoteError):
         super().__init__(message)
 
 
-class RunLimitReached(RunnerError):
-    """A run reached one of its limits: the loop ends with `status` and says why."""
+class RunEnds(RunnerError):
+    """The agent loop ends the run here with `status`, and `reason` says why: a limit
+    reached (turns, tool calls, budget) or a failure nothing more can help (the context
+    window overflowing again after a compaction, or during one)."""
 
     def __init__(self, status: RunStatus, reason: str) -> None:
         super().__init__(reason)
