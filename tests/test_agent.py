@@ -114,6 +114,7 @@ async def test_call_then_final_message(loopback: LoopbackFactory, tmp_path: Path
     assert outcome.final_message == "The file says hi."
     with pytest.raises(dataclasses.FrozenInstanceError):  # what the loop returned stays
         outcome.status = "failed"  # type: ignore[misc]
+    assert all(type(kept) is tuple for kept in (outcome.history, outcome.requests))
     assert len(srv.requests) == 2
     assert_exact_extension(srv.requests)
     assert_call_outputs_paired(srv.requests[1])
