@@ -11,20 +11,21 @@ the thread's token count reaches the limit: before a turn, mid-turn while tool c
 pending, and once when the server says the context is full.
 
 Why one module: the loop, its limits and its item bookkeeping read top-down
-in one sitting; everything with I/O lives behind the protocols.
+in one sitting; everything with I/O lives behind the protocols, and what the events it
+emits look like lives in `runner.exec_events`.
 """
 
 from __future__ import annotations
 
-import posixpath
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import anyio
 
 from runner import compaction as cp
+from runner import exec_events as ev
 from runner import items as it
 from runner.errors import (
     AnswerTruncated,
@@ -32,16 +33,13 @@ from runner.errors import (
     ModelError,
     QuotaExhausted,
     RateLimited,
-    RunLimitReached,
+    RunEnds,
 )
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 from runner.vocabulary import RunStatus
-
-Status = RunStatus
-"""How the loop ended: one of the first ten `RunStatus` values (the run adds the rest)."""
 
 
 class Budget(Protocol):
@@ -83,19 +81,21 @@ class ThreadSpec:
 RequestKind = Literal["turn", "compaction"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RequestRecord:
+    """One request: what was sent, then what came back (or why nothing did)."""
+
     prefix: PrefixRecord
     index: int
     turn: int
     input_items: int
-    request_bytes: int
-    duration_s: float
-    usage: Usage | None
-    response_id: str | None
-    output_types: list[str]
     kind: RequestKind = "turn"
     """`compaction`: a summary request or a call of the compaction endpoint."""
+    duration_s: float = 0.0
+    usage: Usage | None = None
+    request_bytes: int = 0
+    response_id: str | None = None
+    output_types: list[str] = field(default_factory=list)
     error: str | None = None
     """Why the server refused it: kept for context-window overflows, which the loop
     answers with a compaction (other failures end the run and are its `error`)."""
@@ -103,16 +103,18 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: Status
+    """How the thread ended and everything it did: copies, so it never changes after."""
+
+    status: RunStatus
     final_message: str | None
     error: str | None
-    history: list[Item]
-    requests: list[RequestRecord]
+    history: tuple[Item, ...]
+    requests: tuple[RequestRecord, ...]
     usage: Usage
     tool_calls: int
     turns_completed: int
     duration_s: float
-    compactions: list[cp.Compaction] = field(default_factory=list)
+    compactions: tuple[cp.Compaction, ...] = ()
     truncated_output: str | None = None
     """The text of an answer `max_output_tokens` cut off, when that ended the run."""
 
@@ -163,8 +165,7 @@ class Thread:
     async def run(self) -> Outcome:
         self._start = time.monotonic()
         self.sink.emit({"type": "thread.started", "thread_id": self.spec.thread_id})
-        status: Status = RunStatus.COMPLETED
-        error: str | None = None
+        status, error = RunStatus.COMPLETED, None
         with anyio.move_on_after(self.spec.timeout_s) as deadline:
             for turn, prompt in enumerate(self.spec.prompts):
                 self._turn = turn
@@ -172,8 +173,8 @@ class Thread:
                 try:
                     await self._maybe_compact("pre-turn")
                     self._begin_turn(prompt)
-                    self._final = await self._turn_loop(turn)
-                except RunLimitReached as hit:
+                    self._final = await self._turn_loop()
+                except RunEnds as hit:
                     status, error = hit.status, hit.reason
                 except ModelError as exc:
                     status, error = _classify(exc), f"model error: {exc}"
@@ -189,7 +190,7 @@ class Thread:
                 if status != RunStatus.COMPLETED:
                     break
                 self._turns_done += 1
-                self.sink.emit({"type": "turn.completed", "usage": self._exec_usage()})
+                self.sink.emit({"type": "turn.completed", "usage": ev.exec_usage(self.usage)})
         if deadline.cancelled_caught:
             status = RunStatus.TIMEOUT
             error = f"stopped after the {self.spec.timeout_s:g} s timeout"
@@ -200,49 +201,49 @@ class Thread:
         to the interruption, with every pending call answered."""
         return self._outcome(RunStatus.INTERRUPTED, reason)
 
-    def _outcome(self, status: Status, error: str | None) -> Outcome:
+    def _outcome(self, status: RunStatus, error: str | None) -> Outcome:
         if status != RunStatus.COMPLETED:
             self._close_pending_calls()
             self.sink.emit({"type": "turn.failed", "error": {"message": error}})
         return Outcome(
-            status,
-            self._final,
-            error,
-            self.history,
-            self.requests,
-            self.usage,
-            self.tool_calls,
-            self._turns_done,
-            time.monotonic() - self._start,
-            self.compactions,
-            self.truncated_output,
+            status=status,
+            final_message=self._final,
+            error=error,
+            history=tuple(self.history),
+            requests=tuple(self.requests),
+            usage=self.usage,
+            tool_calls=self.tool_calls,
+            turns_completed=self._turns_done,
+            duration_s=time.monotonic() - self._start,
+            compactions=tuple(self.compactions),
+            truncated_output=self.truncated_output,
         )
 
     def _begin_turn(self, prompt: str) -> None:
         self.history.append(it.message("user", prompt))
 
-    async def _turn_loop(self, turn: int) -> str | None:
+    async def _turn_loop(self) -> str | None:
         first = True
         overflowed = False
         while True:
             if self._turn_requests >= self.spec.max_requests:
-                raise RunLimitReached(
+                raise RunEnds(
                     RunStatus.MAX_TURNS,
                     f"stopped after {self.spec.max_requests} model requests (max_turns)",
                 )
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
-                raise RunLimitReached(RunStatus.BUDGET, why)
+                raise RunEnds(RunStatus.BUDGET, why)
             if not first:
                 await self._maybe_compact("mid-turn")
             first = False
             try:
-                outputs = await self._sample(turn)
+                outputs = await self._sample()
             except ModelError as exc:
                 if not cp.is_context_overflow(exc):
                     raise
                 if overflowed:
-                    raise RunLimitReached(
+                    raise RunEnds(
                         RunStatus.FAILED,
                         "the model's context window was "
                         f"exceeded again right after a compaction: {exc}",
@@ -258,7 +259,7 @@ class Thread:
             for call in calls:
                 cap = self.spec.max_tool_calls
                 if cap is not None and self.tool_calls >= cap:
-                    raise RunLimitReached(
+                    raise RunEnds(
                         RunStatus.MAX_TOOL_CALLS,
                         f"stopped at the limit of {cap} tool calls (max_tool_calls)",
                     )
@@ -280,23 +281,18 @@ class Thread:
             extra=s.extra,
         )
 
-    async def _sample(self, turn: int) -> list[Item]:
+    async def _sample(self) -> list[Item]:
         self._turn_requests += 1
         _, resp = await self._request(self._prompt(), "turn", self.model.generate)
         self.history.extend(resp.items)
         self._counter.observe(resp.usage, self.history)
         for item in resp.items:
             if item.type == "message" and item.role == "assistant":
-                self._emit_item("agent_message", {"text": it.message_text(item)})
+                self._emit_model_item("agent_message", {"text": it.message_text(item)})
             elif item.type == "reasoning":
                 self._reasoning_seen = True
-                text = "".join(
-                    str(p.get("text", ""))
-                    for p in item.data.get("summary") or []
-                    if isinstance(p, dict)
-                )
-                if text:
-                    self._emit_item("reasoning", {"text": text})
+                if text := ev.reasoning_text(item):
+                    self._emit_model_item("reasoning", {"text": text})
         return resp.items
 
     async def _request(
@@ -308,6 +304,13 @@ class Thread:
         )
         self._after_compaction = False
         self._last_outputs = []
+        sent = RequestRecord(
+            prefix=prefix,
+            index=len(self.requests) + 1,
+            turn=self._turn,
+            input_items=len(prompt.input),
+            kind=kind,
+        )
         t0 = time.monotonic()
         try:
             resp = await call(prompt)
@@ -316,36 +319,21 @@ class Thread:
             # server billed the failed answer, so the run's tokens add up.
             if cp.is_context_overflow(exc) or exc.usage is not None:
                 self._record(
-                    RequestRecord(
-                        prefix,
-                        len(self.requests) + 1,
-                        self._turn,
-                        len(prompt.input),
-                        0,
-                        time.monotonic() - t0,
-                        exc.usage,
-                        None,
-                        [],
-                        kind,
-                        str(exc),
-                    )
+                    replace(sent, duration_s=time.monotonic() - t0, usage=exc.usage, error=str(exc))
                 )
             raise
         self._last_outputs = resp.items
-        rec = RequestRecord(
-            prefix,
-            len(self.requests) + 1,
-            self._turn,
-            len(prompt.input),
-            resp.request_bytes,
-            time.monotonic() - t0,
-            resp.usage,
-            resp.response_id,
-            [i.type for i in resp.items],
-            kind,
+        self._record(
+            replace(
+                sent,
+                duration_s=time.monotonic() - t0,
+                usage=resp.usage,
+                request_bytes=resp.request_bytes,
+                response_id=resp.response_id,
+                output_types=[i.type for i in resp.items],
+            )
         )
-        self._record(rec)
-        return rec.index, resp
+        return sent.index, resp
 
     def _record(self, rec: RequestRecord) -> None:
         self.requests.append(rec)
@@ -353,28 +341,7 @@ class Thread:
             self.usage = self.usage + rec.usage
         elif rec.error is None:
             self.usage = self.usage + Usage(unreported=1)
-        prefix = rec.prefix
-        self.sink.emit(
-            {
-                "type": "request.completed",
-                "request": rec.index,
-                "turn": rec.turn,
-                "kind": rec.kind,
-                "error": rec.error,
-                "input_items": rec.input_items,
-                "request_bytes": rec.request_bytes,
-                "duration_ms": round(rec.duration_s * 1000, 1),
-                "response_id": rec.response_id,
-                "usage": rec.usage.as_dict() if rec.usage else None,
-                "prefix": {
-                    "extends_previous": prefix.extends_previous,
-                    "reused_items": prefix.reused_items,
-                    "ideal_cache_ratio": prefix.ideal_cache_ratio,
-                    "break_index": prefix.break_index,
-                    "break_reason": prefix.break_reason,
-                },
-            }
-        )
+        self.sink.emit(ev.request_completed(rec))
 
     async def _maybe_compact(self, reason: cp.Reason) -> None:
         limit = self.spec.compaction.limit
@@ -405,7 +372,7 @@ class Thread:
             )
         except ModelError as exc:
             if cp.is_context_overflow(exc):
-                raise RunLimitReached(RunStatus.FAILED, f"compaction failed: {exc}") from exc
+                raise RunEnds(RunStatus.FAILED, f"compaction failed: {exc}") from exc
             raise
         self.history = new
         self._head = len(self._context)
@@ -432,47 +399,33 @@ class Thread:
             result = ToolResult(f"unknown tool {name!r}; available tools: {known}", False)
         else:
             item_id = self._next_item_id()
-            started = tool.started(call)
-            if started is not None:
-                self.sink.emit(
-                    {"type": "item.started", "item": {"id": item_id, **self._absolute(started)}}
-                )
+            started = None
             try:
+                started = tool.started(call)
+                if started is not None:
+                    self._emit_tool_item("item.started", item_id, started)
                 result = await tool.run(call, self.ctx)
             except Exception as exc:  # a tool bug must still answer the call
                 result = ToolResult(f"tool {name} failed: {type(exc).__name__}: {exc}", False)
             except BaseException:  # cancelled (SIGTERM, timeout): the item still ends
                 if started is not None:
-                    self._item_completed(item_id, _failed(started, "interrupted"))
+                    self._emit_tool_item(
+                        "item.completed", item_id, ev.failed_item(started, "interrupted")
+                    )
                 raise
             completed = result.event
             if completed is None and started is not None:
-                completed = _failed(started, result.output)
+                completed = ev.failed_item(started, result.output)
             if completed is not None:
-                self._item_completed(item_id, completed)
+                self._emit_tool_item("item.completed", item_id, completed)
         if kind == "custom":
             return it.custom_tool_call_output(call_id, result.output)
         return it.function_call_output(call_id, result.output)
 
-    def _item_completed(self, item_id: str, item: dict[str, Any]) -> None:
-        self.sink.emit({"type": "item.completed", "item": {"id": item_id, **self._absolute(item)}})
-
-    def _absolute(self, item: dict[str, Any]) -> dict[str, Any]:
-        """File changes name absolute paths, as `codex exec --json` does (tools report
-        them relative to the workspace)."""
-        changes = item.get("changes")
-        if item.get("type") != "file_change" or not isinstance(changes, list):
-            return item
-        root = str(self.ctx.cwd)
-        return {
-            **item,
-            "changes": [
-                {**c, "path": posixpath.normpath(posixpath.join(root, str(c.get("path", ""))))}
-                if isinstance(c, dict)
-                else c
-                for c in changes
-            ],
-        }
+    def _emit_tool_item(self, kind: str, item_id: str, item: dict[str, Any]) -> None:
+        """A tool's `item.started` or `item.completed`, its paths made absolute."""
+        item = ev.absolute_paths(item, self.ctx.cwd)
+        self.sink.emit({"type": kind, "item": {"id": item_id, **item}})
 
     def _close_pending_calls(self) -> None:
         """Give every call without an output an `aborted` one, so the history stays valid."""
@@ -486,7 +439,8 @@ class Thread:
                     else it.function_call_output(cid, "aborted")
                 )
 
-    def _emit_item(self, kind: str, fields: dict[str, Any]) -> None:
+    def _emit_model_item(self, kind: str, fields: dict[str, Any]) -> None:
+        """An `agent_message` or `reasoning` item: complete as soon as it is seen."""
         self.sink.emit(
             {"type": "item.completed", "item": {"id": self._next_item_id(), "type": kind, **fields}}
         )
@@ -495,30 +449,8 @@ class Thread:
         self._item_seq += 1
         return f"item_{self._item_seq - 1}"
 
-    def _exec_usage(self) -> dict[str, int]:
-        """Cumulative thread usage in `codex exec --json` field names."""
-        u = self.usage
-        return {
-            "input_tokens": u.input_tokens,
-            "cached_input_tokens": u.cached_tokens,
-            "cache_write_input_tokens": u.cache_write_tokens,
-            "output_tokens": u.output_tokens,
-            "reasoning_output_tokens": u.reasoning_tokens,
-        }
 
-
-def _failed(started: dict[str, Any], message: str) -> dict[str, Any]:
-    """The `item.completed` for a started item whose tool gave no event of its own (bad
-    arguments, cancelled): a `codex exec --json` consumer pairs every start with an end."""
-    item = {**started, "status": "failed"}
-    if item.get("type") == "command_execution":
-        item["aggregated_output"] = message
-    elif item.get("type") == "mcp_tool_call":
-        item["error"] = {"message": message}
-    return item
-
-
-def _classify(exc: ModelError) -> Status:
+def _classify(exc: ModelError) -> RunStatus:
     """The run's status for the error that ended it (the message is the error's own)."""
     if isinstance(exc, AnswerTruncated):
         return RunStatus.MAX_OUTPUT_TOKENS

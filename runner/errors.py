@@ -14,7 +14,7 @@
     │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
     │   │   └── AuthFailed         401 / 403: the API key is wrong or lacks access
     │   └── GitHubError          a GitHub REST call failed (the Action's steps)
-    ├── RunLimitReached        a run stopped at one of its limits (turns, tool calls, budget)
+    ├── RunEnds                the loop ends the run: a status and why (a limit, an overflow)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
     │   ├── ToolArgumentsError   a call's arguments are malformed (shell, update_plan)
     │   └── PatchError           a patch that cannot be parsed, planned or applied
@@ -30,13 +30,15 @@
 
 The HTTP seam (runner/http.py) turns httpx's errors into `NetworkError` (`TransportError`
 for a model request) and its callers turn protocol errors into this tree, so nothing else
-ever sees an httpx exception. One retry decision (`runner.providers.retry.decide`) reads
-any `RemoteError`.
+ever sees an httpx exception. One classification (`model_error`) turns a model server's
+refusal into this tree, whether an HTTP status or an error inside a stream said it. One
+retry decision (`runner.providers.retry.decide`) reads any `RemoteError`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -119,25 +121,49 @@ class TransportError(ModelError, NetworkError):
         super().__init__(message)
 
 
-def error_fields(body: str) -> tuple[str | None, str | None]:
-    """`(code, message)` of an OpenAI-style `{"error": {...}}` body; Nones otherwise."""
+def error_fields(error: object) -> tuple[str | None, str | None]:
+    """`(code, message)` of an error as servers send it: `{"code" or "type", "message"}`,
+    or a bare string (the message). Nones for anything else."""
+    if isinstance(error, str):
+        return None, error[:1000]
+    if not isinstance(error, dict):
+        return None, None
+    code, message = error.get("code") or error.get("type"), error.get("message")
+    return (str(code)[:100] if code else None), (str(message)[:1000] if message else None)
+
+
+def body_error_fields(body: str) -> tuple[str | None, str | None]:
+    """`(code, message)` of an OpenAI-style `{"error": ...}` body; Nones otherwise."""
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, None
-    err = obj.get("error") if isinstance(obj, dict) else None
-    if isinstance(err, str):
-        return None, err
-    if not isinstance(err, dict):
-        return None, None
-    code, message = err.get("code") or err.get("type"), err.get("message")
-    return (str(code) if code else None), (str(message) if message else None)
+    return error_fields(obj.get("error") if isinstance(obj, dict) else None)
 
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides 5xx: what resending may fix (the statuses OpenAI's own SDK resends)."""
+
+
+def retryable_status(status: int) -> bool:
+    """Resending a request answered with `status` may help: one rule for every HTTP caller."""
+    return status >= 500 or status in RETRYABLE_STATUSES
+
+
 OVERLOAD_CODES = frozenset({"rate_limit_exceeded", "server_is_overloaded", "slow_down"})
 """Codes that mean "send less": the wait they cause holds every run of the provider."""
+FINAL_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "usage_not_included",
+        "invalid_prompt",
+        "cyber_policy",
+        "invalid_request_error",
+        "context_length_exceeded",
+    }
+)
+"""Codes of an error inside a stream that resending cannot fix (Codex's list); any other
+(overload included) is resent. An HTTP error is resent by its status instead."""
 
 
 class HTTPStatusError(ModelError):
@@ -148,8 +174,8 @@ class HTTPStatusError(ModelError):
     def __init__(self, status: int, body: str, *, retry_after_s: float | None = None) -> None:
         self.status = status
         self.body = body
-        self.code, message = error_fields(body)
-        self.retryable = status >= 500 or status in RETRYABLE_STATUSES
+        self.code, message = body_error_fields(body)
+        self.retryable = retryable_status(status)
         self.rate_limit = status == 429 or self.code in OVERLOAD_CODES
         self.retry_after_s = retry_after_s
         """How long the server asked us to wait (`retry-after-ms` / `Retry-After`)."""
@@ -221,19 +247,56 @@ def says_context_overflow(text: str) -> bool:
     return any(w in low for w in _OVERFLOW_WORDS)
 
 
-def http_error(status: int, body: str, *, retry_after_s: float | None = None) -> ModelError:
-    """The error for a non-2xx answer, by status and the body's error code: quota and
-    authentication failures are fatal and say so; a full context is for compaction."""
-    err = HTTPStatusError(status, body, retry_after_s=retry_after_s)
-    if err.code == "insufficient_quota":
+_TRY_AGAIN = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
+
+
+def model_error(
+    code: str | None,
+    message: str | None,
+    *,
+    status: int | None = None,
+    body: str = "",
+    retry_after_s: float | None = None,
+) -> ModelError:
+    """The one classification of a model server's refusal, whatever the wire: an HTTP
+    answer (`status` and its `body`) or an error inside a stream (`status` None, `body`
+    the error as sent). Quota and authentication failures are final and say so; a full
+    context window is for compaction; the rest is the wire's own error, resent by the
+    status (HTTP) or the code (a stream), after the wait the server asked for."""
+    if retry_after_s is None and code == "rate_limit_exceeded" and message:
+        m = _TRY_AGAIN.search(message)
+        if m:
+            retry_after_s = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+    err: ModelError
+    if status is None:
+        said = f"{code or 'error'}: {message or 'response failed'}"
+        err = StreamError(
+            said, code=code, retryable=code not in FINAL_CODES, retry_after_s=retry_after_s
+        )
+    else:
+        err = HTTPStatusError(status, body, retry_after_s=retry_after_s)
+    if code == "insufficient_quota":
         return QuotaExhausted(f"quota exhausted: {err}")
-    if err.code == "context_length_exceeded" or (
-        status in (400, 413) and says_context_overflow(body)
+    if code == "context_length_exceeded" or (
+        status in (None, 400, 413) and says_context_overflow(body or str(err))
     ):
         return ContextWindowExceeded(str(err))
     if status in (401, 403):
         return AuthFailed(str(err))
     return err
+
+
+def http_error(status: int, body: str, *, retry_after_s: float | None = None) -> ModelError:
+    """The error for a non-2xx answer of a model server (see `model_error`)."""
+    code, message = body_error_fields(body)
+    return model_error(code, message, status=status, body=body, retry_after_s=retry_after_s)
+
+
+def stream_error(error: object) -> ModelError:
+    """The error for an error inside a model's stream: a Responses `response.failed` or
+    `error` event, or a Chat Completions error chunk (see `model_error`)."""
+    code, message = error_fields(error)
+    return model_error(code, message, body=json.dumps(error, ensure_ascii=False)[:2000])
 
 
 class GitHubError(RemoteError):
@@ -247,8 +310,10 @@ class GitHubError(RemoteError):
         super().__init__(message)
 
 
-class RunLimitReached(RunnerError):
-    """A run reached one of its limits: the loop ends with `status` and says why."""
+class RunEnds(RunnerError):
+    """The agent loop ends the run here with `status`, and `reason` says why: a limit
+    reached (turns, tool calls, budget) or a failure nothing more can help (the context
+    window overflowing again after a compaction, or during one)."""
 
     def __init__(self, status: RunStatus, reason: str) -> None:
         super().__init__(reason)

@@ -218,9 +218,9 @@ def rest_client(
 
 
 def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    """One request; a network failure (no answer at all) is a `NetworkError`, not a model
-    provider's `TransportError`."""
+    """One request; a failure to get a whole answer (the same httpx errors a model request
+    turns into a `TransportError`) is a `NetworkError`, not a model provider's error."""
     try:
         return client.request(method, path, **kwargs)
-    except httpx.TransportError as exc:
+    except httpx.RequestError as exc:
         raise NetworkError(type(exc).__name__) from exc

@@ -21,13 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.errors import (
-    AnswerTruncated,
-    ContextWindowExceeded,
-    ModelError,
-    QuotaExhausted,
-    StreamError,
-)
+from runner.errors import AnswerTruncated, ModelError, StreamError, stream_error
 from runner.items import Item, Usage
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -37,21 +31,7 @@ MAX_STREAM_BYTES = 256 * 1024 * 1024
 """One response. Text deltas dominate a long stream (~100 bytes of framing per few
 characters); 128k output tokens stream as about 40 MB."""
 
-# Errors the server reports in response.failed that resending cannot fix. Overload
-# (`server_is_overloaded`, `slow_down`) is resent after a wait: it passes.
-FATAL_CODES = frozenset(
-    {
-        "insufficient_quota",
-        "usage_not_included",
-        "invalid_prompt",
-        "cyber_policy",
-        "invalid_request_error",
-        "context_length_exceeded",
-    }
-)
-
 _EOL = re.compile(rb"\r\n|\r|\n")
-_TRY_AGAIN = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
 
 
 class Framer:
@@ -178,7 +158,7 @@ class Assembler:
             handler(self, payload)
         elif kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
-            raise failed_error({"error": payload.get("error", payload)})
+            raise stream_error(payload.get("error", payload))
 
     def _item_done(self, payload: dict[str, Any]) -> None:
         item = payload.get("item")
@@ -207,7 +187,7 @@ class Assembler:
 
     def _failed(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
-        failed = failed_error(resp)
+        failed = stream_error(resp.get("error") if isinstance(resp, dict) else None)
         failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) else None
         raise failed
 
@@ -256,25 +236,3 @@ def json_event(event: str, data: str) -> dict[str, Any]:
     if "\\ud" in data or "\\uD" in data:
         payload = _clean(payload)  # a lone surrogate cannot be written or sent back
     return payload
-
-
-def failed_error(resp: object) -> ModelError:
-    """The error for a `response.failed` (Codex's classification of `error.code`)."""
-    err = resp.get("error") if isinstance(resp, dict) else None
-    code = message = None
-    if isinstance(err, dict):
-        code = err.get("code") or err.get("type")
-        message = err.get("message")
-    code = _text(code)[:100] if code else None
-    message = _text(message)[:1000] if message else None
-    text = f"{code or 'error'}: {message or 'response failed'}"
-    if code == "context_length_exceeded":
-        return ContextWindowExceeded(text)
-    if code == "insufficient_quota":
-        return QuotaExhausted(f"quota exhausted: {text}")
-    wait = None
-    if code == "rate_limit_exceeded" and message:
-        m = _TRY_AGAIN.search(message)
-        if m:
-            wait = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-    return StreamError(text, code=code, retryable=code not in FATAL_CODES, retry_after_s=wait)

@@ -65,9 +65,12 @@ class FakeGitHub:
     """Tokens that may only read (a fork's pull request's GITHUB_TOKEN)."""
     next_id: int = 1000
     url: str = ""
-    faults: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    faults: list[tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes]] = field(
+        default_factory=list
+    )
     """Answers given first, in order, whatever is asked: (status, headers), e.g. a 503
-    with a Retry-After; the request is still logged."""
+    with a Retry-After, or (status, headers, body) for a body of our own (else a JSON
+    message); the request is still logged."""
 
     def calls(self, method: str, pattern: str = "") -> list[tuple[str, str, Any]]:
         return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
@@ -156,8 +159,9 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
                 fake.log.append((self.command, url.path, body))
                 token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
                 extra: dict[str, str] = {}
+                raw: list[bytes] = []
                 if fake.faults:
-                    status, extra = fake.faults.pop(0)
+                    status, extra, *raw = fake.faults.pop(0)
                     answer = {"message": f"fault {status}"}
                 elif token not in fake.tokens:
                     status, answer = 401, {"message": "Bad credentials"}
@@ -165,7 +169,7 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
                     status, answer = fake.handle(
                         self.command, url.path, parse_qs(url.query), body, token
                     )
-            data = b"" if answer is None else json.dumps(answer).encode()
+            data = raw[0] if raw else b"" if answer is None else json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))

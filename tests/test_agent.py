@@ -114,6 +114,7 @@ async def test_call_then_final_message(loopback: LoopbackFactory, tmp_path: Path
     assert outcome.final_message == "The file says hi."
     with pytest.raises(dataclasses.FrozenInstanceError):  # what the loop returned stays
         outcome.status = "failed"  # type: ignore[misc]
+    assert all(type(kept) is tuple for kept in (outcome.history, outcome.requests))
     assert len(srv.requests) == 2
     assert_exact_extension(srv.requests)
     assert_call_outputs_paired(srv.requests[1])
@@ -390,6 +391,32 @@ async def test_bad_tool_arguments_are_told_to_the_model(
     assert isinstance(info.value, ToolError)
 
 
+@pytest.mark.parametrize(
+    ("tool", "said"),
+    [
+        ("shell", "invalid shell call: arguments are not valid JSON"),
+        ("update_plan", "invalid plan"),
+    ],
+)
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"command": ["ls"], "timeout_ms": ' + "1" * 5000 + "}",  # a ValueError
+        '{"command": ["ls"], "timeout_ms": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+    ids=["huge_int", "deep_nesting"],
+)
+async def test_arguments_json_cannot_read_are_told_to_the_model(
+    loopback: LoopbackFactory, tmp_path: Path, tool: str, said: str, arguments: str
+) -> None:
+    """Arguments `json.loads` refuses with something other than a `JSONDecodeError` are
+    still the model's mistake: it is told, and the run goes on."""
+    srv = await loopback([reply_function_call(tool, arguments, call_id="c"), reply_message("ok")])
+    outcome, _ = await run_thread(srv.base_url, tmp_path)
+    assert (outcome.status, outcome.error) == ("completed", None)
+    assert output_of(srv.requests[1], "c").startswith(said)
+
+
 def test_plain_output_form() -> None:
     from runner.tools.shell import format_output
 
@@ -455,6 +482,38 @@ async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory, tmp_pat
     assert outcome.status == "completed" and len(srv.requests) == 4
     assert_exact_extension(srv.requests)
     assert_cache_stable(outcome.requests)
+
+
+class BrokenStartTool(ShiftingTool):
+    """A tool with a bug in `started`, the hook that runs before the call."""
+
+    name = "shifty"
+
+    def started(self, call: Any) -> None:
+        raise KeyError("oops")
+
+
+async def test_a_tool_failing_to_start_still_answers_the_call(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    srv = await loopback([reply_function_call("shifty", {}, call_id="s"), reply_message("done")])
+    spec = ThreadSpec(
+        thread_id="t",
+        model="m",
+        instructions="i",
+        context=(),
+        prompts=("go",),
+        max_requests=10,
+        timeout_s=30,
+    )
+    client = ResponsesClient(srv.base_url)
+    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    try:
+        outcome = await Thread(spec, client, [BrokenStartTool()], ctx, ListSink()).run()
+    finally:
+        await client.aclose()
+    assert outcome.status == "completed"
+    assert output_of(srv.requests[1], "s") == "tool shifty failed: KeyError: 'oops'"
 
 
 async def test_every_request_is_served_from_cache(

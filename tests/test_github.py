@@ -843,6 +843,53 @@ def test_rest_gives_up_after_its_attempts_with_the_last_status(github: FakeGitHu
     assert [c[:2] for c in github.log] == [*[("GET", "/user")] * 3, ("POST", "/x")]
 
 
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
+def test_rest_resends_the_statuses_model_requests_resend(github: FakeGitHub, status: int) -> None:
+    github.faults.append((status, {}))
+    gh = GitHub(github.url, PAT, base_delay_s=0.001)
+    try:
+        assert gh.request("GET", "/user") == {"login": "octo-bot", "type": "User"}
+    finally:
+        gh.close()
+    assert len(github.log) == 2
+
+
+def test_rest_body_that_cannot_be_decoded_is_a_network_failure(github: FakeGitHub) -> None:
+    """httpx's DecodingError (a body not in its content-encoding) is one of the request
+    errors the seam turns into a `NetworkError`, resent like a connection failure."""
+    github.faults += [(200, {"content-encoding": "gzip"})] * 3
+    gh = GitHub(github.url, PAT, base_delay_s=0.001)
+    try:
+        with pytest.raises(GitHubError, match=r"^GitHub GET /user: DecodingError$"):
+            gh.request("GET", "/user")
+    finally:
+        gh.close()
+    assert len(github.log) == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "says"),
+    [
+        (200, b"<html>rate limited</html>", r"HTTP 200 answer is not JSON \(application/json\)$"),
+        (200, b"[" * 100_000, r"HTTP 200 answer is not JSON \(application/json\)$"),
+        (404, b"<html>gone</html>", r"HTTP 404$"),
+        (404, b"[1, 2]", r"HTTP 404$"),
+    ],
+    ids=["html", "too deep", "error html", "error list"],
+)
+def test_rest_answer_that_is_not_json_names_the_call(
+    github: FakeGitHub, status: int, body: bytes, says: str
+) -> None:
+    github.faults.append((status, {}, body))
+    gh = GitHub(github.url, PAT, base_delay_s=0.001)
+    try:
+        with pytest.raises(GitHubError, match=r"^GitHub GET /user: " + says):
+            gh.request("GET", "/user")
+    finally:
+        gh.close()
+    assert len(github.log) == 1
+
+
 def test_rest_network_failure_is_a_github_error_not_a_model_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ from urllib.parse import quote
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from runner import http
-from runner.errors import GitHubError, NetworkError, RemoteError
+from runner.errors import GitHubError, NetworkError, RemoteError, retryable_status
 from runner.github.context import ACTIONS_BOT, API_VERSION, MARKER, WRITE_PERMISSIONS
 from runner.providers.retry import backoff_s, decide
 from runner.reports.markdown import truncate
@@ -27,8 +27,9 @@ def _resendable(exc: BaseException) -> bool:
 
 class GitHub:
     """A small REST client: bearer token, JSON, pagination, and a few resends for the
-    transient failures (connection errors, 5xx, 429) that hosted runners do see. Resends
-    follow the model providers' rules: the same Retry-After reading and retry decision."""
+    transient failures (connection errors, 5xx, 408, 409, 429) that hosted runners see.
+    Resends follow the model providers' rules: the same statuses, Retry-After reading and
+    retry decision."""
 
     def __init__(
         self, api_url: str, token: str, *, attempts: int = 3, base_delay_s: float = BASE_DELAY_S
@@ -81,17 +82,23 @@ class GitHub:
         status = resp.status_code
         if status in ok:
             return None
+        try:
+            answer = resp.json() if resp.content else None
+        except (ValueError, RecursionError):
+            if status < 300:
+                kind = resp.headers.get("content-type", "no content-type")
+                raise GitHubError(
+                    f"GitHub {method} {path}: HTTP {status} answer is not JSON ({kind[:100]})"
+                ) from None
+            answer = None
         if status >= 300:
-            try:
-                message = str(resp.json().get("message", ""))
-            except ValueError:
-                message = ""
+            message = str(answer.get("message", "")) if isinstance(answer, dict) else ""
             raise GitHubError(
                 f"GitHub {method} {path}: HTTP {status} {truncate(message, 200)}".rstrip(),
-                retryable=status >= 500 or status == 429,
+                retryable=retryable_status(status),
                 retry_after_s=http.retry_after_s(resp.headers),
             )
-        return resp.json() if resp.content else None
+        return answer
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -28,16 +28,14 @@ from typing import Any
 
 from runner.errors import (
     AnswerTruncated,
-    ContextWindowExceeded,
-    ModelError,
     StreamError,
     UnsupportedSchema,
-    says_context_overflow,
+    stream_error,
 )
 from runner.items import JSON, Item, dumps
 from runner.providers import Prompt
 from runner.providers.grammar import narrow, to_gbnf
-from runner.sse import failed_error, json_event
+from runner.sse import json_event
 
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
@@ -633,13 +631,3 @@ class ChatStreamState:
                     )
                 )
         return out
-
-
-def stream_error(err: object) -> ModelError:
-    """The error for an error chunk in a stream, classified as a `response.failed` is
-    (transient codes are resent, quota and invalid requests are final); llama.cpp's
-    context-size wording is recognised too."""
-    text = dumps(err)[:2000]
-    if says_context_overflow(text):
-        return ContextWindowExceeded(text[:500])
-    return failed_error({"error": err if isinstance(err, dict) else {"message": str(err)}})

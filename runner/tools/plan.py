@@ -47,7 +47,7 @@ SPEC: dict[str, Any] = {
 def parse_plan(raw: str) -> list[dict[str, Any]]:
     try:
         args = json.loads(raw)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # also an integer too long, or too deep
         raise ToolArgumentsError(f"arguments are not valid JSON: {exc}") from None
     plan = args.get("plan") if isinstance(args, dict) else None
     if not isinstance(plan, list):

@@ -100,7 +100,7 @@ class ShellArgs:
     def __init__(self, raw: str, default_timeout_ms: int) -> None:
         try:
             args = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # also an integer too long, or too deep
             raise ToolArgumentsError(f"arguments are not valid JSON: {exc}") from None
         if not isinstance(args, dict):
             raise ToolArgumentsError("arguments must be a JSON object")

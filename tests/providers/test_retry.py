@@ -17,13 +17,17 @@ from runner.errors import (
     AuthFailed,
     ContextWindowExceeded,
     HTTPStatusError,
+    ModelError,
     QuotaExhausted,
+    RateLimited,
     StreamError,
     TransportError,
     http_error,
 )
 from runner.http import retry_after_s
 from runner.items import message
+from runner.providers import Prompt
+from runner.providers.chat import ChatClient
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import Retry, RetryingClient, backoff_s, decide
 from runner.sandbox.local import LocalExecutor
@@ -36,6 +40,7 @@ from tests.loopback import (
     reply_http_error,
     reply_incomplete,
     reply_message,
+    reply_sse_bytes,
 )
 
 
@@ -93,6 +98,70 @@ def test_http_errors_become_the_right_class() -> None:
     assert str(bad) == "HTTP 400 invalid_request_error: Unknown parameter: 'foo'."
     assert str(http_error(502, "<html>" + "x" * 5000)).startswith("HTTP 502: <html>xxx")
     assert len(str(http_error(502, "x" * 5000))) < 520
+
+
+SAID: dict[str, tuple[int, dict[str, Any], type[ModelError]]] = {
+    "overflow code": (
+        400,
+        {"code": "context_length_exceeded", "message": "no"},
+        ContextWindowExceeded,
+    ),
+    "overflow words": (
+        400,
+        {"code": "invalid_request_error", "message": "This model's maximum context length is 8192"},
+        ContextWindowExceeded,
+    ),
+    "llama.cpp overflow": (
+        400,
+        {
+            "code": "exceed_context_size_error",
+            "message": "the request exceeds the available context size",
+        },
+        ContextWindowExceeded,
+    ),
+    "quota": (429, {"code": "insufficient_quota", "message": "no credit"}, QuotaExhausted),
+    "rate limit": (
+        429,
+        {"code": "rate_limit_exceeded", "message": "Rate limit reached. Try again in 20ms."},
+        RateLimited,
+    ),
+}
+
+
+def said_as(wire: str, status: int, error: dict[str, Any]) -> Reply:
+    if wire.endswith("http"):
+        return reply_http_error(status, {"error": error})
+    if wire == "responses sse":
+        return reply_failed(error["code"], error["message"])
+    return reply_sse_bytes(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("wire", ["responses http", "responses sse", "chat http", "chat sse"])
+@pytest.mark.parametrize("said", list(SAID))
+async def test_the_same_words_are_the_same_error_on_every_wire(
+    loopback: LoopbackFactory, wire: str, said: str
+) -> None:
+    """One classification (`errors.model_error`) whether the server refuses with an HTTP
+    status or with an error inside the stream, on either wire."""
+    status, error, expected = SAID[said]
+    srv = await loopback([said_as(wire, status, error)])
+    inner = ChatClient(srv.base_url) if wire.startswith("chat") else ResponsesClient(srv.base_url)
+    client = RetryingClient(inner, request_max_retries=0, stream_max_retries=0)
+    with pytest.raises(ModelError) as info:
+        try:
+            await client.generate(
+                Prompt(
+                    model="m",
+                    instructions="i",
+                    input=[message("user", "go")],
+                    tools=[],
+                    prompt_cache_key="t",
+                )
+            )
+        finally:
+            await client.aclose()
+    assert type(info.value) is expected and len(srv.requests) == 1
 
 
 def test_backoff_doubles_with_jitter() -> None:
