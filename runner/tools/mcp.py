@@ -150,7 +150,7 @@ class McpTool:
         as `{content, structured_content}` and the error as `{message}`, null when absent."""
         try:
             arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             arguments = call.arguments
         out = (
             None
@@ -176,7 +176,7 @@ class McpTool:
     async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # also too long an integer, or too deep
             return self._failed(call, f"arguments are not valid JSON: {exc}")
         if not isinstance(args, dict):
             return self._failed(call, "arguments must be a JSON object")
