@@ -26,8 +26,9 @@ def cost_usd(price: Price | None, usage: Usage, *, digits: int = 6) -> float | N
 
 
 class BatchSpend:
-    """What all runs of the batch have used; the cost is None once any run's price is
-    unknown (then a batch cost limit was refused at start)."""
+    """What all runs of the batch have used; the cost is None once any cost is unknown (no
+    price: a batch cost limit was refused at start; an answer without usage: every batch
+    limit stops the batch, as it could no longer be enforced)."""
 
     def __init__(self, limits: BatchLimits | None) -> None:
         self.limits = limits
@@ -43,6 +44,13 @@ class BatchSpend:
         if b is None:
             return None
         u = self.usage
+        if u.unreported:
+            for name in ("max_input_tokens", "max_output_tokens", "max_cost_usd"):
+                if getattr(b, name) is not None:
+                    return (
+                        f"the server sent an answer without token usage, so "
+                        f"budget.{name} cannot be enforced"
+                    )
         if b.max_input_tokens is not None and u.input_tokens >= b.max_input_tokens:
             return (
                 f"the batch used {u.input_tokens} input tokens, its limit is "

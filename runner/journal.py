@@ -59,7 +59,7 @@ class Journal:
         holds one batch only."""
         meta = self.dir / "batch.json"
         old: Any = None
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, RecursionError):
             old = json.loads(meta.read_text(encoding="utf-8"))
         if resume and isinstance(old, dict) and isinstance(old.get("run_id"), str):
             theirs = old.get("batch")
@@ -111,7 +111,7 @@ class Journal:
                     report,
                     commit if isinstance(commit, str) else None,
                 )
-            except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            except (OSError, ValueError, RecursionError, KeyError, TypeError, ValidationError):
                 continue
         return out
 

@@ -94,6 +94,9 @@ class TaskRun:
     check: CheckResult | None = None
     not_kept: bool = False
     """Its changes could not be committed: whatever the agent did, the run is an error."""
+    wind_up_failed: bool = False
+    """The runner itself broke while committing or checking: the work may be lost or the
+    check unknown, so whatever the agent did, the run is an error."""
     skipped: SkipReason | None = None
     """Why the run did not start (`budget`, `interrupted`), when it did not."""
     report: TaskReport | None = None
@@ -121,7 +124,7 @@ class TaskRun:
         if self.report is not None:
             return self.report.status, self.report.error
         o = self.outcome
-        if o is None or self.not_kept:
+        if o is None or self.not_kept or self.wind_up_failed:
             return (RunStatus.SKIPPED if self.skipped else RunStatus.ERROR), (
                 self.error if o is None else o.error or self.error
             )
@@ -276,6 +279,7 @@ async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
     ws = run.ws
     try:
         if ws is not None:
+            run.wind_up_failed = True  # until the commit and the check are through
             await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
             if run.outcome is not None:
                 await _check_unless_stopped(run, ws, b.agent_env, b.checks, b.stop)
@@ -288,6 +292,7 @@ async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
                             "output_tail": run.check.output_tail,
                         }
                     )
+            run.wind_up_failed = False
     except Exception as exc:
         run.error = _internal(exc)
         log.failed(run.error)

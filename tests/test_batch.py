@@ -584,6 +584,52 @@ def test_output_tokens_and_batch_cost_limits(
     assert report["totals"]["cost_usd"] == pytest.approx(runs[0]["cost_usd"], abs=1e-6)
 
 
+def test_a_batch_limit_stops_once_an_answer_comes_without_usage(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """A sum that misses an answer's tokens is too low: the batch limit could be passed
+    unseen, so the batch stops instead (as a run's own limit does)."""
+
+    def script(req: Any, i: int) -> Reply:
+        if i == 0:
+            return shell("echo 0 >> log.txt", "c0").but(send_usage=False)
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    price = "models:\n  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"
+    body = "".join(f"  - {{id: t{i}, prompt: go, repo: .}}\n" for i in range(3))
+    capped = write_tasks(
+        tmp_path, srv.base_url, body, defaults=price + "budget: {max_cost_usd: 1}\n"
+    )
+    res = run_cli("run", capped, "--out", tmp_path / "o", "--concurrency", "1")
+    assert res.returncode == 1, res.stderr
+    runs = _runs(tmp_path / "o")
+    assert [r["status"] for r in runs] == ["budget", "skipped", "skipped"]
+    assert "budget.max_cost_usd cannot be enforced" in runs[0]["error"]
+    assert runs[0]["usage"]["unreported_responses"] == 1 and runs[0]["cost_usd"] is None
+
+
+def test_a_runner_failure_while_keeping_the_work_is_never_a_pass(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The agent completed, then writing its patch broke (here: `patches` is a file; a
+    full disk does the same): its work may be lost, so the run is an error, not a PASS."""
+
+    def script(req: Any, i: int) -> Reply:
+        return shell("echo work > w.txt", "c0") if i == 0 else reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: t, prompt: go, repo: .}\n")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "patches").write_text("not a directory")
+    res = run_cli("run", tasks, "--out", out)
+    assert "Traceback" not in res.stderr
+    assert res.returncode == 3, res.stderr
+    (run,) = _runs(out)
+    assert run["status"] == "error" and "internal error in the runner" in run["error"], run
+
+
 def test_timeout_through_the_command_keeps_work(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:

@@ -838,12 +838,20 @@ def test_rest_gives_up_after_its_attempts_with_the_last_status(github: FakeGitHu
         github.faults.append((422, {}))
         with pytest.raises(GitHubError, match=r"^GitHub POST /x: HTTP 422 fault 422$"):
             gh.request("POST", "/x", json_body={})
+        # On GitHub a 409 is a real conflict (a ref moved, a merge failed), not a busy server.
+        github.faults.append((409, {}))
+        with pytest.raises(GitHubError, match=r"^GitHub POST /y: HTTP 409 fault 409$"):
+            gh.request("POST", "/y", json_body={})
     finally:
         gh.close()
-    assert [c[:2] for c in github.log] == [*[("GET", "/user")] * 3, ("POST", "/x")]
+    assert [c[:2] for c in github.log] == [
+        *[("GET", "/user")] * 3,
+        ("POST", "/x"),
+        ("POST", "/y"),
+    ]
 
 
-@pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
+@pytest.mark.parametrize("status", [408, 429, 500, 503])
 def test_rest_resends_the_statuses_model_requests_resend(github: FakeGitHub, status: int) -> None:
     github.faults.append((status, {}))
     gh = GitHub(github.url, PAT, base_delay_s=0.001)

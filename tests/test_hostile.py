@@ -274,6 +274,7 @@ HOSTILE_CALLS: list[tuple[str, str | dict[str, Any], str]] = [
     ("shell", {"command": ["echo", "a\u0000b"]}, "NUL"),
     ("shell", {"command": ["echo", "hi"], "timeout_ms": "soon"}, "positive number"),
     ("shell", {"command": ["echo", "hi"], "timeout_ms": -1}, "positive number"),
+    ("shell", '{"command": ["echo", "hi"], "timeout_ms": NaN}', "positive number"),
     ("shell", {"command": ["echo", "hi"], "workdir": 7}, "must be a string"),
     ("shell", {"command": ["echo", "x" * 1_000_000]}, "Argument list too long"),
     ("shell", {"command": ["no-such-program-xyz"]}, "no-such-program-xyz"),

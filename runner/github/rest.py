@@ -95,7 +95,8 @@ class GitHub:
             message = str(answer.get("message", "")) if isinstance(answer, dict) else ""
             raise GitHubError(
                 f"GitHub {method} {path}: HTTP {status} {truncate(message, 200)}".rstrip(),
-                retryable=retryable_status(status),
+                # 409 is a real conflict on GitHub (a ref or a merge), not a busy server.
+                retryable=retryable_status(status) and status != 409,
                 retry_after_s=http.retry_after_s(resp.headers),
             )
         return answer

@@ -79,6 +79,8 @@ def load_shard(directory: Path) -> Shard:
         raise fail(
             "(JSON)", f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno
         ) from None
+    except RecursionError:
+        raise fail("(JSON)", "nested too deeply to be a runner report") from None
     if not isinstance(data, dict):
         raise fail("(document)", "must be a JSON object (a runner report)")
     version = data.get("schema_version")

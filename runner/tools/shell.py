@@ -121,7 +121,11 @@ class ShellArgs:
             raise ToolArgumentsError("`workdir` must be a string")
         self.workdir: str | None = workdir
         timeout = args.get("timeout_ms", args.get("timeout", default_timeout_ms))
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not timeout > 0  # NaN too: JSON from a model may carry it
+        ):
             raise ToolArgumentsError("`timeout_ms` must be a positive number")
         self.timeout_ms = min(float(timeout), MAX_TIMEOUT_MS)
 

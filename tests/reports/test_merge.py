@@ -228,7 +228,9 @@ def test_missing_report_is_exit_2_naming_the_file(
         ('{"schema_version": "runner.report/1",\n  "run_id": ', ":2: (JSON): not valid JSON"),
         ("[1, 2]", ": (document): must be a JSON object"),
         ('{"schema_version": "runner.report/9"}', ": schema_version: is 'runner.report/9'"),
+        ("[" * 100_000, ": (JSON): nested too deeply"),
     ],
+    ids=["cut", "list", "version", "deep"],
 )
 def test_corrupt_report_is_exit_2(tmp_path: Path, content: str, expected: str) -> None:
     bad = tmp_path / "bad"
