@@ -23,7 +23,7 @@ from runner import workspace
 from runner.agent import Outcome
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, ResolvedTask
-from runner.errors import EngineError, McpError, SandboxError, UnsafeFileError
+from runner.errors import ConfigError, EngineError, McpError, SandboxError, UnsafeFileError
 from runner.items import Usage
 from runner.journal import Entry, Journal
 from runner.output_schema import check_answer
@@ -224,7 +224,14 @@ async def live(run: TaskRun, b: BatchContext) -> None:
     b.show.run_started(t.run, f"{t.provider_name}/{t.model}")
     try:
         await _agent(run, b, log)
-    except (EngineError, SandboxError, McpError, workspace.WorkspaceError, UnsafeFileError) as exc:
+    except (
+        ConfigError,
+        EngineError,
+        SandboxError,
+        McpError,
+        workspace.WorkspaceError,
+        UnsafeFileError,
+    ) as exc:  # an instructions file changed since the pre-flight check, too
         run.error = str(exc)
         log.failed(run.error)
     except Exception as exc:  # a bug in one run must not stop the others

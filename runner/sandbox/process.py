@@ -75,15 +75,12 @@ async def run_process(
     cwd: Path,
     timeout_s: float,
     env: Mapping[str, str],
-    user: int | None = None,
-    group: int | None = None,
     pass_fds: Sequence[int] = (),
     watch: Callable[[], Awaitable[str]] | None = None,
 ) -> ExecResult:
     """Run `argv` in a new session; on timeout or cancellation kill its process group.
 
-    `user`/`group` switch the child to that uid/gid (and no supplementary groups) before
-    it executes, for a root runner handing commands to an unprivileged user. `watch`
+    (A root runner's commands change user inside the sandbox, through `setpriv`.) `watch`
     runs alongside: when it returns (a reason), the command is killed like on a timeout
     and ends with exit `STOPPED_EXIT` and the reason in its output.
     """
@@ -99,9 +96,6 @@ async def run_process(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=pass_fds,
-            user=user,
-            group=group,
-            extra_groups=[] if user is not None else None,
         )
     except OSError as exc:
         msg = f"failed to start {argv[0]!r}: {exc.strerror or exc}\n".encode()
