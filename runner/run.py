@@ -286,7 +286,6 @@ async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
     ws = run.ws
     try:
         if ws is not None:
-            run.wind_up_failed = True  # until the commit and the check are through
             await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
             if run.outcome is not None:
                 await _check_unless_stopped(run, ws, b.agent_env, b.checks, b.stop)
@@ -299,8 +298,8 @@ async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
                             "output_tail": run.check.output_tail,
                         }
                     )
-            run.wind_up_failed = False
     except Exception as exc:
+        run.wind_up_failed = True
         run.error = _internal(exc)
         log.failed(run.error)
     finally:
