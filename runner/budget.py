@@ -25,6 +25,18 @@ def cost_usd(price: Price | None, usage: Usage, *, digits: int = 6) -> float | N
     return round(price.cost(usage), digits)
 
 
+def _unenforceable(limits: Limits | BatchLimits, section: str) -> str | None:
+    """Why a token or cost limit cannot be kept once an answer came without usage: the
+    sums would be too low, so the limit could be passed unseen."""
+    for name in ("max_input_tokens", "max_output_tokens", "max_cost_usd"):
+        if getattr(limits, name) is not None:
+            return (
+                f"the server sent an answer without token usage, so {section}.{name} "
+                "cannot be enforced"
+            )
+    return None
+
+
 class BatchSpend:
     """What all runs of the batch have used; the cost is None once any cost is unknown (no
     price: a batch cost limit was refused at start; an answer without usage: every batch
@@ -44,13 +56,8 @@ class BatchSpend:
         if b is None:
             return None
         u = self.usage
-        if u.unreported:
-            for name in ("max_input_tokens", "max_output_tokens", "max_cost_usd"):
-                if getattr(b, name) is not None:
-                    return (
-                        f"the server sent an answer without token usage, so "
-                        f"budget.{name} cannot be enforced"
-                    )
+        if u.unreported and (why := _unenforceable(b, "budget")):
+            return why
         if b.max_input_tokens is not None and u.input_tokens >= b.max_input_tokens:
             return (
                 f"the batch used {u.input_tokens} input tokens, its limit is "
@@ -79,13 +86,8 @@ class RunBudget:
 
     def exceeded(self, usage: Usage) -> str | None:
         lim = self.limits
-        if usage.unreported:
-            for name in ("max_input_tokens", "max_output_tokens", "max_cost_usd"):
-                if getattr(lim, name) is not None:
-                    return (
-                        f"the server sent an answer without token usage, so "
-                        f"limits.{name} cannot be enforced; stopped"
-                    )
+        if usage.unreported and (why := _unenforceable(lim, "limits")):
+            return why + "; stopped"
         if lim.max_input_tokens is not None and usage.input_tokens >= lim.max_input_tokens:
             return (
                 f"stopped after {usage.input_tokens} input tokens, the limit is "

@@ -459,11 +459,8 @@ class ShiftingTool:
         return ToolResult("ok")
 
 
-async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory, tmp_path: Path) -> None:
-    srv = await loopback(
-        [reply_function_call("shifty", {}, call_id=f"s{n}") for n in range(3)]
-        + [reply_message("done")]
-    )
+async def _run_with(base_url: str, tool: Any, cwd: Path) -> Any:
+    """One thread of a single tool against the loopback server, to its end."""
     spec = ThreadSpec(
         thread_id="t",
         model="m",
@@ -473,12 +470,20 @@ async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory, tmp_pat
         max_requests=10,
         timeout_s=30,
     )
-    client = ResponsesClient(srv.base_url)
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    client = ResponsesClient(base_url)
+    ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env={})
     try:
-        outcome = await Thread(spec, client, [ShiftingTool()], ctx, ListSink()).run()
+        return await Thread(spec, client, [tool], ctx, ListSink()).run()
     finally:
         await client.aclose()
+
+
+async def test_tools_are_fixed_for_the_thread(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback(
+        [reply_function_call("shifty", {}, call_id=f"s{n}") for n in range(3)]
+        + [reply_message("done")]
+    )
+    outcome = await _run_with(srv.base_url, ShiftingTool(), tmp_path)
     assert outcome.status == "completed" and len(srv.requests) == 4
     assert_exact_extension(srv.requests)
     assert_cache_stable(outcome.requests)
@@ -497,21 +502,7 @@ async def test_a_tool_failing_to_start_still_answers_the_call(
     loopback: LoopbackFactory, tmp_path: Path
 ) -> None:
     srv = await loopback([reply_function_call("shifty", {}, call_id="s"), reply_message("done")])
-    spec = ThreadSpec(
-        thread_id="t",
-        model="m",
-        instructions="i",
-        context=(),
-        prompts=("go",),
-        max_requests=10,
-        timeout_s=30,
-    )
-    client = ResponsesClient(srv.base_url)
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
-    try:
-        outcome = await Thread(spec, client, [BrokenStartTool()], ctx, ListSink()).run()
-    finally:
-        await client.aclose()
+    outcome = await _run_with(srv.base_url, BrokenStartTool(), tmp_path)
     assert outcome.status == "completed"
     assert output_of(srv.requests[1], "s") == "tool shifty failed: KeyError: 'oops'"
 
