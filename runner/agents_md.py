@@ -1,8 +1,10 @@
 """Which AGENTS.md files speak to a run, and what of them the model sees, by Codex's rules.
 
-Every file here is the agent's or a PR author's: a link out of the project, a FIFO, a
-dangling link or a huge file is refused or skipped (with a note for the report), never
-followed or read without bound (`hostfs`)."""
+Every file here is the agent's or a PR author's. A link out of the project fails the run
+(`UnsafeFileError`); a dangling or looping link, or an unreadable file, is skipped with a
+note for the report; a FIFO, device or directory named AGENTS.md is not a candidate at all;
+a large file is read only up to the budget. Nothing is followed or read without bound
+(`hostfs`)."""
 
 from __future__ import annotations
 
