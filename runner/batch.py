@@ -45,7 +45,7 @@ from runner.vocabulary import (
 from runner.wiring import Clients
 
 if TYPE_CHECKING:
-    from runner.reports.model import Report  # loaded when the first run ends
+    from runner.reports.model import Report, TaskReport  # loaded when the first run ends
 
 
 @dataclass
@@ -144,19 +144,24 @@ async def run_batch(
         progress.write(f"resuming batch {run_id}: {resumed} of {len(runs)} runs already finished\n")
     show.start(len(runs) - resumed)
 
-    def so_far() -> Report:
+    def report_of(tasks: list[TaskReport], pending: int = 0) -> Report:
+        """The batch's report of these runs, as of now (checkpoints and the final one)."""
         from runner.reports.json_report import build_report
 
-        finished = [r.report for r in runs if r.report is not None]
+        now = dt.datetime.now(dt.UTC)
         return build_report(
-            tasks=finished,
+            tasks=tasks,
             run_id=run_id,
             task_file=task_file,
             started=started,
-            finished=dt.datetime.now(dt.UTC),
-            pending=len(runs) - len(finished),
+            finished=now,
+            pending=pending,
             batch=plan.identity(),
         )
+
+    def so_far() -> Report:
+        finished = [r.report for r in runs if r.report is not None]
+        return report_of(finished, pending=len(runs) - len(finished))
 
     checkpoints = Checkpoints(so_far, out_dir, redact)
 
@@ -205,19 +210,9 @@ async def run_batch(
     show.close()
     await checkpoints.settled()  # a checkpoint still writing must not land after this
     from runner.reports.files import write_reports
-    from runner.reports.json_report import build_report
 
-    finished = dt.datetime.now(dt.UTC)
-    reports = [
-        r.report if r.report is not None else run_report(r, out_dir, redact, order) for r in runs
-    ]
-    report = build_report(
-        tasks=reports,
-        run_id=run_id,
-        task_file=task_file,
-        started=started,
-        finished=finished,
-        batch=plan.identity(),
+    report = report_of(
+        [r.report if r.report is not None else run_report(r, out_dir, redact, order) for r in runs]
     )
     report_path = write_reports(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")

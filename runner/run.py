@@ -93,10 +93,9 @@ class TaskRun:
     pushed: str | None = None
     check: CheckResult | None = None
     not_kept: bool = False
-    """Its changes could not be committed: whatever the agent did, the run is an error."""
-    wind_up_failed: bool = False
-    """The runner itself broke while committing or checking: the work may be lost or the
-    check unknown, so whatever the agent did, the run is an error."""
+    """Its changes could not be committed, or the runner itself broke while committing or
+    checking (the work may be lost, the check unknown): whatever the agent did, the run is
+    an error."""
     skipped: SkipReason | None = None
     """Why the run did not start (`budget`, `interrupted`), when it did not."""
     report: TaskReport | None = None
@@ -124,7 +123,7 @@ class TaskRun:
         if self.report is not None:
             return self.report.status, self.report.error
         o = self.outcome
-        if o is None or self.not_kept or self.wind_up_failed:
+        if o is None or self.not_kept:
             return (RunStatus.SKIPPED if self.skipped else RunStatus.ERROR), (
                 self.error if o is None else o.error or self.error
             )
@@ -299,7 +298,7 @@ async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
                         }
                     )
     except Exception as exc:
-        run.wind_up_failed = True
+        run.not_kept = True
         run.error = _internal(exc)
         log.failed(run.error)
     finally:
