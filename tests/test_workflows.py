@@ -742,3 +742,11 @@ def test_expressions_follow_githubs_operators() -> None:
     assert not condition("steps.x.outputs.n == '4'", ctx, False)
     assert condition("always() && steps.y.outputs.n == ''", ctx, True)
     assert not condition("steps.x.outputs.n == '3'", ctx, True)
+
+
+def test_readme_review_recipe_is_the_example() -> None:
+    """The README's two-step recipe is pr.yml as it is tested above (its comments aside)."""
+    section = (ROOT / "README.md").read_text().split("**Pull request review**", 1)[1]
+    snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = (EXAMPLES / "pr.yml").read_text()
+    assert snippet == example[example.index("name: ") :]
