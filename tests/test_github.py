@@ -470,6 +470,8 @@ def test_actionlint_passes_on_every_workflow(tmp_path: Path) -> None:
     assert {
         "ci.yml",
         "examples-pr.yml",
+        "examples-pr-tasks.yml",
+        "examples-benchmark-shards-cli.yml",
         "examples-nightly.yml",
         "examples-benchmark.yml",
         "readme-0.yml",
