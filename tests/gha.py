@@ -42,7 +42,7 @@ PAT = "github_pat_canaryPersonalToken0123456789"
 FORK_TOKEN = "ghs_canaryForkReadOnlyToken0123456789ab"
 """The GITHUB_TOKEN of a fork's pull request: it reads, every write is refused."""
 REPO = "octo/widgets"
-PR_WORKFLOW = ROOT / "examples/workflows/pr.yml"
+PR_WORKFLOW = ROOT / "examples/workflows/pr-tasks.yml"
 
 
 # ------------------------------------------------------------------ fake GitHub REST API
@@ -234,9 +234,14 @@ class Expressions:
     action cannot grow an expression this harness silently gets wrong."""
 
     def __init__(
-        self, inputs: dict[str, str], steps: dict[str, dict[str, str]], github: dict[str, str]
+        self,
+        inputs: dict[str, str],
+        steps: dict[str, dict[str, str]],
+        github: dict[str, str],
+        event: dict[str, Any] | None = None,
     ) -> None:
         self.inputs, self.steps, self.github = inputs, steps, github
+        self.event = event or {}
 
     def value(self, expr: str) -> str:
         expr = expr.strip()
@@ -248,6 +253,11 @@ class Expressions:
             return self.steps.get(m[1], {}).get(m[2], "")
         if m := re.fullmatch(r"github\.(\w+)", expr):
             return self.github[m[1]]
+        if m := re.fullmatch(r"github\.event\.([\w.-]+)", expr):
+            value: Any = self.event
+            for part in m[1].split("."):  # a missing field is null: ''
+                value = value.get(part, "") if isinstance(value, dict) else ""
+            return "" if value is None else str(value)
         if expr == "runner.os":
             return "Linux"
         if m := re.fullmatch(r"'([^']*)'", expr):
@@ -325,7 +335,7 @@ def run_action(
     if values["github-token"] == "${{ github.token }}":
         values["github-token"] = token
     steps: dict[str, dict[str, str]] = {"install": {"python": sys.executable}}
-    expr = Expressions(values, steps, {"token": token, "action_path": str(ACTION_DIR)})
+    expr = Expressions(values, steps, {"token": token, "action_path": str(ACTION_DIR)}, event)
     outcomes: dict[str, str] = {}
     logs: dict[str, str] = {}
     files: list[Path] = [summary]

@@ -470,6 +470,8 @@ def test_actionlint_passes_on_every_workflow(tmp_path: Path) -> None:
     assert {
         "ci.yml",
         "examples-pr.yml",
+        "examples-pr-tasks.yml",
+        "examples-benchmark-shards-cli.yml",
         "examples-nightly.yml",
         "examples-benchmark.yml",
         "readme-0.yml",
@@ -843,10 +845,12 @@ def test_comment_stays_under_githubs_limit() -> None:
 
 
 def swap_step() -> dict[str, Any]:
-    """The PR workflow's step that puts the base branch's runner config in place."""
-    steps = yaml.safe_load(PR_WORKFLOW.read_text())["jobs"]["runner"]["steps"]
-    step: dict[str, Any] = next(s for s in steps if s.get("id") == "trusted-config")
+    """The Action's step that puts the base branch's runner config in place."""
+    steps = yaml.safe_load(ACTION.read_text())["runs"]["steps"]
+    step: dict[str, Any] = next(s for s in steps if s.get("id") == "from-base")
     assert step["env"] == {
+        "MODE": "${{ inputs.from-base }}",
+        "CONFIG": "${{ inputs.trusted-config }}",
         "BASE_SHA": "${{ github.event.pull_request.base.sha }}",
         "HEAD_SHA": "${{ github.event.pull_request.head.sha }}",
     }
@@ -890,7 +894,16 @@ def pr_repos(
     return repo, base, git(repo, "rev-parse", "HEAD")
 
 
-def run_swap(tmp_path: Path, repo: Path, base: str, head: str) -> subprocess.CompletedProcess[str]:
+def run_swap(
+    tmp_path: Path,
+    repo: Path,
+    base: str,
+    head: str,
+    *,
+    mode: str = "auto",
+    config: str = ".github/runner",
+) -> subprocess.CompletedProcess[str]:
+    """The Action's from-base step alone, as its `run:` script under bash."""
     script = tmp_path / "swap.sh"
     script.write_text(swap_step()["run"])
     return subprocess.run(
@@ -903,10 +916,24 @@ def run_swap(tmp_path: Path, repo: Path, base: str, head: str) -> subprocess.Com
             "PATH": "/usr/bin:/bin",
             "HOME": str(tmp_path),
             "GIT_CONFIG_NOSYSTEM": "1",
+            "MODE": mode,
+            "CONFIG": config,
             "BASE_SHA": base,
             "HEAD_SHA": head,
         },
     )
+
+
+def pr_event_for(base: str, head: str) -> dict[str, Any]:
+    """PR_EVENT naming a base and a head commit: the Action's from-base step then runs."""
+    return {
+        **PR_EVENT,
+        "pull_request": {
+            **PR_EVENT["pull_request"],  # type: ignore[dict-item]
+            "base": {"sha": base, "repo": {"full_name": REPO}},
+            "head": {"sha": head, "repo": {"full_name": REPO}},
+        },
+    }
 
 
 def tree_files(root: Path) -> dict[str, str]:
@@ -918,8 +945,8 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
     """The PR edits the instructions file, the task file (adding an MCP server), AGENTS.md,
-    and adds an MCP script and a `runner` package that would shadow ours: after the
-    workflow's swap step, the Action's run reads and starts only the base branch's."""
+    and adds an MCP script and a `runner` package that would shadow ours: the Action's
+    from-base step swaps them for the base's, and its run reads and starts only those."""
     srv = loopback_thread(per_conversation(lambda req, turn: reply_message("reviewed")))
     pwned = tmp_path / "pwned"
     base_task = (
@@ -960,8 +987,21 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
     )
     (tmp_path / "outside").mkdir()
 
-    swap = run_swap(tmp_path, repo, base, head)
-    assert swap.returncode == 0, swap.stdout + swap.stderr
+    run = run_action(
+        tmp_path / "gha",
+        repo,
+        {
+            "task-file": ".github/runner/pr.yaml",
+            "trusted-config": ".github/runner",
+            "api-key": API_KEY,
+        },
+        event_name="pull_request",
+        event=pr_event_for(base, head),
+        api_url=github.url,
+    )
+    assert run.outcomes["from-base"] == "success", run.logs
+    assert run.step_outputs["run"]["exit-code"] == "0", run.logs
+    assert not run.failed, run.logs
 
     # The runner config directory is the base's, in the commit and in the work tree.
     assert git(repo, "rev-parse", "HEAD:.github/runner") == git(
@@ -979,22 +1019,7 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
     # The PR's code and its diff are what the agent gets to see.
     assert "HEAD-CODE-CHANGE" in (repo / "src/app.py").read_text()
     assert "HEAD-CODE-CHANGE" in git(repo, "show", "HEAD:.runner/pr.diff")
-    assert git(repo, "status", "--porcelain") == ""
-
-    run = run_action(
-        tmp_path / "gha",
-        repo,
-        {
-            "task-file": ".github/runner/pr.yaml",
-            "trusted-config": ".github/runner",
-            "api-key": API_KEY,
-        },
-        event_name="pull_request",
-        event=PR_EVENT,
-        api_url=github.url,
-    )
-    assert run.step_outputs["run"]["exit-code"] == "0", run.logs
-    assert not run.failed, run.logs
+    assert git(repo, "status", "--porcelain") == "?? runner-out/"  # the reports only
     sent = "".join(r.raw.decode(errors="replace") for r in srv.requests)
     assert "BASE-INSTRUCTIONS-CANARY" in sent and "BASE-AGENTS-CANARY" in sent
     assert "HEAD-INSTRUCTIONS-CANARY" not in sent and "HEAD-AGENTS-CANARY" not in sent
@@ -1003,12 +1028,43 @@ def test_pr_runs_read_only_the_base_branchs_runner_config(
     assert not pwned.exists()
 
 
-def test_readme_swaps_like_the_example() -> None:
-    """The README's copy-paste PR workflow has the same (tested) swap step."""
-    script = swap_step()["run"]
-    (pr_snippet,) = [w for w in readme_workflows() if "pull_request:" in w]
-    indented = "".join(f"          {line}\n" if line else "\n" for line in script.splitlines())
-    assert indented in pr_snippet
+@pytest.mark.parametrize(
+    ("mode", "config", "base", "message"),
+    [
+        ("yes", "", "BASE", "from-base must be auto, true or false; got 'yes'"),
+        ("true", "", "", "from-base is true, but the event names no base commit"),
+        ("auto", "../elsewhere", "BASE", "trusted-config must be a directory inside"),
+        ("auto", "/etc", "BASE", "trusted-config must be a directory inside"),
+        ("auto", ".github/./runner", "BASE", "trusted-config must be a directory inside"),
+        ("auto", "", "0" * 40, "is not in the checkout: check out with fetch-depth: 0"),
+    ],
+)
+def test_from_base_refuses_bad_input(
+    tmp_path: Path, mode: str, config: str, base: str, message: str
+) -> None:
+    repo, real_base, head = pr_repos(tmp_path, {"a.txt": "1\n"}, {"a.txt": "2\n"})
+    swap = run_swap(
+        tmp_path, repo, real_base if base == "BASE" else base, head, mode=mode, config=config
+    )
+    assert swap.returncode == 2, swap.stdout + swap.stderr
+    assert swap.stdout.startswith("::error title=runner::") and message in swap.stdout
+    assert "Traceback" not in swap.stderr and git(repo, "rev-parse", "HEAD") == head
+
+
+def test_from_base_does_nothing_off_pull_requests(tmp_path: Path) -> None:
+    """auto without a base commit (a schedule, a push) and false leave HEAD alone; a
+    prompt-only PR run (no trusted-config) still gets the base's AGENTS.md and the diff."""
+    repo, base, head = pr_repos(
+        tmp_path, {"AGENTS.md": "BASE\n", "a.txt": "1\n"}, {"AGENTS.md": "PR\n"}
+    )
+    for mode, sha in (("auto", ""), ("false", base)):
+        swap = run_swap(tmp_path, repo, sha, head, mode=mode, config="")
+        assert swap.returncode == 0 and git(repo, "rev-parse", "HEAD") == head
+    swap = run_swap(tmp_path, repo, base, head, mode="true", config="")
+    assert swap.returncode == 0, swap.stdout + swap.stderr
+    assert (repo / "AGENTS.md").read_text() == "BASE\n"
+    assert "+PR" in (repo / ".runner/pr.diff").read_text()
+    assert git(repo, "rev-parse", "HEAD^") == head
 
 
 def test_swap_refuses_a_symlinked_runner_dir(tmp_path: Path) -> None:
@@ -1483,15 +1539,7 @@ def test_a_task_file_typo_on_a_pr_is_red_but_a_new_one_is_skipped(
         {"README.md": "# w\n", ".github/runner/pr.yaml": config},
         {".github/runner/new.yaml": config},
     )
-    swap = run_swap(tmp_path, repo, base, head)
-    assert swap.returncode == 0, swap.stdout + swap.stderr
-    event = {
-        **PR_EVENT,
-        "pull_request": {
-            **PR_EVENT["pull_request"],  # type: ignore[dict-item]
-            "head": {"sha": head, "repo": {"full_name": REPO}},
-        },
-    }
+    event = pr_event_for(base, head)
 
     def run(task_file: str, name: str) -> Any:
         return run_action(

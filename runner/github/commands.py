@@ -247,7 +247,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 "runner",
                 "a pull-request run without trusted-config: the task "
                 "file may read or start files of the pull request (see examples/workflows"
-                "/pr.yml)",
+                "/pr-tasks.yml)",
             )
         argv = runner_argv(
             task_file,

