@@ -33,7 +33,10 @@ $(LOCKED): requirements/dev.lock requirements/model.lock
 # mode puts the source dir on sys.path instead of an import hook (faster start);
 # byte-compiling now matters because with PYTHONDONTWRITEBYTECODE set every start would
 # recompile the package.
+# (The egg-info the editable build leaves in the checkout is made anew too: one left from an
+# older name of the distribution would still be found on sys.path.)
 $(STAMP): $(LOCKED) pyproject.toml
+	rm -rf *.egg-info
 	$(PIP) --no-deps --no-build-isolation --no-index -e . --config-settings editable_mode=compat
 	$(BIN)/python -c "import runner, xllamacpp, httpx, pydantic"
 	$(BIN)/python -m compileall -q runner
