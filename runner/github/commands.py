@@ -257,6 +257,7 @@ def cmd_pr_head(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         )
     lines = [
         "",
+        "",
         "---",
         f"This comment is on pull request #{number}. Your working directory is that pull "
         f"request's head (commit {head}), read-only.",
