@@ -62,7 +62,7 @@ def git(repo: Path, *args: str) -> str:
 
 def report_file(path: Path, error: str = HOSTILE) -> Path:
     """A report with one failed run whose error text is the model server's."""
-    task = {
+    task: dict[str, Any] = {
         "id": "review",
         "model": "p/m",
         "status": "failed",
@@ -225,7 +225,7 @@ def test_run_derived_text_in_a_comment_is_inert() -> None:
 
 
 def _hostile_report() -> dict[str, Any]:
-    run = {
+    run: dict[str, Any] = {
         "model": "p/m",
         "final_message": None,
         "turns_completed": 0,

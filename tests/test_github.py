@@ -1496,8 +1496,7 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
     assert out["conclusion"] == "success" and out["runs"] == "1" and out["exit-code"] == "0"
     assert out["final-message"] == "**Done.** Thanks @octocat, see https://evil.test"
     assert (
-        "runner run " in run.logs["run"]
-        and "--reasoning-effort low --only pr-7" in run.logs["run"]
+        "runner run " in run.logs["run"] and "--reasoning-effort low --only pr-7" in run.logs["run"]
     )
     # One task, in the checked-out repository, on the given endpoint and effort; read-only
     # because this is a pull-request event, as it would be for a task file.

@@ -634,8 +634,7 @@ def test_scope_forbids_what_decides_ci_and_review(path: str, pattern: str) -> No
     """Local actions run with CI secrets, CODEOWNERS (all three places GitHub reads it)
     picks reviewers, dependabot.yml picks registries: none is a model's to change."""
     assert scope([path]) == [
-        f"{path}: matches {pattern!r}, which needs an explicit allowed pattern "
-        f"such as {pattern!r}"
+        f"{path}: matches {pattern!r}, which needs an explicit allowed pattern such as {pattern!r}"
     ]
     assert len(scope([path], allowed=["**"])) == 1
     assert scope([path], allowed=[path]) == []
