@@ -596,3 +596,63 @@ def test_swap_refuses_when_the_branch_moved_since_it_was_read(tmp_path: Path) ->
     with pytest.raises(WorkspaceError):  # someone moved it to `second` meanwhile
         swap_branch_sync(repo, third, "b", remote=str(origin), expected=first)
     assert git(origin, "rev-parse", "refs/heads/b") == second
+
+
+@pytest.mark.slow
+def test_each_issue_used_as_a_prompt_pushes_a_branch_and_pr_of_its_own(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    def script(req: RecordedRequest, turn: int) -> Reply:
+        if turn == 0:
+            change = ["bash", "-c", "echo v2 > bumped.txt"]
+            return reply_function_call("shell", {"command": change}, call_id="c")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    workspace = make_git_repo(tmp_path / "ws")
+    git(workspace, "remote", "add", "origin", str(origin))
+    github.permissions = {"alice": "write"}
+    for number in (12, 13, 12):
+        event = {
+            "action": "opened",
+            "issue": {"number": number, "title": "bump", "user": {"login": "alice"}},
+            "sender": {"login": "alice", "type": "User"},
+            "repository": {"full_name": REPO, "default_branch": "main"},
+        }
+        run = run_action(
+            tmp_path / f"issue{number}-{len(github.log)}",
+            workspace,
+            {
+                "prompt": "bump the version",
+                "model": "fake/m",
+                "base-url": srv.base_url,
+                "api-key": API_KEY,
+                "push": "true",
+            },
+            event_name="issues",
+            event=event,
+            api_url=github.url,
+        )
+        assert not run.failed, run.logs
+        assert run.outputs["branch"] == f"runner/nightly/issue-{number}"
+    assert sorted(p["head"] for p in github.pulls) == [
+        "runner/nightly/issue-12",
+        "runner/nightly/issue-13",
+    ]
+    branches = subprocess.run(
+        ["git", "-C", str(origin), "for-each-ref", "--format=%(refname:short)", "refs/heads/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert sorted(branches) == ["runner/nightly/issue-12", "runner/nightly/issue-13"]
+
+
+def test_an_inline_prompts_task_is_named_after_its_thread() -> None:
+    issue = {"issue": {"number": 12}}
+    assert Context(event=issue).prompt_id == "issue-12"
+    assert Context(event={"issue": {"number": 7, "pull_request": {}}}).prompt_id == "pr-7"
+    assert Context(event={"pull_request": {"number": 7}}).prompt_id == "pr-7"
+    assert Context(event={"schedule": "x"}).prompt_id == "prompt"
