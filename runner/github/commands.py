@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from runner.errors import RunnerError
 from runner.github.context import (
@@ -539,7 +540,7 @@ def _runner_wrote(message: str) -> bool:
     )
 
 
-def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, object] | None, run: str, text: str) -> None:
+def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text: str) -> None:
     """A notice on the task's open PR, one per PR (edited, not repeated every night)."""
     if pr is None:
         return
@@ -548,7 +549,7 @@ def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, object] | None, run: str, t
         upsert_comment(
             gh,
             repo,
-            int(str(pr["number"])),
+            int(pr["number"]),
             f"{marker}\n{text}\n",
             author=token_login(gh),
             marker=marker,
