@@ -111,6 +111,20 @@ def _inert(content: str) -> str:
     return _XREF.sub("#\u2060", _MENTION.sub("@\u2060", escapeHtml(content)))
 
 
+_SCHEME = re.compile(r":(?=//)")
+_WWW = re.compile(r"(?i)www\.")
+
+
+def inert_line(escaped: str) -> str:
+    """One line of Markdown-escaped text (a list item or table cell, escaped by
+    `reports.markdown.inline`) that GitHub cannot act on: no mention (`@user`), no
+    cross-repository reference (`acme/victim#1` would leave a backlink in that issue), no
+    autolinked address (`www.x`, `https://x`, `a@b.c`). An invisible word joiner splits
+    each one, after the `@`, the `#`, the scheme's `:` or `www`."""
+    text = _XREF.sub("#\u2060", _MENTION.sub("@\u2060", escaped))
+    return _WWW.sub("www\u2060.", _SCHEME.sub(":\u2060", text))
+
+
 def _address(url: str) -> str:
     if not url:
         return ""

@@ -63,6 +63,12 @@ class FakeGitHub:
     log: list[tuple[str, str, Any]] = field(default_factory=list)
     read_only: set[str] = field(default_factory=set)
     """Tokens that may only read (a fork's pull request's GITHUB_TOKEN)."""
+    prs_forbidden: bool = False
+    """The repository setting that stops GitHub Actions from opening pull requests is off:
+    `POST /pulls` is refused with GitHub's 403."""
+    pr_details: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """number -> what `GET /pulls/{number}` answers (head/base); its "diff" key is the
+    answer to the same call with `Accept: application/vnd.github.diff`."""
     next_id: int = 1000
     url: str = ""
     faults: list[tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes]] = field(
@@ -76,7 +82,13 @@ class FakeGitHub:
         return [c for c in self.log if c[0] == method and re.search(pattern, c[1])]
 
     def handle(
-        self, method: str, path: str, query: dict[str, list[str]], body: Any, token: str
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        token: str,
+        accept: str = "",
     ) -> tuple[int, Any]:
         if method != "GET" and token in self.read_only:
             return 403, {"message": "Resource not accessible by integration"}
@@ -124,18 +136,34 @@ class FakeGitHub:
             return 201, {}
         if path == "/pulls" and method == "GET":
             head = query["head"][0].split(":", 1)[1]
-            return 200, [p for p in self.pulls if p["head"] == head and p["state"] == "open"]
+            state = query.get("state", ["open"])[0]
+            found = [p for p in self.pulls if p["head"] == head and state in (p["state"], "all")]
+            per, page = int(query.get("per_page", ["30"])[0]), int(query.get("page", ["1"])[0])
+            return 200, found[(page - 1) * per : page * per]
         if path == "/pulls" and method == "POST":
+            if self.prs_forbidden:
+                return 403, {
+                    "message": "GitHub Actions is not permitted to create or approve pull "
+                    "requests.",
+                }
             number = len(self.pulls) + 1
             self.pulls.append(
                 {
                     **body,
                     "number": number,
                     "state": "open",
+                    "merged_at": None,
                     "html_url": f"https://github.test/{REPO}/pull/{number}",
                 }
             )
             return 201, self.pulls[-1]
+        if (m := re.fullmatch(r"/pulls/(\d+)", path)) and method == "GET":
+            if int(m[1]) not in self.pr_details:
+                return 404, {"message": "Not Found"}
+            pr = self.pr_details[int(m[1])]
+            if accept == "application/vnd.github.diff":
+                return 200, pr["diff"]
+            return 200, {k: v for k, v in pr.items() if k != "diff"}
         if (m := re.fullmatch(r"/pulls/(\d+)", path)) and method == "PATCH":
             pr = self.pulls[int(m[1]) - 1]
             pr.update(body)
@@ -167,9 +195,22 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
                     status, answer = 401, {"message": "Bad credentials"}
                 else:
                     status, answer = fake.handle(
-                        self.command, url.path, parse_qs(url.query), body, token
+                        self.command,
+                        url.path,
+                        parse_qs(url.query),
+                        body,
+                        token,
+                        self.headers.get("accept") or "",
                     )
-            data = raw[0] if raw else b"" if answer is None else json.dumps(answer).encode()
+            data = (
+                raw[0]
+                if raw
+                else b""
+                if answer is None
+                else answer.encode()
+                if isinstance(answer, str)
+                else json.dumps(answer).encode()
+            )
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))

@@ -303,13 +303,14 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
         assert not run.failed, run.logs
         assert run.outcomes["comment"] == "success"  # auto: not a PR event, no comment
         runs.append(run)
-        # The outputs name the branch and PR that outlive the job, not the temporary
-        # result branch the step deletes.
+        # The outputs name the branch and PR that outlive the job, not the local result
+        # branch.
         assert json.loads(run.outputs["branches"]) == {"bump": "runner/nightly/bump"}
         assert run.outputs["branch"] == "runner/nightly/bump"
         report = json.loads((workspace / "runner-out/report.json").read_text())
         sha = report["tasks"][0]["result"]["commit"]
-        assert github.refs["runner/nightly/bump"] == sha  # the PR branch moved to it
+        # The PR branch moved to it, and only it reached the remote.
+        assert remote_branches(origin) == {"runner/nightly/bump": sha}
         assert json.loads(run.outputs["pull-requests"]) == {
             "bump": f"https://github.test/{REPO}/pull/1"
         }
@@ -324,8 +325,26 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
     pr = github.pulls[0]
     assert pr["head"] == "runner/nightly/bump" and pr["base"] == "main"
     assert pr["body"].startswith("<!-- runner:task:bump -->") and "bump: done" in pr["body"]
-    assert len(github.calls("DELETE", r"/git/refs/heads/runner/")) == 2
+    assert not github.calls("DELETE")
     assert_no_canary([f for r in runs for f in r.files], pr["body"])
+
+
+def remote_branches(bare: Path) -> dict[str, str]:
+    """Branch -> commit of a bare repository (the test's "GitHub" remote)."""
+    out = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(bare),
+            "for-each-ref",
+            "--format=%(refname:short) %(objectname)",
+            "refs/heads/",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return dict(line.split() for line in out.splitlines())
 
 
 def test_bad_task_file_fails_the_action_without_a_report(
@@ -1281,9 +1300,9 @@ def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub, tmp_pa
     assert run.outputs["notice"] == (f"bob has no write access to {REPO} and is not in allow-users")
     assert {run.outcomes[s] for s in ("run", "finish")} == {"skipped"}
     assert not (workspace / "runner-out").exists()
-    # A fork's token is read-only: the notice comment is refused, and that is a notice.
-    assert [c[1] for c in github.calls("POST")] == [f"/repos/{REPO}/issues/7/comments"]
-    assert "::notice title=runner comment::" in run.logs["comment"]
+    # A refusal is never written into the pull request: the log and `notice` have it.
+    assert not github.calls("POST") and not github.calls("PATCH")
+    assert "::notice title=runner::not run: bob has no write access" in run.logs["gate"]
 
 
 def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: Path) -> None:
@@ -1408,7 +1427,7 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
         "model": "fake/m",
         "base-url": srv.base_url,
         "reasoning-effort": "low",
-        "extra-args": "--only prompt",
+        "extra-args": "--only pr-7",
         "api-key": API_KEY,
     }
     run = run_action(
@@ -1424,8 +1443,7 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
     assert out["conclusion"] == "success" and out["runs"] == "1" and out["exit-code"] == "0"
     assert out["final-message"] == "**Done.** Thanks @octocat, see https://evil.test"
     assert (
-        "runner run " in run.logs["run"]
-        and "--reasoning-effort low --only prompt" in run.logs["run"]
+        "runner run " in run.logs["run"] and "--reasoning-effort low --only pr-7" in run.logs["run"]
     )
     # One task, in the checked-out repository, on the given endpoint and effort; read-only
     # because this is a pull-request event, as it would be for a task file.
@@ -1433,7 +1451,7 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
     assert "Review this change, say: done" in last_user_text(srv.requests[0])
     assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
     report = Report.model_validate_json((workspace / "runner-out/report.json").read_text())
-    assert [t.id for t in report.tasks] == ["prompt"]
+    assert [t.id for t in report.tasks] == ["pr-7"]  # one task per PR or issue
     # The one-task file lives outside the workspace; the workspace only got the reports.
     status = subprocess.run(
         ["git", "status", "--porcelain"], cwd=workspace, check=True, capture_output=True, text=True

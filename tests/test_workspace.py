@@ -616,8 +616,29 @@ def test_scope_workflows_forbidden_unless_explicitly_allowed() -> None:
     assert len(scope([wf], allowed=["**/*.yml"])) == 1
     assert scope([wf], allowed=[".github/workflows/**"]) == []
     assert scope([wf], allowed=[".github/**"]) == []
-    assert scope([".github/CODEOWNERS"]) == []
     assert "needs an explicit allowed pattern" in scope([wf])[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern"),
+    [
+        (".github/actions/setup/action.yml", ".github/actions/**"),
+        ("CODEOWNERS", "CODEOWNERS"),
+        (".github/CODEOWNERS", ".github/CODEOWNERS"),
+        ("docs/CODEOWNERS", "docs/CODEOWNERS"),
+        (".github/dependabot.yml", ".github/dependabot.yml"),
+        (".github/dependabot.yaml", ".github/dependabot.yaml"),
+    ],
+)
+def test_scope_forbids_what_decides_ci_and_review(path: str, pattern: str) -> None:
+    """Local actions run with CI secrets, CODEOWNERS (all three places GitHub reads it)
+    picks reviewers, dependabot.yml picks registries: none is a model's to change."""
+    assert scope([path]) == [
+        f"{path}: matches {pattern!r}, which needs an explicit allowed pattern such as {pattern!r}"
+    ]
+    assert len(scope([path], allowed=["**"])) == 1
+    assert scope([path], allowed=[path]) == []
+    assert scope(["src/CODEOWNERS", "docs/CODEOWNERS.md", ".github/dependabot.json"]) == []
 
 
 def test_scope_diff_size() -> None:

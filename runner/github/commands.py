@@ -15,11 +15,14 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from runner.errors import RunnerError
 from runner.github.context import (
+    MOVED_MARKER,
     PR_EVENTS,
     PYTHON,
+    REPLY_MARKER,
     Context,
     bot_allowed,
     is_bot,
@@ -30,6 +33,7 @@ from runner.github.context import (
     prompt_task,
     runner_argv,
     sandbox_for,
+    summary_marker,
     trust_problems,
 )
 from runner.github.render import (
@@ -37,13 +41,16 @@ from runner.github.render import (
     outputs_for,
     readme_with_docs,
     render_comment,
-    render_notice,
     render_pr_body,
+)
+from runner.github.render import (
+    inline as inert,
 )
 from runner.github.rest import (
     GitHub,
+    add_comment,
     has_write_access,
-    set_branch,
+    pulls_from,
     token_login,
     upsert_comment,
     upsert_pull_request,
@@ -147,14 +154,17 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
             text = Path(args.prompt_file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise RunnerError(f"prompt-file {args.prompt_file}: {exc}") from None
+    if args.pr_head and text.strip():
+        text += Path(args.pr_context).read_text(encoding="utf-8")
     import yaml
 
     data = prompt_task(
         text,
-        repo=env.get("GITHUB_WORKSPACE") or os.getcwd(),
+        repo=args.pr_head or env.get("GITHUB_WORKSPACE") or os.getcwd(),
         model=args.model.strip(),
         base_url=args.base_url.strip(),
         key_env=args.api_key_env,
+        task_id=Context.from_env(env).prompt_id,
     )
     folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-prompt-{secrets.token_hex(4)}"
     folder.mkdir(parents=True)
@@ -192,6 +202,96 @@ def _not_in_config(path: str, trusted: str) -> str:
         f"{trusted} has {', '.join(have) or 'no task or prompt file'}: check the "
         "task-file / prompt-file input"
     )
+
+
+DIFF_LIMIT = 100_000
+"""Characters of a pull request's diff put into a comment command's prompt."""
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any backtick run in `text`, so it cannot close early."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def cmd_pr_head(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """A comment command on a pull request (`issue_comment`, for which the job's checkout
+    is the default branch): the PR's head, fetched into a new repository of its own that
+    keeps no credentials and no remote, and its diff (as GitHub shows it) for the prompt.
+    The job's checkout stays as it is, so a `prompt-file` or `trusted-config` is still
+    the default branch's. Outputs `dir` (the checkout) and `context` (a file with the
+    text added to the prompt); nothing on other events."""
+    from runner.safe_markdown import cut
+    from runner.workspace import fetch_detached_sync
+    from runner.workspace.git import read_git
+
+    ctx = Context.from_env(env)
+    number = ctx.pr_number
+    if ctx.event_name != "issue_comment" or number is None:
+        return 0
+    token = _token(env, args.token_env)
+    gh = GitHub(ctx.api_url, token)
+    path = f"/repos/{ctx.repository}/pulls/{number}"
+    try:
+        pr = gh.request("GET", path)
+        try:
+            diff: str | None = gh.request("GET", path, media="application/vnd.github.diff")
+        except RunnerError as exc:  # GitHub gives no diff for a very large PR (406)
+            annotate("warning", "runner", f"the diff of #{number} is not in the prompt: {exc}")
+            diff = None
+    finally:
+        gh.close()
+    head = str(((pr or {}).get("head") or {}).get("sha") or "")
+    base = str(((pr or {}).get("base") or {}).get("ref") or "the base branch")
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head):
+        raise RunnerError(f"GitHub GET {path}: no head commit in the answer")
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+    origin = read_git(workspace, "remote", "get-url", "origin")
+    url = origin.stdout.strip() if origin.returncode == 0 else ""
+    url = url or f"{ctx.server_url}/{ctx.repository}.git"
+    folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-pr-{secrets.token_hex(4)}"
+    got = fetch_detached_sync(folder / str(number), url, f"refs/pull/{number}/head", token=token)
+    if got != head:
+        raise RunnerError(
+            f"pull request #{number} moved while the run started (GitHub says {head[:12]}, "
+            f"its head ref is {got[:12]}); send the command again"
+        )
+    lines = [
+        "",
+        "",
+        "---",
+        f"This comment is on pull request #{number}. Your working directory is that pull "
+        f"request's head (commit {head}), read-only.",
+    ]
+    if diff is not None:
+        shown, was_cut = cut(diff, DIFF_LIMIT)
+        fence = _fence(shown)
+        lines += [
+            f"Its diff against `{base}`"
+            + (f" (cut at {DIFF_LIMIT:,} characters)" if was_cut else "")
+            + ":",
+            "",
+            f"{fence}diff",
+            shown,
+            fence,
+        ]
+    context = folder / "context.md"
+    context.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"pull request #{number}: head {head} checked out read-only")
+    _write_outputs({"dir": str(folder / str(number)), "context": str(context)}, env)
+    return 0
+
+
+def _sandbox(args: argparse.Namespace, ctx: Context) -> str | None:
+    """The `--sandbox` of the run: the input's, except that a comment command's checkout
+    of the pull request is only ever read."""
+    requested = args.sandbox.strip()
+    if args.pr_head and requested not in ("auto", "read-only"):
+        raise RunnerError(
+            "sandbox: a comment command runs on the pull request's code, read-only; "
+            f"set sandbox to auto or read-only (got {requested!r})"
+        )
+    return "read-only" if args.pr_head else sandbox_for(requested, ctx.event_name)
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -254,7 +354,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             out=args.out,
             models=models,
             shard=args.shard.strip(),
-            sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
+            sandbox=_sandbox(args, ctx),
             concurrency=args.concurrency.strip(),
             effort=args.reasoning_effort.strip().lower(),
             extra=parse_extra_args(args.extra_args),
@@ -301,33 +401,45 @@ def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """The run's comment. On a comment command (an event with a `comment`) a new comment
+    answers it; otherwise the sticky comment of `--tag` is edited or created. A skipped
+    run writes nothing: its reason (a refused stranger, a bot) is in the log and in the
+    `notice` output, never in the thread, where it would bury the review."""
     ctx = Context.from_env(env)
     mode = args.mode.strip().lower()
     if mode not in ("auto", "true", "false"):
         raise RunnerError(f"comment must be auto, true or false; got {args.mode!r}")
-    number = args.pr or ctx.pr_number
-    if mode == "false" or (mode == "auto" and number is None):
+    marker = summary_marker(args.tag)
+    reply = bool(ctx.comment)
+    number = args.pr or ctx.issue_number
+    if mode == "false" or (mode == "auto" and ctx.pr_number is None and not reply):
         return 0
     if args.notice.strip():
-        body = render_notice(args.notice, ctx)
-    else:
-        report = _load_report(Path(args.report))
-        if report is None:
-            return 0
-        body = render_comment(report, ctx, artifact=args.artifact)
+        print("comment: none for a skipped run (the reason is the notice output)")
+        return 0
+    report = _load_report(Path(args.report))
+    if report is None:
+        return 0
+    body = render_comment(
+        report, ctx, artifact=args.artifact, marker=REPLY_MARKER if reply else marker
+    )
     body = Redactor(secrets_from_env(env))(body)
     if args.write:
         Path(args.write).write_text(body, encoding="utf-8")
     if number is None:
-        raise RunnerError("comment: true, but this event is not about a pull request")
+        raise RunnerError("comment: true, but this event is not about a pull request or issue")
     gh = GitHub(ctx.api_url, _token(env, args.token_env))
     try:
-        author = args.author.strip() or token_login(gh)
-        how, comment_id = upsert_comment(gh, ctx.repository, number, body, author=author)
+        if reply:
+            how, comment_id = "created", add_comment(gh, ctx.repository, number, body)
+        else:
+            author = args.author.strip() or token_login(gh)
+            how, comment_id = upsert_comment(
+                gh, ctx.repository, number, body, author=author, marker=marker
+            )
     except RunnerError as exc:
         # A fork's PR gets a read-only token: the summary is still in the job summary.
-        # For a skipped run that is expected, so only a notice.
-        annotate("notice" if args.notice.strip() else "warning", "runner comment", str(exc))
+        annotate("warning", "runner comment", str(exc))
         return 0
     finally:
         gh.close()
@@ -410,14 +522,57 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+PRS_FORBIDDEN = "GitHub Actions is not permitted to create or approve pull requests"
+"""GitHub's 403 message when the repository does not let workflows open pull requests."""
+PRS_SETTING = (
+    'Settings > Actions > General > "Allow GitHub Actions to create and approve pull requests"'
+)
+
+
+def _runner_wrote(message: str) -> bool:
+    """Whether a commit (`%cn <%ce>` then its message, as `remote_tip` shows it) is a
+    result commit: the runner's fixed identity and its `Runner-Run:` trailer."""
+    from runner.workspace import IDENTITY
+
+    first, _, body = message.partition("\n")
+    return first == f"{IDENTITY[0]} <{IDENTITY[1]}>" and bool(
+        re.search(r"(?m)^Runner-Run: \S", body)
+    )
+
+
+def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text: str) -> None:
+    """A notice on the task's open PR, one per PR (edited, not repeated every night)."""
+    if pr is None:
+        return
+    marker = MOVED_MARKER.format(run=run)
+    try:
+        upsert_comment(
+            gh,
+            repo,
+            int(pr["number"]),
+            f"{marker}\n{text}\n",
+            author=token_login(gh),
+            marker=marker,
+        )
+    except RunnerError as exc:
+        annotate("warning", "runner pull request", f"{run}: {exc}")
+
+
 def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from runner.workspace import push_sync
+    """One branch `branch-prefix + run` and one PR per task. The branch moves only by
+    compare-and-swap from a commit the runner wrote (a person's commits on it are never
+    overwritten), a PR closed without merging is not opened again unless
+    `--reopen-closed true`, and the outputs name what was actually pushed, PR or not."""
+    from runner.workspace import WorkspaceError, remote_tip, swap_branch_sync
 
     ctx = Context.from_env(env)
     if ctx.event_name in PR_EVENTS:
         raise RunnerError(
             "push: pull-request runs never push; the patches are in the report artifact"
         )
+    reopen = args.reopen_closed.strip().lower()
+    if reopen not in ("true", "false"):
+        raise RunnerError(f'reopen-closed must be "true" or "false"; got {args.reopen_closed!r}')
     report = _load_report(Path(args.report))
     if report is None:
         return 0
@@ -426,6 +581,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     base = args.base or str(
         ((ctx.event or {}).get("repository") or {}).get("default_branch") or "main"
     )
+    repo_dir = Path(args.repo_dir)
     gh = GitHub(ctx.api_url, token)
     made: dict[str, str] = {}
     kept: dict[str, str] = {}
@@ -438,29 +594,77 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             run = t.run or t.id
             stable = f"{args.branch_prefix}{run}"
             try:
-                if r.pushed is None:
-                    push_sync(Path(args.repo_dir), r.branch, remote=args.remote, token=token)
-                if stable != r.branch:
-                    set_branch(gh, ctx.repository, stable, r.commit)
+                prs = pulls_from(gh, ctx.repository, stable, base)
+                open_pr = next((p for p in prs if p.get("state") == "open"), None)
+                if open_pr is None and prs and not prs[0].get("merged_at") and reopen != "true":
+                    annotate(
+                        "notice",
+                        "runner pull request",
+                        f"{run}: pull request #{prs[0]['number']} was closed without merging, "
+                        f'so {stable} is left as it is (reopen-closed: "true" opens a new one)',
+                    )
+                    continue
+                tip, message = remote_tip(repo_dir, stable, remote=args.remote, token=token)
+                moved = tip is not None and not _runner_wrote(message)
+                if not moved:
+                    try:
+                        swap_branch_sync(
+                            repo_dir,
+                            r.commit,
+                            stable,
+                            remote=args.remote,
+                            expected=tip,
+                            token=token,
+                        )
+                    except WorkspaceError:
+                        if remote_tip(repo_dir, stable, remote=args.remote, token=token)[0] == tip:
+                            raise
+                        moved = True  # a push came in between: the lease refused ours
+                if moved:
+                    text = (
+                        f"**runner** left `{stable}` alone: someone else moved it (its tip is "
+                        f"not a commit runner wrote), so the result of **{inert(run)}** was not "
+                        "pushed. Runner updates the branch again once its tip is a runner "
+                        "commit, or after this pull request is merged."
+                    )
+                    annotate(
+                        "notice",
+                        "runner pull request",
+                        f"{run}: {stable} moved by someone else; left alone",
+                    )
+                    _tell_pr(gh, ctx.repository, open_pr, run, text)
+                    continue
+                kept[run] = stable
+                if r.pushed and stable != r.branch:
                     gh.request(
                         "DELETE",
                         f"/repos/{ctx.repository}/git/refs/heads/{r.branch}",
                         ok=(404, 422),
                     )
-                how, url = upsert_pull_request(
-                    gh,
-                    ctx.repository,
-                    head=stable,
-                    base=base,
-                    title=f"runner: {run}",
-                    body=redact(render_pr_body(t, report, ctx)),
-                )
+                try:
+                    how, url = upsert_pull_request(
+                        gh,
+                        ctx.repository,
+                        head=stable,
+                        base=base,
+                        title=f"runner: {run}",
+                        body=redact(render_pr_body(t, report, ctx)),
+                    )
+                except RunnerError as exc:
+                    if PRS_FORBIDDEN not in str(exc):
+                        raise
+                    why = (
+                        f"{run}: pushed {stable}, but this repository does not let GitHub "
+                        f"Actions open pull requests; enable {PRS_SETTING}, or open it by hand"
+                    )
+                    annotate("warning", "runner pull request", why)
+                    _append_summary(f"**runner**: {inline(why)}.\n", env)
+                    continue
             except RunnerError as exc:  # WorkspaceError included
                 failures += 1
                 annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
                 continue
             made[run] = url
-            kept[run] = stable
             print(f"{run}: pull request {how}: {url}")
     finally:
         gh.close()
@@ -534,7 +738,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", default="", help="endpoint of the prompt's provider")
     run.add_argument("--reasoning-effort", default="")
     run.add_argument("--extra-args", default="", help="more `runner run` flags")
+    run.add_argument("--pr-head", default="", help="a comment command's PR checkout")
+    run.add_argument("--pr-context", default="", help="text added to its prompt")
     run.set_defaults(func=cmd_run)
+    head = sub.add_parser("pr-head", help="check out the PR of a comment command")
+    head.add_argument("--token-env", default="GITHUB_TOKEN")
+    head.set_defaults(func=cmd_pr_head)
     gate = sub.add_parser("can-write", help="the write-access gate of pull-request runs")
     gate.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
     gate.add_argument("--token-env", default="GITHUB_TOKEN")
@@ -558,7 +767,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     com.add_argument("--token-env", default="GITHUB_TOKEN")
     com.add_argument("--write", default="", help="also write the body to this file")
-    com.add_argument("--notice", default="", help="post this skip notice instead")
+    com.add_argument("--notice", default="", help="the run was skipped: write nothing")
+    com.add_argument("--tag", default="", help="which sticky comment (comment-tag)")
     com.set_defaults(func=cmd_comment)
     prs = sub.add_parser("pull-requests", help="push result branches, one PR per task")
     prs.add_argument("--report", required=True)
@@ -573,6 +783,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated run statuses that get a PR (default: completed)",
     )
     prs.add_argument("--token-env", default="GITHUB_TOKEN")
+    prs.add_argument(
+        "--reopen-closed", default="false", help='"true": a new PR after one closed unmerged'
+    )
     prs.set_defaults(func=cmd_pull_requests)
     fin = sub.add_parser("finish", help="exit with the runner's code")
     fin.add_argument("--exit-code", default="")

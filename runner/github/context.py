@@ -20,6 +20,12 @@ from runner.vocabulary import REASONING_EFFORTS, SANDBOX_MODES
 
 MARKER = "<!-- runner:summary -->"
 """Starts our PR comment, so the next run finds it and edits it instead of adding one."""
+TAG_RE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+"""What a `comment-tag` may be: it goes into an HTML comment, so no `-->`, no spaces."""
+REPLY_MARKER = "<!-- runner:reply -->"
+"""Starts an answer to a comment command: a new comment that no later run edits."""
+MOVED_MARKER = "<!-- runner:moved:{run} -->"
+"""Starts the notice on a nightly PR whose branch a person moved (one per PR, edited)."""
 TASK_MARKER = "<!-- runner:task:{run} -->"
 """Starts a nightly PR's body: which run it belongs to."""
 PR_EVENTS = frozenset(
@@ -102,6 +108,30 @@ class Context:
         return None
 
     @property
+    def issue_number(self) -> int | None:
+        """The pull request or issue this event is about: where a comment can go."""
+        issue = (self.event or {}).get("issue")
+        if isinstance(issue, dict) and isinstance(issue.get("number"), int):
+            return int(issue["number"])
+        return self.pr_number
+
+    @property
+    def prompt_id(self) -> str:
+        """The task id of an inline prompt: one per issue or pull request (`issue-12`,
+        `pr-7`), so the branch and PR that `push` keeps are that thread's own and two
+        issues never update one PR; `prompt` when the event is about neither."""
+        number = self.issue_number
+        if number is None:
+            return "prompt"
+        return f"pr-{number}" if self.pr_number is not None else f"issue-{number}"
+
+    @property
+    def comment(self) -> Mapping[str, Any]:
+        """The comment that triggered this run (a comment command), or {}."""
+        found = (self.event or {}).get("comment")
+        return found if isinstance(found, dict) else {}
+
+    @property
     def pull_request(self) -> Mapping[str, Any]:
         found = (self.event or {}).get("pull_request")
         return found if isinstance(found, dict) else {}
@@ -118,6 +148,20 @@ class Context:
         if not (self.repository and self.run_id):
             return None
         return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+
+def summary_marker(tag: str) -> str:
+    """The sticky comment's marker for one use of the Action: `MARKER` itself for the
+    default (empty) tag, so comments written before tags existed are still found."""
+    tag = tag.strip()
+    if not tag:
+        return MARKER
+    if not re.fullmatch(TAG_RE, tag):
+        raise RunnerError(
+            "comment-tag must be 1-64 letters, digits, '.', '_' or '-', starting with a "
+            f"letter or digit; got {tag!r}"
+        )
+    return f"<!-- runner:summary:{tag} -->"
 
 
 def parse_models(text: str) -> list[str]:
@@ -143,10 +187,10 @@ def bot_allowed(login: str, allowed: set[str]) -> bool:
 
 
 def prompt_task(
-    prompt: str, *, repo: str, model: str, base_url: str, key_env: str
+    prompt: str, *, repo: str, model: str, base_url: str, key_env: str, task_id: str = "prompt"
 ) -> dict[str, Any]:
     """The one-task file of an inline `prompt`: the same defaults as any task file (the
-    runner's sandbox and tools, the Action's `sandbox` input on top), one task `prompt`
+    runner's sandbox and tools, the Action's `sandbox` input on top), one task `task_id`
     in the checked-out repository. With `base_url` the model's provider is redefined to
     that endpoint, reading its key from `key_env`."""
     if not prompt.strip():
@@ -154,7 +198,7 @@ def prompt_task(
     data: dict[str, Any] = {
         "version": 1,
         "defaults": {"model": model or DEFAULT_MODEL},
-        "tasks": [{"id": "prompt", "prompt": prompt, "repo": repo}],
+        "tasks": [{"id": task_id, "prompt": prompt, "repo": repo}],
     }
     if base_url:
         provider = (model or DEFAULT_MODEL).split("/", 1)[0]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -18,13 +17,26 @@ from runner.github.context import (
     MARKER,
     MESSAGE_LIMIT,
     OPEN_MESSAGES,
+    REPLY_MARKER,
     TABLE_ROWS,
     TASK_MARKER,
     Context,
 )
-from runner.reports.markdown import cell, inline, mark, percent, tokens, truncate
+from runner.reports import markdown
+from runner.reports.markdown import mark, percent, tokens, truncate
 from runner.reports.model import Report, TaskReport
 from runner.vocabulary import RunStatus
+
+
+def inline(text: str) -> str:
+    """Run-derived text for a list item: Markdown-escaped, then made inert (no mention,
+    cross-repository reference or autolink; see `safe_markdown.inert_line`)."""
+    return safe_markdown.inert_line(markdown.inline(text))
+
+
+def cell(text: str) -> str:
+    """Run-derived text for a table cell, made inert like `inline`."""
+    return safe_markdown.inert_line(markdown.cell(text))
 
 
 def _cost(value: float | None) -> str:
@@ -95,8 +107,8 @@ def _why(t: TaskReport) -> str:
     why = t.error or ""
     if not why and t.check is not None and not t.check.passed:
         why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
-    # A zero-width joiner after "@" keeps a model-made "@user" from notifying anyone.
-    return re.sub(r"@(?=\w)", "@\u2060", inline(truncate(why))) if why.strip() else ""
+    # The text is the model server's or the agent's: `inline` makes it inert.
+    return inline(truncate(why)) if why.strip() else ""
 
 
 def _cost_cell(value: float | None) -> str:
@@ -140,18 +152,27 @@ def rendered(message: str, ctx: Context, artifact: str) -> str:
     )
 
 
-def render_notice(notice: str, ctx: Context) -> str:
-    """The sticky comment of a run that was skipped on purpose (the same marker, so a
-    later real run edits it)."""
-    link = f" ([workflow run]({ctx.run_url}))" if ctx.run_url else ""
-    return f"{MARKER}\n### runner: skipped\n\n{inline(notice)}{link}\n"
+def answering(ctx: Context) -> str:
+    """The line a reply starts with: a link to the comment command it answers, when
+    GitHub's address for it is inside this repository."""
+    url = str(ctx.comment.get("html_url") or "")
+    prefix = safe_markdown.repo_prefix(ctx.server_url, ctx.repository)
+    if not url or not safe_markdown.allowed_url(url, prefix) or ")" in url:
+        return "In answer to a comment."
+    return f"In answer to [this comment]({url})."
 
 
-def render_comment(report: Report, ctx: Context, *, artifact: str = "") -> str:
-    """The sticky PR comment: headline, one row per run, why runs failed, and each run's
-    final message (a review, an explanation) rendered from its Markdown, made safe."""
+def render_comment(
+    report: Report, ctx: Context, *, artifact: str = "", marker: str = MARKER
+) -> str:
+    """The PR comment: headline, one row per run, why runs failed, and each run's final
+    message (a review, an explanation) rendered from its Markdown, made safe. `marker`
+    says which comment it is: a tag's sticky comment, or `REPLY_MARKER` for an answer to
+    a comment command (which then says which comment it answers)."""
     t = report.totals
-    head = [MARKER, f"### runner: {t.completed} of {t.runs} run(s) passed", ""]
+    head = [marker, f"### runner: {t.completed} of {t.runs} run(s) passed", ""]
+    if marker == REPLY_MARKER:
+        head[2:2] = ["", answering(ctx)]
     if report.tasks:
         head += [
             "| Run | Model | Status | Tokens | Cached | Cost | Changes |",

@@ -57,15 +57,18 @@ class GitHub:
         json_body: Any = None,
         params: Mapping[str, str] | None = None,
         ok: Sequence[int] = (),
+        media: str = "",
     ) -> Any:
-        """JSON of a 2xx answer (None for 204); a status in `ok` returns None too."""
+        """JSON of a 2xx answer (None for 204); a status in `ok` returns None too. With
+        `media` (e.g. application/vnd.github.diff) that is asked for instead, and a 2xx
+        answer is returned as text."""
         retrying = Retrying(
             retry=retry_if_exception(_resendable),
             stop=stop_after_attempt(self._attempts),
             wait=self._wait,
             reraise=True,
         )
-        return retrying(self._once, method, path, json_body, params, ok)
+        return retrying(self._once, method, path, json_body, params, ok, media)
 
     def _once(
         self,
@@ -74,14 +77,20 @@ class GitHub:
         json_body: Any,
         params: Mapping[str, str] | None,
         ok: Sequence[int],
+        media: str,
     ) -> Any:
+        headers = {"Accept": media} if media else None
         try:
-            resp = http.rest_request(self._client, method, path, json=json_body, params=params)
+            resp = http.rest_request(
+                self._client, method, path, json=json_body, params=params, headers=headers
+            )
         except NetworkError as exc:
             raise GitHubError(f"GitHub {method} {path}: {exc}", retryable=True) from None
         status = resp.status_code
         if status in ok:
             return None
+        if media and status < 300:
+            return resp.text
         try:
             answer = resp.json() if resp.content else None
         except (ValueError, RecursionError):
@@ -146,33 +155,38 @@ def has_write_access(gh: GitHub, repo: str, user: str) -> bool:
 
 
 def upsert_comment(
-    gh: GitHub, repo: str, number: int, body: str, *, author: str
+    gh: GitHub, repo: str, number: int, body: str, *, author: str, marker: str = MARKER
 ) -> tuple[str, int]:
     """Edit our comment on the PR if it is there, else create it: ("patched"|"created", id).
 
-    Ours means: the body starts with the marker and `author` (the token's account) wrote
-    it, so a comment that merely quotes the marker is never taken over."""
+    Ours means: the body starts with `marker` (one per `comment-tag`) and `author` (the
+    token's account) wrote it, so a comment that merely quotes the marker is never taken
+    over, and two tags never edit each other's comment."""
     for c in gh.paginate(f"/repos/{repo}/issues/{number}/comments"):
         login = (c.get("user") or {}).get("login", "")
-        if str(c.get("body", "")).startswith(MARKER) and login == author:
+        if str(c.get("body", "")).startswith(marker) and login == author:
             gh.request(
                 "PATCH", f"/repos/{repo}/issues/comments/{c['id']}", json_body={"body": body}
             )
             return "patched", int(c["id"])
+    return "created", add_comment(gh, repo, number, body)
+
+
+def add_comment(gh: GitHub, repo: str, number: int, body: str) -> int:
+    """A new comment on the issue or PR; its id."""
     made = gh.request("POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body})
-    return "created", int(made["id"])
+    return int(made["id"])
 
 
-def set_branch(gh: GitHub, repo: str, branch: str, sha: str) -> None:
-    """Point `branch` at `sha` on GitHub, creating it or moving it (forced: a bot branch)."""
-    if gh.request("GET", f"/repos/{repo}/git/ref/heads/{branch}", ok=(404,)) is None:
-        gh.request(
-            "POST", f"/repos/{repo}/git/refs", json_body={"ref": f"refs/heads/{branch}", "sha": sha}
-        )
-    else:
-        gh.request(
-            "PATCH", f"/repos/{repo}/git/refs/heads/{branch}", json_body={"sha": sha, "force": True}
-        )
+def pulls_from(gh: GitHub, repo: str, head: str, base: str) -> list[dict[str, Any]]:
+    """Every pull request (open, closed, merged) from branch `head` into `base`, newest
+    first."""
+    owner = repo.split("/", 1)[0]
+    found = gh.paginate(
+        f"/repos/{repo}/pulls", {"state": "all", "head": f"{owner}:{head}", "base": base}
+    )
+    prs = [p for p in found if isinstance(p, dict) and isinstance(p.get("number"), int)]
+    return sorted(prs, key=lambda p: int(p["number"]), reverse=True)
 
 
 def upsert_pull_request(

@@ -86,10 +86,13 @@ from runner.workspace.refs import (
     delete_branch,
     delete_branch_at,
     delete_branch_sync,
+    fetch_detached_sync,
     has_path_at,
     is_branch_name,
     push,
     push_sync,
+    remote_tip,
+    swap_branch_sync,
 )
 from runner.workspace.types import FileChange, PushResult, Result, Scope, Workspace
 
@@ -108,6 +111,7 @@ __all__ = [
     "branch_tip",
     "checked_out_branches",
     "commit_identity",
+    "fetch_detached_sync",
     "has_path_at",
     "is_branch_name",
     "check_base",
@@ -126,4 +130,6 @@ __all__ = [
     "prepare_sync",
     "push",
     "push_sync",
+    "remote_tip",
+    "swap_branch_sync",
 ]

@@ -18,9 +18,19 @@ IDENTITY = ("runner", "runner@localhost")
 """Author and committer of every result commit: fixed, so results never carry the
 identity of whoever happens to run the batch, and commits are reproducible in tests."""
 
-DEFAULT_FORBIDDEN = (".github/workflows/**",)
-"""Paths no run may change unless an allowed pattern names them explicitly: a workflow
-edited by a model runs with the repository's CI secrets on the next push."""
+DEFAULT_FORBIDDEN = (
+    ".github/workflows/**",
+    ".github/actions/**",
+    "CODEOWNERS",
+    ".github/CODEOWNERS",
+    "docs/CODEOWNERS",
+    ".github/dependabot.yml",
+    ".github/dependabot.yaml",
+)
+"""Paths no run may change unless an allowed pattern names them explicitly: a workflow,
+or a local action it uses, edited by a model runs with the repository's CI secrets on the
+next push; CODEOWNERS (in each of the three places GitHub reads it) decides who must
+approve a change; dependabot.yml decides which registries and code get pulled in."""
 
 HARDENING: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),  # no hooks (pre-commit, reference-transaction, ...)

@@ -93,8 +93,7 @@ def check_scope(
             rx.fullmatch(path) and not _starts_with_wildcard(p) for p, rx in allow or []
         ):
             out.append(
-                f"{path}: matches {hit!r}, which needs an explicit allowed pattern "
-                "such as '.github/workflows/**'"
+                f"{path}: matches {hit!r}, which needs an explicit allowed pattern such as {hit!r}"
             )
     if max_diff_lines is not None and diff_lines > max_diff_lines:
         out.append(f"diff has {diff_lines} changed lines; the limit is {max_diff_lines}")

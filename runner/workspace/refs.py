@@ -39,37 +39,122 @@ async def push(repo: Path, branch: str, *, remote: str, token: str | None = None
 
 def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None) -> PushResult:
     """`push` without the thread hop."""
-    if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
-        raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
     ref = f"refs/heads/{branch}"
-    if branch.startswith("-") or _git(["check-ref-format", ref], check=False).returncode:
-        raise WorkspaceError(f"branch {branch!r} is not a valid branch name")
-    env: dict[str, str] = {}
-    secrets: list[str] = []
-    if token:
-        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-        header = f"Authorization: Basic {basic}"
-        env = config_env([("http.extraHeader", header)])
-        secrets = [header, basic, token]
+    _check_branch(branch)
     repo = repo.resolve()
     try:
         _git(["show-ref", "--verify", "--quiet", ref], cwd=repo)
     except GitError as exc:
         raise WorkspaceError(f"branch {branch!r} does not exist in {repo}") from exc
-    # A remote name is pushed to by its URL: pushing to the name would also write
-    # refs/remotes/<name>/<branch> into the user's repository.
-    named = _git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
-    url = named.stdout.decode().strip() if named.returncode == 0 else remote
-    if url.startswith("-"):
-        raise WorkspaceError(f"remote {remote!r} has an unusable push URL")
+    _push(repo, remote, f"{ref}:{ref}", lease=f"{ref}:", token=token)
+    return PushResult(remote=remote, branch=branch, ref=ref)
+
+
+def swap_branch_sync(
+    repo: Path,
+    commit: str,
+    branch: str,
+    *,
+    remote: str,
+    expected: str | None,
+    token: str | None = None,
+) -> None:
+    """Compare-and-swap on the remote: point `branch` at `commit` only while it still
+    points at `expected` (None: only while it does not exist). git sends the old value
+    with the update, and the server refuses it if the branch moved in between, so a
+    commit someone pushed meanwhile is never overwritten. Raises WorkspaceError if
+    refused."""
+    _check_branch(branch)
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+        raise WorkspaceError(f"commit {commit!r} is not a full commit id")
+    ref = f"refs/heads/{branch}"
+    _push(repo.resolve(), remote, f"{commit}:{ref}", lease=f"{ref}:{expected or ''}", token=token)
+
+
+def remote_tip(
+    repo: Path, branch: str, *, remote: str, token: str | None = None
+) -> tuple[str | None, str]:
+    """(the commit `branch` points at on the remote or None, its commit message), the
+    commit fetched into `repo`'s object store (no ref is written) so it can be read."""
+    _check_branch(branch)
+    ref = f"refs/heads/{branch}"
+    url, env, secrets = _remote(repo, remote, token)
+    listed = _git(
+        ["ls-remote", "--", url, ref], cwd=repo, env=env, secrets=secrets, protocols=_PUSH_PROTOCOLS
+    )
+    fields = listed.stdout.decode().split()
+    if not fields:
+        return None, ""
+    sha = fields[0]
     _git(
-        ["push", "--porcelain", "--no-verify", f"--force-with-lease={ref}:", url, f"{ref}:{ref}"],
+        ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, ref],
         cwd=repo,
         env=env,
         secrets=secrets,
         protocols=_PUSH_PROTOCOLS,
     )
-    return PushResult(remote=remote, branch=branch, ref=ref)
+    shown = read_git(repo, "show", "-s", "--format=%cn <%ce>%n%B", sha)
+    return sha, shown.stdout if shown.returncode == 0 else ""
+
+
+def fetch_detached_sync(dest: Path, url: str, ref: str, *, token: str | None = None) -> str:
+    """A new repository at `dest` holding only `ref` of `url` (depth 1), checked out
+    detached; its commit. The token, if any, is used for this fetch only: `dest` keeps
+    no credentials and no remote, so nothing the agent runs there can push."""
+    if url.startswith("-") or any(ord(c) < 0x20 for c in url):
+        raise WorkspaceError(f"{url!r} is not a repository URL")
+    env, secrets = _auth(token)
+    dest.mkdir(parents=True)
+    _git(["init", "--quiet", str(dest)])
+    _git(
+        ["fetch", "--quiet", "--no-tags", "--depth=1", "--", url, ref],
+        cwd=dest,
+        env=env,
+        secrets=secrets,
+        protocols=_PUSH_PROTOCOLS,
+    )
+    _git(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=dest)
+    (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+    return _out(["rev-parse", "HEAD"], cwd=dest)
+
+
+def _check_branch(branch: str) -> None:
+    ref = f"refs/heads/{branch}"
+    if branch.startswith("-") or _git(["check-ref-format", ref], check=False).returncode:
+        raise WorkspaceError(f"branch {branch!r} is not a valid branch name")
+
+
+def _auth(token: str | None) -> tuple[dict[str, str], list[str]]:
+    """The token as an `http.extraHeader` in git's environment (see `push`)."""
+    if not token:
+        return {}, []
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    header = f"Authorization: Basic {basic}"
+    return config_env([("http.extraHeader", header)]), [header, basic, token]
+
+
+def _remote(repo: Path, remote: str, token: str | None) -> tuple[str, dict[str, str], list[str]]:
+    """The URL of `remote` (a name or URL) and the environment that authenticates to it.
+    A name is used by its URL: pushing to the name would also write
+    refs/remotes/<name>/<branch> into the user's repository."""
+    if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
+        raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
+    named = _git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
+    url = named.stdout.decode().strip() if named.returncode == 0 else remote
+    if url.startswith("-"):
+        raise WorkspaceError(f"remote {remote!r} has an unusable push URL")
+    return (url, *_auth(token))
+
+
+def _push(repo: Path, remote: str, refspec: str, *, lease: str, token: str | None) -> None:
+    url, env, secrets = _remote(repo, remote, token)
+    _git(
+        ["push", "--porcelain", "--no-verify", f"--force-with-lease={lease}", url, refspec],
+        cwd=repo,
+        env=env,
+        secrets=secrets,
+        protocols=_PUSH_PROTOCOLS,
+    )
 
 
 async def cleanup(ws: Workspace) -> None:
