@@ -28,11 +28,20 @@ PR_EVENTS = frozenset(
         "pull_request_target",
         "pull_request_review",
         "pull_request_review_comment",
+        "pull_request_review_thread",
         "issue_comment",
         "merge_group",
     }
 )
 """Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
+EXEMPT_EVENTS = frozenset({"schedule", "workflow_dispatch", "push"})
+"""Events only someone with write access can cause: the gate asks nobody. Every other
+event, one GitHub adds tomorrow included, is gated."""
+UNSANDBOXED_EVENTS = frozenset({"schedule", "workflow_dispatch"})
+"""The only events on which a run may go without a sandbox (`danger-full-access`): no
+text or code from a pull request, an issue or a comment reaches them."""
+DEPENDABOT = "dependabot[bot]"
+"""Its runs get Dependabot's secrets only, like a fork's get none."""
 SANDBOXES = SANDBOX_MODES
 MESSAGE_LIMIT = 20_000
 """Characters of a final message shown in a comment; the report has all of it."""
@@ -100,6 +109,22 @@ class Context:
         ):
             return int(issue["number"])
         return None
+
+    @property
+    def on_pr(self) -> bool:
+        """The event is about a pull request: its code or text is the PR author's."""
+        return self.event_name in PR_EVENTS or self.pr_number is not None
+
+    @property
+    def people(self) -> list[Mapping[str, Any]]:
+        """Whom the gate checks: the event's sender, and the pull request's author where
+        the event is about one (a comment on a PR counts)."""
+        event = self.event or {}
+        found = [event.get("sender"), self.pull_request.get("user")]
+        issue = event.get("issue")
+        if isinstance(issue, dict) and "pull_request" in issue:
+            found.append(issue.get("user"))
+        return [u for u in found if isinstance(u, dict) and u.get("login")]
 
     @property
     def pull_request(self) -> Mapping[str, Any]:
@@ -316,3 +341,31 @@ def parse_extra_args(text: str) -> list[str]:
         return shlex.split(text)
     except ValueError as exc:
         raise RunnerError(f"extra-args: {exc} in {text!r}") from None
+
+
+def unsandboxed_runs(argv: Sequence[str]) -> list[str]:
+    """The runs `runner run` would start without a sandbox (`danger-full-access`), read
+    the way the runner reads them: its own flag parser (so `--sandbox` in `extra-args`
+    counts, the last one winning) and its own task expansion (the task file's, each
+    task's and each variant's `sandbox`). [] when the flags or the task file are bad:
+    the runner then refuses them itself, before any run starts."""
+    import contextlib
+    import io
+
+    from runner.cli import build_parser
+    from runner.config import expand, load_task_file
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = build_parser().parse_args(list(argv))
+        tf = load_task_file(args.tasks)
+        tasks = expand(
+            tf,
+            args.tasks.resolve().parent,
+            file=str(args.tasks),
+            models=args.model,
+            sandbox=args.sandbox,
+        )
+    except (SystemExit, RunnerError, OSError):
+        return []
+    return [t.run for t in tasks if t.sandbox == "danger-full-access"]
