@@ -253,12 +253,13 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 "file may read or start files of the pull request (see examples/workflows"
                 "/pr.yml)",
             )
+        sandbox = sandbox_for(args.sandbox.strip(), ctx.event_name)
         argv = runner_argv(
             task_file,
             out=args.out,
             models=models,
             shard=args.shard.strip(),
-            sandbox=sandbox_for(args.sandbox.strip(), ctx.event_name),
+            sandbox=sandbox,
             concurrency=args.concurrency.strip(),
             effort=args.reasoning_effort.strip().lower(),
             extra=parse_extra_args(args.extra_args),
@@ -267,7 +268,8 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         lacking = missing_keys(Path(task_file), models, {**child, **handed}) if secretless else []
         if lacking:
             return _skip(f"{', '.join(lacking)} is not set: {secretless}", env)
-        _sandbox_gate(argv, ctx, keep_sudo=args.keep_sudo, env=env)
+        loose = unsandboxed_runs(Path(task_file), sandbox, models)
+        _sandbox_gate(loose, ctx, keep_sudo=args.keep_sudo, env=env)
         if handed:
             argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
@@ -295,11 +297,10 @@ def _handover(args: argparse.Namespace, child: dict[str, str]) -> dict[str, str]
 
 
 def _sandbox_gate(
-    argv: list[str], ctx: Context, *, keep_sudo: bool, env: Mapping[str, str]
+    loose: list[str], ctx: Context, *, keep_sudo: bool, env: Mapping[str, str]
 ) -> None:
-    """No run without a sandbox except on schedule and workflow_dispatch; there, sudo is
-    dropped first unless keep-sudo."""
-    loose = unsandboxed_runs(argv[len(PYTHON) + 2 :])
+    """No run without a sandbox (`loose`: those that would) except on schedule and
+    workflow_dispatch; there, sudo is dropped first unless keep-sudo."""
     if loose and ctx.event_name not in UNSANDBOXED_EVENTS:
         raise RunnerError(
             f"sandbox: danger-full-access ({', '.join(loose)}) is refused on "

@@ -338,34 +338,31 @@ def runner_argv(
 def parse_extra_args(text: str) -> list[str]:
     """`extra-args`: more `runner run` flags, split like a shell would (no shell runs)."""
     try:
-        return shlex.split(text)
+        args = shlex.split(text)
     except ValueError as exc:
         raise RunnerError(f"extra-args: {exc} in {text!r}") from None
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if len(flag) > 3 and "--sandbox".startswith(flag):  # argparse takes "--sand" too
+            raise RunnerError(
+                f"extra-args: {flag} is not taken there, so that the action knows the "
+                "sandbox of every run; use the sandbox input"
+            )
+    return args
 
 
-def unsandboxed_runs(argv: Sequence[str]) -> list[str]:
-    """The runs `runner run` would start without a sandbox (`danger-full-access`), read
-    the way the runner reads them: its own flag parser (so `--sandbox` in `extra-args`
-    counts, the last one winning) and its own task expansion (the task file's, each
-    task's and each variant's `sandbox`). [] when the flags or the task file are bad:
-    the runner then refuses them itself, before any run starts."""
-    import contextlib
-    import io
-
-    from runner.cli import build_parser
+def unsandboxed_runs(task_file: Path, sandbox: str | None, models: Sequence[str]) -> list[str]:
+    """The runs of `task_file` that would start without a sandbox (`danger-full-access`):
+    all of them when `sandbox` (the `--sandbox` passed) says so, else those whose task,
+    defaults or variant do, expanded as the runner expands them. [] when the file is
+    bad: the runner then refuses it itself, before any run starts."""
     from runner.config import expand, load_task_file
 
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            args = build_parser().parse_args(list(argv))
-        tf = load_task_file(args.tasks)
-        tasks = expand(
-            tf,
-            args.tasks.resolve().parent,
-            file=str(args.tasks),
-            models=args.model,
-            sandbox=args.sandbox,
-        )
-    except (SystemExit, RunnerError, OSError):
+        tf = load_task_file(task_file)
+        tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
+    except (RunnerError, OSError):
         return []
+    if sandbox is not None:
+        return [t.run for t in tasks] if sandbox == "danger-full-access" else []
     return [t.run for t in tasks if t.sandbox == "danger-full-access"]
