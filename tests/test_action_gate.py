@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from runner.github import main
+from runner.github.commands import annotate
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (
     GITHUB_TOKEN,
@@ -588,3 +589,37 @@ def test_sudo_is_dropped_before_an_unsandboxed_run(works: bool) -> None:
         for p in folder.iterdir():
             p.unlink()
         folder.rmdir()
+
+
+# ------------------------------------------------------------------ small parts
+
+
+def test_annotations_escape_what_would_start_a_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GitHub's workflow-command rules: `%`, CR and LF in a message are escaped, so a
+    runner error cannot end its annotation and start a command of its own."""
+    annotate("error", "runner", "100% broken\r\n::add-mask::x\nnext")
+    assert capsys.readouterr().out == (
+        "::error title=runner::100%25 broken%0D%0A::add-mask::x%0Anext\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ("sk-value-that-must-not-show\n", "line 1 is not NAME=VALUE"),
+        ("OK=1\n9BAD=sk-value-that-must-not-show\n", "line 2 is not NAME=VALUE"),
+    ],
+)
+def test_secret_fd_refuses_what_is_not_name_value(tmp_path: Path, given: str, problem: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "runner", "run", "x.yaml", "--secret-fd", "0"],
+        input=given,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and problem in proc.stderr and "--secret-fd" in proc.stderr
+    assert "sk-value" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
