@@ -330,13 +330,15 @@ def _read_key(fd: int) -> str:
 
 
 def _secretless(ctx: Context) -> str:
-    """Why this run has no Actions secrets, or "": a fork's pull request gets none,
-    Dependabot's runs only Dependabot's. Both are expected: the run is skipped, green."""
+    """Why this run has no Actions secrets, or "": a fork's pull request gets none, and a
+    run Dependabot triggered (it is the sender) only Dependabot's. Both are expected: the
+    run is skipped, green."""
     if not ctx.on_pr:
         return ""
     if ctx.from_fork:
         return "GitHub passes no secrets to workflows of pull requests from forks"
-    if any(str(u["login"]).lower() == DEPENDABOT for u in ctx.people):
+    sender = (ctx.event or {}).get("sender")
+    if isinstance(sender, dict) and str(sender.get("login", "")).lower() == DEPENDABOT:
         return "GitHub passes Dependabot's runs only Dependabot secrets"
     return ""
 
