@@ -13,7 +13,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,12 +112,16 @@ async def run_batch(
     plan: BatchPlan | None = None,
     tf: TaskFile | None = None,
     models: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    secret_vars: Collection[str] = (),
 ) -> BatchResult:
-    """`tf` and `models` (`--model`) only locate problems the pre-flight check finds."""
-    env = dict(os.environ)
+    """`tf` and `models` (`--model`) only locate problems the pre-flight check finds.
+    `env` is the runner's environment (default os.environ); `secret_vars` name variables
+    of it that are secrets whatever their names (`--secret-fd`)."""
+    env = dict(os.environ if env is None else env)
     preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
-    redact = Redactor(secrets_from_env(env, tasks))
-    agent_env = without_secrets(env, tasks)
+    redact = Redactor(secrets_from_env(env, tasks, secret_vars))
+    agent_env = without_secrets(env, tasks, secret_vars)
     stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
     if plan is None:

@@ -96,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="use this reasoning effort for every run (over model_options)",
     )
     run.add_argument(
+        "--secret-fd",
+        type=int,
+        metavar="FD",
+        help="read NAME=VALUE lines (e.g. the provider key) from this file descriptor (0: "
+        "stdin); they are secrets of this process only, in no process's environment",
+    )
+    run.add_argument(
         "--json",
         action="store_true",
         help="stream the `codex exec --json` events on stdout, one run after another",
@@ -391,6 +398,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.concurrency < 1:
         raise _problem("--concurrency", "must be at least 1")
+    secrets = _read_secrets(args.secret_fd) if args.secret_fd is not None else {}
     tasks, file, tf, plan = _load(args)
     out: Path = args.out
     json_out = sys.stdout if args.json or args.json_extra else None
@@ -410,6 +418,8 @@ def _run(args: argparse.Namespace) -> int:
             tf=tf,
             models=args.model,
             plan=plan,
+            env={**os.environ, **secrets},
+            secret_vars=frozenset(secrets),
         )
     )
     if json_out is None:
@@ -433,6 +443,41 @@ def _run(args: argparse.Namespace) -> int:
     if os.environ.get("RUNNER_DEBUG"):
         err.write(f"exit code {result.exit_code}\n")
     return result.exit_code
+
+
+SECRET_FD_MAX = 64 * 1024
+"""Bytes read from `--secret-fd` at most (a pipe's buffer)."""
+
+
+def _read_secrets(fd: int) -> dict[str, str]:
+    """`--secret-fd`: NAME=VALUE lines from a pipe, kept in this process's memory only.
+
+    Why not the environment: /proc/<pid>/environ shows the environment a process started
+    with to every process of the same user, and an unsandboxed agent is one. So the
+    GitHub Action hands the key over through a pipe, and the runner never puts it into
+    os.environ (which its git children inherit). A problem names the line, never a value."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, SECRET_FD_MAX):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > SECRET_FD_MAX:
+                raise _problem("--secret-fd", f"more than {SECRET_FD_MAX} bytes")
+        os.close(fd)
+    except OSError as exc:
+        raise _problem("--secret-fd", f"cannot read file descriptor {fd}: {exc.strerror}") from None
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _problem("--secret-fd", "is not UTF-8 text") from None
+    found: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        name, sep, value = line.partition("=")
+        if not line.strip():
+            continue
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise _problem("--secret-fd", f"line {n} is not NAME=VALUE (NAME: letters, digits, _)")
+        found[name] = value
+    return found
 
 
 def _report_merge(args: argparse.Namespace) -> int:

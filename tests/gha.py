@@ -174,7 +174,9 @@ class FakeGitHub:
 def serve_fake_github() -> Iterator[FakeGitHub]:
     """A FakeGitHub on a loopback port, for the `github` fixture of a test module."""
     fake = FakeGitHub(
-        tokens={GITHUB_TOKEN: None, PAT: "octo-bot", FORK_TOKEN: None}, read_only={FORK_TOKEN}
+        tokens={GITHUB_TOKEN: None, PAT: "octo-bot", FORK_TOKEN: None},
+        read_only={FORK_TOKEN},
+        permissions={"alice": "write"},  # the fixtures' maintainer
     )
     lock = threading.Lock()
 
@@ -280,9 +282,11 @@ class Expressions:
         steps: dict[str, dict[str, str]],
         github: dict[str, str],
         event: dict[str, Any] | None = None,
+        outcomes: dict[str, str] | None = None,
     ) -> None:
         self.inputs, self.steps, self.github = inputs, steps, github
         self.event = event or {}
+        self.outcomes = {} if outcomes is None else outcomes
 
     def value(self, expr: str) -> str:
         expr = expr.strip()
@@ -292,6 +296,11 @@ class Expressions:
             return self.inputs[m[1]]
         if m := re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr):
             return self.steps.get(m[1], {}).get(m[2], "")
+        if m := re.fullmatch(r"steps\.([\w-]+)\.outcome", expr):
+            outcome = self.outcomes.get(m[1], "")  # in GitHub's words
+            if outcome.startswith("failure"):
+                return "failure"
+            return "success" if outcome == "skipped-by-harness" else outcome
         if m := re.fullmatch(r"github\.(\w+)", expr):
             return self.github[m[1]]
         if m := re.fullmatch(r"github\.event\.([\w.-]+)", expr):
@@ -376,8 +385,10 @@ def run_action(
     if values["github-token"] == "${{ github.token }}":
         values["github-token"] = token
     steps: dict[str, dict[str, str]] = {"install": {"python": sys.executable}}
-    expr = Expressions(values, steps, {"token": token, "action_path": str(ACTION_DIR)}, event)
     outcomes: dict[str, str] = {}
+    expr = Expressions(
+        values, steps, {"token": token, "action_path": str(ACTION_DIR)}, event, outcomes
+    )
     logs: dict[str, str] = {}
     files: list[Path] = [summary]
     failed = False

@@ -190,7 +190,7 @@ def test_a_bad_comment_tag_is_refused_with_exit_2(
 def test_a_refused_comment_command_writes_nothing_into_the_thread(
     github: FakeGitHub, tmp_path: Path, sender: dict[str, Any], why: str
 ) -> None:
-    github.permissions = {"bob": "read"}
+    github.permissions = {"alice": "write", "bob": "read"}  # alice wrote the PR
     review = f"{MARKER}\nthe review"
     github.comments[900] = {"id": 900, "issue": 7, "body": review, "user": {"login": ACTIONS_BOT}}
     workspace = make_git_repo(tmp_path / "ws")

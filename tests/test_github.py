@@ -364,8 +364,14 @@ def test_bad_task_file_fails_the_action_without_a_report(
     assert run.step_outputs["run"]["exit-code"] == "2"
     assert run.outcomes["finish"] == "failure(2)"
     assert run.outcomes["report"] == run.outcomes["comment"] == "success"
-    assert run.outputs["runs"] == "" and not github.log
+    # Only the gate asked GitHub anything (whether alice may write).
+    assert run.outputs["runs"] == "" and [c[1] for c in github.log] == [
+        f"/repos/{REPO}/collaborators/alice/permission"
+    ]
     assert "exited 2 before writing a report" in (tmp_path / "gha/step-summary.md").read_text()
+    # The runner's error is an annotation, not a plain `error:` line.
+    assert "::error title=runner::" in run.logs["run"] and "\nerror: " not in run.logs["run"]
+    assert run.outputs["conclusion"] == "failure"
 
 
 # ------------------------------------------------------------------ pure parts
@@ -1238,10 +1244,13 @@ def test_write_access_gate(
         "bob": "read",
         "erin": "none",
     }
-    # A branch of this repository: pushed by someone with write access, no API call.
-    assert gate(github, tmp_path, PR_EVENT) == "true" and not github.log
-    # Not a pull request and mode auto: no gate.
-    assert gate(github, tmp_path, {}, event_name="schedule") == "true" and not github.log
+    # A branch of this repository: its author is asked about too (every event is gated).
+    assert gate(github, tmp_path, PR_EVENT) == "true"
+    assert [c[1] for c in github.log] == [f"/repos/{REPO}/collaborators/alice/permission"]
+    github.log.clear()
+    # Events only a writer can cause, in mode auto: no gate.
+    for name in ("schedule", "workflow_dispatch", "push"):
+        assert gate(github, tmp_path, {}, event_name=name) == "true" and not github.log
     # From a fork: the author and the sender are asked about, by name.
     assert gate(github, tmp_path, fork_event("alice", "carol")) == "true"
     assert sorted(c[1] for c in github.calls("GET", "/permission$")) == [
@@ -1273,7 +1282,6 @@ def test_write_access_gate(
         )
         == "false"
     )
-    assert gate(github, tmp_path, fork_event("bob", "bob"), mode="false") == "true"
     assert len(github.log) == 1
 
 
@@ -1298,7 +1306,7 @@ def test_action_does_nothing_for_a_reader_from_a_fork(github: FakeGitHub, tmp_pa
     assert run.outputs["allowed"] == "false" and run.outputs["runs"] == ""
     assert run.outputs["conclusion"] == "skipped"
     assert run.outputs["notice"] == (f"bob has no write access to {REPO} and is not in allow-users")
-    assert {run.outcomes[s] for s in ("run", "finish")} == {"skipped"}
+    assert run.outcomes["run"] == "skipped" and run.outcomes["finish"] == "success"
     assert not (workspace / "runner-out").exists()
     # A refusal is never written into the pull request: the log and `notice` have it.
     assert not github.calls("POST") and not github.calls("PATCH")
@@ -1517,7 +1525,7 @@ def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
     bot = {"login": "renovate[bot]", "type": "Bot"}
     bot_pr = {**PR_EVENT, "sender": bot, "pull_request": {**PR_EVENT["pull_request"], "user": bot}}  # type: ignore[dict-item]
 
-    def allowed(event: dict[str, Any], users: str = "", bots: str = "") -> str:
+    def allowed(event: dict[str, Any], users: str = "", bots: str = "", ack: str = "") -> str:
         env = {
             "GITHUB_EVENT_PATH": str(tmp_path / "e.json"),
             "GITHUB_OUTPUT": str(out),
@@ -1528,7 +1536,8 @@ def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
         }
         (tmp_path / "e.json").write_text(json.dumps(event))
         out.write_text("")
-        assert main(["can-write", "--allow-users", users, "--allow-bots", bots], env=env) == 0
+        argv = ["can-write", "--allow-users", users, "--allow-bots", bots]
+        assert main([*argv, "--allow-any-user", ack], env=env) == 0
         return parse_output_file(out.read_text())["allowed"]
 
     out = tmp_path / "out"
@@ -1541,7 +1550,7 @@ def test_allow_users_and_bots(github: FakeGitHub, tmp_path: Path) -> None:
     assert allowed(fork_event("bob", "bob")) == "false" and github.log
     github.log.clear()
     assert allowed(fork_event("bob", "bob"), users="alice, BOB") == "true" and not github.log
-    assert allowed(fork_event("zed", "zed"), users="*") == "true"
+    assert allowed(fork_event("zed", "zed"), users="*", ack="i-understand") == "true"
     # Both must be allowed: a listed sender does not carry an unlisted author.
     assert allowed(fork_event("zed", "bob"), users="bob") == "false"
 

@@ -447,8 +447,9 @@ def test_pr_workflow_same_repository(
     assert [c.name for c in job.checks if c.is_file()] == ["junit.xml"]
     # Read-only on a PR, and the model saw the PR's diff through the swap step's commit.
     assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
-    # REST: the gate needed no API (a branch of this repository); one comment, rendered.
+    # REST: the gate asked about alice (every event is gated); one comment, rendered.
     assert [(m, p) for m, p, _ in github.log] == [
+        ("GET", f"/repos/{REPO}/collaborators/alice/permission"),
         ("GET", "/user"),
         ("GET", f"/repos/{REPO}/issues/7/comments"),
         ("POST", f"/repos/{REPO}/issues/7/comments"),

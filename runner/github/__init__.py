@@ -3,20 +3,25 @@
 It lives here rather than in the action's YAML so that it is typed, linted and tested like
 the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
 
-    can-write      the write-access gate of pull-request runs: a branch of this repository,
-                   or the PR's author and the event's sender have write permission (or are
-                   in allow-users); a bot author or sender only when in allow-bots
+    can-write      the write-access gate of every event but schedule, workflow_dispatch
+                   and push: the event's sender and the PR's author (where there is one)
+                   have write permission (or are in allow-users); a bot only when in
+                   allow-bots; pull_request_target refused
     run            the `runner run` command line from the action's inputs (a one-task file
                    made from `prompt`/`prompt-file`, or `runner report merge` of shard
-                   reports); the API key is put into the runner's environment only (the
-                   runner keeps it from the agent); with `--trusted-config` it first refuses
+                   reports); the API key comes in on a pipe and goes on to the runner on
+                   its stdin (`--secret-fd`), in no process's environment; a run without a
+                   sandbox is refused except on schedule and workflow_dispatch, and sudo
+                   is dropped before one; with `--trusted-config` it first refuses
                    a task file that makes the runner read or start anything from outside that
-                   (base-branch) directory. Expected situations (a fork's PR without the
-                   key, the PR that adds the runner config) skip the run with a notice
+                   (base-branch) directory. Expected situations (a fork's or Dependabot's
+                   PR without the key, the PR that adds the runner config) skip the run
+                   with a notice
     outputs        report.json -> $GITHUB_OUTPUT (conclusion, final-message, runs, cost, ...)
     comment        one sticky PR comment: found by its marker and edited, else created once
     pull-requests  push result branches; one PR per task, opened once and then updated
-    finish         the runner's exit code -> the step's (exit 1 is optional; a skip is 0)
+    finish         the runner's exit code -> the step's (exit 1 is optional; a skip is 0),
+                   and the final `conclusion` (failure when a step of the action failed)
 
 Everything a task produced (ids, messages, branches) is untrusted: it goes into Markdown only
 through `inline`/`cell`, or, for final messages, through `safe_markdown.render`, so a model

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -19,10 +21,13 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.github.context import (
+    DEPENDABOT,
+    EXEMPT_EVENTS,
     MOVED_MARKER,
     PR_EVENTS,
     PYTHON,
     REPLY_MARKER,
+    UNSANDBOXED_EVENTS,
     Context,
     bot_allowed,
     is_bot,
@@ -35,6 +40,7 @@ from runner.github.context import (
     sandbox_for,
     summary_marker,
     trust_problems,
+    unsandboxed_runs,
 )
 from runner.github.render import (
     format_outputs,
@@ -299,12 +305,10 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
         raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
     child = dict(env)
-    key = child.pop("RUNNER_API_KEY", "")
-    if key:
-        child[args.api_key_env] = key
+    handed = _handover(args, child)
     models = parse_models(f"{args.model} {args.models}")
     merging = bool(args.merge.strip())
-    on_pr = ctx.event_name in PR_EVENTS
+    on_pr = ctx.on_pr
     if merging:
         argv = merge_argv(args.merge, args.out)
     else:
@@ -349,29 +353,195 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 "file may read or start files of the pull request (see examples/workflows"
                 "/pr-tasks.yml)",
             )
+        sandbox = _sandbox(args, ctx)
         argv = runner_argv(
             task_file,
             out=args.out,
             models=models,
             shard=args.shard.strip(),
-            sandbox=_sandbox(args, ctx),
+            sandbox=sandbox,
             concurrency=args.concurrency.strip(),
             effort=args.reasoning_effort.strip().lower(),
             extra=parse_extra_args(args.extra_args),
         )
-        lacking = missing_keys(Path(task_file), models, child) if on_pr and ctx.from_fork else []
+        secretless = _secretless(ctx)
+        lacking = missing_keys(Path(task_file), models, {**child, **handed}) if secretless else []
         if lacking:
-            return _skip(
-                f"{', '.join(lacking)} is not set: GitHub passes no secrets to "
-                "workflows of pull requests from forks",
-                env,
-            )
+            return _skip(f"{', '.join(lacking)} is not set: {secretless}", env)
+        loose = unsandboxed_runs(Path(task_file), sandbox, models)
+        _sandbox_gate(loose, ctx, keep_sudo=args.keep_sudo, env=env)
+        if handed:
+            argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
-    code = subprocess.run(argv, env=child, check=False).returncode
+    code = _run_runner(argv, child, "".join(f"{k}={v}\n" for k, v in handed.items()))
     _write_outputs({"exit-code": str(code)}, env)
     if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
         _append_summary(f"**runner** exited {code} before writing a report; see the log.\n", env)
     return 0
+
+
+def _handover(args: argparse.Namespace, child: dict[str, str]) -> dict[str, str]:
+    """{api-key-env: key}, to hand to the runner through a pipe (see _read_key); a key
+    the job put into every step's environment is moved there too, out of `child`."""
+    key = _read_key(args.api_key_fd) if args.api_key_fd is not None else ""
+    inherited = child.pop(args.api_key_env, "")
+    if inherited:
+        annotate(
+            "warning",
+            "runner",
+            f"{args.api_key_env} is in the job's environment, where every process of the "
+            "job can read it; pass the secret as the api-key input instead",
+        )
+    key = key or inherited
+    return {args.api_key_env: key} if key else {}
+
+
+def _sandbox_gate(
+    loose: list[str], ctx: Context, *, keep_sudo: bool, env: Mapping[str, str]
+) -> None:
+    """No run without a sandbox (`loose`: those that would) except on schedule and
+    workflow_dispatch; there, sudo is dropped first unless keep-sudo."""
+    if loose and ctx.event_name not in UNSANDBOXED_EVENTS:
+        raise RunnerError(
+            f"sandbox: danger-full-access ({', '.join(loose)}) is refused on "
+            f"{ctx.event_name or 'unnamed'} events: an agent without a sandbox would run "
+            "the text or code of whoever opened the issue, pull request or comment with "
+            "this job's rights; it is allowed on schedule and workflow_dispatch only"
+        )
+    if loose and not keep_sudo:
+        drop_sudo(env)
+
+
+def _read_key(fd: int) -> str:
+    """The API key from a pipe the step opened (`3<<<"$KEY"`), so it is in no process's
+    environment: /proc/<pid>/environ shows the environment a process started with to
+    every process of the same user, and an unsandboxed agent is one of those."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        os.close(fd)
+    except OSError as exc:
+        raise RunnerError(f"api-key: cannot read file descriptor {fd}: {exc.strerror}") from None
+    key = b"".join(chunks).decode("utf-8", "replace").strip()
+    if "\n" in key:
+        raise RunnerError("api-key must be one line (the provider's key)")
+    return key
+
+
+def _secretless(ctx: Context) -> str:
+    """Why this run has no Actions secrets, or "": a fork's pull request gets none, and a
+    run Dependabot triggered (it is the sender) only Dependabot's. Both are expected: the
+    run is skipped, green."""
+    if not ctx.on_pr:
+        return ""
+    if ctx.from_fork:
+        return "GitHub passes no secrets to workflows of pull requests from forks"
+    sender = (ctx.event or {}).get("sender")
+    if isinstance(sender, dict) and str(sender.get("login", "")).lower() == DEPENDABOT:
+        return "GitHub passes Dependabot's runs only Dependabot secrets"
+    return ""
+
+
+ERROR_LINE = re.compile(r"(?:runner: )?(?:error: )?(.+)")
+
+
+def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
+    """Run the runner, the secrets on its stdin. Its stderr goes through to the log,
+    except that when it could not run (exit 2 or 3) its `error: ...` and `runner: ...`
+    lines become `::error` annotations, which GitHub shows on the run's summary."""
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.PIPE if secrets else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+    )
+    if proc.stdin is not None:
+        proc.stdin.write(secrets)
+        proc.stdin.close()
+    assert proc.stderr is not None
+    held: list[str] = []
+    for line in proc.stderr:
+        if line.startswith(("error: ", "runner: ")):
+            held.append(line.rstrip("\n"))
+        else:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    code = proc.wait()
+    for line in held:
+        if code >= EXIT_BAD_INPUT:
+            match = ERROR_LINE.fullmatch(line)
+            annotate("error", "runner", match[1] if match else line)
+        else:
+            sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    return code
+
+
+def drop_sudo(env: Mapping[str, str]) -> None:
+    """Take sudo away from the job's user before an unsandboxed agent starts (as
+    codex-action's drop-sudo does): with it the agent could read any process's memory
+    and secrets, and change the machine for the job's later steps. Lines naming the
+    user are removed from the sudoers files, the user leaves the sudo, admin and wheel
+    groups, and `sudo -n true` must then fail, or the run is refused. Nothing to do
+    where there is no passwordless sudo; as root it cannot help (a warning)."""
+    if os.geteuid() == 0:
+        annotate(
+            "warning",
+            "runner",
+            "the job runs as root, so the unsandboxed agent has root too; run it as a "
+            "normal user (keep-sudo: true silences this)",
+        )
+        return
+    sudo = shutil.which("sudo", path=env.get("PATH"))
+    if sudo is None or _quiet([sudo, "-n", "true"], env) != 0:
+        print("sudo: not available to this user, nothing to drop")
+        return
+    user = pwd.getpwuid(os.getuid()).pw_name
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", user):
+        raise RunnerError(f"keep-sudo: cannot drop sudo for the user name {user!r}")
+    done = subprocess.run(
+        [sudo, "-n", "sh", "-c", DROP_SUDO_SCRIPT, "drop-sudo", user],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    sys.stdout.write(done.stdout)
+    _quiet([sudo, "-K"], env)
+    if done.returncode != 0 or _quiet([sudo, "-n", "true"], env) == 0:
+        why = done.stderr.strip()[-300:] or "sudo still works"
+        raise RunnerError(
+            f"could not take sudo away from {user} ({why}); the unsandboxed agent would "
+            "have root: set keep-sudo: true to run anyway"
+        )
+    print(f"sudo: dropped for {user}")
+
+
+DROP_SUDO_SCRIPT = r"""set -eu
+user=$1
+for f in /etc/sudoers /etc/sudoers.d/*; do
+  [ -f "$f" ] || continue
+  if grep -Eq "^[[:space:]]*$user[[:space:]]" "$f"; then
+    sed -i -E "/^[[:space:]]*$user[[:space:]]/d" "$f"
+    echo "sudo: removed $user's lines from $f"
+  fi
+done
+for group in sudo admin wheel; do
+  if id -nG "$user" | tr ' ' '
+' | grep -qx "$group"; then
+    gpasswd -d "$user" "$group" >/dev/null
+    echo "sudo: removed $user from the $group group"
+  fi
+done
+"""
+
+
+def _quiet(argv: list[str], env: Mapping[str, str]) -> int:
+    return subprocess.run(argv, env=env, check=False, capture_output=True).returncode
 
 
 def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -447,17 +617,42 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+ANY_USER_ACK = "i-understand"
+"""The value of `allow-any-user` that lets `allow-users: "*"` (or no gate) stand."""
+PULL_REQUEST_TARGET = (
+    "pull_request_target is refused: it runs with this repository's secrets and a "
+    "write token while the pull request's author decides the code and the text the "
+    "agent reads; use `on: pull_request` (a fork's pull request then gets no secrets "
+    "and is skipped with a notice)"
+)
+
+
+def _refuse_anyone(allow_users: set[str], mode: str, ack: str) -> None:
+    """`allow-users: "*"` and `require-write-access: false` let anyone who can open an
+    issue or comment spend the key and steer the agent: only with the acknowledgement."""
+    if ack.strip() not in ("", ANY_USER_ACK):
+        raise RunnerError(f"allow-any-user must be empty or {ANY_USER_ACK!r}; got {ack!r}")
+    opened = "allow-users: '*'" if "*" in allow_users else "require-write-access: false"
+    if ("*" in allow_users or mode == "false") and ack.strip() != ANY_USER_ACK:
+        raise RunnerError(
+            f"{opened} lets anyone who can open an issue, a pull request or a comment run "
+            "the agent with your API key and steer it; list logins in allow-users "
+            f"instead, or set allow-any-user: {ANY_USER_ACK} to accept that"
+        )
+
+
 def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """`allowed=true|false` in $GITHUB_OUTPUT. On pull-request events (or `--mode true`):
-    a head branch in this repository was pushed by someone with write access; from a fork,
-    the PR's author and the event's sender must both have write permission. Any API
-    failure counts as no."""
+    """`allowed=true|false` in $GITHUB_OUTPUT. Every event is gated except those only a
+    writer can cause (EXEMPT_EVENTS): the event's sender and the pull request's author
+    (where there is one) must have write, maintain or admin permission, or be named in
+    allow-users (people) or allow-bots (bots). An event that names nobody, and any API
+    failure, count as no. `pull_request_target` is refused outright (exit 2)."""
     ctx = Context.from_env(env)
     mode = args.mode.strip().lower()
     if mode not in ("auto", "true", "false"):
         raise RunnerError(f"require-write-access must be auto, true or false; got {args.mode!r}")
-    event = ctx.event or {}
-    pr = ctx.pull_request
+    if ctx.event_name == "pull_request_target":
+        raise RunnerError(PULL_REQUEST_TARGET)
     allow_users = parse_names(args.allow_users)
     allow_bots = parse_names(args.allow_bots)
     if "*" in allow_bots:
@@ -465,53 +660,8 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             "allow-bots takes bot names (e.g. dependabot, renovate[bot]); '*' "
             "would let any app's bot spend the API key"
         )
-    allowed, why = True, "not required"
-    if mode == "true" or (mode == "auto" and ctx.event_name in PR_EVENTS):
-        head = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
-        people = [
-            u
-            for u in (pr.get("user"), event.get("sender"))
-            if isinstance(u, dict) and u.get("login")
-        ]
-        users = sorted({str(u["login"]) for u in people})
-        bots = sorted(
-            {
-                str(u["login"])
-                for u in people
-                if is_bot(u) and not bot_allowed(str(u["login"]), allow_bots)
-            }
-        )
-        if bots:
-            allowed, why = (
-                False,
-                (f"{', '.join(bots)} is a bot; list it in allow-bots to run for it"),
-            )
-        elif head and head == ctx.repository:
-            why = "the head branch is in this repository"
-        elif not users:
-            allowed, why = False, "the event names no user to check"
-        elif "*" in allow_users or all(u.lower() in allow_users for u in users):
-            why = f"{', '.join(users)} allowed by allow-users"
-        else:
-            gh = GitHub(ctx.api_url, _token(env, args.token_env))
-            try:
-                lacking = [
-                    u
-                    for u in users
-                    if u.lower() not in allow_users and not has_write_access(gh, ctx.repository, u)
-                ]
-            except RunnerError as exc:
-                annotate("warning", "runner can-write", str(exc))
-                lacking = users
-            finally:
-                gh.close()
-            allowed = not lacking
-            why = (
-                f"{', '.join(users)} may write"
-                if allowed
-                else f"{', '.join(lacking)} has no write access to {ctx.repository} and "
-                "is not in allow-users"
-            )
+    _refuse_anyone(allow_users, mode, args.allow_any_user)
+    allowed, why = _gate(ctx, mode, allow_users, allow_bots, env, args.token_env)
     print(f"write access: {'yes' if allowed else 'no'} ({why})")
     values = {"allowed": "true" if allowed else "false"}
     if not allowed:
@@ -556,6 +706,48 @@ def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text
         )
     except RunnerError as exc:
         annotate("warning", "runner pull request", f"{run}: {exc}")
+
+
+def _gate(
+    ctx: Context,
+    mode: str,
+    allow_users: set[str],
+    allow_bots: set[str],
+    env: Mapping[str, str],
+    token_env: str,
+) -> tuple[bool, str]:
+    """(allowed, why) for the event in `ctx`; see cmd_can_write."""
+    if mode == "false":
+        return True, "not required (require-write-access: false)"
+    if mode == "auto" and ctx.event_name in EXEMPT_EVENTS:
+        return True, f"not required: only a writer can cause {ctx.event_name}"
+    people = ctx.people
+    users = sorted({str(u["login"]) for u in people})
+    bots = sorted({str(u["login"]) for u in people if is_bot(u)})
+    refused = [b for b in bots if not bot_allowed(b, allow_bots)]
+    if refused:
+        return False, f"{', '.join(refused)} is a bot; list it in allow-bots to run for it"
+    if not users:
+        return False, f"the {ctx.event_name or 'unnamed'} event names no user to check"
+    humans = [u for u in users if u not in bots]
+    asked = [u for u in humans if "*" not in allow_users and u.lower() not in allow_users]
+    if not asked:
+        return True, f"{', '.join(users)} allowed by allow-users / allow-bots"
+    gh = GitHub(ctx.api_url, _token(env, token_env))
+    try:
+        lacking = [u for u in asked if not has_write_access(gh, ctx.repository, u)]
+    except RunnerError as exc:
+        annotate("warning", "runner can-write", str(exc))
+        lacking = asked
+    finally:
+        gh.close()
+    if lacking:
+        return False, (
+            f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no write "
+            f"access to {ctx.repository} and {'is' if len(lacking) == 1 else 'are'} not in "
+            "allow-users"
+        )
+    return True, f"{', '.join(users)} may write"
 
 
 def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -681,7 +873,20 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    if args.skipped.strip():
+    """The step's exit code (the runner's; a skip is 0; exit 1 only with
+    fail-on-task-failure) and the action's final `conclusion`: the report's, but
+    failure when a step of the action itself failed (`--outcomes`: step=outcome), so a
+    comment that could not be written or a refused push never ends `success`."""
+    steps = dict(p.partition("=")[::2] for p in args.outcomes.split())
+    failed = [name for name, outcome in steps.items() if outcome == "failure"]
+    conclusion = args.conclusion.strip() or "failure"
+    if failed:
+        conclusion = "failure"
+        print(f"conclusion: failure (the {', '.join(failed)} step failed)")
+    _write_outputs({"conclusion": conclusion}, env)
+    if {"gate", "run"} & set(failed):
+        return EXIT_BAD_INPUT  # that step's error is in the log already
+    if args.allowed.strip() != "true" or args.skipped.strip():
         return 0
     if not args.exit_code.strip().isdigit():
         annotate("error", "runner", "the run step did not finish")
@@ -728,6 +933,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", default="")
     run.add_argument("--api-key-env", default="OPENAI_API_KEY")
     run.add_argument(
+        "--api-key-fd", type=int, default=None, help="read the API key from this descriptor"
+    )
+    run.add_argument(
+        "--keep-sudo",
+        type=lambda v: v.strip().lower() == "true",
+        default=False,
+        help='"true": leave sudo to an unsandboxed agent',
+    )
+    run.add_argument(
         "--trusted-config",
         default="",
         help="a directory from the base branch the task file must stay inside",
@@ -744,11 +958,16 @@ def build_parser() -> argparse.ArgumentParser:
     head = sub.add_parser("pr-head", help="check out the PR of a comment command")
     head.add_argument("--token-env", default="GITHUB_TOKEN")
     head.set_defaults(func=cmd_pr_head)
-    gate = sub.add_parser("can-write", help="the write-access gate of pull-request runs")
-    gate.add_argument("--mode", default="auto", help="auto (on PR events), true or false")
+    gate = sub.add_parser("can-write", help="the write-access gate of every event")
+    gate.add_argument(
+        "--mode", default="auto", help="auto (all but schedule, dispatch, push), true or false"
+    )
     gate.add_argument("--token-env", default="GITHUB_TOKEN")
     gate.add_argument("--allow-users", default="", help="logins allowed without write access")
     gate.add_argument("--allow-bots", default="", help="bot logins allowed to trigger a run")
+    gate.add_argument(
+        "--allow-any-user", default="", help=f"{ANY_USER_ACK!r}: accept allow-users '*'"
+    )
     gate.set_defaults(func=cmd_can_write)
     out = sub.add_parser("outputs", help="report.json -> $GITHUB_OUTPUT")
     out.add_argument("--report", required=True)
@@ -791,6 +1010,9 @@ def build_parser() -> argparse.ArgumentParser:
     fin.add_argument("--exit-code", default="")
     fin.add_argument("--fail-on-task-failure", default="true")
     fin.add_argument("--skipped", default="", help="why the run was skipped (exit 0)")
+    fin.add_argument("--allowed", default="true", help="the gate's output")
+    fin.add_argument("--conclusion", default="", help="the outputs step's conclusion")
+    fin.add_argument("--outcomes", default="", help="step=outcome of the action's steps")
     fin.set_defaults(func=cmd_finish)
     docs = sub.add_parser("docs", help="write README's input and output tables")
     docs.add_argument("--action", required=True)

@@ -34,11 +34,20 @@ PR_EVENTS = frozenset(
         "pull_request_target",
         "pull_request_review",
         "pull_request_review_comment",
+        "pull_request_review_thread",
         "issue_comment",
         "merge_group",
     }
 )
 """Events whose code or text comes from a pull request: `sandbox: auto` means read-only."""
+EXEMPT_EVENTS = frozenset({"schedule", "workflow_dispatch", "push"})
+"""Events only someone with write access can cause: the gate asks nobody. Every other
+event, one GitHub adds tomorrow included, is gated."""
+UNSANDBOXED_EVENTS = frozenset({"schedule", "workflow_dispatch"})
+"""The only events on which a run may go without a sandbox (`danger-full-access`): no
+text or code from a pull request, an issue or a comment reaches them."""
+DEPENDABOT = "dependabot[bot]"
+"""Its runs get Dependabot's secrets only, like a fork's get none."""
 SANDBOXES = SANDBOX_MODES
 MESSAGE_LIMIT = 20_000
 """Characters of a final message shown in a comment; the report has all of it."""
@@ -130,6 +139,22 @@ class Context:
         """The comment that triggered this run (a comment command), or {}."""
         found = (self.event or {}).get("comment")
         return found if isinstance(found, dict) else {}
+
+    @property
+    def on_pr(self) -> bool:
+        """The event is about a pull request: its code or text is the PR author's."""
+        return self.event_name in PR_EVENTS or self.pr_number is not None
+
+    @property
+    def people(self) -> list[Mapping[str, Any]]:
+        """Whom the gate checks: the event's sender, and the pull request's author where
+        the event is about one (a comment on a PR counts)."""
+        event = self.event or {}
+        found = [event.get("sender"), self.pull_request.get("user")]
+        issue = event.get("issue")
+        if isinstance(issue, dict) and "pull_request" in issue:
+            found.append(issue.get("user"))
+        return [u for u in found if isinstance(u, dict) and u.get("login")]
 
     @property
     def pull_request(self) -> Mapping[str, Any]:
@@ -357,6 +382,31 @@ def runner_argv(
 def parse_extra_args(text: str) -> list[str]:
     """`extra-args`: more `runner run` flags, split like a shell would (no shell runs)."""
     try:
-        return shlex.split(text)
+        args = shlex.split(text)
     except ValueError as exc:
         raise RunnerError(f"extra-args: {exc} in {text!r}") from None
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if len(flag) > 3 and "--sandbox".startswith(flag):  # argparse takes "--sand" too
+            raise RunnerError(
+                f"extra-args: {flag} is not taken there, so that the action knows the "
+                "sandbox of every run; use the sandbox input"
+            )
+    return args
+
+
+def unsandboxed_runs(task_file: Path, sandbox: str | None, models: Sequence[str]) -> list[str]:
+    """The runs of `task_file` that would start without a sandbox (`danger-full-access`):
+    all of them when `sandbox` (the `--sandbox` passed) says so, else those whose task,
+    defaults or variant do, expanded as the runner expands them. [] when the file is
+    bad: the runner then refuses it itself, before any run starts."""
+    from runner.config import expand, load_task_file
+
+    try:
+        tf = load_task_file(task_file)
+        tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
+    except (RunnerError, OSError):
+        return []
+    if sandbox is not None:
+        return [t.run for t in tasks] if sandbox == "danger-full-access" else []
+    return [t.run for t in tasks if t.sandbox == "danger-full-access"]
