@@ -522,9 +522,11 @@ def _report_branches(args: argparse.Namespace) -> int:
     except workspace.WorkspaceError as exc:
         raise _problem("--repo", str(exc)) from None
     from runner.branches import review
+    from runner.journal import Journal
 
+    first = Journal(args.dir).first_start(report.run_id)
     counts: dict[str, int] = {}
-    for v in review(repo, report, delete=args.delete):
+    for v in review(repo, report, delete=args.delete, first_start=first):
         counts[v.state] = counts.get(v.state, 0) + 1
         _say(v.line(args.delete), one_line=True)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"

@@ -78,6 +78,7 @@ from runner.workspace.git import (
 from runner.workspace.names import branch_name, check_scope
 from runner.workspace.prepare import check_base, prepare, prepare_sync
 from runner.workspace.refs import (
+    ReflogEntry,
     branch_tip,
     checked_out_branches,
     cleanup,
@@ -90,6 +91,8 @@ from runner.workspace.refs import (
     is_branch_name,
     push,
     push_sync,
+    reflog,
+    run_trailers,
 )
 from runner.workspace.types import FileChange, PushResult, Result, Scope, Workspace
 
@@ -100,6 +103,7 @@ __all__ = [
     "FileChange",
     "GitError",
     "PushResult",
+    "ReflogEntry",
     "Result",
     "Scope",
     "Workspace",
@@ -126,4 +130,6 @@ __all__ = [
     "prepare_sync",
     "push",
     "push_sync",
+    "reflog",
+    "run_trailers",
 ]
