@@ -28,7 +28,7 @@ from runner.config import BatchLimits, ResolvedTask, TaskFile
 from runner.errors import RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
-from runner.progress import Progress, QuietProgress, make_progress
+from runner.progress import Progress, QuietProgress, make_progress, safe_text
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
@@ -145,7 +145,13 @@ async def run_batch(
     spend = BatchSpend(budget)
     show: Progress = make_progress(progress) if progress is not None else QuietProgress()
     if resumed and progress is not None:
-        progress.write(f"resuming batch {run_id}: {resumed} of {len(runs)} runs already finished\n")
+        progress.write(
+            safe_text(
+                f"resuming batch {run_id}: {resumed} of {len(runs)} runs already finished",
+                one_line=True,
+            )
+            + "\n"
+        )
     show.start(len(runs) - resumed)
 
     def report_of(tasks: list[TaskReport], pending: int = 0) -> Report:

@@ -1,16 +1,25 @@
 """Which branches `runner report branches` may delete.
 
 The report directory is only a claim: it may come from an untrusted CI artifact or have
-been edited. So a branch is deleted only when the repository itself agrees that the batch
-made it: its name holds one of the batch's run ids as a path component (the default
-template is `runner/{run}/{name}`), it still points at the commit the run recorded, that
-commit was made by the runner on top of the run's base, and no worktree has it checked
-out. The deletion itself is git's compare-and-delete (`update-ref -d ref old`), so a
-branch moved in between is kept.
+been edited, down to copying an older batch's run id and entries. So a branch is deleted
+only when the repository itself says that this batch made it:
+- its name holds one of the batch's run ids and the run's own name as path components
+  (the default template is `runner/{run}/{name}`);
+- it still points at the commit the run recorded, made by the runner (author and
+  committer `runner`) on the run's base, whose `Runner-Run` trailer is that run id;
+- its reflog has one entry: the runner creating it ("runner: result", by `runner`) at that
+  commit, at a time inside the batch's own time (from the report's start, or the first
+  session's start that the journal recorded for a resumed batch, to its end); an older
+  batch's branch was made before, whatever run id the report copies;
+- no worktree has it checked out.
+The deletion itself is git's compare-and-delete (`update-ref -d ref old`), so a branch
+moved in between is kept.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -66,8 +75,63 @@ def names_the_run(branch: str, names: Iterable[str]) -> bool:
     return any(p in wanted for p in parts) or branch.split("/")[-1] in wanted
 
 
-def review(repo: Path, report: Report, *, delete: bool) -> list[BranchCheck]:
+REFLOG_MESSAGE = "runner: result"
+"""What the runner's reflog entry for a result branch says (workspace.finish)."""
+
+
+def batch_window(report: Report, first_start: str | None = None) -> tuple[float, float] | None:
+    """The batch's time as epoch seconds, from its (first session's) start to its end;
+    None when the report's times are not ISO 8601."""
+    try:
+        times = [_epoch(t) for t in (report.started_at, report.finished_at)]
+        if first_start is not None:
+            times[0] = min(times[0], _epoch(first_start))
+    except ValueError:
+        return None
+    # git writes whole seconds, rounded down: a branch made in the batch's first second
+    # has the start's second.
+    return math.floor(times[0]), times[1]
+
+
+def _epoch(text: str) -> float:
+    t = dt.datetime.fromisoformat(text)
+    return (t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def made_by_batch(
+    repo: Path, branch: str, commit: str, ids: set[str], window: tuple[float, float] | None
+) -> str | None:
+    """Why the repository does not say that this batch made `branch` at `commit`; None
+    when it does (its commit's trailer and its reflog, see the module's docstring)."""
+    trailers = workspace.run_trailers(repo, commit) or []
+    if len(trailers) != 1 or trailers[0] not in ids or trailers[0] not in branch.split("/"):
+        return "its commit's Runner-Run trailer does not name this batch's run in its name"
+    log = workspace.reflog(repo, branch)
+    if not log:
+        return "it has no reflog to show who made it"
+    first = log[0]
+    if (first.commit, first.message, (first.name, first.email)) != (
+        commit,
+        REFLOG_MESSAGE,
+        IDENTITY,
+    ):
+        return "its reflog does not show the runner creating it at this commit"
+    if len(log) > 1:
+        return "its reflog shows changes since the runner made it"
+    if window is None:
+        return "the report's started_at and finished_at are not times"
+    if not window[0] <= first.time <= window[1]:
+        made = dt.datetime.fromtimestamp(first.time, dt.UTC).isoformat()
+        return f"made at {made}, outside this batch's time"
+    return None
+
+
+def review(
+    repo: Path, report: Report, *, delete: bool, first_start: str | None = None
+) -> list[BranchCheck]:
+    """`first_start`: when a resumed batch's first session started (its journal says)."""
     ids = batch_ids(report)
+    window = batch_window(report, first_start)
     checked_out = workspace.checked_out_branches(repo)
     out: list[BranchCheck] = []
     for t in report.tasks:
@@ -78,6 +142,10 @@ def review(repo: Path, report: Report, *, delete: bool) -> list[BranchCheck]:
         state, reason = _state(repo, branch, commit, base, ids, checked_out)
         if state == "present" and not names_the_run(branch, (t.run or t.id, t.id)):
             state, reason = "foreign", "its name does not name this run"
+        if state == "present":
+            why = made_by_batch(repo, branch, commit, ids, window)
+            if why is not None:
+                state, reason = "foreign", why
         if delete and state == "present":
             ok = workspace.delete_branch_at(repo, branch, commit)
             state, reason = ("deleted", "") if ok else ("moved", "changed meanwhile")

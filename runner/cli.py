@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from runner.errors import ConfigError, Problem, RunnerError
 from runner.vocabulary import (
@@ -34,10 +34,22 @@ if TYPE_CHECKING:
     from runner.config import ResolvedTask, TaskFile
 
 
+def _say(text: str, *, stream: IO[str] | None = None, one_line: bool = False) -> None:
+    """Every line the CLI prints goes out here, through `progress.safe_text`: what comes
+    from a report, a run or an input file can never be a workflow command in a log."""
+    from runner.progress import safe_text
+
+    (stream or sys.stdout).write(safe_text(text, one_line=one_line) + "\n")
+
+
+def _warn(text: str, *, one_line: bool = False) -> None:
+    _say(text, stream=sys.stderr, one_line=one_line)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        sys.stderr.write(f"runner: error: {message}\n")
+        _warn(f"runner: error: {message}")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -240,15 +252,15 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except ConfigError as exc:
         for problem in exc.problems:
-            sys.stderr.write(f"error: {problem}\n")
+            _warn(f"error: {problem}", one_line=True)
         _failed_thread(args, "; ".join(str(p) for p in exc.problems))
         return EXIT_BAD_INPUT
     except RunnerError as exc:
-        sys.stderr.write(f"runner: {exc}\n")
+        _warn(f"runner: {exc}")
         _failed_thread(args, str(exc))
         return EXIT_RUNNER
     except KeyboardInterrupt:
-        sys.stderr.write("runner: interrupted\n")
+        _warn("runner: interrupted")
         return EXIT_INTERRUPTED
 
 
@@ -261,7 +273,7 @@ def _failed_thread(args: argparse.Namespace, message: str) -> None:
     from runner.reports.events import dumps, failed_thread
 
     for event in failed_thread(message):
-        sys.stdout.write(dumps(event) + "\n")
+        _say(dumps(event))
     sys.stdout.flush()
 
 
@@ -369,25 +381,21 @@ def _validate(args: argparse.Namespace) -> int:
         tasks, file=file, env=os.environ, tf=tf, models=args.model, offline=args.offline
     )
     for t in tasks:
-        print(f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}")
+        _say(
+            f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
+            one_line=True,
+        )
     ids = {t.id for t in tasks}
-    print(f"{file}: ok, {len(ids)} task(s), {len(tasks)} run(s)")
+    _say(f"{file}: ok, {len(ids)} task(s), {len(tasks)} run(s)", one_line=True)
     return EXIT_OK
 
 
 def _print_answers(answers: list[str]) -> None:
-    """The final answers on stdout. Under GitHub Actions a model's text could hold workflow
-    commands (`::add-mask::`, `::set-output`): they are printed with commands stopped,
-    behind a token the text cannot know."""
-    if not answers:
-        return
-    if os.environ.get("GITHUB_ACTIONS") != "true":
-        print(*answers, sep="\n")
-        return
-    import secrets
-
-    token = secrets.token_hex(16)
-    print(f"::stop-commands::{token}", *answers, f"::{token}::", sep="\n")
+    """The final answers on stdout, through the one printing rule: a model's text could
+    hold workflow commands (`::add-mask::`, `::set-output`), and a log may reach GitHub
+    Actions without `GITHUB_ACTIONS` set (a container step)."""
+    for answer in answers:
+        _say(answer)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -431,17 +439,19 @@ def _run(args: argparse.Namespace) -> int:
                 if run.outcome is not None and run.report is not None and run.report.final_message
             ]
         )
-    err.write(f"report: {result.report_path}\n")
+    _say(f"report: {result.report_path}", stream=err, one_line=True)
     not_started = sum(r.status is RunStatus.SKIPPED for r in result.runs)
     stopped = sum(r.status is RunStatus.INTERRUPTED for r in result.runs)
     if not_started or stopped:
-        err.write(
+        _say(
             f"runner: {not_started} run(s) never started, {stopped} stopped; "
             f"finish the batch with: runner run {args.tasks} --out {out} "
-            "--resume (same flags; finished runs are kept)\n"
+            "--resume (same flags; finished runs are kept)",
+            stream=err,
+            one_line=True,
         )
     if os.environ.get("RUNNER_DEBUG"):
-        err.write(f"exit code {result.exit_code}\n")
+        _say(f"exit code {result.exit_code}", stream=err)
     return result.exit_code
 
 
@@ -489,12 +499,12 @@ def _report_merge(args: argparse.Namespace) -> int:
     report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals
     if report.partial:
-        sys.stderr.write(f"PARTIAL merge: {partial_text(report)}; every output is marked partial\n")
-    sys.stderr.write(
+        _warn(f"PARTIAL merge: {partial_text(report)}; every output is marked partial")
+    _warn(
         f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
-        f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} "
-        f"errored\nreport: {args.out / 'report.json'}\n"
+        f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} errored"
     )
+    _warn(f"report: {args.out / 'report.json'}", one_line=True)
     return exit_code(r.status for r in report.tasks)
 
 
@@ -526,13 +536,13 @@ def _report_compare(args: argparse.Namespace) -> int:
         alpha=args.alpha,
     )
     if args.format == "json":
-        print(result.model_dump_json(indent=2))
+        _say(result.model_dump_json(indent=2))
     else:
-        print(render_compare(result), end="")
+        _say(render_compare(result).removesuffix("\n"))
     if not args.fail_on_regression:
         return EXIT_OK
     for why in result.inconclusive:
-        sys.stderr.write(f"compare: inconclusive: {why}\n")
+        _warn(f"compare: inconclusive: {why}", one_line=True)
     return (
         EXIT_TASK_FAILED if result.regressions else EXIT_RUNNER if result.inconclusive else EXIT_OK
     )
@@ -557,11 +567,13 @@ def _report_branches(args: argparse.Namespace) -> int:
     except workspace.WorkspaceError as exc:
         raise _problem("--repo", str(exc)) from None
     from runner.branches import review
+    from runner.journal import Journal
 
+    first = Journal(args.dir).first_start(report.run_id)
     counts: dict[str, int] = {}
-    for v in review(repo, report, delete=args.delete):
+    for v in review(repo, report, delete=args.delete, first_start=first):
         counts[v.state] = counts.get(v.state, 0) + 1
-        print(v.line(args.delete))
+        _say(v.line(args.delete), one_line=True)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
-    sys.stderr.write(f"{args.dir}: {summary}\n")
+    _warn(f"{args.dir}: {summary}", one_line=True)
     return EXIT_OK

@@ -10,7 +10,9 @@ knows which runs are done and which branch a killed attempt may have left.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runner.errors import ConfigError, Problem
+from runner import hostfs
+from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_text
 from runner.vocabulary import RunStatus
 
@@ -81,10 +84,33 @@ class Journal:
             for sub in ("threads", "patches"):
                 shutil.rmtree(self.dir.parent / sub, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+        started = dt.datetime.now(dt.UTC).isoformat()
         atomic_write_text(
-            meta, json.dumps({"run_id": run_id, "task_file": task_file, "batch": batch}) + "\n"
+            meta,
+            json.dumps(
+                {"run_id": run_id, "task_file": task_file, "batch": batch, "started_at": started}
+            )
+            + "\n",
         )
         return run_id
+
+    def first_start(self, run_id: str) -> str | None:
+        """When batch `run_id` began its first session, as this journal recorded it; a
+        resumed batch's report starts at its last session. Read without following links
+        (the directory may be an artifact); None when unknown."""
+        try:
+            with hostfs.open_parent(self.dir, "batch.json") as (dir_fd, name):
+                fd = hostfs.open_regular(name, dir_fd, str(self.dir / "batch.json"))
+            try:
+                data = json.loads(hostfs.read_bytes(fd, 1 << 16))
+            finally:
+                os.close(fd)
+        except (OSError, ValueError, RecursionError, UnsafeFileError):
+            return None
+        if not isinstance(data, dict) or data.get("run_id") != run_id:
+            return None
+        started = data.get("started_at")
+        return started if isinstance(started, str) else None
 
     def entries(self) -> dict[str, Entry]:
         """Every readable record by fingerprint; an unreadable one counts as absent."""

@@ -7,8 +7,8 @@ under GitHub Actions plain lines with each finished run folded into a `::group::
 Everything here reads what the batch already knows (its events and the finished runs'
 `TaskReport`s) and never changes a run. Text from a run (final messages, errors, check
 output) is untrusted: control characters are shown escaped, rich markup is never parsed, and
-under Actions workflow commands are switched off around it, so an agent cannot print
-`::add-mask::`, `::endgroup::` or a terminal escape into the log.
+every line goes through `safe_text`, the one rule for what the runner prints, so an agent
+cannot print `::add-mask::`, `::endgroup::` or a terminal escape into the log.
 
 Why one module: three renderings (live, plain lines, GitHub groups) of the same events,
 kept side by side so they say the same things.
@@ -21,7 +21,6 @@ import io
 import math
 import os
 import re
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -142,6 +141,38 @@ def printable(text: str) -> str:
         ),
         text,
     )
+
+
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028\u2029"
+    "\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def safe_text(text: str, *, one_line: bool = False) -> str:
+    """Text from a report or a run, made safe to print on stdout or stderr: the one rule
+    every printer of the runner applies, under GitHub Actions or not (a log can reach
+    Actions from a container that never saw `GITHUB_ACTIONS`).
+
+    The Actions runner reads a step's output line by line (CR, LF and CRLF end a line) and
+    obeys a line that starts, after blanks, with `::` (`::add-mask::`, `::error::`) or that
+    holds `##[` anywhere (the old form). So control characters, CR included, become
+    `\\uXXXX`; a line that would start with `::` has its first colon written `\\u003a`;
+    every `##[` becomes `#\\u0023[`. With `one_line`, LF is escaped too, so a value (a
+    branch name) cannot start a line of its own. The escapes are JSON's own, so JSON text
+    stays valid JSON that decodes to the same strings."""
+    out = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if one_line:
+        out = out.replace("\n", "\\u000a")
+    return "\n".join(_inert(line) for line in out.split("\n"))
+
+
+def _inert(line: str) -> str:
+    line = line.replace("##[", "#\\u0023[")
+    body = line.lstrip()
+    if body.startswith("::"):
+        line = line[: len(line) - len(body)] + "\\u003a" + body[1:]
+    return line
 
 
 def compact(n: float) -> str:
@@ -313,8 +344,13 @@ class PlainProgress:
         self.stream = stream
         self.tally = Tally()
 
-    def _write(self, text: str) -> None:
-        self.stream.write(text + "\n")
+    def _write(self, text: str, *, commands: tuple[str, str] | None = None) -> None:
+        """`text` through `safe_text`; `commands`: our own workflow commands to put before
+        and after it (a group), the only ones ever written unescaped."""
+        lines = [safe_text(text)]
+        if commands is not None:
+            lines = [commands[0], *lines, commands[1]]
+        self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
 
     def start(self, total_runs: int) -> None:
@@ -346,25 +382,15 @@ def workflow_escape(text: str) -> str:
 
 
 class GitHubProgress(PlainProgress):
-    """Plain lines; each finished run is a collapsed `::group::` holding its details, with
-    workflow commands stopped inside so nothing a run printed is taken as one."""
+    """Plain lines; each finished run is a collapsed `::group::` holding its details, which
+    are written through `safe_text` like every other line, so nothing a run printed is
+    taken as a command."""
 
     def run_finished(self, task: TaskReport) -> None:
         self.tally.done(task)
-        token = secrets.token_hex(16)
-        title = workflow_escape(printable(f"{task.run or task.id} \u2014 {task.status}"))
+        title = workflow_escape(safe_text(f"{task.run or task.id} \u2014 {task.status}"))
         body = [finished_line(task, self.tally), *details(task)]
-        self._write(
-            "\n".join(
-                [
-                    f"::group::{title}",
-                    f"::stop-commands::{token}",
-                    *body,
-                    f"::{token}::",
-                    "::endgroup::",
-                ]
-            )
-        )
+        self._write("\n".join(body), commands=(f"::group::{title}", "::endgroup::"))
 
 
 class LiveProgress:
@@ -463,10 +489,10 @@ class LiveProgress:
 
         self.tally.done(task)
         style = "green" if task.status is RunStatus.COMPLETED else "red"
-        text = Text(finished_line(task, self.tally), style=style)
+        text = Text(safe_text(finished_line(task, self.tally)), style=style)
         for extra in details(task):
             if extra.startswith(("error:", "branch ", "no branch:", "patch ")):
-                text.append(f"\n  {extra}", style="dim")
+                text.append(f"\n  {safe_text(extra, one_line=True)}", style="dim")
         # One print: rich redraws the display under every printed renderable.
         self.console.print(text)
         self._refresh(force=True)
@@ -474,7 +500,7 @@ class LiveProgress:
     def close(self) -> None:
         self._refresh(force=True)
         self._live.stop()
-        self.console.print(f"runner: {self.tally.summary(final=True)}", markup=False)
+        self.console.print(safe_text(f"runner: {self.tally.summary(final=True)}"), markup=False)
 
 
 class QuietProgress:

@@ -226,24 +226,20 @@ def test_cut_stream_is_resent_without_rerunning_tools(
 def test_answers_on_stdout_cannot_issue_workflow_commands(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:
-    """Under GitHub Actions the model's final text is printed with workflow commands
-    stopped: `::add-mask::` and `::set-output` in it are inert."""
+    """The model's final text is printed through the one printing rule, under GitHub
+    Actions or not: `::add-mask::` and `::set-output` in it are shown but inert."""
     hostile = "done\n::add-mask::secret\n::set-output name=x::y\n::stop-commands::guess"
     srv = loopback_thread(per_conversation(lambda req, i: reply_message(hostile)))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: go, repo: .}\n")
     res = run_cli("run", tasks, "--out", tmp_path / "o", env={"GITHUB_ACTIONS": "true"})
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    start = lines[0]
-    assert start.startswith("::stop-commands::") and len(start) > len("::stop-commands::") + 16
-    token = start.removeprefix("::stop-commands::")
-    assert lines[-1] == f"::{token}::" and "::add-mask::secret" in lines[1:-1]
-    assert not any(
-        line.startswith("::")
-        for line in lines[1:-1]
-        if "add-mask" not in line
-        and "set-output" not in line
-        and "stop-commands::guess" not in line
-    )
+    assert lines == [
+        "--- a",
+        "done",
+        "\\u003a:add-mask::secret",
+        "\\u003a:set-output name=x::y",
+        "\\u003a:stop-commands::guess",
+    ]
     plain = run_cli("run", tasks, "--out", tmp_path / "p", env={"GITHUB_ACTIONS": ""})
-    assert plain.stdout.splitlines()[0] == "--- a"
+    assert plain.stdout.splitlines() == lines

@@ -176,7 +176,7 @@ def test_github_groups_each_run_with_its_details() -> None:
     ]
     assert lines.count("::endgroup::") == 3
     b = lines[groups[1] : groups[2]]
-    assert b[2].startswith("[2/3] b.r1: check_failed")
+    assert b[1].startswith("[2/3] b.r1: check_failed")
     assert "check `pytest -q` failed (exit 1)" in b
     assert "  | line 39" in b and "  | line 20" in b and "  | line 19" not in b
     assert "final message:" in b and "  I think it works." in b
@@ -196,27 +196,20 @@ def test_github_run_output_cannot_issue_workflow_commands() -> None:
     lines = buf.getvalue().splitlines()
     # The title cannot end the line early or smuggle a command.
     assert lines[1] == "::group::t%250A::x%0A.r1 \u2014 failed"
-    stop = lines[2]
-    token = stop.removeprefix("::stop-commands::")
-    assert re.fullmatch(r"[0-9a-f]{32}", token)
-    resume = lines.index(f"::{token}::")
-    inside = lines[3:resume]
-    # Shown (the runner trims leading space before it looks for `::`), but not obeyed.
-    assert "error: ::add-mask::x" in inside and "  ::endgroup::" in inside
+    end = lines.index("::endgroup::")
+    inside = lines[2:end]
+    # Shown, but escaped by the one rule (the Actions runner trims leading space before it
+    # looks for `::`), so none is obeyed.
+    assert "  \\u003a:add-mask::x" in inside and "  \\u003a:endgroup::" in inside
+    assert "error: ::add-mask::x" in inside  # not at the start of the line: inert as it is
     assert (
         inside[0] == "[1/1] t%0A::x\\x0a.r1: failed: 2 requests, 4 tool calls, 1000 input "
         "tokens (60% cached), 12.5s"
     )
-    # Outside the stopped stretch, the only commands are ours.
-    ours = [line for i, line in enumerate(lines) if line.startswith("::") and not 2 < i < resume]
-    assert ours == [lines[1], stop, f"::{token}::", "::endgroup::"]
-    assert lines[resume + 1] == "::endgroup::"
+    # The only commands are ours.
+    ours = [line for line in lines if line.lstrip().startswith("::")]
+    assert ours == [lines[1], "::endgroup::"]
     assert "\r" not in buf.getvalue()
-    # A fresh token per group.
-    buf2 = io.StringIO()
-    drive(GitHubProgress(buf2), runs()[:2])
-    tokens = re.findall(r"::stop-commands::([0-9a-f]+)", buf2.getvalue())
-    assert len(tokens) == 2 and tokens[0] != tokens[1]
 
 
 class Clock:

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from runner.progress import safe_text
 from runner.redact import Redactor
 
 CODEX_TYPES = frozenset(
@@ -71,7 +72,9 @@ class JsonStream:
                 return
 
     def _print(self, lines: list[str]) -> None:
-        self.out.write("".join(f"{line}\n" for line in lines))
+        """Through `safe_text`, which keeps each line the same JSON: a string in an event
+        cannot be a workflow command (`##[add-mask]`) in a log."""
+        self.out.write("".join(f"{safe_text(line, one_line=True)}\n" for line in lines))
         self.out.flush()
 
 

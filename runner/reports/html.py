@@ -37,6 +37,7 @@ from runner.reports.markdown import (
     tokens,
 )
 from runner.reports.model import Report, TaskReport
+from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.stats import wilson_interval
 from runner.vocabulary import RunStatus
 
@@ -245,18 +246,15 @@ def token_chart(task: TaskReport) -> str:
     )
 
 
-def _events(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    yield event
-    except OSError:
-        return
+def _events(out_dir: Path, name: str) -> Iterator[dict[str, Any]]:
+    """The events of the file `name` under `threads/`, read as data (`reports.named`)."""
+    for line in named_lines(out_dir, name, EVENTS_DIR):
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(event, dict):
+            yield event
 
 
 def _item_html(event: dict[str, Any]) -> str | None:
@@ -295,7 +293,7 @@ def _item_html(event: dict[str, Any]) -> str | None:
 
 def transcript(out_dir: Path, task: TaskReport) -> str:
     entries = [
-        h for h in (_item_html(e) for e in _events(out_dir / task.events_file)) if h is not None
+        h for h in (_item_html(e) for e in _events(out_dir, task.events_file)) if h is not None
     ]
     if not entries:
         return '<p class="note">No transcript (the run did not start or wrote no events).</p>'
@@ -321,11 +319,13 @@ def transcript(out_dir: Path, task: TaskReport) -> str:
 def _patch(out_dir: Path, task: TaskReport) -> str:
     if task.result is None:
         return '<p class="note">No change.</p>'
-    try:
-        text = (out_dir / task.result.patch).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return f'<p class="note">Patch {esc(task.result.patch)} not found.</p>'
-    return f"<pre>{esc(cut(text, PATCH_LIMIT))}</pre>"
+    data = read_named(out_dir, task.result.patch, PATCHES_DIR)
+    if data is None:
+        return (
+            f'<p class="note">Patch {esc(task.result.patch)} not shown: missing, or not a '
+            "plain file under patches/.</p>"
+        )
+    return f"<pre>{esc(cut(data.decode('utf-8', errors='replace'), PATCH_LIMIT))}</pre>"
 
 
 def _run_details(out_dir: Path, t: TaskReport) -> str:

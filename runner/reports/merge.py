@@ -24,11 +24,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from runner.errors import ConfigError, Problem
+from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_bytes
 from runner.redact import Redactor
 from runner.reports.files import write_reports
 from runner.reports.model import READS, SCHEMA_VERSION, Report, TaskReport
+from runner.reports.named import check_named, open_named
 from runner.reports.totals import compute_totals
 
 REPORT_FILE = "report.json"
@@ -58,7 +59,9 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def load_shard(directory: Path) -> Shard:
-    """Read and validate `DIR/report.json`; every problem names the file and the field."""
+    """Read and validate `DIR/report.json`; every problem names the file and the field.
+    Every file the report names must be a plain file under its own folder (see
+    `reports.named`): merge, compare and branches all read reports through here."""
     path = directory / REPORT_FILE
     file = str(path)
 
@@ -92,6 +95,9 @@ def load_shard(directory: Path) -> Shard:
         raise ConfigError(
             [Problem(file, None, _loc(e["loc"]), e["msg"]) for e in exc.errors()]
         ) from None
+    problems = check_named(directory, report, file)
+    if problems:
+        raise ConfigError(problems)
     return Shard(str(directory), report)
 
 
@@ -300,55 +306,66 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
     )
 
 
-def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, Path]:
-    """Destination -> source for every file under the shards' `threads/` and `patches/`.
-    Two shards with the same file, or a symbolic link (which could make the merged artifact
-    carry a file from the merging machine), stop the merge."""
-    plan: dict[Path, Path] = {}
+def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, tuple[Path, str]]:
+    """Destination -> (shard directory, path in it) for every file under the shards'
+    `threads/` and `patches/`. Two shards with the same file, a symbolic link or a file
+    with another hard link (either could make the merged artifact carry a file from the
+    merging machine) stop the merge before anything is written."""
+    plan: dict[Path, tuple[Path, str]] = {}
     problems = []
+
+    def refuse(path: Path, field: str, why: str) -> None:
+        problems.append(
+            Problem(str(path), None, field, f"{why}; report directories hold plain files")
+        )
+
     for s in shards:
         root = Path(s.source)
         for sub in COPIED_DIRS:
             base = root / sub
             if base.is_symlink():
-                problems.append(
-                    Problem(
-                        str(base),
-                        None,
-                        sub,
-                        "is a symbolic link; report directories hold plain files",
-                    )
-                )
+                refuse(base, sub, "is a symbolic link")
                 continue
             if not base.is_dir():
                 continue
             for path in sorted(base.rglob("*")):
-                rel = path.relative_to(root)
+                rel = path.relative_to(root).as_posix()
                 if path.is_symlink():
-                    problems.append(
-                        Problem(
-                            str(path),
-                            None,
-                            str(rel),
-                            "is a symbolic link; report directories hold plain files",
-                        )
-                    )
+                    refuse(path, rel, "is a symbolic link")
                 elif path.is_file():
                     dest = out / rel
-                    if dest in plan:
+                    if path.lstat().st_nlink != 1:
+                        refuse(path, rel, "has another hard link")
+                    elif dest in plan:
                         problems.append(
                             Problem(
                                 str(path),
                                 None,
-                                str(rel),
-                                f"also in {plan[dest]}: two shards wrote the same file",
+                                rel,
+                                f"also in {Path(*plan[dest])}: two shards wrote the same file",
                             )
                         )
                     else:
-                        plan[dest] = path
+                        plan[dest] = (root, rel)
     if problems:
         raise ConfigError(problems)
     return plan
+
+
+def _copy(shard: Path, rel: str, dest: Path) -> None:
+    """One file of a shard's `threads/` or `patches/`, read without following a link
+    (one swapped in since `_plan_copies` looked is refused, not followed)."""
+    try:
+        fd = open_named(shard, rel, rel.split("/", 1)[0])
+    except (UnsafeFileError, OSError) as exc:
+        raise ConfigError(
+            [Problem(str(shard / rel), None, rel, f"{exc}; report directories hold plain files")]
+        ) from None
+    if fd is None:
+        raise ConfigError([Problem(str(shard / rel), None, rel, "vanished while being merged")])
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    atomic_write_bytes(dest, data)
 
 
 def merge_dirs(
@@ -380,8 +397,8 @@ def merge_dirs(
         raise ConfigError(errors)
     merged = merge_reports(shards, partial=partial)
     plan = _plan_copies(shards, out)
-    for dest, src in plan.items():
-        atomic_write_bytes(dest, src.read_bytes())
+    for dest, (shard, rel) in plan.items():
+        _copy(shard, rel, dest)
     write_reports(merged, out, redact=redact or Redactor(), step_summary=step_summary)
     return merged
 

@@ -78,6 +78,7 @@ from runner.workspace.git import (
 from runner.workspace.names import branch_name, check_scope
 from runner.workspace.prepare import check_base, prepare, prepare_sync
 from runner.workspace.refs import (
+    ReflogEntry,
     branch_tip,
     checked_out_branches,
     cleanup,
@@ -91,7 +92,9 @@ from runner.workspace.refs import (
     is_branch_name,
     push,
     push_sync,
+    reflog,
     remote_tip,
+    run_trailers,
     swap_branch_sync,
 )
 from runner.workspace.types import FileChange, PushResult, Result, Scope, Workspace
@@ -103,6 +106,7 @@ __all__ = [
     "FileChange",
     "GitError",
     "PushResult",
+    "ReflogEntry",
     "Result",
     "Scope",
     "Workspace",
@@ -130,6 +134,8 @@ __all__ = [
     "prepare_sync",
     "push",
     "push_sync",
+    "reflog",
     "remote_tip",
+    "run_trailers",
     "swap_branch_sync",
 ]

@@ -509,8 +509,14 @@ def parse_raw_numstat(text: str) -> tuple[FileChange, ...]:
 
 
 def _create_branch(ws: Workspace, name: str, commit: str) -> str:
+    """Create-only; the reflog entry is the runner's (`IDENTITY`, "runner: result"), which
+    `report branches` reads as the fact that the runner made the branch."""
     zero = "0" * len(commit)
-    user = {"GIT_DIR": str(ws.git_dir)}
+    user = {
+        "GIT_DIR": str(ws.git_dir),
+        "GIT_COMMITTER_NAME": IDENTITY[0],
+        "GIT_COMMITTER_EMAIL": IDENTITY[1],
+    }
     with _ref_lock(ws.git_dir):
         for n in range(1, _MAX_BRANCH_SUFFIX + 1):
             candidate = name if n == 1 else f"{name}-{n}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -226,6 +227,51 @@ def commit_identity(repo: Path, commit: str) -> list[str] | None:
     what. None when git cannot show it."""
     info = read_git(repo, "show", "-s", "--format=%an%x00%ae%x00%cn%x00%ce%x00%P", commit)
     return info.stdout.rstrip("\n").split("\0") if info.returncode == 0 else None
+
+
+RUN_TRAILER = "Runner-Run"
+"""The trailer naming the batch on every result commit (see `run._keep_result`)."""
+
+
+def run_trailers(repo: Path, commit: str) -> list[str] | None:
+    """The values of the commit's `Runner-Run` trailers (git's own trailer parsing: only
+    the message's last paragraph counts, so an agent's answer above it cannot add one).
+    None when git cannot show the commit."""
+    info = read_git(repo, "show", "-s", f"--format=%(trailers:key={RUN_TRAILER},valueonly)", commit)
+    return info.stdout.split() if info.returncode == 0 else None
+
+
+@dataclass(frozen=True)
+class ReflogEntry:
+    commit: str
+    message: str
+    name: str
+    email: str
+    time: int
+    """Seconds since the epoch, when git wrote the entry."""
+
+
+def reflog(repo: Path, branch: str) -> list[ReflogEntry] | None:
+    """The branch's reflog, oldest entry first; None when git cannot read it."""
+    proc = read_git(
+        repo,
+        "log",
+        "-g",
+        "--date=unix",
+        "--format=%H%x00%gs%x00%gn%x00%ge%x00%gd",
+        f"refs/heads/{branch}",
+        "--",
+    )
+    if proc.returncode != 0:
+        return None
+    out = []
+    for line in reversed(proc.stdout.splitlines()):
+        fields = line.split("\0")
+        when = re.search(r"@\{(\d+)\}$", fields[-1])
+        if len(fields) != 5 or when is None:
+            return None
+        out.append(ReflogEntry(fields[0], fields[1], fields[2], fields[3], int(when[1])))
+    return out
 
 
 def checked_out_branches(repo: Path) -> set[str] | None:

@@ -1,0 +1,127 @@
+"""The files a `report.json` names (`events_file`, `result.patch`), treated as data.
+
+A report directory may be a CI artifact someone edited: a name in it is a claim, not a path
+to follow. So a name must be relative and lie under its own folder (`threads/` for events,
+`patches/` for patches), with no `..`, no empty or `.` component and no control character;
+and the file is opened component by component without following any link
+(`hostfs.open_parent`), must be a regular file, and must have no second hard link (which
+could be a host file planted in the directory). Every reader of these files (`report
+merge`, `compare`, `branches` through `load_shard`; the `report.html` writer) goes
+through here, so none of them can be led to another file on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from runner import hostfs
+from runner.errors import Problem, UnsafeFileError
+from runner.reports.model import Report
+
+EVENTS_DIR = "threads"
+PATCHES_DIR = "patches"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def allowed(folder: str) -> str:
+    """What a report may name, said in one phrase for every message."""
+    return (
+        f"must be a relative path under {folder}/ naming a regular file in the report "
+        "directory (no absolute path, no `..`, no links)"
+    )
+
+
+def path_problem(value: str, folder: str) -> str | None:
+    """Why `value` is not a name a report may give a file of `folder`; None if it is."""
+    if _CONTROL.search(value):
+        return "holds a control character"
+    if value.startswith("/"):
+        return "is an absolute path"
+    parts = value.split("/")
+    if any(p == ".." for p in parts):
+        return "holds `..`"
+    if any(p in ("", ".") for p in parts):
+        return "holds an empty or `.` component"
+    if len(parts) < 2 or parts[0] != folder:
+        return f"is not under {folder}/"
+    return None
+
+
+def open_named(root: Path, value: str, folder: str) -> int | None:
+    """A read-only fd of the file `root/value`, or None when there is no such file.
+    Raises UnsafeFileError when the name is not allowed, or the file is reached through a
+    link, is not a regular file or has another hard link."""
+    why = path_problem(value, folder)
+    if why is not None:
+        raise UnsafeFileError(f"{value!r} {why}")
+    try:
+        with hostfs.open_parent(root, value) as (dir_fd, name):
+            fd = hostfs.open_regular(name, dir_fd, value)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if os.fstat(fd).st_nlink != 1:
+        os.close(fd)
+        raise UnsafeFileError(f"{value}: has another hard link; report files are plain files")
+    return fd
+
+
+def read_named(root: Path, value: str, folder: str) -> bytes | None:
+    """The bytes of a file a report names; None when it is missing or not allowed (the
+    page then says so instead of showing it)."""
+    try:
+        fd = open_named(root, value, folder)
+    except (UnsafeFileError, OSError):
+        return None
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def named_lines(root: Path, value: str, folder: str) -> Iterator[str]:
+    """The lines of a file a report names, streamed; nothing when it is missing or not
+    allowed."""
+    try:
+        fd = open_named(root, value, folder)
+    except (UnsafeFileError, OSError):
+        return
+    if fd is None:
+        return
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
+        yield from f
+
+
+def named_files(report: Report) -> Iterator[tuple[str, str, str]]:
+    """`(field, value, folder)` for every file the report names."""
+    for i, t in enumerate(report.tasks):
+        yield f"tasks[{i}].events_file", t.events_file, EVENTS_DIR
+        if t.result is not None:
+            yield f"tasks[{i}].result.patch", t.result.patch, PATCHES_DIR
+
+
+def check_named(root: Path, report: Report, file: str) -> list[Problem]:
+    """A problem for every name in the report that is not allowed, and for every named
+    file that exists but is a link, not a regular file, or hard-linked. A missing file
+    is fine (a run that never started has no events)."""
+    problems = []
+    for field, value, folder in named_files(report):
+        why = path_problem(value, folder)
+        if why is None:
+            try:
+                fd = open_named(root, value, folder)
+            except UnsafeFileError as exc:
+                why = str(exc)
+            except OSError as exc:
+                why = f"cannot be opened: {exc.strerror or exc}"
+            else:
+                if fd is not None:
+                    os.close(fd)
+        else:
+            why = f"{value!r} {why}"
+        if why is not None:
+            problems.append(Problem(file, None, field, f"{why}; {allowed(folder)}"))
+    return problems
