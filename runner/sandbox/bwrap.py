@@ -352,14 +352,7 @@ def mount_args(
         mounts.append(
             _Mount(layout.resolv, 1, ("--ro-bind", str(layout.resolv), str(layout.resolv)))
         )
-    # Mount points bubblewrap would make on the fly get mode 0700 and root's owner when
-    # root runs it: made here instead, traversable by the command's user. Every folder
-    # that is not inside something bound lies on one of the sandbox's own tmpfs mounts.
-    bound = [m.dest for m in mounts if "--tmpfs" not in m.args and "--dir" not in m.args]
-    for m in list(mounts):
-        for parent in m.dest.parents:
-            if len(parent.parts) > 1 and not any(parent.is_relative_to(b) for b in bound):
-                mounts.append(_Mount(parent, 0, ("--perms", "0755", "--dir", str(parent))))
+    mounts += _mount_points(mounts)
     out = base
     seen: set[tuple[str, ...]] = set()
     for m in sorted(mounts, key=lambda m: (len(m.dest.parts), m.rank)):
@@ -368,6 +361,23 @@ def mount_args(
             out += m.args
     for dest in (*sealed, "/"):
         out += ["--remount-ro", dest]
+    return out
+
+
+def _mount_points(mounts: Sequence[_Mount]) -> list[_Mount]:
+    """Mount points bubblewrap would make on the fly get mode 0700 and root's owner when
+    root runs it: made here instead, traversable by the command's user. Every folder
+    that is not inside something bound lies on one of the sandbox's own tmpfs mounts."""
+    bound = {m.dest for m in mounts if "--tmpfs" not in m.args and "--dir" not in m.args}
+    made: set[Path] = set()
+    out = []
+    for m in mounts:
+        for parent in m.dest.parents:
+            if len(parent.parts) < 2 or parent in made:
+                continue
+            made.add(parent)
+            if not any(p in bound for p in (parent, *parent.parents)):
+                out.append(_Mount(parent, 0, ("--perms", "0755", "--dir", str(parent))))
     return out
 
 
@@ -463,6 +473,7 @@ class BwrapExecutor:
             _existing([c for c in credentials if any(c.is_relative_to(s) for s in self._shown)])
         )
         self._view = host_view(self._hidden)
+        self._paths: dict[str, str] = {}
         self._resolv = _resolv_under_run()
         self.limit_notes: list[str] = []
         self._base_usage: int | None = None
@@ -515,6 +526,13 @@ class BwrapExecutor:
             str(cwd),
         ]
 
+    def _visible_path(self, value: str) -> str:
+        """`_visible_path` of this sandbox, kept: PATH is the same for every command."""
+        if value not in self._paths:
+            seen = (*self._shown, self.policy.workspace, *self.policy.writable())
+            self._paths[value] = _visible_path(value, self._hidden, seen)
+        return self._paths[value]
+
     async def _watch_disk(self, base: int) -> str:
         """Returns once the workspace has grown past its cap (see MAX_WORKSPACE_GROWTH)."""
         cap = self.limits.workspace_growth_bytes
@@ -565,8 +583,7 @@ class BwrapExecutor:
             *argv,
         ]
         inner = sandbox_env(env, home=HOME, user=self.host.user)
-        seen = (*self._shown, self.policy.workspace, *self.policy.writable())
-        inner["PATH"] = _visible_path(inner["PATH"], self._hidden, seen)
+        inner["PATH"] = self._visible_path(inner["PATH"])
         try:
             return await run_process(
                 full,
