@@ -92,7 +92,9 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
     dirty = False if bare else _is_dirty(repo)
     stores = _borrowed(objects)
     user = [repo, git_dir, _common_dir(git_dir)]
-    user += [s.parent if s.name == "objects" else s for s in stores]
+    for store in stores:  # a store's git dir, and the work tree around a `.git`
+        owner = store.parent if store.name == "objects" else store
+        user += [owner.parent, owner] if owner.name == ".git" else [owner]
     if not bare:
         # The top of the work tree (`repo` may be a folder inside it) and, for a
         # submodule, its superproject's.
