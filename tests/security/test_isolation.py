@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 
 import runner
@@ -49,14 +50,13 @@ class Who:
         if self.name is not None:
             subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(path)], check=True)
 
-    def cli(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str | Path, path: str = PATH) -> subprocess.CompletedProcess[str]:
         argv = [self.python, "-m", "runner", *map(str, args)]
         if self.name is not None:
             argv = ["setpriv", f"--reuid={self.name}", f"--regid={self.name}", "--init-groups"]
             argv += [self.python, "-m", "runner", *map(str, args)]
-        return subprocess.run(
-            argv, env=self.env, capture_output=True, text=True, timeout=180, cwd="/"
-        )
+        env = {**self.env, "PATH": path}
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, cwd="/")
 
 
 @pytest.fixture(params=["root", "user"])
@@ -180,9 +180,11 @@ def test_a_command_cannot_find_or_read_the_users_repository(
     loopback_thread: ThreadFactory, who: Who, place: Path
 ) -> None:
     """The model looks for the repository by every road it has: the mount table, the
-    sandbox's process 1, the environment, and guessing. Nothing names the repository,
-    the out dir or the runner's home, and the git-ignored `.env` stays unread."""
+    sandbox's process 1, the environment (PATH holds the repository's virtualenv), and
+    guessing. Nothing names the repository, the out dir or the runner's home, and the
+    git-ignored `.env` stays unread."""
     repo, out = _repo(place), place / "out"
+    (repo / ".venv" / "bin").mkdir(parents=True)
     probe = (
         "echo ==WHERE==; cat /proc/self/mountinfo; tr '\\0' ' ' </proc/1/cmdline; echo; "
         "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' <$f; done; echo ==END==; "
@@ -197,7 +199,13 @@ def test_a_command_cannot_find_or_read_the_users_repository(
     steps = {"t": [sh(probe, "c"), reply_message("done")]}
     srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
     who.own(place)
-    res = who.cli("run", tasks(place, srv.base_url, repo, ["t"]), "--out", out)
+    res = who.cli(
+        "run",
+        tasks(place, srv.base_url, repo, ["t"]),
+        "--out",
+        out,
+        path=f"{repo}/.venv/bin:{PATH}",
+    )
     assert res.returncode == 0, res.stderr
     seen = _outputs(out, "t")
     assert "probe-done" in seen and " base" in seen, seen  # ran to the end; git works
@@ -206,3 +214,94 @@ def test_a_command_cannot_find_or_read_the_users_repository(
     where = seen.split("==WHERE==")[1].split("==END==")[0]
     for path in (repo, out, who.home):
         assert not _names(where, path), (path, where)
+
+
+def test_a_skill_folder_in_the_repository_stays_readable(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The model opens a skill's SKILL.md itself: a skill kept in the hidden repository is
+    shown at its own path, and nothing else of the repository is."""
+    if os.geteuid() != 0:
+        pytest.skip("places the repository under /srv: needs root")
+    place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/srv"))
+    try:
+        place.chmod(0o755)
+        repo = _repo(place)
+        skill = repo / "skills" / "notes"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text("---\nname: notes\ndescription: d\n---\nskill-body-1f\n")
+        probe = f"cat {skill}/SKILL.md {repo}/.env; ls {repo}"
+        steps = {"t": [sh(probe, "c"), reply_message("done")]}
+        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        extra = f"  skills: ['{skill}']"
+        out = place / "out"
+        env = {**os.environ, "PATH": PATH, "FAKE_API_KEY": KEY}
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "runner",
+                "run",
+                tasks(place, srv.base_url, repo, ["t"], extra=extra),
+            ]
+            + ["--out", str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        seen = _outputs(out, "t")
+        assert "skill-body-1f" in seen and ENV_CANARY not in seen, seen
+        assert "README.md" not in seen, seen
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+@pytest.mark.parametrize("work", ["/tmp", "/dev/shm"])
+def test_a_borrowing_repository_keeps_its_history_without_naming_either_store(
+    tmp_path: Path, work: str
+) -> None:
+    """A `git clone --shared` borrows the objects of the repository it came from: both
+    stores reach the sandbox as the runner's mirrors (hard links, or copies from another
+    filesystem such as /dev/shm), git reads the whole history, and the mount table
+    names neither repository."""
+    if os.geteuid() != 0:
+        pytest.skip("places the repositories under /srv: needs root")
+    from runner import workspace
+    from runner.sandbox import make_executor, make_policy
+
+    place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/srv"))
+    root = Path(tempfile.mkdtemp(prefix="runner-iso-work-", dir=work))
+    try:
+        src = make_git_repo(place / "src")
+        clone = place / "clone"
+        subprocess.run(["git", "clone", "-q", "--shared", str(src), str(clone)], check=True)
+        (clone / "b.txt").write_text("b\n")
+        subprocess.run(["git", "-C", str(clone), "add", "b.txt"], check=True)
+        subprocess.run(
+            ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+            + ["commit", "-q", "-m", "second"],
+            check=True,
+        )
+        ws = workspace.prepare_sync(clone, root=root / "0", name="t")
+        try:
+            policy = make_policy(
+                "workspace-write", workspace=ws.path, hidden=[root, *ws.user_paths]
+            )
+            script = (
+                "git log --oneline | wc -l; git show HEAD~1:README.md; cat /proc/self/mountinfo"
+            )
+            res = anyio.run(
+                lambda: make_executor(policy).run(
+                    ["bash", "-c", script], cwd=ws.path, timeout_s=30, env={"PATH": PATH}
+                )
+            )
+            text = res.output.decode()
+            assert text.split()[0] == "2" and "# sample" in text, text
+            assert not _names(text, src) and not _names(text, clone), text
+        finally:
+            workspace.cleanup_sync(ws)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
