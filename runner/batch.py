@@ -206,6 +206,7 @@ async def run_batch(
                 tz=tz,
                 runner_home=runner_home,
                 stop=stop,
+                hidden=(work_root.parent, out_dir, *_own_dirs(env)),
             )
             async with anyio.create_task_group() as outer:
                 checkpoints.waiting_in = outer  # cancelled with it: the final report follows
@@ -301,6 +302,12 @@ async def _stop_on_signal(
             for check in list(checks):
                 check.cancel()
             return
+
+
+def _own_dirs(env: Mapping[str, str]) -> list[Path]:
+    """The runner's own folders the environment names: its global AGENTS.md
+    (`RUNNER_HOME`) and the Codex config it reads providers from (`CODEX_HOME`)."""
+    return [Path(env[k]).absolute() for k in ("RUNNER_HOME", "CODEX_HOME") if env.get(k)]
 
 
 @contextmanager

@@ -1,15 +1,45 @@
 """Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never
-half of one, even after kill -9 or a full disk."""
+half of one, even after kill -9 or a full disk.
+
+Everything written here is the runner's own: files are mode 0600 and the folders it
+makes 0700, so transcripts, reports and patches are for the runner's user only (a root
+runner's sandboxed commands run as another user)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
+from typing import IO
+
+
+def private_dirs(path: Path) -> None:
+    """`path` and its missing parents, each made mode 0700; folders that exist are left
+    as they are (`--out .` must not change the user's folder)."""
+    missing = []
+    while not os.path.lexists(path) and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+
+
+def open_private(path: Path) -> IO[str]:
+    """`path` opened for writing text from its start, mode 0600 even if it existed."""
+    private_dirs(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -12,7 +12,7 @@ fills; split, the order that keeps work safe from a signal would no longer be on
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +31,11 @@ from runner.progress import Progress
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog, JsonStream
-from runner.sandbox import make_executor, make_policy
+from runner.sandbox import make_executor
 from runner.sandbox.env import child_env
 from runner.tools.mcp import McpSessions
 from runner.vocabulary import RunStatus, SkipReason
-from runner.wiring import Clients, make_thread
+from runner.wiring import Clients, make_thread, sandbox_policy
 
 if TYPE_CHECKING:
     # The report modules load when a run finishes: they are not needed before the first
@@ -56,22 +56,17 @@ CHECK_TAIL_BYTES = 4000
 
 
 async def _run_check(
-    t: ResolvedTask, cwd: Path, env: dict[str, str], objects: Path | None = None
+    t: ResolvedTask,
+    cwd: Path,
+    env: dict[str, str],
+    objects: Sequence[Path] | None = None,
+    hidden: Sequence[Path] = (),
 ) -> CheckResult | None:
     """The task's `check`, in the run's workspace with the agent's environment and in the
     agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
     if t.check is None:
         return None
-    executor = make_executor(
-        make_policy(
-            t.sandbox,
-            workspace=cwd,
-            writable_roots=t.writable_roots,
-            network=t.network_access,
-            hidden=[cwd.parent],
-        ),
-        objects=None if objects is None else [objects],
-    )
+    executor = make_executor(sandbox_policy(t, cwd, hidden), objects=objects)
     res = await executor.run(
         ["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s, env=child_env(env)
     )
@@ -202,10 +197,19 @@ class BatchContext:
     today: str
     tz: str
     runner_home: Path | None
+    hidden: tuple[Path, ...] = ()
+    """What no run's sandbox shows besides its own run's: every batch's run directories,
+    the out dir, the runner's own folders (see `BatchContext.hidden_for`)."""
     checks: set[anyio.CancelScope] = field(default_factory=set)
     """Running checks: a signal cancels them (killing their process groups)."""
     stop: anyio.Event = field(default_factory=anyio.Event)
     """Set by Ctrl-C or SIGTERM: no check starts after it."""
+
+
+def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
+    """What the run's commands and check may not see: the batch's `hidden` and the
+    user's repository (work tree, git dirs, object stores)."""
+    return [*b.hidden, *ws.user_paths]
 
 
 async def live(run: TaskRun, b: BatchContext) -> None:
@@ -263,6 +267,7 @@ async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
             budget=RunBudget(t.limits, t.price, b.spend),
             extra_tools=mcp.tools,
             redact=b.redact,
+            hidden=hidden_for(b, ws),
         )
         for note in notes:
             _note(run, log, b.redact(note))
@@ -287,7 +292,9 @@ async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
         if ws is not None:
             await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
             if run.outcome is not None:
-                await _check_unless_stopped(run, ws, b.agent_env, b.checks, b.stop)
+                await _check_unless_stopped(
+                    run, ws, b.agent_env, b.checks, b.stop, hidden_for(b, ws)
+                )
                 if run.check is not None:
                     log.emit(
                         {
@@ -357,6 +364,7 @@ async def _check_unless_stopped(
     env: dict[str, str],
     checks: set[anyio.CancelScope],
     stop: anyio.Event,
+    hidden: Sequence[Path] = (),
 ) -> None:
     """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
     kills its process group): Ctrl-C must not wait for a long check. A run the signal
@@ -367,7 +375,7 @@ async def _check_unless_stopped(
         with anyio.CancelScope() as scope:
             checks.add(scope)
             try:
-                run.check = await _run_check(run.task, ws.path, env, ws.objects)
+                run.check = await _run_check(run.task, ws.path, env, ws.sandbox_objects, hidden)
             finally:
                 checks.discard(scope)
         if not scope.cancelled_caught:

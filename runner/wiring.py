@@ -25,7 +25,7 @@ from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
 from runner.redact import Redactor
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
-from runner.sandbox.policy import PROTECTED_NAMES
+from runner.sandbox.policy import PROTECTED_NAMES, Policy
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.hosted import WebSearchTool
@@ -181,20 +181,15 @@ def make_thread(
     budget: Budget | None = None,
     extra_tools: Sequence[Tool] = (),
     redact: Redactor | None = None,
+    hidden: Sequence[Path] = (),
 ) -> tuple[Thread, list[str]]:
-    """The run's thread, and a note for each AGENTS.md the prompt left out."""
+    """The run's thread, and a note for each AGENTS.md the prompt left out. `hidden`:
+    what the sandbox hides besides the runs' directory (see `sandbox_policy`)."""
     from runner import compaction
 
     extra, reasoning, text = sampling(t.model_options)
-    # One policy for what the sandbox enforces and what the model is told. The runs'
-    # directory (cwd's parent) holds the other runs and the runner's private git dirs.
-    policy = make_policy(
-        t.sandbox,
-        workspace=cwd,
-        writable_roots=t.writable_roots,
-        network=t.network_access,
-        hidden=[cwd.parent],
-    )
+    # One policy for what the sandbox enforces and what the model is told.
+    policy = sandbox_policy(t, cwd, hidden)
     executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
     context, notes = prompts.initial_context(
         cwd=cwd,
@@ -241,6 +236,21 @@ def make_thread(
     if redact:
         tools = [Redacting(tool, redact) for tool in tools]
     return Thread(spec, model, tools, ctx, log), notes
+
+
+def sandbox_policy(t: ResolvedTask, cwd: Path, hidden: Sequence[Path] = ()) -> Policy:
+    """The policy of a run's commands and its check. Hidden: the runs' directory (cwd's
+    parent: the other runs and the runner's private git dirs) and `hidden` (the batch
+    adds the out dir, the user's repository...); shown again inside hidden places: the
+    skill folders, whose `SKILL.md` the model opens itself."""
+    return make_policy(
+        t.sandbox,
+        workspace=cwd,
+        writable_roots=t.writable_roots,
+        network=t.network_access,
+        hidden=[cwd.parent, *hidden],
+        shown=[s.path.parent for s in t.skills],
+    )
 
 
 class Redacting:

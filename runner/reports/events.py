@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from runner.fsutil import open_private
 from runner.progress import safe_text
 from runner.redact import Redactor
 
@@ -92,8 +93,7 @@ class EventLog:
     def __init__(
         self, path: Path, *, task: str, redact: Redactor, stdout: JsonStream | None = None
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("w", encoding="utf-8")
+        self._file = open_private(path)
         self._task = task
         self._redact = redact
         self._stream = stdout

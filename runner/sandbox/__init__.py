@@ -24,6 +24,7 @@ def make_policy(
     writable_roots: Sequence[Path] = (),
     network: bool = False,
     hidden: Sequence[Path] = (),
+    shown: Sequence[Path] = (),
 ) -> Policy:
     """A policy with every path resolved, as the sandbox will see it."""
 
@@ -36,7 +37,8 @@ def make_policy(
         workspace=real(workspace),
         writable_roots=roots if mode == "workspace-write" else (),
         network_access=network,
-        hidden=tuple(real(h) for h in hidden),
+        hidden=tuple(dict.fromkeys(real(h) for h in hidden)),
+        shown=tuple(dict.fromkeys(real(s) for s in shown)),
     )
 
 

@@ -4,18 +4,28 @@ Every command gets fresh namespaces (mount, pid, ipc, uts, cgroup, user unless t
 is root, network unless the policy allows it) and this filesystem, mounted in order of
 depth so the most specific rule wins:
 
-    /                       the host, read-only
+    /                       an empty tmpfs, read-only once the mounts below are made
+    the host's entries      bound read-only, one per top-level entry (links copied as
+                            links), except the hidden places (see `host_view`)
     /dev, /proc, /dev/shm   private (a new /proc shows only the sandbox's processes)
     /tmp, /run              private tmpfs; /run holds host daemons' sockets (Docker's
                             among them), which a network namespace does not cut off
     workspace, roots        bound read-write (`workspace-write`) or read-only
     <root>/.git, .runner    read-only again
-    hidden, credentials     empty and read-only: the runs' directory (the runner's private
-                            git dirs, other runs), the user's git dir (its config may hold
-                            a token), ~/.ssh, ~/.aws, ...
-    the object store        read-only at a fixed path under /tmp, with the workspace's
-                            `.git/objects/info/alternates` shown pointing there, so git
-                            works however deep and private the user's repository is
+    toolchains, skills      read-only inside hidden homes (PATH folders) and hidden
+                            repositories (skill folders); credential files in them masked
+    the object stores       read-only at a fixed path under /tmp, with the workspace's
+                            `.git/objects/info/alternates` shown pointing there; they are
+                            the runner's hard-linked mirrors, so no mount names the user's
+                            repository (see runner/workspace/prepare.py)
+
+Hidden places (the runs' directory, the out dir, the user's repository and git dirs,
+every home) are not covered by an empty mount, whose mount point would name them in
+`/proc/self/mountinfo`: they are left out. A directory on the way to one is rebuilt from
+its other entries, so the hidden entry is simply absent, and no mount point, mount
+source or argument names it. The argument list itself reaches bubblewrap through a
+memfd (`--args`), since the sandbox's process 1 is bubblewrap and anyone inside may read
+its `/proc/1/cmdline`.
 
 Identity: as a normal user, bubblewrap runs unprivileged in a new user namespace and the
 command keeps the user's uid. As root, bubblewrap runs as root without a user namespace
@@ -46,6 +56,7 @@ import functools
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -254,7 +265,14 @@ class Layout:
     resolv: Path | None = None
     """/etc/resolv.conf's target when it lies under /run (Ubuntu), kept for the network."""
     shown: tuple[Path, ...] = ()
-    """Read-only again inside a hidden home: the PATH directories that live there."""
+    """Read-only again inside a hidden place: the PATH directories in a home, the skill
+    folders."""
+    host: tuple[Path, ...] = ()
+    """The host's entries shown read-only (see `host_view`)."""
+    links: tuple[tuple[Path, str], ...] = ()
+    """The host's links shown as links: (path, what it says)."""
+    folders: tuple[Path, ...] = ()
+    """The host's folders rebuilt around a hidden place (see `host_view`)."""
 
 
 @dataclass(frozen=True)
@@ -265,8 +283,8 @@ class _Mount:
     args: tuple[str, ...]
 
 
-SCRATCH = (Path("/tmp"), Path("/run"))
-"""The sandbox's own empty filesystems, where bubblewrap creates mount points."""
+PROVIDED = ("dev", "proc", "run", "tmp")
+"""Top-level names the sandbox makes itself, never taken from the host."""
 
 
 def mount_args(
@@ -280,9 +298,6 @@ def mount_args(
     """bubblewrap's filesystem arguments. Pure: the caller looked at the disk (`layout`);
     `alternates_fd` is a pipe holding the alternates text the workspace's git sees."""
     base = [
-        "--ro-bind",
-        "/",
-        "/",
         "--dev",
         "/dev",
         "--proc",
@@ -308,7 +323,7 @@ def mount_args(
     ]
     sealed = ["/run"]
     """Empty tmpfs mounts made read-only last, once every mount point inside exists."""
-    mounts: list[_Mount] = []
+    mounts = _host_mounts(layout)
     writable = policy.writable()
     for root in (policy.workspace, *writable):
         verb = "--bind" if root in writable else "--ro-bind"
@@ -337,25 +352,90 @@ def mount_args(
         mounts.append(
             _Mount(layout.resolv, 1, ("--ro-bind", str(layout.resolv), str(layout.resolv)))
         )
-    # Mount points bubblewrap would make on the fly get mode 0700 and root's owner when
-    # root runs it: made here instead, traversable by the command's user.
-    scratch = (*SCRATCH, *(p for p, is_dir in layout.masked if is_dir))
-    bound = [m.dest for m in mounts if m.args[0] != "--tmpfs"]
-    for m in list(mounts):
-        for parent in m.dest.parents:
-            if any(parent != s and parent.is_relative_to(s) for s in scratch) and not any(
-                parent.is_relative_to(b) for b in bound
-            ):
-                mounts.append(_Mount(parent, 0, ("--perms", "0755", "--dir", str(parent))))
+    mounts += _mount_points(mounts)
     out = base
     seen: set[tuple[str, ...]] = set()
     for m in sorted(mounts, key=lambda m: (len(m.dest.parts), m.rank)):
         if m.args not in seen:
             seen.add(m.args)
             out += m.args
-    for dest in sealed:
+    for dest in (*sealed, "/"):
         out += ["--remount-ro", dest]
     return out
+
+
+def _mount_points(mounts: Sequence[_Mount]) -> list[_Mount]:
+    """Mount points bubblewrap would make on the fly get mode 0700 and root's owner when
+    root runs it: made here instead, traversable by the command's user. Every folder
+    that is not inside something bound lies on one of the sandbox's own tmpfs mounts."""
+    bound = {m.dest for m in mounts if "--tmpfs" not in m.args and "--dir" not in m.args}
+    made: set[Path] = set()
+    out = []
+    for m in mounts:
+        for parent in m.dest.parents:
+            if len(parent.parts) < 2 or parent in made:
+                continue
+            made.add(parent)
+            if not any(p in bound for p in (parent, *parent.parents)):
+                out.append(_Mount(parent, 0, ("--perms", "0755", "--dir", str(parent))))
+    return out
+
+
+def _host_mounts(layout: Layout) -> list[_Mount]:
+    """The host's entries, read-only; `-try`, since one may vanish between the look at
+    the host and the command."""
+    mounts = [_Mount(p, 1, ("--ro-bind-try", str(p), str(p))) for p in layout.host]
+    mounts += [_Mount(p, 1, ("--symlink", text, str(p))) for p, text in layout.links]
+    mounts += [_Mount(p, 0, ("--perms", "0755", "--dir", str(p))) for p in layout.folders]
+    return mounts
+
+
+@dataclass(frozen=True)
+class HostView:
+    binds: list[Path]
+    links: list[tuple[Path, str]]
+    folders: list[Path]
+
+
+def host_view(hidden: Sequence[Path]) -> HostView:
+    """What of the host the sandbox shows: entries bound read-only, links copied, and
+    folders rebuilt empty.
+
+    Every entry of `/` is shown, except those the sandbox makes itself (`PROVIDED`) and
+    the `hidden` places. A folder holding a hidden place is not bound: it is made anew
+    and its other entries are shown the same way, so the hidden entry is absent and
+    nothing in the mount table or the arguments names it. On the way to a hidden place
+    only folders, files and links are kept: a socket there could reach a host service.
+    A link that leads into a hidden place is left out, since what it says would name it."""
+    binds: list[Path] = []
+    links: list[tuple[Path, str]] = []
+    folders: list[Path] = []
+    todo = [Path("/")]
+    while todo:
+        folder = todo.pop()
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            path = folder / name
+            if (folder == Path("/") and name in PROVIDED) or path in hidden:
+                continue
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                real = Path(os.path.realpath(path))
+                if not any(real.is_relative_to(h) for h in hidden):
+                    links.append((path, os.readlink(path)))
+            elif any(h.is_relative_to(path) for h in hidden):
+                if stat.S_ISDIR(mode):
+                    todo.append(path)
+                    folders.append(path)
+            elif stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+                binds.append(path)
+    return HostView(binds, links, folders)
 
 
 class BwrapExecutor:
@@ -383,14 +463,17 @@ class BwrapExecutor:
             else tuple(_object_stores(policy.workspace))
         )
         homes = _homes(host)
-        hide = [
-            *policy.hidden,
-            *(s.parent for s in self._stores if s.name == "objects"),
-            *homes,
-            *(h / c for h in homes for c in CREDENTIALS),
-        ]
-        self._masked = tuple(_existing([Path(os.path.realpath(p)) for p in hide]))
-        self._shown = tuple(_tools_in(homes))
+        # A store given as a git dir's `objects` (not the runner's mirror): its git dir
+        # (config, hooks) stays hidden.
+        others = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects")]
+        self._hidden = (*others, *homes)
+        self._shown = (*_tools_in(homes, others), *policy.shown)
+        credentials = [Path(os.path.realpath(h / c)) for h in homes for c in CREDENTIALS]
+        self._masked = tuple(
+            _existing([c for c in credentials if any(c.is_relative_to(s) for s in self._shown)])
+        )
+        self._view = host_view(self._hidden)
+        self._paths: dict[str, str] = {}
         self._resolv = _resolv_under_run()
         self.limit_notes: list[str] = []
         self._base_usage: int | None = None
@@ -407,6 +490,9 @@ class BwrapExecutor:
             masked=self._masked,
             resolv=self._resolv,
             shown=self._shown,
+            host=tuple(self._view.binds),
+            links=tuple(self._view.links),
+            folders=tuple(self._view.folders),
         )
 
     def command(
@@ -415,6 +501,15 @@ class BwrapExecutor:
         """The whole bubblewrap command line for one command (paths only, no secrets)."""
         return [
             self.host.bwrap,
+            *self.options(cwd=cwd, layout=layout, alternates_fd=alternates_fd),
+            "--",
+            *command_prefix(self.host, self.limits),
+            *argv,
+        ]
+
+    def options(self, *, cwd: Path, layout: Layout, alternates_fd: int | None) -> list[str]:
+        """bubblewrap's options: namespaces, mounts, working directory."""
+        return [
             *namespace_args(self.host, network=self.policy.network),
             "--die-with-parent",
             "--new-session",
@@ -429,10 +524,14 @@ class BwrapExecutor:
             ),
             "--chdir",
             str(cwd),
-            "--",
-            *command_prefix(self.host, self.limits),
-            *argv,
         ]
+
+    def _visible_path(self, value: str) -> str:
+        """`_visible_path` of this sandbox, kept: PATH is the same for every command."""
+        if value not in self._paths:
+            seen = (*self._shown, self.policy.workspace, *self.policy.writable())
+            self._paths[value] = _visible_path(value, self._hidden, seen)
+        return self._paths[value]
 
     async def _watch_disk(self, base: int) -> str:
         """Returns once the workspace has grown past its cap (see MAX_WORKSPACE_GROWTH)."""
@@ -471,16 +570,31 @@ class BwrapExecutor:
                     hostfs.disk_usage, self.policy.workspace
                 )
             watch = partial(self._watch_disk, self._base_usage)
+        # The options go through a memfd: process 1 inside is bubblewrap, whose
+        # command line every command may read.
+        options = self.options(cwd=cwd, layout=layout, alternates_fd=alternates_fd)
+        args_fd = _memfd_with("".join(f"{o}\0" for o in options))
+        full = [
+            self.host.bwrap,
+            "--args",
+            str(args_fd),
+            "--",
+            *command_prefix(self.host, self.limits),
+            *argv,
+        ]
+        inner = sandbox_env(env, home=HOME, user=self.host.user)
+        inner["PATH"] = self._visible_path(inner["PATH"])
         try:
             return await run_process(
-                self.command(argv, cwd=cwd, layout=layout, alternates_fd=alternates_fd),
+                full,
                 cwd=Path("/"),
                 timeout_s=timeout_s,
-                env=sandbox_env(env, home=HOME, user=self.host.user),
-                pass_fds=() if alternates_fd is None else (alternates_fd,),
+                env=inner,
+                pass_fds=(args_fd,) if alternates_fd is None else (args_fd, alternates_fd),
                 watch=watch,
             )
         finally:
+            os.close(args_fd)
             if alternates_fd is not None:
                 os.close(alternates_fd)
 
@@ -504,19 +618,52 @@ def _homes(host: Host) -> list[Path]:
     return out
 
 
-def _tools_in(homes: Sequence[Path]) -> list[Path]:
+def _tools_in(homes: Sequence[Path], hidden: Sequence[Path]) -> list[Path]:
     """The home entries holding PATH directories (`~/.local`, `~/.cargo`, `~/.pyenv`):
     toolchains, shown again read-only so the commands the user installed still run; the
-    credential files inside them stay hidden (`CREDENTIALS`)."""
+    credential files inside them stay hidden (`CREDENTIALS`). A PATH directory inside
+    another hidden place (a virtualenv in the user's repository) is not shown, and a home
+    entry holding such a place is narrowed to the PATH directory itself."""
     out: list[Path] = []
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         real = Path(os.path.realpath(entry))
+        if any(real.is_relative_to(h) for h in hidden):
+            continue
         for h in homes:
             if real != h and real.is_relative_to(h) and real.is_dir():
-                out.append(h / real.relative_to(h).parts[0])
+                top = h / real.relative_to(h).parts[0]
+                out.append(real if any(x.is_relative_to(top) for x in hidden) else top)
     return list(dict.fromkeys(out))
+
+
+def _visible_path(value: str, hidden: Sequence[Path], shown: Sequence[Path]) -> str:
+    """PATH without the directories the sandbox hides: they would not run there, and
+    their names would tell where the user's repository or home is."""
+    kept = []
+    for entry in value.split(os.pathsep):
+        real = Path(os.path.realpath(entry)) if os.path.isabs(entry) else None
+        if real is not None and (
+            any(real.is_relative_to(h) for h in hidden)
+            and not any(real.is_relative_to(s) for s in shown)
+        ):
+            continue
+        kept.append(entry)
+    return os.pathsep.join(kept)
+
+
+def _memfd_with(text: str) -> int:
+    """An in-memory file holding `text`, read from its start (no size limit, unlike a
+    pipe)."""
+    fd = os.memfd_create("runner-bwrap-args", 0)
+    try:
+        os.write(fd, text.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _pipe_with(text: str) -> int:

@@ -40,8 +40,10 @@ class Policy:
     """Beyond the workspace; only used in `workspace-write`."""
     network_access: bool = False
     hidden: tuple[Path, ...] = ()
-    """Made empty and read-only inside the sandbox (e.g. the directory holding every
-    run's workspace and the runner's private git dirs)."""
+    """Absent inside the sandbox (the runs' directory, the out dir, the user's
+    repository...), except for the workspace, the writable roots and `shown` within."""
+    shown: tuple[Path, ...] = ()
+    """Shown read-only even inside a hidden place (skill folders)."""
 
     @property
     def sandboxed(self) -> bool:

@@ -8,10 +8,13 @@ tree, index, HEAD, stash, config, hooks and existing branches are never touched,
 How a workspace is laid out (for a run named `N` under `root`):
 
     root/N/            the work tree the agent sees; `root/N/.git` is a fresh repository whose
-                       `objects/info/alternates` points at the user's object store (read-only
-                       use) and whose HEAD is the base commit, detached
-    root/.N.runner/    runner-private, never shown to the agent: `git/` (a pristine bare
-                       repository holding only our own config) and `index`
+                       `objects/info/alternates` points at mirrors of the user's object
+                       stores (read-only use) and whose HEAD is the base commit, detached
+    root/.N.runner/    runner-private: `git/` (a pristine bare repository holding only our
+                       own config) and `index`, never shown to the agent; `objects/N`,
+                       hard links to the files of the user's object store (and of the
+                       stores it borrows from), which the sandbox mounts read-only so that
+                       no mount source names the user's repository
 
 Every git command the runner itself runs on a workspace uses the *private* git dir, reading
 the user's object store (as `GIT_OBJECT_DIRECTORY`, or through alternates while a result

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from runner.errors import GitError
+from runner.fsutil import private_dirs
 from runner.workspace.types import Workspace
 
 IDENTITY = ("runner", "runner@localhost")
@@ -128,7 +129,7 @@ def _git(
 
 def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str], cwd: Path) -> None:
     """git's stdout written atomically to `path` (see `atomic_write_bytes`), streamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -3,6 +3,7 @@ written into the user's repository (see the package docstring for why)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -89,6 +90,15 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
     git_dir, objects, bare, fmt = Path(lines[0]), Path(lines[1]), lines[2] == "true", lines[3]
     sha, tree = lines[4], lines[5]
     dirty = False if bare else _is_dirty(repo)
+    stores = _borrowed(objects)
+    user = [repo, git_dir, _common_dir(git_dir)]
+    for store in stores:  # a store's git dir, and the work tree around a `.git`
+        owner = store.parent if store.name == "objects" else store
+        user += [owner.parent, owner] if owner.name == ".git" else [owner]
+    if not bare:
+        # The top of the work tree (`repo` may be a folder inside it) and, for a
+        # submodule, its superproject's.
+        user += [Path(p) for p in _out(_TOPS, cwd=repo).splitlines() if p]
 
     root = root.resolve()
     path, private = root / name, root / f".{name}{_PRIVATE_SUFFIX}"
@@ -106,10 +116,15 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         base_dirty=dirty,
         setup_s=0.0,
         private_dir=private,
+        sandbox_objects=tuple(private / "objects" / str(i) for i in range(len(stores))),
+        user_paths=tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in user)),
     )
     try:
         path.mkdir()
         private.mkdir()
+        (private / "objects").mkdir()
+        for store, mirror in zip(stores, ws.sandbox_objects, strict=True):
+            _mirror(store, mirror)
         _init(ws._private_git, fmt, bare=True)
         with (ws._private_git / "config").open("a") as f:
             # Without these, git still reads ~/.config/git/{ignore,attributes} by default
@@ -120,7 +135,9 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         agent_git = path / ".git"
         _init(path, fmt, bare=False)
         (agent_git / "objects" / "info").mkdir(parents=True, exist_ok=True)
-        (agent_git / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+        (agent_git / "objects" / "info" / "alternates").write_text(
+            "".join(f"{m}\n" for m in ws.sandbox_objects)
+        )
         (agent_git / "HEAD").write_text(f"{sha}\n")
         _copy_shallow(git_dir, agent_git)
         shutil.copyfile(ws._index, agent_git / "index")
@@ -132,6 +149,77 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         hostfs.remove_tree(private)
         raise
     return replace(ws, setup_s=time.perf_counter() - t0)
+
+
+_TOPS = [
+    "rev-parse",
+    "--path-format=absolute",
+    "--show-toplevel",
+    "--show-superproject-working-tree",
+]
+MAX_ALTERNATE_DEPTH = 5
+"""How deep git itself follows alternates of alternates."""
+
+
+def _borrowed(objects: Path) -> list[Path]:
+    """The user's object store and every store it borrows from through alternates, as
+    git reads them, each once."""
+    found: list[Path] = []
+    level = [objects]
+    for _ in range(MAX_ALTERNATE_DEPTH + 1):
+        nxt: list[Path] = []
+        for store in level:
+            real = Path(os.path.realpath(store))
+            if real in found or not real.is_dir():
+                continue
+            found.append(real)
+            try:
+                lines = (real / "info" / "alternates").read_text().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            nxt += [real / ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+        level = nxt
+    return found
+
+
+def _mirror(store: Path, dest: Path) -> None:
+    """`dest` made to hold what `store` holds: a hard link per file (a copy where the two
+    lie on different filesystems or linking is refused), walked without recursion and
+    without following links. Its `info/alternates` is left out: the workspace's own lists
+    every mirror. Git only ever adds files to a store, and a pack or loose object is named
+    by its content, so a link taken now stays right; files that vanish meanwhile (a `gc`
+    of the user's) are skipped."""
+    todo = [(store, dest)]
+    while todo:
+        src, dst = todo.pop()
+        os.mkdir(dst, 0o755)
+        try:
+            entries = list(os.scandir(src))
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                todo.append((Path(e.path), dst / e.name))
+            elif e.is_file(follow_symlinks=False) and not (
+                (src == store / "info" and e.name == "alternates") or e.name.startswith("tmp_")
+            ):
+                _link_or_copy(Path(e.path), dst / e.name)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    try:
+        shutil.copyfile(src, dst, follow_symlinks=False)
+        os.chmod(dst, 0o444)
+    except OSError:
+        with contextlib.suppress(OSError):
+            dst.unlink()
 
 
 def _check_name(name: str) -> None:

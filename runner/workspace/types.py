@@ -9,7 +9,8 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Workspace:
     """One run's checkout of `base`. Give the agent `path` (and read-only access to
-    `objects`, which `path/.git` borrows through alternates); never `private_dir`."""
+    `sandbox_objects`, which `path/.git` borrows through alternates); never
+    `private_dir`, nor any of `user_paths`."""
 
     path: Path
     """The work tree the agent works in."""
@@ -28,6 +29,13 @@ class Workspace:
     """Wall time `prepare` took, for the report."""
     private_dir: Path
     """Runner-private git dir and index (outside `path`, so the agent cannot doctor them)."""
+    sandbox_objects: tuple[Path, ...] = ()
+    """What `path/.git` borrows through alternates: hard links (or copies) of the user's
+    object store and of the stores it borrows from, in `private_dir`. The sandbox binds
+    these, so no mount source names the user's repository."""
+    user_paths: tuple[Path, ...] = ()
+    """The user's repository as the sandbox must hide it: `repo`, its work tree's top
+    (and a superproject's), its git dirs and every object store it reads."""
 
     @property
     def _private_git(self) -> Path:

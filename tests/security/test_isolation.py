@@ -1,0 +1,307 @@
+"""Issue 25, points 2 and 3: a run sees its own workspace and the tools, nothing of the
+batch or of the user. Another run's live transcript, the out dir, the user's repository
+(work tree with its git-ignored `.env`, and `.git`) stay out of reach of the model's
+commands, and no mount, process or variable in the sandbox names where they are.
+
+Each test drives the real CLI (as root, and as a user created for the test through
+`setpriv`) with the out dir and the repository under /home, /srv, /var and /tmp in turn:
+places the host shows to the sandbox unless the runner hides them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+import runner
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import RecordedRequest, Reply, last_user_text, per_conversation, reply_message
+from tests.security.helpers import KEY, sh, tasks
+
+BASES = ("/home", "/srv", "/var", "/tmp")
+T1_CANARY = "t1-answer-7c0d5e21"
+ENV_CANARY = "DATABASE_PASSWORD=env-canary-93ab1f"
+PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class Who:
+    """Whom the runner runs as, and with which environment."""
+
+    name: str | None
+    """None: root."""
+    home: Path
+    env: dict[str, str]
+    python: str
+
+    def own(self, path: Path) -> None:
+        if self.name is not None:
+            subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(path)], check=True)
+
+    def cli(self, *args: str | Path, path: str = PATH) -> subprocess.CompletedProcess[str]:
+        argv = [self.python, "-m", "runner", *map(str, args)]
+        if self.name is not None:
+            argv = ["setpriv", f"--reuid={self.name}", f"--regid={self.name}", "--init-groups"]
+            argv += [self.python, "-m", "runner", *map(str, args)]
+        env = {**self.env, "PATH": path}
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, cwd="/")
+
+
+@pytest.fixture(params=["root", "user"])
+def who(request: pytest.FixtureRequest) -> Iterator[Who]:
+    if os.geteuid() != 0:
+        pytest.skip("these tests place files under /srv, /var and /home: they need root")
+    if request.param == "root":
+        home = Path(os.path.expanduser("~"))
+        env = {**os.environ, "PATH": PATH, "FAKE_API_KEY": KEY}
+        env.pop("TMPDIR", None)
+        yield Who(None, home, env, sys.executable)
+        return
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd (passwd) is not installed")
+    python = shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}", path=PATH)
+    if python is None:
+        pytest.skip("no system python of this version for the unprivileged user")
+    base = Path(tempfile.mkdtemp(prefix="runner-iso-home-", dir="/var/tmp"))
+    base.chmod(0o755)
+    name = f"ri{uuid.uuid4().hex[:8]}"
+    home = base / name
+    subprocess.run(
+        ["useradd", "--create-home", "--home-dir", str(home), "--user-group", name],
+        check=True,
+        capture_output=True,
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="runner-iso-tmp-", dir="/tmp"))
+    subprocess.run(["chown", f"{name}:{name}", str(tmp)], check=True)
+    site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+    src = str(Path(runner.__file__).resolve().parent.parent)
+    env = {
+        "HOME": str(home),
+        "USER": name,
+        "PATH": PATH,
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": f"{src}:{site}",
+        "FAKE_API_KEY": KEY,
+    }
+    try:
+        yield Who(name, home, env, python)
+    finally:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(params=BASES)
+def place(request: pytest.FixtureRequest, who: Who) -> Iterator[Path]:
+    """A directory under one of BASES, readable by everyone as such places usually are,
+    owned by whoever runs the runner."""
+    base = Path(tempfile.mkdtemp(prefix="runner-iso-", dir=request.param))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _repo(place: Path) -> Path:
+    repo = make_git_repo(place / "repo", {"README.md": "x\n", ".gitignore": ".env\n"})
+    (repo / ".env").write_text(ENV_CANARY + "\n")
+    return repo
+
+
+def _outputs(out: Path, run: str) -> str:
+    """Everything the run's commands printed, as the model was sent it."""
+    text = []
+    for line in (out / "threads" / f"{run}.jsonl").read_text().splitlines():
+        item = json.loads(line).get("item") or {}
+        if item.get("type") == "command_execution":
+            text.append(str(item.get("aggregated_output", "")))
+    return "\n".join(text)
+
+
+def _names(text: str, path: Path) -> bool:
+    return re.search(re.escape(str(path)) + r"(?=[/\s]|$)", text) is not None
+
+
+def _script(steps: dict[str, list[Reply]]) -> object:
+    def go(req: RecordedRequest, i: int) -> Reply:
+        mine = steps[last_user_text(req).strip()]
+        return mine[min(i, len(mine) - 1)]
+
+    return per_conversation(go)
+
+
+def test_a_run_cannot_read_another_runs_transcript_or_the_out_dir(
+    loopback_thread: ThreadFactory, who: Who, place: Path
+) -> None:
+    """t2 looks for t1's live transcript while t1 waits; the out dir is not there for it,
+    and every file the runner wrote there is private to the runner's user."""
+    repo, out = _repo(place), place / "out"
+    probe = (
+        f"for i in $(seq 30); do test -e {out}/threads/t1.jsonl && break; sleep 0.1; done; "
+        f"test -e {out} && echo OUT-VISIBLE || echo OUT-HIDDEN; "
+        f"cat {out}/threads/t1.jsonl; ls -la {out} {out}/threads {out}/journal; "
+        "echo siblings: $(ls -a ..)"
+    )
+    steps = {
+        "t1": [sh(f"echo {T1_CANARY}; sleep 5", "a"), reply_message("done")],
+        "t2": [sh(probe, "b"), reply_message("done")],
+    }
+    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    who.own(place)
+    res = who.cli(
+        "run", tasks(place, srv.base_url, repo, ["t1", "t2"]), "--out", out, "--concurrency", "2"
+    )
+    assert res.returncode == 0, res.stderr
+    seen = _outputs(out, "t2")
+    assert T1_CANARY in _outputs(out, "t1")
+    assert T1_CANARY not in seen, seen
+    assert "OUT-HIDDEN" in seen and "OUT-VISIBLE" not in seen, seen
+    siblings = seen.split("siblings:")[-1].split()
+    assert "t2" in siblings and "t1" not in siblings and ".t2.runner" not in siblings, seen
+    for path in [out, *out.rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_a_command_cannot_find_or_read_the_users_repository(
+    loopback_thread: ThreadFactory, who: Who, place: Path
+) -> None:
+    """The model looks for the repository by every road it has: the mount table, the
+    sandbox's process 1, the environment (PATH holds the repository's virtualenv), and
+    guessing. Nothing names the repository, the out dir or the runner's home, and the
+    git-ignored `.env` stays unread."""
+    repo, out = _repo(place), place / "out"
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    probe = (
+        "echo ==WHERE==; cat /proc/self/mountinfo; tr '\\0' ' ' </proc/1/cmdline; echo; "
+        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' <$f; done; echo ==END==; "
+        "for d in $(awk '{print $4; print $5}' /proc/self/mountinfo); do "
+        'for up in . .. ../.. ../../..; do cat "$d/$up/.env"; done; done 2>/dev/null; '
+        f"cat {repo}/.env {repo}/.git/config; ls -la {repo}; "
+        f"cat /proc/1/root{repo}/.env /proc/self/root{repo}/.env /proc/1/cwd/.env; "
+        "find / -maxdepth 4 \\( -path /proc -o -path /sys -o -path /usr -o -path /dev \\) "
+        "-prune -o -name .env -print 2>/dev/null | while read f; do cat $f; done; "
+        "git -C . log --oneline | head -1; echo probe-done"
+    )
+    steps = {"t": [sh(probe, "c"), reply_message("done")]}
+    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    who.own(place)
+    res = who.cli(
+        "run",
+        tasks(place, srv.base_url, repo, ["t"]),
+        "--out",
+        out,
+        path=f"{repo}/.venv/bin:{PATH}",
+    )
+    assert res.returncode == 0, res.stderr
+    seen = _outputs(out, "t")
+    assert "probe-done" in seen and " base" in seen, seen  # ran to the end; git works
+    assert ENV_CANARY not in seen, seen
+    assert all(ENV_CANARY.encode() not in r.raw for r in srv.requests)
+    where = seen.split("==WHERE==")[1].split("==END==")[0]
+    for path in (repo, out, who.home):
+        assert not _names(where, path), (path, where)
+
+
+def test_a_skill_folder_in_the_repository_stays_readable(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The model opens a skill's SKILL.md itself: a skill kept in the hidden repository is
+    shown at its own path, and nothing else of the repository is."""
+    if os.geteuid() != 0:
+        pytest.skip("places the repository under /srv: needs root")
+    place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/srv"))
+    try:
+        place.chmod(0o755)
+        repo = _repo(place)
+        skill = repo / "skills" / "notes"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text("---\nname: notes\ndescription: d\n---\nskill-body-1f\n")
+        probe = f"cat {skill}/SKILL.md {repo}/.env; ls {repo}"
+        steps = {"t": [sh(probe, "c"), reply_message("done")]}
+        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        extra = f"  skills: ['{skill}']"
+        out = place / "out"
+        env = {**os.environ, "PATH": PATH, "FAKE_API_KEY": KEY}
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "runner",
+                "run",
+                tasks(place, srv.base_url, repo, ["t"], extra=extra),
+            ]
+            + ["--out", str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        seen = _outputs(out, "t")
+        assert "skill-body-1f" in seen and ENV_CANARY not in seen, seen
+        assert "README.md" not in seen, seen
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+@pytest.mark.parametrize("work", ["/tmp", "/dev/shm"])
+def test_a_borrowing_repository_keeps_its_history_without_naming_either_store(
+    tmp_path: Path, work: str
+) -> None:
+    """A `git clone --shared` borrows the objects of the repository it came from: both
+    stores reach the sandbox as the runner's mirrors (hard links, or copies from another
+    filesystem such as /dev/shm), git reads the whole history, and the mount table
+    names neither repository."""
+    if os.geteuid() != 0:
+        pytest.skip("places the repositories under /srv: needs root")
+    from runner import workspace
+    from runner.sandbox import make_executor, make_policy
+
+    place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/srv"))
+    root = Path(tempfile.mkdtemp(prefix="runner-iso-work-", dir=work))
+    try:
+        src = make_git_repo(place / "src")
+        clone = place / "clone"
+        subprocess.run(["git", "clone", "-q", "--shared", str(src), str(clone)], check=True)
+        (clone / "b.txt").write_text("b\n")
+        subprocess.run(["git", "-C", str(clone), "add", "b.txt"], check=True)
+        subprocess.run(
+            ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+            + ["commit", "-q", "-m", "second"],
+            check=True,
+        )
+        ws = workspace.prepare_sync(clone, root=root / "0", name="t")
+        try:
+            policy = make_policy(
+                "workspace-write", workspace=ws.path, hidden=[root, *ws.user_paths]
+            )
+            script = (
+                "git log --oneline | wc -l; git show HEAD~1:README.md; cat /proc/self/mountinfo"
+            )
+            res = anyio.run(
+                lambda: make_executor(policy).run(
+                    ["bash", "-c", script], cwd=ws.path, timeout_s=30, env={"PATH": PATH}
+                )
+            )
+            text = res.output.decode()
+            assert text.split()[0] == "2" and "# sample" in text, text
+            assert not _names(text, src) and not _names(text, clone), text
+        finally:
+            workspace.cleanup_sync(ws)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
