@@ -33,7 +33,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live
-from runner.secret_env import secrets_from_env, without_secrets
+from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -112,12 +112,19 @@ async def run_batch(
     plan: BatchPlan | None = None,
     tf: TaskFile | None = None,
     models: Sequence[str] = (),
+    hide_secrets: bool = False,
 ) -> BatchResult:
-    """`tf` and `models` (`--model`) only locate problems the pre-flight check finds."""
+    """`tf` and `models` (`--model`) only locate problems the pre-flight check finds.
+    `hide_secrets` (the CLI's process, not a test's) takes the secrets out of this
+    process's environment once they are copied (see `hide_own`)."""
     env = dict(os.environ)
     preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
     redact = Redactor(secrets_from_env(env, tasks))
     agent_env = without_secrets(env, tasks)
+    if hide_secrets:
+        # From here on the secrets live in `env` alone: not in what children inherit, nor
+        # in what /proc shows of this process (danger-full-access commands look there).
+        hide_own(sorted(secret_names(env, tasks)))
     stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
     if plan is None:

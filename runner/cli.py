@@ -410,6 +410,7 @@ def _run(args: argparse.Namespace) -> int:
             tf=tf,
             models=args.model,
             plan=plan,
+            hide_secrets=True,
         )
     )
     if json_out is None:
