@@ -34,9 +34,11 @@ from runner.errors import (
     QuotaExhausted,
     RateLimited,
     RunEnds,
+    SizeLimitReached,
 )
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
+from runner.sizes import SizeCaps, size
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.usage import PrefixAudit, PrefixRecord
 from runner.vocabulary import RunStatus
@@ -76,6 +78,8 @@ class ThreadSpec:
     compaction: cp.CompactionSettings = field(default_factory=cp.CompactionSettings)
     compactor: Compactor | None = None
     """The provider's own compaction endpoint, when it has one; else local compaction."""
+    caps: SizeCaps = field(default_factory=SizeCaps)
+    """Byte caps (`limits:`): what bounds the thread's memory, whatever usage says."""
 
 
 RequestKind = Literal["turn", "compaction"]
@@ -234,6 +238,7 @@ class Thread:
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:
                 raise RunEnds(RunStatus.BUDGET, why)
+            self._check_history()
             if not first:
                 await self._maybe_compact("mid-turn")
             first = False
@@ -265,6 +270,16 @@ class Thread:
                     )
                 self.history.append(await self._call(call))
 
+    def _check_history(self) -> None:
+        """Tool outputs grow the history too; the clients check what a response adds."""
+        held = sum(i.held_bytes for i in self.history)
+        cap = self.spec.caps.history_bytes
+        if held > cap:
+            raise RunEnds(
+                RunStatus.SIZE_LIMIT,
+                f"stopped: the history holds {size(held)}, over max_history_bytes ({size(cap)})",
+            )
+
     def _prompt(self) -> Prompt:
         """The next request: the same instructions, tools and cache key every time."""
         s = self.spec
@@ -279,6 +294,7 @@ class Thread:
             reasoning_seen=self._reasoning_seen,
             text=s.text,
             extra=s.extra,
+            caps=s.caps,
         )
 
     async def _sample(self) -> list[Item]:
@@ -454,6 +470,8 @@ def _classify(exc: ModelError) -> RunStatus:
     """The run's status for the error that ended it (the message is the error's own)."""
     if isinstance(exc, AnswerTruncated):
         return RunStatus.MAX_OUTPUT_TOKENS
+    if isinstance(exc, SizeLimitReached):
+        return RunStatus.SIZE_LIMIT
     if isinstance(exc, RateLimited):
         return RunStatus.RATE_LIMITED
     if isinstance(exc, QuotaExhausted):

@@ -33,7 +33,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live
-from runner.secret_env import secrets_from_env, without_secrets
+from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -114,14 +114,21 @@ async def run_batch(
     models: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     secret_vars: Collection[str] = (),
+    hide_secrets: bool = False,
 ) -> BatchResult:
     """`tf` and `models` (`--model`) only locate problems the pre-flight check finds.
     `env` is the runner's environment (default os.environ); `secret_vars` name variables
-    of it that are secrets whatever their names (`--secret-fd`)."""
+    of it that are secrets whatever their names (`--secret-fd`). `hide_secrets` (the CLI's
+    process, not a test's) takes the secrets out of this process's environment once they
+    are copied (see `hide_own`)."""
     env = dict(os.environ if env is None else env)
     preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
     redact = Redactor(secrets_from_env(env, tasks, secret_vars))
     agent_env = without_secrets(env, tasks, secret_vars)
+    if hide_secrets:
+        # From here on the secrets live in `env` alone: not in what children inherit, nor
+        # in what /proc shows of this process (danger-full-access commands look there).
+        hide_own(sorted(secret_names(env, tasks, secret_vars)))
     stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
     if plan is None:

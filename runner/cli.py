@@ -428,6 +428,7 @@ def _run(args: argparse.Namespace) -> int:
             plan=plan,
             env={**os.environ, **secrets},
             secret_vars=frozenset(secrets),
+            hide_secrets=True,
         )
     )
     if json_out is None:

@@ -211,6 +211,14 @@ class AnswerTruncated(ModelError):
     code = "max_output_tokens"
 
 
+class SizeLimitReached(ModelError):
+    """A byte cap of the run's `limits:` (one response, one item, the history, one request
+    body) would be passed: the run stops with status `size_limit`, its work kept. Final:
+    the same request would bring the same answer."""
+
+    code = "size_limit"
+
+
 class RateLimited(ModelError):
     """Still rate limited after every retry, or asked to wait longer than the cap."""
 

@@ -20,7 +20,7 @@ import anyio
 import httpx
 
 from runner.errors import NetworkError, StreamError, TransportError
-from runner.sse import Framer
+from runner.sse import MAX_STREAM_BYTES, Framer
 from runner.vocabulary import Auth
 
 Response = httpx.Response
@@ -119,14 +119,6 @@ async def stream(
         raise transport_error(exc) from exc
 
 
-async def post(client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
-    """A unary POST, its body read; network failures raised as `TransportError`."""
-    try:
-        return await client.post(url, **kwargs)
-    except httpx.RequestError as exc:
-        raise transport_error(exc) from exc
-
-
 def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """The wait a server asks for: `retry-after-ms`, else `Retry-After` in seconds or as an
     HTTP date. None when absent or unreadable."""
@@ -154,13 +146,18 @@ def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> fl
 
 
 async def sse_events(
-    resp: httpx.Response, *, max_event_bytes: int, idle_s: float, finished: Callable[[], bool]
+    resp: httpx.Response,
+    *,
+    max_event_bytes: int,
+    idle_s: float,
+    finished: Callable[[], bool],
+    max_stream_bytes: int = MAX_STREAM_BYTES,
 ) -> AsyncGenerator[tuple[str, str], None]:
     """The (event, data) pairs of a streamed body, framed with bounded event sizes. The idle
     clock restarts only on a real event, so a server sending nothing but `: keepalive`
     comments still times out (a retryable `StreamError`), unless `finished()` says the
     answer is already complete. Both wires read their streams through this."""
-    framer = Framer(max_event_bytes=max_event_bytes)
+    framer = Framer(max_event_bytes=max_event_bytes, max_stream_bytes=max_stream_bytes)
     chunks = resp.aiter_bytes()
     idle_at = anyio.current_time() + idle_s
     while True:
@@ -193,6 +190,16 @@ async def read_capped(resp: httpx.Response) -> str:
         if len(buf) >= ERROR_BODY_BYTES:
             break
     return bytes(buf[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
+
+
+async def read_limited(resp: httpx.Response, limit: int) -> bytes | None:
+    """A whole unary answer, or None once it passes `limit` bytes (the rest is not read)."""
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ request an exact byte-for-byte extension of the previous one.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -53,6 +54,14 @@ class Item:
         """UTF-8 size of `wire`: what token estimates and cache shares are measured in."""
         return len(self.wire.encode())
 
+    @cached_property
+    def held_bytes(self) -> int:
+        """The memory this item takes in the runner: its wire text and every object of
+        its parsed data. The byte caps count this, not the UTF-8 size, because a server
+        chooses the ratio: one character beyond U+FFFF makes Python keep a whole string at
+        4 bytes a character, and `[[],[],...]` costs 56 bytes for every 3 it sent."""
+        return sys.getsizeof(self.wire) + _deep_size(self.data)
+
     @property
     def type(self) -> str:
         return str(self.data.get("type", ""))
@@ -61,6 +70,20 @@ class Item:
     def role(self) -> str | None:
         role = self.data.get("role")
         return role if isinstance(role, str) else None
+
+
+def _deep_size(value: Any) -> int:
+    """`sys.getsizeof` summed over a parsed JSON value (shared objects counted again)."""
+    total, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        total += sys.getsizeof(v)
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return total
 
 
 def _sendable(key: str, value: Any) -> Any:

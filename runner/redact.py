@@ -25,6 +25,7 @@ def forms(secret: str) -> set[str]:
     raw = secret.encode()
     out = {
         secret,
+        secret[::-1],  # `rev`: the cheapest disguise of all
         raw.hex(),
         raw.hex().upper(),
         urllib.parse.quote(secret, safe=""),

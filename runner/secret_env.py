@@ -1,25 +1,47 @@
 """Which environment variables are secrets, and the environment the agent starts from.
 
 Provider keys and push tokens are secrets whatever their names; so is anything that looks
-like one (`*_TOKEN`, `*_KEY`, ...) and whatever the task file lists under `secrets:`. Their
-values are redacted from every artifact, and the agent's commands never see them."""
+like one (`*_TOKEN`, `*_KEY`, ...), whatever the task file lists under `secrets:`, and any
+variable holding a URL with a password in it (`DATABASE_URL=postgres://u:pw@host`). Their
+values are redacted from every artifact, and the agent's commands never see them: not in
+their own environment, and not in the runner's (`hide_own`)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import re
+import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 
 from runner.config import ResolvedTask
 from runner.redact import MIN_SECRET_LEN
 from runner.sandbox.env import SECRET_NAME
 
+URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^\s/?#@:]*):([^\s/?#@]+)@")
+"""`scheme://user:password@`: a credential whatever the variable is called."""
+
+
+def url_passwords(value: str) -> list[str]:
+    """The passwords (and `user:password` pairs) of the URLs in `value`, as written and
+    decoded."""
+    found: list[str] = []
+    for m in URL_PASSWORD.finditer(value):
+        user, password = m[1], m[2]
+        found += [password, urllib.parse.unquote(password), f"{user}:{password}"]
+    return found
+
 
 def secret_names(
     env: Mapping[str, str], tasks: Sequence[ResolvedTask] = (), extra: Collection[str] = ()
 ) -> set[str]:
-    """Variables whose values are secrets: names that look secret, the task file's
-    `secrets:`, every provider key and push token in use, whatever its name, and `extra`
-    (what came through `--secret-fd`)."""
-    names = {k for k in env if SECRET_NAME.search(k)} | set(extra)
+    """Variables whose values are secrets: names that look secret, values holding a URL
+    with a password, the task file's `secrets:`, every provider key and push token in use,
+    whatever its name, and `extra` (what came through `--secret-fd`)."""
+    names = {k for k in env if SECRET_NAME.search(k) or URL_PASSWORD.search(env[k])}
+    names |= set(extra)
     for t in tasks:
         names.update(t.secrets)
         if t.provider.env_key:
@@ -32,7 +54,10 @@ def secret_names(
 def secrets_from_env(
     env: Mapping[str, str], tasks: Sequence[ResolvedTask] = (), extra: Collection[str] = ()
 ) -> list[str]:
-    return [env[k] for k in sorted(secret_names(env, tasks, extra)) if env.get(k)]
+    """The values to redact: each secret variable's whole value, and the password of
+    every URL in it (a model may print just that part)."""
+    values = [env[k] for k in sorted(secret_names(env, tasks, extra)) if env.get(k)]
+    return values + [p for v in values for p in url_passwords(v)]
 
 
 def without_secrets(
@@ -43,3 +68,48 @@ def without_secrets(
     names = secret_names(env, tasks, extra)
     values = [v for v in secrets_from_env(env, tasks, extra) if len(v) >= MIN_SECRET_LEN]
     return {k: v for k, v in env.items() if k not in names and not any(s in v for s in values)}
+
+
+PR_SET_DUMPABLE = 4
+
+
+def hide_own(names: Sequence[str]) -> None:
+    """Make the runner's own environment unreadable to the commands it starts.
+
+    Under `danger-full-access` a command runs as the runner's user and can read
+    `/proc/<runner>/environ`, which shows the process's *initial* environment block,
+    whatever `os.environ` says now. So, after the caller has copied what it needs:
+
+    - the variables are removed from `os.environ` (and libc's `environ`), so no child
+      started later (git, MCP servers, commands) inherits them;
+    - their `NAME=value` strings in the initial block are overwritten with zero bytes in
+      place, so `/proc/<runner>/environ` no longer holds them, even for root;
+    - the process is made non-dumpable, so a process of the same (non-root) user may not
+      read `/proc/<runner>/environ` or `/proc/<runner>/mem` at all.
+
+    What stays: a root command can still read the runner's memory (`/proc/<runner>/mem`),
+    where the provider key lives while requests are made; see README "Reliability".
+    """
+    hidden = {n.encode() for n in names}
+    for name in names:
+        os.environ.pop(name, None)
+    _zero_initial_block(hidden)
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _zero_initial_block(names: set[bytes]) -> None:
+    """Overwrite `NAME=value` of each name in the block `/proc/self/environ` shows (its
+    bounds are fields 50 and 51 of `/proc/self/stat`, Linux 3.5 and later)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])
+        if not 0 < start < end:
+            return
+        block = ctypes.string_at(start, end - start)
+        offset = 0
+        for entry in block.split(b"\0"):
+            if entry.split(b"=", 1)[0] in names:
+                ctypes.memset(start + offset, 0, len(entry))
+            offset += len(entry) + 1

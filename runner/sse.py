@@ -21,15 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.errors import AnswerTruncated, ModelError, StreamError, stream_error
+from runner.errors import AnswerTruncated, ModelError, SizeLimitReached, StreamError, stream_error
 from runner.items import Item, Usage
+from runner.sizes import SizeCaps
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 """One event, all its lines. The largest real one is `response.completed`, which repeats
 the whole output: a few MB for a long answer with encrypted reasoning."""
-MAX_STREAM_BYTES = 256 * 1024 * 1024
-"""One response. Text deltas dominate a long stream (~100 bytes of framing per few
-characters); 128k output tokens stream as about 40 MB."""
+MAX_STREAM_BYTES = SizeCaps().response_bytes
+"""One response (`limits.max_response_bytes`). Text deltas dominate a long stream (~100
+bytes of framing per few characters); 128k output tokens stream as about 40 MB."""
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 
@@ -54,10 +55,9 @@ class Framer:
         """The events completed by `chunk`, as `(event name, data)`."""
         self.total += len(chunk)
         if self.total > self.max_stream_bytes:
-            raise StreamError(
-                f"the response is larger than {_size(self.max_stream_bytes)}; "
-                "refusing to read more",
-                code="response_too_large",
+            raise SizeLimitReached(
+                f"the response is larger than max_response_bytes "
+                f"({_size(self.max_stream_bytes)}); refusing to read more"
             )
         out: list[tuple[str, str]] = []
         pos = 1 if self._skip_lf and chunk.startswith(b"\n") else 0
@@ -130,6 +130,11 @@ def _clean(value: Any) -> Any:
 
 
 TEXT_KEPT = 16_000
+MAX_EVENT_VALUES = 1_000_000
+"""JSON values one event may hold, estimated before parsing (every `,`, `[` and `{`
+counts, inside strings too). Parsing makes an object of ~30-60 bytes of each, so a
+16 MiB event of `[],[],...` would take 300 MB before any byte cap could see it; real
+events hold a few thousand."""
 
 
 @dataclass
@@ -144,6 +149,10 @@ class Assembler:
     """Output text as it streamed (up to TEXT_KEPT characters): what an answer cut off at
     `max_output_tokens` had said, for the report."""
     _kept: int = 0
+    caps: SizeCaps = field(default_factory=SizeCaps)
+    history_bytes: int = 0
+    """What the history already weighs: this response's items may add up to the cap."""
+    _out_bytes: int = 0
 
     def feed(self, event: str, data: str) -> None:
         """Consume one SSE event. Raises a `ModelError` for failed/incomplete/malformed."""
@@ -164,7 +173,11 @@ class Assembler:
         item = payload.get("item")
         if not isinstance(item, dict):
             raise StreamError("output_item.done without an item", retryable=True)
-        self.items.append(Item(item))
+        kept = Item(item)
+        self._out_bytes += kept.held_bytes
+        self.caps.check_item(kept.held_bytes)
+        self.caps.check_output(self._out_bytes, self.history_bytes)
+        self.items.append(kept)
 
     def _text_delta(self, payload: dict[str, Any]) -> None:
         delta = _text(payload.get("delta", ""))
@@ -225,6 +238,12 @@ _HANDLERS: dict[str, Callable[[Assembler, dict[str, Any]], None]] = {
 def json_event(event: str, data: str) -> dict[str, Any]:
     """An event's data as a JSON object, its strings made writable. A garbled event is a
     retryable `StreamError`: the same request usually streams cleanly the next time."""
+    values = data.count(",") + data.count("[") + data.count("{")
+    if values > MAX_EVENT_VALUES:
+        raise SizeLimitReached(
+            f"SSE event {event[:80]!r} holds about {values} JSON values, over "
+            f"{MAX_EVENT_VALUES}; refusing to parse it"
+        )
     try:
         payload = json.loads(data) if data else {}
     except (ValueError, RecursionError) as exc:

@@ -40,7 +40,7 @@ class Verdict(StrEnum):
 
 
 class RunStatus(StrEnum):
-    """How a run ended. The agent loop ends with one of the first eleven (interrupted
+    """How a run ended. The agent loop ends with one of the first twelve (interrupted
     included); what happened after it (the output schema, a signal, the check, the scope)
     can change that, by one precedence rule (`run.TaskRun.status_and_error`)."""
 
@@ -52,6 +52,9 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     """The model refused or could not go on (context full, invalid request, bad output)."""
     MAX_OUTPUT_TOKENS = "max_output_tokens"
+    SIZE_LIMIT = "size_limit"
+    """A byte cap on what the server sent or what a request would carry (`limits:`
+    `max_response_bytes`, `max_item_bytes`, `max_history_bytes`, `max_request_bytes`)."""
     ERROR = "error"
     """Infrastructure: the provider, the sandbox, the workspace or the runner gave out."""
     RATE_LIMITED = "rate_limited"

@@ -26,6 +26,7 @@ from runner.redact import Redactor
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
+from runner.sizes import SizeCaps
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.hosted import WebSearchTool
@@ -224,6 +225,12 @@ def make_thread(
             limit=t.auto_compact_limit, prompt=t.compact_prompt or compaction.default_prompt()
         ),
         compactor=find_compactor(model) if t.provider.remote_compaction else None,
+        caps=SizeCaps(
+            response_bytes=t.limits.max_response_bytes,
+            item_bytes=t.limits.max_item_bytes,
+            history_bytes=t.limits.max_history_bytes,
+            request_bytes=t.limits.max_request_bytes,
+        ),
     )
     ctx = ToolContext(
         cwd=cwd,

@@ -98,9 +98,23 @@ def test_which_variables_are_secret(tmp_path: Path) -> None:
         "PATH": "/usr/bin",
         "HOME": "/home/x",
     }
-    assert secret_names(env, tasks) == {"MY_CANARY", "LOOPBACK_AUTH", "PUSH_AUTH", "OPENAI_API_KEY"}
-    assert sorted(secrets_from_env(env, tasks)) == sorted(
-        ["canary-value-1", "auth-value-22", "push-value-333", "sk-value-4444"]
+    # A URL with a password is a secret whatever its variable is called (issue 25).
+    assert secret_names(env, tasks) == {
+        "MY_CANARY",
+        "LOOPBACK_AUTH",
+        "PUSH_AUTH",
+        "OPENAI_API_KEY",
+        "DB_URL",
+    }
+    assert sorted(set(secrets_from_env(env, tasks))) == sorted(
+        [
+            "canary-value-1",
+            "auth-value-22",
+            "push-value-333",
+            "sk-value-4444",
+            "postgres://u:canary-value-1@h/db",
+            "u:canary-value-1",
+        ]
     )
     assert without_secrets(env, tasks) == {"PATH": "/usr/bin", "HOME": "/home/x"}
 

@@ -19,6 +19,7 @@ EXPECTED = {
     "max_turns": "failed",
     "max_tool_calls": "failed",
     "max_output_tokens": "failed",
+    "size_limit": "failed",
     "timeout": "failed",
     "budget": "failed",
     "scope_violation": "failed",

@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from runner import sizes
 from runner.config.text import Path_, describe, esc, line_for, short
 from runner.errors import Problem
 from runner.skills import Skill
@@ -37,6 +38,8 @@ ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MODEL_RE = r"^[^/\s]+/\S+$"
 PROVIDER_NAME_RE = r"^[A-Za-z0-9_-]+$"
 COMMAND_LINE = "(command line)"
+MIN_CAP_BYTES = 1024
+"""The least a byte cap of `limits:` may be: below it no request would fit at all."""
 
 # YAML 1.1 reads yes/no/on/off as booleans and 1.0 as a float; strict fields keep those
 # from passing as integers (true == 1) or flags. Floats still take integers (60 -> 60.0).
@@ -244,6 +247,15 @@ class Limits(Frozen):
     """Output tokens summed over the run's requests."""
     max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
     """Needs a known price for the model (`models:` or the built-in table)."""
+    max_response_bytes: Annotated[StrictInt, Field(ge=MIN_CAP_BYTES)] = sizes.RESPONSE_BYTES
+    """One streamed response, every event counted. These four caps are bytes, not
+    tokens, because a server's token counts cannot be trusted to bound memory."""
+    max_item_bytes: Annotated[StrictInt, Field(ge=MIN_CAP_BYTES)] = sizes.ITEM_BYTES
+    """One output item as it is sent back (reasoning, message, tool call)."""
+    max_history_bytes: Annotated[StrictInt, Field(ge=MIN_CAP_BYTES)] = sizes.HISTORY_BYTES
+    """All the thread's items as they are sent back."""
+    max_request_bytes: Annotated[StrictInt, Field(ge=MIN_CAP_BYTES)] = sizes.REQUEST_BYTES
+    """One request body: the history plus instructions and tools."""
 
 
 class BatchLimits(Frozen):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from runner.items import Item, Usage
+from runner.sizes import SizeCaps
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,12 @@ class Prompt:
     text: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific body fields (temperature, seed) appended after the standard ones."""
+    caps: SizeCaps = field(default_factory=SizeCaps)
+    """The run's byte caps: the client refuses a body, a stream or items beyond them."""
+
+    def history_bytes(self) -> int:
+        """What `input` weighs as sent back: the base of the history cap."""
+        return sum(i.held_bytes for i in self.input)
 
 
 @dataclass(frozen=True)

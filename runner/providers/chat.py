@@ -90,7 +90,9 @@ class ChatClient:
     async def generate(self, prompt: Prompt) -> ModelResponse:
         body = self.build_body(prompt)
         data = dumps(body).encode()
-        state = await self._attempt(data)
+        caps = prompt.caps
+        caps.check_request(len(data))
+        state = await self._attempt(data, prompt)
         usage = Usage.from_chat(state.usage)
         if state.finish_reason == "length" and not self._complete(state):
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -109,6 +111,9 @@ class ChatClient:
                 "stream ended before a finish_reason", code="stream_cut", retryable=True
             )
         items = state.items(prompt, constrained=self.constrained is not None)
+        for item in items:
+            caps.check_item(item.held_bytes)
+        caps.check_output(sum(i.held_bytes for i in items), prompt.history_bytes())
         return ModelResponse(
             items=items, usage=usage, response_id=state.response_id, request_bytes=len(data)
         )
@@ -124,11 +129,13 @@ class ChatClient:
             return False
         return True
 
-    async def _attempt(self, data: bytes) -> ChatStreamState:
+    async def _attempt(self, data: bytes, prompt: Prompt) -> ChatStreamState:
         """One attempt under the deadline (the immediate resend of a request the server
         closed unread is part of it)."""
         headers = {**self._headers, "Content-Type": "application/json"}
-        state = ChatStreamState()
+        caps = prompt.caps
+        # Text grows delta by delta: bounded while it streams, not only once it is whole.
+        state = ChatStreamState(max_chars=min(caps.item_bytes, caps.history_bytes))
         started = False
         with anyio.move_on_after(self._deadline_s) as deadline:
             for resend in (False, True):
@@ -154,7 +161,7 @@ class ChatClient:
                                 code="not_event_stream",
                                 retryable=True,
                             )
-                        await self._read(resp, state)
+                        await self._read(resp, state, caps.response_bytes)
                     break
                 except TransportError as exc:
                     if state.finish_reason is not None:
@@ -173,7 +180,7 @@ class ChatClient:
             raise TransportError(what, code="request_timeout")
         return state
 
-    async def _read(self, resp: http.Response, state: ChatStreamState) -> None:
+    async def _read(self, resp: http.Response, state: ChatStreamState, max_bytes: int) -> None:
         """Frame and accumulate the stream. The idle clock restarts only on a real event,
         so `: keepalive` comments alone still time out. The body is read to its end after
         `[DONE]` so that the connection can be reused."""
@@ -182,6 +189,7 @@ class ChatClient:
             max_event_bytes=self._max_event,
             idle_s=self._idle_s,
             finished=lambda: state.done or state.finish_reason is not None,
+            max_stream_bytes=max_bytes,
         )
         async with aclosing(events):
             async for name, text in events:

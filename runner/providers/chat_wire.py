@@ -28,6 +28,7 @@ from typing import Any
 
 from runner.errors import (
     AnswerTruncated,
+    SizeLimitReached,
     StreamError,
     UnsupportedSchema,
     stream_error,
@@ -535,6 +536,9 @@ class ChatStreamState:
     response_id: str | None = None
     done: bool = False
     """`data: [DONE]` arrived: nothing after it is read as an answer."""
+    max_chars: int | None = None
+    """The most characters text, reasoning and calls may hold together (the item cap)."""
+    _chars: int = 0
 
     def feed_event(self, event: str, data: str) -> None:
         """One SSE event as framed by `runner.sse.Framer`. Raises a `ModelError` for an
@@ -550,6 +554,19 @@ class ChatStreamState:
         self.feed(chunk)
 
     def feed(self, chunk: JSON) -> None:
+        before = len(self.text) + len(self.reasoning)
+        calls_before = sum(len(c.arguments) + len(c.name) for c in self.calls.values())
+        self._feed(chunk)
+        grown = len(self.text) + len(self.reasoning) - before
+        grown += sum(len(c.arguments) + len(c.name) for c in self.calls.values()) - calls_before
+        self._chars += grown
+        if self.max_chars is not None and self._chars > self.max_chars:
+            raise SizeLimitReached(
+                f"the answer passed {self.max_chars} characters (max_item_bytes or "
+                "max_history_bytes); refusing to read more"
+            )
+
+    def _feed(self, chunk: JSON) -> None:
         if self.response_id is None and isinstance(chunk.get("id"), str):
             self.response_id = chunk["id"]
         if isinstance(chunk.get("usage"), dict):

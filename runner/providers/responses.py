@@ -34,12 +34,25 @@ from runner.sse import MAX_EVENT_BYTES, Assembler
 
 def build_body(prompt: Prompt, *, store: bool = False) -> str:
     """The request JSON, fields in Codex's order."""
-    parts = [
-        f'"model":{dumps(prompt.model)}',
-    ]
+    return encode_body(prompt, store=store).decode()
+
+
+def encode_body(prompt: Prompt, *, store: bool = False) -> bytes:
+    """`build_body` as bytes, each item encoded on its own: one item with a character
+    beyond U+FFFF would make a joined string of the whole history 4 bytes a character."""
+    head = [f'"model":{dumps(prompt.model)}']
     if prompt.instructions:
-        parts.append(f'"instructions":{dumps(prompt.instructions)}')
-    parts.append('"input":[' + _input(prompt, store) + "]")
+        head.append(f'"instructions":{dumps(prompt.instructions)}')
+    wires = (i.stored_wire for i in prompt.input) if store else (i.wire for i in prompt.input)
+    items = b",".join(w.encode() for w in wires if w)
+    return b"".join(
+        (b"{", ",".join(head).encode(), b',"input":[', items, b"],", _tail(prompt, store))
+    )
+
+
+def _tail(prompt: Prompt, store: bool) -> bytes:
+    """The fields after `input`."""
+    parts: list[str] = []
     parts.append(f'"tools":{dumps(list(prompt.tools))}')
     parts.append(f'"tool_choice":{dumps(prompt.tool_choice)}')
     parts.append(f'"parallel_tool_calls":{dumps(prompt.parallel_tool_calls)}')
@@ -53,7 +66,7 @@ def build_body(prompt: Prompt, *, store: bool = False) -> str:
         parts.append(f'"text":{dumps(prompt.text)}')
     for key, value in prompt.extra.items():
         parts.append(f"{dumps(key)}:{dumps(value)}")
-    return "{" + ",".join(parts) + "}"
+    return (",".join(parts) + "}").encode()
 
 
 def include(prompt: Prompt) -> list[str]:
@@ -103,8 +116,10 @@ class ResponsesClient:
         """One attempt. Failures before the server answers are `TransportError`s; once it
         has answered 200, a cut, a stall or a bad stream is a `StreamError`: the retry
         policy counts the two against different budgets, as Codex does."""
-        body = build_body(prompt, store=self._store).encode()
-        asm = Assembler()
+        caps = prompt.caps
+        body = encode_body(prompt, store=self._store)
+        caps.check_request(len(body))
+        asm = Assembler(caps=caps, history_bytes=prompt.history_bytes())
         started = False
         with anyio.move_on_after(self._deadline_s) as deadline:
             try:
@@ -130,7 +145,7 @@ class ResponsesClient:
                             code="not_event_stream",
                             retryable=True,
                         )
-                    await self._read(resp, asm)
+                    await self._read(resp, asm, caps.response_bytes)
             except TransportError as exc:
                 if not asm.done:
                     if started:
@@ -151,13 +166,17 @@ class ResponsesClient:
             items=asm.items, usage=asm.usage, response_id=asm.response_id, request_bytes=len(body)
         )
 
-    async def _read(self, resp: http.Response, asm: Assembler) -> None:
+    async def _read(self, resp: http.Response, asm: Assembler, max_bytes: int) -> None:
         """Frame and assemble the stream. The idle clock restarts only on a real event,
         so a server that sends nothing but `: keepalive` comments still times out. The
         body is read to its end even after response.completed: a response left unread
         makes httpx drop the connection instead of reusing it."""
         events = sse_events(
-            resp, max_event_bytes=self._max_event, idle_s=self._idle_s, finished=lambda: asm.done
+            resp,
+            max_event_bytes=self._max_event,
+            idle_s=self._idle_s,
+            finished=lambda: asm.done,
+            max_stream_bytes=max_bytes,
         )
         async with aclosing(events):
             async for name, data in events:
@@ -169,15 +188,21 @@ class ResponsesClient:
         Unary JSON both ways: Codex's `CompactionInput` fields in, `{"output": [items]}`
         (typically the kept user messages and one opaque `compaction` item) out.
         """
+        caps = prompt.caps
         body = build_compact_body(prompt).encode()
-        resp = await http.post(
+        caps.check_request(len(body))
+        async with http.stream(
             self._client,
+            "POST",
             self._url + "/compact",
             content=body,
             params=self._params,
             headers={"session_id": prompt.prompt_cache_key, "accept": "application/json"},
-        )
-        text = resp.text
+        ) as resp:
+            raw = await http.read_limited(resp, caps.response_bytes)
+        if raw is None:
+            raise caps.response_too_large()
+        text = raw.decode("utf-8", "replace")
         if resp.status_code >= 400:
             raise http_error(
                 resp.status_code, text[:ERROR_BODY_BYTES], retry_after_s=retry_after_s(resp.headers)
@@ -189,8 +214,12 @@ class ResponsesClient:
         output = data.get("output") if isinstance(data, dict) else None
         if not isinstance(output, list) or not all(isinstance(i, dict) for i in output):
             raise StreamError(f"compaction answer has no output list: {text[:200]!r}")
+        items = [Item(i) for i in output]
+        for item in items:
+            caps.check_item(item.held_bytes)
+        caps.check_output(sum(i.held_bytes for i in items), 0)  # it replaces the history
         return ModelResponse(
-            items=[Item(i) for i in output],
+            items=items,
             usage=Usage.from_responses(data.get("usage")),
             response_id=data.get("id") if isinstance(data.get("id"), str) else None,
             request_bytes=len(body),

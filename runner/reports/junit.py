@@ -53,6 +53,7 @@ REASONS: dict[RunStatus, str] = {
     RunStatus.RATE_LIMITED: "still rate-limited after every retry",
     RunStatus.QUOTA_EXHAUSTED: "the provider account is out of quota",
     RunStatus.MAX_OUTPUT_TOKENS: "the answer was cut off at max_output_tokens",
+    RunStatus.SIZE_LIMIT: "stopped at a byte cap (limits.max_*_bytes)",
 }
 """Short human reason for each status that is an `<error>` or a `<failure>`; the start of
 the `message` attribute. An errored verdict (the run says nothing about the agent: provider,

@@ -52,6 +52,7 @@ MARKS: dict[RunStatus, str] = {
     RunStatus.RATE_LIMITED: "ERROR (rate limit)",
     RunStatus.QUOTA_EXHAUSTED: "ERROR (quota)",
     RunStatus.MAX_OUTPUT_TOKENS: "FAIL (output cap)",
+    RunStatus.SIZE_LIMIT: "FAIL (size cap)",
 }
 """Short, emoji-free status marks: readable in plain text and in a terminal (one per
 status; a test checks none is missing)."""

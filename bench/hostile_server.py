@@ -1,0 +1,151 @@
+"""The runner's peak memory against a hostile model server (issue 25, point 5).
+
+A loopback server (its own process) answers every request with a huge reasoning item and
+a cheap tool call, and reports almost no usage, so nothing token-based ever stops the
+thread. The runner CLI runs one thread against it; its own peak RSS (from `wait4`, so
+neither the server nor git counts) is printed with its share of the 300 MB budget.
+
+Scenarios:
+- `issue`: a 12 MiB reasoning item in every response (what issue 25 reproduced);
+- `under-caps`: items just under the item cap, two per response, as many responses as
+  the history cap lets through, one of each pair with a character beyond U+FFFF (a
+  string Python stores with 4 bytes per character): the most the caps let in;
+- `objects`: items of empty lists (`[[],[],...]`), just under the item cap.
+
+    .venv/bin/python bench/hostile_server.py [--scenario all] [--requests 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from runner.config.schema import Limits  # noqa: E402
+from tests.loopback import (  # noqa: E402
+    JSON,
+    RecordedRequest,
+    Reply,
+    function_call_item,
+    reasoning_item,
+    start_process,
+)
+
+BUDGET_MB = 300
+TINY_USAGE: JSON = {
+    "input_tokens": 10,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 1,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 11,
+}
+MIB = 1024 * 1024
+ITEM_CAP = getattr(Limits(), "max_item_bytes", 8 * MIB)
+
+
+def _reasoning(size: int, wide: bool) -> JSON:
+    # One 4-byte character makes Python store the whole string 4 bytes per character.
+    filler = ("\U0001f600" if wide else "") + "A" * (size - (4 if wide else 0))
+    return reasoning_item("thinking", encrypted_content=filler)
+
+
+def _call(i: int) -> JSON:
+    return function_call_item("shell", {"command": ["true"]}, call_id=f"c{i}")
+
+
+def issue(req: RecordedRequest, i: int, /) -> Reply:
+    """Issue 25's stream: 12 MiB of reasoning per response, tiny usage."""
+    return Reply(output=(_reasoning(12 * MIB, False), _call(i)), usage=TINY_USAGE)
+
+
+def under_caps(req: RecordedRequest, i: int, /) -> Reply:
+    """Items just under the item cap, two per response: one plain, one wide (where
+    Python holds 4 bytes a character, the caps count 4, so it has a quarter of the
+    characters)."""
+    narrow = ITEM_CAP // 2 - 8192  # held twice: the parsed item and its wire text
+    return Reply(
+        output=(_reasoning(narrow // 4, True), _reasoning(narrow, False), _call(i)),
+        usage=TINY_USAGE,
+    )
+
+
+def objects(req: RecordedRequest, i: int, /) -> Reply:
+    """Items made of tiny JSON values (`[[],[],...]`, 67 bytes held for 3 sent), two per
+    response, each just under the item cap."""
+    item = reasoning_item("thinking")
+    item["x"] = [[]] * (ITEM_CAP // 70)
+    return Reply(output=(item, item, _call(i)), usage=TINY_USAGE)
+
+
+SCENARIOS = {
+    "issue": "bench.hostile_server:issue",
+    "under-caps": "bench.hostile_server:under_caps",
+    "objects": "bench.hostile_server:objects",
+}
+
+
+def run_one(script: str, requests: int, tmp: Path) -> tuple[float, str, int]:
+    """Peak RSS (MB) of the runner, its run's status, and the requests it sent."""
+    repo = tmp / "repo"
+    if not repo.exists():
+        repo.mkdir()
+        (repo / "README.md").write_text("# bench\n")
+        env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
+        for a in (
+            ["init", "-q", "-b", "main"],
+            ["add", "-A"],
+            ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"],
+        ):
+            subprocess.run(["git", *a], cwd=repo, check=True, env=env)
+    with start_process(script, keep_bodies=False, validate=False) as srv:
+        tasks = tmp / "tasks.yaml"
+        tasks.write_text(
+            "version: 1\n"
+            f"providers: {{hostile: {{base_url: '{srv.base_url}', env_key: HOSTILE_KEY}}}}\n"
+            "defaults:\n"
+            "  model: hostile/m\n"
+            "  sandbox: danger-full-access\n"
+            f"  limits: {{max_turns: {requests}}}\n"
+            f"tasks:\n  - {{id: t, prompt: go, repo: '{repo}'}}\n"
+        )
+        out = tmp / f"out-{script.rsplit(':', 1)[1]}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
+            env={**os.environ, "HOSTILE_KEY": "k" * 20},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode(errors="replace")
+        _, _, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = 0  # reaped by wait4
+    sent = len(srv.requests)
+    import json
+
+    report = out / "report.json"
+    status = json.loads(report.read_text())["tasks"][0]["status"] if report.exists() else err[-300:]
+    return rusage.ru_maxrss / 1024, status, sent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
+    ap.add_argument("--requests", type=int, default=40, help="max_turns of the thread")
+    args = ap.parse_args()
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    with tempfile.TemporaryDirectory(prefix="runner-bench-hostile-server-", dir="/var/tmp") as d:
+        for name in names:
+            peak, status, sent = run_one(SCENARIOS[name], args.requests, Path(d))
+            print(
+                f"{name}: runner peak RSS {peak:.0f} MB = {peak / BUDGET_MB:.2f} of the "
+                f"{BUDGET_MB} MB budget; {sent} request(s); run status {status}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Class 4 of issue 25: under `danger-full-access` a command runs on the host as the
+runner's user, so it can read `/proc/<pid>/environ` of every process above it. Neither
+the runner nor anything else it started may show a secret there: not the provider key,
+not a push token, not a credential inside a URL (`DATABASE_URL`). The command writes what
+it read to a file outside the run, so redaction cannot hide a leak from this test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import runner
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import Reply, Script, per_conversation, reply_message
+from tests.security.helpers import KEY, sh
+
+GITHUB_TOKEN = "ghp_fullaccess_canary_7c1e9b2a"
+DB_PASSWORD = "dbpass-canary-5d8f3a61"
+DATABASE_URL = f"postgres://app:{DB_PASSWORD}@db.internal:5432/prod"
+SECRETS = (KEY, GITHUB_TOKEN, DB_PASSWORD)
+
+# Every ancestor's environ, reversed (a form no redactor knows), then the runner's own by
+# pid, and the command's own environment.
+WALK = """
+p=$$
+while [ "$p" -gt 1 ]; do
+  echo "== $p"; tr '\\0' '\\n' </proc/$p/environ | rev
+  p=$(awk '/^PPid:/{print $2}' /proc/$p/status)
+done
+echo "== parent"; tr '\\0' '\\n' </proc/$PPID/environ
+echo "== self"; env
+"""
+
+
+def _task_file(dir_: Path, base_url: str, repo: Path) -> Path:
+    path = dir_ / "tasks.yaml"
+    path.write_text(
+        "version: 1\n"
+        "providers:\n"
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}\n"
+        "defaults: {model: fake/m, sandbox: danger-full-access}\n"
+        f"tasks:\n  - {{id: t, prompt: look around, repo: '{repo}'}}\n"
+    )
+    return path
+
+
+def _script(seen: Path) -> Script:
+    def script(req: object, i: int) -> Reply:
+        if i == 0:
+            return sh(f"( {WALK} ) > {seen} 2>&1; rev {seen}", "c0")
+        return reply_message("done")
+
+    return per_conversation(script)
+
+
+def _assert_nothing_leaked(seen: Path, out: Path, bodies: list[bytes]) -> None:
+    read = seen.read_text(errors="replace")
+    assert "== self" in read, read  # the walk ran to the end
+    for secret in SECRETS:
+        for form in (secret, secret[::-1]):
+            assert form not in read, f"the command read {form!r}"
+            for body in bodies:
+                assert form.encode() not in body, "a request carries a secret"
+            for f in out.rglob("*"):
+                if f.is_file():
+                    assert form.encode() not in f.read_bytes(), f"{f} carries a secret"
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_root_runners_full_access_command_reads_no_secret(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """Root may read any process's environ: the runner itself must not show secrets."""
+    if os.geteuid() != 0:
+        pytest.skip("the root case needs root")
+    seen = tmp_path / "seen.txt"
+    srv = loopback_thread(_script(seen))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "FAKE_API_KEY": KEY,
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+        "DATABASE_URL": DATABASE_URL,
+    }
+    task_file = _task_file(tmp_path, srv.base_url, repo)
+    proc = _run([sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out)], env)
+    assert proc.returncode == 0, proc.stderr
+    _assert_nothing_leaked(seen, out, [r.raw for r in srv.requests])
+
+
+@pytest.fixture
+def user() -> Iterator[str]:
+    if os.geteuid() != 0:
+        pytest.skip("creating a user for the test needs root")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd (passwd) is not installed")
+    name = f"rs{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "--user-group", "--no-create-home", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def test_an_unprivileged_runners_full_access_command_reads_no_secret(
+    loopback_thread: ThreadFactory, user: str
+) -> None:
+    python = shutil.which(
+        f"python{sys.version_info[0]}.{sys.version_info[1]}", path="/usr/local/bin:/usr/bin:/bin"
+    )
+    if python is None:
+        pytest.skip("no system python of this version for the unprivileged user")
+    base = Path(tempfile.mkdtemp(prefix="runner-fa-test-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        seen = base / "seen.txt"
+        srv = loopback_thread(_script(seen))
+        repo = make_git_repo(base / "repo")
+        out = base / "out"
+        task_file = _task_file(base, srv.base_url, repo)
+        subprocess.run(["chown", "-R", f"{user}:{user}", str(base)], check=True)
+        site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+        src = str(Path(runner.__file__).resolve().parent.parent)
+        env = {
+            "HOME": str(base),
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "PYTHONPATH": f"{src}:{site}",
+            "TMPDIR": str(base),
+            "FAKE_API_KEY": KEY,
+            "GITHUB_TOKEN": GITHUB_TOKEN,
+            "DATABASE_URL": DATABASE_URL,
+        }
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", python]
+        proc = _run([*argv, "-m", "runner", "run", str(task_file), "--out", str(out)], env)
+        assert proc.returncode == 0, proc.stderr
+        _assert_nothing_leaked(seen, out, [r.raw for r in srv.requests])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,109 @@
+"""Class 5 of issue 25: a model server cannot grow the runner's memory without bound.
+Every response carries a big reasoning item and reports tiny usage, so nothing counted in
+tokens ever stops the thread. Small byte caps from `limits:` must stop it instead, with
+status `size_limit`, the work of the run kept, and bad cap values refused with the file,
+line and field (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ThreadFactory, make_git_repo
+from tests.loopback import JSON, Reply, function_call_item, per_conversation, reasoning_item
+from tests.security.helpers import cli, runs
+
+TINY_USAGE: JSON = {
+    "input_tokens": 10,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 1,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 11,
+}
+KIB = 1024
+
+
+def _hostile(item_chars: int, i: int) -> Reply:
+    """A reasoning item of `item_chars` characters and a tool call that writes a file."""
+    call = function_call_item(
+        "shell", {"command": ["bash", "-c", "echo more >> work.txt"]}, call_id=f"c{i}"
+    )
+    item = reasoning_item("thinking", encrypted_content="A" * item_chars)
+    return Reply(output=(item, call), usage=TINY_USAGE)
+
+
+def _task_file(tmp: Path, base_url: str, repo: Path, limits: str) -> Path:
+    path = tmp / "tasks.yaml"
+    path.write_text(
+        "version: 1\n"
+        "providers:\n"
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}\n"
+        "defaults:\n"
+        "  model: fake/m\n"
+        "  sandbox: danger-full-access\n"
+        f"  limits: {{{limits}}}\n"
+        f"tasks:\n  - {{id: t, prompt: go, repo: '{repo}'}}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("item_chars", "limits", "what"),
+    [
+        # Each item fits, the history does not: the 6th response would pass 256 KiB.
+        (20 * KIB, "max_turns: 30, max_history_bytes: 262144", "max_history_bytes"),
+        # One item over its own cap.
+        (200 * KIB, "max_turns: 30, max_item_bytes: 131072", "max_item_bytes"),
+        # One streamed response over its cap.
+        (200 * KIB, "max_turns: 30, max_response_bytes: 65536", "max_response_bytes"),
+        # The request body: items under every other cap, bodies growing past this one.
+        (
+            20 * KIB,
+            "max_turns: 30, max_history_bytes: 1048576, max_request_bytes: 196608",
+            "max_request_bytes",
+        ),
+    ],
+)
+def test_a_server_that_reports_tiny_usage_meets_a_byte_cap(
+    loopback_thread: ThreadFactory, tmp_path: Path, item_chars: int, limits: str, what: str
+) -> None:
+    srv = loopback_thread(per_conversation(lambda req, i: _hostile(item_chars, i)))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "out"
+    task_file = _task_file(tmp_path, srv.base_url, repo, limits)
+    proc = cli("run", task_file, "--out", out)
+    assert proc.returncode == 1, proc.stderr
+    run = runs(out)["t"]
+    assert run["status"] == "size_limit", run
+    assert what in run["error"], run["error"]
+    assert len(srv.requests) < 30  # stopped by the cap, not by max_turns
+    if what in ("max_item_bytes", "max_response_bytes"):
+        assert len(srv.requests) == 1  # the first answer is refused, nothing ran
+    else:
+        # Tools ran before the cap: their work is kept, as for every other limit.
+        result = run["result"]
+        assert result and result["branch"], run
+        assert "work.txt" in (out / result["patch"]).read_text()
+    assert "byte cap" in (out / "junit.xml").read_text()
+    assert "FAIL (size cap)" in (out / "summary.md").read_text()
+
+
+def test_a_bad_cap_is_an_input_error_naming_file_line_and_field(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    task_file = _task_file(tmp_path, "http://127.0.0.1:9/v1", repo, "max_item_bytes: 10")
+    proc = cli("validate", task_file, "--offline")
+    assert proc.returncode == 2, proc.stdout
+    assert f"{task_file}:7: defaults.limits.max_item_bytes" in proc.stderr, proc.stderr
+    assert "1024" in proc.stderr
+    text = task_file.read_text().replace("max_item_bytes: 10", "max_history_bytes: '1M'")
+    task_file.write_text(text)
+    proc = cli("validate", task_file, "--offline")
+    assert proc.returncode == 2
+    assert "defaults.limits.max_history_bytes" in proc.stderr, proc.stderr
+
+
+def test_the_report_schema_knows_size_limit() -> None:
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "report.schema.json").read_text())
+    assert "size_limit" in json.dumps(schema)
