@@ -495,10 +495,12 @@ def test_tool_output_reaching_the_model_is_redacted(
     )
     text = tasks.read_text().replace("defaults:\n", "defaults:\n", 1)
     tasks.write_text(text.replace("tasks:\n", "secrets: [MY_CANARY]\ntasks:\n", 1))
-    res = run_cli("run", tasks, "--out", tmp_path / "out", env={"MY_CANARY": "canary-4c1d9e7f22"})
+    env = {"MY_CANARY": "canary-4c1d9e7f22", "PLAIN_CONTROL": "visible-5e0a"}
+    res = run_cli("run", tasks, "--out", tmp_path / "out", env=env)
     assert res.returncode == 0, res.stderr
     output = str(srv.requests[1].call_outputs()["c0"])
-    assert "FAKE_API_KEY=" in output  # the command did read the environment
+    assert "PLAIN_CONTROL=visible-5e0a" in output  # the command did read the environment
+    assert "FAKE_API_KEY=" not in output  # the secrets' entries are wiped, names included
     assert "canary-4c1d9e7f22" not in output
     assert "sk-canary-0123456789abcdef" not in output
 

