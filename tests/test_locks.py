@@ -13,12 +13,13 @@ dev lock, version for version and file hash for file hash."""
 from __future__ import annotations
 
 import importlib.metadata as md
+import importlib.util
 import json
 import re
 import sys
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.markers import Marker
@@ -27,39 +28,27 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _venv_check() -> ModuleType:
+    """requirements/venv_check.py: the one comparison of the venv with the locks, which
+    `make setup` runs too (it is a script there, not part of a package)."""
+    spec = importlib.util.spec_from_file_location("venv_check", ROOT / "requirements/venv_check.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["venv_check"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+venv_check = _venv_check()
+read_lock = venv_check.read_lock
 DEV_LOCK = ROOT / "requirements" / "dev.lock"
 MODEL_LOCK = ROOT / "requirements" / "model.lock"
 ACTION_LOCK = ROOT / "actions" / "run" / "requirements.lock"
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 STALE = "run `make lock` and commit pyproject.toml with the locks"
-NOT_LOCKED = "make the venv anew from the locks: rm -rf .venv && make setup"
-
-
-@dataclass(frozen=True)
-class Pin:
-    version: str
-    marker: str
-    hashes: frozenset[str]
-
-
-def read_lock(text: str, name: str = "requirements.lock") -> dict[str, Pin]:
-    """A lock's entries, continuation lines joined; anything not pinned and hashed fails."""
-    lock: dict[str, Pin] = {}
-    for entry in re.sub(r"\\\n\s*", " ", text).splitlines():
-        entry = entry.split("#", 1)[0].strip()
-        if not entry:
-            continue
-        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)\s*(?:;\s*(.*?))?((?:\s*--hash=\S+)*)", entry)
-        assert m, f"{name}: not a pinned, hashed requirement: {entry!r}"
-        hashes = m[4].split()
-        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), (
-            f"{name}: {m[1]} has no sha256 hash"
-        )
-        key = canonicalize_name(m[1])
-        assert key not in lock, f"{name}: {m[1]} is pinned twice"
-        digests = frozenset(h.removeprefix("--hash=sha256:") for h in hashes)
-        lock[key] = Pin(m[2], (m[3] or "").strip(), digests)
-    return lock
+NOT_LOCKED = "run `make setup`: it makes the venv anew when it is not the locks"
 
 
 def read_in(path: Path) -> list[str]:
@@ -119,7 +108,10 @@ def requires(name: str, version: str) -> list[Requirement] | None:
     except md.PackageNotFoundError:
         return None
     if dist.version != version:
-        raise AssertionError(f"{name} {dist.version} is installed, the locks pin {version}")
+        raise AssertionError(
+            f"{name} {dist.version} is installed, the locks pin {version}: if a lock was "
+            f"edited by hand, {STALE}; otherwise {NOT_LOCKED}"
+        )
     return [Requirement(raw) for raw in dist.requires or []]
 
 
@@ -130,9 +122,10 @@ def lock_problems(text: str, wanted: list[str], *, deps: bool = True) -> list[st
     target, must be in the lock at a version that satisfies every requirement on them, with
     a marker that selects them there; and everything in the lock must be reached so."""
     lock = read_lock(text)
-    problems: list[str] = []
+    problems: dict[str, list[str]] = {}  # what is wrong -> the targets where it is
     reached: set[str] = set()
     for target in TARGETS:
+        on = "{sys_platform} {platform_machine} Python {python_version}".format(**target)
         todo = [(Requirement(r), "pyproject.toml") for r in wanted]
         seen: set[tuple[str, frozenset[str]]] = set()
         while todo:
@@ -145,26 +138,30 @@ def lock_problems(text: str, wanted: list[str], *, deps: bool = True) -> list[st
                 continue
             seen.add(key)
             reached.add(name)
-            where = (
-                f"{name} (needed by {why} on {target['sys_platform']} "
-                f"{target['platform_machine']} Python {target['python_version']})"
-            )
+            where = f"{name} (needed by {why})"
+            found = []
             if name not in lock:
-                problems.append(f"{where} is missing")
-                continue
-            pin = lock[name]
-            if Version(pin.version) not in req.specifier:
-                problems.append(f"{pin.version} of {where} does not satisfy {req}")
-            if pin.marker and not Marker(pin.marker).evaluate({**target, "extra": ""}):
-                problems.append(f"the marker {pin.marker!r} leaves out {where}")
-            for dep in (requires(name, pin.version) or []) if deps else []:
-                extras = req.extras or {""}
-                if dep.marker is None or any(
-                    dep.marker.evaluate({**target, "extra": e}) for e in extras
-                ):
-                    todo.append((Requirement(str(dep).split(";", 1)[0]), name))
-    problems += [f"{name} is pinned but nothing needs it" for name in sorted(set(lock) - reached)]
-    return sorted(set(problems))
+                found.append(f"{where} is missing")
+            else:
+                pin = lock[name]
+                if Version(pin.version) not in req.specifier:
+                    found.append(f"{pin.version} of {where} does not satisfy {req}")
+                if pin.marker and not Marker(pin.marker).evaluate({**target, "extra": ""}):
+                    found.append(f"the marker {pin.marker!r} leaves out {where}")
+                for dep in (requires(name, pin.version) or []) if deps else []:
+                    extras = req.extras or {""}
+                    if dep.marker is None or any(
+                        dep.marker.evaluate({**target, "extra": e}) for e in extras
+                    ):
+                        todo.append((Requirement(str(dep).split(";", 1)[0]), name))
+            for problem in found:
+                problems.setdefault(problem, []).append(on)
+    lines = [
+        f"{p} on {on[0]}" + (f" and {len(on) - 1} more platforms" if len(on) > 1 else "")
+        for p, on in problems.items()
+    ]
+    lines += [f"{name} is pinned but nothing needs it" for name in sorted(set(lock) - reached)]
+    return sorted(lines)
 
 
 @pytest.mark.parametrize("lock", [DEV_LOCK, MODEL_LOCK, ACTION_LOCK], ids=lambda p: p.name)
@@ -180,7 +177,14 @@ def test_action_lock_is_the_dev_lock_s_versions() -> None:
     """The tests run on exactly what the Action installs: same versions, same files."""
     dev, action = read_lock(DEV_LOCK.read_text()), read_lock(ACTION_LOCK.read_text())
     differ = [
-        f"{name}: Action {pin.version}, dev {dev[name].version if name in dev else 'absent'}"
+        f"{name}: the Action's lock pins {pin.version}, the dev lock "
+        + (
+            "nothing"
+            if name not in dev
+            else f"{dev[name].version} with other file hashes"
+            if dev[name].version == pin.version
+            else dev[name].version
+        )
         for name, pin in action.items()
         if name not in dev or (dev[name].version, dev[name].hashes) != (pin.version, pin.hashes)
     ]
@@ -205,43 +209,18 @@ def test_the_lock_check_can_fail() -> None:
     )
     fewer = [r for r in wanted if not r.startswith("tzdata")]
     assert "tzdata is pinned but nothing needs it" in lock_problems(text, fewer)
-    with pytest.raises(AssertionError, match="no sha256 hash"):
+    with pytest.raises(ValueError, match="no sha256 hash"):
         read_lock("httpx==0.28.1\n")
-    with pytest.raises(AssertionError, match="not a pinned"):
+    with pytest.raises(ValueError, match="not a pinned"):
         read_lock("httpx>=0.28 --hash=sha256:" + "0" * 64 + "\n")
 
 
-def installed() -> dict[str, str]:
-    """Every distribution this interpreter sees, but runner itself: name -> version."""
-    found: dict[str, str] = {}
-    for dist in md.distributions():
-        name = canonicalize_name(dist.metadata["Name"])
-        if name != canonicalize_name(PROJECT["project"]["name"]):
-            found.setdefault(name, dist.version)
-    return found
-
-
 def test_the_environment_is_the_locks() -> None:
-    """Names, versions and, from pip's own install reports, the hash of every file."""
-    here = {"extra": ""}
-    expected = {
-        name: pin
-        for lock in (DEV_LOCK, MODEL_LOCK)
-        for name, pin in read_lock(lock.read_text()).items()
-        if not pin.marker or Marker(pin.marker).evaluate(here)
-    }
-    have = installed()
-    extra = sorted(f"{n} {v}" for n, v in have.items() if n not in expected)
-    missing = sorted(f"{n} {p.version}" for n, p in expected.items() if n not in have)
-    wrong = sorted(
-        f"{n} {v} (locked {expected[n].version})"
-        for n, v in have.items()
-        if n in expected and v != expected[n].version
-    )
-    assert not (extra or missing or wrong), (
-        f"the test environment is not the locks ({NOT_LOCKED}): not locked {extra}, "
-        f"missing {missing}, other versions {wrong}"
-    )
+    """Names, versions, each distribution's files since make setup (venv_check, which
+    make setup runs too) and, from pip's own install reports, the hash of every file."""
+    problems = venv_check.problems()
+    assert not problems, f"the test environment is not the locks ({NOT_LOCKED}): {problems}"
+    expected = venv_check.expected()
     # Every locked file came through a hash-checked install, and is the file locked.
     hashed: dict[str, str] = {}
     for kind in ("dev", "model"):
@@ -278,3 +257,59 @@ def test_the_weekly_relock_upgrades_tests_and_proposes() -> None:
     assert order == sorted(order)
     makefile = (ROOT / "Makefile").read_text()
     assert "upgrade: UPGRADE := --upgrade" in makefile and "\nupgrade: lock\n" in makefile
+
+
+def test_the_venv_check_sees_every_change(tmp_path: Path) -> None:
+    """venv_check on a copy of this venv's metadata: a package added, removed, at another
+    version, or reinstalled from other files."""
+    import shutil
+    import subprocess
+
+    site = tmp_path / "site"
+    site.mkdir()
+    import sysconfig
+
+    for info in Path(sysconfig.get_paths()["purelib"]).glob("*.dist-info"):
+        shutil.copytree(info, site / info.name)
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    shutil.copy(Path(sys.prefix) / "install-records.json", prefix)
+    # The copy stands in for site-packages (packaging is imported from the real one first).
+    script = (
+        "import sys, runpy, packaging.markers, packaging.utils; "
+        "sys.path[:] = [sys.argv[1]] + [p for p in sys.path if not p.endswith('-packages')]; "
+        "sys.prefix = sys.argv[2]; runpy.run_path(sys.argv[3], run_name='__main__')"
+    )
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                script,
+                str(site),
+                str(prefix),
+                str(ROOT / "requirements/venv_check.py"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert check().returncode == 0, check().stderr
+    idna = next(site.glob("idna-*.dist-info"))
+    record = (idna / "RECORD").read_text()
+    (idna / "RECORD").write_text(record.replace("idna/", "idna/./", 1))
+    assert "idna was reinstalled after make setup" in check().stderr
+    (idna / "RECORD").write_text(record)
+    meta = (idna / "METADATA").read_text()
+    (idna / "METADATA").write_text(re.sub(r"(?m)^Version: .*$", "Version: 0.1", meta))
+    assert "idna 0.1 is installed, the locks pin" in check().stderr
+    shutil.rmtree(idna)
+    assert re.search(r"idna \S+ is locked and not installed", check().stderr)
+    shutil.copytree(next(site.glob("anyio-*.dist-info")), site / "zzz_extra-1.0.dist-info")
+    extra = site / "zzz_extra-1.0.dist-info" / "METADATA"
+    extra.write_text(re.sub(r"(?m)^Name: .*$", "Name: zzz-extra", extra.read_text()))
+    out = check()
+    assert out.returncode == 1 and "zzz-extra" in out.stderr and "not locked" in out.stderr
