@@ -234,8 +234,10 @@ def test_a_report_copying_an_older_batch_cannot_delete_its_branch(
         forged[1],
         lambda rep: rep.update(shards=[a_rep["run_id"]], tasks=[*rep["tasks"], a_entry]),
     )
-    for f in forged:
-        res = cli("report", "branches", f, "--repo", repo, "--delete")
+    b_id = json.loads((b / "report.json").read_text())["run_id"]
+    for f, pin in zip(forged, ([], ["--run-id", b_id]), strict=True):
+        # forged[1] holds two ids: the user names the batch they mean (B).
+        res = cli("report", "branches", f, "--repo", repo, "--delete", *pin)
         assert res.returncode == 0, res.stderr
         line = next(x for x in res.stdout.splitlines() if x.startswith(a_branch + " "))
         assert " foreign (" in line and line.endswith(", kept"), line
