@@ -84,7 +84,7 @@ def load_shard(directory: Path) -> Shard:
             REPORT_FILE, "no such file: give directories written by `runner run --out`"
         ) from None
     except UnsafeFileError as exc:
-        raise fail(REPORT_FILE, f"{exc}; a report directory holds plain files") from None
+        raise fail(REPORT_FILE, str(exc).removeprefix(f"{REPORT_FILE}: ")) from None
     except OSError as exc:
         raise fail(REPORT_FILE, f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > REPORT_BYTES:
