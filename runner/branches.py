@@ -11,7 +11,12 @@ only when the repository itself says that this batch made it:
   commit, at a time inside the batch's own time (from the report's start, or the first
   session's start that the journal recorded for a resumed batch, to its end); an older
   batch's branch was made before, whatever run id the report copies;
-- no worktree has it checked out.
+- no worktree has it checked out;
+- its run id is one the user vouched for. A report of one batch speaks for its own id;
+  a report that holds several (a merged report's shards, or an edited report that added
+  an older batch's id to `shards`) deletes only the branches of ids named with
+  `--run-id`. The time window comes from the report and the journal, both editable, so
+  it only ever narrows: an edited report can swap one batch for another, never add one.
 The deletion itself is git's compare-and-delete (`update-ref -d ref old`), so a branch
 moved in between is kept.
 """
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from runner import workspace
+from runner.errors import ConfigError, Problem
 from runner.reports.model import Report
 from runner.workspace import IDENTITY
 from runner.workspace.names import component
@@ -98,14 +104,57 @@ def _epoch(text: str) -> float:
     return (t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)).timestamp()
 
 
+def chosen_ids(report: Report, named: Iterable[str], *, delete: bool) -> set[str]:
+    """The run ids whose branches may be deleted: the report's only id, or those of its
+    ids the user named (`--run-id`). Raises ConfigError for a named id the report does not
+    hold, and for `--delete` on a report of several ids with none named: the report alone
+    cannot add a batch."""
+    ids, wanted = batch_ids(report), set(named)
+    listed = ", ".join(sorted(ids)) or "none"
+    unknown = sorted(wanted - ids)
+    if unknown:
+        raise ConfigError(
+            [
+                Problem(
+                    "(command line)",
+                    None,
+                    "--run-id",
+                    f"{unknown[0]} is not a run id of this report (it holds {listed})",
+                )
+            ]
+        )
+    if delete and len(ids) > 1 and not wanted:
+        raise ConfigError(
+            [
+                Problem(
+                    "(command line)",
+                    None,
+                    "--delete",
+                    f"the report holds {len(ids)} batch run ids ({listed}); an edited report "
+                    "can add an older batch's id, so name each batch whose branches should "
+                    "go with --run-id ID (a merged report: each shard's id)",
+                )
+            ]
+        )
+    return wanted or ids
+
+
 def made_by_batch(
-    repo: Path, branch: str, commit: str, ids: set[str], window: tuple[float, float] | None
+    repo: Path,
+    branch: str,
+    commit: str,
+    ids: set[str],
+    window: tuple[float, float] | None,
+    chosen: set[str] | None = None,
 ) -> str | None:
     """Why the repository does not say that this batch made `branch` at `commit`; None
-    when it does (its commit's trailer and its reflog, see the module's docstring)."""
+    when it does (its commit's trailer and its reflog, see the module's docstring).
+    `chosen`: the ids whose branches may go (all of `ids` when None)."""
     trailers = workspace.run_trailers(repo, commit) or []
     if len(trailers) != 1 or trailers[0] not in ids or trailers[0] not in branch.split("/"):
         return "its commit's Runner-Run trailer does not name this batch's run in its name"
+    if chosen is not None and trailers[0] not in chosen:
+        return f"its run id {trailers[0]} was not named with --run-id"
     log = workspace.reflog(repo, branch)
     if not log:
         return "it has no reflog to show who made it"
@@ -127,9 +176,15 @@ def made_by_batch(
 
 
 def review(
-    repo: Path, report: Report, *, delete: bool, first_start: str | None = None
+    repo: Path,
+    report: Report,
+    *,
+    delete: bool,
+    first_start: str | None = None,
+    chosen: set[str] | None = None,
 ) -> list[BranchCheck]:
-    """`first_start`: when a resumed batch's first session started (its journal says)."""
+    """`first_start`: when a resumed batch's first session started (its journal says);
+    `chosen`: the run ids whose branches may be deleted (`chosen_ids`)."""
     ids = batch_ids(report)
     window = batch_window(report, first_start)
     checked_out = workspace.checked_out_branches(repo)
@@ -143,7 +198,7 @@ def review(
         if state == "present" and not names_the_run(branch, (t.run or t.id, t.id)):
             state, reason = "foreign", "its name does not name this run"
         if state == "present":
-            why = made_by_batch(repo, branch, commit, ids, window)
+            why = made_by_batch(repo, branch, commit, ids, window, chosen)
             if why is not None:
                 state, reason = "foreign", why
         if delete and state == "present":

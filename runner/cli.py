@@ -169,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
         "still at the runner's commit and checked out nowhere; every "
         "branch kept is listed with the reason",
     )
+    br.add_argument(
+        "--run-id",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="with --delete, delete only the branches of this batch run id (repeat it); "
+        "required for a report that holds several ids (a merged report's shards)",
+    )
     cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
     cmp.add_argument("base", type=Path, metavar="BASE", help="the baseline report directory")
     cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
@@ -567,14 +575,17 @@ def _report_branches(args: argparse.Namespace) -> int:
         workspace.check_base(repo, "HEAD")
     except workspace.WorkspaceError as exc:
         raise _problem("--repo", str(exc)) from None
-    from runner.branches import review
+    from runner.branches import chosen_ids, review
     from runner.journal import Journal
 
+    chosen = chosen_ids(report, args.run_id, delete=args.delete)
     first = Journal(args.dir).first_start(report.run_id)
     counts: dict[str, int] = {}
-    for v in review(repo, report, delete=args.delete, first_start=first):
+    for v in review(repo, report, delete=args.delete, first_start=first, chosen=chosen):
         counts[v.state] = counts.get(v.state, 0) + 1
         _say(v.line(args.delete), one_line=True)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
-    _warn(f"{args.dir}: {summary}", one_line=True)
+    _warn(
+        f"{args.dir}: {summary} (batch {', '.join(sorted(chosen)) or 'ids: none'})", one_line=True
+    )
     return EXIT_OK

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -39,11 +40,18 @@ def open_private(path: Path) -> IO[str]:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write_chunks(path, [data])
+
+
+def atomic_write_chunks(path: Path, chunks: Iterable[bytes]) -> None:
+    """`path` written atomically from `chunks` as they come, so a copy of any size holds
+    one chunk in memory at a time."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

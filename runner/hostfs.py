@@ -32,10 +32,13 @@ def _parts(rel: str | os.PathLike[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def open_parent(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+def open_parent(
+    root: Path, rel: str, *, create: bool = False, where: str = "a workspace"
+) -> Iterator[tuple[int, str]]:
     """`(dir_fd, last component)` for `root/rel`, every directory on the way opened with
     O_NOFOLLOW: a symlinked directory anywhere on the path is refused, not followed.
-    `create` makes missing directories on the way."""
+    `create` makes missing directories on the way; `where` names the kind of tree in the
+    refusal ("a report directory"), so the message fits the command that read it."""
     parts = _parts(rel)
     if not parts:
         raise UnsafeFileError(f"{root}: names the root itself, not a file in it")
@@ -50,10 +53,10 @@ def open_parent(root: Path, rel: str, *, create: bool = False) -> Iterator[tuple
                 nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = "/".join(parts[: i + 1])
+                    at = "/".join(parts[: i + 1])
                     raise UnsafeFileError(
-                        f"{rel}: {where} is a symbolic link or not a directory; the runner "
-                        "does not follow links in a workspace"
+                        f"{rel}: {at} is a symbolic link or not a directory; the runner "
+                        f"does not follow links in {where}"
                     ) from None
                 raise
             os.close(fd)

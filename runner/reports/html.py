@@ -39,11 +39,14 @@ from runner.reports.markdown import (
 from runner.reports.model import Report, TaskReport
 from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.stats import wilson_interval
+from runner.sizes import size as size_text
 from runner.vocabulary import RunStatus
 
 TEXT_LIMIT = 4000
 """Characters kept of one message or command output (head and tail)."""
 PATCH_LIMIT = 30_000
+PATCH_BYTES = 1 << 20
+"""The head of a patch the page reads (it shows at most PATCH_LIMIT characters of it)."""
 ITEMS_LIMIT = 120
 """Transcript entries kept per run (first and last halves)."""
 TRANSCRIPT_CHARS = 40_000
@@ -319,13 +322,20 @@ def transcript(out_dir: Path, task: TaskReport) -> str:
 def _patch(out_dir: Path, task: TaskReport) -> str:
     if task.result is None:
         return '<p class="note">No change.</p>'
-    data = read_named(out_dir, task.result.patch, PATCHES_DIR)
-    if data is None:
+    read = read_named(out_dir, task.result.patch, PATCHES_DIR, PATCH_BYTES)
+    if read is None:
         return (
             f'<p class="note">Patch {esc(task.result.patch)} not shown: missing, or not a '
             "plain file under patches/.</p>"
         )
-    return f"<pre>{esc(cut(data.decode('utf-8', errors='replace'), PATCH_LIMIT))}</pre>"
+    data, size = read
+    more = (
+        f'<p class="note">Only the first {size_text(len(data))} of {size_text(size)} read; '
+        f"the whole patch is {esc(task.result.patch)}.</p>"
+        if size > len(data)
+        else ""
+    )
+    return f"<pre>{esc(cut(data.decode('utf-8', errors='replace'), PATCH_LIMIT))}</pre>{more}"
 
 
 def _run_details(out_dir: Path, t: TaskReport) -> str:

@@ -18,19 +18,22 @@ import datetime as dt
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+import stat
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from runner import hostfs
 from runner.errors import ConfigError, Problem, UnsafeFileError
-from runner.fsutil import atomic_write_bytes
+from runner.fsutil import atomic_write_chunks
 from runner.redact import Redactor
 from runner.reports.files import write_reports
 from runner.reports.model import READS, SCHEMA_VERSION, Report, TaskReport
-from runner.reports.named import check_named, open_named
+from runner.reports.named import REPORT_BYTES, check_named, open_named, open_plain
 from runner.reports.totals import compute_totals
+from runner.sizes import size
 
 REPORT_FILE = "report.json"
 COPIED_DIRS = ("threads", "patches")
@@ -60,8 +63,10 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 def load_shard(directory: Path) -> Shard:
     """Read and validate `DIR/report.json`; every problem names the file and the field.
-    Every file the report names must be a plain file under its own folder (see
-    `reports.named`): merge, compare and branches all read reports through here."""
+    `report.json` is opened as the files it names are (no link followed, a regular file
+    only, never blocking on a FIFO) and read up to a cap; every file the report names
+    must be a plain file under its own folder (see `reports.named`). Merge, compare and
+    branches all read reports through here."""
     path = directory / REPORT_FILE
     file = str(path)
 
@@ -69,13 +74,28 @@ def load_shard(directory: Path) -> Shard:
         return ConfigError([Problem(file, line, field, message)])
 
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = open_plain(directory, REPORT_FILE)
+        try:
+            raw = hostfs.read_bytes(fd, REPORT_BYTES + 1)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise fail(
             REPORT_FILE, "no such file: give directories written by `runner run --out`"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(REPORT_FILE, f"cannot be read: {exc}") from None
+    except UnsafeFileError as exc:
+        raise fail(REPORT_FILE, str(exc).removeprefix(f"{REPORT_FILE}: ")) from None
+    except OSError as exc:
+        raise fail(REPORT_FILE, f"cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > REPORT_BYTES:
+        raise fail(
+            REPORT_FILE,
+            f"is larger than {size(REPORT_BYTES)}, more than any runner report; not read",
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(REPORT_FILE, f"is not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -310,7 +330,8 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, tuple[Path, s
     """Destination -> (shard directory, path in it) for every file under the shards'
     `threads/` and `patches/`. Two shards with the same file, a symbolic link or a file
     with another hard link (either could make the merged artifact carry a file from the
-    merging machine) stop the merge before anything is written."""
+    merging machine), or a FIFO, device or socket (nothing the runner writes; skipping it
+    would hide an edited artifact) stop the merge before anything is written."""
     plan: dict[Path, tuple[Path, str]] = {}
     problems = []
 
@@ -330,9 +351,12 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, tuple[Path, s
                 continue
             for path in sorted(base.rglob("*")):
                 rel = path.relative_to(root).as_posix()
-                if path.is_symlink():
+                mode = path.lstat().st_mode
+                if stat.S_ISLNK(mode):
                     refuse(path, rel, "is a symbolic link")
-                elif path.is_file():
+                elif not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+                    refuse(path, rel, f"is a {hostfs.kind(mode)}, not a regular file")
+                elif stat.S_ISREG(mode):
                     dest = out / rel
                     if path.lstat().st_nlink != 1:
                         refuse(path, rel, "has another hard link")
@@ -354,7 +378,9 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, tuple[Path, s
 
 def _copy(shard: Path, rel: str, dest: Path) -> None:
     """One file of a shard's `threads/` or `patches/`, read without following a link
-    (one swapped in since `_plan_copies` looked is refused, not followed)."""
+    (one swapped in since `_plan_copies` looked is refused, not followed) and streamed:
+    no size cap, since memory stays at one chunk and the copy is no bigger than the
+    file already on disk."""
     try:
         fd = open_named(shard, rel, rel.split("/", 1)[0])
     except (UnsafeFileError, OSError) as exc:
@@ -363,9 +389,19 @@ def _copy(shard: Path, rel: str, dest: Path) -> None:
         ) from None
     if fd is None:
         raise ConfigError([Problem(str(shard / rel), None, rel, "vanished while being merged")])
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    atomic_write_bytes(dest, data)
+    try:
+        atomic_write_chunks(dest, _chunks(fd, os.fstat(fd).st_size))
+    finally:
+        os.close(fd)
+
+
+def _chunks(fd: int, length: int) -> Iterator[bytes]:
+    """The file's bytes in chunks, no more than the `length` it had when opened: the copy
+    holds one chunk in memory and writes no more than the shard held."""
+    left = length
+    while left > 0 and (chunk := os.read(fd, min(hostfs.CHUNK, left))):
+        left -= len(chunk)
+        yield chunk
 
 
 def merge_dirs(

@@ -1,4 +1,5 @@
-"""The files a `report.json` names (`events_file`, `result.patch`), treated as data.
+"""The files of a report directory (`report.json` and the files it names: `events_file`,
+`result.patch`), treated as data.
 
 A report directory may be a CI artifact someone edited: a name in it is a claim, not a path
 to follow. So a name must be relative and lie under its own folder (`threads/` for events,
@@ -7,7 +8,10 @@ and the file is opened component by component without following any link
 (`hostfs.open_parent`), must be a regular file, and must have no second hard link (which
 could be a host file planted in the directory). Every reader of these files (`report
 merge`, `compare`, `branches` through `load_shard`; the `report.html` writer) goes
-through here, so none of them can be led to another file on the machine.
+through here, so none of them can be led to another file on the machine. `report.json`
+itself is opened the same way and read up to `REPORT_BYTES`; the page reads at most a
+head of a patch and skips over-long transcript lines, so no file makes a reader hold
+more than a cap in memory.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ from runner.reports.model import Report
 
 EVENTS_DIR = "threads"
 PATCHES_DIR = "patches"
+WHERE = "a report directory"
+"""How refusals name the tree they were refused in."""
+REPORT_BYTES = 256 << 20
+"""The largest `report.json` read: a report of thousands of long runs is a few tens of
+MiB; a bigger file would only make the parser hold gigabytes."""
+LINE_CHARS = 16 << 20
+"""The longest transcript line the page reads (one event: items are capped at 8 MiB)."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -51,6 +62,21 @@ def path_problem(value: str, folder: str) -> str | None:
     return None
 
 
+def open_plain(root: Path, rel: str) -> int:
+    """A read-only fd of `root/rel`, reached without following a link, a regular file
+    with no second hard link; opening never blocks (a FIFO is refused, not waited on).
+    Raises FileNotFoundError, UnsafeFileError or OSError."""
+    try:
+        with hostfs.open_parent(root, rel, where=WHERE) as (dir_fd, name):
+            fd = hostfs.open_regular(name, dir_fd, rel)
+    except NotADirectoryError:
+        raise FileNotFoundError(rel) from None
+    if os.fstat(fd).st_nlink != 1:
+        os.close(fd)
+        raise UnsafeFileError(f"{rel}: has another hard link; report files are plain files")
+    return fd
+
+
 def open_named(root: Path, value: str, folder: str) -> int | None:
     """A read-only fd of the file `root/value`, or None when there is no such file.
     Raises UnsafeFileError when the name is not allowed, or the file is reached through a
@@ -59,32 +85,29 @@ def open_named(root: Path, value: str, folder: str) -> int | None:
     if why is not None:
         raise UnsafeFileError(f"{value!r} {why}")
     try:
-        with hostfs.open_parent(root, value) as (dir_fd, name):
-            fd = hostfs.open_regular(name, dir_fd, value)
-    except (FileNotFoundError, NotADirectoryError):
+        return open_plain(root, value)
+    except FileNotFoundError:
         return None
-    if os.fstat(fd).st_nlink != 1:
-        os.close(fd)
-        raise UnsafeFileError(f"{value}: has another hard link; report files are plain files")
-    return fd
 
 
-def read_named(root: Path, value: str, folder: str) -> bytes | None:
-    """The bytes of a file a report names; None when it is missing or not allowed (the
-    page then says so instead of showing it)."""
+def read_named(root: Path, value: str, folder: str, max_bytes: int) -> tuple[bytes, int] | None:
+    """The first `max_bytes` of a file a report names and its whole size; None when it
+    is missing or not allowed (the page then says so instead of showing it)."""
     try:
         fd = open_named(root, value, folder)
     except (UnsafeFileError, OSError):
         return None
     if fd is None:
         return None
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+    try:
+        return hostfs.read_bytes(fd, max_bytes), os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def named_lines(root: Path, value: str, folder: str) -> Iterator[str]:
     """The lines of a file a report names, streamed; nothing when it is missing or not
-    allowed."""
+    allowed. A line longer than LINE_CHARS is passed over without being held."""
     try:
         fd = open_named(root, value, folder)
     except (UnsafeFileError, OSError):
@@ -92,7 +115,12 @@ def named_lines(root: Path, value: str, folder: str) -> Iterator[str]:
     if fd is None:
         return
     with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
-        yield from f
+        while line := f.readline(LINE_CHARS + 1):
+            if len(line) <= LINE_CHARS or line.endswith("\n"):
+                yield line
+                continue
+            while line and not line.endswith("\n"):
+                line = f.readline(hostfs.CHUNK)
 
 
 def named_files(report: Report) -> Iterator[tuple[str, str, str]]:

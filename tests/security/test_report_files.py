@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import per_conversation, reply_message
-from tests.security.helpers import cli, sh, tasks
+from tests.loopback import last_user_text, per_conversation, reply_message
+from tests.security.helpers import KEY, cli, sh, tasks
 from tests.test_results import git
 
 SECRET = "host-secret-7f3a9c"
@@ -233,8 +234,10 @@ def test_a_report_copying_an_older_batch_cannot_delete_its_branch(
         forged[1],
         lambda rep: rep.update(shards=[a_rep["run_id"]], tasks=[*rep["tasks"], a_entry]),
     )
-    for f in forged:
-        res = cli("report", "branches", f, "--repo", repo, "--delete")
+    b_id = json.loads((b / "report.json").read_text())["run_id"]
+    for f, pin in zip(forged, ([], ["--run-id", b_id]), strict=True):
+        # forged[1] holds two ids: the user names the batch they mean (B).
+        res = cli("report", "branches", f, "--repo", repo, "--delete", *pin)
         assert res.returncode == 0, res.stderr
         line = next(x for x in res.stdout.splitlines() if x.startswith(a_branch + " "))
         assert " foreign (" in line and line.endswith(", kept"), line
@@ -312,3 +315,220 @@ def test_a_commit_without_the_runs_trailer_is_not_the_batchs(
     assert res.returncode == 0, res.stderr
     assert "foreign" in res.stdout and res.stdout.rstrip().endswith(", kept"), res.stdout
     assert made in git(repo, "branch", "--format=%(refname:short)")
+
+
+def test_a_report_naming_an_older_batch_as_a_shard_deletes_nothing_of_it(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """B's report gains A's run id in `shards`, A's entry and A's start: the report now
+    speaks for two batches, so `--delete` needs each id named with `--run-id`. Without
+    it nothing is deleted; with B's id alone A's branch is kept, reflog and all."""
+    repo = make_git_repo(tmp_path / "repo")
+    a = _batch(loopback_thread, tmp_path, repo, tmp_path / "a")
+    a_rep = json.loads((a / "report.json").read_text())
+    a_entry = a_rep["tasks"][0]
+    a_branch, a_commit = a_entry["result"]["branch"], a_entry["result"]["commit"]
+    time.sleep(1.1)
+    b = _batch(loopback_thread, tmp_path, repo, tmp_path / "b")
+    b_rep = json.loads((b / "report.json").read_text())
+    b_branch = b_rep["tasks"][0]["result"]["branch"]
+    _edit(
+        b,
+        lambda rep: rep.update(
+            shards=[a_rep["run_id"]],
+            tasks=[*rep["tasks"], a_entry],
+            started_at=a_rep["started_at"],
+        ),
+    )
+
+    def branches() -> str:
+        return git(repo, "branch", "--format=%(refname:short)")
+
+    res = cli("report", "branches", b, "--repo", repo, "--delete")
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "--run-id" in res.stderr and a_rep["run_id"] in res.stderr, res.stderr
+    assert a_branch in branches() and b_branch in branches()
+    res = cli("report", "branches", b, "--repo", repo, "--delete", "--run-id", b_rep["run_id"])
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith(a_branch + " "))
+    assert " foreign (" in line and "--run-id" in line and line.endswith(", kept"), line
+    assert git(repo, "rev-parse", f"refs/heads/{a_branch}").strip() == a_commit
+    assert "runner: result" in git(repo, "reflog", "show", f"refs/heads/{a_branch}")
+    assert b_branch not in branches()
+    # An id the report does not hold is an input error, not a wider net.
+    bad = cli("report", "branches", b, "--repo", repo, "--delete", "--run-id", "0123456789ab")
+    assert bad.returncode == 2 and "--run-id" in bad.stderr, bad.stderr
+
+
+def test_a_merged_report_of_two_shards_deletes_its_own_branches(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The legitimate multi-batch report: two shards merged, each shard's id named."""
+    repo = make_git_repo(tmp_path / "repo")
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: sh("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")
+        )
+    )
+    tf = tasks(tmp_path, srv.base_url, repo, ["a", "b"])
+    dirs = [tmp_path / "s1", tmp_path / "s2"]
+    for k, d in enumerate(dirs, 1):
+        res = cli("run", tf, "--out", d, "--shard", f"{k}/2")
+        assert res.returncode == 0, res.stderr
+    merged = tmp_path / "m"
+    assert cli("report", "merge", *dirs, "--out", merged).returncode == 0
+    rep = json.loads((merged / "report.json").read_text())
+    assert len(rep["shards"]) == 2
+    flags = [x for i in rep["shards"] for x in ("--run-id", i)]
+    res = cli("report", "branches", merged, "--repo", repo, "--delete", *flags)
+    assert res.returncode == 0, res.stderr
+    assert [x.split()[-1] for x in res.stdout.splitlines()] == ["deleted", "deleted"]
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+
+
+def test_a_resumed_batch_deletes_the_branches_of_both_sessions(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """Task a finishes in the first session, b in the resumed one (a later second): one
+    batch id, so both branches are the report's own."""
+    repo = make_git_repo(tmp_path / "repo")
+    state = {"hang": True}
+
+    def script(req: Any, i: int) -> Any:
+        if last_user_text(req) == "b" and state["hang"]:
+            return reply_message("late").but(delay_s=120)
+        return sh("echo x > note.txt", f"c{i}") if i == 0 else reply_message("ok")
+
+    srv = loopback_thread(per_conversation(script))
+    tf = tasks(tmp_path, srv.base_url, repo, ["a", "b"])
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(tf), "--out", str(out)],
+        env={**os.environ, "FAKE_API_KEY": KEY},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while "runner/" not in git(repo, "branch", "--format=%(refname:short)") or not any(
+        last_user_text(r) == "b" for r in srv.requests
+    ):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    time.sleep(1.1)
+    state["hang"] = False
+    res = cli("run", tf, "--out", out, "--resume")
+    assert res.returncode == 0, res.stderr
+    res = cli("report", "branches", out, "--repo", repo, "--delete")
+    assert res.returncode == 0, res.stderr
+    assert [x.split()[-1] for x in res.stdout.splitlines()] == ["deleted", "deleted"], res.stdout
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+
+
+# 4. report.json and the folders merge copies are read as data too.
+
+
+def _report_commands(shard: Path, good: Path, repo: Path, tmp: Path) -> list[tuple[Any, ...]]:
+    return [
+        ("report", "merge", shard, "--out", tmp / "merged"),
+        ("report", "compare", good, shard),
+        ("report", "branches", shard, "--repo", repo),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "host-json", "huge"])
+def test_report_json_is_a_plain_bounded_file(
+    loopback_thread: ThreadFactory, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO, a link to /dev/zero or to a host JSON file, or a file over the cap, as
+    `report.json`: each command ends at once with an input error naming the file."""
+    repo = make_git_repo(tmp_path / "repo")
+    good = _batch(loopback_thread, tmp_path, repo, tmp_path / "good")
+    shard = tmp_path / "shard"
+    shutil.copytree(good, shard)
+    target = shard / "report.json"
+    target.unlink()
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"schema_version": SECRET}))
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "host-json":
+        target.symlink_to(host)
+    else:
+        with target.open("wb") as f:
+            f.truncate(1 << 30)
+    for args in _report_commands(shard, good, repo, tmp_path):
+        res = cli(*args, timeout=30)
+        assert res.returncode == 2, (kind, args[1], res.stderr)
+        assert f"{target}: " in res.stderr, (kind, args[1], res.stderr)
+        assert "Traceback" not in res.stderr and "MemoryError" not in res.stderr
+        assert SECRET not in res.stdout + res.stderr
+        assert kind != "huge" or "is larger than 256.0 MiB" in res.stderr, res.stderr
+
+
+def _rss_of(*args: str | Path) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """Run the CLI in a child and return its peak resident memory in KiB."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "r = subprocess.run([sys.executable, '-m', 'runner', *sys.argv[1:]])\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.exit(r.returncode)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "FAKE_API_KEY": KEY},
+    )
+    return int(res.stdout.split()[-1]), res
+
+
+def test_merge_copies_a_large_patch_in_bounded_memory(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """A 400 MB patch (the one the report names) is streamed into the merged directory,
+    whole, without the merge holding it in memory."""
+    repo = make_git_repo(tmp_path / "repo")
+    shard = _batch(loopback_thread, tmp_path, repo, tmp_path / "shard")
+    name = json.loads((shard / "report.json").read_text())["tasks"][0]["result"]["patch"]
+    size = 400 << 20
+    with (shard / name).open("r+b") as f:
+        f.truncate(size)
+    rss, res = _rss_of("report", "merge", shard, "--out", tmp_path / "m")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "m" / name).stat().st_size == size
+    assert rss < 250 * 1024, rss
+
+
+def test_merge_refuses_special_files_in_the_folders_it_copies(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """A FIFO in threads/ is not skipped in silence: the merge names it, exit 2, and
+    writes nothing."""
+    repo = make_git_repo(tmp_path / "repo")
+    shard = _batch(loopback_thread, tmp_path, repo, tmp_path / "shard")
+    os.mkfifo(shard / "threads" / "extra.jsonl")
+    res = cli("report", "merge", shard, "--out", tmp_path / "m", timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert f"{shard}/threads/extra.jsonl: threads/extra.jsonl: " in res.stderr, res.stderr
+    assert "FIFO" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_linked_folder_in_a_report_is_explained_as_a_report_folder(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The message for a linked folder speaks of a report directory, not a workspace."""
+    repo = make_git_repo(tmp_path / "repo")
+    shard = _batch(loopback_thread, tmp_path, repo, tmp_path / "shard")
+    (tmp_path / "elsewhere").mkdir()
+    (shard / "threads" / "sub").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    _edit(shard, lambda rep: rep["tasks"][0].update(events_file="threads/sub/e.jsonl"))
+    res = cli("report", "merge", shard, "--out", tmp_path / "m")
+    assert res.returncode == 2, res.stderr
+    assert "workspace" not in res.stderr, res.stderr
+    assert "links in a report directory" in res.stderr, res.stderr
