@@ -389,13 +389,12 @@ def test_models_and_sandbox_inputs() -> None:
         "ollama/gpt-oss:20b",
         "local/smollm2",
     ]
-    assert sandbox_for("auto", "pull_request") == "read-only"
-    assert sandbox_for("auto", "issue_comment") == "read-only"
-    assert sandbox_for("auto", "schedule") is None
-    assert sandbox_for("task-file", "pull_request") is None
-    assert sandbox_for("workspace-write", "pull_request") == "workspace-write"
+    assert sandbox_for("auto", True) == "read-only"
+    assert sandbox_for("auto", False) is None
+    assert sandbox_for("task-file", True) is None
+    assert sandbox_for("workspace-write", True) == "workspace-write"
     with pytest.raises(Exception, match="sandbox must be"):
-        sandbox_for("yolo", "push")
+        sandbox_for("yolo", False)
 
 
 def test_finish_maps_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,6 @@ from runner.github.context import (
     DEPENDABOT,
     EXEMPT_EVENTS,
     MOVED_MARKER,
-    PR_EVENTS,
     PYTHON,
     REPLY_MARKER,
     UNSANDBOXED_EVENTS,
@@ -297,7 +296,7 @@ def _sandbox(args: argparse.Namespace, ctx: Context) -> str | None:
             "sandbox: a comment command runs on the pull request's code, read-only; "
             f"set sandbox to auto or read-only (got {requested!r})"
         )
-    return "read-only" if args.pr_head else sandbox_for(requested, ctx.event_name)
+    return "read-only" if args.pr_head else sandbox_for(requested, ctx.foreign_code)
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -643,10 +642,10 @@ def _refuse_anyone(allow_users: set[str], mode: str, ack: str) -> None:
 
 def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """`allowed=true|false` in $GITHUB_OUTPUT. Every event is gated except those only a
-    writer can cause (EXEMPT_EVENTS): the event's sender and the pull request's author
-    (where there is one) must have write, maintain or admin permission, or be named in
-    allow-users (people) or allow-bots (bots). An event that names nobody, and any API
-    failure, count as no. `pull_request_target` is refused outright (exit 2)."""
+    writer can cause (EXEMPT_EVENTS): everyone in `Context.people` (the sender and the
+    authors of what the event is about) must have write, maintain or admin permission,
+    or be named in allow-users (people) or allow-bots (bots). An event that names
+    nobody, and any API failure, count as no. `pull_request_target` is refused outright (exit 2)."""
     ctx = Context.from_env(env)
     mode = args.mode.strip().lower()
     if mode not in ("auto", "true", "false"):
@@ -758,9 +757,10 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from runner.workspace import WorkspaceError, remote_tip, swap_branch_sync
 
     ctx = Context.from_env(env)
-    if ctx.event_name in PR_EVENTS:
+    if ctx.foreign_code:
         raise RunnerError(
-            "push: pull-request runs never push; the patches are in the report artifact"
+            f"push: runs on a pull request's code ({ctx.event_name}) never push; the "
+            "patches are in the report artifact"
         )
     reopen = args.reopen_closed.strip().lower()
     if reopen not in ("true", "false"):
