@@ -28,6 +28,7 @@ from runner.github import main
 from runner.github.commands import annotate
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (
+    FORK_TOKEN,
     GITHUB_TOKEN,
     REPO,
     ROOT,
@@ -616,8 +617,13 @@ def test_a_run_without_secrets_ends_green_with_a_notice(
 
 @pytest.mark.parametrize(
     ("event_name", "more"),
-    [("pull_request", {"push": "true"})],
-    ids=["push-on-a-pr"],
+    [
+        ("pull_request", {"push": "true"}),
+        ("pull_request", {"github-token": FORK_TOKEN}),
+        ("issue_comment", {"github-token": FORK_TOKEN}),
+        ("discussion_comment", {"comment": "true"}),
+    ],
+    ids=["push-on-a-pr", "comment-refused", "answer-refused", "comment-true-on-a-discussion"],
 )
 def test_conclusion_counts_the_actions_own_failures(
     loopback_thread: ThreadFactory,
@@ -629,12 +635,38 @@ def test_conclusion_counts_the_actions_own_failures(
     srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
     inputs = prompt_inputs(srv.base_url, "sk-" + "z" * 30, **more)
     event = event_for(event_name, SENDERS["writer"])
+    if event_name == "issue_comment":  # a comment command on an issue, answered anew
+        event = on_plain_issue(event)
     run, _ = action(tmp_path, github, event_name, event, inputs)
     assert run.outputs["exit-code"] == "0" and srv.requests  # the runner itself succeeded
     step = "pull-requests" if "push" in more else "comment"
     assert run.outcomes[step] == "failure(2)" and run.failed
     assert run.outputs["conclusion"] == "failure"
     assert f"the {step} step failed" in run.logs["finish"]
+    if step == "comment":
+        assert not github.comments and "::error title=runner::comment: " in run.logs[step]
+        if "github-token" in more:
+            assert "permissions: pull-requests: write" in run.logs[step]
+
+
+@pytest.mark.parametrize("event_name", ["discussion_comment", "commit_comment"])
+def test_comment_auto_with_no_thread_to_write_to_stays_green(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path, event_name: str
+) -> None:
+    """A writer's comment on a discussion or a commit: the run succeeds, and with
+    `comment: auto` there is nowhere to write, which is no failure."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    event = (
+        event_for(event_name, SENDERS["writer"])
+        if event_name in UNTRUSTED_EVENTS
+        else {"comment": {"body": "hi", "user": SENDERS["writer"]}, "sender": SENDERS["writer"]}
+    )
+    run, _ = action(tmp_path, github, event_name, event, prompt_inputs(srv.base_url, "sk-" * 10))
+    assert not run.failed, run.logs
+    assert run.outputs["exit-code"] == "0" and srv.requests
+    assert run.outcomes["comment"] == "success" and run.outputs["conclusion"] == "success"
+    assert f"::notice title=runner comment::no comment: a {event_name} event" in run.logs["comment"]
+    assert not github.calls("POST") and not github.calls("PATCH")
 
 
 # ------------------------------------------------------------------ sudo

@@ -686,10 +686,12 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     assert fix_step["with"]["push"] == "false" and fix_step["with"]["comment"] == "false"
 
 
-def test_comment_without_write_access_warns_and_goes_on(
+def test_comment_without_write_access_fails_the_step_except_on_a_fork(
     github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A fork's PR gets a read-only token: no comment, a warning, the job goes on."""
+    """A comment GitHub refuses is the Action's own failure (exit 2, an error saying
+    which permission to give); a fork's PR, whose token GitHub makes read-only, only
+    warns and the job goes on."""
     report = tmp_path / "report.json"
     report.write_text(
         Report.model_validate(
@@ -719,10 +721,17 @@ def test_comment_without_write_access_warns_and_goes_on(
         "GITHUB_API_URL": github.url,
         "GITHUB_TOKEN": "ghs_wrongtoken123456",
     }
+    assert main(["comment", "--report", str(report)], env=env) == 2
+    out = capsys.readouterr().out
+    assert "::error title=runner::comment: could not write to #7: " in out
+    assert "HTTP 401" in out and "permissions: pull-requests: write" in out
+    assert "ghs_wrongtoken123456" not in out and not github.comments
+    fork = {**PR_EVENT, "pull_request": {"number": 7, "head": {"repo": {"full_name": "m/w"}}}}
+    event.write_text(json.dumps(fork))
     assert main(["comment", "--report", str(report)], env=env) == 0
     out = capsys.readouterr().out
-    assert "::warning title=runner comment::" in out and "HTTP 401" in out
-    assert "ghs_wrongtoken123456" not in out and not github.comments
+    assert "::warning title=runner comment::" in out and "a fork's token is read-only" in out
+    event.write_text(json.dumps(PR_EVENT))
     # Not a PR event and comment: auto: nothing is sent at all.
     env["GITHUB_EVENT_PATH"] = ""
     github.log.clear()

@@ -573,7 +573,11 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """The run's comment. On a comment command (an event with a `comment`) a new comment
     answers it; otherwise the sticky comment of `--tag` is edited or created. A skipped
     run writes nothing: its reason (a refused stranger, a bot) is in the log and in the
-    `notice` output, never in the thread, where it would bury the review."""
+    `notice` output, never in the thread, where it would bury the review. With `auto`
+    an event with no issue or pull request to write to (a discussion, a commit comment)
+    gets no comment and stays green; `true` there is a configuration error. A comment
+    GitHub refuses fails the step (so `conclusion` is failure), except on a fork's pull
+    request, whose token GitHub makes read-only whatever the workflow asks."""
     ctx = Context.from_env(env)
     mode = args.mode.strip().lower()
     if mode not in ("auto", "true", "false"):
@@ -582,6 +586,19 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     reply = bool(ctx.comment)
     number = args.pr or ctx.issue_number
     if mode == "false" or (mode == "auto" and ctx.pr_number is None and not reply):
+        return 0
+    if number is None:
+        if mode == "true":
+            raise RunnerError(
+                f"comment: true, but this {ctx.event_name or 'unnamed'} event is not about "
+                "a pull request or issue; set comment to auto or false"
+            )
+        annotate(
+            "notice",
+            "runner comment",
+            f"no comment: a {ctx.event_name or 'unnamed'} event has no pull request or "
+            "issue to write to (the summary is in the job summary)",
+        )
         return 0
     if args.notice.strip():
         print("comment: none for a skipped run (the reason is the notice output)")
@@ -595,8 +612,6 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     body = Redactor(secrets_from_env(env))(body)
     if args.write:
         Path(args.write).write_text(body, encoding="utf-8")
-    if number is None:
-        raise RunnerError("comment: true, but this event is not about a pull request or issue")
     gh = GitHub(ctx.api_url, _token(env, args.token_env))
     try:
         if reply:
@@ -607,9 +622,14 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 gh, ctx.repository, number, body, author=author, marker=marker
             )
     except RunnerError as exc:
-        # A fork's PR gets a read-only token: the summary is still in the job summary.
-        annotate("warning", "runner comment", str(exc))
-        return 0
+        if ctx.from_fork:  # expected: the summary is still in the job summary
+            annotate("warning", "runner comment", f"{exc} (a fork's token is read-only)")
+            return 0
+        raise RunnerError(
+            f"comment: could not write to #{number}: {exc}. Give the job `permissions: "
+            "pull-requests: write` (and `issues: write` for issues), or a github-token "
+            "that has them; or set comment: false"
+        ) from None
     finally:
         gh.close()
     print(f"comment {comment_id} {how} on #{number}")
@@ -673,6 +693,11 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 PRS_FORBIDDEN = "GitHub Actions is not permitted to create or approve pull requests"
 """GitHub's 403 message when the repository does not let workflows open pull requests."""
+PUSH_RIGHTS = (
+    "; if GitHub refused it, give the job `permissions: contents: write` and "
+    "`pull-requests: write`, or a github-token that has them"
+)
+"""What to fix when a push or a pull request failed (the step then fails)."""
 PRS_SETTING = (
     'Settings > Actions > General > "Allow GitHub Actions to create and approve pull requests"'
 )
@@ -854,7 +879,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                     continue
             except RunnerError as exc:  # WorkspaceError included
                 failures += 1
-                annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
+                annotate("error", "runner pull request", f"{run}: {redact(str(exc))}{PUSH_RIGHTS}")
                 continue
             made[run] = url
             print(f"{run}: pull request {how}: {url}")
