@@ -590,6 +590,43 @@ def test_a_workflow_run_of_a_forks_code_is_read_only_and_never_pushes(
     assert run.outputs["conclusion"] == "failure"
 
 
+@pytest.mark.parametrize(
+    ("variable", "more"),
+    [("OPENAI_API_KEY", {}), ("MY_KEY", {"api-key-env": "MY_KEY"})],
+    ids=["openai", "api-key-env"],
+)
+def test_no_unsandboxed_run_while_the_key_is_in_the_jobs_environment(
+    loopback_thread: ThreadFactory,
+    github: FakeGitHub,
+    tmp_path: Path,
+    variable: str,
+    more: dict[str, str],
+) -> None:
+    """A schedule run without a sandbox, the key in the job's `env:`: the step's own
+    Python started with it, so the agent could read it from /proc. Refused, exit 2."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    key = f"sk-env-{secrets.token_hex(12)}"
+    inputs = prompt_inputs(srv.base_url, "", sandbox="danger-full-access", **more)
+    event = {"sender": SENDERS["writer"]}
+    run, _ = action(tmp_path, github, "schedule", event, inputs, job_env={variable: key})
+    assert run.failed and run.outcomes["run"] == "failure(2)" and not srv.requests
+    log = run.logs["run"]
+    assert f"::error title=runner::{variable} is in this step's environment" in log
+    assert "pass the key through the api-key input only" in log and "Traceback" not in log
+    assert run.outputs["conclusion"] == "failure"
+    # Sandboxed, the same job only warns: the agent cannot see other processes there.
+    run, _ = action(
+        tmp_path / "sandboxed",
+        github,
+        "schedule",
+        event,
+        {**inputs, "sandbox": "workspace-write"},
+        job_env={variable: key},
+    )
+    assert run.outputs["exit-code"] == "0" and srv.requests
+    assert f"{variable} is in the job's environment" in run.logs["run"]
+
+
 @pytest.mark.parametrize("who", ["dependabot", "fork", "deleted-fork"])
 def test_a_run_without_secrets_ends_green_with_a_notice(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path, who: str

@@ -35,6 +35,7 @@ from runner.github.context import (
     parse_models,
     parse_names,
     prompt_task,
+    provider_keys,
     runner_argv,
     sandbox_for,
     summary_marker,
@@ -368,7 +369,9 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         if lacking:
             return _skip(f"{', '.join(lacking)} is not set: {secretless}", env)
         loose = unsandboxed_runs(Path(task_file), sandbox, models)
-        _sandbox_gate(loose, ctx, keep_sudo=args.keep_sudo, env=env)
+        names = {args.api_key_env, "OPENAI_API_KEY"} | provider_keys(Path(task_file), models)
+        inherited = sorted(n for n in names if env.get(n))
+        _sandbox_gate(loose, ctx, inherited, keep_sudo=args.keep_sudo, env=env)
         if handed:
             argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
@@ -396,16 +399,31 @@ def _handover(args: argparse.Namespace, child: dict[str, str]) -> dict[str, str]
 
 
 def _sandbox_gate(
-    loose: list[str], ctx: Context, *, keep_sudo: bool, env: Mapping[str, str]
+    loose: list[str],
+    ctx: Context,
+    inherited: list[str],
+    *,
+    keep_sudo: bool,
+    env: Mapping[str, str],
 ) -> None:
     """No run without a sandbox (`loose`: those that would) except on schedule and
-    workflow_dispatch; there, sudo is dropped first unless keep-sudo."""
+    workflow_dispatch; there, none while a key is in this step's environment
+    (`inherited`), and sudo is dropped first unless keep-sudo. An unsandboxed agent
+    reads /proc/<pid>/environ of every process of its user, this step's Python among
+    them, and a key the job's `env:` gave the step sits there from its start."""
     if loose and ctx.event_name not in UNSANDBOXED_EVENTS:
         raise RunnerError(
             f"sandbox: danger-full-access ({', '.join(loose)}) is refused on "
             f"{ctx.event_name or 'unnamed'} events: an agent without a sandbox would run "
             "the text or code of whoever opened the issue, pull request or comment with "
             "this job's rights; it is allowed on schedule and workflow_dispatch only"
+        )
+    if loose and inherited:
+        raise RunnerError(
+            f"{', '.join(inherited)} {'is' if len(inherited) == 1 else 'are'} in this "
+            f"step's environment (an env: of the job or workflow), where the unsandboxed "
+            f"run ({', '.join(loose)}) could read it from /proc; remove it from env: and "
+            "pass the key through the api-key input only"
         )
     if loose and not keep_sudo:
         drop_sudo(env)

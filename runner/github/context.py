@@ -269,23 +269,22 @@ def prompt_task(
     return data
 
 
-def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """Provider key variables the runs of `task_file` need and `env` lacks; [] when the
-    file cannot be read (the runner then reports the located problem itself)."""
+def provider_keys(task_file: Path, models: Sequence[str]) -> set[str]:
+    """The key variables the providers of `task_file`'s runs read; empty when the file
+    cannot be read (the runner then reports the located problem itself)."""
     from runner.config import expand, load_task_file
 
     try:
         tf = load_task_file(task_file)
         tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
     except (RunnerError, OSError):
-        return []
-    return sorted(
-        {
-            t.provider.env_key
-            for t in tasks
-            if t.provider.env_key and not env.get(t.provider.env_key)
-        }
-    )
+        return set()
+    return {t.provider.env_key for t in tasks if t.provider.env_key}
+
+
+def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """Provider key variables the runs of `task_file` need and `env` lacks."""
+    return sorted(k for k in provider_keys(task_file, models) if not env.get(k))
 
 
 def sandbox_for(requested: str, foreign: bool) -> str | None:
