@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from runner.github import main
-from runner.github.commands import annotate
+from runner.github.commands import _run_runner, annotate
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (
     FORK_TOKEN,
@@ -789,6 +789,49 @@ def test_annotations_escape_what_would_start_a_command(
     assert capsys.readouterr().out == (
         "::error title=runner::100%25 broken%0D%0A::add-mask::x%0Anext\n"
     )
+
+
+SERVER_TEXT = "upstream said:\nerror: line one\nerror: line two\n::warning::x"
+BROKEN = (
+    "runner: 1 run\n"
+    "[1/1] review: failed: 0 requests\n"
+    "  error: indented detail\n"
+    "runner: 1/1 runs done, 0 running, 1 failed, 0 errored, 0 tokens in, 0 out\n"
+    f"runner: the model server broke: {SERVER_TEXT}\n"
+)
+"""A runner that could not go on (exit 3): progress lines, then one error whose text,
+lines that look like errors included, is a model server's."""
+BAD_INPUT = "".join(f"error: tasks[{i}].prompt: required\n" for i in range(14))
+"""A task file with 14 located problems (exit 2)."""
+
+
+@pytest.mark.parametrize(
+    ("stderr", "code", "expected"),
+    [
+        (
+            BROKEN,
+            3,
+            ["the model server broke: " + SERVER_TEXT.replace("\n", "%0A")],
+        ),
+        (
+            BAD_INPUT,
+            2,
+            [*(f"tasks[{i}].prompt: required" for i in range(10)), "4 more in the log"],
+        ),
+        (BROKEN + BAD_INPUT, 1, []),
+    ],
+    ids=["multi-line", "capped", "exit-1"],
+)
+def test_only_the_runners_own_errors_become_a_few_annotations(
+    capfd: pytest.CaptureFixture[str], stderr: str, code: int, expected: list[str]
+) -> None:
+    script = f"import sys; sys.stderr.write({stderr!r}); sys.exit({code})"
+    assert _run_runner([sys.executable, "-I", "-c", script], {}, "") == code
+    out, err = capfd.readouterr()
+    assert err == stderr  # the whole log, in order
+    assert [line for line in out.splitlines() if line.startswith("::")] == [
+        f"::error title=runner::{e}" for e in expected
+    ]
 
 
 @pytest.mark.parametrize(

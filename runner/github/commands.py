@@ -460,13 +460,23 @@ def _secretless(ctx: Context) -> str:
     return ""
 
 
-ERROR_LINE = re.compile(r"(?:runner: )?(?:error: )?(.+)")
+ERROR_START = re.compile(r"(?:runner: )?error: (.*)|runner: (.*)")
+"""The first line of one of the runner's own errors: `error: ...` (a located problem),
+`runner: error: ...` (a bad flag) or `runner: ...` (it could not run)."""
+PROGRESS_LINE = re.compile(r"runner: (?:\d+ runs?|\d+/\d+ runs done,.*|\d+ run\(s\) never .*)")
+"""The runner's progress lines, which also start with `runner: ` but are no error."""
+OTHER_LINE = re.compile(r"\[\d+/\d+\] |\s|usage: ")
+"""Lines of the runner's log that end an error's continuation: a finished run, an
+indented detail, argparse's usage."""
+ANNOTATIONS = 10
+"""`::error` annotations a run step makes at most; the rest are in the log."""
 
 
 def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
-    """Run the runner, the secrets on its stdin. Its stderr goes through to the log,
-    except that when it could not run (exit 2 or 3) its `error: ...` and `runner: ...`
-    lines become `::error` annotations, which GitHub shows on the run's summary."""
+    """Run the runner, the secrets on its stdin. Its stderr goes through to the log;
+    when it could not run (exit 2 or 3) its own error lines become `::error`
+    annotations, each multi-line error one annotation and at most ANNOTATIONS of them,
+    because an error's text can be a model server's and must not flood the summary."""
     proc = subprocess.Popen(
         argv,
         env=env,
@@ -480,21 +490,29 @@ def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
         proc.stdin.write(secrets)
         proc.stdin.close()
     assert proc.stderr is not None
-    held: list[str] = []
+    errors: list[list[str]] = []
+    inside = ""  # "error" or "runner": the kind of error the next lines may continue
     for line in proc.stderr:
-        if line.startswith(("error: ", "runner: ")):
-            held.append(line.rstrip("\n"))
+        sys.stderr.write(line)
+        text = line.rstrip("\n")
+        start = ERROR_START.fullmatch(text)
+        if start and PROGRESS_LINE.fullmatch(text):
+            inside = ""
+        elif start and not (inside == "runner" and start[1] is not None):
+            errors.append([start[1] if start[1] is not None else start[2]])
+            inside = "error" if start[1] is not None else "runner"
+        elif inside and text and not OTHER_LINE.match(text):
+            errors[-1].append(text)  # `error: ` lines too, inside a `runner: ` error
         else:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-    code = proc.wait()
-    for line in held:
-        if code >= EXIT_BAD_INPUT:
-            match = ERROR_LINE.fullmatch(line)
-            annotate("error", "runner", match[1] if match else line)
-        else:
-            sys.stderr.write(line + "\n")
+            inside = ""
+    proc.stderr.close()
     sys.stderr.flush()
+    code = proc.wait()
+    if code >= EXIT_BAD_INPUT:
+        for error in errors[:ANNOTATIONS]:
+            annotate("error", "runner", "\n".join(error))
+        if len(errors) > ANNOTATIONS:
+            annotate("error", "runner", f"{len(errors) - ANNOTATIONS} more in the log")
     return code
 
 
