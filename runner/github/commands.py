@@ -473,10 +473,11 @@ ANNOTATIONS = 10
 
 
 def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
-    """Run the runner, the secrets on its stdin. Its stderr goes through to the log;
-    when it could not run (exit 2 or 3) its own error lines become `::error`
-    annotations, each multi-line error one annotation and at most ANNOTATIONS of them,
-    because an error's text can be a model server's and must not flood the summary."""
+    """Run the runner, the secrets on its stdin. Its stderr goes through to the log,
+    except its own error lines: when it could not run (exit 2 or 3) they become
+    `::error` annotations instead, each multi-line error one annotation and at most
+    ANNOTATIONS of them (the rest stay plain lines), because an error's text can be a
+    model server's and must not flood the run's summary."""
     proc = subprocess.Popen(
         argv,
         env=env,
@@ -490,29 +491,35 @@ def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
         proc.stdin.write(secrets)
         proc.stdin.close()
     assert proc.stderr is not None
-    errors: list[list[str]] = []
+    errors: list[tuple[list[str], list[str]]] = []  # (message lines, lines as printed)
     inside = ""  # "error" or "runner": the kind of error the next lines may continue
     for line in proc.stderr:
-        sys.stderr.write(line)
         text = line.rstrip("\n")
         start = ERROR_START.fullmatch(text)
         if start and PROGRESS_LINE.fullmatch(text):
             inside = ""
         elif start and not (inside == "runner" and start[1] is not None):
-            errors.append([start[1] if start[1] is not None else start[2]])
+            errors.append(([start[1] if start[1] is not None else start[2]], [text]))
             inside = "error" if start[1] is not None else "runner"
+            continue
         elif inside and text and not OTHER_LINE.match(text):
-            errors[-1].append(text)  # `error: ` lines too, inside a `runner: ` error
+            errors[-1][0].append(text)  # `error: ` lines too, inside a `runner: ` error
+            errors[-1][1].append(text)
+            continue
         else:
             inside = ""
+        sys.stderr.write(line)
+        sys.stderr.flush()
     proc.stderr.close()
-    sys.stderr.flush()
     code = proc.wait()
-    if code >= EXIT_BAD_INPUT:
-        for error in errors[:ANNOTATIONS]:
-            annotate("error", "runner", "\n".join(error))
-        if len(errors) > ANNOTATIONS:
-            annotate("error", "runner", f"{len(errors) - ANNOTATIONS} more in the log")
+    shown = errors[:ANNOTATIONS] if code >= EXIT_BAD_INPUT else []
+    for message, _ in shown:
+        annotate("error", "runner", "\n".join(message))
+    if shown and len(errors) > ANNOTATIONS:
+        annotate("error", "runner", f"{len(errors) - ANNOTATIONS} more in the log")
+    for _, printed in errors[len(shown) :]:
+        sys.stderr.write("".join(f"{t}\n" for t in printed))
+    sys.stderr.flush()
     return code
 
 
