@@ -31,8 +31,9 @@ ACTION_DIR = ROOT / "actions" / "run"
 ACTION = ACTION_DIR / "action.yml"
 GOLDEN = Path(__file__).parent / "golden" / "github"
 BIN = Path(sys.executable).parent
-ACTION_REF = "your-org/runner/actions/run@v1"
-"""How the examples and the README refer to the action."""
+ACTION_REF = "your-org/runner/actions/run@" + "0" * 40
+"""How the examples and the README refer to the action: pinned to a commit that cannot
+exist, so a copy that is not adapted fails instead of running someone else's code."""
 SKIPPED = {"install", "bubblewrap"}
 """Steps that need the network or sudo; everything else runs for real."""
 API_KEY = "sk-canary-api-key-5d41402abc4b2a76"

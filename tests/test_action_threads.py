@@ -26,6 +26,7 @@ from runner.workspace import swap_branch_sync
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (
     API_KEY,
+    FORK_TOKEN,
     GITHUB_TOKEN,
     REPO,
     ActionRun,
@@ -439,7 +440,7 @@ class Nightly:
             f"tasks:\n  - {{id: bump, prompt: bump the version, repo: {self.workspace}}}\n"
         )
 
-    def night(self, **inputs: str) -> ActionRun:
+    def night(self, check: bool = True, **inputs: str) -> ActionRun:
         self.nights += 1
         run = run_action(
             self.tmp / f"night{self.nights}",
@@ -452,7 +453,7 @@ class Nightly:
             },
             api_url=self.github.url,
         )
-        assert not run.failed, run.logs
+        assert not check or not run.failed, run.logs
         return run
 
     def result(self) -> str:
@@ -564,6 +565,20 @@ def test_nightly_outputs_name_the_pushed_branch_when_github_refuses_the_pr(
     log = run.logs["pull-requests"]
     assert "::warning title=runner pull request::bump: pushed runner/nightly/bump" in log
     assert PRS_SETTING in log and not github.pulls
+
+
+@pytest.mark.slow
+def test_nightly_fails_when_github_refuses_the_pr_for_another_reason(
+    nightly: Nightly, github: FakeGitHub
+) -> None:
+    """A token that may not write pull requests (not the repository setting): the
+    step fails, so `conclusion` is failure, with an error saying what to give."""
+    run = nightly.night(check=False, **{"github-token": FORK_TOKEN})
+    assert run.outputs["exit-code"] == "0" and run.outcomes["pull-requests"] == "failure(1)"
+    assert run.outputs["conclusion"] == "failure" and not github.pulls
+    log = run.logs["pull-requests"]
+    assert "::error title=runner pull request::bump: GitHub " in log
+    assert "`pull-requests: write`" in log and "::warning" not in log
 
 
 def test_bad_reopen_closed_is_exit_2(

@@ -389,13 +389,12 @@ def test_models_and_sandbox_inputs() -> None:
         "ollama/gpt-oss:20b",
         "local/smollm2",
     ]
-    assert sandbox_for("auto", "pull_request") == "read-only"
-    assert sandbox_for("auto", "issue_comment") == "read-only"
-    assert sandbox_for("auto", "schedule") is None
-    assert sandbox_for("task-file", "pull_request") is None
-    assert sandbox_for("workspace-write", "pull_request") == "workspace-write"
+    assert sandbox_for("auto", True) == "read-only"
+    assert sandbox_for("auto", False) is None
+    assert sandbox_for("task-file", True) is None
+    assert sandbox_for("workspace-write", True) == "workspace-write"
     with pytest.raises(Exception, match="sandbox must be"):
-        sandbox_for("yolo", "push")
+        sandbox_for("yolo", False)
 
 
 def test_finish_maps_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -687,10 +686,12 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     assert fix_step["with"]["push"] == "false" and fix_step["with"]["comment"] == "false"
 
 
-def test_comment_without_write_access_warns_and_goes_on(
+def test_comment_without_write_access_fails_the_step_except_on_a_fork(
     github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A fork's PR gets a read-only token: no comment, a warning, the job goes on."""
+    """A comment GitHub refuses is the Action's own failure (exit 2, an error saying
+    which permission to give); a fork's PR, whose token GitHub makes read-only, only
+    warns and the job goes on."""
     report = tmp_path / "report.json"
     report.write_text(
         Report.model_validate(
@@ -720,10 +721,17 @@ def test_comment_without_write_access_warns_and_goes_on(
         "GITHUB_API_URL": github.url,
         "GITHUB_TOKEN": "ghs_wrongtoken123456",
     }
+    assert main(["comment", "--report", str(report)], env=env) == 2
+    out = capsys.readouterr().out
+    assert "::error title=runner::comment: could not write to #7: " in out
+    assert "HTTP 401" in out and "permissions: pull-requests: write" in out
+    assert "ghs_wrongtoken123456" not in out and not github.comments
+    fork = {**PR_EVENT, "pull_request": {"number": 7, "head": {"repo": {"full_name": "m/w"}}}}
+    event.write_text(json.dumps(fork))
     assert main(["comment", "--report", str(report)], env=env) == 0
     out = capsys.readouterr().out
-    assert "::warning title=runner comment::" in out and "HTTP 401" in out
-    assert "ghs_wrongtoken123456" not in out and not github.comments
+    assert "::warning title=runner comment::" in out and "a fork's token is read-only" in out
+    event.write_text(json.dumps(PR_EVENT))
     # Not a PR event and comment: auto: nothing is sent at all.
     env["GITHUB_EVENT_PATH"] = ""
     github.log.clear()
@@ -1407,7 +1415,8 @@ def test_actions_pin_third_party_actions_by_commit() -> None:
     seen = 0
     for name, text in texts.items():
         for ref in re.findall(r"uses:\s*(\S+.*)", text):
-            if ref.startswith(ACTION_REF):
+            if "your-org/" in ref:  # the placeholder: a commit no repository has
+                assert ref == f"{ACTION_REF}  # the full commit you reviewed", (name, ref)
                 continue
             seen += 1
             assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", ref), (

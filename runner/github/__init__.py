@@ -4,9 +4,10 @@ It lives here rather than in the action's YAML so that it is typed, linted and t
 the rest: the YAML only passes inputs through `env:` and calls `python -m runner.github`.
 
     can-write      the write-access gate of every event but schedule, workflow_dispatch
-                   and push: the event's sender and the PR's author (where there is one)
-                   have write permission (or are in allow-users); a bot only when in
-                   allow-bots; pull_request_target refused
+                   and push: the event's sender and the author of the PR, issue,
+                   discussion or comment (a workflow_run's actors) have write permission
+                   (or are in allow-users); a bot only when in allow-bots;
+                   pull_request_target refused
     run            the `runner run` command line from the action's inputs (a one-task file
                    made from `prompt`/`prompt-file`, or `runner report merge` of shard
                    reports); the API key comes in on a pipe and goes on to the runner on

@@ -24,7 +24,6 @@ from runner.github.context import (
     DEPENDABOT,
     EXEMPT_EVENTS,
     MOVED_MARKER,
-    PR_EVENTS,
     PYTHON,
     REPLY_MARKER,
     UNSANDBOXED_EVENTS,
@@ -36,6 +35,7 @@ from runner.github.context import (
     parse_models,
     parse_names,
     prompt_task,
+    provider_keys,
     runner_argv,
     sandbox_for,
     summary_marker,
@@ -297,7 +297,7 @@ def _sandbox(args: argparse.Namespace, ctx: Context) -> str | None:
             "sandbox: a comment command runs on the pull request's code, read-only; "
             f"set sandbox to auto or read-only (got {requested!r})"
         )
-    return "read-only" if args.pr_head else sandbox_for(requested, ctx.event_name)
+    return "read-only" if args.pr_head else sandbox_for(requested, ctx.foreign_code)
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -369,7 +369,9 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         if lacking:
             return _skip(f"{', '.join(lacking)} is not set: {secretless}", env)
         loose = unsandboxed_runs(Path(task_file), sandbox, models)
-        _sandbox_gate(loose, ctx, keep_sudo=args.keep_sudo, env=env)
+        names = {args.api_key_env, "OPENAI_API_KEY"} | provider_keys(Path(task_file), models)
+        inherited = sorted(n for n in names if env.get(n))
+        _sandbox_gate(loose, ctx, inherited, keep_sudo=args.keep_sudo, env=env)
         if handed:
             argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
@@ -397,16 +399,31 @@ def _handover(args: argparse.Namespace, child: dict[str, str]) -> dict[str, str]
 
 
 def _sandbox_gate(
-    loose: list[str], ctx: Context, *, keep_sudo: bool, env: Mapping[str, str]
+    loose: list[str],
+    ctx: Context,
+    inherited: list[str],
+    *,
+    keep_sudo: bool,
+    env: Mapping[str, str],
 ) -> None:
     """No run without a sandbox (`loose`: those that would) except on schedule and
-    workflow_dispatch; there, sudo is dropped first unless keep-sudo."""
+    workflow_dispatch; there, none while a key is in this step's environment
+    (`inherited`), and sudo is dropped first unless keep-sudo. An unsandboxed agent
+    reads /proc/<pid>/environ of every process of its user, this step's Python among
+    them, and a key the job's `env:` gave the step sits there from its start."""
     if loose and ctx.event_name not in UNSANDBOXED_EVENTS:
         raise RunnerError(
             f"sandbox: danger-full-access ({', '.join(loose)}) is refused on "
             f"{ctx.event_name or 'unnamed'} events: an agent without a sandbox would run "
             "the text or code of whoever opened the issue, pull request or comment with "
             "this job's rights; it is allowed on schedule and workflow_dispatch only"
+        )
+    if loose and inherited:
+        raise RunnerError(
+            f"{', '.join(inherited)} {'is' if len(inherited) == 1 else 'are'} in this "
+            f"step's environment (an env: of the job or workflow), where the unsandboxed "
+            f"run ({', '.join(loose)}) could read it from /proc; remove it from env: and "
+            "pass the key through the api-key input only"
         )
     if loose and not keep_sudo:
         drop_sudo(env)
@@ -443,13 +460,24 @@ def _secretless(ctx: Context) -> str:
     return ""
 
 
-ERROR_LINE = re.compile(r"(?:runner: )?(?:error: )?(.+)")
+ERROR_START = re.compile(r"(?:runner: )?error: (.*)|runner: (.*)")
+"""The first line of one of the runner's own errors: `error: ...` (a located problem),
+`runner: error: ...` (a bad flag) or `runner: ...` (it could not run)."""
+PROGRESS_LINE = re.compile(r"runner: (?:\d+ runs?|\d+/\d+ runs done,.*|\d+ run\(s\) never .*)")
+"""The runner's progress lines, which also start with `runner: ` but are no error."""
+OTHER_LINE = re.compile(r"\[\d+/\d+\] |\s|usage: ")
+"""Lines of the runner's log that end an error's continuation: a finished run, an
+indented detail, argparse's usage."""
+ANNOTATIONS = 10
+"""`::error` annotations a run step makes at most; the rest are in the log."""
 
 
 def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
     """Run the runner, the secrets on its stdin. Its stderr goes through to the log,
-    except that when it could not run (exit 2 or 3) its `error: ...` and `runner: ...`
-    lines become `::error` annotations, which GitHub shows on the run's summary."""
+    except its own error lines: when it could not run (exit 2 or 3) they become
+    `::error` annotations instead, each multi-line error one annotation and at most
+    ANNOTATIONS of them (the rest stay plain lines), because an error's text can be a
+    model server's and must not flood the run's summary."""
     proc = subprocess.Popen(
         argv,
         env=env,
@@ -463,20 +491,34 @@ def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
         proc.stdin.write(secrets)
         proc.stdin.close()
     assert proc.stderr is not None
-    held: list[str] = []
+    errors: list[tuple[list[str], list[str]]] = []  # (message lines, lines as printed)
+    inside = ""  # "error" or "runner": the kind of error the next lines may continue
     for line in proc.stderr:
-        if line.startswith(("error: ", "runner: ")):
-            held.append(line.rstrip("\n"))
+        text = line.rstrip("\n")
+        start = ERROR_START.fullmatch(text)
+        if start and PROGRESS_LINE.fullmatch(text):
+            inside = ""
+        elif start and not (inside == "runner" and start[1] is not None):
+            errors.append(([start[1] if start[1] is not None else start[2]], [text]))
+            inside = "error" if start[1] is not None else "runner"
+            continue
+        elif inside and text and not OTHER_LINE.match(text):
+            errors[-1][0].append(text)  # `error: ` lines too, inside a `runner: ` error
+            errors[-1][1].append(text)
+            continue
         else:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+            inside = ""
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    proc.stderr.close()
     code = proc.wait()
-    for line in held:
-        if code >= EXIT_BAD_INPUT:
-            match = ERROR_LINE.fullmatch(line)
-            annotate("error", "runner", match[1] if match else line)
-        else:
-            sys.stderr.write(line + "\n")
+    shown = errors[:ANNOTATIONS] if code >= EXIT_BAD_INPUT else []
+    for message, _ in shown:
+        annotate("error", "runner", "\n".join(message))
+    if shown and len(errors) > ANNOTATIONS:
+        annotate("error", "runner", f"{len(errors) - ANNOTATIONS} more in the log")
+    for _, printed in errors[len(shown) :]:
+        sys.stderr.write("".join(f"{t}\n" for t in printed))
     sys.stderr.flush()
     return code
 
@@ -574,7 +616,11 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """The run's comment. On a comment command (an event with a `comment`) a new comment
     answers it; otherwise the sticky comment of `--tag` is edited or created. A skipped
     run writes nothing: its reason (a refused stranger, a bot) is in the log and in the
-    `notice` output, never in the thread, where it would bury the review."""
+    `notice` output, never in the thread, where it would bury the review. With `auto`
+    an event with no issue or pull request to write to (a discussion, a commit comment)
+    gets no comment and stays green; `true` there is a configuration error. A comment
+    GitHub refuses fails the step (so `conclusion` is failure), except on a fork's pull
+    request, whose token GitHub makes read-only whatever the workflow asks."""
     ctx = Context.from_env(env)
     mode = args.mode.strip().lower()
     if mode not in ("auto", "true", "false"):
@@ -583,6 +629,19 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     reply = bool(ctx.comment)
     number = args.pr or ctx.issue_number
     if mode == "false" or (mode == "auto" and ctx.pr_number is None and not reply):
+        return 0
+    if number is None:
+        if mode == "true":
+            raise RunnerError(
+                f"comment: true, but this {ctx.event_name or 'unnamed'} event is not about "
+                "a pull request or issue; set comment to auto or false"
+            )
+        annotate(
+            "notice",
+            "runner comment",
+            f"no comment: a {ctx.event_name or 'unnamed'} event has no pull request or "
+            "issue to write to (the summary is in the job summary)",
+        )
         return 0
     if args.notice.strip():
         print("comment: none for a skipped run (the reason is the notice output)")
@@ -596,8 +655,6 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     body = Redactor(secrets_from_env(env))(body)
     if args.write:
         Path(args.write).write_text(body, encoding="utf-8")
-    if number is None:
-        raise RunnerError("comment: true, but this event is not about a pull request or issue")
     gh = GitHub(ctx.api_url, _token(env, args.token_env))
     try:
         if reply:
@@ -608,9 +665,14 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 gh, ctx.repository, number, body, author=author, marker=marker
             )
     except RunnerError as exc:
-        # A fork's PR gets a read-only token: the summary is still in the job summary.
-        annotate("warning", "runner comment", str(exc))
-        return 0
+        if ctx.from_fork:  # expected: the summary is still in the job summary
+            annotate("warning", "runner comment", f"{exc} (a fork's token is read-only)")
+            return 0
+        raise RunnerError(
+            f"comment: could not write to #{number}: {exc}. Give the job `permissions: "
+            "pull-requests: write` (and `issues: write` for issues), or a github-token "
+            "that has them; or set comment: false"
+        ) from None
     finally:
         gh.close()
     print(f"comment {comment_id} {how} on #{number}")
@@ -643,10 +705,10 @@ def _refuse_anyone(allow_users: set[str], mode: str, ack: str) -> None:
 
 def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """`allowed=true|false` in $GITHUB_OUTPUT. Every event is gated except those only a
-    writer can cause (EXEMPT_EVENTS): the event's sender and the pull request's author
-    (where there is one) must have write, maintain or admin permission, or be named in
-    allow-users (people) or allow-bots (bots). An event that names nobody, and any API
-    failure, count as no. `pull_request_target` is refused outright (exit 2)."""
+    writer can cause (EXEMPT_EVENTS): everyone in `Context.people` (the sender and the
+    authors of what the event is about) must have write, maintain or admin permission,
+    or be named in allow-users (people) or allow-bots (bots). An event that names
+    nobody, and any API failure, count as no. `pull_request_target` is refused outright (exit 2)."""
     ctx = Context.from_env(env)
     mode = args.mode.strip().lower()
     if mode not in ("auto", "true", "false"):
@@ -674,6 +736,11 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 PRS_FORBIDDEN = "GitHub Actions is not permitted to create or approve pull requests"
 """GitHub's 403 message when the repository does not let workflows open pull requests."""
+PUSH_RIGHTS = (
+    "; if GitHub refused it, give the job `permissions: contents: write` and "
+    "`pull-requests: write`, or a github-token that has them"
+)
+"""What to fix when a push or a pull request failed (the step then fails)."""
 PRS_SETTING = (
     'Settings > Actions > General > "Allow GitHub Actions to create and approve pull requests"'
 )
@@ -758,9 +825,10 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from runner.workspace import WorkspaceError, remote_tip, swap_branch_sync
 
     ctx = Context.from_env(env)
-    if ctx.event_name in PR_EVENTS:
+    if ctx.foreign_code:
         raise RunnerError(
-            "push: pull-request runs never push; the patches are in the report artifact"
+            f"push: runs on a pull request's code ({ctx.event_name}) never push; the "
+            "patches are in the report artifact"
         )
     reopen = args.reopen_closed.strip().lower()
     if reopen not in ("true", "false"):
@@ -854,7 +922,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                     continue
             except RunnerError as exc:  # WorkspaceError included
                 failures += 1
-                annotate("warning", "runner pull request", f"{run}: {redact(str(exc))}")
+                annotate("error", "runner pull request", f"{run}: {redact(str(exc))}{PUSH_RIGHTS}")
                 continue
             made[run] = url
             print(f"{run}: pull request {how}: {url}")

@@ -147,13 +147,21 @@ class Context:
 
     @property
     def people(self) -> list[Mapping[str, Any]]:
-        """Whom the gate checks: the event's sender, and the pull request's author where
-        the event is about one (a comment on a PR counts)."""
+        """Whom the gate checks: the event's sender and the author of everything the event
+        carries text or code from: the pull request, issue, discussion, comment or review,
+        and a `workflow_run`'s actors and pull requests. A writer's label on a stranger's
+        issue still runs the stranger's words, so the author counts as much as the sender."""
         event = self.event or {}
         found = [event.get("sender"), self.pull_request.get("user")]
-        issue = event.get("issue")
-        if isinstance(issue, dict) and "pull_request" in issue:
-            found.append(issue.get("user"))
+        for key in ("issue", "discussion", "comment", "review"):
+            thing = event.get(key)
+            if isinstance(thing, dict):
+                found.append(thing.get("user"))
+        run = self.workflow_run
+        found += [run.get("actor"), run.get("triggering_actor")]
+        for pr in run.get("pull_requests") or ():
+            if isinstance(pr, dict):
+                found.append(pr.get("user"))
         return [u for u in found if isinstance(u, dict) and u.get("login")]
 
     @property
@@ -162,11 +170,39 @@ class Context:
         return found if isinstance(found, dict) else {}
 
     @property
+    def workflow_run(self) -> Mapping[str, Any]:
+        """The run a `workflow_run` event follows, or {} on other events."""
+        found = (
+            (self.event or {}).get("workflow_run") if self.event_name == "workflow_run" else None
+        )
+        return found if isinstance(found, dict) else {}
+
+    @property
     def from_fork(self) -> bool:
         """A pull request whose head branch is in another repository: GitHub gives its
-        workflow runs no secrets and a read-only token."""
-        head = ((self.pull_request.get("head") or {}).get("repo") or {}).get("full_name")
-        return bool(head) and head != self.repository
+        workflow runs no secrets and a read-only token. A head repository of `null` is a
+        fork that was deleted: still not this repository."""
+        if not self.pull_request:
+            return False
+        head = self.pull_request.get("head")
+        if not isinstance(head, dict) or "repo" not in head:
+            return False  # a payload without the field: nothing says it is a fork
+        repo = head.get("repo")
+        name = repo.get("full_name") if isinstance(repo, dict) else None
+        return name != self.repository
+
+    @property
+    def foreign_code(self) -> bool:
+        """The checked-out code may be someone else's: a pull-request event, or a
+        `workflow_run` whose head is in another repository (a fork's pull request) or
+        names none. Such runs get `sandbox: auto` read-only and never push."""
+        if self.on_pr:
+            return True
+        if self.event_name != "workflow_run":
+            return False
+        head = self.workflow_run.get("head_repository")
+        name = head.get("full_name") if isinstance(head, dict) else None
+        return name != self.repository
 
     @property
     def run_url(self) -> str | None:
@@ -233,30 +269,30 @@ def prompt_task(
     return data
 
 
-def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """Provider key variables the runs of `task_file` need and `env` lacks; [] when the
-    file cannot be read (the runner then reports the located problem itself)."""
+def provider_keys(task_file: Path, models: Sequence[str]) -> set[str]:
+    """The key variables the providers of `task_file`'s runs read; empty when the file
+    cannot be read (the runner then reports the located problem itself)."""
     from runner.config import expand, load_task_file
 
     try:
         tf = load_task_file(task_file)
         tasks = expand(tf, task_file.resolve().parent, file=str(task_file), models=models)
     except (RunnerError, OSError):
-        return []
-    return sorted(
-        {
-            t.provider.env_key
-            for t in tasks
-            if t.provider.env_key and not env.get(t.provider.env_key)
-        }
-    )
+        return set()
+    return {t.provider.env_key for t in tasks if t.provider.env_key}
 
 
-def sandbox_for(requested: str, event_name: str) -> str | None:
-    """The `--sandbox` to pass: `auto` is read-only on pull-request events and the task
-    file's own elsewhere; `task-file` (or empty) never overrides."""
+def missing_keys(task_file: Path, models: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """Provider key variables the runs of `task_file` need and `env` lacks."""
+    return sorted(k for k in provider_keys(task_file, models) if not env.get(k))
+
+
+def sandbox_for(requested: str, foreign: bool) -> str | None:
+    """The `--sandbox` to pass: `auto` is read-only where the code may be someone else's
+    (`foreign`: see Context.foreign_code) and the task file's own elsewhere; `task-file`
+    (or empty) never overrides."""
     if requested == "auto":
-        return "read-only" if event_name in PR_EVENTS else None
+        return "read-only" if foreign else None
     if requested in ("", "task-file"):
         return None
     if requested not in SANDBOXES:
