@@ -10,7 +10,15 @@ Scenarios:
 - `under-caps`: items just under the item cap, two per response, as many responses as
   the history cap lets through, one of each pair with a character beyond U+FFFF (a
   string Python stores with 4 bytes per character): the most the caps let in;
-- `objects`: items of empty lists (`[[],[],...]`), just under the item cap.
+- `objects`: items of empty lists (`[[],[],...]`), just under the item cap;
+- `keys`: the attack review's event: one `response.output_item.done` of 15.8 MB (under
+  the old 16 MiB event cap) whose item holds ~720k distinct short keys and values, each
+  with a character beyond U+FFFF (the costliest JSON per byte we found: ~17x);
+- `keys-one`: 999k single-character keys beyond U+FFFF (14 bytes a pair);
+- `keys-under`: the same kind of item, as large as the parse check lets through, two per
+  response until the history cap stops the thread;
+- `wide-event`: one event just under the event cap, one 4-byte character then ASCII, so
+  its decoded text alone is 4 bytes a character.
 
     .venv/bin/python bench/hostile_server.py [--scenario all] [--requests 40]
 """
@@ -18,15 +26,19 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from runner.config.schema import Limits  # noqa: E402
+from runner.items import dumps  # noqa: E402
+from runner.sizes import SizeCaps  # noqa: E402
 from tests.loopback import (  # noqa: E402
     JSON,
     RecordedRequest,
@@ -46,6 +58,9 @@ TINY_USAGE: JSON = {
 }
 MIB = 1024 * 1024
 ITEM_CAP = getattr(Limits(), "max_item_bytes", 8 * MIB)
+EVENT_CAP = min(16 * MIB, getattr(SizeCaps(), "event_bytes", 16 * MIB))
+PARSE_CAP = getattr(SizeCaps(), "parse_bytes", 16 * MIB)
+WIDE = "\U0001f600"
 
 
 def _reasoning(size: int, wide: bool) -> JSON:
@@ -82,10 +97,74 @@ def objects(req: RecordedRequest, i: int, /) -> Reply:
     return Reply(output=(item, item, _call(i)), usage=TINY_USAGE)
 
 
+def _keys_item(pairs: int, one: bool = False) -> str:
+    """A reasoning item whose `x` maps `pairs` distinct short keys, each with a 4-byte
+    character, to as many distinct values (~24 bytes sent for ~400 held while parsing);
+    `one`: each key and value is a single distinct character beyond U+FFFF (14 bytes)."""
+    if one:
+        body = ",".join(f'"{chr(0x10000 + n)}":"{chr(0x10000 + n)}"' for n in range(pairs))
+    else:
+        body = ",".join(f'"{n:x}{WIDE}":"{WIDE}{n:x}"' for n in range(pairs))
+    head = dumps(reasoning_item("thinking"))[:-1]
+    return f'{head},"x":{{{body}}}}}'
+
+
+def _stream(items: list[str], i: int) -> bytes:
+    """A response as raw SSE: each item (JSON text) as `output_item.added` then `.done`
+    (two events to parse, as a real server sends them), a tool call, and a
+    `response.completed` that leaves the output out (so the server stays light)."""
+    events: list[tuple[str, str]] = []
+    for n, it in enumerate([*items, dumps(_call(i) | {"id": f"fc{i}"})]):
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            events.append((kind, f'{{"type":"{kind}","output_index":{n},"item":{it}}}'))
+    completed = dumps(
+        {"type": "response.completed", "response": {"id": f"r{i}", "usage": TINY_USAGE}}
+    )
+    events.append(("response.completed", completed))
+    return "".join(f"event: {e}\ndata: {d}\n\n" for e, d in events).encode()
+
+
+_MEMO: dict[str, bytes] = {}
+
+
+def _cached(name: str, make: Callable[[], list[str]], i: int) -> Reply:
+    if name not in _MEMO:
+        _MEMO[name] = _stream(make(), 0)
+    return Reply(sse_body=_MEMO[name].replace(b'"c0"', f'"c{i}"'.encode()))
+
+
+def keys(req: RecordedRequest, i: int, /) -> Reply:
+    """The review's event: ~700k pairs, just under the old 16 MiB event cap."""
+    return _cached("keys", lambda: [_keys_item((16 * MIB - 64 * 1024) // 24)], i)
+
+
+def keys_one(req: RecordedRequest, i: int, /) -> Reply:
+    """999k one-character keys (U+10000 on), 14 MB: under the old million-values check."""
+    return _cached("keys-one", lambda: [_keys_item(999_000, one=True)], i)
+
+
+def keys_under(req: RecordedRequest, i: int, /) -> Reply:
+    """Key items just under what the parse check admits, two per response: a pair is
+    ~18 characters held at 4 bytes, counted twice, plus 200 bytes for its `:` and `,`."""
+    pairs = PARSE_CAP // 560
+    return _cached("keys-under", lambda: [_keys_item(pairs)] * 2, i)
+
+
+def wide_event(req: RecordedRequest, i: int, /) -> Reply:
+    """One event just under the event cap: a 4-byte character, then ASCII."""
+    filler = WIDE + "A" * (EVENT_CAP - 64 * 1024)
+    item = dumps(reasoning_item("thinking", encrypted_content=filler))
+    return _cached("wide-event", lambda: [item], i)
+
+
 SCENARIOS = {
     "issue": "bench.hostile_server:issue",
     "under-caps": "bench.hostile_server:under_caps",
     "objects": "bench.hostile_server:objects",
+    "keys": "bench.hostile_server:keys",
+    "keys-one": "bench.hostile_server:keys_one",
+    "keys-under": "bench.hostile_server:keys_under",
+    "wide-event": "bench.hostile_server:wide_event",
 }
 
 
@@ -125,8 +204,6 @@ def run_one(script: str, requests: int, tmp: Path) -> tuple[float, str, int]:
         _, _, rusage = os.wait4(proc.pid, 0)
         proc.returncode = 0  # reaped by wait4
     sent = len(srv.requests)
-    import json
-
     report = out / "report.json"
     status = json.loads(report.read_text())["tasks"][0]["status"] if report.exists() else err[-300:]
     return rusage.ru_maxrss / 1024, status, sent

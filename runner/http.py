@@ -152,12 +152,17 @@ async def sse_events(
     idle_s: float,
     finished: Callable[[], bool],
     max_stream_bytes: int = MAX_STREAM_BYTES,
+    from_item_cap: bool = False,
 ) -> AsyncGenerator[tuple[str, str], None]:
     """The (event, data) pairs of a streamed body, framed with bounded event sizes. The idle
     clock restarts only on a real event, so a server sending nothing but `: keepalive`
     comments still times out (a retryable `StreamError`), unless `finished()` says the
     answer is already complete. Both wires read their streams through this."""
-    framer = Framer(max_event_bytes=max_event_bytes, max_stream_bytes=max_stream_bytes)
+    framer = Framer(
+        max_event_bytes=max_event_bytes,
+        max_stream_bytes=max_stream_bytes,
+        from_item_cap=from_item_cap,
+    )
     chunks = resp.aiter_bytes()
     idle_at = anyio.current_time() + idle_s
     while True:

@@ -20,6 +20,8 @@ RESPONSE_BYTES = 64 * MIB
 ITEM_BYTES = 8 * MIB
 HISTORY_BYTES = 32 * MIB
 REQUEST_BYTES = 48 * MIB
+ENVELOPE_BYTES = 1 * MIB
+"""What an event may carry beside its items: ids, usage, status, a text summary."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,20 @@ class SizeCaps:
     """Every item of the thread, as sent back."""
     request_bytes: int = REQUEST_BYTES
     """One request body."""
+
+    @property
+    def event_bytes(self) -> int:
+        """The largest SSE event worth reading. An item keeps its text twice (parsed and
+        as wire text), so its raw JSON is about half what it holds: even
+        `response.completed`, which repeats the response's output, fits two items at
+        their cap in this. A bigger event could only bring items the caps refuse."""
+        return self.item_bytes + ENVELOPE_BYTES
+
+    @property
+    def parse_bytes(self) -> int:
+        """What parsing one event may cost (its text and every object made of it),
+        estimated before parsing: the two items `event_bytes` allows, and no more."""
+        return 2 * self.item_bytes + ENVELOPE_BYTES
 
     def check_item(self, nbytes: int) -> None:
         if nbytes > self.item_bytes:
@@ -54,12 +70,6 @@ class SizeCaps:
                 f"the request body would be {size(nbytes)}, over max_request_bytes "
                 f"({size(self.request_bytes)})"
             )
-
-    def response_too_large(self) -> SizeLimitReached:
-        return SizeLimitReached(
-            f"the response is larger than max_response_bytes ({size(self.response_bytes)}); "
-            "refusing to read more"
-        )
 
 
 def size(n: int) -> str:

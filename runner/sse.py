@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import AnswerTruncated, ModelError, SizeLimitReached, StreamError, stream_error
 from runner.items import Item, Usage
-from runner.sizes import SizeCaps
+from runner.sizes import SizeCaps, size
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 """One event, all its lines. The largest real one is `response.completed`, which repeats
 the whole output: a few MB for a long answer with encrypted reasoning."""
 MAX_STREAM_BYTES = SizeCaps().response_bytes
+PARSE_BYTES = SizeCaps().parse_bytes
 """One response (`limits.max_response_bytes`). Text deltas dominate a long stream (~100
 bytes of framing per few characters); 128k output tokens stream as about 40 MB."""
 
@@ -40,9 +42,15 @@ class Framer:
     empty line dispatches) over raw bytes, with a cap on what one event may hold."""
 
     def __init__(
-        self, *, max_event_bytes: int = MAX_EVENT_BYTES, max_stream_bytes: int = MAX_STREAM_BYTES
+        self,
+        *,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+        max_stream_bytes: int = MAX_STREAM_BYTES,
+        from_item_cap: bool = False,
     ) -> None:
         self.max_event_bytes = max_event_bytes
+        self.from_item_cap = from_item_cap
+        """The event cap is `SizeCaps.event_bytes`: passing it is the run's `size_limit`."""
         self.max_stream_bytes = max_stream_bytes
         self.total = 0
         self._partial = bytearray()
@@ -80,6 +88,12 @@ class Framer:
     def _hold(self, extra: int) -> None:
         self._held += extra
         if self._held + len(self._partial) > self.max_event_bytes:
+            if self.from_item_cap:
+                raise SizeLimitReached(
+                    f"an SSE event is larger than {_size(self.max_event_bytes)} "
+                    "(max_item_bytes plus 1 MiB), more than any item the caps let in; "
+                    "refusing to read more"
+                )
             raise StreamError(
                 f"an SSE event is larger than {_size(self.max_event_bytes)}", code="event_too_large"
             )
@@ -130,11 +144,29 @@ def _clean(value: Any) -> Any:
 
 
 TEXT_KEPT = 16_000
-MAX_EVENT_VALUES = 1_000_000
-"""JSON values one event may hold, estimated before parsing (every `,`, `[` and `{`
-counts, inside strings too). Parsing makes an object of ~30-60 bytes of each, so a
-16 MiB event of `[],[],...` would take 300 MB before any byte cap could see it; real
-events hold a few thousand."""
+VALUE_BYTES = 200
+"""What one JSON value may cost once parsed, counted per `,` `:` `[` `{` outside strings:
+a short string is a 50-80 byte object (more beyond U+FFFF), a key also takes a slot in
+the object and in the parser's key memo, an empty list is 56 bytes for its 3 sent. Measured
+worst: about 170 bytes per count (distinct keys and values with a 4-byte character)."""
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+
+
+def parse_cost(data: str, limit: int) -> int:
+    """An upper bound on the memory `json.loads(data)` takes, `data` included: the text
+    twice (the strings parsed from it hold at most its characters, at its width), plus
+    `VALUE_BYTES` a value. Counting `,` `:` `[` `{` anywhere is quick and can only count
+    too many; only when that passes `limit` are strings left out of the count, so a big
+    string of code is never taken for many values."""
+    held = sys.getsizeof(data)
+    cost = 2 * held + VALUE_BYTES * _separators(data)
+    if cost > limit:
+        cost = 2 * held + VALUE_BYTES * _separators(_STRING.sub('""', data))
+    return cost
+
+
+def _separators(text: str) -> int:
+    return text.count(",") + text.count(":") + text.count("[") + text.count("{")
 
 
 @dataclass
@@ -158,7 +190,7 @@ class Assembler:
         """Consume one SSE event. Raises a `ModelError` for failed/incomplete/malformed."""
         if self.done:
             return
-        payload = json_event(event, data)
+        payload = json_event(event, data, self.caps.parse_bytes)
         kind = payload.get("type")
         if not isinstance(kind, str):
             kind = event
@@ -235,14 +267,17 @@ _HANDLERS: dict[str, Callable[[Assembler, dict[str, Any]], None]] = {
 }
 
 
-def json_event(event: str, data: str) -> dict[str, Any]:
+def json_event(event: str, data: str, max_parse: int = PARSE_BYTES) -> dict[str, Any]:
     """An event's data as a JSON object, its strings made writable. A garbled event is a
-    retryable `StreamError`: the same request usually streams cleanly the next time."""
-    values = data.count(",") + data.count("[") + data.count("{")
-    if values > MAX_EVENT_VALUES:
+    retryable `StreamError`: the same request usually streams cleanly the next time.
+    An event whose parsing would cost more than `max_parse` is refused unparsed: a
+    server picks how many objects its bytes become (up to ~30 per byte), so a byte cap
+    alone does not bound what parsing takes."""
+    cost = parse_cost(data, max_parse)
+    if cost > max_parse:
         raise SizeLimitReached(
-            f"SSE event {event[:80]!r} holds about {values} JSON values, over "
-            f"{MAX_EVENT_VALUES}; refusing to parse it"
+            f"SSE event {_text(event[:80])!r} would take about {size(cost)} to parse, over "
+            f"{size(max_parse)} (twice max_item_bytes); refusing to parse it"
         )
     try:
         payload = json.loads(data) if data else {}

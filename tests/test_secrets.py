@@ -119,6 +119,34 @@ def test_which_variables_are_secret(tmp_path: Path) -> None:
     assert without_secrets(env, tasks) == {"PATH": "/usr/bin", "HOME": "/home/x"}
 
 
+@pytest.mark.parametrize(
+    ("url", "credentials"),
+    [
+        ("postgres://h/db?password=querypw-canary-777", ["querypw-canary-777"]),
+        ("https://ghp_tokenonly123@github.com/o/r", ["ghp_tokenonly123"]),
+        (
+            "redis://u:p%40ss-word@h:6379",
+            ["u:p%40ss-word", "p%40ss-word", "u:p@ss-word", "p@ss-word"],
+        ),
+        ("https://x.blob.core/c?sv=1&sig=abc%2Fdefgh&se=2", ["abc%2Fdefgh", "abc/defgh"]),
+        ("https://h/api?api_key=k-123456789;pwd=pw-987654321", ["k-123456789", "pw-987654321"]),
+        ("https://h/x?X-Amz-Signature=ff00ff00ff", ["ff00ff00ff"]),
+        ("https://example.com/a?page=2&q=token", []),
+        ("ssh://git@github.com/o/r.git", []),
+        ("http://127.0.0.1:8080/v1", []),
+    ],
+)
+def test_every_url_credential_is_a_secret(url: str, credentials: list[str]) -> None:
+    """Userinfo with or without a colon, and query parameters named like credentials."""
+    env = {"SOME_URL": url, "PATH": "/usr/bin"}
+    assert ("SOME_URL" in secret_names(env)) == bool(credentials)
+    found = secrets_from_env(env)
+    assert found == ([url, *credentials] if credentials else [])
+    assert without_secrets(env, []) == (
+        {"PATH": "/usr/bin"} if credentials else {"SOME_URL": url, "PATH": "/usr/bin"}
+    )
+
+
 def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.txt": "a\n", "ro.txt": "old\n"})
     ws = workspace.prepare_sync(repo, base="HEAD", root=tmp_path / "work", name="r")

@@ -40,6 +40,7 @@ from runner.providers.chat_wire import (
     Constrained,
     build_body,
 )
+from runner.sizes import SizeCaps
 from runner.sse import MAX_EVENT_BYTES
 
 
@@ -135,7 +136,9 @@ class ChatClient:
         headers = {**self._headers, "Content-Type": "application/json"}
         caps = prompt.caps
         # Text grows delta by delta: bounded while it streams, not only once it is whole.
-        state = ChatStreamState(max_chars=min(caps.item_bytes, caps.history_bytes))
+        state = ChatStreamState(
+            max_chars=min(caps.item_bytes, caps.history_bytes), max_parse=caps.parse_bytes
+        )
         started = False
         with anyio.move_on_after(self._deadline_s) as deadline:
             for resend in (False, True):
@@ -161,7 +164,7 @@ class ChatClient:
                                 code="not_event_stream",
                                 retryable=True,
                             )
-                        await self._read(resp, state, caps.response_bytes)
+                        await self._read(resp, state, caps)
                     break
                 except TransportError as exc:
                     if state.finish_reason is not None:
@@ -180,16 +183,17 @@ class ChatClient:
             raise TransportError(what, code="request_timeout")
         return state
 
-    async def _read(self, resp: http.Response, state: ChatStreamState, max_bytes: int) -> None:
+    async def _read(self, resp: http.Response, state: ChatStreamState, caps: SizeCaps) -> None:
         """Frame and accumulate the stream. The idle clock restarts only on a real event,
         so `: keepalive` comments alone still time out. The body is read to its end after
         `[DONE]` so that the connection can be reused."""
         events = sse_events(
             resp,
-            max_event_bytes=self._max_event,
+            max_event_bytes=min(self._max_event, caps.event_bytes),
+            from_item_cap=caps.event_bytes <= self._max_event,
             idle_s=self._idle_s,
             finished=lambda: state.done or state.finish_reason is not None,
-            max_stream_bytes=max_bytes,
+            max_stream_bytes=caps.response_bytes,
         )
         async with aclosing(events):
             async for name, text in events:

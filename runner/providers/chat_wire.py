@@ -36,7 +36,7 @@ from runner.errors import (
 from runner.items import JSON, Item, dumps
 from runner.providers import Prompt
 from runner.providers.grammar import narrow, to_gbnf
-from runner.sse import json_event
+from runner.sse import PARSE_BYTES, json_event
 
 # --------------------------------------------------------------------------------------
 # Constrained mode: what the model is told and allowed to answer.
@@ -538,6 +538,8 @@ class ChatStreamState:
     """`data: [DONE]` arrived: nothing after it is read as an answer."""
     max_chars: int | None = None
     """The most characters text, reasoning and calls may hold together (the item cap)."""
+    max_parse: int = PARSE_BYTES
+    """What parsing one chunk may cost (`SizeCaps.parse_bytes`)."""
     _chars: int = 0
 
     def feed_event(self, event: str, data: str) -> None:
@@ -548,7 +550,7 @@ class ChatStreamState:
         if data.strip() == "[DONE]":
             self.done = True
             return
-        chunk = json_event(event, data)
+        chunk = json_event(event, data, self.max_parse)
         if event == "error" or chunk.get("error") is not None:
             raise stream_error(chunk.get("error", chunk))
         self.feed(chunk)

@@ -15,6 +15,7 @@ import anyio
 
 from runner import http
 from runner.errors import (
+    SizeLimitReached,
     StreamError,
     TransportError,
     http_error,
@@ -29,7 +30,8 @@ from runner.http import (
 )
 from runner.items import Item, Usage, dumps
 from runner.providers import ModelResponse, Prompt
-from runner.sse import MAX_EVENT_BYTES, Assembler
+from runner.sizes import ENVELOPE_BYTES, SizeCaps, size
+from runner.sse import MAX_EVENT_BYTES, Assembler, parse_cost
 
 
 def build_body(prompt: Prompt, *, store: bool = False) -> str:
@@ -145,7 +147,7 @@ class ResponsesClient:
                             code="not_event_stream",
                             retryable=True,
                         )
-                    await self._read(resp, asm, caps.response_bytes)
+                    await self._read(resp, asm, caps)
             except TransportError as exc:
                 if not asm.done:
                     if started:
@@ -166,17 +168,18 @@ class ResponsesClient:
             items=asm.items, usage=asm.usage, response_id=asm.response_id, request_bytes=len(body)
         )
 
-    async def _read(self, resp: http.Response, asm: Assembler, max_bytes: int) -> None:
+    async def _read(self, resp: http.Response, asm: Assembler, caps: SizeCaps) -> None:
         """Frame and assemble the stream. The idle clock restarts only on a real event,
         so a server that sends nothing but `: keepalive` comments still times out. The
         body is read to its end even after response.completed: a response left unread
         makes httpx drop the connection instead of reusing it."""
         events = sse_events(
             resp,
-            max_event_bytes=self._max_event,
+            max_event_bytes=min(self._max_event, caps.event_bytes),
+            from_item_cap=caps.event_bytes <= self._max_event,
             idle_s=self._idle_s,
             finished=lambda: asm.done,
-            max_stream_bytes=max_bytes,
+            max_stream_bytes=caps.response_bytes,
         )
         async with aclosing(events):
             async for name, data in events:
@@ -199,13 +202,24 @@ class ResponsesClient:
             params=self._params,
             headers={"session_id": prompt.prompt_cache_key, "accept": "application/json"},
         ) as resp:
-            raw = await http.read_limited(resp, caps.response_bytes)
+            # The answer replaces the history, so it can never need more than its cap.
+            limit = min(caps.response_bytes, caps.history_bytes + ENVELOPE_BYTES)
+            raw = await http.read_limited(resp, limit)
         if raw is None:
-            raise caps.response_too_large()
+            raise SizeLimitReached(
+                f"the compaction answer is larger than {size(limit)} (max_response_bytes, "
+                "or max_history_bytes plus an envelope); refusing to read more"
+            )
         text = raw.decode("utf-8", "replace")
         if resp.status_code >= 400:
             raise http_error(
                 resp.status_code, text[:ERROR_BODY_BYTES], retry_after_s=retry_after_s(resp.headers)
+            )
+        budget = 2 * caps.history_bytes + ENVELOPE_BYTES
+        if (cost := parse_cost(text, budget)) > budget:
+            raise SizeLimitReached(
+                f"the compaction answer would take about {size(cost)} to parse, over "
+                f"{size(budget)} (twice max_history_bytes); refusing to parse it"
             )
         try:
             data = json.loads(text)

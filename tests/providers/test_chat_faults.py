@@ -23,6 +23,7 @@ from runner.errors import (
     HTTPStatusError,
     ModelError,
     QuotaExhausted,
+    SizeLimitReached,
     StreamError,
     TransportError,
 )
@@ -30,6 +31,7 @@ from runner.items import message
 from runner.providers import ModelResponse, Prompt
 from runner.providers.chat import ChatClient
 from runner.providers.retry import RetryingClient
+from runner.sizes import SizeCaps
 from runner.sse import MAX_EVENT_BYTES
 from tests.conftest import LoopbackFactory, ProcessFactory, ThreadFactory, make_git_repo
 from tests.loopback import (
@@ -265,22 +267,23 @@ async def test_huge_event_fails_the_request_with_bounded_memory(
     loopback_process: ProcessFactory,
 ) -> None:
     """The server runs in its own process, so tracemalloc here sees only the client: it
-    holds at most one event's cap (16 MiB), not the 48 MiB the server sends, and gives up
-    at once (resending would bring the same event)."""
+    holds at most one event's cap (max_item_bytes plus 1 MiB), not the 48 MiB the server
+    sends, and gives up at once with `size_limit` (resending would bring the same event)."""
     srv = loopback_process("tests.providers.test_chat_faults:huge_replies")
     client = retrying(srv.base_url)
     tracemalloc.start()
     try:
-        with pytest.raises(StreamError) as info:
+        with pytest.raises(SizeLimitReached) as info:
             await generate(client)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     srv.stop()
-    assert info.value.code == "event_too_large" and not info.value.retryable
-    assert "larger than 16 MiB" in str(info.value)
+    cap = SizeCaps().event_bytes
+    assert cap < MAX_EVENT_BYTES
+    assert "larger than 9 MiB (max_item_bytes plus 1 MiB)" in str(info.value)
     assert len(srv.requests) == 1
-    assert MAX_EVENT_BYTES < peak < MAX_EVENT_BYTES + 8 * 1024 * 1024, peak
+    assert cap < peak < cap + 8 * 1024 * 1024, peak
 
 
 @pytest.mark.anyio
@@ -324,7 +327,8 @@ async def test_malformed_and_unknown_parts_are_skipped(loopback: LoopbackFactory
 BROKEN: dict[str, bytes] = {
     "invalid JSON": chat_sse(chunk("a"), done=False) + b'data: {"choices": [\n\n',
     "not an object": b"data: [1, 2, 3]\n\n",
-    "deeply nested": b"data: " + b"[" * 100_000 + b"\n\n",
+    # Deeper than the parser recurses, yet cheap enough for the parse check to try it.
+    "deeply nested": b"data: " + b"[" * 20_000 + b"\n\n",
     "binary garbage": bytes(range(256)).replace(b"data", b"dat") * 256,
     "NUL and invalid UTF-8": b'data: {"choices": [{"delta": {"content": "\xff\xfe\x00\xc3\x28"'
     b"}}]}\n\n\x00\xff\n\n",

@@ -1,7 +1,8 @@
 """Class 4 of issue 25: under `danger-full-access` a command runs on the host as the
 runner's user, so it can read `/proc/<pid>/environ` of every process above it. Neither
 the runner nor anything else it started may show a secret there: not the provider key,
-not a push token, not a credential inside a URL (`DATABASE_URL`). The command writes what
+not a push token, not a credential inside a URL (`DATABASE_URL`, `?password=`, or
+`https://TOKEN@host`). The command writes what
 it read to a file outside the run, so redaction cannot hide a leak from this test."""
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from tests.security.helpers import KEY, sh
 GITHUB_TOKEN = "ghp_fullaccess_canary_7c1e9b2a"
 DB_PASSWORD = "dbpass-canary-5d8f3a61"
 DATABASE_URL = f"postgres://app:{DB_PASSWORD}@db.internal:5432/prod"
-SECRETS = (KEY, GITHUB_TOKEN, DB_PASSWORD)
+QUERY_PASSWORD = "querypw-canary-777"
+DB2_URL = f"postgres://h/db?sslmode=require&password={QUERY_PASSWORD}"
+URL_TOKEN = "urltoken-canary-4e2a9c"
+MIRROR_URL = f"https://{URL_TOKEN}@git.example.com/org/repo.git"
+"""Credentials in a URL under names that do not look secret: a query parameter, and a
+userinfo with no colon (a token)."""
+SECRETS = (KEY, GITHUB_TOKEN, DB_PASSWORD, QUERY_PASSWORD, URL_TOKEN)
 
 # Every ancestor's environ, reversed (a form no redactor knows), then the runner's own by
 # pid, and the command's own environment.
@@ -93,6 +100,8 @@ def test_a_root_runners_full_access_command_reads_no_secret(
         "FAKE_API_KEY": KEY,
         "GITHUB_TOKEN": GITHUB_TOKEN,
         "DATABASE_URL": DATABASE_URL,
+        "DB2_URL": DB2_URL,
+        "MIRROR_URL": MIRROR_URL,
     }
     task_file = _task_file(tmp_path, srv.base_url, repo)
     proc = _run([sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out)], env)
@@ -141,6 +150,8 @@ def test_an_unprivileged_runners_full_access_command_reads_no_secret(
             "FAKE_API_KEY": KEY,
             "GITHUB_TOKEN": GITHUB_TOKEN,
             "DATABASE_URL": DATABASE_URL,
+            "DB2_URL": DB2_URL,
+            "MIRROR_URL": MIRROR_URL,
         }
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", python]
         proc = _run([*argv, "-m", "runner", "run", str(task_file), "--out", str(out)], env)

@@ -7,6 +7,9 @@ line and field (exit 2)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +110,63 @@ def test_a_bad_cap_is_an_input_error_naming_file_line_and_field(tmp_path: Path) 
 def test_the_report_schema_knows_size_limit() -> None:
     schema = json.loads((Path(__file__).parents[2] / "docs" / "report.schema.json").read_text())
     assert "size_limit" in json.dumps(schema)
+
+
+PEAK = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+"""Runs the runner and prints its peak RSS (KiB). A small launcher, because Linux counts
+the image a child was forked from in its peak, and pytest's is large."""
+
+
+def _keys_event(pairs: int) -> bytes:
+    """One `output_item.done` whose item maps `pairs` distinct one-character keys beyond
+    U+FFFF to as many values: 14 bytes sent a pair, ~300 held once parsed."""
+    body = ",".join(f'"{chr(0x10000 + n)}":"{chr(0x10000 + n)}"' for n in range(pairs))
+    item = '{"type":"reasoning","id":"rs_1","summary":[],"x":{' + body + "}}"
+    data = '{"type":"response.output_item.done","output_index":0,"item":' + item + "}"
+    return f"event: response.output_item.done\ndata: {data}\n\n".encode()
+
+
+@pytest.mark.parametrize(
+    ("pairs", "said"),
+    [
+        (600_000, "larger than 2 MiB"),  # 8 MiB: past the event cap the item cap implies
+        (130_000, "refusing to parse it"),  # 1.8 MiB: under it, but costly to parse
+    ],
+)
+def test_an_event_of_many_tiny_values_is_refused_before_parsing(
+    loopback_thread: ThreadFactory, tmp_path: Path, pairs: int, said: str
+) -> None:
+    """The attack review's event: under the event cap and the old value count, it cost
+    the runner 389 MB to parse before the item cap could see it."""
+    event = _keys_event(pairs)
+    srv = loopback_thread(per_conversation(lambda req, i: Reply(sse_body=event)))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "out"
+    task_file = _task_file(tmp_path, srv.base_url, repo, "max_item_bytes: 1048576")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PEAK,
+            sys.executable,
+            "-m",
+            "runner",
+            "run",
+            task_file,
+            "--out",
+            out,
+        ],
+        env={**os.environ, "FAKE_API_KEY": "k" * 20},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    peak_mb = int(proc.stdout.split()[-1]) // 1024
+    run = runs(out)["t"]
+    assert run["status"] == "size_limit", run
+    assert said in run["error"], run["error"]
+    assert len(srv.requests) == 1
+    assert peak_mb < 100, f"the runner's peak RSS was {peak_mb} MB"
