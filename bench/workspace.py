@@ -184,7 +184,7 @@ def main() -> None:
         print(line("  of which the dirty check", walls, cpus))
 
         def pack(i: int) -> None:
-            _base_objects(repo, base / "stores" / str(i), sha)
+            _base_objects(repo, repo / ".git" / "objects", base / "stores" / str(i), sha)
 
         walls, cpus = measure(runs, pack, lambda i: None)
         print(line("pack of the base's objects (once)", walls, cpus))

@@ -125,7 +125,7 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
     try:
         path.mkdir(0o700)
         private.mkdir(0o700)
-        _base_objects(repo, ws.sandbox_objects[0], sha)
+        _base_objects(repo, objects, ws.sandbox_objects[0], sha)
         _init(ws._private_git, fmt, bare=True)
         with (ws._private_git / "config").open("a") as f:
             # Without these, git still reads ~/.config/git/{ignore,attributes} by default
@@ -194,7 +194,7 @@ def _shared_store(root: Path, objects: Path, sha: str) -> Path:
     return root / SHARED_OBJECTS / key[:32]
 
 
-def _base_objects(repo: Path, store: Path, sha: str) -> None:
+def _base_objects(repo: Path, objects: Path, store: Path, sha: str) -> None:
     """Make `store` once: an object store holding exactly the objects `sha` reaches in
     `repo` (its history, trees and blobs, to a shallow clone's boundary), as one pack.
 
@@ -216,12 +216,20 @@ def _base_objects(repo: Path, store: Path, sha: str) -> None:
             os.mkdir(tmp / "pack", 0o755)
             # `--revs` walks from `sha` as `rev-list --objects` does (honouring a shallow
             # clone's boundary and the stores the repository borrows from); without
-            # `--thin` the pack holds every delta base it needs.
+            # `--thin` the pack holds every delta base it needs. git writes its temporary
+            # file in the object directory and renames it: `tmp` is made that directory
+            # (the user's store read as an alternate), so the rename stays on the run
+            # directories' filesystem.
+            env = {
+                "GIT_OBJECT_DIRECTORY": str(tmp),
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects),
+            }
             try:
                 _git(
                     ["pack-objects", "--revs", "--quiet", "--delta-base-offset"]
                     + [str(tmp / "pack" / "pack")],
                     cwd=repo,
+                    env=env,
                     input=f"{sha}\n".encode(),
                 )
             except GitError as exc:
