@@ -11,7 +11,9 @@ Strategies (all with hooks and fsmonitor disabled, all checking out the same com
 - worktree:      `git worktree add --detach` (writes .git/worktrees/<name> in the user's repo)
 - clone-shared:  `git clone --shared --no-checkout` + `git checkout --detach`
 - clone-local:   `git clone --local --no-checkout` (hardlinked objects) + `git checkout`
-- runner:        `runner.workspace.prepare` (init + alternates + read-tree -u, private index)
+- runner:        `runner.workspace.prepare` (init + alternates + read-tree -u, private index;
+                 the pack of the base's objects its runs share is made by the first, and
+                 timed on its own line)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from runner import workspace as wsmod  # noqa: E402
+from runner.workspace.prepare import _base_objects, _is_dirty  # noqa: E402
 
 SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 
@@ -139,7 +142,10 @@ def main() -> None:
             return run
 
         def rm(i: int) -> None:
-            shutil.rmtree(dst, ignore_errors=True)
+            # Only the clones: the runs' shared object store in `dst` lives as long as
+            # the batch would.
+            for kind in ("shared", "local"):
+                shutil.rmtree(dst / f"{kind}{i}", ignore_errors=True)
 
         workspaces: list[wsmod.Workspace] = []
 
@@ -172,10 +178,16 @@ def main() -> None:
         print(f"  (Workspace.setup_s median {statistics.median(setup_s) * 1000:.1f} ms)")
 
         def dirty(i: int) -> None:
-            wsmod._is_dirty(repo)
+            _is_dirty(repo)
 
         walls, cpus = measure(runs, dirty, lambda i: None)
         print(line("  of which the dirty check", walls, cpus))
+
+        def pack(i: int) -> None:
+            _base_objects(repo, repo / ".git" / "objects", base / "stores" / str(i), sha)
+
+        walls, cpus = measure(runs, pack, lambda i: None)
+        print(line("pack of the base's objects (once)", walls, cpus))
 
         print("result (10 files edited, 2 added, 1 deleted; commit + patch + branch):")
         ready: list[wsmod.Workspace] = []

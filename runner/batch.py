@@ -5,11 +5,13 @@ One run's life is run.py; the clients and tools it uses are wiring.py.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import functools
 import os
 import signal
+import stat
 import tempfile
 import time
 import uuid
@@ -33,6 +35,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live
+from runner.sandbox import RUN_DIRS
 from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
@@ -324,8 +327,7 @@ def _work_root() -> Iterator[Path]:
     part of the prompt (cwd): a stable prompt keeps runs reproducible and cacheable. A lock
     held for the batch tells a concurrent batch to take the next slot; whatever a killed
     batch left in a free slot is removed first."""
-    base = Path(tempfile.gettempdir()) / "runner-work"
-    base.mkdir(exist_ok=True)
+    base = _private_run_dirs(Path(tempfile.gettempdir()) / RUN_DIRS)
     for slot in range(1000):
         lock = (base / f"{slot}.lock").open("w")
         try:
@@ -336,13 +338,42 @@ def _work_root() -> Iterator[Path]:
         root = base / str(slot)
         try:
             _clear_slot(root)
-            root.mkdir()
+            root.mkdir(0o700)
             yield root
         finally:
             _clear_slot(root)
             lock.close()
         return
     raise RunnerError(f"no free workspace slot under {base}: 1,000 batches hold one")
+
+
+def _private_run_dirs(base: Path) -> Path:
+    """`base`, made mode 0700 or checked to be a folder of the runner's own with no access
+    for others (a group or other bit left by an older runner is taken away). The runs'
+    workspaces lie inside, and a root runner's commands all run as the same user, so on
+    the host this folder is what keeps one batch's commands out of another's runs (the
+    sandbox also leaves every `runner-work` it knows of out of its view); a folder someone
+    else made here, or a link, is refused rather than used."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(base, 0o700)
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        fd, why = -1, exc.strerror
+    else:
+        why = None if os.fstat(fd).st_uid == os.geteuid() else "someone else's"
+    try:
+        if why is not None:
+            raise RunnerError(
+                f"{base}: {why}; the runs' workspaces cannot be kept private there: "
+                "remove it or set TMPDIR elsewhere"
+            )
+        if stat.S_IMODE(os.fstat(fd).st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return base
 
 
 def _clear_slot(root: Path) -> None:

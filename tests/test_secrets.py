@@ -178,7 +178,7 @@ def test_a_secret_written_into_the_repository_never_reaches_commit_or_patch(tmp_
     assert f"+key={MASK}" in text and "+nothing to see" in text
     show = subprocess.run(
         ["git", "show", "--format=raw", "--stat", "-p", result.commit],
-        cwd=repo,  # the commit is written to the user's repository (the run sees a mirror)
+        cwd=repo,  # the commit is written to the user's repository (the run sees its base's)
         capture_output=True,
         text=True,
         check=True,

@@ -8,13 +8,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.sandbox.bwrap import BwrapExecutor, Limits, hand_over, probe
+from runner.sandbox.bwrap import RUN_DIRS, BwrapExecutor, Limits, hand_over, probe
 from runner.sandbox.local import LocalExecutor
 from runner.sandbox.policy import Policy
 from runner.tools import Executor
 from runner.vocabulary import SandboxMode
 
-__all__ = ["Policy", "SandboxMode", "make_executor", "make_policy"]
+__all__ = ["RUN_DIRS", "Policy", "SandboxMode", "make_executor", "make_policy"]
 
 
 def make_policy(

@@ -14,18 +14,19 @@ depth so the most specific rule wins:
     <root>/.git, .runner    read-only again
     toolchains, skills      read-only inside hidden homes (PATH folders) and hidden
                             repositories (skill folders); credential files in them masked
-    the object stores       read-only at a fixed path under /tmp, with the workspace's
-                            `.git/objects/info/alternates` shown pointing there; they are
-                            the runner's hard-linked mirrors, so no mount names the user's
-                            repository (see runner/workspace/prepare.py)
+    the object store        read-only at a fixed path under /tmp, with the workspace's
+                            `.git/objects/info/alternates` shown pointing there; it is the
+                            runner's pack of what the base commit reaches, so no mount
+                            names the user's repository and nothing newer or unrelated
+                            is in it (see runner/workspace/prepare.py)
 
-Hidden places (the runs' directory, the out dir, the user's repository and git dirs,
-every home) are not covered by an empty mount, whose mount point would name them in
-`/proc/self/mountinfo`: they are left out. A directory on the way to one is rebuilt from
-its other entries, so the hidden entry is simply absent, and no mount point, mount
-source or argument names it. The argument list itself reaches bubblewrap through a
-memfd (`--args`), since the sandbox's process 1 is bubblewrap and anyone inside may read
-its `/proc/1/cmdline`.
+Hidden places (the runs' directory, every other batch's it finds (`run_dirs`), the out
+dir, the user's repository and git dirs, every home) are not covered by an empty mount,
+whose mount point would name them in `/proc/self/mountinfo`: they are left out. A
+directory on the way to one is rebuilt from its other entries, so the hidden entry is
+simply absent, and no mount point, mount source or argument names it. The argument list
+itself reaches bubblewrap through a memfd (`--args`), since the sandbox's process 1 is
+bubblewrap and anyone inside may read its `/proc/1/cmdline`.
 
 Identity: as a normal user, bubblewrap runs unprivileged in a new user namespace and the
 command keeps the user's uid. As root, bubblewrap runs as root without a user namespace
@@ -52,12 +53,14 @@ security boundary, checked by reading them together.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import pwd
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -90,6 +93,11 @@ WATCH_EVERY_S = 1.0
 MAX_SHM_BYTES = 256 << 20
 """Size of the private /dev/shm (also memory): uncapped it would be half the machine's RAM.
 A write past it fails with ENOSPC in that command only."""
+RUN_DIRS = "runner-work"
+"""The folder, in a temp dir, holding a batch's run directories (runner/batch.py)."""
+TEMP_ROOTS = ("/var/tmp",)
+"""Where temp dirs commonly live, besides /tmp and /dev/shm: those two are the sandbox's
+own, so nothing of the host's shows there anyway."""
 HOME = "/tmp/home"
 """HOME inside the sandbox: writable and private, so tools that keep caches work."""
 OBJECTS_AT = "/tmp/.runner/objects"
@@ -463,7 +471,7 @@ class BwrapExecutor:
             else tuple(_object_stores(policy.workspace))
         )
         homes = _homes(host)
-        # A store given as a git dir's `objects` (not the runner's mirror): its git dir
+        # A store given as a git dir's `objects` (not the runner's own pack): its git dir
         # (config, hooks) stays hidden.
         others = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects")]
         self._hidden = (*others, *homes)
@@ -472,7 +480,8 @@ class BwrapExecutor:
         self._masked = tuple(
             _existing([c for c in credentials if any(c.is_relative_to(s) for s in self._shown)])
         )
-        self._view = host_view(self._hidden)
+        self._others = tuple(p for p in run_dirs() if p not in self._hidden)
+        self._view = host_view((*self._hidden, *self._others))
         self._paths: dict[str, str] = {}
         self._resolv = _resolv_under_run()
         self.limit_notes: list[str] = []
@@ -480,7 +489,11 @@ class BwrapExecutor:
         """The workspace's disk use before the first command: the cap counts growth."""
 
     def layout(self) -> Layout:
-        """Looked up per command: a `.runner` made by one command is protected in the next."""
+        """Looked up per command: a `.runner` made by one command is protected in the next,
+        and a batch started since the last command has its run directories left out."""
+        others = tuple(p for p in run_dirs() if p not in self._hidden)
+        if others != self._others:
+            self._others, self._view = others, host_view((*self._hidden, *others))
         protected = _existing(
             [root / name for root in self.policy.writable() for name in PROTECTED_NAMES]
         )
@@ -597,6 +610,31 @@ class BwrapExecutor:
             os.close(args_fd)
             if alternates_fd is not None:
                 os.close(alternates_fd)
+
+
+def run_dirs() -> tuple[Path, ...]:
+    """Every batch's run directories (`runner-work`) found in the usual temp roots: in
+    `TEMP_ROOTS`, `$TMPDIR` and the runner's own temp dir, and in the folders right
+    below them (a CI job's `TMPDIR=/var/tmp/job-42`). The sandbox leaves them all out:
+    a root runner's batches keep each other out by file modes too, but an unprivileged
+    runner's batches share one uid, and only the mount tree can separate them. A batch
+    whose temp dir lies elsewhere is not found (README, What a command can read)."""
+    tops = (*TEMP_ROOTS, os.environ.get("TMPDIR") or "", tempfile.gettempdir())
+    roots = sorted({Path(os.path.realpath(t)) for t in tops if os.path.isabs(t)})
+    found: list[Path] = []
+    for root in roots:
+        if root.parts[1:2] and root.parts[1] in PROVIDED:
+            continue  # the sandbox's own /tmp, /dev/shm: the host's is not shown
+        try:
+            below = [e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for folder in (str(root), *below):
+            candidate = Path(folder, RUN_DIRS)
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(candidate).st_mode):
+                    found.append(candidate)
+    return tuple(found)
 
 
 def _homes(host: Host) -> list[Path]:

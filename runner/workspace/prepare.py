@@ -3,10 +3,12 @@ written into the user's repository (see the package docstring for why)."""
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import time
+import uuid
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -15,6 +17,7 @@ import anyio
 
 from runner import hostfs
 from runner.errors import GitError, WorkspaceError
+from runner.fsutil import private_dirs
 from runner.workspace.git import (
     _PRIVATE_SUFFIX,
     IDENTITY,
@@ -116,15 +119,13 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         base_dirty=dirty,
         setup_s=0.0,
         private_dir=private,
-        sandbox_objects=tuple(private / "objects" / str(i) for i in range(len(stores))),
+        sandbox_objects=(_shared_store(root, Path(os.path.realpath(objects)), sha),),
         user_paths=tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in user)),
     )
     try:
-        path.mkdir()
-        private.mkdir()
-        (private / "objects").mkdir()
-        for store, mirror in zip(stores, ws.sandbox_objects, strict=True):
-            _mirror(store, mirror)
+        path.mkdir(0o700)
+        private.mkdir(0o700)
+        _base_objects(repo, objects, ws.sandbox_objects[0], sha)
         _init(ws._private_git, fmt, bare=True)
         with (ws._private_git / "config").open("a") as f:
             # Without these, git still reads ~/.config/git/{ignore,attributes} by default
@@ -182,44 +183,68 @@ def _borrowed(objects: Path) -> list[Path]:
     return found
 
 
-def _mirror(store: Path, dest: Path) -> None:
-    """`dest` made to hold what `store` holds: a hard link per file (a copy where the two
-    lie on different filesystems or linking is refused), walked without recursion and
-    without following links. Its `info/alternates` is left out: the workspace's own lists
-    every mirror. Git only ever adds files to a store, and a pack or loose object is named
-    by its content, so a link taken now stays right; files that vanish meanwhile (a `gc`
-    of the user's) are skipped."""
-    todo = [(store, dest)]
-    while todo:
-        src, dst = todo.pop()
-        os.mkdir(dst, 0o755)
+SHARED_OBJECTS = ".objects"
+"""Under a workspace root: the object stores its runs read (see `_base_objects`)."""
+
+
+def _shared_store(root: Path, objects: Path, sha: str) -> Path:
+    """Where the store of what `sha` reaches in `objects` lives under `root`: one per
+    repository and base, so the runs of a batch that share both share it."""
+    key = hashlib.sha256(f"{objects}\0{sha}".encode(errors="surrogateescape")).hexdigest()
+    return root / SHARED_OBJECTS / key[:32]
+
+
+def _base_objects(repo: Path, objects: Path, store: Path, sha: str) -> None:
+    """Make `store` once: an object store holding exactly the objects `sha` reaches in
+    `repo` (its history, trees and blobs, to a shallow clone's boundary), as one pack.
+
+    The workspace's git reads only this store, so a run cannot find the result commits
+    that earlier runs of the batch put into the user's repository, other branches,
+    older batches' results or dangling objects: only what checking out the base would
+    give it. Made under a lock by the first run that needs it and kept read-only for the
+    others until the batch clears its root, so a thousand runs on one base pay for one
+    pack. The folder is readable by the sandbox's user; the one holding it is private."""
+    private_dirs(store.parent)
+    fd = os.open(store.parent / f"{store.name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if store.is_dir():
+            return
+        tmp = store.with_name(f"{store.name}.tmp-{uuid.uuid4().hex[:8]}")
         try:
-            entries = list(os.scandir(src))
-        except OSError:
-            continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                todo.append((Path(e.path), dst / e.name))
-            elif e.is_file(follow_symlinks=False) and not (
-                (src == store / "info" and e.name == "alternates") or e.name.startswith("tmp_")
-            ):
-                _link_or_copy(Path(e.path), dst / e.name)
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst, follow_symlinks=False)
-        return
-    except FileNotFoundError:
-        return
-    except OSError:
-        pass
-    try:
-        shutil.copyfile(src, dst, follow_symlinks=False)
-        os.chmod(dst, 0o444)
-    except OSError:
-        with contextlib.suppress(OSError):
-            dst.unlink()
+            os.mkdir(tmp, 0o755)
+            os.mkdir(tmp / "pack", 0o755)
+            # `--revs` walks from `sha` as `rev-list --objects` does (honouring a shallow
+            # clone's boundary and the stores the repository borrows from); without
+            # `--thin` the pack holds every delta base it needs. git writes its temporary
+            # file in the object directory and renames it: `tmp` is made that directory
+            # (the user's store read as an alternate), so the rename stays on the run
+            # directories' filesystem.
+            env = {
+                "GIT_OBJECT_DIRECTORY": str(tmp),
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects),
+            }
+            try:
+                _git(
+                    ["pack-objects", "--revs", "--quiet", "--delta-base-offset"]
+                    + [str(tmp / "pack" / "pack")],
+                    cwd=repo,
+                    env=env,
+                    input=f"{sha}\n".encode(),
+                )
+            except GitError as exc:
+                why = exc.stderr.strip().splitlines()[-1:] or ["unknown error"]
+                raise WorkspaceError(
+                    f"{repo}: cannot gather the objects {sha} reaches for the run ({why[0]})"
+                ) from exc
+            for f in (tmp / "pack").iterdir():  # whatever the umask: the sandbox's user reads
+                f.chmod(0o444)
+            os.rename(tmp, store)
+        except BaseException:
+            hostfs.remove_tree(tmp)
+            raise
+    finally:
+        os.close(fd)
 
 
 def _check_name(name: str) -> None:

@@ -30,9 +30,10 @@ class Workspace:
     private_dir: Path
     """Runner-private git dir and index (outside `path`, so the agent cannot doctor them)."""
     sandbox_objects: tuple[Path, ...] = ()
-    """What `path/.git` borrows through alternates: hard links (or copies) of the user's
-    object store and of the stores it borrows from, in `private_dir`. The sandbox binds
-    these, so no mount source names the user's repository."""
+    """What `path/.git` borrows through alternates: one store holding only what `base`
+    reaches, shared by the runs on the same repository and base (see
+    `prepare._base_objects`). The sandbox binds it, so no mount source names the user's
+    repository."""
     user_paths: tuple[Path, ...] = ()
     """The user's repository as the sandbox must hide it: `repo`, its work tree's top
     (and a superproject's), its git dirs and every object store it reads."""

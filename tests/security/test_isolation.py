@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,13 +51,20 @@ class Who:
         if self.name is not None:
             subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(path)], check=True)
 
-    def cli(self, *args: str | Path, path: str = PATH) -> subprocess.CompletedProcess[str]:
+    def argv(self, *args: str | Path) -> list[str]:
         argv = [self.python, "-m", "runner", *map(str, args)]
         if self.name is not None:
-            argv = ["setpriv", f"--reuid={self.name}", f"--regid={self.name}", "--init-groups"]
-            argv += [self.python, "-m", "runner", *map(str, args)]
-        env = {**self.env, "PATH": path}
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, cwd="/")
+            drop = ["setpriv", f"--reuid={self.name}", f"--regid={self.name}", "--init-groups"]
+            argv = drop + argv
+        return argv
+
+    def cli(
+        self, *args: str | Path, path: str = PATH, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        full = {**self.env, "PATH": path, **(env or {})}
+        return subprocess.run(
+            self.argv(*args), env=full, capture_output=True, text=True, timeout=180, cwd="/"
+        )
 
 
 @pytest.fixture(params=["root", "user"])
@@ -263,9 +271,9 @@ def test_a_borrowing_repository_keeps_its_history_without_naming_either_store(
     tmp_path: Path, work: str
 ) -> None:
     """A `git clone --shared` borrows the objects of the repository it came from: both
-    stores reach the sandbox as the runner's mirrors (hard links, or copies from another
-    filesystem such as /dev/shm), git reads the whole history, and the mount table
-    names neither repository."""
+    stores reach the sandbox through the runner's pack of what the base reaches (on this
+    filesystem or another, such as /dev/shm), git reads the whole history, and the mount
+    table names neither repository."""
     if os.geteuid() != 0:
         pytest.skip("places the repositories under /srv: needs root")
     from runner import workspace
@@ -305,3 +313,136 @@ def test_a_borrowing_repository_keeps_its_history_without_naming_either_store(
     finally:
         shutil.rmtree(place, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _git_in(repo: Path, *args: str) -> str:
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "safe.directory=*"]
+    return subprocess.run(
+        ["git", "-C", str(repo), *ident, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_a_run_sees_only_the_objects_its_base_reaches(
+    loopback_thread: ThreadFactory, who: Who
+) -> None:
+    """Issue 25 review, finding 1: t1's result commit lands in the user's object store
+    before t2 starts (`--concurrency 1`). t2 dumps every object git can read, and finds
+    neither t1's answer, nor another branch's, nor a dangling blob: only what its base
+    commit reaches. Its own history still reads."""
+    place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/var/tmp"))
+    place.chmod(0o755)
+    try:
+        repo, out = _repo(place), place / "out"
+        _git_in(repo, "checkout", "-q", "-b", "other")
+        (repo / "other.txt").write_text("other-branch-canary-31c7\n")
+        _git_in(repo, "add", "other.txt")
+        _git_in(repo, "commit", "-qm", "other")
+        _git_in(repo, "checkout", "-q", "-")
+        subprocess.run(
+            ["git", "-C", str(repo), "hash-object", "-w", "--stdin"],
+            input="dangling-blob-canary-08e2\n",
+            text=True,
+            check=True,
+            capture_output=True,
+        )
+        probe = (
+            "git cat-file --batch-all-objects --batch; "
+            "echo count=$(git cat-file --batch-all-objects --batch-check | wc -l); "
+            "git log --oneline | wc -l; echo probe-done"
+        )
+        steps = {
+            "t1": [sh(f"echo {T1_CANARY} > answer.txt", "a"), reply_message("done")],
+            "t2": [sh(probe, "b"), reply_message("done")],
+        }
+        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        who.own(place)
+        res = who.cli(
+            "run",
+            tasks(place, srv.base_url, repo, ["t1", "t2"]),
+            "--out",
+            out,
+            "--concurrency",
+            "1",
+        )
+        assert res.returncode == 0, res.stderr
+        assert T1_CANARY in _git_in(repo, "log", "--all", "-p"), "t1's result is in the store"
+        seen = _outputs(out, "t2")
+        assert "probe-done" in seen and "\n\nbase\n" in seen, seen
+        for canary in (T1_CANARY, "other-branch-canary-31c7", "dangling-blob-canary-08e2"):
+            assert canary not in seen, (canary, seen)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_batch_cannot_reach_another_batchs_run_directories(
+    loopback_thread: ThreadFactory, who: Who, deep: bool
+) -> None:
+    """Issue 25 review, finding 2: batch A runs with TMPDIR under /var/tmp (a folder
+    anyone may enter), batch B with its usual TMPDIR at the same time. B's command
+    looks for A's live workspace, A's private dir and its objects by their known paths
+    and finds nothing there, while B's own workspace works. `deep`: A's TMPDIR lies
+    where the sandbox does not look for run directories; a root runner's modes alone
+    keep B's commands (nobody) out."""
+    if deep and who.name is not None:
+        pytest.skip("one uid, a temp dir the sandbox does not look in: README says so")
+    place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/var/tmp"))
+    place.chmod(0o755)
+    tmp_a = Path(tempfile.mkdtemp(prefix="runner-iso-tmpA-", dir="/var/tmp"))
+    tmp_a.chmod(0o755)
+    if deep:
+        tmp_a = tmp_a / "x" / "y"
+        tmp_a.mkdir(parents=True)
+        for p in (tmp_a, tmp_a.parent):
+            p.chmod(0o755)
+    try:
+        (place / "a").mkdir()
+        (place / "b").mkdir()
+        repo = _repo(place)
+        work = tmp_a / "runner-work"
+        probe = (
+            f"ls -la {work} {work}/0 {work}/0/a1 {work}/0/.a1.runner; "
+            f"find {work} -maxdepth 4; cat {work}/0/a1/secret.txt; "
+            f"git -C {work}/0/a1 log -1; echo mine: $(cat README.md); echo probe-done"
+        )
+        canary = "batch-a-live-canary-6d1f"
+        steps = {
+            "a1": [sh(f"echo {canary} > secret.txt; sleep 12", "a"), reply_message("done")],
+            "b1": [sh(probe, "b"), reply_message("done")],
+        }
+        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        task_a = tasks(place / "a", srv.base_url, repo, ["a1"])
+        task_b = tasks(place / "b", srv.base_url, repo, ["b1"])
+        who.own(place)
+        who.own(tmp_a)
+        env_a = {**who.env, "PATH": PATH, "TMPDIR": str(tmp_a)}
+        a = subprocess.Popen(
+            who.argv("run", task_a, "--out", place / "a" / "out"),
+            env=env_a,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+        try:
+            for _ in range(300):
+                if (work / "0" / "a1" / "secret.txt").exists() or a.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert (work / "0" / "a1" / "secret.txt").exists(), a.communicate(timeout=60)
+            for p in (work, work / "0", work / "0" / "a1", work / "0" / ".a1.runner"):
+                assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
+            res = who.cli("run", task_b, "--out", place / "b" / "out")
+        finally:
+            a_out, a_err = a.communicate(timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert a.returncode == 0, a_err
+        seen = _outputs(place / "b" / "out", "b1")
+        assert "probe-done" in seen and "mine: x" in seen, seen
+        assert canary not in seen, seen
+        listed = re.sub(re.escape(str(work)) + r"\S*", "", seen)
+        for name in ("a1", "secret", ".runner", ".objects"):
+            assert name not in listed, (name, seen)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+        shutil.rmtree(tmp_a.parents[1] if deep else tmp_a, ignore_errors=True)
