@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -33,7 +34,9 @@ from tests.security.helpers import KEY, sh, tasks
 
 BASES = ("/home", "/srv", "/var", "/tmp")
 T1_CANARY = "t1-answer-7c0d5e21"
-ENV_CANARY = "DATABASE_PASSWORD=env-canary-93ab1f"
+ENV_CANARY = "DATABASE_PASSWORD=env-canary-" + secrets.token_hex(6)
+"""Unique to this test process: the host outside the hidden places stays readable, so a
+repository another process left under /srv or /var must not match."""
 PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
