@@ -112,6 +112,7 @@ bench: setup
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/comment.py
 	$(BIN)/python bench/reports.py
+	$(BIN)/python bench/hostile_server.py
 
 # The three locks, each pinned with the hashes of all its files and resolved for every
 # platform and Python >= 3.11:
