@@ -477,6 +477,7 @@ def test_pull_request_target_never_reaches_the_model(
 UNSANDBOXED = {
     "input": ("pull_request", {"sandbox": "danger-full-access"}, False),
     "extra-args": ("pull_request", {"extra-args": "--sandbox danger-full-access"}, False),
+    "extra-args-out": ("pull_request", {"extra-args": "--ou=/tmp/elsewhere"}, False),
     "task-file": ("issue_comment", {"sandbox": "task-file"}, True),
     "on-issues": ("issues", {"sandbox": "danger-full-access"}, False),
     "unknown-event": ("made_up_event", {"sandbox": "danger-full-access"}, False),
@@ -505,6 +506,8 @@ def test_no_unsandboxed_agent_outside_schedule_and_dispatch(
     assert run.failed and run.outcomes["run"] == "failure(2)" and not srv.requests
     if case == "extra-args":  # the sandbox input is the one way to set it
         assert "::error title=runner::extra-args: --sandbox is not taken" in run.logs["run"]
+    elif case == "extra-args-out":  # the report must be where the action looks for it
+        assert "::error title=runner::extra-args: --ou is not taken" in run.logs["run"]
     else:
         assert "::error title=runner::sandbox: danger-full-access" in run.logs["run"]
         assert f"is refused on {event_name} events" in run.logs["run"]

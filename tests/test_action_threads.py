@@ -180,6 +180,30 @@ def test_a_bad_comment_tag_is_refused_with_exit_2(
     assert not github.log
 
 
+def test_a_bad_comment_tag_stops_the_action_before_the_agent_runs(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The gate checks the tag, so a typo costs no model request (the key is not spent)."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    workspace = make_git_repo(tmp_path / "ws")
+    run = run_action(
+        tmp_path / "gha",
+        workspace,
+        {
+            "prompt": "hi",
+            "model": "fake/m",
+            "base-url": srv.base_url,
+            "api-key": "sk-" + "t" * 30,
+            "comment-tag": "bad tag",
+        },
+        event_name="workflow_dispatch",
+        event={"sender": {"login": "alice", "type": "User"}},
+        api_url=github.url,
+    )
+    assert run.failed and run.outcomes["gate"] == "failure(2)" and not srv.requests
+    assert "comment-tag must be 1-64 letters" in run.logs["gate"]
+
+
 @pytest.mark.parametrize(
     ("sender", "why"),
     [

@@ -715,6 +715,7 @@ def cmd_can_write(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise RunnerError(f"require-write-access must be auto, true or false; got {args.mode!r}")
     if ctx.event_name == "pull_request_target":
         raise RunnerError(PULL_REQUEST_TARGET)
+    summary_marker(args.comment_tag)  # a bad tag stops here, before the key is spent
     allow_users = parse_names(args.allow_users)
     allow_bots = parse_names(args.allow_bots)
     if "*" in allow_bots:
@@ -1031,6 +1032,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode", default="auto", help="auto (all but schedule, dispatch, push), true or false"
     )
     gate.add_argument("--token-env", default="GITHUB_TOKEN")
+    gate.add_argument("--comment-tag", default="", help="checked here, used by the comment")
     gate.add_argument("--allow-users", default="", help="logins allowed without write access")
     gate.add_argument("--allow-bots", default="", help="bot logins allowed to trigger a run")
     gate.add_argument(

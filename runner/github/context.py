@@ -423,12 +423,20 @@ def parse_extra_args(text: str) -> list[str]:
         raise RunnerError(f"extra-args: {exc} in {text!r}") from None
     for arg in args:
         flag = arg.split("=", 1)[0]
-        if len(flag) > 3 and "--sandbox".startswith(flag):  # argparse takes "--sand" too
-            raise RunnerError(
-                f"extra-args: {flag} is not taken there, so that the action knows the "
-                "sandbox of every run; use the sandbox input"
-            )
+        for option, why in RESERVED_FLAGS.items():
+            # argparse takes any unambiguous prefix ("--sand", "--ou") as the option.
+            if len(flag) > 2 and flag.startswith("--") and option.startswith(flag):
+                raise RunnerError(f"extra-args: {flag} is not taken there, {why}")
     return args
+
+
+RESERVED_FLAGS = {
+    "--sandbox": "so that the action knows the sandbox of every run; use the sandbox input",
+    "--out": "so that the action finds the report it uploads; use the out-dir input",
+    "--model": "so that the action checks the key of every model; use model or models",
+    "--secret-fd": "the action hands the key over itself; use the api-key input",
+}
+"""`runner run` flags the action sets itself and checks before the run."""
 
 
 def unsandboxed_runs(task_file: Path, sandbox: str | None, models: Sequence[str]) -> list[str]:
