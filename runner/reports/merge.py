@@ -349,16 +349,26 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, tuple[Path, s
                 continue
             if not base.is_dir():
                 continue
-            for path in sorted(base.rglob("*")):
+            try:
+                found = sorted(base.rglob("*"))
+            except OSError as exc:  # the folder changed while it was listed
+                refuse(base, sub, f"changed while it was read ({exc.strerror})")
+                continue
+            for path in found:
                 rel = path.relative_to(root).as_posix()
-                mode = path.lstat().st_mode
+                try:
+                    st = path.lstat()
+                except OSError as exc:
+                    refuse(path, rel, f"changed while it was read ({exc.strerror})")
+                    continue
+                mode = st.st_mode
                 if stat.S_ISLNK(mode):
                     refuse(path, rel, "is a symbolic link")
                 elif not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
                     refuse(path, rel, f"is a {hostfs.kind(mode)}, not a regular file")
                 elif stat.S_ISREG(mode):
                     dest = out / rel
-                    if path.lstat().st_nlink != 1:
+                    if st.st_nlink != 1:
                         refuse(path, rel, "has another hard link")
                     elif dest in plan:
                         problems.append(
