@@ -840,6 +840,30 @@ def auth_server() -> Iterator[tuple[str, list[str]]]:
         thread.join()
 
 
+async def test_a_push_to_a_remote_that_never_answers_is_stopped(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that accepts the connection and says nothing: the push ends in a bounded
+    time with its own error, and the batch is not held."""
+    import socket
+
+    from runner.workspace import refs
+
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(refs, "PUSH_TIMEOUT_S", 2.0)
+    _, res = await run_one(repo, tmp_path)
+    assert res is not None and res.branch is not None
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/r.git"
+        started = time.monotonic()
+        with pytest.raises(WorkspaceError, match="no answer within 2 s"):
+            await wsm.push(repo, res.branch, remote=url, token=TOKEN)
+    assert time.monotonic() - started < 30
+
+
 async def test_push_token_reaches_http_remote_only_as_header(
     repo: Path, tmp_path: Path, auth_server: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,16 +110,23 @@ def _git(
     secrets: Sequence[str] = (),
     protocols: str = _LOCAL_PROTOCOLS,
     check: bool = True,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
+    """`timeout` is for what talks to a network: a remote that accepts and never answers
+    would otherwise hold the run (and the batch) forever."""
     argv = _argv(args, config)
-    proc = subprocess.run(
-        argv,
-        input=input,
-        capture_output=True,
-        cwd=cwd,
-        env=git_env(env, protocols=protocols),
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            cwd=cwd,
+            env=git_env(env, protocols=protocols),
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(argv, -1, f"no answer within {timeout:g} s; stopped", args) from None
     if check and proc.returncode != 0:
         raise GitError(
             argv, proc.returncode, _scrub(proc.stderr.decode(errors="replace"), secrets), args

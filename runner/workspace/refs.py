@@ -155,7 +155,13 @@ def _push(repo: Path, remote: str, refspec: str, *, lease: str, token: str | Non
         env=env,
         secrets=secrets,
         protocols=_PUSH_PROTOCOLS,
+        timeout=PUSH_TIMEOUT_S,
     )
+
+
+PUSH_TIMEOUT_S = 600.0
+"""A push that has not finished in 10 minutes is stopped and counts as failed (the run's
+work stays in its local branch and patch)."""
 
 
 async def cleanup(ws: Workspace) -> None:
