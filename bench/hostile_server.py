@@ -36,11 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner.config.schema import Limits  # noqa: E402
 from runner.items import dumps  # noqa: E402
 from runner.sizes import SizeCaps  # noqa: E402
+from tests.conftest import make_git_repo  # noqa: E402
 from tests.loopback import (  # noqa: E402
     JSON,
+    TINY_USAGE,
     RecordedRequest,
     Reply,
     function_call_item,
@@ -49,17 +50,10 @@ from tests.loopback import (  # noqa: E402
 )
 
 BUDGET_MB = 300
-TINY_USAGE: JSON = {
-    "input_tokens": 10,
-    "input_tokens_details": {"cached_tokens": 0},
-    "output_tokens": 1,
-    "output_tokens_details": {"reasoning_tokens": 0},
-    "total_tokens": 11,
-}
 MIB = 1024 * 1024
-ITEM_CAP = getattr(Limits(), "max_item_bytes", 8 * MIB)
-EVENT_CAP = min(16 * MIB, getattr(SizeCaps(), "event_bytes", 16 * MIB))
-PARSE_CAP = getattr(SizeCaps(), "parse_bytes", 16 * MIB)
+ITEM_CAP = SizeCaps().item_bytes
+EVENT_CAP = SizeCaps().event_bytes
+PARSE_CAP = SizeCaps().parse_bytes
 WIDE = "\U0001f600"
 
 
@@ -172,15 +166,7 @@ def run_one(script: str, requests: int, tmp: Path) -> tuple[float, str, int]:
     """Peak RSS (MB) of the runner, its run's status, and the requests it sent."""
     repo = tmp / "repo"
     if not repo.exists():
-        repo.mkdir()
-        (repo / "README.md").write_text("# bench\n")
-        env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
-        for a in (
-            ["init", "-q", "-b", "main"],
-            ["add", "-A"],
-            ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "b"],
-        ):
-            subprocess.run(["git", *a], cwd=repo, check=True, env=env)
+        make_git_repo(repo, {"README.md": "# bench\n"})
     with start_process(script, keep_bodies=False, validate=False) as srv:
         tasks = tmp / "tasks.yaml"
         tasks.write_text(

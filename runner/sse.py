@@ -157,7 +157,12 @@ def parse_cost(data: str, limit: int) -> int:
     twice (the strings parsed from it hold at most its characters, at its width), plus
     `VALUE_BYTES` a value. Counting `,` `:` `[` `{` anywhere is quick and can only count
     too many; only when that passes `limit` are strings left out of the count, so a big
-    string of code is never taken for many values."""
+    string of code is never taken for many values. An event short enough that it could
+    not pass `limit` even were every character a value (nearly every event: deltas are a
+    few hundred bytes) is not counted at all: this runs on every event."""
+    bound = (VALUE_BYTES + 8) * len(data) + 2 * sys.getsizeof("")  # 4 bytes a char, twice
+    if bound <= limit:
+        return bound
     held = sys.getsizeof(data)
     cost = 2 * held + VALUE_BYTES * _separators(data)
     if cost > limit:

@@ -208,6 +208,16 @@ def custom_tool_call_item(name: str, input: str, call_id: str | None = None) -> 
     return {"type": "custom_tool_call", "call_id": call_id, "input": input, "name": name}
 
 
+TINY_USAGE: JSON = {
+    "input_tokens": 10,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 1,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 11,
+}
+"""Usage a hostile server reports whatever it sends: nothing token-based ever triggers."""
+
+
 def reasoning_item(summary: str | Sequence[str] = "", encrypted_content: str | None = None) -> JSON:
     """A reasoning item with summary parts and an opaque encrypted_content to send back."""
     parts = [summary] if isinstance(summary, str) else list(summary)

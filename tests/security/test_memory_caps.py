@@ -15,16 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import JSON, Reply, function_call_item, per_conversation, reasoning_item
+from tests.loopback import (
+    TINY_USAGE,
+    Reply,
+    function_call_item,
+    per_conversation,
+    reasoning_item,
+)
 from tests.security.helpers import cli, runs
 
-TINY_USAGE: JSON = {
-    "input_tokens": 10,
-    "input_tokens_details": {"cached_tokens": 0},
-    "output_tokens": 1,
-    "output_tokens_details": {"reasoning_tokens": 0},
-    "total_tokens": 11,
-}
 KIB = 1024
 
 
