@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.config.resolve import _check_path, _first, _merged, resolve
+from runner.config.resolve import check_path, first_set, merged_layers, resolve
 from runner.config.schema import (
     ModelOptions,
     ResolvedTask,
@@ -22,7 +22,7 @@ from runner.vocabulary import ReasoningEffort, SandboxMode
 
 
 def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> ResolvedTask:
-    opts = _merged(ModelOptions, t.model_options, v.model_options)
+    opts = merged_layers(ModelOptions, t.model_options, v.model_options)
     if v.reasoning_effort is not None:
         opts = opts.model_copy(update={"reasoning_effort": v.reasoning_effort})
     return t.model_copy(
@@ -32,8 +32,8 @@ def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> Res
             if v.prompt_template
             else t.prompt,
             "instructions_file": instructions or t.instructions_file,
-            "developer_instructions": _first(v.developer_instructions, t.developer_instructions),
-            "tools": _first(v.tools, t.tools) or (),
+            "developer_instructions": first_set(v.developer_instructions, t.developer_instructions),
+            "tools": first_set(v.tools, t.tools) or (),
             "model_options": opts,
         }
     )
@@ -128,7 +128,7 @@ def _variant_files(
     found_files: dict[int, Path | None] = {}
     for j, v in enumerate(variants):
         if v is not None and v.instructions_file is not None:
-            found, wrong = _check_path(base_dir, v.instructions_file, want_dir=False)
+            found, wrong = check_path(base_dir, v.instructions_file, want_dir=False)
             path: Path_ = ("matrix", "variant", j, "instructions_file")
             if wrong is not None:
                 problems.append(Problem(file, line_for(path, tf._lines.lines), dotted(path), wrong))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from runner.config.codex_config import default_path, load_codex_providers
-from runner.config.load import _unknown_provider
+from runner.config.load import unknown_provider
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
     COMMAND_LINE,
@@ -44,7 +44,7 @@ _M = TypeVar("_M", Limits, ModelOptions, GitSettings)
 _T = TypeVar("_T")
 
 
-def _merged(cls: type[_M], *layers: _M | None) -> _M:
+def merged_layers(cls: type[_M], *layers: _M | None) -> _M:
     """Later layers' explicitly set fields over earlier ones' over the built-in defaults."""
     values: dict[str, Any] = {}
     for layer in layers:
@@ -53,7 +53,7 @@ def _merged(cls: type[_M], *layers: _M | None) -> _M:
     return cls.model_validate(values)
 
 
-def _first(*values: _T | None) -> _T | None:
+def first_set(*values: _T | None) -> _T | None:
     for v in values:
         if v is not None:
             return v
@@ -68,7 +68,7 @@ def _os_reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, str | None]:
+def check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, str | None]:
     """(absolute path, problem): the path resolved against base_dir, and what is wrong."""
     try:
         path = (base_dir / raw).resolve()
@@ -142,7 +142,7 @@ class _Resolver:
             )
         elif (name := model_override.split("/", 1)[0]) not in self.known:
             self.add(
-                Problem(COMMAND_LINE, None, "--model", _unknown_provider(name, set(self.known)))
+                Problem(COMMAND_LINE, None, "--model", unknown_provider(name, set(self.known)))
             )
 
     def add(self, found: Problem) -> None:
@@ -155,7 +155,7 @@ class _Resolver:
     def path(self, at: Path_, raw: str, *, want_dir: bool) -> Path | None:
         """The path `raw` names, checked (and blamed on `at`) once."""
         if (at, want_dir) not in self._paths:
-            found, wrong = _check_path(self.base_dir, raw, want_dir)
+            found, wrong = check_path(self.base_dir, raw, want_dir)
             if wrong is not None:
                 self.problem(at, wrong)
             self._paths[at, want_dir] = found
@@ -196,7 +196,7 @@ class _Resolver:
         provider = self.known.get(name)
         if provider is None:
             if self.override is None:  # only for a TaskFile that parse_task_file did not make
-                self.problem(model_path, _unknown_provider(name, set(self.known)))
+                self.problem(model_path, unknown_provider(name, set(self.known)))
             return None
         if PLACEHOLDER_HOST not in provider.base_url:
             return provider
@@ -221,7 +221,7 @@ class _Resolver:
         compact_prompt = self.layered_file(i, t, "compact_prompt_file")
         compact_text = self.layered_text(i, t, "compact_prompt_file", compact_prompt)
         model_path: Path_ = ("tasks", i, "model") if t.model is not None else ("defaults", "model")
-        model = self.override or _first(t.model, d.model) or "local/smollm2"
+        model = self.override or first_set(t.model, d.model) or "local/smollm2"
         provider_name, _, model_name = model.partition("/")
         provider = self.provider(model, model_path)
         if provider is None:
@@ -251,36 +251,36 @@ class _Resolver:
             provider=provider,
             model=model_name,
             instructions_file=instructions,
-            developer_instructions=_first(t.developer_instructions, d.developer_instructions),
-            tools=_first(t.tools, d.tools, DEFAULT_TOOLS) or (),
-            sandbox=_first(t.sandbox, d.sandbox) or "workspace-write",
-            network_access=bool(_first(t.network_access, d.network_access)),
+            developer_instructions=first_set(t.developer_instructions, d.developer_instructions),
+            tools=first_set(t.tools, d.tools, DEFAULT_TOOLS) or (),
+            sandbox=first_set(t.sandbox, d.sandbox) or "workspace-write",
+            network_access=bool(first_set(t.network_access, d.network_access)),
             writable_roots=roots,
-            limits=_merged(Limits, d.limits, t.limits),
-            model_options=_merged(
+            limits=merged_layers(Limits, d.limits, t.limits),
+            model_options=merged_layers(
                 ModelOptions,
                 ModelOptions.model_validate(codex_defaults(api_model)),
                 d.model_options,
                 entry.model_options,
                 t.model_options,
             ),
-            shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
-            apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
-            git=_merged(GitSettings, d.git, t.git),
-            check=_first(t.check, d.check),
-            check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
+            shell_timeout_ms=first_set(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
+            apply_patch_tool=first_set(t.apply_patch_tool, d.apply_patch_tool) or "function",
+            git=merged_layers(GitSettings, d.git, t.git),
+            check=first_set(t.check, d.check),
+            check_timeout_s=first_set(t.check_timeout_s, d.check_timeout_s) or 600.0,
             tags=t.tags,
             api_model=api_model,
             secrets=self.tf.secrets,
             compact_prompt_file=compact_prompt,
             compact_prompt=compact_text,
-            current_date=_first(t.current_date, d.current_date),
-            timezone=_first(t.timezone, d.timezone),
+            current_date=first_set(t.current_date, d.current_date),
+            timezone=first_set(t.timezone, d.timezone),
             **_model_fields(
                 provider_name,
                 api_model,
                 self.tf.models,
-                _first(t.auto_compact_limit, d.auto_compact_limit),
+                first_set(t.auto_compact_limit, d.auto_compact_limit),
                 alias=model,
                 provider_cfg=provider,
             ),
@@ -350,8 +350,8 @@ def _extras(
         return ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
 
     servers = _mcp_servers(t, d, i, base_dir, problem)
-    skills = _skills(_first(t.skills, d.skills) or (), where("skills"), base_dir, problem)
-    web_search = bool(_first(t.web_search, d.web_search))
+    skills = _skills(first_set(t.skills, d.skills) or (), where("skills"), base_dir, problem)
+    web_search = bool(first_set(t.web_search, d.web_search))
     if web_search:
         from runner.tools.hosted import web_search_problem
 
@@ -389,7 +389,7 @@ def _mcp_servers(
     for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
         for name, server in (layer or {}).items():
             if server.cwd is not None:
-                cwd, wrong = _check_path(base_dir, server.cwd, want_dir=True)
+                cwd, wrong = check_path(base_dir, server.cwd, want_dir=True)
                 if wrong is not None:
                     problem((*owner, "mcp_servers", name, "cwd"), wrong)
                 server = server.model_copy(update={"cwd": str(cwd)})
@@ -402,7 +402,7 @@ def _skills(
 ) -> tuple[Skill, ...]:
     skills: list[Skill] = []
     for j, raw in enumerate(folders):
-        folder, wrong = _check_path(base_dir, raw, want_dir=True)
+        folder, wrong = check_path(base_dir, raw, want_dir=True)
         if folder is None or wrong is not None:
             problem((*at, j), wrong or "not a directory")
             continue
@@ -419,7 +419,7 @@ def _skills(
 def _json_file(
     base_dir: Path, raw: str, path: Path_, problem: Callable[[Path_, str], None]
 ) -> dict[str, Any] | None:
-    found, wrong = _check_path(base_dir, raw, want_dir=False)
+    found, wrong = check_path(base_dir, raw, want_dir=False)
     if found is None or wrong is not None:
         problem(path, wrong or "not a file")
         return None

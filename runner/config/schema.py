@@ -429,7 +429,7 @@ class TaskSpec(Settings):
     """Select tasks with `--tag` on the command line."""
 
 
-class _LineMap:
+class LineMap:
     """Field path -> line, kept with a parsed TaskFile so `resolve` can locate problems.
 
     Metadata, not part of the value: any two line maps compare equal, so two TaskFiles with
@@ -442,13 +442,13 @@ class _LineMap:
         self.lines: dict[Path_, int] = lines if lines is not None else {}
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _LineMap)
+        return isinstance(other, LineMap)
 
     def __hash__(self) -> int:
         return 0
 
     def __repr__(self) -> str:
-        return f"_LineMap({len(self.lines)} paths)"
+        return f"LineMap({len(self.lines)} paths)"
 
 
 class Variant(Frozen):
@@ -508,7 +508,7 @@ class TaskFile(Frozen):
     `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`), or a path."""
     tasks: tuple[TaskSpec, ...]
 
-    _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
+    _lines: LineMap = PrivateAttr(default_factory=LineMap)
 
     @field_validator("tasks")
     @classmethod

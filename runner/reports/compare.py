@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from runner.errors import ReportError
 from runner.progress import duration
-from runner.reports.markdown import _table, cell, column_name, money, partial_text, percent
+from runner.reports.markdown import cell, column_name, md_table, money, partial_text, percent
 from runner.reports.model import Report, TaskReport
 from runner.reports.totals import finished_runs
 from runner.vocabulary import Verdict
@@ -288,15 +288,15 @@ def render_compare(c: Comparison) -> str:
             "",
             "## Overall",
             "",
-            *_table(header, align, [line(c.overall)]),
+            *md_table(header, align, [line(c.overall)]),
             "",
             "## By model / variant",
             "",
-            *_table(header, align, [line(r) for r in c.groups]),
+            *md_table(header, align, [line(r) for r in c.groups]),
             "",
             "## By task",
             "",
-            *_table(header, align, [line(r) for r in c.tasks]),
+            *md_table(header, align, [line(r) for r in c.tasks]),
             "",
         ]
     )

@@ -117,7 +117,7 @@ def _branch(task: TaskReport) -> str:
     return cell(task.result.branch)
 
 
-def _table(header: list[str], align: list[str], rows: list[list[str]]) -> list[str]:
+def md_table(header: list[str], align: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out
@@ -247,7 +247,7 @@ def _comparison(
         "Time",
     ]
     align = ["---", "--:", "--:", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 7
-    return [f"## {title}", "", *_table(header, align, rows)]
+    return [f"## {title}", "", *md_table(header, align, rows)]
 
 
 def _variant(t: TaskReport) -> str:
@@ -318,7 +318,7 @@ def _matrix_section(report: Report) -> list[str]:
     return [
         "## Task x model",
         "",
-        *_table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
+        *md_table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
         "",
         "Passed of finished runs per task and model/variant.",
         *more,
@@ -487,7 +487,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     return [
         "## Runs",
         "",
-        *_table(header, align, rows[:keep]),
+        *md_table(header, align, rows[:keep]),
         *_cut_note(len(rows) - keep, "runs", max_chars),
     ]
 
