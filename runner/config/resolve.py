@@ -28,7 +28,6 @@ from runner.config.schema import (
     McpServerConfig,
     ModelConfig,
     ModelOptions,
-    PriceConfig,
     ProviderConfig,
     ResolvedTask,
     Settings,
@@ -446,13 +445,13 @@ def _model_fields(
     """Context window, compaction limit and price, each from the first that gives it: the
     task's `auto_compact_limit`, the `models:` entry (an alias's own, then the real
     model's), the provider's settings, the built-in table."""
-    from runner.models import ModelInfo, Price, model_info
+    from runner.models import ModelInfo, model_info
 
     over = {
         k: ModelInfo(
             v.context_window,
             v.auto_compact_limit,
-            Price(v.price.input, v.price.cached_input, v.price.output) if v.price else None,
+            v.price,
         )
         for k, v in overrides.items()
     }
@@ -466,13 +465,10 @@ def _model_fields(
             info = ModelInfo(provider_cfg.context_window, info.auto_compact_limit, info.price)
         if entry.auto_compact_limit is None and provider_cfg.auto_compact_limit is not None:
             info = ModelInfo(info.context_window, provider_cfg.auto_compact_limit, info.price)
-    p = info.price
     return {
         "context_window": info.context_window,
         "auto_compact_limit": compact_limit or info.compact_limit,
-        "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
-        if p is not None
-        else None,
+        "price": info.price,
     }
 
 

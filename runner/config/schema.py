@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from runner import sizes
 from runner.config.text import Path_, describe, esc, line_for, short
 from runner.errors import Problem
+from runner.models import Price
 from runner.skills import Skill
 from runner.vocabulary import Auth, ReasoningEffort, SandboxMode
 
@@ -267,12 +268,8 @@ class BatchLimits(Frozen):
     max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
 
 
-class PriceConfig(Frozen):
-    """US dollars per million tokens."""
-
-    input: Annotated[StrictFloat, Field(ge=0)]
-    cached_input: Annotated[StrictFloat, Field(ge=0)]
-    output: Annotated[StrictFloat, Field(ge=0)]
+PriceConfig = Price
+"""The old name of `runner.models.Price`, kept while callers move to it."""
 
 
 class ModelConfig(Frozen):
@@ -281,7 +278,7 @@ class ModelConfig(Frozen):
     context_window: Annotated[StrictInt, Field(ge=256)] | None = None
     auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
     """Compact the thread when its token count passes this (default 90% of the window)."""
-    price: PriceConfig | None = None
+    price: Price | None = None
     model: str | None = Field(default=None, min_length=1)
     """The name sent to the server, when the entry is an alias: two entries for one model
     with different `model_options` compare settings in one matrix."""
@@ -571,7 +568,7 @@ class ResolvedTask(Frozen):
     compact_prompt: str | None = None
     """The text of `compact_prompt_file`, read at resolution so a run reads no user file
     for it; None: the bundled hand-off request."""
-    price: PriceConfig | None = None
+    price: Price | None = None
     """None when the price is unknown: cost is then reported as null."""
     mcp_servers: dict[str, McpServerConfig] = {}
     skills: tuple[Skill, ...] = ()
