@@ -4,6 +4,7 @@ into a `TaskFile`; anything wrong ends as one `ConfigError` listing located prob
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -190,4 +191,6 @@ def load_task_file(path: Path) -> TaskFile:
         raise ConfigError(
             [Problem(file, None, "(file)", f"not UTF-8 text (byte {exc.start})")]
         ) from None
-    return parse_task_file(text, file)
+    tf = parse_task_file(text, file)
+    tf._lines = LineMap(tf._lines.lines, hashlib.sha256(raw).hexdigest())
+    return tf
