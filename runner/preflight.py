@@ -179,7 +179,7 @@ def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
 def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
     """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
     small to hold one call of each offered tool would silently take the tools away."""
-    from runner.providers.chat_wire import Constrained, answer_branches
+    from runner.providers.constrained import Constrained, answer_branches
     from runner.providers.grammar import allocate
     from runner.wiring import make_tools
 
