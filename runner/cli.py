@@ -451,8 +451,8 @@ def _read_secrets(fd: int) -> dict[str, str]:
 def _report_merge(args: argparse.Namespace) -> int:
     """Exits as `runner run` would have for the same runs (0, 1 or 3)."""
     from runner.batch import exit_code
-    from runner.reports.markdown import partial_text
     from runner.reports.merge import merge_command
+    from runner.reports.summary import partial_text
 
     report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals

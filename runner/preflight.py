@@ -113,7 +113,7 @@ def _prices(
 def _output_caps(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
     small to hold one call of each offered tool would silently take the tools away."""
-    from runner.providers.chat_wire import Constrained, answer_branches
+    from runner.providers.constrained import Constrained, answer_branches
     from runner.providers.grammar import allocate
     from runner.wiring import make_tools
 

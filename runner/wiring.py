@@ -109,7 +109,7 @@ class Clients:
         client: ModelClient
         if p.wire_api == "chat":
             from runner.providers.chat import ChatClient
-            from runner.providers.chat_wire import Constrained
+            from runner.providers.constrained import Constrained
 
             client = ChatClient(
                 base_url,

@@ -31,7 +31,7 @@ from runner.github import (
     trust_problems,
 )
 from runner.github.rest import GitHub
-from runner.reports.markdown import percent, tokens
+from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
 from tests import golden_files
 from tests.conftest import ThreadFactory, make_git_repo

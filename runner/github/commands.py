@@ -62,7 +62,7 @@ from runner.github.rest import (
     upsert_pull_request,
 )
 from runner.redact import Redactor
-from runner.reports.markdown import inline, truncate
+from runner.reports.fmt import inline, truncate
 from runner.reports.model import Report
 from runner.secret_env import secrets_from_env
 from runner.vocabulary import EXIT_BAD_INPUT, EXIT_RUNNER, RunStatus
