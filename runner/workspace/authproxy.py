@@ -13,18 +13,26 @@ from __future__ import annotations
 
 import base64
 import secrets
-import subprocess
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 import anyio
-import httpx
 from anyio.abc import SocketStream
+
+from runner.http import AsyncClient, HTTPError, forwarding_client
 
 _MAX_HEAD = 64 * 1024
 _PASSED_REQUEST = ("content-type", "content-encoding", "accept", "accept-encoding", "git-protocol")
 _PASSED_RESPONSE = ("content-type", "content-encoding", "cache-control", "www-authenticate")
 _GIT_USER_AGENT = "git/runner-forwarder"
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
 
 
 def basic_auth(token: str) -> str:
@@ -44,10 +52,10 @@ def run_git_via_forwarder(
     cwd: str | None,
     env: dict[str, str],
     timeout: float | None,
-) -> tuple[subprocess.CompletedProcess[bytes], str]:
+) -> tuple[Finished, str]:
     """Run git (argv from `argv_for(local_url)`) against a forwarder for `url`; returns
     git's result and the local URL it was given (to take out of messages)."""
-    result: list[subprocess.CompletedProcess[bytes]] = []
+    result: list[Finished] = []
     local: list[str] = []
     anyio.run(
         _serve_and_run,
@@ -70,14 +78,14 @@ async def _serve_and_run(
     cwd: str | None,
     env: dict[str, str],
     limit_s: float | None,
-    result: list[subprocess.CompletedProcess[bytes]],
+    result: list[Finished],
     local: list[str],
 ) -> None:
     prefix = "/" + secrets.token_hex(16)
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     local.append(f"http://127.0.0.1:{port}{prefix}")
-    client = httpx.AsyncClient(timeout=httpx.Timeout(300.0), follow_redirects=False)
+    client = forwarding_client()
     async with client, listener, anyio.create_task_group() as tg:
         handler = partial(_forward, client=client, upstream=upstream, auth=auth, prefix=prefix)
         tg.start_soon(listener.serve, handler)
@@ -85,9 +93,9 @@ async def _serve_and_run(
         try:
             with anyio.fail_after(limit_s):
                 proc = await anyio.run_process(argv, cwd=cwd, env=env, check=False)
+            result.append(Finished(proc.returncode, proc.stdout, proc.stderr))
         except TimeoutError:
-            proc = subprocess.CompletedProcess(argv, -1, b"", b"timeout")
-        result.append(proc)
+            result.append(Finished(-1, b"", b"timeout"))
         tg.cancel_scope.cancel()
 
 
@@ -127,7 +135,7 @@ async def _body(stream: SocketStream, rest: bytes, headers: dict[str, str]) -> A
 
 
 async def _forward(
-    stream: SocketStream, *, client: httpx.AsyncClient, upstream: str, auth: str, prefix: str
+    stream: SocketStream, *, client: AsyncClient, upstream: str, auth: str, prefix: str
 ) -> None:
     async with stream:
         try:
@@ -154,7 +162,7 @@ async def _forward(
         )
         try:
             response = await client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+        except HTTPError as exc:
             msg = f"forwarding to the remote failed: {type(exc).__name__}".encode()
             await stream.send(
                 b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Type: text/plain\r\n"
@@ -167,7 +175,7 @@ async def _forward(
             await stream.send((status + "".join(kept) + "Connection: close\r\n\r\n").encode())
             async for chunk in response.aiter_raw():
                 await stream.send(chunk)
-        except (anyio.BrokenResourceError, httpx.HTTPError):
+        except (anyio.BrokenResourceError, HTTPError):
             return
         finally:
             await response.aclose()

@@ -4,7 +4,6 @@ that still points at the commit recorded for it (compare-and-delete)."""
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -84,7 +83,7 @@ def remote_tip(
     ref = f"refs/heads/{branch}"
     url = _remote(repo, remote)
     listed = _remote_git(lambda u: ["ls-remote", "--", u, ref], url, token, cwd=repo)
-    fields = listed.stdout.decode().split()
+    fields = listed.decode().split()
     if not fields:
         return None, ""
     sha = fields[0]
@@ -142,12 +141,12 @@ def _remote_git(
     *,
     cwd: Path,
     timeout: float | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    """A git command that talks to `url`. With a token and an HTTP(S) URL, git is given
+) -> bytes:
+    """Its stdout. A git command that talks to `url`. With a token and an HTTP(S) URL, git is given
     the runner's forwarder instead of `url` (see `authproxy`); other URLs (file, ssh)
     get no token."""
     if not token or not is_http(url):
-        return _git(args_for(url), cwd=cwd, protocols=_PUSH_PROTOCOLS, timeout=timeout)
+        return _git(args_for(url), cwd=cwd, protocols=_PUSH_PROTOCOLS, timeout=timeout).stdout
     proc, local = run_git_via_forwarder(
         lambda u: _argv(args_for(u)),
         url=url,
@@ -164,7 +163,7 @@ def _remote_git(
             proc.stderr.decode(errors="replace"), [local, local.rsplit("/", 1)[0]], url
         )
         raise GitError(["git", *shown], proc.returncode, err.replace(token, "[REDACTED]"), shown)
-    return proc
+    return proc.stdout
 
 
 def _push(repo: Path, remote: str, refspec: str, *, lease: str, token: str | None) -> None:
