@@ -159,3 +159,119 @@ def test_an_unprivileged_runners_full_access_command_reads_no_secret(
         _assert_nothing_leaked(seen, out, [r.raw for r in srv.requests])
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+PUSH_TOKEN = "ghp_pushwindow_canary_51b7d0e3"
+
+SCAN = r"""
+import os, stat, sys, time
+import base64
+token = bytes.fromhex(sys.argv[1])
+basic = base64.b64encode(b"x-access-token:" + token)
+found, saw_git, deadline = [], 0, time.time() + 40
+def look(path, label):
+    try:
+        # Pipes are left alone: reading one steals bytes from a git of the runner and
+        # fails that run, which says nothing about the token (none travels in a pipe).
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        data = os.read(fd, 1 << 20)
+    except OSError:
+        data = b""
+    finally:
+        os.close(fd)
+    if token in data or token[::-1] in data or basic in data:
+        found.append(label)
+while time.time() < deadline:
+    gits = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"\0push\0" in cmd or b"remote-http" in cmd:
+            gits += 1
+        look(f"/proc/{pid}/cmdline", f"{pid} cmdline")
+        look(f"/proc/{pid}/environ", f"{pid} environ")
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            look(f"/proc/{pid}/fd/{fd}", f"{pid} fd {fd}")
+    saw_git += gits > 0
+    if saw_git >= 20 and gits == 0:
+        break
+    time.sleep(0.02)
+open(sys.argv[2], "w").write(f"scans-with-git={saw_git}\n" + "\n".join(found))
+"""
+
+
+def test_a_full_access_command_cannot_read_the_token_of_another_runs_push(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """Review 2 of issue 25, item 1: at concurrency 2 under danger-full-access, run `a`
+    pushes to a slow HTTP remote that demands the token while run `b`'s command reads
+    every /proc/*/cmdline, environ and fd it can open. The token reaches the remote and
+    nothing `b` can read holds it."""
+    from tests.loopback import last_user_text
+    from tests.security.git_http import git_http_remote
+
+    seen = tmp_path / "scan.txt"
+    scanner = tmp_path / "scan.py"
+    scanner.write_text(SCAN)
+
+    def script(req: object, i: int) -> Reply:
+        text = last_user_text(req)  # type: ignore[arg-type]
+        if "scan-b" in text and i == 0:
+            cmd = f"{sys.executable} {scanner} {PUSH_TOKEN.encode().hex()} {seen}"
+            return reply_function_call_long(cmd, "b0")
+        if "push-a" in text and i == 0:
+            return sh("echo changed > a.txt", "a0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "out"
+    with git_http_remote(tmp_path, PUSH_TOKEN, delay_s=1.0) as remote:
+        (tmp_path / "tasks.yaml").write_text(
+            "version: 1\n"
+            "providers:\n"
+            f"  fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}\n"
+            "defaults:\n"
+            "  model: fake/m\n"
+            "  sandbox: danger-full-access\n"
+            f"  git: {{push: {{remote: '{remote.url}', token_env: GITHUB_TOKEN}}}}\n"
+            "tasks:\n"
+            f"  - {{id: a, prompt: push-a, repo: '{repo}'}}\n"
+            f"  - {{id: b, prompt: scan-b, repo: '{repo}'}}\n"
+        )
+        env = {**os.environ, "FAKE_API_KEY": KEY, "GITHUB_TOKEN": PUSH_TOKEN}
+        argv = [sys.executable, "-m", "runner", "run", str(tmp_path / "tasks.yaml")]
+        proc = _run([*argv, "--out", str(out), "--concurrency", "2"], env)
+        assert proc.returncode == 0, proc.stderr
+        pushed = subprocess.run(
+            ["git", "-C", str(remote.bare), "for-each-ref", "--format=%(refname)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    assert "refs/heads/" in pushed, "the push did not authenticate"
+    read = seen.read_text()
+    scans = int(read.splitlines()[0].split("=")[1])
+    assert scans >= 20, f"the scan never overlapped the push: {read}"
+    assert read.splitlines()[1:] == [], f"the token was readable: {read}"
+
+
+def reply_function_call_long(cmd: str, call_id: str) -> Reply:
+    from tests.loopback import reply_function_call
+
+    return reply_function_call(
+        "shell", {"command": ["bash", "-c", cmd], "timeout_ms": 60000}, call_id=call_id
+    )
