@@ -125,7 +125,18 @@ async def run_batch(
     process, not a test's) takes the secrets out of this process's environment once they
     are copied (see `hide_own`)."""
     env = dict(os.environ if env is None else env)
-    preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
+    preflight.check(
+        tasks,
+        file=task_file,
+        env=env,
+        tf=tf,
+        models=models,
+        budget=budget,
+        concurrency=concurrency,
+        secret_vars=secret_vars,
+    )
+    if progress is not None:
+        _warn_unisolated(tasks, concurrency, progress)
     redact = Redactor(secrets_from_env(env, tasks, secret_vars))
     agent_env = without_secrets(env, tasks, secret_vars)
     if hide_secrets:
@@ -239,6 +250,27 @@ async def run_batch(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
     return BatchResult(runs, report_path, interrupted=stop.is_set())
+
+
+def _warn_unisolated(tasks: Sequence[ResolvedTask], concurrency: int, out: IO[str]) -> None:
+    """Said before anything runs, since nothing enforces it: a full-access command is a
+    process of the runner's user on the host, so it can reach every other run of the batch
+    running beside it (its workspace, its git's pipes through /proc/<pid>/fd, its MCP
+    servers)."""
+    full = [t.run for t in tasks if t.sandbox == preflight.FULL_ACCESS]
+    if concurrency > 1 and len(tasks) > 1 and full:
+        more = f" and {len(full) - 1} more" if len(full) > 1 else ""
+        out.write(
+            safe_text(
+                f"runner: warning: {full[0]}{more} run(s) with danger-full-access at "
+                f"--concurrency {concurrency}: runs that overlap are not isolated from "
+                "each other (a full-access command can read and change the others' "
+                "workspaces and processes); use --concurrency 1 or a sandbox to keep "
+                "them apart",
+                one_line=True,
+            )
+            + "\n"
+        )
 
 
 class Checkpoints:

@@ -256,6 +256,7 @@ def test_a_full_access_command_cannot_read_the_token_of_another_runs_push(
         argv = [sys.executable, "-m", "runner", "run", str(tmp_path / "tasks.yaml")]
         proc = _run([*argv, "--out", str(out), "--concurrency", "2"], env)
         assert proc.returncode == 0, proc.stderr
+        assert "not isolated from each other" in proc.stderr  # said, since not enforced
         pushed = subprocess.run(
             ["git", "-C", str(remote.bare), "for-each-ref", "--format=%(refname)"],
             capture_output=True,
@@ -275,3 +276,65 @@ def reply_function_call_long(cmd: str, call_id: str) -> Reply:
     return reply_function_call(
         "shell", {"command": ["bash", "-c", cmd], "timeout_ms": 60000}, call_id=call_id
     )
+
+
+def _mcp_task_file(dir_: Path, repo: Path, *, own: bool) -> Path:
+    """Run `srv` has an MCP server given GITHUB_TOKEN; run `fa` is full-access. With
+    `own`, the server belongs to the full-access run itself."""
+    server = "{calc: {command: [python3, server.py], env_vars: [HOME, GITHUB_TOKEN]}}"
+    where = "fa" if own else "srv"
+    lines = [
+        "version: 1",
+        "providers:",
+        "  fake: {base_url: 'http://127.0.0.1:9/v1', env_key: FAKE_API_KEY}",
+        "defaults: {model: fake/m}",
+        "tasks:",
+    ]
+    for run in ("srv", "fa"):
+        mode = "danger-full-access" if run == "fa" else "workspace-write"
+        lines.append(f"  - id: {run}")
+        lines.append(f"    prompt: p\n    repo: '{repo}'\n    sandbox: {mode}")
+        if run == where:
+            lines.append(f"    mcp_servers: {server}")
+    path = dir_ / "tasks.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FAKE_API_KEY": KEY, "GITHUB_TOKEN": GITHUB_TOKEN}
+    return _run([sys.executable, "-m", "runner", *map(str, args)], env)
+
+
+def test_a_secret_mcp_env_var_beside_a_full_access_run_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """Review 2 of issue 25, item 2: a stdio MCP server holds its `env_vars` in its
+    /proc/<pid>/environ, which a full-access command of another run (same user) reads. At
+    --concurrency 2 the batch is refused (exit 2) at the env_vars entry; at 1 the runs
+    never overlap, so `validate` accepts it."""
+    repo = make_git_repo(tmp_path / "repo")
+    task_file = _mcp_task_file(tmp_path, repo, own=False)
+    out = tmp_path / "out"
+    proc = _cli("run", task_file, "--out", out, "--concurrency", "2")
+    assert proc.returncode == 2, proc.stderr
+    line = next(
+        i for i, text in enumerate(task_file.read_text().splitlines(), 1) if "mcp_servers" in text
+    )
+    assert f"{task_file}:{line}: tasks[0].mcp_servers.calc.env_vars[1]:" in proc.stderr
+    assert "GITHUB_TOKEN is a secret" in proc.stderr and "--concurrency 1" in proc.stderr
+    assert "Traceback" not in proc.stderr and GITHUB_TOKEN not in proc.stderr
+    assert not (out / "threads").exists(), "a run started"
+    assert _cli("validate", task_file).returncode == 0
+
+
+def test_a_secret_mcp_env_var_of_a_full_access_run_itself_is_refused(tmp_path: Path) -> None:
+    """The run's own commands read its server's environ too, whatever the concurrency."""
+    repo = make_git_repo(tmp_path / "repo")
+    task_file = _mcp_task_file(tmp_path, repo, own=True)
+    for args in (("validate",), ("run", "--concurrency", "1", "--out", tmp_path / "out")):
+        proc = _cli(*args[:1], task_file, *args[1:])
+        assert proc.returncode == 2, proc.stderr
+        assert "tasks[1].mcp_servers.calc.env_vars[1]:" in proc.stderr
+        assert "this run's own commands" in proc.stderr
+        assert "Traceback" not in proc.stderr
