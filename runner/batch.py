@@ -35,7 +35,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live
-from runner.sandbox import RUN_DIRS
+from runner.sandbox import RUN_DIRS, user_folder
 from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
@@ -227,7 +227,7 @@ async def run_batch(
                 tz=tz,
                 runner_home=runner_home,
                 stop=stop,
-                hidden=(work_root.parent, out_dir, *_own_dirs(env)),
+                hidden=(work_root.parent, out_dir, *_own_dirs(env), *_task_places(task_file)),
             )
             async with anyio.create_task_group() as outer:
                 checkpoints.waiting_in = outer  # cancelled with it: the final report follows
@@ -350,6 +350,17 @@ def _own_dirs(env: Mapping[str, str]) -> list[Path]:
     """The runner's own folders the environment names: its global AGENTS.md
     (`RUNNER_HOME`) and the Codex config it reads providers from (`CODEX_HOME`)."""
     return [Path(env[k]).absolute() for k in ("RUNNER_HOME", "CODEX_HOME") if env.get(k)]
+
+
+def _task_places(task_file: str) -> list[Path]:
+    """The task file (its check commands, expected answers, the other runs' prompts) and
+    the folder holding it, when that is a folder of the user's (see `user_folder`):
+    what lies beside a benchmark's task file is the benchmark's."""
+    path = Path(os.path.realpath(task_file))
+    if not path.is_file():
+        return []
+    folder = user_folder(path.parent)
+    return [path] if folder is None else [path, folder]
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from runner.progress import Progress
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog, JsonStream
-from runner.sandbox import make_executor
+from runner.sandbox import make_executor, user_folder
 from runner.sandbox.env import child_env
 from runner.tools.mcp import McpSessions
 from runner.vocabulary import RunStatus, SkipReason
@@ -207,9 +207,11 @@ class BatchContext:
 
 
 def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
-    """What the run's commands and check may not see: the batch's `hidden` and the
-    user's repository (work tree, git dirs, object stores)."""
-    return [*b.hidden, *ws.user_paths]
+    """What the run's commands and check may not see: the batch's `hidden`, the user's
+    repository (work tree, git dirs, object stores) and the folder holding it, unless
+    that is a system folder (`/srv`) or holds tools (see `user_folder`)."""
+    parent = user_folder(ws.repo.parent)
+    return [*b.hidden, *ws.user_paths, *([parent] if parent is not None else [])]
 
 
 async def live(run: TaskRun, b: BatchContext) -> None:

@@ -8,13 +8,27 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.sandbox.bwrap import RUN_DIRS, BwrapExecutor, Limits, hand_over, probe
+from runner.sandbox.bwrap import (
+    RUN_DIRS,
+    BwrapExecutor,
+    Limits,
+    hand_over,
+    probe,
+    user_folder,
+)
 from runner.sandbox.local import LocalExecutor
 from runner.sandbox.policy import Policy
 from runner.tools import Executor
 from runner.vocabulary import SandboxMode
 
-__all__ = ["RUN_DIRS", "Policy", "SandboxMode", "make_executor", "make_policy"]
+__all__ = [
+    "RUN_DIRS",
+    "Policy",
+    "SandboxMode",
+    "make_executor",
+    "make_policy",
+    "user_folder",
+]
 
 
 def make_policy(

@@ -637,6 +637,29 @@ def run_dirs() -> tuple[Path, ...]:
     return tuple(found)
 
 
+SYSTEM_TOPS = frozenset(
+    {"usr", "etc", "var", "opt", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "nix"}
+    | {"snap", "boot", "sys", *PROVIDED}
+)
+"""Top-level folders whose own folders hold the tools and their data (`/usr/share`,
+`/var/lib`, `/opt/conda`): never hidden whole as a user's folder."""
+
+
+def user_folder(path: Path) -> Path | None:
+    """`path` resolved, when the sandbox may hide it whole as a folder of the user's (the
+    one holding the task file, or the repository): two levels below `/` or deeper (three
+    under `SYSTEM_TOPS`) and holding no PATH directory, so the tools a command needs stay.
+    `/srv/bench` is such a folder; `/srv`, `/usr/local` and `/var/tmp` are not."""
+    real = Path(os.path.realpath(path))
+    depth = len(real.parts) - 1
+    if depth < 2 or (real.parts[1] in SYSTEM_TOPS and depth < 3):
+        return None
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if os.path.isabs(entry) and Path(os.path.realpath(entry)).is_relative_to(real):
+            return None
+    return real
+
+
 def _homes(host: Host) -> list[Path]:
     """Every home the invoking user may keep credentials in (`~/.gitconfig`,
     `~/.cargo/credentials.toml`, ...): the runner's HOME, its uid's home, and under sudo

@@ -449,3 +449,39 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
     finally:
         shutil.rmtree(place, ignore_errors=True)
         shutil.rmtree(tmp_a.parents[1] if deep else tmp_a, ignore_errors=True)
+
+
+def test_a_command_cannot_read_the_task_file_or_what_lies_beside_it(
+    loopback_thread: ThreadFactory, who: Who, place: Path
+) -> None:
+    """Review 2 of issue 25, item 5: a benchmark keeps its task file (check commands,
+    expected answers) and an answers file beside the repository. The command knows their
+    paths (it may guess them from its own) and reads neither, and the folder holding them
+    lists nothing; the task file is hidden even in a folder that stays shown (`/var/x`)."""
+    bench = place / "bench"
+    bench.mkdir()
+    repo = _repo(bench)
+    answer = "expected-answer-canary-" + secrets.token_hex(4)
+    (bench / "answers.txt").write_text(answer + "\n")
+    probe = (
+        f"cat {bench}/tasks.yaml {bench}/answers.txt {place}/top.yaml; "
+        f"echo listed: $(ls -a {bench} {place}); echo probe-done"
+    )
+    steps = {"t": [sh(probe, "c"), reply_message("done")]}
+    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    task_file = tasks(bench, srv.base_url, repo, ["t"], extra=f"# {answer}-in-tasks")
+    who.own(place)
+    out = bench / "out"
+    for file in (task_file, place / "top.yaml"):
+        if file != task_file:  # a task file right under a folder that stays shown
+            shutil.copy(task_file, file)
+            who.own(file)
+        res = who.cli("run", file, "--out", out)
+        assert res.returncode == 0, res.stderr
+        seen = _outputs(out, "t")
+        assert "probe-done" in seen, seen
+        assert answer not in seen, seen
+        listed = seen.split("listed:")[-1]
+        for name in ("answers.txt", "tasks.yaml", "top.yaml", "repo", "out"):
+            assert name not in listed, (name, seen)
+        shutil.rmtree(out)
