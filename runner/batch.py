@@ -35,7 +35,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live
-from runner.sandbox import RUN_DIRS, user_folder
+from runner.sandbox import RUN_DIRS, registry, user_folder
 from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
@@ -369,8 +369,14 @@ def _work_root() -> Iterator[Path]:
     (`$TMPDIR/runner-work/0`, or `/1`... while another batch holds `0`), because the path is
     part of the prompt (cwd): a stable prompt keeps runs reproducible and cacheable. A lock
     held for the batch tells a concurrent batch to take the next slot; whatever a killed
-    batch left in a free slot is removed first."""
+    batch left in a free slot is removed first. The folder is registered for the batch's
+    life, so every sandbox of the user's leaves it out, wherever TMPDIR puts it."""
     base = _private_run_dirs(Path(tempfile.gettempdir()) / RUN_DIRS)
+    with registry.live(Path(os.path.realpath(base))):
+        yield from _slot(base)
+
+
+def _slot(base: Path) -> Iterator[Path]:
     for slot in range(1000):
         lock = (base / f"{slot}.lock").open("w")
         try:

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runner.sandbox.bwrap import (
-    RUN_DIRS,
     BwrapExecutor,
     Limits,
     hand_over,
@@ -18,6 +17,7 @@ from runner.sandbox.bwrap import (
 )
 from runner.sandbox.local import LocalExecutor
 from runner.sandbox.policy import Policy
+from runner.sandbox.registry import RUN_DIRS
 from runner.tools import Executor
 from runner.vocabulary import SandboxMode
 

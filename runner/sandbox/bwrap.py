@@ -75,6 +75,7 @@ from runner.errors import SandboxError
 from runner.sandbox.env import sandbox_env
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
 from runner.sandbox.process import run_process
+from runner.sandbox.registry import RUN_DIRS, registered
 from runner.tools import ExecResult
 
 SANDBOX_UID = 65534
@@ -93,8 +94,6 @@ WATCH_EVERY_S = 1.0
 MAX_SHM_BYTES = 256 << 20
 """Size of the private /dev/shm (also memory): uncapped it would be half the machine's RAM.
 A write past it fails with ENOSPC in that command only."""
-RUN_DIRS = "runner-work"
-"""The folder, in a temp dir, holding a batch's run directories (runner/batch.py)."""
 TEMP_ROOTS = ("/var/tmp",)
 """Where temp dirs commonly live, besides /tmp and /dev/shm: those two are the sandbox's
 own, so nothing of the host's shows there anyway."""
@@ -613,12 +612,13 @@ class BwrapExecutor:
 
 
 def run_dirs() -> tuple[Path, ...]:
-    """Every batch's run directories (`runner-work`) found in the usual temp roots: in
-    `TEMP_ROOTS`, `$TMPDIR` and the runner's own temp dir, and in the folders right
-    below them (a CI job's `TMPDIR=/var/tmp/job-42`). The sandbox leaves them all out:
-    a root runner's batches keep each other out by file modes too, but an unprivileged
-    runner's batches share one uid, and only the mount tree can separate them. A batch
-    whose temp dir lies elsewhere is not found (README, What a command can read)."""
+    """Every batch's run directories (`runner-work`): those this uid's live batches
+    registered, wherever they are (runner/sandbox/registry.py), and those found in the
+    usual temp roots (`TEMP_ROOTS`, `$TMPDIR`, the runner's own temp dir, and the folders
+    right below them), which also finds other users' and older runners' batches. The
+    sandbox leaves them all out: a root runner's batches keep each other out by file
+    modes too, but an unprivileged runner's batches share one uid, and only the mount
+    tree can separate them."""
     tops = (*TEMP_ROOTS, os.environ.get("TMPDIR") or "", tempfile.gettempdir())
     roots = sorted({Path(os.path.realpath(t)) for t in tops if os.path.isabs(t)})
     found: list[Path] = []
@@ -634,7 +634,8 @@ def run_dirs() -> tuple[Path, ...]:
             with contextlib.suppress(OSError):
                 if stat.S_ISDIR(os.lstat(candidate).st_mode):
                     found.append(candidate)
-    return tuple(found)
+    live = [Path(os.path.realpath(p)) for p in registered()]
+    return tuple(dict.fromkeys([*found, *live]))
 
 
 SYSTEM_TOPS = frozenset(
