@@ -38,7 +38,7 @@ def make_policy(
     writable_roots: Sequence[Path] = (),
     network: bool = False,
     hidden: Sequence[Path] = (),
-    shown: Sequence[Path] = (),
+    mounted: Sequence[tuple[Path, Path]] = (),
 ) -> Policy:
     """A policy with every path resolved, as the sandbox will see it."""
 
@@ -52,7 +52,7 @@ def make_policy(
         writable_roots=roots if mode == "workspace-write" else (),
         network_access=network,
         hidden=tuple(dict.fromkeys(real(h) for h in hidden)),
-        shown=tuple(dict.fromkeys(real(s) for s in shown)),
+        mounted=tuple(dict.fromkeys((real(src), at) for src, at in mounted)),
     )
 
 

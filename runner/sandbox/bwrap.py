@@ -12,8 +12,10 @@ depth so the most specific rule wins:
                             among them), which a network namespace does not cut off
     workspace, roots        bound read-write (`workspace-write`) or read-only
     <root>/.git, .runner    read-only again
-    toolchains, skills      read-only inside hidden homes (PATH folders) and hidden
-                            repositories (skill folders); credential files in them masked
+    toolchains              read-only inside hidden homes (PATH folders); credential
+                            files in them masked
+    the skills              read-only at fixed paths under /tmp, copied by the runner
+                            (runner/skills.py), so no mount names where they came from
     the object store        read-only at a fixed path under /tmp, with the workspace's
                             `.git/objects/info/alternates` shown pointing there; it is the
                             runner's pack of what the base commit reaches, so no mount
@@ -272,8 +274,9 @@ class Layout:
     resolv: Path | None = None
     """/etc/resolv.conf's target when it lies under /run (Ubuntu), kept for the network."""
     shown: tuple[Path, ...] = ()
-    """Read-only again inside a hidden place: the PATH directories in a home, the skill
-    folders."""
+    """Read-only again inside a hidden place: the PATH directories in a home."""
+    mounted: tuple[tuple[Path, Path], ...] = ()
+    """(source, where it shows) read-only: the skills' copies (`Policy.mounted`)."""
     host: tuple[Path, ...] = ()
     """The host's entries shown read-only (see `host_view`)."""
     links: tuple[tuple[Path, str], ...] = ()
@@ -337,6 +340,8 @@ def mount_args(
         mounts.append(_Mount(root, 1, (verb, str(root), str(root))))
     for path in layout.shown:
         mounts.append(_Mount(path, 1, ("--ro-bind", str(path), str(path))))
+    for src, at in layout.mounted:
+        mounts.append(_Mount(at, 1, ("--ro-bind", str(src), str(at))))
     for path in layout.protected:
         mounts.append(_Mount(path, 2, ("--ro-bind", str(path), str(path))))
     for path, is_dir in layout.masked:
@@ -474,7 +479,7 @@ class BwrapExecutor:
         # (config, hooks) stays hidden.
         others = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects")]
         self._hidden = (*others, *homes)
-        self._shown = (*_tools_in(homes, others), *policy.shown)
+        self._shown = tuple(_tools_in(homes, others))
         credentials = [Path(os.path.realpath(h / c)) for h in homes for c in CREDENTIALS]
         self._masked = tuple(
             _existing([c for c in credentials if any(c.is_relative_to(s) for s in self._shown)])
@@ -502,6 +507,7 @@ class BwrapExecutor:
             masked=self._masked,
             resolv=self._resolv,
             shown=self._shown,
+            mounted=self.policy.mounted,
             host=tuple(self._view.binds),
             links=tuple(self._view.links),
             folders=tuple(self._view.folders),
