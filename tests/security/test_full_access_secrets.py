@@ -220,27 +220,55 @@ def test_a_full_access_command_cannot_read_the_token_of_another_runs_push(
     pushes to a slow HTTP remote that demands the token while run `b`'s command reads
     every /proc/*/cmdline, environ and fd it can open. The token reaches the remote and
     nothing `b` can read holds it."""
+    _push_window(loopback_thread, tmp_path, tmp_path, None)
+
+
+def test_an_unprivileged_full_access_command_cannot_read_the_token_of_a_push(
+    loopback_thread: ThreadFactory, tmp_path: Path, user: str
+) -> None:
+    """The same, with the runner (and so both runs' commands and git) as a fresh
+    unprivileged user: what a same-uid process may open in /proc, as on a CI runner."""
+    base = Path(tempfile.mkdtemp(prefix="runner-fa-push-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        _push_window(loopback_thread, tmp_path, base, user)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _push_window(
+    loopback_thread: ThreadFactory, remote_dir: Path, base: Path, user: str | None
+) -> None:
     from tests.loopback import last_user_text
     from tests.security.git_http import git_http_remote
 
-    seen = tmp_path / "scan.txt"
-    scanner = tmp_path / "scan.py"
+    seen = base / "scan.txt"
+    scanner = base / "scan.py"
     scanner.write_text(SCAN)
+    python = sys.executable
+    if user is not None:
+        found = shutil.which(
+            f"python{sys.version_info[0]}.{sys.version_info[1]}",
+            path="/usr/local/bin:/usr/bin:/bin",
+        )
+        if found is None:
+            pytest.skip("no system python of this version for the unprivileged user")
+        python = found
 
     def script(req: object, i: int) -> Reply:
         text = last_user_text(req)  # type: ignore[arg-type]
         if "scan-b" in text and i == 0:
-            cmd = f"{sys.executable} {scanner} {PUSH_TOKEN.encode().hex()} {seen}"
+            cmd = f"{python} {scanner} {PUSH_TOKEN.encode().hex()} {seen}"
             return reply_function_call_long(cmd, "b0")
         if "push-a" in text and i == 0:
             return sh("echo changed > a.txt", "a0")
         return reply_message("done")
 
     srv = loopback_thread(per_conversation(script))
-    repo = make_git_repo(tmp_path / "repo")
-    out = tmp_path / "out"
-    with git_http_remote(tmp_path, PUSH_TOKEN, delay_s=1.0) as remote:
-        (tmp_path / "tasks.yaml").write_text(
+    repo = make_git_repo(base / "repo")
+    out = base / "out"
+    with git_http_remote(remote_dir, PUSH_TOKEN, delay_s=1.0) as remote:
+        (base / "tasks.yaml").write_text(
             "version: 1\n"
             "providers:\n"
             f"  fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}\n"
@@ -253,7 +281,22 @@ def test_a_full_access_command_cannot_read_the_token_of_another_runs_push(
             f"  - {{id: b, prompt: scan-b, repo: '{repo}'}}\n"
         )
         env = {**os.environ, "FAKE_API_KEY": KEY, "GITHUB_TOKEN": PUSH_TOKEN}
-        argv = [sys.executable, "-m", "runner", "run", str(tmp_path / "tasks.yaml")]
+        argv = [python, "-m", "runner", "run", str(base / "tasks.yaml")]
+        if user is not None:
+            subprocess.run(["chown", "-R", f"{user}:{user}", str(base)], check=True)
+            site = next(
+                p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix)
+            )
+            src = str(Path(runner.__file__).resolve().parent.parent)
+            env = {
+                "HOME": str(base),
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "PYTHONPATH": f"{src}:{site}",
+                "TMPDIR": str(base),
+                "FAKE_API_KEY": KEY,
+                "GITHUB_TOKEN": PUSH_TOKEN,
+            }
+            argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *argv]
         proc = _run([*argv, "--out", str(out), "--concurrency", "2"], env)
         assert proc.returncode == 0, proc.stderr
         assert "not isolated from each other" in proc.stderr  # said, since not enforced
