@@ -35,7 +35,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
 from runner.run import BatchContext, TaskRun, live
-from runner.sandbox import RUN_DIRS
+from runner.sandbox import RUN_DIRS, registry, user_folder
 from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
@@ -125,7 +125,18 @@ async def run_batch(
     process, not a test's) takes the secrets out of this process's environment once they
     are copied (see `hide_own`)."""
     env = dict(os.environ if env is None else env)
-    preflight.check(tasks, file=task_file, env=env, tf=tf, models=models, budget=budget)
+    preflight.check(
+        tasks,
+        file=task_file,
+        env=env,
+        tf=tf,
+        models=models,
+        budget=budget,
+        concurrency=concurrency,
+        secret_vars=secret_vars,
+    )
+    if progress is not None:
+        _warn_unisolated(tasks, concurrency, progress)
     redact = Redactor(secrets_from_env(env, tasks, secret_vars))
     agent_env = without_secrets(env, tasks, secret_vars)
     if hide_secrets:
@@ -216,7 +227,7 @@ async def run_batch(
                 tz=tz,
                 runner_home=runner_home,
                 stop=stop,
-                hidden=(work_root.parent, out_dir, *_own_dirs(env)),
+                hidden=(work_root.parent, out_dir, *_own_dirs(env), *_task_places(task_file)),
             )
             async with anyio.create_task_group() as outer:
                 checkpoints.waiting_in = outer  # cancelled with it: the final report follows
@@ -239,6 +250,27 @@ async def run_batch(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
     return BatchResult(runs, report_path, interrupted=stop.is_set())
+
+
+def _warn_unisolated(tasks: Sequence[ResolvedTask], concurrency: int, out: IO[str]) -> None:
+    """Said before anything runs, since nothing enforces it: a full-access command is a
+    process of the runner's user on the host, so it can reach every other run of the batch
+    running beside it (its workspace, its git's pipes through /proc/<pid>/fd, its MCP
+    servers)."""
+    full = [t.run for t in tasks if t.sandbox == preflight.FULL_ACCESS]
+    if concurrency > 1 and len(tasks) > 1 and full:
+        more = f" and {len(full) - 1} more" if len(full) > 1 else ""
+        out.write(
+            safe_text(
+                f"runner: warning: {full[0]}{more} run(s) with danger-full-access at "
+                f"--concurrency {concurrency}: runs that overlap are not isolated from "
+                "each other (a full-access command can read and change the others' "
+                "workspaces and processes); use --concurrency 1 or a sandbox to keep "
+                "them apart",
+                one_line=True,
+            )
+            + "\n"
+        )
 
 
 class Checkpoints:
@@ -320,14 +352,31 @@ def _own_dirs(env: Mapping[str, str]) -> list[Path]:
     return [Path(env[k]).absolute() for k in ("RUNNER_HOME", "CODEX_HOME") if env.get(k)]
 
 
+def _task_places(task_file: str) -> list[Path]:
+    """The task file (its check commands, expected answers, the other runs' prompts) and
+    the folder holding it, when that is a folder of the user's (see `user_folder`):
+    what lies beside a benchmark's task file is the benchmark's."""
+    path = Path(os.path.realpath(task_file))
+    if not path.is_file():
+        return []
+    folder = user_folder(path.parent)
+    return [path] if folder is None else [path, folder]
+
+
 @contextmanager
 def _work_root() -> Iterator[Path]:
     """Where the run checkouts live: outside any repository, at the same path every time
     (`$TMPDIR/runner-work/0`, or `/1`... while another batch holds `0`), because the path is
     part of the prompt (cwd): a stable prompt keeps runs reproducible and cacheable. A lock
     held for the batch tells a concurrent batch to take the next slot; whatever a killed
-    batch left in a free slot is removed first."""
+    batch left in a free slot is removed first. The folder is registered for the batch's
+    life, so every sandbox of the user's leaves it out, wherever TMPDIR puts it."""
     base = _private_run_dirs(Path(tempfile.gettempdir()) / RUN_DIRS)
+    with registry.live(Path(os.path.realpath(base))):
+        yield from _slot(base)
+
+
+def _slot(base: Path) -> Iterator[Path]:
     for slot in range(1000):
         lock = (base / f"{slot}.lock").open("w")
         try:

@@ -26,6 +26,7 @@ from runner.vocabulary import Auth
 Response = httpx.Response
 AsyncClient = httpx.AsyncClient
 AsyncTransport = httpx.AsyncBaseTransport
+HTTPError = httpx.HTTPError
 """The types callers name; they come from here, not from httpx."""
 
 CONNECT_TIMEOUT_S = 10.0
@@ -236,3 +237,10 @@ def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any) ->
         return client.request(method, path, **kwargs)
     except httpx.RequestError as exc:
         raise NetworkError(type(exc).__name__) from exc
+
+
+def forwarding_client() -> httpx.AsyncClient:
+    """For the git forwarder (`workspace.authproxy`): redirects are passed back to git,
+    never followed with the token."""
+    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    return httpx.AsyncClient(timeout=timeout, follow_redirects=False)

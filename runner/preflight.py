@@ -12,12 +12,14 @@ repositories), e.g. for a lint job that validates task files without their secre
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from runner import workspace
 from runner.config import BatchLimits, Origin, ResolvedTask, TaskFile, field_line
 from runner.errors import ConfigError, Problem
+
+FULL_ACCESS = "danger-full-access"
 
 
 def _say(at: Origin, message: str) -> Problem:
@@ -33,10 +35,14 @@ def check(
     models: Sequence[str] = (),
     budget: BatchLimits | None = None,
     offline: bool = False,
+    concurrency: int | None = None,
+    secret_vars: Collection[str] = (),
 ) -> None:
     """Raise one ConfigError listing every problem found, or return. Each run says where
     its values came from (`ResolvedTask.at`); `tf` only locates `budget:`. `models` is
-    kept for callers of the old signature and not needed."""
+    kept for callers of the old signature and not needed. `concurrency` (`runner run`
+    only) and `secret_vars` (`--secret-fd`) decide which MCP secrets a full-access command
+    could read (`_mcp_secrets`)."""
     del models
     budget = budget if budget is not None else (tf.budget if tf is not None else None)
     line = field_line(tf, ("budget", "max_cost_usd")) if tf is not None else None
@@ -49,6 +55,7 @@ def check(
     if not offline:
         found += _keys(tasks, env)
         found += _repos(tasks)
+        found += _mcp_secrets(tasks, env, concurrency or 1, secret_vars)
     unique = list({str(p): p for p in found}.values())  # a defaults' problem once
     if unique:
         raise ConfigError(unique)
@@ -153,6 +160,57 @@ def _keys(tasks: Sequence[ResolvedTask], env: Mapping[str, str]) -> list[Problem
                     "--offline` skips this check",
                 )
             )
+    return out
+
+
+def _mcp_secrets(
+    tasks: Sequence[ResolvedTask],
+    env: Mapping[str, str],
+    concurrency: int,
+    secret_vars: Collection[str],
+) -> list[Problem]:
+    """A stdio MCP server holds its `env_vars` in its environment, which any process of
+    the same user reads in /proc/<pid>/environ; nothing the runner can set up on the host
+    stops that (a Landlock domain does not, measured; the server is an ordinary, dumpable
+    process). A full-access command is such a process, so a secret there is refused
+    wherever one could run beside the server: in its own run, or in any run of the batch
+    when runs overlap (`--concurrency` above 1)."""
+    full = [t for t in tasks if t.sandbox == FULL_ACCESS]
+    if not full:
+        return []
+    from runner.secret_env import without_secrets
+
+    visible = without_secrets(env, tasks, secret_vars)
+    out = []
+    for t in tasks:
+        own = t.sandbox == FULL_ACCESS
+        if not own and concurrency == 1:
+            continue
+        for name, server in sorted(t.mcp_servers.items()):
+            secret = [
+                (j, var)
+                for j, var in enumerate(server.env_vars)
+                if server.command is not None and var in env and var not in visible
+            ]
+            for j, var in secret:
+                reader = (
+                    "this run's own commands"
+                    if own
+                    else f"run {full[0].run}'s commands (danger-full-access, at "
+                    f"--concurrency {concurrency})"
+                )
+                fix = "" if own else ", run the batch with --concurrency 1"
+                out.append(
+                    _say(
+                        t.at("mcp_servers", name, "env_vars", j),
+                        f"{var} is a secret, and MCP server {name!r} would hold it in its "
+                        f"environment, where {reader} can read it (/proc/<pid>/environ: "
+                        "a danger-full-access command runs on the host as your user). "
+                        f"Allowed: no secret in this server's env_vars{fix}, a sandbox "
+                        "(workspace-write or read-only) for every run, or a `url` server "
+                        "with `bearer_token_env_var` (the runner keeps that token)",
+                    )
+                )
     return out
 
 

@@ -23,7 +23,14 @@ from runner import workspace
 from runner.agent import Outcome
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, ResolvedTask
-from runner.errors import ConfigError, EngineError, McpError, SandboxError, UnsafeFileError
+from runner.errors import (
+    ConfigError,
+    EngineError,
+    McpError,
+    SandboxError,
+    SkillError,
+    UnsafeFileError,
+)
 from runner.items import Usage
 from runner.journal import Entry, Journal
 from runner.output_schema import check_answer
@@ -31,8 +38,9 @@ from runner.progress import Progress
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog, JsonStream
-from runner.sandbox import make_executor
+from runner.sandbox import make_executor, user_folder
 from runner.sandbox.env import child_env
+from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
 from runner.vocabulary import RunStatus, SkipReason
 from runner.wiring import Clients, make_thread, sandbox_policy
@@ -207,9 +215,11 @@ class BatchContext:
 
 
 def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
-    """What the run's commands and check may not see: the batch's `hidden` and the
-    user's repository (work tree, git dirs, object stores)."""
-    return [*b.hidden, *ws.user_paths]
+    """What the run's commands and check may not see: the batch's `hidden`, the user's
+    repository (work tree, git dirs, object stores) and the folder holding it, unless
+    that is a system folder (`/srv`) or holds tools (see `user_folder`)."""
+    parent = user_folder(ws.repo.parent)
+    return [*b.hidden, *ws.user_paths, *([parent] if parent is not None else [])]
 
 
 async def live(run: TaskRun, b: BatchContext) -> None:
@@ -232,6 +242,7 @@ async def live(run: TaskRun, b: BatchContext) -> None:
         EngineError,
         SandboxError,
         McpError,
+        SkillError,
         workspace.WorkspaceError,
         UnsafeFileError,
     ) as exc:  # an instructions file changed since the pre-flight check, too
@@ -268,6 +279,7 @@ async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
             extra_tools=mcp.tools,
             redact=b.redact,
             hidden=hidden_for(b, ws),
+            skills=_staged(t, ws),
         )
         for note in notes:
             _note(run, log, b.redact(note))
@@ -281,6 +293,14 @@ async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
         for note in dict.fromkeys(thread.ctx.executor.limit_notes):
             _note(run, log, b.redact(note))
     _check_output(run)
+
+
+def _staged(t: ResolvedTask, ws: workspace.Workspace) -> Staged | None:
+    """A sandboxed run's skills, copied beside its workspace (see `skills.stage`); None
+    under danger-full-access, whose commands read them where they are."""
+    if not t.skills or t.sandbox == "danger-full-access":
+        return None
+    return stage(t.skills, ws.private_dir / "skills")
 
 
 async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:

@@ -8,7 +8,11 @@ a located configuration error, not a surprise in the middle of a run.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +25,12 @@ SKILL_FILE = "SKILL.md"
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 MAX_SKILL_FILE_BYTES = 1024 * 1024
+SKILLS_AT = Path("/tmp/.runner/skills")
+"""Where a sandbox shows the skills: `<SKILLS_AT>/<n>` is the n-th skill's folder."""
+MAX_STAGED_BYTES = 64 << 20
+"""What one skill folder may hold, all files together, to be copied for the sandbox."""
+MAX_STAGED_FILES = 10_000
+MAX_STAGED_DEPTH = 32
 _FRONT = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*\r?$", re.S | re.M)
 
 
@@ -29,7 +39,9 @@ class Skill:
     name: str
     description: str
     path: Path
-    """Absolute path of the skill's SKILL.md."""
+    """Absolute path of the skill's SKILL.md (where a link named SKILL.md leads)."""
+    folder: Path | None = dataclasses.field(default=None, compare=False)
+    """The folder holding the file named SKILL.md: what `stage` copies."""
 
 
 def load_skills(folder: Path) -> list[Skill]:
@@ -53,6 +65,11 @@ def _repository_of(path: Path) -> Path:
     return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
 
 
+def read_skill_text(path: Path) -> bytes:
+    """SKILL.md's bytes, read as `read_skill` says."""
+    return hostfs.read_inside(_repository_of(path), path, MAX_SKILL_FILE_BYTES)
+
+
 def read_skill(path: Path) -> Skill:
     """Parse SKILL.md's YAML front matter (between `---` lines): `name` and `description`.
 
@@ -60,8 +77,7 @@ def read_skill(path: Path) -> Skill:
     AGENTS.md is (`hostfs.read_inside`): a link within its repository is followed, one
     leading out of it (`/proc/self/environ`, `~/.ssh`) or into a `.git` is refused."""
     try:
-        raw = hostfs.read_inside(_repository_of(path), path, MAX_SKILL_FILE_BYTES)
-        text = raw.decode("utf-8")
+        text = read_skill_text(path).decode("utf-8")
     except OSError as exc:
         raise SkillError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnsafeFileError as exc:
@@ -93,4 +109,99 @@ def read_skill(path: Path) -> Skill:
     description = " ".join(description.split())
     if len(description) > MAX_DESCRIPTION_CHARS:
         raise SkillError(f"{path}: description is longer than {MAX_DESCRIPTION_CHARS} characters")
-    return Skill(name, description, path.resolve())
+    return Skill(name, description, path.resolve(), Path(os.path.realpath(path.parent)))
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Skills as a sandboxed run sees them: each folder copied by the runner and shown
+    at `SKILLS_AT/<n>`, so neither the prompt, nor a mount's source in
+    /proc/self/mountinfo, nor a path the model opens names the folder the skill came from
+    (often the user's repository)."""
+
+    skills: tuple[Skill, ...]
+    """As the prompt lists them (the path of the copy's SKILL.md inside the sandbox)."""
+    mounts: tuple[tuple[Path, Path], ...]
+    """(the copy on the host, where the sandbox shows it), read-only."""
+
+
+def stage(skills: Sequence[Skill], into: Path) -> Staged:
+    """Copy each skill's folder into `into/<n>` (the run's private dir). Only folders and
+    regular files are copied, at most `MAX_STAGED_BYTES` a skill; a link is copied as the
+    file it leads to while that stays inside the skill's own folder, and left out
+    otherwise (a link to the repository's `.env` must not carry it into the sandbox);
+    SKILL.md, read already, may lead anywhere in its repository (`read_skill`). SkillError
+    when a folder is too big."""
+    shown: list[Skill] = []
+    mounts: list[tuple[Path, Path]] = []
+    _folder(into)
+    for n, skill in enumerate(skills):
+        copy, at = into / str(n), SKILLS_AT / str(n)
+        folder = skill.folder or skill.path.parent
+        _copy_folder(folder, copy, folder)
+        if not os.path.lexists(copy / SKILL_FILE):  # a link out of the folder
+            try:
+                text = read_skill_text(folder / SKILL_FILE)
+            except (OSError, UnsafeFileError) as exc:
+                raise SkillError(f"cannot read {folder / SKILL_FILE}: {exc}") from None
+            _write(copy / SKILL_FILE, text, executable=False)
+        shown.append(dataclasses.replace(skill, path=at / SKILL_FILE))
+        mounts.append((copy, at))
+    return Staged(tuple(shown), tuple(mounts))
+
+
+def _copy_folder(src: Path, dst: Path, inside: Path) -> None:
+    budget = [MAX_STAGED_BYTES, MAX_STAGED_FILES]
+    todo = [(src, dst, 0)]
+    while todo:
+        here, there, depth = todo.pop()
+        _folder(there)
+        try:
+            names = sorted(os.listdir(here))
+        except OSError as exc:
+            raise SkillError(f"cannot list {here}: {exc.strerror or exc}") from None
+        for name in names:
+            path = here / name
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and depth < MAX_STAGED_DEPTH and name != ".git":
+                todo.append((path, there / name, depth + 1))
+            elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+                _copy_file(path, there / name, inside, budget)
+
+
+def _copy_file(path: Path, dst: Path, inside: Path, budget: list[int]) -> None:
+    try:
+        data = hostfs.read_inside(inside, path, budget[0] + 1)
+        executable = os.stat(path).st_mode & 0o111
+    except (OSError, UnsafeFileError):
+        return  # a link out of the repository, or to a folder: not part of the copy
+    budget[0] -= len(data)
+    budget[1] -= 1
+    if budget[0] < 0 or budget[1] < 0:
+        raise SkillError(
+            f"{path.parent}: the skill's folder holds more than {MAX_STAGED_BYTES >> 20} MiB "
+            f"or {MAX_STAGED_FILES} files, too much to copy for the sandbox; keep a "
+            "skill's folder to its SKILL.md and what it uses"
+        )
+    _write(dst, data, executable=bool(executable))
+
+
+def _write(dst: Path, data: bytes, *, executable: bool) -> None:
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, 0o755 if executable else 0o644)
+    finally:
+        os.close(fd)
+
+
+def _folder(path: Path) -> None:
+    """Made readable by the sandbox's user (nobody, for a root runner), whatever the
+    umask."""
+    os.mkdir(path, 0o755)
+    os.chmod(path, 0o755)

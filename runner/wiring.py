@@ -27,6 +27,7 @@ from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
 from runner.sizes import SizeCaps
+from runner.skills import Staged
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.hosted import WebSearchTool
@@ -183,14 +184,17 @@ def make_thread(
     extra_tools: Sequence[Tool] = (),
     redact: Redactor | None = None,
     hidden: Sequence[Path] = (),
+    skills: Staged | None = None,
 ) -> tuple[Thread, list[str]]:
     """The run's thread, and a note for each AGENTS.md the prompt left out. `hidden`:
-    what the sandbox hides besides the runs' directory (see `sandbox_policy`)."""
+    what the sandbox hides besides the runs' directory (see `sandbox_policy`); `skills`:
+    the task's skills as a sandboxed run sees them (`skills.stage`), else where they are."""
     from runner import compaction
 
+    staged = skills if skills is not None else Staged(t.skills, ())
     extra, reasoning, text = sampling(t.model_options)
     # One policy for what the sandbox enforces and what the model is told.
-    policy = sandbox_policy(t, cwd, hidden)
+    policy = sandbox_policy(t, cwd, hidden, staged.mounts)
     executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
     context, notes = prompts.initial_context(
         cwd=cwd,
@@ -203,7 +207,7 @@ def make_thread(
         current_date=today,
         timezone=tz,
         permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
-        skills=prompts.skills_instructions(t.skills, context_window=t.context_window),
+        skills=prompts.skills_instructions(staged.skills, context_window=t.context_window),
     )
     if t.output_schema is not None:
         text = {**(text or {}), "format": text_format(t.output_schema)}
@@ -245,18 +249,23 @@ def make_thread(
     return Thread(spec, model, tools, ctx, log), notes
 
 
-def sandbox_policy(t: ResolvedTask, cwd: Path, hidden: Sequence[Path] = ()) -> Policy:
+def sandbox_policy(
+    t: ResolvedTask,
+    cwd: Path,
+    hidden: Sequence[Path] = (),
+    mounted: Sequence[tuple[Path, Path]] = (),
+) -> Policy:
     """The policy of a run's commands and its check. Hidden: the runs' directory (cwd's
     parent: the other runs and the runner's private git dirs) and `hidden` (the batch
-    adds the out dir, the user's repository...); shown again inside hidden places: the
-    skill folders, whose `SKILL.md` the model opens itself."""
+    adds the out dir, the user's repository...); `mounted`: the copies of the skills,
+    whose `SKILL.md` the model opens itself (the check needs none)."""
     return make_policy(
         t.sandbox,
         workspace=cwd,
         writable_roots=t.writable_roots,
         network=t.network_access,
         hidden=[cwd.parent, *hidden],
-        shown=[s.path.parent for s in t.skills],
+        mounted=mounted,
     )
 
 

@@ -199,5 +199,6 @@ tasks:
     )
     assert res.returncode == 0, res.stderr
     developer = srv.requests[0].json["input"][0]["content"]
-    path = (tmp_path / "skills" / "lint" / "SKILL.md").resolve()
+    # The sandbox shows the runner's copy of the skill at a fixed path (issue 25).
+    path = "/tmp/.runner/skills/0/SKILL.md"
     assert f"- lint-fix: Fix lint errors. (file: {path})" in developer[-1]["text"]

@@ -8,13 +8,27 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.sandbox.bwrap import RUN_DIRS, BwrapExecutor, Limits, hand_over, probe
+from runner.sandbox.bwrap import (
+    BwrapExecutor,
+    Limits,
+    hand_over,
+    probe,
+    user_folder,
+)
 from runner.sandbox.local import LocalExecutor
 from runner.sandbox.policy import Policy
+from runner.sandbox.registry import RUN_DIRS
 from runner.tools import Executor
 from runner.vocabulary import SandboxMode
 
-__all__ = ["RUN_DIRS", "Policy", "SandboxMode", "make_executor", "make_policy"]
+__all__ = [
+    "RUN_DIRS",
+    "Policy",
+    "SandboxMode",
+    "make_executor",
+    "make_policy",
+    "user_folder",
+]
 
 
 def make_policy(
@@ -24,7 +38,7 @@ def make_policy(
     writable_roots: Sequence[Path] = (),
     network: bool = False,
     hidden: Sequence[Path] = (),
-    shown: Sequence[Path] = (),
+    mounted: Sequence[tuple[Path, Path]] = (),
 ) -> Policy:
     """A policy with every path resolved, as the sandbox will see it."""
 
@@ -38,7 +52,7 @@ def make_policy(
         writable_roots=roots if mode == "workspace-write" else (),
         network_access=network,
         hidden=tuple(dict.fromkeys(real(h) for h in hidden)),
-        shown=tuple(dict.fromkeys(real(s) for s in shown)),
+        mounted=tuple(dict.fromkeys((real(src), at) for src, at in mounted)),
     )
 
 

@@ -12,8 +12,10 @@ depth so the most specific rule wins:
                             among them), which a network namespace does not cut off
     workspace, roots        bound read-write (`workspace-write`) or read-only
     <root>/.git, .runner    read-only again
-    toolchains, skills      read-only inside hidden homes (PATH folders) and hidden
-                            repositories (skill folders); credential files in them masked
+    toolchains              read-only inside hidden homes (PATH folders); credential
+                            files in them masked
+    the skills              read-only at fixed paths under /tmp, copied by the runner
+                            (runner/skills.py), so no mount names where they came from
     the object store        read-only at a fixed path under /tmp, with the workspace's
                             `.git/objects/info/alternates` shown pointing there; it is the
                             runner's pack of what the base commit reaches, so no mount
@@ -75,6 +77,7 @@ from runner.errors import SandboxError
 from runner.sandbox.env import sandbox_env
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
 from runner.sandbox.process import run_process
+from runner.sandbox.registry import RUN_DIRS, registered
 from runner.tools import ExecResult
 
 SANDBOX_UID = 65534
@@ -93,8 +96,6 @@ WATCH_EVERY_S = 1.0
 MAX_SHM_BYTES = 256 << 20
 """Size of the private /dev/shm (also memory): uncapped it would be half the machine's RAM.
 A write past it fails with ENOSPC in that command only."""
-RUN_DIRS = "runner-work"
-"""The folder, in a temp dir, holding a batch's run directories (runner/batch.py)."""
 TEMP_ROOTS = ("/var/tmp",)
 """Where temp dirs commonly live, besides /tmp and /dev/shm: those two are the sandbox's
 own, so nothing of the host's shows there anyway."""
@@ -273,8 +274,9 @@ class Layout:
     resolv: Path | None = None
     """/etc/resolv.conf's target when it lies under /run (Ubuntu), kept for the network."""
     shown: tuple[Path, ...] = ()
-    """Read-only again inside a hidden place: the PATH directories in a home, the skill
-    folders."""
+    """Read-only again inside a hidden place: the PATH directories in a home."""
+    mounted: tuple[tuple[Path, Path], ...] = ()
+    """(source, where it shows) read-only: the skills' copies (`Policy.mounted`)."""
     host: tuple[Path, ...] = ()
     """The host's entries shown read-only (see `host_view`)."""
     links: tuple[tuple[Path, str], ...] = ()
@@ -338,6 +340,8 @@ def mount_args(
         mounts.append(_Mount(root, 1, (verb, str(root), str(root))))
     for path in layout.shown:
         mounts.append(_Mount(path, 1, ("--ro-bind", str(path), str(path))))
+    for src, at in layout.mounted:
+        mounts.append(_Mount(at, 1, ("--ro-bind", str(src), str(at))))
     for path in layout.protected:
         mounts.append(_Mount(path, 2, ("--ro-bind", str(path), str(path))))
     for path, is_dir in layout.masked:
@@ -475,7 +479,7 @@ class BwrapExecutor:
         # (config, hooks) stays hidden.
         others = [*policy.hidden, *(s.parent for s in self._stores if s.name == "objects")]
         self._hidden = (*others, *homes)
-        self._shown = (*_tools_in(homes, others), *policy.shown)
+        self._shown = tuple(_tools_in(homes, others))
         credentials = [Path(os.path.realpath(h / c)) for h in homes for c in CREDENTIALS]
         self._masked = tuple(
             _existing([c for c in credentials if any(c.is_relative_to(s) for s in self._shown)])
@@ -503,6 +507,7 @@ class BwrapExecutor:
             masked=self._masked,
             resolv=self._resolv,
             shown=self._shown,
+            mounted=self.policy.mounted,
             host=tuple(self._view.binds),
             links=tuple(self._view.links),
             folders=tuple(self._view.folders),
@@ -613,12 +618,13 @@ class BwrapExecutor:
 
 
 def run_dirs() -> tuple[Path, ...]:
-    """Every batch's run directories (`runner-work`) found in the usual temp roots: in
-    `TEMP_ROOTS`, `$TMPDIR` and the runner's own temp dir, and in the folders right
-    below them (a CI job's `TMPDIR=/var/tmp/job-42`). The sandbox leaves them all out:
-    a root runner's batches keep each other out by file modes too, but an unprivileged
-    runner's batches share one uid, and only the mount tree can separate them. A batch
-    whose temp dir lies elsewhere is not found (README, What a command can read)."""
+    """Every batch's run directories (`runner-work`): those this uid's live batches
+    registered, wherever they are (runner/sandbox/registry.py), and those found in the
+    usual temp roots (`TEMP_ROOTS`, `$TMPDIR`, the runner's own temp dir, and the folders
+    right below them), which also finds other users' and older runners' batches. The
+    sandbox leaves them all out: a root runner's batches keep each other out by file
+    modes too, but an unprivileged runner's batches share one uid, and only the mount
+    tree can separate them."""
     tops = (*TEMP_ROOTS, os.environ.get("TMPDIR") or "", tempfile.gettempdir())
     roots = sorted({Path(os.path.realpath(t)) for t in tops if os.path.isabs(t)})
     found: list[Path] = []
@@ -634,7 +640,31 @@ def run_dirs() -> tuple[Path, ...]:
             with contextlib.suppress(OSError):
                 if stat.S_ISDIR(os.lstat(candidate).st_mode):
                     found.append(candidate)
-    return tuple(found)
+    live = [Path(os.path.realpath(p)) for p in registered()]
+    return tuple(dict.fromkeys([*found, *live]))
+
+
+SYSTEM_TOPS = frozenset(
+    {"usr", "etc", "var", "opt", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "nix"}
+    | {"snap", "boot", "sys", *PROVIDED}
+)
+"""Top-level folders whose own folders hold the tools and their data (`/usr/share`,
+`/var/lib`, `/opt/conda`): never hidden whole as a user's folder."""
+
+
+def user_folder(path: Path) -> Path | None:
+    """`path` resolved, when the sandbox may hide it whole as a folder of the user's (the
+    one holding the task file, or the repository): two levels below `/` or deeper (three
+    under `SYSTEM_TOPS`) and holding no PATH directory, so the tools a command needs stay.
+    `/srv/bench` is such a folder; `/srv`, `/usr/local` and `/var/tmp` are not."""
+    real = Path(os.path.realpath(path))
+    depth = len(real.parts) - 1
+    if depth < 2 or (real.parts[1] in SYSTEM_TOPS and depth < 3):
+        return None
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if os.path.isabs(entry) and Path(os.path.realpath(entry)).is_relative_to(real):
+            return None
+    return real
 
 
 def _homes(host: Host) -> list[Path]:

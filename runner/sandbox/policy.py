@@ -41,9 +41,10 @@ class Policy:
     network_access: bool = False
     hidden: tuple[Path, ...] = ()
     """Absent inside the sandbox (the runs' directory, the out dir, the user's
-    repository...), except for the workspace, the writable roots and `shown` within."""
-    shown: tuple[Path, ...] = ()
-    """Shown read-only even inside a hidden place (skill folders)."""
+    repository...), except for the workspace and the writable roots within."""
+    mounted: tuple[tuple[Path, Path], ...] = ()
+    """(a folder on the host, where the sandbox shows it) read-only: the skills, copied
+    by the runner (runner/skills.py `stage`)."""
 
     @property
     def sandboxed(self) -> bool:

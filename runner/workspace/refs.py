@@ -3,8 +3,8 @@ that still points at the commit recorded for it (compare-and-delete)."""
 
 from __future__ import annotations
 
-import base64
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -13,10 +13,12 @@ import anyio
 
 from runner import hostfs
 from runner.errors import GitError, UnsafeFileError, WorkspaceError
+from runner.workspace.authproxy import is_http, local_urls, run_git_via_forwarder
 from runner.workspace.git import (
     PUSH_PROTOCOLS,
     common_dir,
-    config_env,
+    git_argv,
+    git_env,
     git_out,
     read_git,
     ref_lock,
@@ -28,9 +30,9 @@ from runner.workspace.types import PushResult, Workspace
 async def push(repo: Path, branch: str, *, remote: str, token: str | None = None) -> PushResult:
     """Push a result branch to `remote` (a remote name or URL), creating it there only.
 
-    The token travels as an `http.extraHeader` in the child's environment
-    (`GIT_CONFIG_COUNT`/`KEY`/`VALUE`), never in argv or a URL, so it shows up in no
-    process list, error message or return value. `--force-with-lease=<ref>:` makes the
+    The token never reaches git: git talks to a forwarder inside the runner that adds it
+    (`authproxy`), so no process list, `/proc/<pid>/environ` or fd, error message or
+    return value shows it. `--force-with-lease=<ref>:` makes the
     push fail instead of moving a branch that already exists on the remote.
     """
     return await anyio.to_thread.run_sync(
@@ -79,20 +81,17 @@ def remote_tip(
     commit fetched into `repo`'s object store (no ref is written) so it can be read."""
     _check_branch(branch)
     ref = f"refs/heads/{branch}"
-    url, env, secrets = _remote(repo, remote, token)
-    listed = run_git(
-        ["ls-remote", "--", url, ref], cwd=repo, env=env, secrets=secrets, protocols=PUSH_PROTOCOLS
-    )
-    fields = listed.stdout.decode().split()
+    url = _remote(repo, remote)
+    listed = _remote_git(lambda u: ["ls-remote", "--", u, ref], url, token, cwd=repo)
+    fields = listed.decode().split()
     if not fields:
         return None, ""
     sha = fields[0]
-    run_git(
-        ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, ref],
+    _remote_git(
+        lambda u: ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", u, ref],
+        url,
+        token,
         cwd=repo,
-        env=env,
-        secrets=secrets,
-        protocols=PUSH_PROTOCOLS,
     )
     shown = read_git(repo, "show", "-s", "--format=%cn <%ce>%n%B", sha)
     return sha, shown.stdout if shown.returncode == 0 else ""
@@ -104,15 +103,13 @@ def fetch_detached_sync(dest: Path, url: str, ref: str, *, token: str | None = N
     no credentials and no remote, so nothing the agent runs there can push."""
     if url.startswith("-") or any(ord(c) < 0x20 for c in url):
         raise WorkspaceError(f"{url!r} is not a repository URL")
-    env, secrets = _auth(token)
     dest.mkdir(parents=True)
     run_git(["init", "--quiet", str(dest)])
-    run_git(
-        ["fetch", "--quiet", "--no-tags", "--depth=1", "--", url, ref],
+    _remote_git(
+        lambda u: ["fetch", "--quiet", "--no-tags", "--depth=1", "--", u, ref],
+        url,
+        token,
         cwd=dest,
-        env=env,
-        secrets=secrets,
-        protocols=PUSH_PROTOCOLS,
     )
     run_git(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=dest)
     (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
@@ -125,36 +122,57 @@ def _check_branch(branch: str) -> None:
         raise WorkspaceError(f"branch {branch!r} is not a valid branch name")
 
 
-def _auth(token: str | None) -> tuple[dict[str, str], list[str]]:
-    """The token as an `http.extraHeader` in git's environment (see `push`)."""
-    if not token:
-        return {}, []
-    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    header = f"Authorization: Basic {basic}"
-    return config_env([("http.extraHeader", header)]), [header, basic, token]
-
-
-def _remote(repo: Path, remote: str, token: str | None) -> tuple[str, dict[str, str], list[str]]:
-    """The URL of `remote` (a name or URL) and the environment that authenticates to it.
-    A name is used by its URL: pushing to the name would also write
-    refs/remotes/<name>/<branch> into the user's repository."""
+def _remote(repo: Path, remote: str) -> str:
+    """The URL of `remote` (a name or URL). A name is used by its URL: pushing to the name
+    would also write refs/remotes/<name>/<branch> into the user's repository."""
     if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
         raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
     named = run_git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
     url = named.stdout.decode().strip() if named.returncode == 0 else remote
     if url.startswith("-"):
         raise WorkspaceError(f"remote {remote!r} has an unusable push URL")
-    return (url, *_auth(token))
+    return url
+
+
+def _remote_git(
+    args_for: Callable[[str], list[str]],
+    url: str,
+    token: str | None,
+    *,
+    cwd: Path,
+    timeout: float | None = None,
+) -> bytes:
+    """Its stdout. A git command that talks to `url`. With a token and an HTTP(S) URL, git is given
+    the runner's forwarder instead of `url` (see `authproxy`); other URLs (file, ssh)
+    get no token."""
+    if not token or not is_http(url):
+        return run_git(args_for(url), cwd=cwd, protocols=PUSH_PROTOCOLS, timeout=timeout).stdout
+    proc, local = run_git_via_forwarder(
+        lambda u: git_argv(args_for(u)),
+        url=url,
+        token=token,
+        cwd=str(cwd),
+        env=git_env(protocols=PUSH_PROTOCOLS),
+        timeout=timeout,
+    )
+    shown = args_for(url)
+    if proc.returncode == -1:
+        raise GitError(["git", *shown], -1, f"no answer within {timeout:g} s; stopped", shown)
+    if proc.returncode != 0:
+        err = local_urls(
+            proc.stderr.decode(errors="replace"), [local, local.rsplit("/", 1)[0]], url
+        )
+        raise GitError(["git", *shown], proc.returncode, err.replace(token, "[REDACTED]"), shown)
+    return proc.stdout
 
 
 def _push(repo: Path, remote: str, refspec: str, *, lease: str, token: str | None) -> None:
-    url, env, secrets = _remote(repo, remote, token)
-    run_git(
-        ["push", "--porcelain", "--no-verify", f"--force-with-lease={lease}", url, refspec],
+    url = _remote(repo, remote)
+    _remote_git(
+        lambda u: ["push", "--porcelain", "--no-verify", f"--force-with-lease={lease}", u, refspec],
+        url,
+        token,
         cwd=repo,
-        env=env,
-        secrets=secrets,
-        protocols=PUSH_PROTOCOLS,
         timeout=PUSH_TIMEOUT_S,
     )
 

@@ -227,44 +227,47 @@ def test_a_command_cannot_find_or_read_the_users_repository(
         assert not _names(where, path), (path, where)
 
 
-def test_a_skill_folder_in_the_repository_stays_readable(
-    loopback_thread: ThreadFactory, tmp_path: Path
+def test_a_skill_in_the_repository_is_readable_without_naming_the_repository(
+    loopback_thread: ThreadFactory, who: Who
 ) -> None:
-    """The model opens a skill's SKILL.md itself: a skill kept in the hidden repository is
-    shown at its own path, and nothing else of the repository is."""
-    if os.geteuid() != 0:
-        pytest.skip("places the repository under /srv: needs root")
+    """The model opens a skill's SKILL.md itself (and runs its scripts). Review 2 of issue
+    25, item 4: a skill kept in the hidden repository is shown from the runner's copy at
+    a fixed path, so neither the prompt, nor the mount table, nor any path names the
+    repository, and nothing else of the repository is readable."""
     place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/srv"))
     try:
         place.chmod(0o755)
         repo = _repo(place)
         skill = repo / "skills" / "notes"
-        skill.mkdir(parents=True)
+        (skill / "scripts").mkdir(parents=True)
         (skill / "SKILL.md").write_text("---\nname: notes\ndescription: d\n---\nskill-body-1f\n")
-        probe = f"cat {skill}/SKILL.md {repo}/.env; ls {repo}"
+        (skill / "scripts" / "run.sh").write_text("#!/bin/sh\necho script-ran-4b\n")
+        (skill / "scripts" / "run.sh").chmod(0o755)
+        os.symlink("../../.env", skill / "env-link")  # out of the skill: left out
+        os.symlink("/etc/hostname", skill / "out-link")
+        at = "/tmp/.runner/skills/0"
+        probe = (
+            f"cat {at}/SKILL.md; {at}/scripts/run.sh; ls -a {at}; "
+            f"cat {at}/env-link {at}/out-link; echo ==WHERE==; "
+            f"cat /proc/self/mountinfo; echo ==END==; cat {skill}/SKILL.md {repo}/.env; "
+            f"ls {repo}; echo probe-done"
+        )
         steps = {"t": [sh(probe, "c"), reply_message("done")]}
         srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
-        extra = f"  skills: ['{skill}']"
         out = place / "out"
-        env = {**os.environ, "PATH": PATH, "FAKE_API_KEY": KEY}
-        res = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "runner",
-                "run",
-                tasks(place, srv.base_url, repo, ["t"], extra=extra),
-            ]
-            + ["--out", str(out)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        task_file = tasks(place, srv.base_url, repo, ["t"], extra=f"  skills: ['{skill}']")
+        who.own(place)
+        res = who.cli("run", task_file, "--out", out)
         assert res.returncode == 0, res.stderr
         seen = _outputs(out, "t")
-        assert "skill-body-1f" in seen and ENV_CANARY not in seen, seen
-        assert "README.md" not in seen, seen
+        assert "probe-done" in seen and "skill-body-1f" in seen, seen
+        assert "script-ran-4b" in seen, seen
+        assert seen.count("skill-body-1f") == 1, "read at the real path too"
+        assert ENV_CANARY not in seen and "README.md" not in seen, seen
+        where = seen.split("==WHERE==")[1].split("==END==")[0]
+        assert not _names(where, repo) and not _names(where, place), where
+        first = srv.requests[0].raw.decode()
+        assert f"{at}/SKILL.md" in first and str(place) not in first
     finally:
         shutil.rmtree(place, ignore_errors=True)
 
@@ -385,10 +388,8 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
     anyone may enter), batch B with its usual TMPDIR at the same time. B's command
     looks for A's live workspace, A's private dir and its objects by their known paths
     and finds nothing there, while B's own workspace works. `deep`: A's TMPDIR lies
-    where the sandbox does not look for run directories; a root runner's modes alone
-    keep B's commands (nobody) out."""
-    if deep and who.name is not None:
-        pytest.skip("one uid, a temp dir the sandbox does not look in: README says so")
+    where no search of the temp roots finds it (review 2 of issue 25, item 3): A's
+    registered `runner-work` is left out all the same, also for one unprivileged uid."""
     place = Path(tempfile.mkdtemp(prefix="runner-iso-", dir="/var/tmp"))
     place.chmod(0o755)
     tmp_a = Path(tempfile.mkdtemp(prefix="runner-iso-tmpA-", dir="/var/tmp"))
@@ -449,3 +450,39 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
     finally:
         shutil.rmtree(place, ignore_errors=True)
         shutil.rmtree(tmp_a.parents[1] if deep else tmp_a, ignore_errors=True)
+
+
+def test_a_command_cannot_read_the_task_file_or_what_lies_beside_it(
+    loopback_thread: ThreadFactory, who: Who, place: Path
+) -> None:
+    """Review 2 of issue 25, item 5: a benchmark keeps its task file (check commands,
+    expected answers) and an answers file beside the repository. The command knows their
+    paths (it may guess them from its own) and reads neither, and the folder holding them
+    lists nothing; the task file is hidden even in a folder that stays shown (`/var/x`)."""
+    bench = place / "bench"
+    bench.mkdir()
+    repo = _repo(bench)
+    answer = "expected-answer-canary-" + secrets.token_hex(4)
+    (bench / "answers.txt").write_text(answer + "\n")
+    probe = (
+        f"cat {bench}/tasks.yaml {bench}/answers.txt {place}/top.yaml; "
+        f"echo listed: $(ls -a {bench} {place}); echo probe-done"
+    )
+    steps = {"t": [sh(probe, "c"), reply_message("done")]}
+    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    task_file = tasks(bench, srv.base_url, repo, ["t"], extra=f"# {answer}-in-tasks")
+    who.own(place)
+    out = bench / "out"
+    for file in (task_file, place / "top.yaml"):
+        if file != task_file:  # a task file right under a folder that stays shown
+            shutil.copy(task_file, file)
+            who.own(file)
+        res = who.cli("run", file, "--out", out)
+        assert res.returncode == 0, res.stderr
+        seen = _outputs(out, "t")
+        assert "probe-done" in seen, seen
+        assert answer not in seen, seen
+        listed = seen.split("listed:")[-1]
+        for name in ("answers.txt", "tasks.yaml", "top.yaml", "repo", "out"):
+            assert name not in listed, (name, seen)
+        shutil.rmtree(out)
