@@ -101,9 +101,22 @@ class _Origins:
                 candidates.append(("models", model, *parts))
             candidates.append(("defaults", *parts))
             for cand in candidates:
-                found = found or self.here(cand)
+                if found is None and (found := self.here(cand)) is not None:
+                    out.update(self.below(cand, key))
             out[key] = found or Origin(file=self.file, line=own.line, field=dotted((*task, *parts)))
         return out
+
+    def below(self, path: Path_, key: str) -> dict[str, Origin]:
+        """Origins of the entries inside a mapping or list value (`mcp_servers.calc.env_vars.1`),
+        so a problem with one entry names its own line."""
+        n = len(path)
+        return {
+            ".".join([key, *map(str, sub[n:])]): Origin(
+                file=self.file, line=line, field=dotted(sub)
+            )
+            for sub, line in self.lines.items()
+            if len(sub) > n and sub[:n] == path
+        }
 
 
 def expand(
