@@ -52,7 +52,9 @@ def layers() -> list[list[str]]:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
     for c in conf["tool"]["importlinter"]["contracts"]:
         if c["type"] == "layers":
-            return [[m.strip() for m in layer.replace("|", ":").split(":")] for layer in c["layers"]]
+            return [
+                [m.strip() for m in layer.replace("|", ":").split(":")] for layer in c["layers"]
+            ]
     raise SystemExit("no layers contract in pyproject.toml")
 
 
