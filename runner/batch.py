@@ -31,10 +31,11 @@ from runner.errors import RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
 from runner.progress import Progress, QuietProgress, make_progress, safe_text
+from runner.record import Finished, RunRecord
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
-from runner.run import BatchContext, TaskRun, live
+from runner.run import BatchContext, live
 from runner.sandbox import RUN_DIRS, registry, user_folder
 from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
@@ -51,9 +52,10 @@ if TYPE_CHECKING:
     from runner.reports.model import Report, TaskReport  # loaded when the first run ends
 
 
-@dataclass
+@dataclass(frozen=True)
 class BatchResult:
-    runs: list[TaskRun]
+    runs: list[Finished]
+    """Every run in task-file order, with its report entry."""
     report_path: Path
     interrupted: bool = False
 
@@ -154,26 +156,27 @@ async def run_batch(
     started = dt.datetime.now(dt.UTC)
     today, tz = clock.today(), clock.local_timezone()
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
-    runs: list[TaskRun] = [TaskRun(t, None, f"threads/{t.run}.jsonl") for t in tasks]
     order = {f: i for i, f in enumerate(plan.fingerprints)}
-    resumed = 0
-    for run in runs:
-        kept = done(previous.get(run.task.fingerprint))
+    finished: dict[str, Finished] = {}
+    for t in tasks:
+        kept = done(previous.get(t.fingerprint))
         if kept is not None:
-            run.report = kept.model_copy(update={"index": order.get(run.task.fingerprint)})
-            resumed += 1
+            entry = kept.model_copy(update={"index": order.get(t.fingerprint)})
+            finished[t.fingerprint] = Finished(None, entry)
+    resumed = len(finished)
+    skipped: dict[str, RunRecord] = {}  # runs the batch budget kept from starting
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     spend = BatchSpend(budget)
     show: Progress = make_progress(progress) if progress is not None else QuietProgress()
     if resumed and progress is not None:
         progress.write(
             safe_text(
-                f"resuming batch {run_id}: {resumed} of {len(runs)} runs already finished",
+                f"resuming batch {run_id}: {resumed} of {len(tasks)} runs already finished",
                 one_line=True,
             )
             + "\n"
         )
-    show.start(len(runs) - resumed)
+    show.start(len(tasks) - resumed)
 
     def report_of(tasks: list[TaskReport], pending: int = 0) -> Report:
         """The batch's report of these runs, as of now (checkpoints and the final one)."""
@@ -191,19 +194,20 @@ async def run_batch(
         )
 
     def so_far() -> Report:
-        finished = [r.report for r in runs if r.report is not None]
-        return report_of(finished, pending=len(runs) - len(finished))
+        now = [f.report for t in tasks if (f := finished.get(t.fingerprint)) is not None]
+        return report_of(now, pending=len(tasks) - len(now))
 
     checkpoints = Checkpoints(so_far, out_dir, redact)
 
-    async def one(run: TaskRun, ctx: BatchContext) -> None:
+    async def one(t: ResolvedTask, ctx: BatchContext) -> None:
         async with limiter:
             why = spend.exceeded()
             if why is not None:
-                run.skipped, run.error = "budget", f"not started: {why}"
+                skipped[t.fingerprint] = RunRecord(
+                    t, events_file(t), skipped="budget", notes=(f"not started: {why}",)
+                )
                 return
-            run.skipped = run.error = None
-            await live(run, ctx)
+            await live(RunRecord(t, events_file(t)), ctx)
             await checkpoints.due()
 
     stop = anyio.Event()
@@ -227,25 +231,27 @@ async def run_batch(
                 tz=tz,
                 runner_home=runner_home,
                 stop=stop,
+                finished=finished,
                 hidden=(work_root.parent, out_dir, *_own_dirs(env), *_task_places(task_file)),
             )
             async with anyio.create_task_group() as outer:
                 checkpoints.waiting_in = outer  # cancelled with it: the final report follows
                 outer.start_soon(_stop_on_signal, outer.cancel_scope, stop, ctx.checks)
                 async with anyio.create_task_group() as tg:
-                    for run in runs:
-                        if run.report is None:
-                            # What it stays if a signal comes before it starts.
-                            run.skipped, run.error = "interrupted", "interrupted before it started"
-                            tg.start_soon(one, run, ctx)
+                    for t in tasks:
+                        if t.fingerprint not in finished:
+                            tg.start_soon(one, t, ctx)
                 outer.cancel_scope.cancel()
     show.close()
     await checkpoints.settled()  # a checkpoint still writing must not land after this
     from runner.reports.files import write_reports
 
-    report = report_of(
-        [r.report if r.report is not None else run_report(r, out_dir, redact, order) for r in runs]
-    )
+    runs = [
+        finished.get(t.fingerprint)
+        or _unfinished(skipped.get(t.fingerprint) or _not_started(t), out_dir, redact, order)
+        for t in tasks
+    ]
+    report = report_of([f.report for f in runs])
     report_path = write_reports(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
@@ -271,6 +277,23 @@ def _warn_unisolated(tasks: Sequence[ResolvedTask], concurrency: int, out: IO[st
             )
             + "\n"
         )
+
+
+def events_file(t: ResolvedTask) -> str:
+    return f"threads/{t.run}.jsonl"
+
+
+def _not_started(t: ResolvedTask) -> RunRecord:
+    """A run a signal stopped before it started."""
+    return RunRecord(
+        t, events_file(t), skipped="interrupted", notes=("interrupted before it started",)
+    )
+
+
+def _unfinished(
+    rec: RunRecord, out_dir: Path, redact: Redactor, order: Mapping[str, int]
+) -> Finished:
+    return Finished(rec, run_report(rec, out_dir, redact, order))
 
 
 class Checkpoints:

@@ -392,9 +392,11 @@ def _run(args: argparse.Namespace) -> int:
         # From the report entries: redacted, and only runs of this session answer.
         _print_answers(
             [
-                f"--- {run.task.run}\n{run.report.final_message}"
+                f"--- {run.report.run}\n{run.report.final_message}"
                 for run in result.runs
-                if run.outcome is not None and run.report is not None and run.report.final_message
+                if run.record is not None
+                and run.record.outcome is not None
+                and run.report.final_message
             ]
         )
     _say(f"report: {result.report_path}", stream=err, one_line=True)

@@ -1,29 +1,29 @@
 """A finished run's entry in report.json: what it did, what it cost, how it ended, made
-from its `TaskRun` once, redacted once (the journal and every report are made from it).
+from its `RunRecord` in one pass and redacted once, value by value (the journal and every
+report are made from it).
 
 The report modules are imported when a run ends, not at start-up (bench/overhead.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.budget import cost_usd, price_of
 from runner.items import Usage
+from runner.record import RunRecord, error_of, status_of
 from runner.redact import Redactor
 from runner.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     from runner.reports.model import TaskReport
-    from runner.run import TaskRun
 
 
-def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
-    """The run's entry in report.json, before cost, order and redaction (`run_report`).
-    The report modules are imported here, when a run ends: start-up does not pay them."""
+def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> TaskReport:
+    """The run's entry in report.json, before redaction (`run_report`). The report
+    modules are imported here, when a run ends: start-up does not pay them."""
     from runner.reports.json_report import usage_report
     from runner.reports.model import (
         CheckReport,
@@ -39,7 +39,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
 
     task, o = run.task, run.outcome
     name = f"{task.provider_name}/{task.model}"
-    ws = run.ws
+    ws = run.workspace
     wsr = (
         WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
         if ws is not None
@@ -72,7 +72,7 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
         if ck is not None
         else None
     )
-    status, error = run.status_and_error()
+    status = status_of(run)
     options = task.model_options.model_dump(exclude_none=True)
     common: dict[str, Any] = {
         "id": task.id,
@@ -81,13 +81,19 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
         "model": name,
         "model_options": options,
         "status": status,
-        "error": error,
+        "error": error_of(run),
         "events_file": run.events_file,
         "workspace": wsr,
         "result": rr,
         "check": cr,
         "current_date": run.current_date,
         "timezone": run.timezone,
+        "variant": task.variant,
+        "tags": list(task.tags),
+        "fingerprint": task.fingerprint,
+        "cost_usd": cost_usd(price_of(task.price), o.usage if o else Usage()),
+        "index": order.get(task.fingerprint),
+        "skip_reason": run.skipped if status is RunStatus.SKIPPED else None,
     }
     if o is None:
         return TaskReport(
@@ -138,35 +144,24 @@ def task_report(run: TaskRun, out_dir: Path) -> TaskReport:
 
 
 def run_report(
-    run: TaskRun, out_dir: Path, redact: Redactor, order: Mapping[str, int]
+    run: RunRecord, out_dir: Path, redact: Redactor, order: Mapping[str, int]
 ) -> TaskReport:
+    """The entry, redacted once: the journal and every report are made from it."""
     from runner.reports.model import TaskReport
 
-    t = run.task
-    base = task_report(run, out_dir)
-    cost = cost_usd(price_of(t.price), run.outcome.usage if run.outcome else Usage())
-    rep = base.model_copy(
-        update={
-            "variant": t.variant,
-            "tags": list(t.tags),
-            "fingerprint": t.fingerprint,
-            "cost_usd": cost,
-            "index": order.get(t.fingerprint),
-            "skip_reason": run.skipped if base.status is RunStatus.SKIPPED else None,
-        }
-    )
-    # Redacted once here: the journal and every report are made from this copy. Text from
-    # the model may hold lone surrogates (valid in JSON, not in UTF-8): replaced first.
-    return TaskReport.model_validate_json(
-        redact(json.dumps(_utf8_safe(rep.model_dump(mode="json")), ensure_ascii=False))
-    )
+    data = task_report(run, out_dir, order).model_dump(mode="json")
+    return TaskReport.model_validate(redacted(data, redact))
 
 
-def _utf8_safe(value: Any) -> Any:
+def redacted(value: Any, redact: Redactor) -> Any:
+    """Every string in a dumped structure (keys too) redacted. Value by value rather than
+    the JSON text, so a secret holding a quote or a backslash, escaped in JSON, is still
+    found. Text from the model may hold lone surrogates (valid in JSON, not in UTF-8):
+    replaced first."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")
+        return redact(value.encode("utf-8", "replace").decode("utf-8"))
     if isinstance(value, list):
-        return [_utf8_safe(v) for v in value]
+        return [redacted(v, redact) for v in value]
     if isinstance(value, dict):
-        return {k: _utf8_safe(v) for k, v in value.items()}
+        return {redacted(k, redact): redacted(v, redact) for k, v in value.items()}
     return value

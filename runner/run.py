@@ -1,13 +1,13 @@
-"""One run's life: its workspace, its thread, its check, what it leaves (commit, branch,
-patch, push). Status and error are decided in one place, `TaskRun.status_and_error`, from
-what happened; the loop's `Outcome` is never edited afterwards.
+"""One run's life as a sequence of steps that each return a value: prepare its workspace,
+run its thread, keep its work (commit, patch, branch, push), run its check. `live` folds
+each value into a new frozen `RunRecord` (record.py); the status, the error and the report
+entry are computed from the last one (record.py, report_entry.py), never stored beside it.
 
-The batch (batch.py) decides when a run starts; the clients and tools come from
-wiring.py; the run's entry in report.json is made by report_entry.py.
+The batch (batch.py) decides when a run starts and reads the `Finished` runs `live`
+publishes; the clients and tools come from wiring.py.
 
-Why one module: a run's life is one sequence (start, agent, shielded wind-up: commit,
-check, clean up, journal) and `status_and_error` reads exactly the fields that sequence
-fills; split, the order that keeps work safe from a signal would no longer be on one page."""
+Why one module: the order that keeps work safe from a signal (start, thread, shielded
+wind-up: commit, check, clean up, journal) must stay on one page."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from runner import workspace
-from runner.agent import Outcome
+from runner.agent import Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, ResolvedTask
 from runner.errors import (
@@ -35,6 +35,7 @@ from runner.items import Usage
 from runner.journal import Entry, Journal
 from runner.output_schema import check_answer
 from runner.progress import Progress
+from runner.record import CheckResult, Finished, RunRecord, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog, JsonStream
@@ -42,28 +43,13 @@ from runner.sandbox import make_executor, user_folder
 from runner.sandbox.env import child_env
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
-from runner.vocabulary import RunStatus, SkipReason
+from runner.vocabulary import RunStatus
 from runner.wiring import Clients, make_thread, sandbox_policy
-
-if TYPE_CHECKING:
-    # The report modules load when a run finishes: they are not needed before the first
-    # request, and importing them costs start-up time (see bench/overhead.py).
-    from runner.reports.model import TaskReport
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    command: str
-    exit_code: int
-    passed: bool
-    duration_s: float
-    output_tail: str
-
 
 CHECK_TAIL_BYTES = 4000
 
 
-async def _run_check(
+async def run_check(
     t: ResolvedTask,
     cwd: Path,
     env: dict[str, str],
@@ -83,69 +69,6 @@ async def _run_check(
         text += f"\n[check timed out after {t.check_timeout_s:g} s]"
     tail = text[-CHECK_TAIL_BYTES:]
     return CheckResult(t.check, res.exit_code, res.exit_code == 0, round(res.duration_s, 3), tail)
-
-
-@dataclass
-class TaskRun:
-    task: ResolvedTask
-    outcome: Outcome | None
-    events_file: str
-    error: str | None = None
-    ws: workspace.Workspace | None = None
-    result: workspace.Result | None = None
-    pushed: str | None = None
-    check: CheckResult | None = None
-    not_kept: bool = False
-    """Its changes could not be committed, or the runner itself broke while committing or
-    checking (the work may be lost, the check unknown): whatever the agent did, the run is
-    an error."""
-    skipped: SkipReason | None = None
-    """Why the run did not start (`budget`, `interrupted`), when it did not."""
-    report: TaskReport | None = None
-    """Its entry in report.json, made when it finished (or taken from the journal)."""
-    output: Any = None
-    """The final answer parsed as JSON, when the task has an `output_schema` it matches."""
-    current_date: str | None = None
-    timezone: str | None = None
-    """The day and zone `<environment_context>` told the model (pinned or the machine's)."""
-
-    output_error: str | None = None
-    """Why a completed run's final answer does not match its `output_schema`."""
-    stopped_before_check: bool = False
-    """A signal stopped the batch before this run's check could finish."""
-
-    @property
-    def status(self) -> RunStatus:
-        return self.status_and_error()[0]
-
-    def status_and_error(self) -> tuple[RunStatus, str | None]:
-        """The run's status and error, by one precedence rule: a run that could not start
-        or keep its work; changes outside the allowed scope; then, for a completed loop, a
-        final answer that breaks the schema, a stop before the check, a failed check;
-        else how the loop ended."""
-        if self.report is not None:
-            return self.report.status, self.report.error
-        o = self.outcome
-        if o is None or self.not_kept:
-            return (RunStatus.SKIPPED if self.skipped else RunStatus.ERROR), (
-                self.error if o is None else o.error or self.error
-            )
-        if self.result is not None and self.result.violations:
-            return RunStatus.SCOPE_VIOLATION, "scope violation: " + "; ".join(
-                self.result.violations
-            )
-        if o.status is RunStatus.COMPLETED:
-            if self.output_error is not None:
-                return RunStatus.FAILED, self.output_error
-            if self.stopped_before_check:
-                return RunStatus.INTERRUPTED, (
-                    "interrupted by a signal before its check finished; the work is kept"
-                )
-            if self.check is not None and not self.check.passed:
-                return RunStatus.CHECK_FAILED, (
-                    f"check failed with exit code {self.check.exit_code}: {self.check.command}"
-                )
-        return o.status, o.error or self.error
 
 
 class RunSink:
@@ -212,6 +135,9 @@ class BatchContext:
     """Running checks: a signal cancels them (killing their process groups)."""
     stop: anyio.Event = field(default_factory=anyio.Event)
     """Set by Ctrl-C or SIGTERM: no check starts after it."""
+    finished: dict[str, Finished] = field(default_factory=dict)
+    """Runs done with, by fingerprint: those `--resume` kept, then each run `live` ends.
+    The one place the batch reads runs from."""
 
 
 def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
@@ -222,77 +148,88 @@ def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
     return [*b.hidden, *ws.user_paths, *([parent] if parent is not None else [])]
 
 
-async def live(run: TaskRun, b: BatchContext) -> None:
-    """The whole life of a run that may start: everything it did is committed, reported
-    and journaled, whatever stops it (a crash, a signal, a bad workspace)."""
-    t = run.task
+FAILURES = (
+    ConfigError,
+    EngineError,
+    SandboxError,
+    McpError,
+    SkillError,
+    workspace.WorkspaceError,
+    UnsafeFileError,
+)
+"""What stops a run with its own message (an instructions file changed since the
+pre-flight check, too); anything else is a bug in the runner, reported as such."""
+
+INTERRUPTED = "interrupted by a signal; the work done so far is kept"
+
+
+async def live(rec: RunRecord, b: BatchContext) -> None:
+    """The whole life of a run that may start: everything it did is committed, reported,
+    journaled and published in `b.finished`, whatever stops it (a crash, a signal, a bad
+    workspace). `rec` is only ever rebound to a new record, so the shielded wind-up sees
+    every step that returned, and the one a signal cut short."""
+    t = rec.task
     await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
     b.journal.started(t.fingerprint, t.run, branch_for(t, b.run_id))
     try:
-        log = EventLog(b.out_dir / run.events_file, task=t.run, redact=b.redact, stdout=b.stream)
+        log = EventLog(b.out_dir / rec.events_file, task=t.run, redact=b.redact, stdout=b.stream)
     except OSError as exc:
-        run.error = f"cannot write its events file {run.events_file}: {exc.strerror}"
-        _finished(run, b)
+        _finished(rec.noted(f"cannot write its events file {rec.events_file}: {exc.strerror}"), b)
         return
     b.show.run_started(t.run, f"{t.provider_name}/{t.model}")
+    sink = RunSink(log, t.price, b.spend, t.run, b.show)
     try:
-        await _agent(run, b, log)
-    except (
-        ConfigError,
-        EngineError,
-        SandboxError,
-        McpError,
-        SkillError,
-        workspace.WorkspaceError,
-        UnsafeFileError,
-    ) as exc:  # an instructions file changed since the pre-flight check, too
-        run.error = str(exc)
-        log.failed(run.error)
+        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
+        rec = rec.but(
+            workspace=ws, current_date=t.current_date or b.today, timezone=t.timezone or b.tz
+        )
+        model = await b.clients.get(t)
+        async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
+            thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b)
+            rec = _noted(rec, log, *notes)
+            try:
+                rec = rec.but(outcome=await thread.run())
+            except anyio.get_cancelled_exc_class():
+                rec = rec.but(outcome=thread.interrupted(INTERRUPTED))
+                raise
+            limits = dict.fromkeys(thread.ctx.executor.limit_notes)
+            rec = _noted(rec, log, *(b.redact(n) for n in limits))
+        rec = with_output(rec)
+    except FAILURES as exc:
+        rec = _failed(rec, log, str(exc))
     except Exception as exc:  # a bug in one run must not stop the others
-        run.error = _internal(exc)
-        log.failed(run.error)
+        rec = _failed(rec, log, _internal(exc))
     finally:
         with anyio.CancelScope(shield=True):
-            await _wind_up(run, b, log)
+            _finished(await _wind_up(rec, b, log), b)
 
 
-async def _agent(run: TaskRun, b: BatchContext, log: EventLog) -> None:
-    """The workspace, the MCP servers and the thread: what a signal or an error may cut
-    short. `run.outcome` is set however the thread ends."""
-    t = run.task
-    sink = RunSink(log, t.price, b.spend, t.run, b.show)
-    run.ws = ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
-    model = await b.clients.get(t)
-    async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
-        run.current_date = t.current_date or b.today
-        run.timezone = t.timezone or b.tz
-        thread, notes = make_thread(
-            t,
-            ws.path,
-            model,
-            b.agent_env,
-            sink,
-            today=run.current_date,
-            tz=run.timezone,
-            runner_home=b.runner_home,
-            budget=RunBudget(t.limits, t.price, b.spend),
-            extra_tools=mcp.tools,
-            redact=b.redact,
-            hidden=hidden_for(b, ws),
-            skills=_staged(t, ws),
-        )
-        for note in notes:
-            _note(run, log, b.redact(note))
-        try:
-            run.outcome = await thread.run()
-        except anyio.get_cancelled_exc_class():
-            run.outcome = thread.interrupted(
-                "interrupted by a signal; the work done so far is kept"
-            )
-            raise
-        for note in dict.fromkeys(thread.ctx.executor.limit_notes):
-            _note(run, log, b.redact(note))
-    _check_output(run)
+def _thread_for(
+    rec: RunRecord,
+    ws: workspace.Workspace,
+    model: Any,
+    tools: Sequence[Any],
+    sink: RunSink,
+    b: BatchContext,
+) -> tuple[Thread, list[str]]:
+    """The run's thread, and the notes its making left (redacted)."""
+    t = rec.task
+    thread, notes = make_thread(
+        t,
+        ws.path,
+        model,
+        b.agent_env,
+        sink,
+        today=rec.current_date or b.today,
+        tz=rec.timezone or b.tz,
+        runner_home=b.runner_home,
+        budget=RunBudget(t.limits, t.price, b.spend),
+        extra_tools=tools,
+        redact=b.redact,
+        hidden=hidden_for(b, ws),
+        skills=_staged(t, ws),
+    )
+    return thread, [b.redact(n) for n in notes]
 
 
 def _staged(t: ResolvedTask, ws: workspace.Workspace) -> Staged | None:
@@ -303,43 +240,58 @@ def _staged(t: ResolvedTask, ws: workspace.Workspace) -> Staged | None:
     return stage(t.skills, ws.private_dir / "skills")
 
 
-async def _wind_up(run: TaskRun, b: BatchContext, log: EventLog) -> None:
+async def _wind_up(rec: RunRecord, b: BatchContext, log: EventLog) -> RunRecord:
     """Runs shielded, whatever stopped the run: keep its work, run its check, then clean
-    up, report and journal it. Commit first: files the check creates (caches, build
-    output) must not land on the branch."""
-    ws = run.ws
+    up. Commit first: files the check creates (caches, build output) must not land on the
+    branch."""
+    ws = rec.workspace
     try:
         if ws is not None:
-            await _keep_result(run, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
-            if run.outcome is not None:
-                await _check_unless_stopped(
-                    run, ws, b.agent_env, b.checks, b.stop, hidden_for(b, ws)
-                )
-                if run.check is not None:
+            rec = await keep(rec, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
+            if rec.outcome is not None:
+                rec = await _check_unless_stopped(rec, ws, b)
+                if rec.check is not None:
                     log.emit(
                         {
                             "type": "check.completed",
-                            "exit_code": run.check.exit_code,
-                            "passed": run.check.passed,
-                            "output_tail": run.check.output_tail,
+                            "exit_code": rec.check.exit_code,
+                            "passed": rec.check.passed,
+                            "output_tail": rec.check.output_tail,
                         }
                     )
     except Exception as exc:
-        run.not_kept = True
-        run.error = _internal(exc)
-        log.failed(run.error)
+        rec = _failed(rec.but(not_kept=True), log, _internal(exc))
     finally:
-        if ws is not None:
-            await workspace.cleanup(ws)
-        log.close()
-        _finished(run, b)
+        try:
+            if ws is not None:
+                await workspace.cleanup(ws)
+        finally:
+            log.close()
+    return rec
 
 
-def _finished(run: TaskRun, b: BatchContext) -> None:
-    """Its report entry, journaled and shown (a run stopped by Ctrl-C is shown too)."""
-    run.report = run_report(run, b.out_dir, b.redact, b.order)
-    b.journal.finished(run.task.fingerprint, run.report)
-    b.show.run_finished(run.report)
+def _finished(rec: RunRecord, b: BatchContext) -> None:
+    """Its report entry, journaled, shown (a run stopped by Ctrl-C is shown too) and
+    published for the batch."""
+    report = run_report(rec, b.out_dir, b.redact, b.order)
+    b.journal.finished(rec.task.fingerprint, report)
+    b.finished[rec.task.fingerprint] = Finished(rec, report)
+    b.show.run_finished(report)
+
+
+def _noted(rec: RunRecord, log: EventLog, *notes: str) -> RunRecord:
+    """Something the run went on without: the report's `error` says it whatever the
+    status, and the events file has it as a `note`."""
+    for note in notes:
+        log.emit({"type": "note", "message": note})
+    return rec.noted(*notes)
+
+
+def _failed(rec: RunRecord, log: EventLog, message: str) -> RunRecord:
+    """What stopped the run outside the loop: a consumer of the events still sees a
+    thread whose turn failed."""
+    log.failed(message)
+    return rec.noted(message)
 
 
 def _internal(exc: Exception) -> str:
@@ -379,54 +331,53 @@ async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
 
 
 async def _check_unless_stopped(
-    run: TaskRun,
-    ws: workspace.Workspace,
-    env: dict[str, str],
-    checks: set[anyio.CancelScope],
-    stop: anyio.Event,
-    hidden: Sequence[Path] = (),
-) -> None:
+    rec: RunRecord, ws: workspace.Workspace, b: BatchContext
+) -> RunRecord:
     """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
     kills its process group): Ctrl-C must not wait for a long check. A run the signal
     stopped, before or during its check, is `interrupted` (redone by `--resume`), never
     passed or failed by a check that did not finish."""
-    assert run.outcome is not None
-    if run.outcome.status is not RunStatus.INTERRUPTED and not stop.is_set():
+    assert rec.outcome is not None
+    if rec.outcome.status is not RunStatus.INTERRUPTED and not b.stop.is_set():
         with anyio.CancelScope() as scope:
-            checks.add(scope)
+            b.checks.add(scope)
             try:
-                run.check = await _run_check(run.task, ws.path, env, ws.sandbox_objects, hidden)
+                check = await run_check(
+                    rec.task, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
+                )
             finally:
-                checks.discard(scope)
+                b.checks.discard(scope)
         if not scope.cancelled_caught:
-            return
-    run.stopped_before_check = True
+            return rec.but(check=check)
+    return rec.but(stopped_before_check=True)
 
 
-def _check_output(run: TaskRun) -> None:
+def with_output(rec: RunRecord) -> RunRecord:
     """A completed run's final answer against the task's `output_schema`: parsed into
     the report, or the run fails saying why. Only the last answer is the run's output."""
-    o, schema = run.outcome, run.task.output_schema
+    o, schema = rec.outcome, rec.task.output_schema
     if o is None or schema is None or o.status is not RunStatus.COMPLETED:
-        return
-    run.output, run.output_error = check_answer(schema, o.final_message)
+        return rec
+    output, error = check_answer(schema, o.final_message)
+    return rec.but(output=output, output_error=error)
 
 
-async def _keep_result(
-    run: TaskRun,
+async def keep(
+    rec: RunRecord,
     ws: workspace.Workspace,
     out_dir: Path,
     run_id: str,
     redact: Redactor,
-    env: dict[str, str],
+    env: Mapping[str, str],
     log: EventLog,
     journal: Journal | None = None,
-) -> None:
-    """Commit whatever the run changed, whatever its status: nothing done is lost.
-    Secrets are redacted from the files before the commit (see `workspace.finish`)."""
-    t = run.task
-    status = run.status  # before the check: what the loop and the output schema say
-    final = (run.outcome.final_message if run.outcome else None) or ""
+) -> RunRecord:
+    """Commit whatever the run changed, whatever its status: nothing done is lost, then
+    push the branch if asked. Secrets are redacted from the files before the commit (see
+    `workspace.finish`)."""
+    t = rec.task
+    status = status_of(rec)  # before the check: what the loop and the output schema say
+    final = (rec.outcome.final_message if rec.outcome else None) or ""
     message = redact(
         f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
         f"{final[:4000]}\n\nRunner-Run: {run_id}\nRunner-Status: {status}\n"
@@ -437,6 +388,7 @@ async def _keep_result(
         forbidden=list(g.forbidden_paths),
         max_diff_lines=g.max_diff_lines,
     )
+    left_out: list[str] = []
     try:
         result = await workspace.finish(
             ws,
@@ -450,16 +402,17 @@ async def _keep_result(
             before_branch=None
             if journal is None
             else functools.partial(journal.branching, t.fingerprint, t.run),
-            on_left_out=functools.partial(_left_out, run, log, redact),
+            on_left_out=left_out.extend,
         )
     except workspace.WorkspaceError as exc:
-        run.error = f"could not keep the result: {exc}"
-        run.not_kept = True
-        log.emit({"type": "error", "message": run.error})
-        return
-    run.result = result
+        note = f"could not keep the result: {exc}"
+        log.emit({"type": "error", "message": note})
+        return rec.but(not_kept=True).noted(note)
+    if left_out:
+        rec = _noted(rec, log, left_out_note(left_out, redact))
+    rec = rec.but(result=result)
     if result is None:
-        return
+        return rec
     log.emit(
         {
             "type": "result.committed",
@@ -471,33 +424,25 @@ async def _keep_result(
             "violations": list(result.violations),
         }
     )
-    if g.push is not None and result.branch is not None:
-        token = env.get(g.push.token_env) if g.push.token_env else None
-        try:
-            pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote, token=token)
-            run.pushed = pushed.ref
-        except workspace.WorkspaceError as exc:
-            run.error = redact(f"push failed: {exc}")
-            log.emit({"type": "error", "message": run.error})
+    if g.push is None or result.branch is None:
+        return rec
+    token = env.get(g.push.token_env) if g.push.token_env else None
+    try:
+        pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote, token=token)
+    except workspace.WorkspaceError as exc:
+        note = redact(f"push failed: {exc}")
+        log.emit({"type": "error", "message": note})
+        return rec.noted(note)
+    return rec.but(pushed=pushed.ref)
 
 
-def _left_out(run: TaskRun, log: EventLog, redact: Redactor, entries: list[str]) -> None:
+def left_out_note(entries: list[str], redact: Redactor) -> str:
     """Entries git must not record were left out and the rest committed; the report
     says which, as it says why a push failed."""
     shown = [redact(e) for e in entries[:LEFT_OUT_SHOWN]]
     more = len(entries) - len(shown)
-    _note(
-        run,
-        log,
-        "not captured in the result: " + "; ".join(shown) + (f"; and {more} more" if more else ""),
-    )
-
-
-def _note(run: TaskRun, log: EventLog, note: str) -> None:
-    """Something the run went on without; the report's `error` says it (as for a failed
-    push) whatever the status, and the events file has it as a `note`."""
-    run.error = note if run.error is None else f"{run.error}; {note}"
-    log.emit({"type": "note", "message": note})
+    tail = f"; and {more} more" if more else ""
+    return "not captured in the result: " + "; ".join(shown) + tail
 
 
 LEFT_OUT_SHOWN = 20

@@ -42,7 +42,7 @@ class Verdict(StrEnum):
 class RunStatus(StrEnum):
     """How a run ended. The agent loop ends with one of the first twelve (interrupted
     included); what happened after it (the output schema, a signal, the check, the scope)
-    can change that, by one precedence rule (`run.TaskRun.status_and_error`)."""
+    can change that, by one precedence rule (`record.verdict`)."""
 
     COMPLETED = "completed"
     MAX_TURNS = "max_turns"

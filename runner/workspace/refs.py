@@ -254,7 +254,7 @@ def commit_identity(repo: Path, commit: str) -> list[str] | None:
 
 
 RUN_TRAILER = "Runner-Run"
-"""The trailer naming the batch on every result commit (see `run._keep_result`)."""
+"""The trailer naming the batch on every result commit (see `run.keep`)."""
 
 
 def run_trailers(repo: Path, commit: str) -> list[str] | None:

@@ -1,0 +1,118 @@
+"""What one run did, as one frozen value, and how it ended, decided from that value alone.
+
+Each step of a run's life (prepare, thread, keep, check, push: run.py) returns what it
+made; `live` folds those values into a new `RunRecord` after each step. Nothing edits a
+record once made, so what a step noted cannot be overwritten by a later one: every note
+reaches the report. The status and the error are pure functions of the record, which is
+why they can be tested over their whole table without running anything."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runner.vocabulary import RunStatus, SkipReason
+
+if TYPE_CHECKING:
+    from runner.agent import Outcome
+    from runner.config import ResolvedTask
+    from runner.reports.model import TaskReport
+    from runner.workspace import Result, Workspace
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    command: str
+    exit_code: int
+    passed: bool
+    duration_s: float
+    output_tail: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    task: ResolvedTask
+    events_file: str
+    outcome: Outcome | None = None
+    """How the thread ended; None when it never ran."""
+    workspace: Workspace | None = None
+    result: Result | None = None
+    """The commit (and branch, patch) of its changes; None when it changed nothing."""
+    pushed: str | None = None
+    check: CheckResult | None = None
+    not_kept: bool = False
+    """Its changes could not be committed, or the runner itself broke while committing or
+    checking (the work may be lost, the check unknown): whatever the agent did, the run is
+    an error."""
+    stopped_before_check: bool = False
+    """A signal stopped the batch before this run's check could finish."""
+    skipped: SkipReason | None = None
+    """Why the run did not start (`budget`, `interrupted`), when it did not."""
+    output: Any = None
+    """The final answer parsed as JSON, when the task has an `output_schema` it matches."""
+    output_error: str | None = None
+    """Why a completed run's final answer does not match its `output_schema`."""
+    current_date: str | None = None
+    timezone: str | None = None
+    """The day and zone `<environment_context>` told the model (pinned or the machine's)."""
+    notes: tuple[str, ...] = ()
+    """What went wrong or was left out, in the order it happened: the report's `error`
+    joins them after the status's own reason."""
+
+    def but(self, **changes: Any) -> RunRecord:
+        return dataclasses.replace(self, **changes)
+
+    def noted(self, *notes: str) -> RunRecord:
+        return dataclasses.replace(self, notes=self.notes + notes)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run the batch is done with: its record (None when an earlier session of a
+    resumed batch finished it) and its redacted entry in report.json."""
+
+    record: RunRecord | None
+    report: TaskReport
+
+    @property
+    def status(self) -> RunStatus:
+        return self.report.status
+
+
+INTERRUPTED_BEFORE_CHECK = "interrupted by a signal before its check finished; the work is kept"
+
+
+def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
+    """The run's status and the reason it gives, by one precedence rule: a run that could
+    not start or keep its work; changes outside the allowed scope; then, for a completed
+    loop, a final answer that breaks the schema, a stop before the check, a failed check;
+    else how the loop ended."""
+    o = r.outcome
+    if o is None:
+        return (RunStatus.SKIPPED if r.skipped else RunStatus.ERROR), None
+    if r.not_kept:
+        return RunStatus.ERROR, o.error
+    if r.result is not None and r.result.violations:
+        return RunStatus.SCOPE_VIOLATION, "scope violation: " + "; ".join(r.result.violations)
+    if o.status is RunStatus.COMPLETED:
+        if r.output_error is not None:
+            return RunStatus.FAILED, r.output_error
+        if r.stopped_before_check:
+            return RunStatus.INTERRUPTED, INTERRUPTED_BEFORE_CHECK
+        if r.check is not None and not r.check.passed:
+            return RunStatus.CHECK_FAILED, (
+                f"check failed with exit code {r.check.exit_code}: {r.check.command}"
+            )
+    return o.status, o.error
+
+
+def status_of(r: RunRecord) -> RunStatus:
+    return verdict(r)[0]
+
+
+def error_of(r: RunRecord) -> str | None:
+    """The status's reason, then every note: nothing a step noted is dropped."""
+    reason = verdict(r)[1]
+    parts = [p for p in (reason, *r.notes) if p]
+    return "; ".join(dict.fromkeys(parts)) or None

@@ -1,0 +1,70 @@
+"""The batch journal (runner/journal.py): what `--resume` reads back from report entries
+made by runner/report_entry.py, and what it refuses or ignores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ConfigError
+from runner.journal import Journal, done
+from runner.record import RunRecord
+from runner.redact import Redactor
+from runner.report_entry import run_report
+from runner.reports.model import TaskReport
+from runner.vocabulary import RunStatus
+from tests.test_run import a_task, outcome
+
+
+def entry(tmp_path: Path, status: RunStatus, note: str = "") -> tuple[str, TaskReport]:
+    task = a_task(tmp_path)
+    rec = RunRecord(task, "threads/t.jsonl", outcome=outcome(status, note or None))
+    return task.fingerprint, run_report(rec.noted(note) if note else rec, tmp_path, Redactor(), {})
+
+
+def test_a_finished_run_is_read_back_whole(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    j = Journal(out)
+    assert j.start_batch(run_id="b1", task_file="t.yaml", resume=False) == "b1"
+    fp, report = entry(tmp_path, RunStatus.MAX_TURNS, "push failed: rejected")
+    j.started(fp, "t", "runner/b1/t")
+    assert done(j.entries()[fp]) is None  # started only: redone
+    j.finished(fp, report)
+    back = j.entries()[fp]
+    assert back.state == "finished" and back.report == report
+    assert done(back) == report
+    assert back.report is not None and back.report.error == "push failed: rejected"
+
+
+def test_an_interrupted_run_is_redone(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "out")
+    fp, report = entry(tmp_path, RunStatus.INTERRUPTED)
+    j.finished(fp, report)
+    assert done(j.entries()[fp]) is None
+
+
+def test_the_branch_and_commit_are_recorded_before_the_branch(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "out")
+    j.branching("fp1", "t", "runner/x/t", "abc123")
+    e = j.entries()["fp1"]
+    assert (e.state, e.branch, e.commit, e.report) == ("started", "runner/x/t", "abc123", None)
+
+
+def test_an_unreadable_record_counts_as_absent(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "out")
+    j.started("good", "t", None)
+    (j.runs / "bad.json").write_text("{not json")
+    (j.runs / "half.json").write_text('{"state": "finished"}')
+    assert set(j.entries()) == {"good"}
+
+
+def test_resume_keeps_the_run_id_and_refuses_another_batch(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    ours = {"task_file_sha256": "a", "run_set": "r", "shard": 1, "shards": 1}
+    Journal(out).start_batch(run_id="first", task_file="t.yaml", resume=False, batch=ours)
+    again = Journal(out).start_batch(run_id="second", task_file="t.yaml", resume=True, batch=ours)
+    assert again == "first"
+    other = {**ours, "task_file_sha256": "b"}
+    with pytest.raises(ConfigError, match="another task file"):
+        Journal(out).start_batch(run_id="x", task_file="t.yaml", resume=True, batch=other)
