@@ -136,9 +136,15 @@ class FakeGitHub:
             self.refs[body["ref"].removeprefix("refs/heads/")] = body["sha"]
             return 201, {}
         if path == "/pulls" and method == "GET":
-            head = query["head"][0].split(":", 1)[1]
+            owner, head = query["head"][0].split(":", 1)
             state = query.get("state", ["open"])[0]
-            found = [p for p in self.pulls if p["head"] == head and state in (p["state"], "all")]
+            found = [
+                p
+                for p in self.pulls
+                if p["head"] == head
+                and p.get("head_owner", REPO.split("/")[0]) == owner
+                and state in (p.get("state", "open"), "all")
+            ]
             per, page = int(query.get("per_page", ["30"])[0]), int(query.get("page", ["1"])[0])
             return 200, found[(page - 1) * per : page * per]
         if path == "/pulls" and method == "POST":

@@ -138,6 +138,18 @@ def event_for(name: str, sender: dict[str, str], author: dict[str, str] | None =
     }
 
 
+def as_github_sends(github: FakeGitHub, event_name: str, event: Any) -> Any:
+    """The payload as GitHub sends it: a `workflow_run`'s `pull_requests` carry no
+    author. `event_for` notes the author there; it moves into the fake's REST state
+    (`GET /pulls/{number}`), where the gate has to look it up."""
+    run = event.get("workflow_run") if event_name == "workflow_run" else None
+    for pr in (run or {}).get("pull_requests") or ():
+        user = pr.pop("user", None)
+        if user is not None:
+            github.pr_details[pr["number"]] = {"number": pr["number"], "user": user}
+    return event
+
+
 def gate(
     github: FakeGitHub,
     tmp_path: Path,
@@ -146,6 +158,7 @@ def gate(
     *args: str,
 ) -> tuple[int, dict[str, str]]:
     """(exit code, outputs) of the gate step for this event."""
+    event = as_github_sends(github, event_name, event)
     (tmp_path / "event.json").write_text(json.dumps(event))
     out = tmp_path / "gate-output"
     out.write_text("")
@@ -214,7 +227,8 @@ def test_allow_bots_lets_dependabot_run_but_no_other_bot(
         event = event_for(event_name, SENDERS[who])
         code, out = gate(github, tmp_path, event_name, event, "--allow-bots", "dependabot")
         assert code == 0 and out["allowed"] == allowed, (who, out)
-    assert not github.log
+    # No permission is asked for a bot (a workflow_run's PR author is looked up first).
+    assert not github.calls("GET", "/permission$")
 
 
 @pytest.mark.parametrize(
@@ -276,14 +290,22 @@ WRITER_ON_A_STRANGERS: dict[str, tuple[str, Callable[[], Any]]] = {
         "workflow_run",
         lambda: {
             **event_for("workflow_run", SENDERS["writer"]),
-            "workflow_run": {"actor": SENDERS["stranger"], "triggering_actor": SENDERS["writer"]},
+            "workflow_run": {
+                "actor": SENDERS["stranger"],
+                "triggering_actor": SENDERS["writer"],
+                "head_repository": {"full_name": REPO},
+            },
         },
     ),
     "workflow-run-re-run-by": (
         "workflow_run",
         lambda: {
             **event_for("workflow_run", SENDERS["writer"]),
-            "workflow_run": {"actor": SENDERS["writer"], "triggering_actor": SENDERS["stranger"]},
+            "workflow_run": {
+                "actor": SENDERS["writer"],
+                "triggering_actor": SENDERS["stranger"],
+                "head_repository": {"full_name": REPO},
+            },
         },
     ),
     "workflow-run-of-a-strangers-pr": (
@@ -323,6 +345,138 @@ def test_events_only_a_writer_can_cause_need_no_api(
         github, tmp_path, event_name, {"sender": SENDERS["stranger"]}, "--mode", "true"
     )
     assert code == 0 and out["allowed"] == "false"
+
+
+def review_thread(*authors: dict[str, str]) -> Any:
+    """A writer resolves a review thread on a writer's PR whose comments are by `authors`."""
+    event = event_for("pull_request_review_thread", SENDERS["writer"])
+    event["thread"] = {"comments": [{"body": "run rm -rf", "user": a} for a in authors]}
+    return event
+
+
+def test_a_review_threads_comment_authors_are_gated(github: FakeGitHub, tmp_path: Path) -> None:
+    """The thread's comments are text the agent may read: a stranger's comment in a
+    thread a writer resolves is the stranger's text."""
+    event = review_thread(SENDERS["writer"], SENDERS["stranger"])
+    code, out = gate(github, tmp_path, "pull_request_review_thread", event)
+    assert code == 0 and out["allowed"] == "false"
+    assert out["reason"] == f"stranger has no write access to {REPO} and is not in allow-users"
+    # A bot's comment in the thread is a bot's text: refused unless allow-bots names it.
+    event = review_thread(SENDERS["writer"], SENDERS["bot"])
+    code, out = gate(github, tmp_path, "pull_request_review_thread", event)
+    assert out["allowed"] == "false" and out["reason"].startswith("helper-app[bot] is a bot")
+    code, out = gate(
+        github, tmp_path, "pull_request_review_thread", review_thread(SENDERS["admin"])
+    )
+    assert out == {"allowed": "true"}
+
+
+def fork_run(owner: dict[str, str], prs: list[dict[str, Any]]) -> Any:
+    """A writer re-runs (`workflow_run`) the CI of a pull request from `owner`'s fork,
+    as GitHub sends it: `pull_requests` lists no author, and is empty for a fork."""
+    event = event_for("workflow_run", SENDERS["writer"])
+    event["workflow_run"].update(
+        head_repository={"full_name": f"{owner['login']}/widgets", "owner": owner},
+        head_branch="patch-1",
+        pull_requests=prs,
+    )
+    return event
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_workflow_run_of_a_strangers_fork_is_refused(
+    github: FakeGitHub, tmp_path: Path, listed: bool
+) -> None:
+    """The actor and the triggering actor are writers; the code is a stranger's fork. The
+    fork's owner and the PR's author (looked up through REST: by number when the payload
+    lists the PR, by `owner:branch` when it does not) are gated too."""
+    github.pr_details[9] = {"number": 9, "user": SENDERS["stranger"]}
+    github.pulls.append(
+        {"number": 9, "head": "patch-1", "head_owner": "stranger", "user": SENDERS["stranger"]}
+    )
+    event = fork_run(SENDERS["stranger"], [{"number": 9}] if listed else [])
+    code, out = gate(github, tmp_path, "workflow_run", event)
+    assert code == 0 and out["allowed"] == "false"
+    assert out["reason"] == f"stranger has no write access to {REPO} and is not in allow-users"
+    looked = github.calls("GET", "/pulls/9$") if listed else github.calls("GET", "/pulls$")
+    assert looked
+
+
+def test_a_workflow_run_of_a_writers_fork_for_a_strangers_pr_is_refused(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The fork is a writer's, but the PR from it (found by `owner:branch`) is not."""
+    github.pulls.append(
+        {"number": 9, "head": "patch-1", "head_owner": "writer", "user": SENDERS["stranger"]}
+    )
+    code, out = gate(github, tmp_path, "workflow_run", fork_run(SENDERS["writer"], []))
+    assert out["allowed"] == "false" and out["reason"].startswith("stranger has no write")
+
+
+def test_a_workflow_run_of_a_fork_without_a_pull_request_is_refused(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    code, out = gate(github, tmp_path, "workflow_run", fork_run(SENDERS["writer"], []))
+    assert out["allowed"] == "false"
+    assert out["reason"] == (
+        "who wrote the pull request is unknown (no pull request from writer:patch-1)"
+    )
+
+
+def test_a_workflow_run_of_a_writers_fork_runs(github: FakeGitHub, tmp_path: Path) -> None:
+    github.pulls.append(
+        {"number": 9, "head": "patch-1", "head_owner": "writer", "user": SENDERS["writer"]}
+    )
+    code, out = gate(github, tmp_path, "workflow_run", fork_run(SENDERS["writer"], []))
+    assert out == {"allowed": "true"}
+
+
+def merge_group(head_ref: str) -> Any:
+    return {
+        "action": "checks_requested",
+        "merge_group": {
+            "head_sha": "f" * 40,
+            "head_ref": head_ref,
+            "base_ref": "refs/heads/main",
+        },
+        "sender": SENDERS["writer"],
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+
+
+@pytest.mark.parametrize("author", ["stranger", "writer", "dependabot"])
+def test_a_merge_groups_queued_pull_request_author_is_gated(
+    github: FakeGitHub, tmp_path: Path, author: str
+) -> None:
+    """A writer queues a pull request: its author (from `head_ref`, through REST) is
+    gated like the sender."""
+    github.pr_details[123] = {"number": 123, "user": SENDERS[author]}
+    event = merge_group(f"refs/heads/gh-readonly-queue/main/pr-123-{'a' * 40}")
+    code, out = gate(github, tmp_path, "merge_group", event)
+    assert code == 0 and github.calls("GET", "/pulls/123$")
+    if author == "writer":
+        assert out == {"allowed": "true"}
+    elif author == "stranger":
+        assert out["allowed"] == "false" and out["reason"].startswith("stranger has no write")
+    else:
+        assert out["reason"] == "dependabot[bot] is a bot; list it in allow-bots to run for it"
+
+
+@pytest.mark.parametrize("head_ref", ["refs/heads/main", ""])
+def test_a_merge_group_that_names_no_pull_request_is_refused(
+    github: FakeGitHub, tmp_path: Path, head_ref: str
+) -> None:
+    code, out = gate(github, tmp_path, "merge_group", merge_group(head_ref))
+    assert code == 0 and out["allowed"] == "false" and not github.log
+    assert out["reason"] == "the merge_group event names no pull request in its head_ref"
+
+
+def test_a_merge_groups_pull_request_that_cannot_be_found_is_refused(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    event = merge_group(f"refs/heads/gh-readonly-queue/main/pr-5-{'b' * 40}")
+    code, out = gate(github, tmp_path, "merge_group", event)
+    assert out["allowed"] == "false" and out["reason"].startswith("who wrote the pull request")
 
 
 def test_an_event_that_names_nobody_is_refused(github: FakeGitHub, tmp_path: Path) -> None:
@@ -411,6 +565,7 @@ def action(
     job_env: dict[str, str] | None = None,
 ) -> tuple[ActionRun, Path]:
     workspace = make_git_repo(tmp_path / "ws")
+    event = as_github_sends(github, event_name, event)
     run = run_action(
         tmp_path / "gha",
         workspace,
@@ -575,7 +730,10 @@ def test_a_workflow_run_of_a_forks_code_is_read_only_and_never_pushes(
     the code it checks out is the fork's, so it is treated as a pull request's code."""
     srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
     event = event_for("workflow_run", SENDERS["writer"])
-    event["workflow_run"]["head_repository"] = {"full_name": "mallory/widgets"}
+    event["workflow_run"]["head_repository"] = {
+        "full_name": "writer/widgets",
+        "owner": SENDERS["writer"],
+    }
     inputs = prompt_inputs(srv.base_url, "sk-" + "w" * 30, push="true", sandbox=sandbox)
     run, _ = action(tmp_path, github, "workflow_run", event, inputs)
     assert run.outputs["allowed"] == "true" and run.failed

@@ -789,7 +789,20 @@ def _gate(
         return True, "not required (require-write-access: false)"
     if mode == "auto" and ctx.event_name in EXEMPT_EVENTS:
         return True, f"not required: only a writer can cause {ctx.event_name}"
-    people = ctx.people
+    people = list(ctx.people)
+    if ctx.event_name == "merge_group" and not ctx.linked_prs:
+        return False, "the merge_group event names no pull request in its head_ref"
+    unnamed = not (ctx.linked_prs or ctx.fork_head)
+    if ctx.event_name == "workflow_run" and ctx.foreign_code and unnamed:
+        return False, "the workflow_run of another repository's code names no pull request"
+    if ctx.linked_prs or ctx.fork_head:
+        gh = GitHub(ctx.api_url, _token(env, token_env))
+        try:
+            people += _pr_authors(gh, ctx)
+        except RunnerError as exc:
+            return False, f"who wrote the pull request is unknown ({exc})"
+        finally:
+            gh.close()
     users = sorted({str(u["login"]) for u in people})
     bots = sorted({str(u["login"]) for u in people if is_bot(u)})
     refused = [b for b in bots if not bot_allowed(b, allow_bots)]
@@ -816,6 +829,25 @@ def _gate(
             "allow-users"
         )
     return True, f"{', '.join(users)} may write"
+
+
+def _pr_authors(gh: GitHub, ctx: Context) -> list[Mapping[str, Any]]:
+    """The authors of the pull requests an event names only by number or by head branch
+    (Context.linked_prs, Context.fork_head); a PR that cannot be found is an error (the
+    gate then refuses)."""
+    found: list[Any] = []
+    for number in ctx.linked_prs:
+        pr = gh.request("GET", f"/repos/{ctx.repository}/pulls/{number}")
+        found.append(pr.get("user") if isinstance(pr, dict) else None)
+    if ctx.fork_head:
+        prs = gh.paginate(f"/repos/{ctx.repository}/pulls", {"state": "all", "head": ctx.fork_head})
+        if not prs:
+            raise RunnerError(f"no pull request from {ctx.fork_head}")
+        found += [p.get("user") for p in prs if isinstance(p, dict)]
+    users: list[Mapping[str, Any]] = [u for u in found if isinstance(u, dict) and u.get("login")]
+    if len(users) != len(found):
+        raise RunnerError("a pull request without an author")
+    return users
 
 
 def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
