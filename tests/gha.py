@@ -410,8 +410,12 @@ def run_action(
         assert step["shell"] == "bash"
         out_file = tmp / f"output-{sid}"
         out_file.write_text("")
-        files.append(out_file)
         env = {**base_env, "GITHUB_OUTPUT": str(out_file)}
+        for name in ("env", "path", "state"):  # read back by GitHub; here only kept
+            (tmp / f"{name}-{sid}").write_text("")
+            env[f"GITHUB_{name.upper()}"] = str(tmp / f"{name}-{sid}")
+            files.append(tmp / f"{name}-{sid}")
+        files.append(out_file)
         env.update({k: expr.substitute(str(v)) for k, v in (step.get("env") or {}).items()})
         script = tmp / f"step-{sid}.sh"
         script.write_text(step["run"])

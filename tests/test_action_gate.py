@@ -43,6 +43,7 @@ from tests.loopback import (
     Reply,
     per_conversation,
     reply_function_call,
+    reply_http_error,
     reply_message,
 )
 
@@ -720,6 +721,89 @@ def test_the_key_is_in_no_environment_the_agent_can_read(
         # Sandboxed: a private /proc, and an environment from an allowlist.
         assert seen["control"] == 0, seen
     assert all(key.encode() not in p.read_bytes() for p in run.files)
+
+
+STEERING = ("GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+RUNTIME_SECRETS = {
+    "ACTIONS_RUNTIME_TOKEN": "canary-runtime-token-0123456789",
+    "ACTIONS_RUNTIME_URL": "https://pipelines.test/",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "canary-oidc-request-0123456789",
+    "ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.test/oidc",
+    "ACTIONS_CACHE_URL": "https://cache.test/",
+    "ACTIONS_RESULTS_URL": "https://results.test/",
+}
+
+
+@pytest.mark.parametrize("event_name", ["schedule", "workflow_dispatch"])
+def test_an_unsandboxed_agent_cannot_steer_later_steps(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path, event_name: str
+) -> None:
+    """The agent runs without a sandbox. It gets none of the variables that name the
+    step-steering files or hold the runtime's tokens, and what it writes into those
+    files anyway (it finds them on disk) is undone before the step ends."""
+    gha = tmp_path / "gha"
+    names = "|".join([*STEERING, "ACTIONS_"])
+    attack = (
+        f"env | grep -cE '^({names})' || true; "
+        f"echo EVIL=1 >> {gha}/env-run; echo /evil >> {gha}/path-run; "
+        f"echo hijack=1 >> {gha}/output-run; echo pwned >> {gha}/step-summary.md"
+    )
+
+    def model(req: RecordedRequest, turn: int) -> Reply:
+        if turn == 0:
+            return reply_function_call("shell", {"command": ["bash", "-c", attack]}, call_id="x")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(model))
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    inputs = prompt_inputs(srv.base_url, "sk-" + "s" * 30, sandbox="danger-full-access")
+    run, _ = action(tmp_path, github, event_name, event, inputs, job_env=RUNTIME_SECRETS)
+    assert run.outputs["exit-code"] == "0", run.logs
+    shown = next(r.call_outputs()["x"] for r in srv.requests if "x" in r.call_outputs())
+    assert json.loads(shown)["output"] == "0\n", shown  # none of them in its environment
+    assert (gha / "env-run").read_text() == "" and (gha / "path-run").read_text() == ""
+    assert "hijack" not in run.step_outputs["run"]
+    assert "pwned" not in (gha / "step-summary.md").read_text()
+    assert "::error title=runner::the run changed env-run" in run.logs["run"]
+    for value in RUNTIME_SECRETS.values():
+        assert value not in json.dumps([r.body for r in srv.requests])
+
+
+HOSTILE = (
+    "@octocat look at acme/victim#1, www.evil.example and https://evil.example/x "
+    "<img src=x onerror=alert(1)> <!-- hidden -->\n::error title=x::forged"
+)
+
+
+def test_the_job_summary_is_inert(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """A model server's error text reaches the job summary (the "Not completed" list):
+    no mention, cross-repository reference, autolink, HTML or workflow command in it."""
+    srv = loopback_thread(
+        lambda req, turn: reply_http_error(400, {"error": {"message": HOSTILE, "type": "bad"}})
+    )
+    inputs = prompt_inputs(srv.base_url, "sk-" + "h" * 30, **{"fail-on-task-failure": "false"})
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    run, _ = action(tmp_path, github, "workflow_dispatch", event, inputs)
+    assert run.outputs["exit-code"] == "1", run.logs
+    summary = (tmp_path / "gha/step-summary.md").read_text()
+    assert "octocat" in summary and "victim" in summary, summary  # it is there, inert:
+    for active in ("@octocat", "acme/victim#1", "www.evil", "https://evil"):
+        assert active not in summary, (active, summary)
+    assert not re.search(r"(?<!\\)<", summary), summary  # `\<img` shows as text
+    assert not re.search(r"(?m)^\s*::", summary)
+
+
+def test_inert_text_neutralises_each_line() -> None:
+    from runner.reports.markdown import inline
+    from runner.safe_markdown import inert_text
+
+    text = inert_text(f"| {inline(HOSTILE)} |\n::error::x\n  ::warning::y\n@here\x1b[31m")
+    for active in ("@octocat", "acme/victim#1", "www.evil", "https://", "@here", "\x1b"):
+        assert active not in text, (active, text)
+    assert not re.search(r"(?<!\\)<", text), text
+    assert not re.search(r"(?m)^\s*::", text)
 
 
 @pytest.mark.parametrize("sandbox", ["auto", "danger-full-access"])

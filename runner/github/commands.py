@@ -86,10 +86,62 @@ def _write_outputs(values: Mapping[str, str], env: Mapping[str, str]) -> None:
 
 
 def _append_summary(text: str, env: Mapping[str, str]) -> None:
+    """Every line the action adds to the job summary, made inert here (one gate for all
+    callers): it holds run-derived text, escaped by the callers, that must not mention,
+    link across repositories, autolink or start a workflow command."""
+    from runner.safe_markdown import inert_text
+
     path = env.get("GITHUB_STEP_SUMMARY")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
+            f.write(inert_text(text))
+
+
+RUNNER_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+"""The files through which a step steers later ones (variables, outputs, PATH, post-step
+state, the summary): the runner does not get their names, and the action puts back any
+change made to them while it ran."""
+HIDDEN_VARIABLES = re.compile(r"ACTIONS_[A-Z0-9_]+|" + "|".join(RUNNER_FILES))
+"""Variables the runner's process (and so the agent) never sees: the step-steering files
+and every ACTIONS_* value (runtime and cache tokens, OIDC request token and URL). A
+GITHUB_TOKEN a job's `env:` sets is left: a task file's `git.push` may name it."""
+
+
+def _runner_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The step's environment without HIDDEN_VARIABLES."""
+    return {k: v for k, v in env.items() if not HIDDEN_VARIABLES.fullmatch(k)}
+
+
+def _snapshot(env: Mapping[str, str]) -> dict[str, bytes | None]:
+    """The step-steering files as they are now (None: absent)."""
+    found: dict[str, bytes | None] = {}
+    for name in RUNNER_FILES:
+        path = env.get(name)
+        if path:
+            try:
+                found[path] = Path(path).read_bytes()
+            except FileNotFoundError:
+                found[path] = None
+    return found
+
+
+def _restore(before: Mapping[str, bytes | None]) -> list[str]:
+    """Put the step-steering files back as they were before the run; the ones that had
+    changed. An unsandboxed agent can find them on disk even without their names."""
+    changed = []
+    for path, old in before.items():
+        try:
+            now: bytes | None = Path(path).read_bytes()
+        except FileNotFoundError:
+            now = None
+        if now == old:
+            continue
+        changed.append(path)
+        if old is None:
+            Path(path).unlink(missing_ok=True)
+        else:
+            Path(path).write_bytes(old)
+    return changed
 
 
 def _load_report(path: Path) -> Report | None:
@@ -304,7 +356,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ctx = Context.from_env(env)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
         raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
-    child = dict(env)
+    child = _runner_env(env)
     handed = _handover(args, child)
     models = parse_models(f"{args.model} {args.models}")
     merging = bool(args.merge.strip())
@@ -375,11 +427,35 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         if handed:
             argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
+    before = _snapshot(env)
     code = _run_runner(argv, child, "".join(f"{k}={v}\n" for k, v in handed.items()))
+    for path in _restore(before):
+        annotate(
+            "error",
+            "runner",
+            f"the run changed {Path(path).name}, a file through which a step steers the "
+            "job's later steps; the change was undone",
+        )
     _write_outputs({"exit-code": str(code)}, env)
-    if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
+    report = Path(args.out) / "report.json"
+    if code >= EXIT_BAD_INPUT and not report.is_file():
         _append_summary(f"**runner** exited {code} before writing a report; see the log.\n", env)
+    elif report.is_file():
+        _append_summary(_summary_of(Path(args.out), handed, env), env)
     return 0
+
+
+def _summary_of(out: Path, handed: Mapping[str, str], env: Mapping[str, str]) -> str:
+    """The run's summary for the job summary (which the runner no longer writes itself):
+    its summary.md, or the report re-rendered to fit GitHub's limit."""
+    from runner.reports.markdown import STEP_SUMMARY_MAX_CHARS, render_markdown
+
+    text = (out / "summary.md").read_text(encoding="utf-8", errors="replace")
+    if len(text) > STEP_SUMMARY_MAX_CHARS:
+        report = _load_report(out / "report.json")
+        text = render_markdown(report, max_chars=STEP_SUMMARY_MAX_CHARS) if report else ""
+    redact = Redactor([*secrets_from_env(env), *handed.values()])
+    return redact(text) + "\n"
 
 
 def _handover(args: argparse.Namespace, child: dict[str, str]) -> dict[str, str]:
