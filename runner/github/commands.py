@@ -823,17 +823,6 @@ PRS_SETTING = (
 )
 
 
-def _runner_wrote(message: str) -> bool:
-    """Whether a commit (`%cn <%ce>` then its message, as `remote_tip` shows it) is a
-    result commit: the runner's fixed identity and its `Runner-Run:` trailer."""
-    from runner.workspace import IDENTITY
-
-    first, _, body = message.partition("\n")
-    return first == f"{IDENTITY[0]} <{IDENTITY[1]}>" and bool(
-        re.search(r"(?m)^Runner-Run: \S", body)
-    )
-
-
 def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text: str) -> None:
     """A notice on the task's open PR, one per PR (edited, not repeated every night)."""
     if pr is None:
@@ -973,8 +962,8 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         f'so {stable} is left as it is (reopen-closed: "true" opens a new one)',
                     )
                     continue
-                tip, message = remote_tip(repo_dir, stable, remote=args.remote, token=token)
-                moved = tip is not None and not _runner_wrote(message)
+                tip, recorded = remote_tip(repo_dir, stable, remote=args.remote, token=token)
+                moved = tip is not None and tip != recorded
                 if not moved:
                     try:
                         swap_branch_sync(
@@ -983,6 +972,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                             stable,
                             remote=args.remote,
                             expected=tip,
+                            recorded=recorded,
                             token=token,
                         )
                     except WorkspaceError:
@@ -992,9 +982,10 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 if moved:
                     text = (
                         f"**runner** left `{stable}` alone: someone else moved it (its tip is "
-                        f"not a commit runner wrote), so the result of **{inert(run)}** was not "
-                        "pushed. Runner updates the branch again once its tip is a runner "
-                        "commit, or after this pull request is merged."
+                        f"not the commit runner last pushed there), so the result of "
+                        f"**{inert(run)}** was not pushed. Runner updates the branch again once "
+                        "its tip is that commit again, or after the branch is deleted (merging "
+                        "this pull request with branch deletion does that)."
                     )
                     annotate(
                         "notice",
