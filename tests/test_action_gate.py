@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import stat
 import subprocess
 import sys
@@ -963,6 +964,44 @@ case "$1 $2" in
   *) exit 0;;
 esac
 """
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("gpasswd"), reason="gpasswd -Q needs root"
+)
+def test_the_drop_script_leaves_the_user_no_rule_that_allows_anything(tmp_path: Path) -> None:
+    """The script the action runs through sudo, on a copy of a hosted runner's sudoers
+    (a NOPASSWD file for the user, a NOPASSWD `%sudo` rule, the user in `sudo`): the
+    user's own lines go, it leaves the group, and since the job's processes keep their
+    groups anyway, a `!ALL` rule comes last, after the `@includedir`."""
+    from runner.github.commands import DROP_SUDO_SCRIPT
+
+    etc = tmp_path / "etc"
+    (etc / "sudoers.d").mkdir(parents=True)
+    main_file = (
+        "Defaults env_reset\n%sudo ALL=(ALL:ALL) NOPASSWD: ALL\n@includedir /etc/sudoers.d\n"
+    )
+    (etc / "sudoers").write_text(main_file)
+    (etc / "sudoers.d/runner").write_text("nobody ALL=(ALL) NOPASSWD:ALL\n")
+    (etc / "sudoers.d/other").write_text("daemon ALL=(ALL) NOPASSWD:ALL\n")
+    (etc / "group").write_text("root:x:0:\nsudo:x:27:nobody,daemon\nadm:x:4:nobody\n")
+    (etc / "gshadow").write_text("root:*::\nsudo:*::nobody,daemon\nadm:*::nobody\n")
+    (etc / "passwd").write_text("root:x:0:0::/:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
+    done = subprocess.run(
+        ["sh", "-c", DROP_SUDO_SCRIPT, "drop-sudo", "nobody", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (etc / "sudoers.d/runner").read_text() == ""
+    assert (etc / "sudoers.d/other").read_text() == "daemon ALL=(ALL) NOPASSWD:ALL\n"
+    assert "sudo:x:27:daemon\n" in (etc / "group").read_text()
+    assert "adm:x:4:nobody" in (etc / "group").read_text()  # not a sudo group: kept
+    sudoers = (etc / "sudoers").read_text()
+    assert sudoers.startswith(main_file)
+    assert sudoers.splitlines()[-1] == "nobody ALL=(ALL:ALL) !ALL"
+    assert "removed nobody's lines from /etc/sudoers.d/runner" in done.stdout
+    assert "removed nobody from the sudo group" in done.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")

@@ -641,21 +641,28 @@ def drop_sudo(env: Mapping[str, str]) -> None:
 
 DROP_SUDO_SCRIPT = r"""set -eu
 user=$1
-for f in /etc/sudoers /etc/sudoers.d/*; do
+root=${2:-}
+for f in "$root/etc/sudoers" "$root"/etc/sudoers.d/*; do
   [ -f "$f" ] || continue
   if grep -Eq "^[[:space:]]*$user[[:space:]]" "$f"; then
     sed -i -E "/^[[:space:]]*$user[[:space:]]/d" "$f"
-    echo "sudo: removed $user's lines from $f"
+    echo "sudo: removed $user's lines from ${f#"$root"}"
   fi
 done
 for group in sudo admin wheel; do
-  if id -nG "$user" | tr ' ' '
-' | grep -qx "$group"; then
-    gpasswd -d "$user" "$group" >/dev/null
+  if grep -Eq "^$group:[^:]*:[^:]*:(.*,)?$user(,|$)" "$root/etc/group"; then
+    gpasswd -Q "${root:-/}" -d "$user" "$group" >/dev/null
     echo "sudo: removed $user from the $group group"
   fi
 done
+printf '\n# runner keep-sudo: false\n%s ALL=(ALL:ALL) !ALL\n' "$user" >> "$root/etc/sudoers"
+echo "sudo: $user may run nothing (last rule of /etc/sudoers)"
 """
+"""Run as root with the user's name (and, for tests, a root directory). Removing the
+user's own lines and groups is not enough: the job's processes keep the groups they
+started with (a `%sudo` or `%admin` rule still matches them until the next login), and a
+`User_Alias` or `ALL` rule names nobody. The last matching rule decides, so one `!ALL`
+at the very end of /etc/sudoers (after its `@includedir`) denies the user everything."""
 
 
 def _quiet(argv: list[str], env: Mapping[str, str]) -> int:
