@@ -1143,3 +1143,35 @@ def test_secret_fd_refuses_what_is_not_name_value(tmp_path: Path, given: str, pr
     )
     assert proc.returncode == 2 and problem in proc.stderr and "--secret-fd" in proc.stderr
     assert "sk-value" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_tasks_inline_run_in_the_checkout(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The `tasks` input is a whole task file in the workflow: its `repo` is the checkout."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    tasks = (
+        "version: 1\n"
+        f"providers:\n  fake: {{base_url: '{srv.base_url}', env_key: OPENAI_API_KEY}}\n"
+        "defaults: {model: fake/m, sandbox: read-only}\n"
+        "tasks:\n  - {id: look, prompt: look around}\n  - {id: again, prompt: once more, repo: .}\n"
+    )
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    inputs = {"tasks": tasks, "api-key": "sk-" + "t" * 30}
+    run, workspace = action(tmp_path, github, "workflow_dispatch", event, inputs)
+    assert run.outputs["exit-code"] == "0" and run.outputs["runs"] == "2", run.logs
+    (written,) = (tmp_path / "gha/runner-temp").glob("runner-tasks-*/tasks.yaml")
+    repos = re.findall(r"(?m)^  repo: (.+)$", written.read_text())
+    assert [Path(r).resolve() for r in repos] == [workspace.resolve()] * 2
+
+
+@pytest.mark.parametrize(
+    ("tasks", "says"),
+    [("tasks: [oops", "tasks input line 1: not YAML"), ("- a\n", "a mapping with a `tasks`")],
+)
+def test_bad_tasks_input_is_exit_2_with_the_line(
+    github: FakeGitHub, tmp_path: Path, tasks: str, says: str
+) -> None:
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    run, _ = action(tmp_path, github, "workflow_dispatch", event, {"tasks": tasks})
+    assert run.outcomes["run"] == "failure(2)" and says in run.logs["run"], run.logs["run"]

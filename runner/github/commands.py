@@ -188,6 +188,7 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
         n
         for n, v in (
             ("task-file", args.task_file),
+            ("tasks", args.tasks),
             ("prompt", args.prompt),
             ("prompt-file", args.prompt_file),
         )
@@ -195,15 +196,17 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     ]
     if len(given) > 1:
         raise RunnerError(
-            f"give one of task-file, prompt and prompt-file; got {' and '.join(given)}"
+            f"give one of task-file, tasks, prompt and prompt-file; got {' and '.join(given)}"
         )
     if not given:
         raise RunnerError(
-            "one of task-file, prompt or prompt-file is required (or merge, "
+            "one of task-file, tasks, prompt or prompt-file is required (or merge, "
             "to combine shard reports)"
         )
     if args.task_file.strip():
         return args.task_file, args.task_file
+    if args.tasks.strip():
+        return _inline_tasks(args.tasks, env), ""
     if args.prompt_file.strip() and not Path(args.prompt_file).is_file():
         return "", args.prompt_file  # the caller skips or fails on the missing file
     text = args.prompt
@@ -229,6 +232,37 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     path = folder / "task.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return str(path), args.prompt_file
+
+
+def _inline_tasks(text: str, env: Mapping[str, str]) -> str:
+    """The `tasks` input (a task file's YAML, so that one workflow file is all a recipe
+    copies) written to a file of its own outside the workspace. A task's `repo` (default
+    `.`) is taken from the checkout, not from where that file lies."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise RunnerError(
+            f"tasks input{where}: not YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+        raise RunnerError("tasks input: a task file's YAML, a mapping with a `tasks` list")
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    for n, task in enumerate(data["tasks"]):
+        if not isinstance(task, dict):
+            raise RunnerError(f"tasks input: tasks[{n}] is not a mapping")
+        repo = task.get("repo", ".")
+        if not isinstance(repo, str):
+            raise RunnerError(f"tasks input: tasks[{n}].repo is not a path")
+        task["repo"] = str(workspace / repo)
+    folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-tasks-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True)
+    path = folder / "tasks.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return str(path)
 
 
 def _pr_adds(path: str, trusted: str, ctx: Context, env: Mapping[str, str]) -> bool:
@@ -1100,6 +1134,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the runner with the action's inputs")
     run.add_argument("--task-file", default="")
+    run.add_argument("--tasks", default="", help="a task file's YAML, inline")
     run.add_argument("--merge", default="", help="globs of shard report directories")
     run.add_argument("--out", required=True)
     run.add_argument("--models", default="")
