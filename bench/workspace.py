@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from runner import workspace as wsmod  # noqa: E402
-from runner.workspace.prepare import _base_objects, _is_dirty  # noqa: E402
+from runner.workspace.prepare import base_objects, is_dirty  # noqa: E402
 
 SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 
@@ -178,13 +178,13 @@ def main() -> None:
         print(f"  (Workspace.setup_s median {statistics.median(setup_s) * 1000:.1f} ms)")
 
         def dirty(i: int) -> None:
-            _is_dirty(repo)
+            is_dirty(repo)
 
         walls, cpus = measure(runs, dirty, lambda i: None)
         print(line("  of which the dirty check", walls, cpus))
 
         def pack(i: int) -> None:
-            _base_objects(repo, repo / ".git" / "objects", base / "stores" / str(i), sha)
+            base_objects(repo, repo / ".git" / "objects", base / "stores" / str(i), sha)
 
         walls, cpus = measure(runs, pack, lambda i: None)
         print(line("pack of the base's objects (once)", walls, cpus))

@@ -8,13 +8,15 @@ spending, they cannot take back a response already paid for.
 
 from __future__ import annotations
 
-from runner.config import BatchLimits, Limits, PriceConfig
+from runner.config import BatchLimits, Limits
 from runner.items import Usage
 from runner.models import Price
 
 
-def price_of(p: PriceConfig | None) -> Price | None:
-    return Price(p.input, p.cached_input, p.output) if p is not None else None
+def price_of(p: Price | None) -> Price | None:
+    """Kept for callers written when a run's price had a type of its own: there is one
+    `Price` now, so this is the identity."""
+    return p
 
 
 def cost_usd(price: Price | None, usage: Usage, *, digits: int = 6) -> float | None:
@@ -79,9 +81,9 @@ class BatchSpend:
 class RunBudget:
     """Implements the loop's `Budget` protocol for one run."""
 
-    def __init__(self, limits: Limits, price: PriceConfig | None, batch: BatchSpend) -> None:
+    def __init__(self, limits: Limits, price: Price | None, batch: BatchSpend) -> None:
         self.limits = limits
-        self.price = price_of(price)
+        self.price = price
         self.batch = batch
 
     def exceeded(self, usage: Usage) -> str | None:

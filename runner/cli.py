@@ -10,7 +10,6 @@ elsewhere.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import sys
@@ -290,7 +289,7 @@ def _problem(field: str, message: str) -> ConfigError:
 
 
 def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, BatchPlan]:
-    from runner.config import expand, load_task_file, pin_problems
+    from runner.config import expand, load_task_file, pin_problems, select, source_sha256
 
     path: Path = args.tasks
     pins = pin_problems(args.date, args.timezone)
@@ -311,74 +310,24 @@ def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, 
         timezone=args.timezone,
         reasoning_effort=getattr(args, "reasoning_effort", None),
     )
-    everything = tasks
-    only: list[str] = getattr(args, "only", [])
-    if only:
-        unknown = sorted(set(only) - {t.id for t in tasks})
-        if unknown:
-            raise _problem(
-                "--only",
-                f"no task with id {', '.join(unknown)}; ids in {path}: "
-                f"{', '.join(t.id for t in tasks)}",
-            )
-        tasks = [t for t in tasks if t.id in only]
-    tags: list[str] = getattr(args, "tag", [])
-    if tags:
-        known = sorted({tag for t in tasks for tag in t.tags})
-        unknown = sorted(set(tags) - set(known))
-        if unknown:
-            raise _problem(
-                "--tag",
-                f"no task has tag {', '.join(unknown)}; tags in {path}: "
-                f"{', '.join(known) or 'none'}",
-            )
-        tasks = [t for t in tasks if set(t.tags) & set(tags)]
-    not_selected = len(everything) - len(tasks)
-    k = n = 1
-    shard: str | None = getattr(args, "shard", None)
-    selected = tasks
-    if shard is not None:
-        k, n = _shard_spec(shard)
-        tasks = _shard(tasks, k, n)
+    chosen = select(
+        tasks,
+        file=str(path),
+        only=getattr(args, "only", []),
+        tags=getattr(args, "tag", []),
+        shard=getattr(args, "shard", None),
+        env=os.environ,
+    )
     from runner.batch import BatchPlan
 
     plan = BatchPlan(
-        tuple(t.fingerprint for t in selected),
-        hashlib.sha256(path.read_bytes()).hexdigest(),
-        k,
-        n,
-        not_selected,
+        tuple(t.fingerprint for t in chosen.selected),
+        source_sha256(tf),
+        chosen.shard,
+        chosen.shards,
+        chosen.not_selected,
     )
-    return tasks, str(path), tf, plan
-
-
-def _shard_spec(text: str) -> tuple[int, int]:
-    """`K/N`, or `auto/N` in a Kubernetes Indexed Job: K is its 0-based
-    JOB_COMPLETION_INDEX plus one."""
-    m = re.fullmatch(r"(\d+|auto)/(\d+)", text.strip())
-    if m and m[1] == "auto":
-        index = os.environ.get("JOB_COMPLETION_INDEX", "")
-        if not index.isdigit():
-            raise _problem(
-                "--shard",
-                f"auto/N takes K from JOB_COMPLETION_INDEX (a Kubernetes "
-                f"Indexed Job sets it), which is {index!r} here",
-            )
-        m = re.fullmatch(r"(\d+)/(\d+)", f"{int(index) + 1}/{m[2]}")
-    if not m or not 1 <= int(m[1]) <= int(m[2]):
-        raise _problem(
-            "--shard",
-            f"got {text!r}; must be K/N with 1 <= K <= N, e.g. 2/4, "
-            "or auto/N in a Kubernetes Indexed Job",
-        )
-    return int(m[1]), int(m[2])
-
-
-def _shard(tasks: list[ResolvedTask], k: int, n: int) -> list[ResolvedTask]:
-    """Runs ordered by fingerprint (the same on every machine), then every N-th from the
-    K-th: slices are disjoint, cover everything, and differ in size by at most one."""
-    ordered = sorted(tasks, key=lambda t: (t.fingerprint, t.run))
-    return [t for i, t in enumerate(ordered) if i % n == k - 1]
+    return list(chosen.runs), str(path), tf, plan
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -502,8 +451,8 @@ def _read_secrets(fd: int) -> dict[str, str]:
 def _report_merge(args: argparse.Namespace) -> int:
     """Exits as `runner run` would have for the same runs (0, 1 or 3)."""
     from runner.batch import exit_code
-    from runner.reports.markdown import partial_text
     from runner.reports.merge import merge_command
+    from runner.reports.summary import partial_text
 
     report = merge_command(args.dirs, args.out, partial=args.partial)
     t = report.totals

@@ -10,17 +10,26 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from runner.items import Usage
 
+_Usd = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens. Cached input is billed instead of input, not on top."""
 
-    input: float
-    cached_input: float
-    output: float
+class Price(BaseModel):
+    """US dollars per million tokens. Cached input is billed instead of input, not on top.
+
+    The one price type: the task file's `models: ...: price:` validates into it, the
+    built-in table holds it, and runs and budgets count with it, so no layer converts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: _Usd
+    cached_input: _Usd
+    output: _Usd
 
     def cost(self, u: Usage) -> float:
         uncached = max(u.input_tokens - u.cached_tokens, 0)
@@ -46,7 +55,12 @@ class ModelInfo:
         return self.context_window * 9 // 10 if self.context_window else None
 
 
-FREE = Price(0.0, 0.0, 0.0)
+def usd(input: float, cached_input: float, output: float) -> Price:
+    """A price in the table's order: input, cached input, output."""
+    return Price(input=input, cached_input=cached_input, output=output)
+
+
+FREE = usd(0.0, 0.0, 0.0)
 
 # Public list prices (standard tier, prompts under 270K tokens), USD per 1M tokens;
 # override them in `models:` when your contract differs. Keys are model names;
@@ -55,26 +69,26 @@ FREE = Price(0.0, 0.0, 0.0)
 BUILTIN: dict[str, ModelInfo] = {
     # Source: OpenAI's API pricing page, as quoted on 2026-06-04 (tokenmix.ai) and read
     # again on 2026-11-05 (api-evangelist); checked for this table on 2026-11-23.
-    "gpt-5.5": ModelInfo(272_000, None, Price(5.0, 0.5, 30.0)),
-    "gpt-5.4": ModelInfo(272_000, None, Price(2.5, 0.25, 15.0)),
-    "gpt-5.4-mini": ModelInfo(272_000, None, Price(0.75, 0.075, 4.5)),
-    "gpt-5.4-nano": ModelInfo(272_000, None, Price(0.2, 0.02, 1.25)),
+    "gpt-5.5": ModelInfo(272_000, None, usd(5.0, 0.5, 30.0)),
+    "gpt-5.4": ModelInfo(272_000, None, usd(2.5, 0.25, 15.0)),
+    "gpt-5.4-mini": ModelInfo(272_000, None, usd(0.75, 0.075, 4.5)),
+    "gpt-5.4-nano": ModelInfo(272_000, None, usd(0.2, 0.02, 1.25)),
     # Source: GitHub's Copilot models-and-pricing table (OpenAI list prices), 2026-11-23.
-    "gpt-5.3-codex": ModelInfo(272_000, None, Price(1.75, 0.175, 14.0)),
-    "gpt-5.2": ModelInfo(272_000, None, Price(1.75, 0.175, 14.0)),
+    "gpt-5.3-codex": ModelInfo(272_000, None, usd(1.75, 0.175, 14.0)),
+    "gpt-5.2": ModelInfo(272_000, None, usd(1.75, 0.175, 14.0)),
     # Source: OpenAI's API pricing page at the GPT-5 and GPT-4.1 launches (2025-08-07,
     # 2025-04-14), unchanged since; o3 after its 2025-06-10 price cut.
-    "gpt-5": ModelInfo(400_000, None, Price(1.25, 0.125, 10.0)),
-    "gpt-5-codex": ModelInfo(400_000, None, Price(1.25, 0.125, 10.0)),
-    "gpt-5-mini": ModelInfo(400_000, None, Price(0.25, 0.025, 2.0)),
-    "gpt-5-nano": ModelInfo(400_000, None, Price(0.05, 0.005, 0.4)),
-    "gpt-4.1": ModelInfo(1_047_576, None, Price(2.0, 0.5, 8.0)),
-    "gpt-4.1-mini": ModelInfo(1_047_576, None, Price(0.4, 0.1, 1.6)),
-    "gpt-4.1-nano": ModelInfo(1_047_576, None, Price(0.1, 0.025, 0.4)),
-    "gpt-4o": ModelInfo(128_000, None, Price(2.5, 1.25, 10.0)),
-    "gpt-4o-mini": ModelInfo(128_000, None, Price(0.15, 0.075, 0.6)),
-    "o3": ModelInfo(200_000, None, Price(2.0, 0.5, 8.0)),
-    "o4-mini": ModelInfo(200_000, None, Price(1.1, 0.275, 4.4)),
+    "gpt-5": ModelInfo(400_000, None, usd(1.25, 0.125, 10.0)),
+    "gpt-5-codex": ModelInfo(400_000, None, usd(1.25, 0.125, 10.0)),
+    "gpt-5-mini": ModelInfo(400_000, None, usd(0.25, 0.025, 2.0)),
+    "gpt-5-nano": ModelInfo(400_000, None, usd(0.05, 0.005, 0.4)),
+    "gpt-4.1": ModelInfo(1_047_576, None, usd(2.0, 0.5, 8.0)),
+    "gpt-4.1-mini": ModelInfo(1_047_576, None, usd(0.4, 0.1, 1.6)),
+    "gpt-4.1-nano": ModelInfo(1_047_576, None, usd(0.1, 0.025, 0.4)),
+    "gpt-4o": ModelInfo(128_000, None, usd(2.5, 1.25, 10.0)),
+    "gpt-4o-mini": ModelInfo(128_000, None, usd(0.15, 0.075, 0.6)),
+    "o3": ModelInfo(200_000, None, usd(2.0, 0.5, 8.0)),
+    "o4-mini": ModelInfo(200_000, None, usd(1.1, 0.275, 4.4)),
     # The embedded engine runs SmolLM2 with its full 8k context on this machine: free.
     "local/smollm2": ModelInfo(8192, None, FREE),
 }

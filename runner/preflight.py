@@ -3,7 +3,8 @@
 `runner validate` and `runner run` call the same `check`, so a file that validates does
 not fail late: after an hour of model time, a branch template with an unknown field or an
 empty instructions file would throw the work away. Each problem names the file, line and
-field it comes from when the task file is at hand (`tf`), else the run and field.
+field its run remembers choosing the value at (`ResolvedTask.at`), without going back to
+the task file.
 
 `offline` skips what depends on the machine the check runs on (API key variables, the
 repositories), e.g. for a lint job that validates task files without their secrets.
@@ -15,57 +16,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runner import workspace
-from runner.config import (
-    COMMAND_LINE,
-    BatchLimits,
-    ResolvedTask,
-    TaskFile,
-    dotted,
-    field_line,
-    read_text_file,
-)
+from runner.config import BatchLimits, Origin, ResolvedTask, TaskFile, field_line
 from runner.errors import ConfigError, Problem
 
 
-class _Where:
-    """Locates a run's fields in the task file: the task's own field, else `defaults`'."""
-
-    def __init__(self, tf: TaskFile | None, file: str, models: Sequence[str]) -> None:
-        self.tf, self.file, self.models = tf, file, list(models)
-
-    def task_index(self, t: ResolvedTask) -> int | None:
-        if self.tf is None:
-            return None
-        ids = [s.id for s in self.tf.tasks]
-        return ids.index(t.id) if t.id in ids else None
-
-    def field(self, t: ResolvedTask, *path: str | int) -> Problem:
-        """A problem shell for `path` (e.g. "limits", "max_cost_usd") of run `t`."""
-        i = self.task_index(t)
-        if self.tf is None or i is None:
-            return Problem(self.file, None, f"{'.'.join(map(str, path))} (run {t.run})", "")
-        task_path: tuple[str | int, ...] = ("tasks", i, *path)
-        for candidate in (task_path, ("defaults", *path)):
-            line = field_line(self.tf, candidate, exact=True)
-            if line is not None:
-                return Problem(self.file, line, dotted(candidate), "")
-        return Problem(self.file, field_line(self.tf, ("tasks", i)), dotted(task_path), "")
-
-    def model(self, t: ResolvedTask, nth: int = 0) -> Problem:
-        """Where the run's model was chosen: `--model`, `matrix.model` (its `nth` entry of
-        that name), the task or defaults."""
-        name = f"{t.provider_name}/{t.model}"
-        if self.models:
-            return Problem(COMMAND_LINE, None, "--model", "")
-        if self.tf is not None and self.tf.matrix and name in self.tf.matrix.model:
-            entries = [j for j, m in enumerate(self.tf.matrix.model) if m == name]
-            path = ("matrix", "model", entries[min(nth, len(entries) - 1)])
-            return Problem(self.file, field_line(self.tf, path), dotted(path), "")
-        return self.field(t, "model")
-
-
-def _say(shell: Problem, message: str) -> Problem:
-    return Problem(shell.file, shell.line, shell.field, message)
+def _say(at: Origin, message: str) -> Problem:
+    return at.problem(message)
 
 
 def check(
@@ -78,24 +34,27 @@ def check(
     budget: BatchLimits | None = None,
     offline: bool = False,
 ) -> None:
-    """Raise one ConfigError listing every problem found, or return."""
-    where = _Where(tf, file, models)
+    """Raise one ConfigError listing every problem found, or return. Each run says where
+    its values came from (`ResolvedTask.at`); `tf` only locates `budget:`. `models` is
+    kept for callers of the old signature and not needed."""
+    del models
     budget = budget if budget is not None else (tf.budget if tf is not None else None)
+    line = field_line(tf, ("budget", "max_cost_usd")) if tf is not None else None
+    budget_at = Origin(file=file, line=line, field="budget.max_cost_usd")
     found: list[Problem] = []
-    found += _collisions(tasks, where)
-    found += _branches(tasks, where)
-    found += _prices(tasks, where, budget)
-    found += _files(tasks, where)
-    found += _output_caps(tasks, where)
+    found += _collisions(tasks)
+    found += _branches(tasks)
+    found += _prices(tasks, budget, budget_at)
+    found += _output_caps(tasks)
     if not offline:
-        found += _keys(tasks, where, env)
-        found += _repos(tasks, where)
+        found += _keys(tasks, env)
+        found += _repos(tasks)
     unique = list({str(p): p for p in found}.values())  # a defaults' problem once
     if unique:
         raise ConfigError(unique)
 
 
-def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+def _collisions(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     """Two runs with one name would share a workspace, events file, patch and branch."""
     first: dict[str, ResolvedTask] = {}
     out = []
@@ -103,7 +62,6 @@ def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         other = first.setdefault(t.run, t)
         if other is t:
             continue
-        same = f"{other.provider_name}/{other.model}" == f"{t.provider_name}/{t.model}"
         a, b = f"{other.provider_name}/{other.model}", f"{t.provider_name}/{t.model}"
         why = (
             f"{b!r} is listed twice"
@@ -113,14 +71,14 @@ def _collisions(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         )
         out.append(
             _say(
-                where.model(t, 1 if same else 0),
+                t.at("model"),
                 f"{why}; each model may appear once, and names must stay distinct",
             )
         )
     return out
 
 
-def _branches(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+def _branches(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     from runner.run import branch_fields
 
     out = []
@@ -128,12 +86,12 @@ def _branches(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         try:  # with a run id of the real length: the batch's own is not made yet
             workspace.branch_name(t.git.branch, branch_fields(t, "0" * 12))
         except workspace.WorkspaceError as exc:
-            out.append(_say(where.field(t, "git", "branch"), str(exc)))
+            out.append(_say(t.at("git", "branch"), str(exc)))
     return out
 
 
 def _prices(
-    tasks: Sequence[ResolvedTask], where: _Where, budget: BatchLimits | None
+    tasks: Sequence[ResolvedTask], budget: BatchLimits | None, budget_at: Origin
 ) -> list[Problem]:
     """A cost limit needs a price: refuse to start rather than never stop."""
     out = []
@@ -146,40 +104,16 @@ def _prices(
             "{input: ..., cached_input: ..., output: ...} (USD per million tokens)"
         )
         if t.limits.max_cost_usd is not None:
-            out.append(_say(where.field(t, "limits", "max_cost_usd"), fix))
+            out.append(_say(t.at("limits", "max_cost_usd"), fix))
         elif budget is not None and budget.max_cost_usd is not None:
-            line = field_line(where.tf, ("budget", "max_cost_usd")) if where.tf else None
-            out.append(Problem(where.file, line, "budget.max_cost_usd", fix))
+            out.append(budget_at.problem(fix))
     return out
 
 
-def _files(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
-    """Instructions must be non-empty UTF-8 text of sane size (the compaction prompt was
-    read, and checked alike, when the task file was resolved)."""
-    out = []
-    seen: set[Path] = set()
-    name = "instructions_file"
-    for t in tasks:
-        path = t.instructions_file
-        if path is None or path in seen:
-            continue
-        seen.add(path)
-        wrong = read_text_file(path)[1]
-        if wrong is not None:
-            shell = where.field(t, name)
-            if t.variant is not None and where.tf is not None and where.tf.matrix:
-                for j, v in enumerate(where.tf.matrix.variant):
-                    if v.name == t.variant and v.instructions_file is not None:
-                        vpath = ("matrix", "variant", j, name)
-                        shell = Problem(where.file, field_line(where.tf, vpath), dotted(vpath), "")
-            out.append(_say(shell, wrong))
-    return out
-
-
-def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+def _output_caps(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
     small to hold one call of each offered tool would silently take the tools away."""
-    from runner.providers.chat_wire import Constrained, answer_branches
+    from runner.providers.constrained import Constrained, answer_branches
     from runner.providers.grammar import allocate
     from runner.wiring import make_tools
 
@@ -196,7 +130,7 @@ def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
             need = next(n for n in range(cap, 100_000) if allocate(branch, n) is not None)
             out.append(
                 _say(
-                    where.field(t, "model_options", "max_output_tokens"),
+                    t.at("model_options", "max_output_tokens"),
                     f"{cap} tokens cannot hold one answer of the constrained format "
                     f"for {name!r} (it needs at least {need}); raise it",
                 )
@@ -205,14 +139,14 @@ def _output_caps(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
     return out
 
 
-def _keys(tasks: Sequence[ResolvedTask], where: _Where, env: Mapping[str, str]) -> list[Problem]:
+def _keys(tasks: Sequence[ResolvedTask], env: Mapping[str, str]) -> list[Problem]:
     out = []
     for t in tasks:
         key = t.provider.env_key
         if key and not env.get(key):
             out.append(
                 _say(
-                    where.model(t),
+                    t.at("model"),
                     f"{t.provider_name}/{t.model} needs the environment variable "
                     f"{key} (the API key for {t.provider_name}, see providers."
                     f"{t.provider_name}.env_key); it is not set. `runner validate "
@@ -222,7 +156,7 @@ def _keys(tasks: Sequence[ResolvedTask], where: _Where, env: Mapping[str, str]) 
     return out
 
 
-def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
+def _repos(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     """Every task's repository and base must name a commit before anything starts."""
     out = []
     checked: set[tuple[Path, str]] = set()
@@ -233,7 +167,7 @@ def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         if ".git" in t.repo.parts:
             out.append(
                 _say(
-                    where.field(t, "repo"),
+                    t.at("repo"),
                     f"{t.repo} is inside a repository's .git "
                     "directory; point repo at the work tree that holds it",
                 )
@@ -242,7 +176,7 @@ def _repos(tasks: Sequence[ResolvedTask], where: _Where) -> list[Problem]:
         try:
             workspace.check_base(t.repo, t.git.base)
         except workspace.WorkspaceError as exc:
-            out.append(_say(where.field(t, *_culprit(t)), str(exc)))
+            out.append(_say(t.at(*_culprit(t)), str(exc)))
     return out
 
 

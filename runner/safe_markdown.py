@@ -117,7 +117,7 @@ _WWW = re.compile(r"(?i)www\.")
 
 def inert_line(escaped: str) -> str:
     """One line of Markdown-escaped text (a list item or table cell, escaped by
-    `reports.markdown.inline`) that GitHub cannot act on: no mention (`@user`), no
+    `reports.fmt.inline`) that GitHub cannot act on: no mention (`@user`), no
     cross-repository reference (`acme/victim#1` would leave a backlink in that issue), no
     autolinked address (`www.x`, `https://x`, `a@b.c`). An invisible word joiner splits
     each one, after the `@`, the `#`, the scheme's `:` or `www`."""

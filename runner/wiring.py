@@ -109,7 +109,7 @@ class Clients:
         client: ModelClient
         if p.wire_api == "chat":
             from runner.providers.chat import ChatClient
-            from runner.providers.chat_wire import Constrained
+            from runner.providers.constrained import Constrained
 
             client = ChatClient(
                 base_url,
@@ -210,7 +210,7 @@ def make_thread(
     spec = ThreadSpec(
         thread_id=str(uuid.uuid4()),
         model=t.api_model or t.model,
-        instructions=prompts.load_instructions(t.instructions_file),
+        instructions=t.instructions or prompts.base_instructions(),
         context=context,
         prompts=(t.prompt, *t.turns),
         max_requests=t.limits.max_turns,

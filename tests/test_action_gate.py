@@ -797,7 +797,7 @@ def test_the_job_summary_is_inert(
 
 
 def test_inert_text_neutralises_each_line() -> None:
-    from runner.reports.markdown import inline
+    from runner.reports.fmt import inline
     from runner.safe_markdown import inert_text
 
     text = inert_text(f"| {inline(HOSTILE)} |\n::error::x\n  ::warning::y\n@here\x1b[31m")

@@ -31,7 +31,7 @@ from runner.github import (
     trust_problems,
 )
 from runner.github.rest import GitHub
-from runner.reports.markdown import percent, tokens
+from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
 from tests import golden_files
 from tests.conftest import ThreadFactory, make_git_repo
@@ -1508,11 +1508,11 @@ def test_run_inputs_that_cannot_go_together(
     cases = [
         (
             ["--task-file", "t.yaml", "--prompt", "p"],
-            "give one of task-file, prompt and prompt-file; got task-file and prompt",
+            "give one of task-file, tasks, prompt and prompt-file; got task-file and prompt",
         ),
-        ([], "one of task-file, prompt or prompt-file is required"),
+        ([], "one of task-file, tasks, prompt or prompt-file is required"),
         (["--prompt", "p", "--reasoning-effort", "huge"], "reasoning-effort must be one of"),
-        (["--prompt", "  "], "one of task-file, prompt or prompt-file is required"),
+        (["--prompt", "  "], "one of task-file, tasks, prompt or prompt-file is required"),
         (["--prompt-file", str(empty)], "prompt is empty (or prompt-file names an empty"),
         (["--prompt-file", str(tmp_path / "none.md")], "prompt-file"),
         (["--prompt", "p", "--base-url", "ftp://x"], "base-url must be an http(s) URL"),

@@ -8,13 +8,13 @@ import pytest
 
 from runner.config import expand, parse_task_file
 from runner.items import Usage
-from runner.models import FREE, ModelInfo, Price, model_info
+from runner.models import FREE, ModelInfo, model_info, usd
 
 
 def test_builtin_entries_and_the_ninety_percent_default() -> None:
     gpt5 = model_info("openai", "gpt-5")
     assert gpt5.context_window == 400_000 and gpt5.compact_limit == 360_000
-    assert gpt5.price == Price(1.25, 0.125, 10.0)
+    assert gpt5.price == usd(1.25, 0.125, 10.0)
     assert model_info("azure", "gpt-5").price == gpt5.price
     assert model_info("local", "smollm2").context_window == 8192
 
@@ -32,12 +32,12 @@ def test_overrides_go_field_by_field() -> None:
     over = {"openai/gpt-5": ModelInfo(context_window=200_000)}
     info = model_info("openai", "gpt-5", over)
     assert info.context_window == 200_000 and info.compact_limit == 180_000
-    assert info.price == Price(1.25, 0.125, 10.0)
+    assert info.price == usd(1.25, 0.125, 10.0)
 
 
 def test_price_cost_counts_cached_input_instead_of_input() -> None:
     u = Usage(input_tokens=1_000_000, cached_tokens=400_000, output_tokens=100_000)
-    assert Price(2.0, 0.5, 8.0).cost(u) == pytest.approx(0.6 * 2 + 0.4 * 0.5 + 0.1 * 8)
+    assert usd(2.0, 0.5, 8.0).cost(u) == pytest.approx(0.6 * 2 + 0.4 * 0.5 + 0.1 * 8)
 
 
 def _runs(text: str) -> dict[str, tuple[int | None, int | None]]:

@@ -3,8 +3,8 @@ the Markdown and JUnit words cover every status (a new one cannot fall through).
 
 from __future__ import annotations
 
+from runner.reports.fmt import MARKS
 from runner.reports.junit import REASONS
-from runner.reports.markdown import MARKS
 from runner.vocabulary import RunStatus, Verdict
 
 EXPECTED = {

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from runner.github import MARKER
-from runner.reports.markdown import inline
+from runner.reports.fmt import inline
 from runner.safe_markdown import inert_text
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (

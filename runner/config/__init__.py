@@ -5,8 +5,10 @@ name file, line and field, and resolution into runs.
     yaml_lines.py  YAML text to data plus a map from field path to line
     messages.py    pydantic's errors, said in the task file's words
     load.py        text or file to a validated `TaskFile` (pure but for reading the file)
-    resolve.py     defaults applied, paths and providers checked: `ResolvedTask`s
-    matrix.py      task x model x variant x repeat, run names and fingerprints
+    resolve.py     defaults applied, paths and providers checked, user files read once
+    matrix.py      task x model x variant x repeat: complete runs, each value's origin
+    resolved.py    `ResolvedTask` (a run) and its fingerprint
+    select.py      `--only`, `--tag`, `--shard`
     codex_config.py  Codex's config.toml providers, read as ours
     text.py        small wording helpers shared by the above
 
@@ -14,10 +16,12 @@ Data flows down that list; nothing here runs a model, a sandbox or git.
 """
 
 from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
-from runner.config.matrix import expand, fingerprint
-from runner.config.resolve import read_text_file, resolve
+from runner.config.matrix import expand, fingerprint, resolve
+from runner.config.resolve import read_text_file
+from runner.config.resolved import Origin, ResolvedTask
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
+    BUILTIN_SETTINGS,
     COMMAND_LINE,
     DEFAULT_TOOLS,
     BatchLimits,
@@ -29,20 +33,22 @@ from runner.config.schema import (
     PriceConfig,
     ProviderConfig,
     PushSettings,
-    ResolvedTask,
     Settings,
     TaskFile,
     TaskSpec,
     Variant,
     field_line,
     pin_problems,
+    source_sha256,
     timezone_problem,
 )
+from runner.config.select import Selection, parse_shard, select
 from runner.config.text import dotted
 from runner.vocabulary import ReasoningEffort, SandboxMode
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "BUILTIN_SETTINGS",
     "COMMAND_LINE",
     "DEFAULT_TOOLS",
     "MAX_TASK_FILE_BYTES",
@@ -52,12 +58,14 @@ __all__ = [
     "McpServerConfig",
     "ModelConfig",
     "ModelOptions",
+    "Origin",
     "PriceConfig",
     "ProviderConfig",
     "PushSettings",
     "ReasoningEffort",
     "ResolvedTask",
     "SandboxMode",
+    "Selection",
     "Settings",
     "TaskFile",
     "TaskSpec",
@@ -67,9 +75,12 @@ __all__ = [
     "field_line",
     "fingerprint",
     "load_task_file",
+    "parse_shard",
     "parse_task_file",
     "read_text_file",
     "pin_problems",
     "resolve",
+    "select",
+    "source_sha256",
     "timezone_problem",
 ]

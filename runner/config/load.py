@@ -4,6 +4,7 @@ into a `TaskFile`; anything wrong ends as one `ConfigError` listing located prob
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -14,20 +15,26 @@ from pydantic import (
     ValidationError,
 )
 
-from runner.config.messages import _validation_problems
-from runner.config.schema import BUILTIN_PROVIDERS, TaskFile, _LineMap
+from runner.config.messages import validation_problems
+from runner.config.schema import BUILTIN_PROVIDERS, LineMap, TaskFile
 from runner.config.text import Path_, describe, dotted, esc, line_for
-from runner.config.yaml_lines import _alias_problems, _Lines, _Loader, _Walker, _yaml_problem
+from runner.config.yaml_lines import (
+    LineIndex,
+    TaskYamlLoader,
+    TreeWalker,
+    alias_problems,
+    yaml_problem,
+)
 from runner.errors import ConfigError, Problem
 
 
 def parse_task_file(text: str, file: str) -> TaskFile:
     """Parse and validate task file text. Pure: raises ConfigError with located problems."""
-    at = _Lines(text)
+    at = LineIndex(text)
     try:
-        loader = _Loader(text)  # checks the characters of the whole text
+        loader = TaskYamlLoader(text)  # checks the characters of the whole text
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_problem(exc, file, at)]) from None
+        raise ConfigError([yaml_problem(exc, file, at)]) from None
     try:
         data, node, lines = _load(loader, text, file, at)
     finally:
@@ -46,24 +53,24 @@ def parse_task_file(text: str, file: str) -> TaskFile:
     try:
         tf = TaskFile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_validation_problems(exc, file, lines)) from None
+        raise ConfigError(validation_problems(exc, file, lines)) from None
     except RecursionError:
         raise ConfigError(
             [Problem(file, at(node.start_mark.index), "(top level)", "nested too deeply")]
         ) from None
     _check_models(tf, file, lines)
-    tf._lines = _LineMap(lines)
+    tf._lines = LineMap(lines)
     return tf
 
 
 def _load(
-    loader: _Loader, text: str, file: str, at: _Lines
+    loader: TaskYamlLoader, text: str, file: str, at: LineIndex
 ) -> tuple[Any, yaml.Node, dict[Path_, int]]:
     """Compose once, check the tree, construct the data from the same tree."""
     try:
         node = loader.get_single_node()
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_problem(exc, file, at)]) from None
+        raise ConfigError([yaml_problem(exc, file, at)]) from None
     except RecursionError:  # PyYAML's composer recurses once per level
         raise ConfigError(
             [Problem(file, at(loader.get_mark().index), "(syntax)", "YAML nested too deeply")]
@@ -79,10 +86,10 @@ def _load(
                 )
             ]
         )
-    walker = _Walker(file, at, loader.alias_marks)
+    walker = TreeWalker(file, at, loader.alias_marks)
     try:
         walker.walk(node, ())
-        problems = walker.problems or _alias_problems(node, walker, loader.anchor_names)
+        problems = walker.problems or alias_problems(node, walker, loader.anchor_names)
     except RecursionError:
         raise ConfigError([Problem(file, None, "(syntax)", "YAML nested too deeply")]) from None
     if problems:
@@ -90,7 +97,7 @@ def _load(
     try:
         data: Any = loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_problem(exc, file, at, walker.by_index)]) from None
+        raise ConfigError([yaml_problem(exc, file, at, walker.by_index)]) from None
     except (
         RecursionError,
         ValueError,
@@ -126,14 +133,14 @@ def _check_models(tf: TaskFile, file: str, lines: dict[Path_, int]) -> None:
         if provider not in known:
             problems.append(
                 Problem(
-                    file, line_for(path, lines), dotted(path), _unknown_provider(provider, known)
+                    file, line_for(path, lines), dotted(path), unknown_provider(provider, known)
                 )
             )
     if problems:
         raise ConfigError(problems)
 
 
-def _unknown_provider(name: str, known: set[str]) -> str:
+def unknown_provider(name: str, known: set[str]) -> str:
     return (
         f"unknown provider {name!r}; allowed: {', '.join(sorted(known))} "
         f"(add it under `providers:`)"
@@ -184,4 +191,6 @@ def load_task_file(path: Path) -> TaskFile:
         raise ConfigError(
             [Problem(file, None, "(file)", f"not UTF-8 text (byte {exc.start})")]
         ) from None
-    return parse_task_file(text, file)
+    tf = parse_task_file(text, file)
+    tf._lines = LineMap(tf._lines.lines, hashlib.sha256(raw).hexdigest())
+    return tf

@@ -1,70 +1,109 @@
-"""The runs of a task file (task x model x variant x repeat), their names, and the
-fingerprint that identifies a run on any machine (for `--shard` and `--resume`)."""
+"""The runs of a task file (task x model x variant x repeat), their names, and where each
+run's values were chosen. Every run is built once, complete: nothing is copied later."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from runner.config.resolve import _check_path, _first, _merged, resolve
+from pydantic import BaseModel
+
+from runner.config.resolve import Resolver, check_path, first_set, merged_layers
+from runner.config.resolved import Origin, ResolvedTask, fingerprint
 from runner.config.schema import (
+    COMMAND_LINE,
+    GitSettings,
+    Limits,
     ModelOptions,
-    ResolvedTask,
+    Settings,
     TaskFile,
     Variant,
 )
 from runner.config.text import Path_, dotted, line_for
-from runner.errors import ConfigError, Problem
+from runner.errors import ConfigError
 from runner.vocabulary import ReasoningEffort, SandboxMode
 
+__all__ = ["expand", "fingerprint", "resolve"]
 
-def _with_variant(t: ResolvedTask, v: Variant, instructions: Path | None) -> ResolvedTask:
-    opts = _merged(ModelOptions, t.model_options, v.model_options)
-    if v.reasoning_effort is not None:
-        opts = opts.model_copy(update={"reasoning_effort": v.reasoning_effort})
-    return t.model_copy(
-        update={
-            "variant": v.name,
-            "prompt": v.prompt_template.replace("{prompt}", t.prompt)
-            if v.prompt_template
-            else t.prompt,
-            "instructions_file": instructions or t.instructions_file,
-            "developer_instructions": _first(v.developer_instructions, t.developer_instructions),
-            "tools": _first(v.tools, t.tools) or (),
-            "model_options": opts,
-        }
-    )
+_NESTED: dict[str, type[BaseModel]] = {
+    "limits": Limits,
+    "model_options": ModelOptions,
+    "git": GitSettings,
+}
+_VARIANT_FIELDS = {
+    "instructions_file": "instructions_file",
+    "developer_instructions": "developer_instructions",
+    "tools": "tools",
+    "prompt": "prompt_template",
+    "model_options.reasoning_effort": "reasoning_effort",
+}
+_FLAGS = {
+    "sandbox": "--sandbox",
+    "current_date": "--date",
+    "timezone": "--timezone",
+    "model_options.reasoning_effort": "--reasoning-effort",
+}
 
 
-def fingerprint(t: ResolvedTask) -> str:
-    """What makes a run this run, without machine-specific paths; instructions count by
-    content, so editing them makes `--resume` redo the runs that used them."""
-    data = t.model_dump(
-        mode="json",
-        exclude={
-            "repo",
-            "instructions_file",
-            "fingerprint",
-            "run",
-            "compact_prompt_file",
-            "compact_prompt",
-            "writable_roots",
-            "skills",
-        },
-    )
-    data["skills"] = [[s.name, s.description] for s in t.skills]  # not their paths
-    for unset in ("current_date", "timezone"):  # unpinned: as before these fields existed
-        if data.get(unset) is None:
-            data.pop(unset, None)
-    if t.instructions_file is not None:
-        data["instructions"] = hashlib.sha256(t.instructions_file.read_bytes()).hexdigest()
-    if t.compact_prompt_file is not None:
-        data["compact_prompt"] = hashlib.sha256(t.compact_prompt_file.read_bytes()).hexdigest()
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+def _paths() -> list[str]:
+    """Every field path a run remembers the origin of."""
+    out = ["", "repo", "prompt", "turns", "tags", "id"]
+    for name in Settings.model_fields:
+        out.append(name)
+        if name in _NESTED:
+            out += [f"{name}.{sub}" for sub in _NESTED[name].model_fields]
+    return out
+
+
+_PATHS = _paths()
+
+
+class _Origins:
+    """Finds where a run's values were chosen, in the order they win: a flag, the variant,
+    the task, its `models:` entry (model options), `defaults`, else the task itself."""
+
+    def __init__(self, tf: TaskFile, file: str) -> None:
+        self.tf, self.file, self.lines = tf, file, tf._lines.lines
+
+    def here(self, path: Path_, exact: bool = True) -> Origin | None:
+        line = self.lines.get(path) if exact else line_for(path, self.lines)
+        return None if line is None else Origin(file=self.file, line=line, field=dotted(path))
+
+    def of_run(
+        self,
+        i: int,
+        model: str,
+        model_at: Origin,
+        j: int | None,
+        flags: set[str],
+    ) -> dict[str, Origin]:
+        task: Path_ = ("tasks", i)
+        own = self.here(task, exact=False) or Origin(file=self.file, line=None, field=dotted(task))
+        out: dict[str, Origin] = {"": own, "model": model_at}
+        for key in _PATHS[1:]:
+            if key == "model":
+                continue
+            if key in flags:
+                out[key] = Origin(file=COMMAND_LINE, line=None, field=_FLAGS[key])
+                continue
+            parts = tuple(key.split("."))
+            found: Origin | None = None
+            if j is not None:
+                vkey = _VARIANT_FIELDS.get(key) or (
+                    key if key.startswith("model_options.") else None
+                )
+                if vkey is not None:
+                    found = self.here(("matrix", "variant", j, *vkey.split(".")))
+            candidates: list[Path_] = [(*task, *parts)]
+            if parts[0] == "model_options":
+                candidates.append(("models", model, *parts))
+            candidates.append(("defaults", *parts))
+            for cand in candidates:
+                found = found or self.here(cand)
+            out[key] = found or Origin(file=self.file, line=own.line, field=dotted((*task, *parts)))
+        return out
 
 
 def expand(
@@ -82,69 +121,139 @@ def expand(
     else the task's own) × variant × repeat, named so that no two runs share files or
     branches. `sandbox` (`--sandbox`), `current_date` (`--date`) and `timezone`
     (`--timezone`) replace every task's own, e.g. read-only on PRs; `reasoning_effort`
-    (`--reasoning-effort`) every run's effort."""
-    chosen = list(models) or list(tf.matrix.model if tf.matrix else ())
+    (`--reasoning-effort`) every run's effort. Each user file is read once."""
+    from_flags = bool(models)
+    chosen: list[str | None] = list(models) or list(tf.matrix.model if tf.matrix else ())
+    from_matrix = bool(chosen) and not from_flags
+    chosen = chosen or [None]
     repeat = tf.matrix.repeat if tf.matrix else 1
     variants: tuple[Variant | None, ...] = (tf.matrix.variant if tf.matrix else ()) or (None,)
-    if chosen:
-        per_model = [resolve(tf, base_dir, file=file, model_override=m) for m in chosen]
-    else:
-        per_model = [resolve(tf, base_dir, file=file)]
-    variant_files = _variant_files(tf, base_dir, file, variants)
-    several_models = len(per_model) > 1
+    r = Resolver(tf, base_dir, file)
+    per_model: list[list[dict[str, Any]]] = []
+    for m in chosen:
+        r.use_model(m)
+        per_model.append([x for i, t in enumerate(tf.tasks) if (x := r.task(i, t)) is not None])
+    variant_texts = _variant_texts(r, variants)
+    if r.problems:
+        raise ConfigError(r.problems)
+    where = _Origins(tf, file)
+    flags = {
+        k
+        for k, v in (
+            ("sandbox", sandbox),
+            ("current_date", current_date),
+            ("timezone", timezone),
+            ("model_options.reasoning_effort", reasoning_effort),
+        )
+        if v is not None
+    }
     runs: list[ResolvedTask] = []
     for i in range(len(tf.tasks)):
-        for tasks in per_model:
+        for mi, (m, tasks) in enumerate(zip(chosen, per_model, strict=True)):
+            base = tasks[i]
+            model = f"{base['provider_name']}/{base['model']}"
+            if from_flags:
+                model_at = Origin(file=COMMAND_LINE, line=None, field="--model")
+            elif from_matrix:
+                model_at = where.here(("matrix", "model", mi), exact=False) or Origin(
+                    file=file, line=None, field=f"matrix.model[{mi}]"
+                )
+            else:
+                spec = tf.tasks[i]
+                path: Path_ = ("tasks", i, "model") if spec.model else ("defaults", "model")
+                task_at = where.here(("tasks", i), exact=False)
+                model_at = where.here(path) or Origin(
+                    file=file,
+                    line=task_at.line if task_at else None,
+                    field=dotted(("tasks", i, "model")),
+                )
             for j, v in enumerate(variants):
-                t = tasks[i] if v is None else _with_variant(tasks[i], v, variant_files.get(j))
-                for r in range(1, repeat + 1):
-                    run = t.model_copy(
-                        update={
-                            "run": _run_name(
-                                t, v, r, several_models=several_models, repeats=repeat > 1
-                            ),
-                            "repeat": r,
-                            "sandbox": sandbox or t.sandbox,
-                            "current_date": current_date or t.current_date,
-                            "timezone": timezone or t.timezone,
-                        }
+                values = dict(base)
+                if v is not None:
+                    values.update(_variant_values(values, v, variant_texts.get(j)))
+                opts: ModelOptions = values["model_options"]
+                if reasoning_effort is not None:
+                    opts = merged_layers(
+                        ModelOptions, opts, ModelOptions(reasoning_effort=reasoning_effort)
                     )
-                    if reasoning_effort is not None:
-                        run = run.model_copy(
-                            update={
-                                "model_options": run.model_options.model_copy(
-                                    update={"reasoning_effort": reasoning_effort}
-                                )
+                origins = where.of_run(i, m or model, model_at, None if v is None else j, flags)
+                for rep in range(1, repeat + 1):
+                    runs.append(
+                        ResolvedTask(
+                            **{
+                                **values,
+                                "model_options": opts,
+                                "run": _run_name(
+                                    base["id"],
+                                    model,
+                                    v,
+                                    rep,
+                                    several_models=len(chosen) > 1,
+                                    repeats=repeat > 1,
+                                ),
+                                "repeat": rep,
+                                "variant": None if v is None else v.name,
+                                "sandbox": sandbox or values["sandbox"],
+                                "current_date": current_date or values["current_date"],
+                                "timezone": timezone or values["timezone"],
+                                "origins": origins,
                             }
                         )
-                    runs.append(run.model_copy(update={"fingerprint": fingerprint(run)}))
+                    )
     return runs
 
 
-def _variant_files(
-    tf: TaskFile, base_dir: Path, file: str, variants: tuple[Variant | None, ...]
-) -> dict[int, Path | None]:
-    problems: list[Problem] = []
-    found_files: dict[int, Path | None] = {}
+def resolve(
+    tf: TaskFile, base_dir: Path, *, file: str = "", model_override: str | None = None
+) -> list[ResolvedTask]:
+    """One run per task, on `model_override` or the task's model, without the matrix's
+    variants and repeats."""
+    plain = tf.model_copy(update={"matrix": None})  # keeps the line map
+    return expand(plain, base_dir, file=file, models=[model_override] if model_override else ())
+
+
+def _variant_texts(r: Resolver, variants: tuple[Variant | None, ...]) -> dict[int, Any]:
+    """Each variant's instructions file, checked and read once."""
+    found: dict[int, Any] = {}
     for j, v in enumerate(variants):
         if v is not None and v.instructions_file is not None:
-            found, wrong = _check_path(base_dir, v.instructions_file, want_dir=False)
-            path: Path_ = ("matrix", "variant", j, "instructions_file")
+            at: Path_ = ("matrix", "variant", j, "instructions_file")
+            path, wrong = check_path(r.base_dir, v.instructions_file, want_dir=False)
             if wrong is not None:
-                problems.append(Problem(file, line_for(path, tf._lines.lines), dotted(path), wrong))
-            found_files[j] = found
-    if problems:
-        raise ConfigError(problems)
-    return found_files
+                r.problem(at, wrong)
+            found[j] = (path, r.text(at, path))
+    return found
+
+
+def _variant_values(values: dict[str, Any], v: Variant, text: Any) -> dict[str, Any]:
+    opts = merged_layers(ModelOptions, values["model_options"], v.model_options)
+    if v.reasoning_effort is not None:
+        opts = merged_layers(ModelOptions, opts, ModelOptions(reasoning_effort=v.reasoning_effort))
+    out: dict[str, Any] = {
+        "prompt": v.prompt_template.replace("{prompt}", values["prompt"])
+        if v.prompt_template
+        else values["prompt"],
+        "developer_instructions": first_set(
+            v.developer_instructions, values["developer_instructions"]
+        ),
+        "tools": first_set(v.tools, values["tools"]),
+        "model_options": opts,
+    }
+    if text is not None and text[0] is not None:
+        path, read = text
+        out["instructions_file"] = path
+        out["instructions"] = read.text if read else None
+        out["instructions_sha256"] = read.sha256 if read else None
+    return out
 
 
 def _run_name(
-    t: ResolvedTask, v: Variant | None, repeat: int, *, several_models: bool, repeats: bool
+    task_id: str, model: str, v: Variant | None, repeat: int, *, several_models: bool, repeats: bool
 ) -> str:
     """Task id, then what tells this run from its siblings: model, variant, repeat."""
-    name = t.id
+    name = task_id
     if several_models:
-        name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-", f"{t.provider_name}-{t.model}")
+        name += "." + re.sub(r"[^A-Za-z0-9._-]+", "-", model.replace("/", "-", 1))
     if v is not None:
         name += f".{v.name}"
     if repeats:

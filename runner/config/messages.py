@@ -132,7 +132,7 @@ def _pattern_message(pattern: str) -> str | None:
     return None
 
 
-def _validation_problems(exc: ValidationError, file: str, lines: dict[Path_, int]) -> list[Problem]:
+def validation_problems(exc: ValidationError, file: str, lines: dict[Path_, int]) -> list[Problem]:
     problems: list[Problem] = []
     for err in exc.errors():
         loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))

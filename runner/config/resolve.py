@@ -8,19 +8,21 @@ pass that blames each problem on its line; split, the problems would be found tw
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from runner.config.codex_config import default_path, load_codex_providers
-from runner.config.load import _unknown_provider
+from runner.config.load import unknown_provider
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
+    BUILTIN_SETTINGS,
     COMMAND_LINE,
-    DEFAULT_TOOLS,
     MODEL_RE,
     PLACEHOLDER_HOST,
     GitSettings,
@@ -28,9 +30,7 @@ from runner.config.schema import (
     McpServerConfig,
     ModelConfig,
     ModelOptions,
-    PriceConfig,
     ProviderConfig,
-    ResolvedTask,
     Settings,
     TaskFile,
     TaskSpec,
@@ -44,7 +44,7 @@ _M = TypeVar("_M", Limits, ModelOptions, GitSettings)
 _T = TypeVar("_T")
 
 
-def _merged(cls: type[_M], *layers: _M | None) -> _M:
+def merged_layers(cls: type[_M], *layers: _M | None) -> _M:
     """Later layers' explicitly set fields over earlier ones' over the built-in defaults."""
     values: dict[str, Any] = {}
     for layer in layers:
@@ -53,7 +53,7 @@ def _merged(cls: type[_M], *layers: _M | None) -> _M:
     return cls.model_validate(values)
 
 
-def _first(*values: _T | None) -> _T | None:
+def first_set(*values: _T | None) -> _T | None:
     for v in values:
         if v is not None:
             return v
@@ -68,7 +68,7 @@ def _os_reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, str | None]:
+def check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, str | None]:
     """(absolute path, problem): the path resolved against base_dir, and what is wrong."""
     try:
         path = (base_dir / raw).resolve()
@@ -91,6 +91,11 @@ def read_text_file(path: Path) -> tuple[str | None, str | None]:
         raw = path.read_bytes()[: MAX_TEXT_FILE_BYTES + 1]
     except OSError as exc:
         return None, f"cannot read {path}: {exc.strerror or exc}"
+    return text_of(path, raw)
+
+
+def text_of(path: Path, raw: bytes) -> tuple[str | None, str | None]:
+    """`read_text_file` for bytes already read."""
     if len(raw) > MAX_TEXT_FILE_BYTES:
         return None, f"{path} is larger than {MAX_TEXT_FILE_BYTES:,} bytes"
     try:
@@ -104,31 +109,51 @@ def read_text_file(path: Path) -> tuple[str | None, str | None]:
     return text.replace("\r\n", "\n").replace("\r", "\n"), None
 
 
-def resolve(
+@dataclass(frozen=True)
+class UserText:
+    """A user file read once: its trimmed text (None when unusable, `wrong` says why) and
+    the hash of its bytes (a run's fingerprint counts the file by content)."""
+
+    text: str | None
+    sha256: str
+    wrong: str | None
+
+
+def resolve_values(
     tf: TaskFile, base_dir: Path, *, file: str = "", model_override: str | None = None
-) -> list[ResolvedTask]:
-    """Apply defaults and resolve paths. Raises ConfigError for missing repos and files.
+) -> tuple[Resolver, list[dict[str, Any]]]:
+    """Each task's values with defaults applied and paths resolved, for `expand` to turn
+    into runs (with the resolver, whose reads it shares). Raises ConfigError for missing
+    repos and files.
 
     Problems carry the line of the field they are about (the line map kept by
     parse_task_file); an unknown provider in `model_override` is blamed on `--model`.
     """
-    r = _Resolver(tf, base_dir, file, model_override)
+    r = Resolver(tf, base_dir, file)
+    r.use_model(model_override)
     out = [task for i, t in enumerate(tf.tasks) if (task := r.task(i, t)) is not None]
     if r.problems:
         raise ConfigError(r.problems)
-    return out
+    return r, out
 
 
-class _Resolver:
+class Resolver:
     """One `resolve()`: the providers it knows, the problems found so far (each once: a
     defaults' problem is met once per task) and each path checked once."""
 
-    def __init__(self, tf: TaskFile, base_dir: Path, file: str, model_override: str | None) -> None:
-        self.tf, self.base_dir, self.file, self.override = tf, base_dir, file, model_override
+    def __init__(self, tf: TaskFile, base_dir: Path, file: str) -> None:
+        self.tf, self.base_dir, self.file = tf, base_dir, file
+        self.override: str | None = None
         self.problems: list[Problem] = []
         self._paths: dict[tuple[Path_, bool], Path | None] = {}
-        self._texts: dict[Path, str | None] = {}
+        self.texts: dict[Path, UserText | None] = {}
+        self.json_files: dict[Path, dict[str, Any] | str] = {}
+        self.skill_dirs: dict[Path, tuple[Skill, ...] | str] = {}
         self.known = {**BUILTIN_PROVIDERS, **_providers(tf, base_dir, self.problem)}
+
+    def use_model(self, model_override: str | None) -> None:
+        """Resolve the next tasks on `model_override` (`--model` or a `matrix.model`)."""
+        self.override = model_override
         if model_override is None:
             return
         if not re.fullmatch(MODEL_RE, model_override):
@@ -142,7 +167,7 @@ class _Resolver:
             )
         elif (name := model_override.split("/", 1)[0]) not in self.known:
             self.add(
-                Problem(COMMAND_LINE, None, "--model", _unknown_provider(name, set(self.known)))
+                Problem(COMMAND_LINE, None, "--model", unknown_provider(name, set(self.known)))
             )
 
     def add(self, found: Problem) -> None:
@@ -155,7 +180,7 @@ class _Resolver:
     def path(self, at: Path_, raw: str, *, want_dir: bool) -> Path | None:
         """The path `raw` names, checked (and blamed on `at`) once."""
         if (at, want_dir) not in self._paths:
-            found, wrong = _check_path(self.base_dir, raw, want_dir)
+            found, wrong = check_path(self.base_dir, raw, want_dir)
             if wrong is not None:
                 self.problem(at, wrong)
             self._paths[at, want_dir] = found
@@ -168,20 +193,29 @@ class _Resolver:
             return self.path(("tasks", i, name), own, want_dir=False)
         return None if default is None else self.path(("defaults", name), default, want_dir=False)
 
-    def layered_text(self, i: int, t: TaskSpec, name: str, path: Path | None) -> str | None:
-        """The trimmed text of the file field `name`, found at `path` (read once): the run
-        gets text, and a file it cannot use is blamed on the field's line here."""
+    def layered_text(self, i: int, t: TaskSpec, name: str, path: Path | None) -> UserText | None:
+        """The file field `name`, found at `path`: the run gets text, and a file it cannot
+        use is blamed on the field's line here."""
+        at: Path_ = ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
+        return self.text(at, path)
+
+    def text(self, at: Path_, path: Path | None) -> UserText | None:
+        """The file at `path` (blamed on `at`), read once per pass whoever names it."""
         if path is None or not path.is_file():  # `path` has said what is wrong
             return None
-        if path not in self._texts:
-            text, wrong = read_text_file(path)
-            if wrong is not None:
-                at: Path_ = (
-                    ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
-                )
-                self.problem(at, esc(wrong))
-            self._texts[path] = None if text is None else text.strip()
-        return self._texts[path]
+        if path not in self.texts:
+            try:
+                raw = path.read_bytes()[: MAX_TEXT_FILE_BYTES + 1]
+            except OSError as exc:
+                self.texts[path] = UserText(None, "", f"cannot read {path}: {exc.strerror or exc}")
+            else:
+                text, wrong = text_of(path, raw)
+                digest = hashlib.sha256(raw).hexdigest()
+                self.texts[path] = UserText(None if text is None else text.strip(), digest, wrong)
+        found = self.texts[path]
+        if found is not None and found.wrong is not None:
+            self.problem(at, esc(found.wrong))
+        return found
 
     def roots(self, i: int, t: TaskSpec) -> tuple[Path, ...]:
         own = t.writable_roots is not None
@@ -196,7 +230,7 @@ class _Resolver:
         provider = self.known.get(name)
         if provider is None:
             if self.override is None:  # only for a TaskFile that parse_task_file did not make
-                self.problem(model_path, _unknown_provider(name, set(self.known)))
+                self.problem(model_path, unknown_provider(name, set(self.known)))
             return None
         if PLACEHOLDER_HOST not in provider.base_url:
             return provider
@@ -214,20 +248,21 @@ class _Resolver:
             self.add(Problem(COMMAND_LINE, None, "--model", wrong))
         return None
 
-    def task(self, i: int, t: TaskSpec) -> ResolvedTask | None:
-        d = self.tf.defaults
+    def task(self, i: int, t: TaskSpec) -> dict[str, Any] | None:
+        d, b = self.tf.defaults, BUILTIN_SETTINGS
         repo = self.path(("tasks", i, "repo"), t.repo, want_dir=True)
         instructions = self.layered_file(i, t, "instructions_file")
+        instructions_text = self.layered_text(i, t, "instructions_file", instructions)
         compact_prompt = self.layered_file(i, t, "compact_prompt_file")
         compact_text = self.layered_text(i, t, "compact_prompt_file", compact_prompt)
         model_path: Path_ = ("tasks", i, "model") if t.model is not None else ("defaults", "model")
-        model = self.override or _first(t.model, d.model) or "local/smollm2"
+        model = self.override or first_set(t.model, d.model, b.model) or ""
         provider_name, _, model_name = model.partition("/")
         provider = self.provider(model, model_path)
         if provider is None:
             return None
         roots = self.roots(i, t)
-        extras = _extras(t, d, i, provider_name, self.known, self.base_dir, self.problem)
+        extras = _extras(t, d, i, provider_name, self)
         entry = self.tf.models.get(model) or ModelConfig()
         _no_seed_on_responses(
             provider,
@@ -241,9 +276,8 @@ class _Resolver:
         if self.problems or repo is None:
             return None
         api_model = entry.model or model_name
-        return ResolvedTask(
+        return dict(
             id=t.id,
-            run=t.id,
             prompt=t.prompt,
             turns=t.turns,
             repo=repo,
@@ -251,36 +285,39 @@ class _Resolver:
             provider=provider,
             model=model_name,
             instructions_file=instructions,
-            developer_instructions=_first(t.developer_instructions, d.developer_instructions),
-            tools=_first(t.tools, d.tools, DEFAULT_TOOLS) or (),
-            sandbox=_first(t.sandbox, d.sandbox) or "workspace-write",
-            network_access=bool(_first(t.network_access, d.network_access)),
+            instructions=instructions_text.text if instructions_text else None,
+            instructions_sha256=instructions_text.sha256 if instructions_text else None,
+            developer_instructions=first_set(t.developer_instructions, d.developer_instructions),
+            tools=first_set(t.tools, d.tools, b.tools),
+            sandbox=first_set(t.sandbox, d.sandbox, b.sandbox),
+            network_access=first_set(t.network_access, d.network_access, b.network_access),
             writable_roots=roots,
-            limits=_merged(Limits, d.limits, t.limits),
-            model_options=_merged(
+            limits=merged_layers(Limits, d.limits, t.limits),
+            model_options=merged_layers(
                 ModelOptions,
                 ModelOptions.model_validate(codex_defaults(api_model)),
                 d.model_options,
                 entry.model_options,
                 t.model_options,
             ),
-            shell_timeout_ms=_first(t.shell_timeout_ms, d.shell_timeout_ms) or 10_000,
-            apply_patch_tool=_first(t.apply_patch_tool, d.apply_patch_tool) or "function",
-            git=_merged(GitSettings, d.git, t.git),
-            check=_first(t.check, d.check),
-            check_timeout_s=_first(t.check_timeout_s, d.check_timeout_s) or 600.0,
+            shell_timeout_ms=first_set(t.shell_timeout_ms, d.shell_timeout_ms, b.shell_timeout_ms),
+            apply_patch_tool=first_set(t.apply_patch_tool, d.apply_patch_tool, b.apply_patch_tool),
+            git=merged_layers(GitSettings, d.git, t.git),
+            check=first_set(t.check, d.check),
+            check_timeout_s=first_set(t.check_timeout_s, d.check_timeout_s, b.check_timeout_s),
             tags=t.tags,
             api_model=api_model,
             secrets=self.tf.secrets,
             compact_prompt_file=compact_prompt,
-            compact_prompt=compact_text,
-            current_date=_first(t.current_date, d.current_date),
-            timezone=_first(t.timezone, d.timezone),
+            compact_prompt=compact_text.text if compact_text else None,
+            compact_prompt_sha256=compact_text.sha256 if compact_text else None,
+            current_date=first_set(t.current_date, d.current_date),
+            timezone=first_set(t.timezone, d.timezone),
             **_model_fields(
                 provider_name,
                 api_model,
                 self.tf.models,
-                _first(t.auto_compact_limit, d.auto_compact_limit),
+                first_set(t.auto_compact_limit, d.auto_compact_limit),
                 alias=model,
                 provider_cfg=provider,
             ),
@@ -339,19 +376,17 @@ def _extras(
     d: Settings,
     i: int,
     provider_name: str,
-    known: dict[str, ProviderConfig],
-    base_dir: Path,
-    problem: Callable[[Path_, str], None],
+    r: Resolver,
 ) -> dict[str, Any]:
     """MCP servers, skills, the hosted web search and the output schema of one task."""
-    provider = known[provider_name]
+    provider, base_dir, problem = r.known[provider_name], r.base_dir, r.problem
 
     def where(name: str) -> Path_:
         return ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
 
     servers = _mcp_servers(t, d, i, base_dir, problem)
-    skills = _skills(_first(t.skills, d.skills) or (), where("skills"), base_dir, problem)
-    web_search = bool(_first(t.web_search, d.web_search))
+    skills = _skills(first_set(t.skills, d.skills) or (), where("skills"), r)
+    web_search = bool(first_set(t.web_search, d.web_search, BUILTIN_SETTINGS.web_search))
     if web_search:
         from runner.tools.hosted import web_search_problem
 
@@ -362,11 +397,7 @@ def _extras(
     given: dict[str, Any] | str | None = (
         t.output_schema if t.output_schema is not None else d.output_schema
     )
-    schema = (
-        _json_file(base_dir, given, where("output_schema"), problem)
-        if isinstance(given, str)
-        else given
-    )
+    schema = _json_file(given, where("output_schema"), r) if isinstance(given, str) else given
     if schema is not None:
         from runner.output_schema import schema_problem
 
@@ -389,7 +420,7 @@ def _mcp_servers(
     for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
         for name, server in (layer or {}).items():
             if server.cwd is not None:
-                cwd, wrong = _check_path(base_dir, server.cwd, want_dir=True)
+                cwd, wrong = check_path(base_dir, server.cwd, want_dir=True)
                 if wrong is not None:
                     problem((*owner, "mcp_servers", name, "cwd"), wrong)
                 server = server.model_copy(update={"cwd": str(cwd)})
@@ -397,40 +428,52 @@ def _mcp_servers(
     return servers
 
 
-def _skills(
-    folders: tuple[str, ...], at: Path_, base_dir: Path, problem: Callable[[Path_, str], None]
-) -> tuple[Skill, ...]:
+def _skills(folders: tuple[str, ...], at: Path_, r: Resolver) -> tuple[Skill, ...]:
     skills: list[Skill] = []
+    problem = r.problem
     for j, raw in enumerate(folders):
-        folder, wrong = _check_path(base_dir, raw, want_dir=True)
+        folder, wrong = check_path(r.base_dir, raw, want_dir=True)
         if folder is None or wrong is not None:
             problem((*at, j), wrong or "not a directory")
             continue
-        try:
-            skills.extend(load_skills(folder))
-        except SkillError as exc:
-            problem((*at, j), esc(str(exc)))
+        if folder not in r.skill_dirs:  # read once, however many tasks name it
+            try:
+                r.skill_dirs[folder] = tuple(load_skills(folder))
+            except SkillError as exc:
+                r.skill_dirs[folder] = esc(str(exc))
+        found = r.skill_dirs[folder]
+        if isinstance(found, str):
+            problem((*at, j), found)
+        else:
+            skills.extend(found)
     names = [s.name for s in skills]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problem(at, f"two skills are named {name!r}; names must be unique")
     return tuple(skills)
 
 
-def _json_file(
-    base_dir: Path, raw: str, path: Path_, problem: Callable[[Path_, str], None]
-) -> dict[str, Any] | None:
-    found, wrong = _check_path(base_dir, raw, want_dir=False)
+def _json_file(raw: str, path: Path_, r: Resolver) -> dict[str, Any] | None:
+    found, wrong = check_path(r.base_dir, raw, want_dir=False)
     if found is None or wrong is not None:
-        problem(path, wrong or "not a file")
+        r.problem(path, wrong or "not a file")
         return None
+    if found not in r.json_files:  # read once, however many tasks name it
+        r.json_files[found] = _read_json(found)
+    value = r.json_files[found]
+    if isinstance(value, str):
+        r.problem(path, value)
+        return None
+    return value
+
+
+def _read_json(found: Path) -> dict[str, Any] | str:
+    """The JSON object in `found`, or what is wrong with it."""
     try:
         value = json.loads(found.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        problem(path, f"cannot read JSON from {esc(str(found))}: {esc(str(exc))}")
-        return None
+        return f"cannot read JSON from {esc(str(found))}: {esc(str(exc))}"
     if not isinstance(value, dict):
-        problem(path, f"{esc(str(found))} must hold a JSON object (a schema)")
-        return None
+        return f"{esc(str(found))} must hold a JSON object (a schema)"
     return value
 
 
@@ -446,13 +489,13 @@ def _model_fields(
     """Context window, compaction limit and price, each from the first that gives it: the
     task's `auto_compact_limit`, the `models:` entry (an alias's own, then the real
     model's), the provider's settings, the built-in table."""
-    from runner.models import ModelInfo, Price, model_info
+    from runner.models import ModelInfo, model_info
 
     over = {
         k: ModelInfo(
             v.context_window,
             v.auto_compact_limit,
-            Price(v.price.input, v.price.cached_input, v.price.output) if v.price else None,
+            v.price,
         )
         for k, v in overrides.items()
     }
@@ -466,13 +509,10 @@ def _model_fields(
             info = ModelInfo(provider_cfg.context_window, info.auto_compact_limit, info.price)
         if entry.auto_compact_limit is None and provider_cfg.auto_compact_limit is not None:
             info = ModelInfo(info.context_window, provider_cfg.auto_compact_limit, info.price)
-    p = info.price
     return {
         "context_window": info.context_window,
         "auto_compact_limit": compact_limit or info.compact_limit,
-        "price": PriceConfig(input=p.input, cached_input=p.cached_input, output=p.output)
-        if p is not None
-        else None,
+        "price": info.price,
     }
 
 

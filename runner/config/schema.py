@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,7 +29,7 @@ from pydantic_core import PydanticCustomError
 from runner import sizes
 from runner.config.text import Path_, describe, esc, line_for, short
 from runner.errors import Problem
-from runner.skills import Skill
+from runner.models import Price
 from runner.vocabulary import Auth, ReasoningEffort, SandboxMode
 
 ToolName = Literal["shell", "apply_patch", "update_plan"]
@@ -267,12 +266,8 @@ class BatchLimits(Frozen):
     max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
 
 
-class PriceConfig(Frozen):
-    """US dollars per million tokens."""
-
-    input: Annotated[StrictFloat, Field(ge=0)]
-    cached_input: Annotated[StrictFloat, Field(ge=0)]
-    output: Annotated[StrictFloat, Field(ge=0)]
+PriceConfig = Price
+"""The old name of `runner.models.Price`, kept while callers move to it."""
 
 
 class ModelConfig(Frozen):
@@ -281,7 +276,7 @@ class ModelConfig(Frozen):
     context_window: Annotated[StrictInt, Field(ge=256)] | None = None
     auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
     """Compact the thread when its token count passes this (default 90% of the window)."""
-    price: PriceConfig | None = None
+    price: Price | None = None
     model: str | None = Field(default=None, min_length=1)
     """The name sent to the server, when the entry is an alias: two entries for one model
     with different `model_options` compare settings in one matrix."""
@@ -429,26 +424,28 @@ class TaskSpec(Settings):
     """Select tasks with `--tag` on the command line."""
 
 
-class _LineMap:
+class LineMap:
     """Field path -> line, kept with a parsed TaskFile so `resolve` can locate problems.
 
     Metadata, not part of the value: any two line maps compare equal, so two TaskFiles with
     the same content are equal however their files were laid out.
     """
 
-    __slots__ = ("lines",)
+    __slots__ = ("lines", "sha256")
 
-    def __init__(self, lines: dict[Path_, int] | None = None) -> None:
+    def __init__(self, lines: dict[Path_, int] | None = None, sha256: str = "") -> None:
         self.lines: dict[Path_, int] = lines if lines is not None else {}
+        self.sha256 = sha256
+        """Of the file's bytes as read (the batch's identity), so nothing reads it again."""
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _LineMap)
+        return isinstance(other, LineMap)
 
     def __hash__(self) -> int:
         return 0
 
     def __repr__(self) -> str:
-        return f"_LineMap({len(self.lines)} paths)"
+        return f"LineMap({len(self.lines)} paths)"
 
 
 class Variant(Frozen):
@@ -508,7 +505,7 @@ class TaskFile(Frozen):
     `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`), or a path."""
     tasks: tuple[TaskSpec, ...]
 
-    _lines: _LineMap = PrivateAttr(default_factory=_LineMap)
+    _lines: LineMap = PrivateAttr(default_factory=LineMap)
 
     @field_validator("tasks")
     @classmethod
@@ -530,60 +527,23 @@ class TaskFile(Frozen):
 
 DEFAULT_TOOLS: tuple[ToolName, ...] = ("shell", "apply_patch", "update_plan")
 
+BUILTIN_SETTINGS = Settings(
+    model="local/smollm2",
+    tools=DEFAULT_TOOLS,
+    sandbox="workspace-write",
+    network_access=False,
+    shell_timeout_ms=10_000,
+    apply_patch_tool="function",
+    check_timeout_s=600.0,
+    web_search=False,
+)
+"""The one place a setting's default lives: under `defaults:`, under a task's own. The
+nested sections (`limits`, `model_options`, `git`) keep theirs in their own models."""
 
-class ResolvedTask(Frozen):
-    """One task with defaults applied and paths made absolute: what a run needs."""
 
-    id: str
-    prompt: str
-    turns: tuple[str, ...]
-    repo: Path
-    provider_name: str
-    provider: ProviderConfig
-    model: str
-    instructions_file: Path | None
-    developer_instructions: str | None
-    tools: tuple[ToolName, ...]
-    sandbox: SandboxMode
-    limits: Limits
-    model_options: ModelOptions
-    shell_timeout_ms: int
-    network_access: bool = False
-    writable_roots: tuple[Path, ...] = ()
-    apply_patch_tool: Literal["function", "freeform"] = "function"
-    git: GitSettings = GitSettings()
-    check: str | None = None
-    check_timeout_s: float = 600.0
-    run: str = ""
-    """This run's name: the task id, plus model and repeat when a matrix makes several
-    runs of one task. Used for file names, workspaces and the report."""
-    repeat: int = 1
-    secrets: tuple[str, ...] = ()
-    """The task file's `secrets:` (names of environment variables)."""
-    variant: str | None = None
-    tags: tuple[str, ...] = ()
-    api_model: str = ""
-    """The model name sent to the server (`model` is the task file's name, maybe an
-    alias from `models:`)."""
-    context_window: int | None = None
-    auto_compact_limit: int | None = None
-    compact_prompt_file: Path | None = None
-    compact_prompt: str | None = None
-    """The text of `compact_prompt_file`, read at resolution so a run reads no user file
-    for it; None: the bundled hand-off request."""
-    price: PriceConfig | None = None
-    """None when the price is unknown: cost is then reported as null."""
-    mcp_servers: dict[str, McpServerConfig] = {}
-    skills: tuple[Skill, ...] = ()
-    web_search: bool = False
-    output_schema: dict[str, Any] | None = None
-    current_date: str | None = None
-    """Pinned day for the prompt; None: the day the batch starts."""
-    timezone: str | None = None
-    """Pinned zone for the prompt; None: this machine's."""
-    fingerprint: str = ""
-    """Hash of everything that defines the run except machine paths: equal on every
-    machine, so `--shard` slices agree and `--resume` knows a run it has finished."""
+def source_sha256(tf: TaskFile) -> str:
+    """The hash of the bytes `tf` was loaded from ("" for text parsed directly)."""
+    return tf._lines.sha256
 
 
 def field_line(tf: TaskFile, path: Path_, *, exact: bool = False) -> int | None:

@@ -35,7 +35,7 @@ def _short_tag(tag: str) -> str:
     return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
 
 
-class _Lines:
+class LineIndex:
     """Line numbers as editors, `grep -n` and `wc -l` count them: only "\\n" ends a line.
 
     PyYAML also counts U+0085, U+2028 and U+2029 (and a lone CR), so its `mark.line` drifts
@@ -54,7 +54,7 @@ class _BadValue(yaml.constructor.ConstructorError):
     """A scalar whose explicit tag does not fit it, e.g. `!!int ten`."""
 
 
-class _Loader(yaml.SafeLoader):
+class TaskYamlLoader(yaml.SafeLoader):
     """SafeLoader that remembers anchor names and where aliases stand in sequences, and
     turns the constructor's own ValueError/KeyError/... on bad tagged values into a
     located error."""
@@ -87,21 +87,21 @@ class _Loader(yaml.SafeLoader):
 
 
 # `=` resolves to the YAML 1.1 "value" tag, which SafeLoader cannot construct: read it as text.
-def _construct_text(loader: _Loader, node: yaml.Node) -> str:
+def _construct_text(loader: TaskYamlLoader, node: yaml.Node) -> str:
     return loader.construct_yaml_str(node)
 
 
-_Loader.add_constructor(_TAG + "value", _construct_text)
+TaskYamlLoader.add_constructor(_TAG + "value", _construct_text)
 
 
-class _Walker:
+class TreeWalker:
     """One pass over the node tree: line map, duplicate and non-string keys.
 
     Aliases reuse node objects, so each node is walked once (remembered by id); a
     self-referencing alias therefore ends, and a "billion laughs" file stays linear.
     """
 
-    def __init__(self, file: str, at: _Lines, alias_marks: dict[tuple[int, int], yaml.Mark]):
+    def __init__(self, file: str, at: LineIndex, alias_marks: dict[tuple[int, int], yaml.Mark]):
         self.file = file
         self.at = at
         self.alias_marks = alias_marks
@@ -179,8 +179,8 @@ class _Walker:
         self.problems.append(Problem(self.file, self.line(knode), dotted(path + (name,)), message))
 
 
-def _alias_problems(
-    root: yaml.Node, walker: _Walker, anchor_names: dict[int, str]
+def alias_problems(
+    root: yaml.Node, walker: TreeWalker, anchor_names: dict[int, str]
 ) -> list[Problem]:
     """A node that contains itself through an alias, or aliases that expand the file
     beyond ALIAS_EXPANSION_LIMIT values: neither can be a task file."""
@@ -243,8 +243,8 @@ def _alias_problems(
     return []
 
 
-def _yaml_problem(
-    exc: yaml.YAMLError, file: str, at: _Lines, by_index: dict[int, Path_] | None = None
+def yaml_problem(
+    exc: yaml.YAMLError, file: str, at: LineIndex, by_index: dict[int, Path_] | None = None
 ) -> Problem:
     """One readable line for a PyYAML error: problem, then its context with a line."""
     if isinstance(exc, yaml.reader.ReaderError):

@@ -62,7 +62,7 @@ from runner.github.rest import (
     upsert_pull_request,
 )
 from runner.redact import Redactor
-from runner.reports.markdown import inline, truncate
+from runner.reports.fmt import inline, truncate
 from runner.reports.model import Report
 from runner.secret_env import secrets_from_env
 from runner.vocabulary import EXIT_BAD_INPUT, EXIT_RUNNER, RunStatus
@@ -482,7 +482,8 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def _summary_of(out: Path, handed: Mapping[str, str], env: Mapping[str, str]) -> str:
     """The run's summary for the job summary (which the runner no longer writes itself):
     its summary.md, or the report re-rendered to fit GitHub's limit."""
-    from runner.reports.markdown import STEP_SUMMARY_MAX_CHARS, render_markdown
+    from runner.reports.fmt import STEP_SUMMARY_MAX_CHARS
+    from runner.reports.markdown import render_markdown
 
     text = (out / "summary.md").read_text(encoding="utf-8", errors="replace")
     if len(text) > STEP_SUMMARY_MAX_CHARS:

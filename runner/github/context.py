@@ -15,7 +15,7 @@ from typing import Any
 
 from runner.config.schema import McpServerConfig, Settings
 from runner.errors import RunnerError
-from runner.reports.markdown import PR_COMMENT_MAX_CHARS
+from runner.reports.fmt import PR_COMMENT_MAX_CHARS
 from runner.vocabulary import REASONING_EFFORTS, SANDBOX_MODES
 
 MARKER = "<!-- runner:summary -->"

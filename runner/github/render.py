@@ -22,8 +22,8 @@ from runner.github.context import (
     TASK_MARKER,
     Context,
 )
-from runner.reports import markdown
-from runner.reports.markdown import mark, percent, tokens, truncate
+from runner.reports import fmt
+from runner.reports.fmt import mark, percent, tokens, truncate
 from runner.reports.model import Report, TaskReport
 from runner.vocabulary import RunStatus
 
@@ -31,12 +31,12 @@ from runner.vocabulary import RunStatus
 def inline(text: str) -> str:
     """Run-derived text for a list item: Markdown-escaped, then made inert (no mention,
     cross-repository reference or autolink; see `safe_markdown.inert_line`)."""
-    return safe_markdown.inert_line(markdown.inline(text))
+    return safe_markdown.inert_line(fmt.inline(text))
 
 
 def cell(text: str) -> str:
     """Run-derived text for a table cell, made inert like `inline`."""
-    return safe_markdown.inert_line(markdown.cell(text))
+    return safe_markdown.inert_line(fmt.cell(text))
 
 
 def _cost(value: float | None) -> str:

@@ -13,7 +13,7 @@ from runner import http
 from runner.errors import GitHubError, NetworkError, RemoteError, retryable_status
 from runner.github.context import ACTIONS_BOT, API_VERSION, MARKER, WRITE_PERMISSIONS
 from runner.providers.retry import backoff_s, decide
-from runner.reports.markdown import truncate
+from runner.reports.fmt import truncate
 
 BASE_DELAY_S = 1.0
 MAX_WAIT_S = 30.0

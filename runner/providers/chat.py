@@ -37,9 +37,9 @@ from runner.providers import ModelResponse, Prompt
 from runner.providers.chat_wire import (
     PARTIAL_OUTPUT_CHARS,
     ChatStreamState,
-    Constrained,
     build_body,
 )
+from runner.providers.constrained import Constrained
 from runner.sizes import SizeCaps
 from runner.sse import MAX_EVENT_BYTES
 

@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict
 
 from runner.errors import ReportError
 from runner.progress import duration
-from runner.reports.markdown import _table, cell, column_name, money, partial_text, percent
+from runner.reports.fmt import cell, money, percent, table
 from runner.reports.model import Report, TaskReport
+from runner.reports.summary import column_name, partial_text
 from runner.reports.totals import finished_runs
 from runner.vocabulary import Verdict
 
@@ -288,15 +289,15 @@ def render_compare(c: Comparison) -> str:
             "",
             "## Overall",
             "",
-            *_table(header, align, [line(c.overall)]),
+            *table(header, align, [line(c.overall)]),
             "",
             "## By model / variant",
             "",
-            *_table(header, align, [line(r) for r in c.groups]),
+            *table(header, align, [line(r) for r in c.groups]),
             "",
             "## By task",
             "",
-            *_table(header, align, [line(r) for r in c.tasks]),
+            *table(header, align, [line(r) for r in c.tasks]),
             "",
         ]
     )

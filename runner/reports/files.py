@@ -7,8 +7,9 @@ from pathlib import Path
 
 from runner.fsutil import atomic_write_text
 from runner.redact import Redactor
+from runner.reports.fmt import STEP_SUMMARY_MAX_CHARS
 from runner.reports.junit import render_junit
-from runner.reports.markdown import STEP_SUMMARY_MAX_CHARS, render_markdown
+from runner.reports.markdown import render_markdown
 from runner.reports.model import Report
 
 

@@ -24,21 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from runner.progress import duration, printable
-from runner.reports.markdown import (
-    MARKS,
-    column_name,
-    group_stats,
-    headline_cost,
-    money,
-    partial_text,
-    percent,
-    skip_reasons,
-    task_matrix,
-    tokens,
-)
+from runner.reports.fmt import MARKS, money, percent, tokens
 from runner.reports.model import Report, TaskReport
 from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.stats import wilson_interval
+from runner.reports.summary import (
+    column_name,
+    group_stats,
+    headline_cost,
+    partial_text,
+    skip_reasons,
+    task_matrix,
+)
 from runner.sizes import size as size_text
 from runner.vocabulary import RunStatus
 

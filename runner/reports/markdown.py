@@ -16,95 +16,28 @@ are shared across sections.
 
 from __future__ import annotations
 
-import math
-import re
-import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from runner.progress import duration
+from runner.reports.fmt import (
+    cell,
+    inline,
+    mark,
+    money,
+    percent,
+    table,
+    tokens,
+    truncate,
+)
 from runner.reports.model import Report, TaskReport
-from runner.reports.stats import mean_pass_at_k, wilson_interval
-from runner.reports.totals import finished_runs, sum_cost
-from runner.vocabulary import RunStatus, Verdict
-
-ERROR_LIMIT = 200
-"""Error messages are cut to about this many characters; report.json has the full text."""
-
-PR_COMMENT_MAX_CHARS = 65_536
-"""GitHub rejects a longer issue or pull-request comment."""
-
-STEP_SUMMARY_MAX_CHARS = 250_000
-"""GitHub's 1 MiB job-summary limit in characters, counting 4 UTF-8 bytes for each."""
-
-MARKS: dict[RunStatus, str] = {
-    RunStatus.COMPLETED: "PASS",
-    RunStatus.FAILED: "FAIL",
-    RunStatus.CHECK_FAILED: "FAIL (check)",
-    RunStatus.MAX_TURNS: "FAIL (turns)",
-    RunStatus.MAX_TOOL_CALLS: "FAIL (tool calls)",
-    RunStatus.TIMEOUT: "FAIL (timeout)",
-    RunStatus.BUDGET: "FAIL (budget)",
-    RunStatus.SCOPE_VIOLATION: "FAIL (scope)",
-    RunStatus.ERROR: "ERROR",
-    RunStatus.INTERRUPTED: "STOPPED",
-    RunStatus.SKIPPED: "NOT STARTED",
-    RunStatus.RATE_LIMITED: "ERROR (rate limit)",
-    RunStatus.QUOTA_EXHAUSTED: "ERROR (quota)",
-    RunStatus.MAX_OUTPUT_TOKENS: "FAIL (output cap)",
-    RunStatus.SIZE_LIMIT: "FAIL (size cap)",
-}
-"""Short, emoji-free status marks: readable in plain text and in a terminal (one per
-status; a test checks none is missing)."""
-
-# CommonMark lets any ASCII punctuation be backslash-escaped; these are the ones that can
-# start markup inside a table cell or list item (`|` splits cells even inside code spans).
-_MARKUP = re.compile(r"([\\`*_\[\]<>|~&])")
-_SPACE = re.compile(r"\s+")
-# Control characters (terminal escapes) and lone surrogates, which UTF-8 cannot even encode.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def _visible(m: re.Match[str]) -> str:
-    code = ord(m.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def inline(text: str) -> str:
-    """Text safe inside a list item: whitespace runs (newlines too) become one space, control
-    characters become a visible escape, markup characters are backslash-escaped."""
-    return _MARKUP.sub(r"\\\1", _UNPRINTABLE.sub(_visible, _SPACE.sub(" ", text).strip()))
-
-
-def cell(text: str) -> str:
-    """Text safe inside a table cell: escaped like `inline`, newlines kept as `<br>`."""
-    lines = [inline(line) for line in text.splitlines()]
-    return "<br>".join(line for line in lines if line) or " "
-
-
-def truncate(text: str, limit: int = ERROR_LIMIT) -> str:
-    """Shorten to `limit` characters (whitespace collapsed first) with an ellipsis."""
-    flat = _SPACE.sub(" ", text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
-
-
-def mark(status: RunStatus) -> str:
-    return MARKS[status]
-
-
-def tokens(n: float) -> str:
-    return f"{n:,.0f}"
-
-
-def percent(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{ratio * 100:.1f}%"
-
-
-def money(usd: float | None) -> str:
-    """Dollars; `n/a` when unknown (a price is missing), never a misleading $0."""
-    if usd is None or not math.isfinite(usd):
-        return "n/a"
-    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
+from runner.reports.summary import (
+    group_stats,
+    headline_cost,
+    partial_text,
+    skip_reasons,
+    task_matrix,
+)
+from runner.vocabulary import RunStatus
 
 
 def _name(task: TaskReport) -> str:
@@ -115,82 +48,6 @@ def _branch(task: TaskReport) -> str:
     if task.result is None or task.result.branch is None:
         return "-"
     return cell(task.result.branch)
-
-
-def _table(header: list[str], align: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return out
-
-
-@dataclass(frozen=True)
-class GroupStats:
-    """What one row of a comparison says about a set of runs. Rates, medians and
-    intervals are over finished runs only; skipped and errored runs are counted apart."""
-
-    runs: int
-    """Finished runs (passed or failed): the denominator."""
-    skipped: int
-    errored: int
-    passed: int
-    interval: tuple[float, float] | None
-    """95% Wilson score interval of passed / runs."""
-    repeats: int
-    """The fewest runs of any one task (same model and variant) in the group: the n of
-    pass@n, so every task has enough samples for it."""
-    pass_at_1: float | None
-    pass_at_n: float | None
-    median_tokens: float
-    cache_hit: float | None
-    ideal_hit: float | None
-    """Token-weighted prefix reuse: the share of input that repeats the thread's previous
-    request (the server may cache more, across threads)."""
-    cost_per_pass: float | None
-    """Total cost over passed runs; None when a cost is unknown or nothing passed."""
-    median_time: float
-    input_tokens: int
-    output_tokens: int
-    cost: float | None
-    """Total over every run of the group that sent a request (errored ones cost too)."""
-    time: float
-    """Total run time of every run of the group."""
-
-
-def group_stats(every: Sequence[TaskReport]) -> GroupStats:
-    """Pass rate over finished runs, and pass@k over tasks: each task (id, model, variant)
-    is one problem sampled `n` times, as in the pass@k literature."""
-    tasks = finished_runs(every)
-    kinds = [t.status.verdict for t in every]
-    samples: dict[tuple[str, str, str | None], list[bool]] = {}
-    for t in tasks:
-        samples.setdefault((t.id, t.model, t.variant), []).append(t.status is RunStatus.COMPLETED)
-    counts = [(len(v), sum(v)) for v in samples.values()]
-    n = min((c[0] for c in counts), default=0)
-    passed = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
-    cached = sum(t.usage.cached_tokens for t in tasks)
-    sent = sum(t.usage.input_tokens for t in tasks)
-    cost = sum_cost(t.cost_usd for t in tasks)
-    return GroupStats(
-        runs=len(tasks),
-        passed=passed,
-        interval=wilson_interval(passed, len(tasks)),
-        repeats=n,
-        pass_at_1=mean_pass_at_k(counts, 1) if n else None,
-        pass_at_n=mean_pass_at_k(counts, n) if n else None,
-        median_tokens=statistics.median(t.usage.total_tokens for t in tasks) if tasks else 0,
-        cache_hit=cached / sent if sent else None,
-        ideal_hit=sum(t.usage.ideal_cached_tokens or 0 for t in tasks) / sent
-        if sent and all(t.usage.ideal_cached_tokens is not None for t in tasks)
-        else None,
-        cost_per_pass=cost / passed if cost is not None and passed else None,
-        median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0,
-        skipped=kinds.count(Verdict.SKIPPED),
-        errored=kinds.count(Verdict.ERRORED),
-        input_tokens=sum(t.usage.input_tokens for t in every),
-        output_tokens=sum(t.usage.output_tokens for t in every),
-        cost=sum_cost(t.cost_usd for t in every if t.requests),
-        time=sum(t.duration_s for t in every),
-    )
 
 
 def _has_repeats(report: Report) -> bool:
@@ -247,57 +104,11 @@ def _comparison(
         "Time",
     ]
     align = ["---", "--:", "--:", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 7
-    return [f"## {title}", "", *_table(header, align, rows)]
+    return [f"## {title}", "", *table(header, align, rows)]
 
 
 def _variant(t: TaskReport) -> str:
     return t.variant or "(none)"
-
-
-def column_name(t: TaskReport) -> str:
-    """A task x model matrix column: the model, with the variant when there is one."""
-    return t.model if t.variant is None else f"{t.model} / {t.variant}"
-
-
-@dataclass
-class Cell:
-    passed: int = 0
-    finished: int = 0
-    skipped: int = 0
-    errored: int = 0
-
-    def text(self) -> str:
-        """`2/3` (passed of finished), plus what was left out: `2/3 +1 skipped`."""
-        out = [f"{self.passed}/{self.finished}"] if self.finished else []
-        extra = [
-            f"{'+' if out else ''}{n} {what}"
-            for n, what in ((self.skipped, "skipped"), (self.errored, "errored"))
-            if n
-        ]
-        return " ".join([*out, *extra]) or "-"
-
-
-def task_matrix(
-    tasks: Sequence[TaskReport],
-) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]:
-    """Which model (and variant) solved which task: rows are task ids and columns
-    model/variant, both in report order; each cell counts that pair's runs."""
-    rows: dict[str, None] = {}
-    cols: dict[str, None] = {}
-    cells: dict[tuple[str, str], Cell] = {}
-    for t in tasks:
-        rows[t.id] = None
-        cols[column_name(t)] = None
-        c = cells.setdefault((t.id, column_name(t)), Cell())
-        kind = t.status.verdict
-        if kind is Verdict.SKIPPED:
-            c.skipped += 1
-        elif kind is Verdict.ERRORED:
-            c.errored += 1
-        else:
-            c.finished += 1
-            c.passed += kind is Verdict.PASSED
-    return list(rows), list(cols), cells
 
 
 MATRIX_ROWS = 30
@@ -318,7 +129,7 @@ def _matrix_section(report: Report) -> list[str]:
     return [
         "## Task x model",
         "",
-        *_table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
+        *table(["Task", *(cell(c) for c in cols)], ["---"] + ["--:"] * len(cols), body),
         "",
         "Passed of finished runs per task and model/variant.",
         *more,
@@ -361,26 +172,6 @@ def _comparisons(report: Report) -> list[list[str]]:
     out.append([" ".join(notes)])
     out.append(_matrix_section(report))
     return out
-
-
-def headline_cost(tasks: Sequence[TaskReport]) -> str:
-    """`$0.41` when every run that sent a request has a price; `>= $0.41` when some do not
-    (the known part, marked as a lower bound); `n/a` when none does."""
-    costs = [t.cost_usd for t in tasks if t.requests]
-    known = [c for c in costs if c is not None]
-    if not known:
-        return "n/a"
-    return ("" if len(known) == len(costs) else ">= ") + money(sum(known))
-
-
-def skip_reasons(tasks: Sequence[TaskReport]) -> str:
-    """`budget 2, interrupted 1`: why runs never started."""
-    counts: dict[str, int] = {}
-    for t in tasks:
-        if t.status is RunStatus.SKIPPED:
-            reason = t.skip_reason or "not started"
-            counts[reason] = counts.get(reason, 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def _headline(report: Report) -> list[str]:
@@ -487,7 +278,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     return [
         "## Runs",
         "",
-        *_table(header, align, rows[:keep]),
+        *table(header, align, rows[:keep]),
         *_cut_note(len(rows) - keep, "runs", max_chars),
     ]
 
@@ -600,16 +391,3 @@ def _hard_cut(text: str, max_chars: int) -> str:
     if "\n" in head:
         head = head[: head.rindex("\n")]
     return head + note
-
-
-def partial_text(report: Report) -> str:
-    """What a partial merge lacks, in the words every output uses."""
-    parts = []
-    if report.missing_shards:
-        total = f" of {report.batch.shards}" if report.batch else ""
-        parts.append(f"shard(s) {', '.join(map(str, report.missing_shards))}{total} missing")
-    if report.pending:
-        parts.append(
-            f"{report.pending:,} run(s) of shards cut short (killed, or a checkpoint) missing"
-        )
-    return "; ".join(parts) or "shards missing"

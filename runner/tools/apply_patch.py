@@ -44,9 +44,9 @@ from runner.tools.patch_format import (
     Hunk,
     Patch,
     UpdateFile,
-    _key,
     extract_shell_patch,
     parse_patch,
+    path_key,
     plan_patch,
 )
 
@@ -406,7 +406,7 @@ def _carry_out(
         assert change.contents is not None
         dest = locations[change.move_to]
         _write(journal, dest, change.contents)
-        if _key(change.move_to) != _key(change.path):
+        if path_key(change.move_to) != path_key(change.path):
             journal.remember(source)
             mode = stat.S_IMODE(source.stat().st_mode)
             dest.chmod(mode)  # a renamed script stays executable

@@ -395,7 +395,7 @@ def update_contents(contents: str, path: str, chunks: Sequence[Chunk]) -> str:
     return doc.render()
 
 
-def _key(path: str) -> str:
+def path_key(path: str) -> str:
     return posixpath.normpath(path)
 
 
@@ -411,7 +411,7 @@ def plan_patch(patch: Patch, read: Callable[[str], str | None]) -> list[FileChan
     state: dict[str, str | None] = {}
 
     def current(path: str) -> str | None:
-        key = _key(path)
+        key = path_key(path)
         if key not in state:
             state[key] = read(path)
         return state[key]
@@ -419,12 +419,12 @@ def plan_patch(patch: Patch, read: Callable[[str], str | None]) -> list[FileChan
     changes: list[FileChange] = []
     for hunk in patch.hunks:
         if isinstance(hunk, AddFile):
-            state[_key(hunk.path)] = hunk.contents
+            state[path_key(hunk.path)] = hunk.contents
             changes.append(FileChange(hunk.path, "add", hunk.contents))
         elif isinstance(hunk, DeleteFile):
             if current(hunk.path) is None:
                 raise PatchError(f"cannot delete {hunk.path}: no such file")
-            state[_key(hunk.path)] = None
+            state[path_key(hunk.path)] = None
             changes.append(FileChange(hunk.path, "delete", None))
         else:
             original = current(hunk.path)
@@ -432,10 +432,10 @@ def plan_patch(patch: Patch, read: Callable[[str], str | None]) -> list[FileChan
                 raise PatchError(f"cannot update {hunk.path}: no such file")
             updated = update_contents(original, hunk.path, hunk.chunks)
             if hunk.move_to is not None:
-                state[_key(hunk.path)] = None
-                state[_key(hunk.move_to)] = updated
+                state[path_key(hunk.path)] = None
+                state[path_key(hunk.move_to)] = updated
             else:
-                state[_key(hunk.path)] = updated
+                state[path_key(hunk.path)] = updated
             changes.append(FileChange(hunk.path, "update", updated, hunk.move_to))
     return changes
 

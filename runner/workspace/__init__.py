@@ -23,7 +23,7 @@ all run as one user, and these modes keep them out of other batches' runs.
 
 Every git command the runner itself runs on a workspace uses the *private* git dir, reading
 the user's object store (as `GIT_OBJECT_DIRECTORY`, or through alternates while a result
-is staged in the private store; `_publish`). So:
+is staged in the private store; `publish`). So:
 - nothing the agent writes into `root/N/.git` (hooks, `core.fsmonitor`, filter drivers,
   `core.worktree`, `commit.gpgSign`/`gpg.program`, a doctored index) is ever read by the
   runner's own git;

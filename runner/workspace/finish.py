@@ -20,15 +20,15 @@ from runner import gitnames, hostfs
 from runner.errors import GitError, UnsafeFileError, WorkspaceError
 from runner.redact import Redactor
 from runner.workspace.git import (
-    _MAX_BRANCH_SUFFIX,
     IDENTITY,
-    _argv,
-    _git,
-    _git_to_file,
-    _out,
-    _publish,
-    _ref_lock,
-    _staging_env,
+    MAX_BRANCH_SUFFIX,
+    git_argv,
+    git_out,
+    publish,
+    ref_lock,
+    run_git,
+    run_git_to_file,
+    staging_env,
 )
 from runner.workspace.names import branch_name, check_scope
 from runner.workspace.types import FileChange, Result, Scope, Workspace
@@ -102,7 +102,7 @@ def finish_sync(
 ) -> Result | None:
     """`finish` without the thread hop."""
     name = branch_name(branch_template, fields) if create_branch else None
-    env = _staging_env(ws)
+    env = staging_env(ws)
     tracked = _index_modes(ws, env)
     paths, left_out = _worktree(ws, env, tracked)
     # Before anything is staged, since staging writes the blobs.
@@ -114,7 +114,7 @@ def finish_sync(
     _stage(ws, env, paths, tracked)
     if left_out and on_left_out is not None:
         on_left_out(left_out)
-    tree = _out(["write-tree"], env=env, cwd=ws.path)
+    tree = git_out(["write-tree"], env=env, cwd=ws.path)
     if tree == ws.base_tree:
         return None
     ident = {
@@ -123,7 +123,7 @@ def finish_sync(
         "GIT_COMMITTER_NAME": IDENTITY[0],
         "GIT_COMMITTER_EMAIL": IDENTITY[1],
     }
-    commit = _out(
+    commit = git_out(
         ["commit-tree", "--no-gpg-sign", "-p", ws.base, "-F", "-", tree],
         env={**env, **ident},
         cwd=ws.path,
@@ -135,7 +135,7 @@ def finish_sync(
     # hold it): git builds a file's diff in memory (3 GB for one 1 GiB file) and takes
     # seconds per 100 MiB, which a batch stopping on SIGTERM cannot afford.
     big = _too_big_for_patch(ws, files)
-    _git_to_file(
+    run_git_to_file(
         [
             "format-patch",
             "-1",
@@ -160,7 +160,7 @@ def finish_sync(
         env=env,
         cwd=ws.path,
     )
-    _publish(ws, env, commit)
+    publish(ws, env, commit)
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
     result = Result(
@@ -221,7 +221,7 @@ def _too_big_for_patch(ws: Workspace, files: Sequence[FileChange]) -> list[str]:
 
 def _index_modes(ws: Workspace, env: Mapping[str, str]) -> dict[str, str]:
     """Path -> mode of every entry in the private index (the base tree)."""
-    out = _git(["ls-files", "-z", "--stage"], env=env, cwd=ws.path).stdout
+    out = run_git(["ls-files", "-z", "--stage"], env=env, cwd=ws.path).stdout
     modes: dict[str, str] = {}
     for rec in filter(None, out.split(b"\0")):
         meta, _, path = rec.partition(b"\t")
@@ -297,7 +297,7 @@ def _worktree(
 
 def _ignored(ws: Workspace, env: Mapping[str, str], paths: Sequence[str]) -> set[str]:
     """Which of these untracked paths `.gitignore` rules (and info/exclude) exclude."""
-    proc = _git(
+    proc = run_git(
         ["check-ignore", "-z", "--stdin"],
         env=env,
         cwd=ws.path,
@@ -306,7 +306,7 @@ def _ignored(ws: Workspace, env: Mapping[str, str], paths: Sequence[str]) -> set
     )
     if proc.returncode not in (0, 1):
         raise GitError(
-            _argv(["check-ignore"]),
+            git_argv(["check-ignore"]),
             proc.returncode,
             proc.stderr.decode(errors="replace"),
             ["check-ignore"],
@@ -329,14 +329,14 @@ def _stage(
         and not (mode == _GITLINK and (ws.path / p).is_dir() and not (ws.path / p).is_symlink())
     ]
     if gone:
-        _git(
+        run_git(
             ["update-index", "-z", "--force-remove", "--stdin"],
             env=env,
             cwd=ws.path,
             input=b"".join(os.fsencode(p) + b"\0" for p in gone),
         )
     if paths:
-        _git(
+        run_git(
             ["update-index", "-z", "--add", "--replace", "--stdin"],
             env=env,
             cwd=ws.path,
@@ -363,7 +363,7 @@ def _touched(
             continue
     # `diff`, not `diff-files`: it compares the content of stat-dirty files (handing
     # the tree to the sandbox user changed every file's owner and ctime).
-    out = _git(
+    out = run_git(
         [
             "diff",
             "--name-only",
@@ -456,7 +456,7 @@ def _chunks(fd: int) -> Iterator[bytes]:
 
 
 def _changes(ws: Workspace, commit: str, env: Mapping[str, str]) -> tuple[FileChange, ...]:
-    out = _git(
+    out = run_git(
         [
             "diff-tree",
             "-r",
@@ -517,13 +517,13 @@ def _create_branch(ws: Workspace, name: str, commit: str) -> str:
         "GIT_COMMITTER_NAME": IDENTITY[0],
         "GIT_COMMITTER_EMAIL": IDENTITY[1],
     }
-    with _ref_lock(ws.git_dir):
-        for n in range(1, _MAX_BRANCH_SUFFIX + 1):
+    with ref_lock(ws.git_dir):
+        for n in range(1, MAX_BRANCH_SUFFIX + 1):
             candidate = name if n == 1 else f"{name}-{n}"
             ref = f"refs/heads/{candidate}"
             # old value = zero id: create only; git refuses if the ref exists.
             # Another runner process may hold a ref lock for a moment: let git retry it.
-            proc = _git(
+            proc = run_git(
                 ["update-ref", "--create-reflog", "-m", "runner: result", ref, commit, zero],
                 env=user,
                 config=[("core.filesRefLockTimeout", "2000")],
@@ -532,14 +532,14 @@ def _create_branch(ws: Workspace, name: str, commit: str) -> str:
             if proc.returncode == 0:
                 return candidate
             exists = (
-                _git(["show-ref", "--verify", "--quiet", ref], env=user, check=False).returncode
+                run_git(["show-ref", "--verify", "--quiet", ref], env=user, check=False).returncode
                 == 0
             )
             if not exists:
                 raise GitError(
-                    _argv(["update-ref", ref]),
+                    git_argv(["update-ref", ref]),
                     proc.returncode,
                     proc.stderr.decode(errors="replace"),
                     ["update-ref", ref],
                 )
-    raise WorkspaceError(f"branch {name!r}: {_MAX_BRANCH_SUFFIX} names taken")
+    raise WorkspaceError(f"branch {name!r}: {MAX_BRANCH_SUFFIX} names taken")

@@ -57,11 +57,11 @@ BLANKED_FILTER_KEYS = ("clean", "smudge", "process")
 
 _ENV_DROP = frozenset({"PAGER", "EDITOR", "VISUAL", "SSH_ASKPASS", "LESSOPEN", "LESSCLOSE"})
 _LOCAL_PROTOCOLS = "file"
-_PUSH_PROTOCOLS = "file:git:ssh:http:https"
-_PRIVATE_SUFFIX = ".runner"
-_MAX_COMPONENT = 100
-_MAX_BRANCH_SUFFIX = 1000
-_TEMPLATE_FIELDS = frozenset({"run", "task", "model", "repeat", "name", "variant"})
+PUSH_PROTOCOLS = "file:git:ssh:http:https"
+PRIVATE_SUFFIX = ".runner"
+MAX_COMPONENT = 100
+MAX_BRANCH_SUFFIX = 1000
+TEMPLATE_FIELDS = frozenset({"run", "task", "model", "repeat", "name", "variant"})
 
 
 def git_env(
@@ -93,14 +93,14 @@ def git_env(
     return env
 
 
-def _argv(args: Sequence[str], config: Iterable[tuple[str, str]] = ()) -> list[str]:
+def git_argv(args: Sequence[str], config: Iterable[tuple[str, str]] = ()) -> list[str]:
     argv = ["git"]
     for key, value in (*HARDENING, *config):
         argv += ["-c", f"{key}={value}"]
     return argv + list(args)
 
 
-def _git(
+def run_git(
     args: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
@@ -114,7 +114,7 @@ def _git(
 ) -> subprocess.CompletedProcess[bytes]:
     """`timeout` is for what talks to a network: a remote that accepts and never answers
     would otherwise hold the run (and the batch) forever."""
-    argv = _argv(args, config)
+    argv = git_argv(args, config)
     try:
         proc = subprocess.run(
             argv,
@@ -134,13 +134,13 @@ def _git(
     return proc
 
 
-def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str], cwd: Path) -> None:
+def run_git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str], cwd: Path) -> None:
     """git's stdout written atomically to `path` (see `atomic_write_bytes`), streamed."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            argv = _argv(args)
+            argv = git_argv(args)
             proc = subprocess.run(
                 argv, stdout=f, stderr=subprocess.PIPE, cwd=cwd, env=git_env(env), check=False
             )
@@ -155,14 +155,16 @@ def _git_to_file(args: Sequence[str], path: Path, *, env: Mapping[str, str], cwd
         raise
 
 
-def _out(
+def git_out(
     args: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     input: bytes | None = None,
 ) -> str:
-    return _git(args, env=env, cwd=cwd, input=input).stdout.decode(errors="surrogateescape").strip()
+    return (
+        run_git(args, env=env, cwd=cwd, input=input).stdout.decode(errors="surrogateescape").strip()
+    )
 
 
 def config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -182,14 +184,14 @@ def _scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def _user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
+def user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
     """Config that disables every filter driver the user's config defines.
 
     `git status` in the user's tree runs a driver's clean command on every stat-dirty file
     that `.gitattributes` routes to it; blanking `clean`/`smudge`/`process` (an empty value
     means "no command") and clearing `required` turns them all into no-ops.
     """
-    proc = _git(["config", "--list", "--name-only", "-z"], cwd=repo, check=False)
+    proc = run_git(["config", "--list", "--name-only", "-z"], cwd=repo, check=False)
     blanks: list[tuple[str, str]] = []
     seen: set[str] = set()
     for name in proc.stdout.decode(errors="replace").split("\0"):
@@ -204,17 +206,17 @@ def _user_filter_blanks(repo: Path) -> list[tuple[str, str]]:
     return blanks
 
 
-def _staging_env(ws: Workspace) -> dict[str, str]:
-    """`_private_env` with new objects written to the private store (the user's is read
-    through alternates): `_publish` then moves them in as packs, never as loose files."""
+def staging_env(ws: Workspace) -> dict[str, str]:
+    """`private_env` with new objects written to the private store (the user's is read
+    through alternates): `publish` then moves them in as packs, never as loose files."""
     return {
-        **_private_env(ws),
+        **private_env(ws),
         "GIT_OBJECT_DIRECTORY": str(ws._private_git / "objects"),
         "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(ws.objects),
     }
 
 
-def _publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
+def publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
     """Give the user's object store the result's new objects as whole packs: 100k files
     written by an agent become one pack, not 100k loose objects.
 
@@ -223,7 +225,7 @@ def _publish(ws: Workspace, env: Mapping[str, str], commit: str) -> None:
     objects); then each private pack is moved in, its `.idx` last, since git only sees
     a pack once its index is there."""
     store = ws._private_git / "objects" / "pack"
-    _git(
+    run_git(
         ["pack-objects", "--revs", "--local", "--incremental", "-q", str(store / "pack")],
         env=env,
         cwd=ws.path,
@@ -252,7 +254,7 @@ def _move_into(src: Path, dst: Path) -> None:
         os.replace(tmp, dst)
 
 
-def _private_env(ws: Workspace) -> dict[str, str]:
+def private_env(ws: Workspace) -> dict[str, str]:
     return {
         "GIT_DIR": str(ws._private_git),
         "GIT_WORK_TREE": str(ws.path),
@@ -261,7 +263,7 @@ def _private_env(ws: Workspace) -> dict[str, str]:
     }
 
 
-def _common_dir(git_dir: Path) -> Path:
+def common_dir(git_dir: Path) -> Path:
     marker = git_dir / "commondir"
     if marker.exists():
         return (git_dir / marker.read_text().strip()).resolve()
@@ -272,10 +274,10 @@ _ref_locks: dict[str, threading.Lock] = {}
 _ref_locks_guard = threading.Lock()
 
 
-def _ref_lock(git_dir: Path) -> threading.Lock:
+def ref_lock(git_dir: Path) -> threading.Lock:
     """One lock per user repository: concurrent `update-ref`s in one repo would race on
     `packed-refs.lock` and on creating shared parent directories."""
-    key = str(_common_dir(git_dir))
+    key = str(common_dir(git_dir))
     with _ref_locks_guard:
         return _ref_locks.setdefault(key, threading.Lock())
 
@@ -285,7 +287,7 @@ def read_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (`report branches`, the Action's checks): hardened like every other, text output,
     never raising; the caller reads `returncode`."""
     return subprocess.run(
-        _argv(args),
+        git_argv(args),
         cwd=repo,
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from string import Formatter
 
 from runner.errors import WorkspaceError
-from runner.workspace.git import _MAX_COMPONENT, _TEMPLATE_FIELDS, DEFAULT_FORBIDDEN
+from runner.workspace.git import DEFAULT_FORBIDDEN, MAX_COMPONENT, TEMPLATE_FIELDS
 
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9._+-]+")
 
@@ -18,7 +18,7 @@ def component(text: str) -> str:
     s = _BAD_CHARS.sub("-", text)
     s = re.sub(r"\.{2,}", ".", s)
     s = re.sub(r"-{2,}", "-", s)
-    s = s.strip(".-")[:_MAX_COMPONENT].rstrip(".-")
+    s = s.strip(".-")[:MAX_COMPONENT].rstrip(".-")
     while s.lower().endswith(".lock"):
         s = s[:-5].rstrip(".-") + "-lock"
     return s or "_"
@@ -30,7 +30,7 @@ def branch_name(template: str, fields: Mapping[str, str]) -> str:
     `openai-gpt-5`), so two runs cannot collide as a file and a directory; the template's
     own `/` do."""
     parts: list[str] = []
-    allowed = ", ".join(f"{{{f}}}" for f in sorted(_TEMPLATE_FIELDS))
+    allowed = ", ".join(f"{{{f}}}" for f in sorted(TEMPLATE_FIELDS))
     try:
         pieces = list(Formatter().parse(template))
     except ValueError:  # an unbalanced brace
@@ -43,7 +43,7 @@ def branch_name(template: str, fields: Mapping[str, str]) -> str:
         parts.append(literal)
         if field is None:
             continue
-        if field not in _TEMPLATE_FIELDS:
+        if field not in TEMPLATE_FIELDS:
             raise WorkspaceError(
                 f"branch template {template!r}: unknown field {{{field}}}; use {allowed}"
             )

@@ -19,14 +19,14 @@ from runner import hostfs
 from runner.errors import GitError, WorkspaceError
 from runner.fsutil import private_dirs
 from runner.workspace.git import (
-    _PRIVATE_SUFFIX,
     IDENTITY,
-    _common_dir,
-    _git,
-    _out,
-    _private_env,
-    _user_filter_blanks,
+    PRIVATE_SUFFIX,
+    common_dir,
     config_env,
+    git_out,
+    private_env,
+    run_git,
+    user_filter_blanks,
 )
 from runner.workspace.types import Workspace
 
@@ -50,7 +50,7 @@ def check_base(repo: Path, base: str = "HEAD") -> str:
     if not base or base.startswith("-") or any(ord(c) < 0x20 for c in base):
         raise WorkspaceError(f"base {base!r} is not a revision")
     try:
-        return _out(
+        return git_out(
             ["rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}"], cwd=repo.resolve()
         ).strip()
     except GitError as exc:
@@ -71,7 +71,7 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         raise WorkspaceError(f"base {base!r} is not a revision")
     # One call: the trailing `--` makes git read both as revisions, never as paths.
     try:
-        lines = _out(
+        lines = git_out(
             [
                 "rev-parse",
                 "--path-format=absolute",
@@ -92,19 +92,19 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
         ) from exc
     git_dir, objects, bare, fmt = Path(lines[0]), Path(lines[1]), lines[2] == "true", lines[3]
     sha, tree = lines[4], lines[5]
-    dirty = False if bare else _is_dirty(repo)
+    dirty = False if bare else is_dirty(repo)
     stores = _borrowed(objects)
-    user = [repo, git_dir, _common_dir(git_dir)]
+    user = [repo, git_dir, common_dir(git_dir)]
     for store in stores:  # a store's git dir, and the work tree around a `.git`
         owner = store.parent if store.name == "objects" else store
         user += [owner.parent, owner] if owner.name == ".git" else [owner]
     if not bare:
         # The top of the work tree (`repo` may be a folder inside it) and, for a
         # submodule, its superproject's.
-        user += [Path(p) for p in _out(_TOPS, cwd=repo).splitlines() if p]
+        user += [Path(p) for p in git_out(_TOPS, cwd=repo).splitlines() if p]
 
     root = root.resolve()
-    path, private = root / name, root / f".{name}{_PRIVATE_SUFFIX}"
+    path, private = root / name, root / f".{name}{PRIVATE_SUFFIX}"
     for p in (path, private):
         if p.exists() or p.is_symlink():
             raise WorkspaceError(f"workspace {p} already exists")
@@ -125,14 +125,14 @@ def prepare_sync(repo: Path, *, base: str = "HEAD", root: Path, name: str) -> Wo
     try:
         path.mkdir(0o700)
         private.mkdir(0o700)
-        _base_objects(repo, objects, ws.sandbox_objects[0], sha)
+        base_objects(repo, objects, ws.sandbox_objects[0], sha)
         _init(ws._private_git, fmt, bare=True)
         with (ws._private_git / "config").open("a") as f:
             # Without these, git still reads ~/.config/git/{ignore,attributes} by default
             # and the same work tree would give different results on different machines.
             f.write(f"[core]\n\texcludesFile = {os.devnull}\n\tattributesFile = {os.devnull}\n")
         _copy_shallow(git_dir, ws._private_git)
-        _git(["read-tree", "--reset", "-u", sha], env=_private_env(ws), cwd=path)
+        run_git(["read-tree", "--reset", "-u", sha], env=private_env(ws), cwd=path)
         agent_git = path / ".git"
         _init(path, fmt, bare=False)
         (agent_git / "objects" / "info").mkdir(parents=True, exist_ok=True)
@@ -184,7 +184,7 @@ def _borrowed(objects: Path) -> list[Path]:
 
 
 SHARED_OBJECTS = ".objects"
-"""Under a workspace root: the object stores its runs read (see `_base_objects`)."""
+"""Under a workspace root: the object stores its runs read (see `base_objects`)."""
 
 
 def _shared_store(root: Path, objects: Path, sha: str) -> Path:
@@ -194,7 +194,7 @@ def _shared_store(root: Path, objects: Path, sha: str) -> Path:
     return root / SHARED_OBJECTS / key[:32]
 
 
-def _base_objects(repo: Path, objects: Path, store: Path, sha: str) -> None:
+def base_objects(repo: Path, objects: Path, store: Path, sha: str) -> None:
     """Make `store` once: an object store holding exactly the objects `sha` reaches in
     `repo` (its history, trees and blobs, to a shallow clone's boundary), as one pack.
 
@@ -225,7 +225,7 @@ def _base_objects(repo: Path, objects: Path, store: Path, sha: str) -> None:
                 "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects),
             }
             try:
-                _git(
+                run_git(
                     ["pack-objects", "--revs", "--quiet", "--delta-base-offset"]
                     + [str(tmp / "pack" / "pack")],
                     cwd=repo,
@@ -261,7 +261,7 @@ def _check_name(name: str) -> None:
 
 def _init(target: Path, fmt: str, *, bare: bool) -> None:
     # An empty --template: no sample hooks, no info/exclude copied from the system.
-    _git(
+    run_git(
         [
             "init",
             "--quiet",
@@ -276,16 +276,16 @@ def _init(target: Path, fmt: str, *, bare: bool) -> None:
 def _copy_shallow(src_git_dir: Path, dst_git_dir: Path) -> None:
     """A shallow user clone (CI's `fetch-depth: 1`) has no parents past the boundary;
     without its `shallow` file `git log` in the workspace would die on a missing object."""
-    common = _common_dir(src_git_dir)
+    common = common_dir(src_git_dir)
     shallow = common / "shallow"
     if shallow.exists():
         shutil.copyfile(shallow, dst_git_dir / "shallow")
 
 
-def _is_dirty(repo: Path) -> bool:
+def is_dirty(repo: Path) -> bool:
     """Any staged, unstaged or untracked change, read without writing the user's index
     (`GIT_OPTIONAL_LOCKS=0`) and without running their filter drivers."""
-    proc = _git(
+    proc = run_git(
         [
             "status",
             "--porcelain=v2",
@@ -295,6 +295,6 @@ def _is_dirty(repo: Path) -> bool:
             "--no-renames",
         ],
         cwd=repo,
-        env=config_env(_user_filter_blanks(repo)),
+        env=config_env(user_filter_blanks(repo)),
     )
     return bool(proc.stdout)

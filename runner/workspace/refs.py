@@ -14,13 +14,13 @@ import anyio
 from runner import hostfs
 from runner.errors import GitError, UnsafeFileError, WorkspaceError
 from runner.workspace.git import (
-    _PUSH_PROTOCOLS,
-    _common_dir,
-    _git,
-    _out,
-    _ref_lock,
+    PUSH_PROTOCOLS,
+    common_dir,
     config_env,
+    git_out,
     read_git,
+    ref_lock,
+    run_git,
 )
 from runner.workspace.types import PushResult, Workspace
 
@@ -44,7 +44,7 @@ def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None)
     _check_branch(branch)
     repo = repo.resolve()
     try:
-        _git(["show-ref", "--verify", "--quiet", ref], cwd=repo)
+        run_git(["show-ref", "--verify", "--quiet", ref], cwd=repo)
     except GitError as exc:
         raise WorkspaceError(f"branch {branch!r} does not exist in {repo}") from exc
     _push(repo, remote, f"{ref}:{ref}", leases=f"{ref}:", token=token)
@@ -97,12 +97,12 @@ def remote_tip(
     ref = f"refs/heads/{branch}"
     record = f"{RECORD_PREFIX}{branch}"
     url, env, secrets = _remote(repo, remote, token)
-    listed = _git(
+    listed = run_git(
         ["ls-remote", "--", url, ref, record],
         cwd=repo,
         env=env,
         secrets=secrets,
-        protocols=_PUSH_PROTOCOLS,
+        protocols=PUSH_PROTOCOLS,
     )
     found: dict[str, str] = {}
     for line in listed.stdout.decode().splitlines():
@@ -119,22 +119,22 @@ def fetch_detached_sync(dest: Path, url: str, ref: str, *, token: str | None = N
         raise WorkspaceError(f"{url!r} is not a repository URL")
     env, secrets = _auth(token)
     dest.mkdir(parents=True)
-    _git(["init", "--quiet", str(dest)])
-    _git(
+    run_git(["init", "--quiet", str(dest)])
+    run_git(
         ["fetch", "--quiet", "--no-tags", "--depth=1", "--", url, ref],
         cwd=dest,
         env=env,
         secrets=secrets,
-        protocols=_PUSH_PROTOCOLS,
+        protocols=PUSH_PROTOCOLS,
     )
-    _git(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=dest)
+    run_git(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=dest)
     (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
-    return _out(["rev-parse", "HEAD"], cwd=dest)
+    return git_out(["rev-parse", "HEAD"], cwd=dest)
 
 
 def _check_branch(branch: str) -> None:
     ref = f"refs/heads/{branch}"
-    if branch.startswith("-") or _git(["check-ref-format", ref], check=False).returncode:
+    if branch.startswith("-") or run_git(["check-ref-format", ref], check=False).returncode:
         raise WorkspaceError(f"branch {branch!r} is not a valid branch name")
 
 
@@ -153,7 +153,7 @@ def _remote(repo: Path, remote: str, token: str | None) -> tuple[str, dict[str, 
     refs/remotes/<name>/<branch> into the user's repository."""
     if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
         raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
-    named = _git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
+    named = run_git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
     url = named.stdout.decode().strip() if named.returncode == 0 else remote
     if url.startswith("-"):
         raise WorkspaceError(f"remote {remote!r} has an unusable push URL")
@@ -175,12 +175,12 @@ def _push(
         f"--force-with-lease={lease}" for lease in ([leases] if isinstance(leases, str) else leases)
     ]
     atomic = ["--atomic"] if len(specs) > 1 else []
-    _git(
+    run_git(
         ["push", "--porcelain", "--no-verify", *atomic, *leased, url, *specs],
         cwd=repo,
         env=env,
         secrets=secrets,
-        protocols=_PUSH_PROTOCOLS,
+        protocols=PUSH_PROTOCOLS,
         timeout=PUSH_TIMEOUT_S,
     )
 
@@ -214,11 +214,11 @@ def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
 
     A ref lock a runner killed inside `git update-ref` left is removed too, but only when
     it holds this commit or nothing (git had not written it yet)."""
-    git_dir = Path(_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
-    common = _common_dir(git_dir)
+    git_dir = Path(git_out(["rev-parse", "--absolute-git-dir"], cwd=repo))
+    common = common_dir(git_dir)
     user = {"GIT_DIR": str(git_dir)}
     ours = re.compile(re.escape(f"refs/heads/{branch}") + r"(?:-\d+)?")
-    with _ref_lock(git_dir):
+    with ref_lock(git_dir):
         lock = common / "refs" / "heads" / f"{branch}.lock"
         try:
             held = hostfs.read_regular(lock, 200).decode(errors="replace").strip()
@@ -227,7 +227,7 @@ def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
         if held is not None and held in ("", commit):
             lock.unlink(missing_ok=True)
         refs = (
-            _git(
+            run_git(
                 ["for-each-ref", "--format=%(refname)", f"--points-at={commit}", "refs/heads/"],
                 env=user,
                 check=False,
@@ -237,7 +237,7 @@ def delete_branch_sync(repo: Path, branch: str, commit: str) -> None:
         )
         for ref in refs:
             if ours.fullmatch(ref):
-                _git(["update-ref", "-d", ref, commit], env=user, check=False)
+                run_git(["update-ref", "-d", ref, commit], env=user, check=False)
 
 
 # Queries on a repository the runner only reads or compare-and-deletes in (`report

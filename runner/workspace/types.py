@@ -32,7 +32,7 @@ class Workspace:
     sandbox_objects: tuple[Path, ...] = ()
     """What `path/.git` borrows through alternates: one store holding only what `base`
     reaches, shared by the runs on the same repository and base (see
-    `prepare._base_objects`). The sandbox binds it, so no mount source names the user's
+    `prepare.base_objects`). The sandbox binds it, so no mount source names the user's
     repository."""
     user_paths: tuple[Path, ...] = ()
     """The user's repository as the sandbox must hide it: `repo`, its work tree's top

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from runner.errors import AnswerTruncated
 from runner.items import message
 from runner.providers import Prompt
-from runner.providers.chat_wire import Constrained, answer_branches, build_body, constrained_schema
+from runner.providers.chat_wire import build_body
+from runner.providers.constrained import Constrained, answer_branches, constrained_schema
 from runner.providers.grammar import (
     CHAR_BYTES,
     INT_DIGITS,

@@ -31,15 +31,17 @@ from runner.items import Item, function_call_output, message
 from runner.providers import Prompt
 from runner.providers.chat import ChatClient
 from runner.providers.chat_wire import (
-    DEFAULT_TOOL_RESULT_NOTE,
-    TOOL_RESULT_HEADER,
-    Constrained,
     build_body,
     call_id_for,
     chat_messages,
-    constrained_schema,
     items_from_constrained,
     readable_tool_output,
+)
+from runner.providers.constrained import (
+    DEFAULT_TOOL_RESULT_NOTE,
+    TOOL_RESULT_HEADER,
+    Constrained,
+    constrained_schema,
 )
 from runner.providers.grammar import MAX_LENGTH, bound
 from runner.providers.local import LocalEngine, find_model

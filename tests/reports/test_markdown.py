@@ -7,17 +7,10 @@ import re
 
 import pytest
 
-from runner.reports.markdown import (
-    PR_COMMENT_MAX_CHARS,
-    cell,
-    duration,
-    group_stats,
-    inline,
-    money,
-    render_markdown,
-    truncate,
-)
+from runner.reports.fmt import PR_COMMENT_MAX_CHARS, cell, inline, money, truncate
+from runner.reports.markdown import duration, render_markdown
 from runner.reports.model import TaskReport
+from runner.reports.summary import group_stats
 from tests.reports import benchmark_report, check_golden, report, run_name, sample_report, task
 from tests.reports import usage as make_usage
 

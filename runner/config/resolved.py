@@ -1,0 +1,143 @@
+"""A run as the config pass hands it over: every value final, each remembering where in
+the task file (or on the command line) it was chosen, so a check that runs late still
+names the file, line and field to fix without going back to the YAML."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from runner.config.schema import (
+    Frozen,
+    GitSettings,
+    Limits,
+    McpServerConfig,
+    ModelOptions,
+    ProviderConfig,
+    ToolName,
+)
+from runner.errors import Problem
+from runner.models import Price
+from runner.skills import Skill
+from runner.vocabulary import SandboxMode
+
+
+class Origin(Frozen):
+    """Where a value was chosen: a task-file field (file, line, dotted path) or a flag."""
+
+    file: str
+    line: int | None
+    field: str
+
+    def problem(self, message: str) -> Problem:
+        return Problem(self.file, self.line, self.field, message)
+
+
+class ResolvedTask(Frozen):
+    """One run: a task with defaults, model, variant, repeat and command-line overrides
+    applied and paths made absolute. Built once by the config pass, never copied."""
+
+    id: str
+    run: str
+    """This run's name: the task id, plus model, variant and repeat when a matrix makes
+    several runs of one task. Used for file names, workspaces and the report."""
+    prompt: str
+    turns: tuple[str, ...]
+    repo: Path
+    provider_name: str
+    provider: ProviderConfig
+    model: str
+    api_model: str
+    """The model name sent to the server (`model` is the task file's name, maybe an
+    alias from `models:`)."""
+    instructions_file: Path | None
+    instructions: str | None
+    """The trimmed text of `instructions_file`, read once by the config pass; None: the
+    bundled instructions."""
+    instructions_sha256: str | None
+    developer_instructions: str | None
+    tools: tuple[ToolName, ...]
+    sandbox: SandboxMode
+    limits: Limits
+    model_options: ModelOptions
+    shell_timeout_ms: int
+    network_access: bool
+    writable_roots: tuple[Path, ...]
+    apply_patch_tool: Literal["function", "freeform"]
+    git: GitSettings
+    check: str | None
+    check_timeout_s: float
+    repeat: int
+    secrets: tuple[str, ...]
+    """The task file's `secrets:` (names of environment variables)."""
+    variant: str | None
+    tags: tuple[str, ...]
+    context_window: int | None
+    auto_compact_limit: int | None
+    compact_prompt_file: Path | None
+    compact_prompt: str | None
+    """The text of `compact_prompt_file`; None: the bundled hand-off request."""
+    compact_prompt_sha256: str | None
+    price: Price | None
+    """None when the price is unknown: cost is then reported as null."""
+    mcp_servers: dict[str, McpServerConfig]
+    skills: tuple[Skill, ...]
+    web_search: bool
+    output_schema: dict[str, Any] | None
+    current_date: str | None
+    """Pinned day for the prompt; None: the day the batch starts."""
+    timezone: str | None
+    """Pinned zone for the prompt; None: this machine's."""
+    origins: dict[str, Origin]
+    """Dotted field path -> where its value was chosen; "" is the task itself."""
+
+    def at(self, *path: str | int) -> Origin:
+        """Where the value at `path` (e.g. "limits", "max_cost_usd") was chosen: its own
+        origin, else the nearest enclosing one's, else the task's."""
+        parts = [str(p) for p in path]
+        while parts:
+            found = self.origins.get(".".join(parts))
+            if found is not None:
+                return found
+            parts.pop()
+        return self.origins[""]
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Hash of everything that defines the run except machine paths: equal on every
+        machine, so `--shard` slices agree and `--resume` knows a run it has finished."""
+        return fingerprint(self)
+
+
+_NOT_IN_FINGERPRINT = {
+    "repo",
+    "instructions_file",
+    "instructions",
+    "instructions_sha256",
+    "run",
+    "compact_prompt_file",
+    "compact_prompt",
+    "compact_prompt_sha256",
+    "writable_roots",
+    "skills",
+    "origins",
+}
+
+
+def fingerprint(t: ResolvedTask) -> str:
+    """What makes a run this run, without machine-specific paths; instructions count by
+    content, so editing them makes `--resume` redo the runs that used them."""
+    data = t.model_dump(mode="json", exclude=_NOT_IN_FINGERPRINT)
+    data["skills"] = [[s.name, s.description] for s in t.skills]  # not their paths
+    for unset in ("current_date", "timezone"):  # unpinned: as before these fields existed
+        if data.get(unset) is None:
+            data.pop(unset, None)
+    if t.instructions_sha256 is not None:
+        data["instructions"] = t.instructions_sha256
+    if t.compact_prompt_sha256 is not None:
+        data["compact_prompt"] = t.compact_prompt_sha256
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

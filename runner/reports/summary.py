@@ -1,0 +1,167 @@
+"""What the summaries say about a batch, before it is rendered: per-group statistics, the
+task x model matrix, the headline's cost and skip reasons, and what a partial merge lacks.
+
+Shared by the Markdown summary, the HTML page and `report compare`, so all three count the
+same way.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from runner.reports.fmt import money
+from runner.reports.model import Report, TaskReport
+from runner.reports.stats import mean_pass_at_k, wilson_interval
+from runner.reports.totals import finished_runs, sum_cost
+from runner.vocabulary import RunStatus, Verdict
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """What one row of a comparison says about a set of runs. Rates, medians and
+    intervals are over finished runs only; skipped and errored runs are counted apart."""
+
+    runs: int
+    """Finished runs (passed or failed): the denominator."""
+    skipped: int
+    errored: int
+    passed: int
+    interval: tuple[float, float] | None
+    """95% Wilson score interval of passed / runs."""
+    repeats: int
+    """The fewest runs of any one task (same model and variant) in the group: the n of
+    pass@n, so every task has enough samples for it."""
+    pass_at_1: float | None
+    pass_at_n: float | None
+    median_tokens: float
+    cache_hit: float | None
+    ideal_hit: float | None
+    """Token-weighted prefix reuse: the share of input that repeats the thread's previous
+    request (the server may cache more, across threads)."""
+    cost_per_pass: float | None
+    """Total cost over passed runs; None when a cost is unknown or nothing passed."""
+    median_time: float
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    """Total over every run of the group that sent a request (errored ones cost too)."""
+    time: float
+    """Total run time of every run of the group."""
+
+
+def group_stats(every: Sequence[TaskReport]) -> GroupStats:
+    """Pass rate over finished runs, and pass@k over tasks: each task (id, model, variant)
+    is one problem sampled `n` times, as in the pass@k literature."""
+    tasks = finished_runs(every)
+    kinds = [t.status.verdict for t in every]
+    samples: dict[tuple[str, str, str | None], list[bool]] = {}
+    for t in tasks:
+        samples.setdefault((t.id, t.model, t.variant), []).append(t.status is RunStatus.COMPLETED)
+    counts = [(len(v), sum(v)) for v in samples.values()]
+    n = min((c[0] for c in counts), default=0)
+    passed = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
+    cached = sum(t.usage.cached_tokens for t in tasks)
+    sent = sum(t.usage.input_tokens for t in tasks)
+    cost = sum_cost(t.cost_usd for t in tasks)
+    return GroupStats(
+        runs=len(tasks),
+        passed=passed,
+        interval=wilson_interval(passed, len(tasks)),
+        repeats=n,
+        pass_at_1=mean_pass_at_k(counts, 1) if n else None,
+        pass_at_n=mean_pass_at_k(counts, n) if n else None,
+        median_tokens=statistics.median(t.usage.total_tokens for t in tasks) if tasks else 0,
+        cache_hit=cached / sent if sent else None,
+        ideal_hit=sum(t.usage.ideal_cached_tokens or 0 for t in tasks) / sent
+        if sent and all(t.usage.ideal_cached_tokens is not None for t in tasks)
+        else None,
+        cost_per_pass=cost / passed if cost is not None and passed else None,
+        median_time=statistics.median(t.duration_s for t in tasks) if tasks else 0.0,
+        skipped=kinds.count(Verdict.SKIPPED),
+        errored=kinds.count(Verdict.ERRORED),
+        input_tokens=sum(t.usage.input_tokens for t in every),
+        output_tokens=sum(t.usage.output_tokens for t in every),
+        cost=sum_cost(t.cost_usd for t in every if t.requests),
+        time=sum(t.duration_s for t in every),
+    )
+
+
+def column_name(t: TaskReport) -> str:
+    """A task x model matrix column: the model, with the variant when there is one."""
+    return t.model if t.variant is None else f"{t.model} / {t.variant}"
+
+
+@dataclass
+class Cell:
+    passed: int = 0
+    finished: int = 0
+    skipped: int = 0
+    errored: int = 0
+
+    def text(self) -> str:
+        """`2/3` (passed of finished), plus what was left out: `2/3 +1 skipped`."""
+        out = [f"{self.passed}/{self.finished}"] if self.finished else []
+        extra = [
+            f"{'+' if out else ''}{n} {what}"
+            for n, what in ((self.skipped, "skipped"), (self.errored, "errored"))
+            if n
+        ]
+        return " ".join([*out, *extra]) or "-"
+
+
+def task_matrix(
+    tasks: Sequence[TaskReport],
+) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]:
+    """Which model (and variant) solved which task: rows are task ids and columns
+    model/variant, both in report order; each cell counts that pair's runs."""
+    rows: dict[str, None] = {}
+    cols: dict[str, None] = {}
+    cells: dict[tuple[str, str], Cell] = {}
+    for t in tasks:
+        rows[t.id] = None
+        cols[column_name(t)] = None
+        c = cells.setdefault((t.id, column_name(t)), Cell())
+        kind = t.status.verdict
+        if kind is Verdict.SKIPPED:
+            c.skipped += 1
+        elif kind is Verdict.ERRORED:
+            c.errored += 1
+        else:
+            c.finished += 1
+            c.passed += kind is Verdict.PASSED
+    return list(rows), list(cols), cells
+
+
+def headline_cost(tasks: Sequence[TaskReport]) -> str:
+    """`$0.41` when every run that sent a request has a price; `>= $0.41` when some do not
+    (the known part, marked as a lower bound); `n/a` when none does."""
+    costs = [t.cost_usd for t in tasks if t.requests]
+    known = [c for c in costs if c is not None]
+    if not known:
+        return "n/a"
+    return ("" if len(known) == len(costs) else ">= ") + money(sum(known))
+
+
+def skip_reasons(tasks: Sequence[TaskReport]) -> str:
+    """`budget 2, interrupted 1`: why runs never started."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        if t.status is RunStatus.SKIPPED:
+            reason = t.skip_reason or "not started"
+            counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def partial_text(report: Report) -> str:
+    """What a partial merge lacks, in the words every output uses."""
+    parts = []
+    if report.missing_shards:
+        total = f" of {report.batch.shards}" if report.batch else ""
+        parts.append(f"shard(s) {', '.join(map(str, report.missing_shards))}{total} missing")
+    if report.pending:
+        parts.append(
+            f"{report.pending:,} run(s) of shards cut short (killed, or a checkpoint) missing"
+        )
+    return "; ".join(parts) or "shards missing"
