@@ -1162,7 +1162,7 @@ def test_tasks_inline_run_in_the_checkout(
     assert run.outputs["exit-code"] == "0" and run.outputs["runs"] == "2", run.logs
     (written,) = (tmp_path / "gha/runner-temp").glob("runner-tasks-*/tasks.yaml")
     repos = re.findall(r"(?m)^  repo: (.+)$", written.read_text())
-    assert [Path(r).resolve() for r in repos] == [workspace.resolve()] * 2
+    assert [(written.parent / r).resolve() for r in repos] == [workspace.resolve()] * 2
 
 
 @pytest.mark.parametrize(

@@ -615,7 +615,7 @@ def test_nightly_outputs_name_the_pushed_branch_when_github_refuses_the_pr(
     assert json.loads(run.outputs["pull-requests"]) == {}
     assert run.outcomes["pull-requests"] == "success"
     log = run.logs["pull-requests"]
-    assert "::warning title=runner pull request::bump: pushed runner/nightly/bump" in log
+    assert "::notice title=runner pull request::bump: pushed runner/nightly/bump" in log
     assert PRS_SETTING in log and not github.pulls
 
 

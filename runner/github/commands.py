@@ -206,7 +206,7 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     if args.task_file.strip():
         return args.task_file, args.task_file
     if args.tasks.strip():
-        return _inline_tasks(args.tasks, env), ""
+        return inline_tasks(args.tasks, env), ""
     if args.prompt_file.strip() and not Path(args.prompt_file).is_file():
         return "", args.prompt_file  # the caller skips or fails on the missing file
     text = args.prompt
@@ -234,10 +234,17 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     return str(path), args.prompt_file
 
 
-def _inline_tasks(text: str, env: Mapping[str, str]) -> str:
+def inline_tasks(text: str, env: Mapping[str, str]) -> str:
     """The `tasks` input (a task file's YAML, so that one workflow file is all a recipe
     copies) written to a file of its own outside the workspace. A task's `repo` (default
-    `.`) is taken from the checkout, not from where that file lies."""
+    `.`) is taken from the checkout, not from where that file lies.
+
+    Shards of one benchmark each write the file on their own machine, and the merge
+    accepts them only if they ran the same task file (path and content): so the path
+    is named after the input, and each `repo` is written relative to the file (the
+    runner's temp directory and the checkout are siblings on every runner)."""
+    import hashlib
+
     import yaml
 
     try:
@@ -251,15 +258,16 @@ def _inline_tasks(text: str, env: Mapping[str, str]) -> str:
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise RunnerError("tasks input: a task file's YAML, a mapping with a `tasks` list")
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder = (Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-tasks-{digest}").resolve()
     for n, task in enumerate(data["tasks"]):
         if not isinstance(task, dict):
             raise RunnerError(f"tasks input: tasks[{n}] is not a mapping")
         repo = task.get("repo", ".")
         if not isinstance(repo, str):
             raise RunnerError(f"tasks input: tasks[{n}].repo is not a path")
-        task["repo"] = str(workspace / repo)
-    folder = Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-tasks-{secrets.token_hex(4)}"
-    folder.mkdir(parents=True)
+        task["repo"] = os.path.relpath(workspace / repo, folder)
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tasks.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return str(path)
@@ -1059,7 +1067,8 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         f"{run}: pushed {stable}, but this repository does not let GitHub "
                         f"Actions open pull requests; enable {PRS_SETTING}, or open it by hand"
                     )
-                    annotate("warning", "runner pull request", why)
+                    # The setting is optional: the branch and the outputs are the result.
+                    annotate("notice", "runner pull request", why)
                     _append_summary(f"**runner**: {inline(why)}.\n", env)
                     continue
             except RunnerError as exc:  # WorkspaceError included
