@@ -1075,6 +1075,124 @@ def test_annotations_escape_what_would_start_a_command(
     )
 
 
+# ------------------------------------------------------------------ the Docker socket
+
+AS_DOCKER_MEMBER = [shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534", "--groups=4242"]
+"""A process of the job's user as hosted runners start it: in the `docker` group (4242
+here), which it keeps for its whole life whatever /etc/group says later."""
+
+CONNECT = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "try:\n    s.connect(sys.argv[1]); print('connected')\n"
+    "except OSError as exc:\n    print('refused', exc.strerror)\n"
+)
+
+
+def listening_socket(path: Path) -> Any:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.listen(4)
+    return sock
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+def test_the_drop_closes_the_docker_socket_to_a_process_that_keeps_the_group() -> None:
+    """Measured on a real socket: a process in the socket's group connects; after the
+    drop script (its `root` argument pointing at a copy of /run and /var/run) the same
+    kind of process, still in the group, is refused, and root still connects."""
+    from runner.github.commands import DROP_SUDO_SCRIPT
+
+    top = Path(tempfile.mkdtemp(prefix="dk"))
+    try:
+        top.chmod(0o755)
+        (top / "run").mkdir()
+        (top / "var").mkdir()
+        (top / "var/run").symlink_to("../run")
+        (top / "etc/sudoers.d").mkdir(parents=True)
+        (top / "etc/sudoers").write_text("")
+        (top / "etc/group").write_text("docker:x:4242:nobody\n")
+        path = top / "run/docker.sock"
+        server = listening_socket(path)
+        try:
+            os.chown(path, 0, 4242)
+            path.chmod(0o660)
+
+            def connect(*prefix: str) -> str:
+                argv = [*prefix, sys.executable, "-I", "-c", CONNECT, str(path)]
+                return subprocess.run(argv, capture_output=True, text=True).stdout.strip()
+
+            assert connect(*AS_DOCKER_MEMBER) == "connected"
+            done = subprocess.run(
+                ["sh", "-c", DROP_SUDO_SCRIPT, "drop-sudo", "nobody", str(top)],
+                capture_output=True,
+                text=True,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.count("is root's only for the rest of the job") == 1
+            assert "/run/docker.sock is root's only" in done.stdout
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            assert connect(*AS_DOCKER_MEMBER) == "refused Permission denied"
+            assert connect() == "connected"  # the daemon's own user (root) keeps it
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+@pytest.mark.parametrize(
+    ("sudo", "mode", "refused"),
+    [(True, 0o660, True), (False, 0o660, True), (True, 0o600, False), (False, 0o600, False)],
+)
+def test_an_open_container_socket_refuses_the_unsandboxed_run(
+    sudo: bool, mode: int, refused: bool
+) -> None:
+    """Whatever the drop did (a stand-in sudo here, or no sudo at all), a container
+    daemon's socket the user can still open is root at hand: the run is refused."""
+    folder = Path(tempfile.mkdtemp(prefix="dk"))
+    try:
+        folder.chmod(0o777)
+        if sudo:
+            (folder / "sudo").write_text(FAKE_SUDO)
+            (folder / "sudo").chmod(0o755)
+        path = folder / "docker.sock"
+        server = listening_socket(path)
+        try:
+            os.chown(path, 0, 4242)
+            path.chmod(mode)
+            code = (
+                "import os, sys; from runner.errors import RunnerError; "
+                "from runner.github.commands import drop_sudo\n"
+                "try:\n    drop_sudo(os.environ, sockets=(sys.argv[1], '/nonexistent.sock'))\n"
+                "except RunnerError as exc:\n    print('refused:', exc); sys.exit(2)\n"
+            )
+            proc = subprocess.run(
+                [*AS_DOCKER_MEMBER, sys.executable, "-I", "-c", code, str(path)],
+                env={
+                    "PATH": f"{folder}:/usr/bin:/bin" if sudo else "/nonexistent",
+                    "FAKE_SUDO_DIR": str(folder),
+                    "FAKE_SUDO_WORKS": "1",
+                },
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            server.close()
+        if refused:
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert f"refused: {path} is open to this user (the docker group)" in proc.stdout
+            assert "keep-sudo: true" in proc.stdout
+        else:
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        shutil.rmtree(folder)
+
+
 SERVER_TEXT = "upstream said:\nerror: line one\nerror: line two\n::warning::x"
 BROKEN = (
     "runner: 1 run\n"

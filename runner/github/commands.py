@@ -642,13 +642,25 @@ def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
     return code
 
 
-def drop_sudo(env: Mapping[str, str]) -> None:
-    """Take sudo away from the job's user before an unsandboxed agent starts (as
+CONTAINER_SOCKETS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+)
+"""Sockets of container daemons that run as root: whoever may open one has root."""
+
+
+def drop_sudo(env: Mapping[str, str], sockets: tuple[str, ...] = CONTAINER_SOCKETS) -> None:
+    """Take root away from the job's user before an unsandboxed agent starts (as
     codex-action's drop-sudo does): with it the agent could read any process's memory
     and secrets, and change the machine for the job's later steps. Lines naming the
     user are removed from the sudoers files, the user leaves the sudo, admin and wheel
-    groups, and `sudo -n true` must then fail, or the run is refused. Nothing to do
-    where there is no passwordless sudo; as root it cannot help (a warning)."""
+    groups, and `sudo -n true` must then fail, or the run is refused. The Docker socket
+    is root too (`docker run -v /:/host`), and hosted runners put the user in the
+    `docker` group: the socket becomes root's only, and a container socket the user can
+    still open refuses the run. Nothing to do where there is no passwordless sudo and no
+    such socket; as root it cannot help (a warning)."""
     if os.geteuid() == 0:
         annotate(
             "warning",
@@ -660,6 +672,7 @@ def drop_sudo(env: Mapping[str, str]) -> None:
     sudo = shutil.which("sudo", path=env.get("PATH"))
     if sudo is None or _quiet([sudo, "-n", "true"], env) != 0:
         print("sudo: not available to this user, nothing to drop")
+        _refuse_open_sockets(sockets)
         return
     user = pwd.getpwuid(os.getuid()).pw_name
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", user):
@@ -680,6 +693,18 @@ def drop_sudo(env: Mapping[str, str]) -> None:
             "have root: set keep-sudo: true to run anyway"
         )
     print(f"sudo: dropped for {user}")
+    _refuse_open_sockets(sockets)
+
+
+def _refuse_open_sockets(sockets: tuple[str, ...]) -> None:
+    """Group membership outlives the drop (the job's processes keep their groups), so
+    what counts is whether this process can still open the socket."""
+    for sock in sockets:
+        if os.path.exists(sock) and os.access(sock, os.W_OK):
+            raise RunnerError(
+                f"{sock} is open to this user (the docker group): through it the "
+                "unsandboxed agent would have root; set keep-sudo: true to run anyway"
+            )
 
 
 DROP_SUDO_SCRIPT = r"""set -eu
@@ -700,12 +725,22 @@ for group in sudo admin wheel; do
 done
 printf '\n# runner keep-sudo: false\n%s ALL=(ALL:ALL) !ALL\n' "$user" >> "$root/etc/sudoers"
 echo "sudo: $user may run nothing (last rule of /etc/sudoers)"
+for sock in "$root/run/docker.sock" "$root/var/run/docker.sock" \
+            "$root/run/containerd/containerd.sock" "$root/run/podman/podman.sock"; do
+  if [ -S "$sock" ] && [ "$(stat -L -c %a "$sock")" != 600 ]; then
+    chmod 0600 "$sock"
+    echo "sudo: ${sock#"$root"} is root's only for the rest of the job"
+  fi
+done
 """
 """Run as root with the user's name (and, for tests, a root directory). Removing the
 user's own lines and groups is not enough: the job's processes keep the groups they
 started with (a `%sudo` or `%admin` rule still matches them until the next login), and a
 `User_Alias` or `ALL` rule names nobody. The last matching rule decides, so one `!ALL`
-at the very end of /etc/sudoers (after its `@includedir`) denies the user everything."""
+at the very end of /etc/sudoers (after its `@includedir`) denies the user everything.
+For the same reason leaving the `docker` group would not close the Docker socket (on
+hosted runners it is even the user's primary group): its mode does, checked at every
+connect. The daemon is root-owned, so root keeps it; the job's later steps lose it."""
 
 
 def _quiet(argv: list[str], env: Mapping[str, str]) -> int:
