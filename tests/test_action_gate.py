@@ -209,6 +209,64 @@ def test_gate_matrix(
         assert out["reason"] == f"{sender['login']} is a bot; list it in allow-bots to run for it"
 
 
+TABLE_SENDERS = {
+    "stranger": "stranger",
+    "reader": "reader",
+    "writer": "writer",
+    "bot": "bot",
+    "dependabot": "Dependabot",
+}
+EXEMPT_EVENTS = ("schedule", "workflow_dispatch", "push")
+
+
+def outcome(github: FakeGitHub, tmp_path: Path, event_name: str, who: str) -> str:
+    """What the gate does for `who` sending `event_name` (about something they opened),
+    with the default inputs, in the words of the README's table."""
+    event = (
+        event_for(event_name, SENDERS[who])
+        if event_name in UNTRUSTED_EVENTS or (event_name == "pull_request_target")
+        else {"sender": SENDERS[who], "repository": {"full_name": REPO}}
+    )
+    github.log.clear()
+    code, out = gate(github, tmp_path, event_name, event)
+    if code == 2:
+        return "refused (exit 2)"
+    assert code == 0, (event_name, who)
+    if out["allowed"] == "true":
+        return "runs" if github.calls("GET", "/permission$") else "runs (not gated)"
+    allowed_bot = gate(github, tmp_path, event_name, event, "--allow-bots", SENDERS[who]["login"])
+    if allowed_bot[1].get("allowed") == "true":
+        return "skipped; runs if in `allow-bots`"
+    return "skipped"
+
+
+def gate_table(github: FakeGitHub, tmp_path: Path) -> str:
+    """The README's table of events x senders x outcome, from the gate itself: the
+    events of the matrix above, pull_request_target, and the three exempt ones."""
+    head = ["Event", *TABLE_SENDERS.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    events = [*UNTRUSTED_EVENTS, "pull_request_target", *EXEMPT_EVENTS]
+    for event_name in events:
+        name = "any other event" if event_name == "made_up_event" else f"`{event_name}`"
+        cells = [outcome(github, tmp_path, event_name, who) for who in TABLE_SENDERS]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def test_readme_gate_table_is_what_the_gate_does(
+    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each cell is the gate's answer for that event and sender, so the README cannot
+    drift from the matrix: change the gate and this test prints the new table."""
+    table = gate_table(github, tmp_path)
+    capsys.readouterr()
+    readme = (ROOT / "README.md").read_text()
+    start, end = "<!-- gate-table:start -->\n", "<!-- gate-table:end -->"
+    assert start in readme and end in readme
+    shown = readme.split(start, 1)[1].split(end, 1)[0].strip("\n") + "\n"
+    assert shown == table, f"README's gate table should be:\n{table}"
+
+
 @pytest.mark.parametrize("who", sorted(SENDERS))
 def test_pull_request_target_is_refused_for_everyone(
     github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str], who: str
@@ -1077,7 +1135,12 @@ def test_annotations_escape_what_would_start_a_command(
 
 # ------------------------------------------------------------------ the Docker socket
 
-AS_DOCKER_MEMBER = [shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534", "--groups=4242"]
+AS_DOCKER_MEMBER = [
+    shutil.which("setpriv") or "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--groups=4242",
+]
 """A process of the job's user as hosted runners start it: in the `docker` group (4242
 here), which it keeps for its whole life whatever /etc/group says later."""
 
