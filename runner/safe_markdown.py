@@ -125,6 +125,16 @@ def inert_line(escaped: str) -> str:
     return _WWW.sub("www\u2060.", _SCHEME.sub(":\u2060", text))
 
 
+def inert_text(markdown: str) -> str:
+    """Markdown whose run-derived parts are already escaped (`reports.markdown.inline` /
+    `cell`), made inert line by line for the job summary: `inert_line` on every line,
+    controls replaced, and no line starting with `::` (a workflow command, should the
+    text be printed to a log)."""
+    text = _CONTROL.sub("\ufffd", markdown)
+    lines = [inert_line(line) for line in text.split("\n")]
+    return _COMMAND.sub("\\1:\u200b", "\n".join(lines))
+
+
 def _address(url: str) -> str:
     if not url:
         return ""

@@ -136,9 +136,15 @@ class FakeGitHub:
             self.refs[body["ref"].removeprefix("refs/heads/")] = body["sha"]
             return 201, {}
         if path == "/pulls" and method == "GET":
-            head = query["head"][0].split(":", 1)[1]
+            owner, head = query["head"][0].split(":", 1)
             state = query.get("state", ["open"])[0]
-            found = [p for p in self.pulls if p["head"] == head and state in (p["state"], "all")]
+            found = [
+                p
+                for p in self.pulls
+                if p["head"] == head
+                and p.get("head_owner", REPO.split("/")[0]) == owner
+                and state in (p.get("state", "open"), "all")
+            ]
             per, page = int(query.get("per_page", ["30"])[0]), int(query.get("page", ["1"])[0])
             return 200, found[(page - 1) * per : page * per]
         if path == "/pulls" and method == "POST":
@@ -404,8 +410,12 @@ def run_action(
         assert step["shell"] == "bash"
         out_file = tmp / f"output-{sid}"
         out_file.write_text("")
-        files.append(out_file)
         env = {**base_env, "GITHUB_OUTPUT": str(out_file)}
+        for name in ("env", "path", "state"):  # read back by GitHub; here only kept
+            (tmp / f"{name}-{sid}").write_text("")
+            env[f"GITHUB_{name.upper()}"] = str(tmp / f"{name}-{sid}")
+            files.append(tmp / f"{name}-{sid}")
+        files.append(out_file)
         env.update({k: expr.substitute(str(v)) for k, v in (step.get("env") or {}).items()})
         script = tmp / f"step-{sid}.sh"
         script.write_text(step["run"])

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import stat
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from tests.loopback import (
     Reply,
     per_conversation,
     reply_function_call,
+    reply_http_error,
     reply_message,
 )
 
@@ -138,6 +140,18 @@ def event_for(name: str, sender: dict[str, str], author: dict[str, str] | None =
     }
 
 
+def as_github_sends(github: FakeGitHub, event_name: str, event: Any) -> Any:
+    """The payload as GitHub sends it: a `workflow_run`'s `pull_requests` carry no
+    author. `event_for` notes the author there; it moves into the fake's REST state
+    (`GET /pulls/{number}`), where the gate has to look it up."""
+    run = event.get("workflow_run") if event_name == "workflow_run" else None
+    for pr in (run or {}).get("pull_requests") or ():
+        user = pr.pop("user", None)
+        if user is not None:
+            github.pr_details[pr["number"]] = {"number": pr["number"], "user": user}
+    return event
+
+
 def gate(
     github: FakeGitHub,
     tmp_path: Path,
@@ -146,6 +160,7 @@ def gate(
     *args: str,
 ) -> tuple[int, dict[str, str]]:
     """(exit code, outputs) of the gate step for this event."""
+    event = as_github_sends(github, event_name, event)
     (tmp_path / "event.json").write_text(json.dumps(event))
     out = tmp_path / "gate-output"
     out.write_text("")
@@ -194,6 +209,64 @@ def test_gate_matrix(
         assert out["reason"] == f"{sender['login']} is a bot; list it in allow-bots to run for it"
 
 
+TABLE_SENDERS = {
+    "stranger": "stranger",
+    "reader": "reader",
+    "writer": "writer",
+    "bot": "bot",
+    "dependabot": "Dependabot",
+}
+EXEMPT_EVENTS = ("schedule", "workflow_dispatch", "push")
+
+
+def outcome(github: FakeGitHub, tmp_path: Path, event_name: str, who: str) -> str:
+    """What the gate does for `who` sending `event_name` (about something they opened),
+    with the default inputs, in the words of the README's table."""
+    event = (
+        event_for(event_name, SENDERS[who])
+        if event_name in UNTRUSTED_EVENTS or (event_name == "pull_request_target")
+        else {"sender": SENDERS[who], "repository": {"full_name": REPO}}
+    )
+    github.log.clear()
+    code, out = gate(github, tmp_path, event_name, event)
+    if code == 2:
+        return "refused (exit 2)"
+    assert code == 0, (event_name, who)
+    if out["allowed"] == "true":
+        return "runs" if github.calls("GET", "/permission$") else "runs (not gated)"
+    allowed_bot = gate(github, tmp_path, event_name, event, "--allow-bots", SENDERS[who]["login"])
+    if allowed_bot[1].get("allowed") == "true":
+        return "skipped; runs if in `allow-bots`"
+    return "skipped"
+
+
+def gate_table(github: FakeGitHub, tmp_path: Path) -> str:
+    """The README's table of events x senders x outcome, from the gate itself: the
+    events of the matrix above, pull_request_target, and the three exempt ones."""
+    head = ["Event", *TABLE_SENDERS.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    events = [*UNTRUSTED_EVENTS, "pull_request_target", *EXEMPT_EVENTS]
+    for event_name in events:
+        name = "any other event" if event_name == "made_up_event" else f"`{event_name}`"
+        cells = [outcome(github, tmp_path, event_name, who) for who in TABLE_SENDERS]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def test_readme_gate_table_is_what_the_gate_does(
+    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each cell is the gate's answer for that event and sender, so the README cannot
+    drift from the matrix: change the gate and this test prints the new table."""
+    table = gate_table(github, tmp_path)
+    capsys.readouterr()
+    readme = (ROOT / "README.md").read_text()
+    start, end = "<!-- gate-table:start -->\n", "<!-- gate-table:end -->"
+    assert start in readme and end in readme
+    shown = readme.split(start, 1)[1].split(end, 1)[0].strip("\n") + "\n"
+    assert shown == table, f"README's gate table should be:\n{table}"
+
+
 @pytest.mark.parametrize("who", sorted(SENDERS))
 def test_pull_request_target_is_refused_for_everyone(
     github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str], who: str
@@ -214,7 +287,8 @@ def test_allow_bots_lets_dependabot_run_but_no_other_bot(
         event = event_for(event_name, SENDERS[who])
         code, out = gate(github, tmp_path, event_name, event, "--allow-bots", "dependabot")
         assert code == 0 and out["allowed"] == allowed, (who, out)
-    assert not github.log
+    # No permission is asked for a bot (a workflow_run's PR author is looked up first).
+    assert not github.calls("GET", "/permission$")
 
 
 @pytest.mark.parametrize(
@@ -276,14 +350,22 @@ WRITER_ON_A_STRANGERS: dict[str, tuple[str, Callable[[], Any]]] = {
         "workflow_run",
         lambda: {
             **event_for("workflow_run", SENDERS["writer"]),
-            "workflow_run": {"actor": SENDERS["stranger"], "triggering_actor": SENDERS["writer"]},
+            "workflow_run": {
+                "actor": SENDERS["stranger"],
+                "triggering_actor": SENDERS["writer"],
+                "head_repository": {"full_name": REPO},
+            },
         },
     ),
     "workflow-run-re-run-by": (
         "workflow_run",
         lambda: {
             **event_for("workflow_run", SENDERS["writer"]),
-            "workflow_run": {"actor": SENDERS["writer"], "triggering_actor": SENDERS["stranger"]},
+            "workflow_run": {
+                "actor": SENDERS["writer"],
+                "triggering_actor": SENDERS["stranger"],
+                "head_repository": {"full_name": REPO},
+            },
         },
     ),
     "workflow-run-of-a-strangers-pr": (
@@ -323,6 +405,138 @@ def test_events_only_a_writer_can_cause_need_no_api(
         github, tmp_path, event_name, {"sender": SENDERS["stranger"]}, "--mode", "true"
     )
     assert code == 0 and out["allowed"] == "false"
+
+
+def review_thread(*authors: dict[str, str]) -> Any:
+    """A writer resolves a review thread on a writer's PR whose comments are by `authors`."""
+    event = event_for("pull_request_review_thread", SENDERS["writer"])
+    event["thread"] = {"comments": [{"body": "run rm -rf", "user": a} for a in authors]}
+    return event
+
+
+def test_a_review_threads_comment_authors_are_gated(github: FakeGitHub, tmp_path: Path) -> None:
+    """The thread's comments are text the agent may read: a stranger's comment in a
+    thread a writer resolves is the stranger's text."""
+    event = review_thread(SENDERS["writer"], SENDERS["stranger"])
+    code, out = gate(github, tmp_path, "pull_request_review_thread", event)
+    assert code == 0 and out["allowed"] == "false"
+    assert out["reason"] == f"stranger has no write access to {REPO} and is not in allow-users"
+    # A bot's comment in the thread is a bot's text: refused unless allow-bots names it.
+    event = review_thread(SENDERS["writer"], SENDERS["bot"])
+    code, out = gate(github, tmp_path, "pull_request_review_thread", event)
+    assert out["allowed"] == "false" and out["reason"].startswith("helper-app[bot] is a bot")
+    code, out = gate(
+        github, tmp_path, "pull_request_review_thread", review_thread(SENDERS["admin"])
+    )
+    assert out == {"allowed": "true"}
+
+
+def fork_run(owner: dict[str, str], prs: list[dict[str, Any]]) -> Any:
+    """A writer re-runs (`workflow_run`) the CI of a pull request from `owner`'s fork,
+    as GitHub sends it: `pull_requests` lists no author, and is empty for a fork."""
+    event = event_for("workflow_run", SENDERS["writer"])
+    event["workflow_run"].update(
+        head_repository={"full_name": f"{owner['login']}/widgets", "owner": owner},
+        head_branch="patch-1",
+        pull_requests=prs,
+    )
+    return event
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_workflow_run_of_a_strangers_fork_is_refused(
+    github: FakeGitHub, tmp_path: Path, listed: bool
+) -> None:
+    """The actor and the triggering actor are writers; the code is a stranger's fork. The
+    fork's owner and the PR's author (looked up through REST: by number when the payload
+    lists the PR, by `owner:branch` when it does not) are gated too."""
+    github.pr_details[9] = {"number": 9, "user": SENDERS["stranger"]}
+    github.pulls.append(
+        {"number": 9, "head": "patch-1", "head_owner": "stranger", "user": SENDERS["stranger"]}
+    )
+    event = fork_run(SENDERS["stranger"], [{"number": 9}] if listed else [])
+    code, out = gate(github, tmp_path, "workflow_run", event)
+    assert code == 0 and out["allowed"] == "false"
+    assert out["reason"] == f"stranger has no write access to {REPO} and is not in allow-users"
+    looked = github.calls("GET", "/pulls/9$") if listed else github.calls("GET", "/pulls$")
+    assert looked
+
+
+def test_a_workflow_run_of_a_writers_fork_for_a_strangers_pr_is_refused(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The fork is a writer's, but the PR from it (found by `owner:branch`) is not."""
+    github.pulls.append(
+        {"number": 9, "head": "patch-1", "head_owner": "writer", "user": SENDERS["stranger"]}
+    )
+    code, out = gate(github, tmp_path, "workflow_run", fork_run(SENDERS["writer"], []))
+    assert out["allowed"] == "false" and out["reason"].startswith("stranger has no write")
+
+
+def test_a_workflow_run_of_a_fork_without_a_pull_request_is_refused(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    code, out = gate(github, tmp_path, "workflow_run", fork_run(SENDERS["writer"], []))
+    assert out["allowed"] == "false"
+    assert out["reason"] == (
+        "who wrote the pull request is unknown (no pull request from writer:patch-1)"
+    )
+
+
+def test_a_workflow_run_of_a_writers_fork_runs(github: FakeGitHub, tmp_path: Path) -> None:
+    github.pulls.append(
+        {"number": 9, "head": "patch-1", "head_owner": "writer", "user": SENDERS["writer"]}
+    )
+    code, out = gate(github, tmp_path, "workflow_run", fork_run(SENDERS["writer"], []))
+    assert out == {"allowed": "true"}
+
+
+def merge_group(head_ref: str) -> Any:
+    return {
+        "action": "checks_requested",
+        "merge_group": {
+            "head_sha": "f" * 40,
+            "head_ref": head_ref,
+            "base_ref": "refs/heads/main",
+        },
+        "sender": SENDERS["writer"],
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+
+
+@pytest.mark.parametrize("author", ["stranger", "writer", "dependabot"])
+def test_a_merge_groups_queued_pull_request_author_is_gated(
+    github: FakeGitHub, tmp_path: Path, author: str
+) -> None:
+    """A writer queues a pull request: its author (from `head_ref`, through REST) is
+    gated like the sender."""
+    github.pr_details[123] = {"number": 123, "user": SENDERS[author]}
+    event = merge_group(f"refs/heads/gh-readonly-queue/main/pr-123-{'a' * 40}")
+    code, out = gate(github, tmp_path, "merge_group", event)
+    assert code == 0 and github.calls("GET", "/pulls/123$")
+    if author == "writer":
+        assert out == {"allowed": "true"}
+    elif author == "stranger":
+        assert out["allowed"] == "false" and out["reason"].startswith("stranger has no write")
+    else:
+        assert out["reason"] == "dependabot[bot] is a bot; list it in allow-bots to run for it"
+
+
+@pytest.mark.parametrize("head_ref", ["refs/heads/main", ""])
+def test_a_merge_group_that_names_no_pull_request_is_refused(
+    github: FakeGitHub, tmp_path: Path, head_ref: str
+) -> None:
+    code, out = gate(github, tmp_path, "merge_group", merge_group(head_ref))
+    assert code == 0 and out["allowed"] == "false" and not github.log
+    assert out["reason"] == "the merge_group event names no pull request in its head_ref"
+
+
+def test_a_merge_groups_pull_request_that_cannot_be_found_is_refused(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    event = merge_group(f"refs/heads/gh-readonly-queue/main/pr-5-{'b' * 40}")
+    code, out = gate(github, tmp_path, "merge_group", event)
+    assert out["allowed"] == "false" and out["reason"].startswith("who wrote the pull request")
 
 
 def test_an_event_that_names_nobody_is_refused(github: FakeGitHub, tmp_path: Path) -> None:
@@ -411,6 +625,7 @@ def action(
     job_env: dict[str, str] | None = None,
 ) -> tuple[ActionRun, Path]:
     workspace = make_git_repo(tmp_path / "ws")
+    event = as_github_sends(github, event_name, event)
     run = run_action(
         tmp_path / "gha",
         workspace,
@@ -567,6 +782,89 @@ def test_the_key_is_in_no_environment_the_agent_can_read(
     assert all(key.encode() not in p.read_bytes() for p in run.files)
 
 
+STEERING = ("GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+RUNTIME_SECRETS = {
+    "ACTIONS_RUNTIME_TOKEN": "canary-runtime-token-0123456789",
+    "ACTIONS_RUNTIME_URL": "https://pipelines.test/",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "canary-oidc-request-0123456789",
+    "ACTIONS_ID_TOKEN_REQUEST_URL": "https://token.test/oidc",
+    "ACTIONS_CACHE_URL": "https://cache.test/",
+    "ACTIONS_RESULTS_URL": "https://results.test/",
+}
+
+
+@pytest.mark.parametrize("event_name", ["schedule", "workflow_dispatch"])
+def test_an_unsandboxed_agent_cannot_steer_later_steps(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path, event_name: str
+) -> None:
+    """The agent runs without a sandbox. It gets none of the variables that name the
+    step-steering files or hold the runtime's tokens, and what it writes into those
+    files anyway (it finds them on disk) is undone before the step ends."""
+    gha = tmp_path / "gha"
+    names = "|".join([*STEERING, "ACTIONS_"])
+    attack = (
+        f"env | grep -cE '^({names})' || true; "
+        f"echo EVIL=1 >> {gha}/env-run; echo /evil >> {gha}/path-run; "
+        f"echo hijack=1 >> {gha}/output-run; echo pwned >> {gha}/step-summary.md"
+    )
+
+    def model(req: RecordedRequest, turn: int) -> Reply:
+        if turn == 0:
+            return reply_function_call("shell", {"command": ["bash", "-c", attack]}, call_id="x")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(model))
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    inputs = prompt_inputs(srv.base_url, "sk-" + "s" * 30, sandbox="danger-full-access")
+    run, _ = action(tmp_path, github, event_name, event, inputs, job_env=RUNTIME_SECRETS)
+    assert run.outputs["exit-code"] == "0", run.logs
+    shown = next(r.call_outputs()["x"] for r in srv.requests if "x" in r.call_outputs())
+    assert json.loads(shown)["output"] == "0\n", shown  # none of them in its environment
+    assert (gha / "env-run").read_text() == "" and (gha / "path-run").read_text() == ""
+    assert "hijack" not in run.step_outputs["run"]
+    assert "pwned" not in (gha / "step-summary.md").read_text()
+    assert "::error title=runner::the run changed env-run" in run.logs["run"]
+    for value in RUNTIME_SECRETS.values():
+        assert value not in json.dumps([r.body for r in srv.requests])
+
+
+HOSTILE = (
+    "@octocat look at acme/victim#1, www.evil.example and https://evil.example/x "
+    "<img src=x onerror=alert(1)> <!-- hidden -->\n::error title=x::forged"
+)
+
+
+def test_the_job_summary_is_inert(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """A model server's error text reaches the job summary (the "Not completed" list):
+    no mention, cross-repository reference, autolink, HTML or workflow command in it."""
+    srv = loopback_thread(
+        lambda req, turn: reply_http_error(400, {"error": {"message": HOSTILE, "type": "bad"}})
+    )
+    inputs = prompt_inputs(srv.base_url, "sk-" + "h" * 30, **{"fail-on-task-failure": "false"})
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    run, _ = action(tmp_path, github, "workflow_dispatch", event, inputs)
+    assert run.outputs["exit-code"] == "1", run.logs
+    summary = (tmp_path / "gha/step-summary.md").read_text()
+    assert "octocat" in summary and "victim" in summary, summary  # it is there, inert:
+    for active in ("@octocat", "acme/victim#1", "www.evil", "https://evil"):
+        assert active not in summary, (active, summary)
+    assert not re.search(r"(?<!\\)<", summary), summary  # `\<img` shows as text
+    assert not re.search(r"(?m)^\s*::", summary)
+
+
+def test_inert_text_neutralises_each_line() -> None:
+    from runner.reports.fmt import inline
+    from runner.safe_markdown import inert_text
+
+    text = inert_text(f"| {inline(HOSTILE)} |\n::error::x\n  ::warning::y\n@here\x1b[31m")
+    for active in ("@octocat", "acme/victim#1", "www.evil", "https://", "@here", "\x1b"):
+        assert active not in text, (active, text)
+    assert not re.search(r"(?<!\\)<", text), text
+    assert not re.search(r"(?m)^\s*::", text)
+
+
 @pytest.mark.parametrize("sandbox", ["auto", "danger-full-access"])
 def test_a_workflow_run_of_a_forks_code_is_read_only_and_never_pushes(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path, sandbox: str
@@ -575,7 +873,10 @@ def test_a_workflow_run_of_a_forks_code_is_read_only_and_never_pushes(
     the code it checks out is the fork's, so it is treated as a pull request's code."""
     srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
     event = event_for("workflow_run", SENDERS["writer"])
-    event["workflow_run"]["head_repository"] = {"full_name": "mallory/widgets"}
+    event["workflow_run"]["head_repository"] = {
+        "full_name": "writer/widgets",
+        "owner": SENDERS["writer"],
+    }
     inputs = prompt_inputs(srv.base_url, "sk-" + "w" * 30, push="true", sandbox=sandbox)
     run, _ = action(tmp_path, github, "workflow_run", event, inputs)
     assert run.outputs["allowed"] == "true" and run.failed
@@ -723,6 +1024,44 @@ esac
 """
 
 
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("gpasswd"), reason="gpasswd -Q needs root"
+)
+def test_the_drop_script_leaves_the_user_no_rule_that_allows_anything(tmp_path: Path) -> None:
+    """The script the action runs through sudo, on a copy of a hosted runner's sudoers
+    (a NOPASSWD file for the user, a NOPASSWD `%sudo` rule, the user in `sudo`): the
+    user's own lines go, it leaves the group, and since the job's processes keep their
+    groups anyway, a `!ALL` rule comes last, after the `@includedir`."""
+    from runner.github.commands import DROP_SUDO_SCRIPT
+
+    etc = tmp_path / "etc"
+    (etc / "sudoers.d").mkdir(parents=True)
+    main_file = (
+        "Defaults env_reset\n%sudo ALL=(ALL:ALL) NOPASSWD: ALL\n@includedir /etc/sudoers.d\n"
+    )
+    (etc / "sudoers").write_text(main_file)
+    (etc / "sudoers.d/runner").write_text("nobody ALL=(ALL) NOPASSWD:ALL\n")
+    (etc / "sudoers.d/other").write_text("daemon ALL=(ALL) NOPASSWD:ALL\n")
+    (etc / "group").write_text("root:x:0:\nsudo:x:27:nobody,daemon\nadm:x:4:nobody\n")
+    (etc / "gshadow").write_text("root:*::\nsudo:*::nobody,daemon\nadm:*::nobody\n")
+    (etc / "passwd").write_text("root:x:0:0::/:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
+    done = subprocess.run(
+        ["sh", "-c", DROP_SUDO_SCRIPT, "drop-sudo", "nobody", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (etc / "sudoers.d/runner").read_text() == ""
+    assert (etc / "sudoers.d/other").read_text() == "daemon ALL=(ALL) NOPASSWD:ALL\n"
+    assert "sudo:x:27:daemon\n" in (etc / "group").read_text()
+    assert "adm:x:4:nobody" in (etc / "group").read_text()  # not a sudo group: kept
+    sudoers = (etc / "sudoers").read_text()
+    assert sudoers.startswith(main_file)
+    assert sudoers.splitlines()[-1] == "nobody ALL=(ALL:ALL) !ALL"
+    assert "removed nobody's lines from /etc/sudoers.d/runner" in done.stdout
+    assert "removed nobody from the sudo group" in done.stdout
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 @pytest.mark.parametrize("works", [True, False])
 def test_sudo_is_dropped_before_an_unsandboxed_run(works: bool) -> None:
@@ -794,6 +1133,129 @@ def test_annotations_escape_what_would_start_a_command(
     )
 
 
+# ------------------------------------------------------------------ the Docker socket
+
+AS_DOCKER_MEMBER = [
+    shutil.which("setpriv") or "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--groups=4242",
+]
+"""A process of the job's user as hosted runners start it: in the `docker` group (4242
+here), which it keeps for its whole life whatever /etc/group says later."""
+
+CONNECT = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "try:\n    s.connect(sys.argv[1]); print('connected')\n"
+    "except OSError as exc:\n    print('refused', exc.strerror)\n"
+)
+
+
+def listening_socket(path: Path) -> Any:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.listen(4)
+    return sock
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+def test_the_drop_closes_the_docker_socket_to_a_process_that_keeps_the_group() -> None:
+    """Measured on a real socket: a process in the socket's group connects; after the
+    drop script (its `root` argument pointing at a copy of /run and /var/run) the same
+    kind of process, still in the group, is refused, and root still connects."""
+    from runner.github.commands import DROP_SUDO_SCRIPT
+
+    top = Path(tempfile.mkdtemp(prefix="dk"))
+    try:
+        top.chmod(0o755)
+        (top / "run").mkdir()
+        (top / "var").mkdir()
+        (top / "var/run").symlink_to("../run")
+        (top / "etc/sudoers.d").mkdir(parents=True)
+        (top / "etc/sudoers").write_text("")
+        (top / "etc/group").write_text("docker:x:4242:nobody\n")
+        path = top / "run/docker.sock"
+        server = listening_socket(path)
+        try:
+            os.chown(path, 0, 4242)
+            path.chmod(0o660)
+
+            def connect(*prefix: str) -> str:
+                argv = [*prefix, sys.executable, "-I", "-c", CONNECT, str(path)]
+                return subprocess.run(argv, capture_output=True, text=True).stdout.strip()
+
+            assert connect(*AS_DOCKER_MEMBER) == "connected"
+            done = subprocess.run(
+                ["sh", "-c", DROP_SUDO_SCRIPT, "drop-sudo", "nobody", str(top)],
+                capture_output=True,
+                text=True,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.count("is root's only for the rest of the job") == 1
+            assert "/run/docker.sock is root's only" in done.stdout
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            assert connect(*AS_DOCKER_MEMBER) == "refused Permission denied"
+            assert connect() == "connected"  # the daemon's own user (root) keeps it
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+@pytest.mark.parametrize(
+    ("sudo", "mode", "refused"),
+    [(True, 0o660, True), (False, 0o660, True), (True, 0o600, False), (False, 0o600, False)],
+)
+def test_an_open_container_socket_refuses_the_unsandboxed_run(
+    sudo: bool, mode: int, refused: bool
+) -> None:
+    """Whatever the drop did (a stand-in sudo here, or no sudo at all), a container
+    daemon's socket the user can still open is root at hand: the run is refused."""
+    folder = Path(tempfile.mkdtemp(prefix="dk"))
+    try:
+        folder.chmod(0o777)
+        if sudo:
+            (folder / "sudo").write_text(FAKE_SUDO)
+            (folder / "sudo").chmod(0o755)
+        path = folder / "docker.sock"
+        server = listening_socket(path)
+        try:
+            os.chown(path, 0, 4242)
+            path.chmod(mode)
+            code = (
+                "import os, sys; from runner.errors import RunnerError; "
+                "from runner.github.commands import drop_sudo\n"
+                "try:\n    drop_sudo(os.environ, sockets=(sys.argv[1], '/nonexistent.sock'))\n"
+                "except RunnerError as exc:\n    print('refused:', exc); sys.exit(2)\n"
+            )
+            proc = subprocess.run(
+                [*AS_DOCKER_MEMBER, sys.executable, "-I", "-c", code, str(path)],
+                env={
+                    "PATH": f"{folder}:/usr/bin:/bin" if sudo else "/nonexistent",
+                    "FAKE_SUDO_DIR": str(folder),
+                    "FAKE_SUDO_WORKS": "1",
+                },
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            server.close()
+        if refused:
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert f"refused: {path} is open to this user (the docker group)" in proc.stdout
+            assert "keep-sudo: true" in proc.stdout
+        else:
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        shutil.rmtree(folder)
+
+
 SERVER_TEXT = "upstream said:\nerror: line one\nerror: line two\n::warning::x"
 BROKEN = (
     "runner: 1 run\n"
@@ -862,3 +1324,35 @@ def test_secret_fd_refuses_what_is_not_name_value(tmp_path: Path, given: str, pr
     )
     assert proc.returncode == 2 and problem in proc.stderr and "--secret-fd" in proc.stderr
     assert "sk-value" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_tasks_inline_run_in_the_checkout(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The `tasks` input is a whole task file in the workflow: its `repo` is the checkout."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    tasks = (
+        "version: 1\n"
+        f"providers:\n  fake: {{base_url: '{srv.base_url}', env_key: OPENAI_API_KEY}}\n"
+        "defaults: {model: fake/m, sandbox: read-only}\n"
+        "tasks:\n  - {id: look, prompt: look around}\n  - {id: again, prompt: once more, repo: .}\n"
+    )
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    inputs = {"tasks": tasks, "api-key": "sk-" + "t" * 30}
+    run, workspace = action(tmp_path, github, "workflow_dispatch", event, inputs)
+    assert run.outputs["exit-code"] == "0" and run.outputs["runs"] == "2", run.logs
+    (written,) = (tmp_path / "gha/runner-temp").glob("runner-tasks-*/tasks.yaml")
+    repos = re.findall(r"(?m)^  repo: (.+)$", written.read_text())
+    assert [(written.parent / r).resolve() for r in repos] == [workspace.resolve()] * 2
+
+
+@pytest.mark.parametrize(
+    ("tasks", "says"),
+    [("tasks: [oops", "tasks input line 1: not YAML"), ("- a\n", "a mapping with a `tasks`")],
+)
+def test_bad_tasks_input_is_exit_2_with_the_line(
+    github: FakeGitHub, tmp_path: Path, tasks: str, says: str
+) -> None:
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    run, _ = action(tmp_path, github, "workflow_dispatch", event, {"tasks": tasks})
+    assert run.outcomes["run"] == "failure(2)" and says in run.logs["run"], run.logs["run"]

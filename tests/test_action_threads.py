@@ -500,8 +500,9 @@ class Nightly:
         )
         return got.stdout.strip() or None
 
-    def person_pushes(self) -> str:
-        """Someone with write access adds a commit of their own to the branch."""
+    def person_pushes(self, forged: bool = False) -> str:
+        """Someone with write access adds a commit of their own to the branch; `forged`:
+        dressed as a runner commit (its identity and `Runner-Run:` trailer)."""
         clone = self.tmp / f"person{self.nights}"
         subprocess.run(
             ["git", "clone", "-q", "-b", "runner/nightly/bump", str(self.origin), str(clone)],
@@ -509,7 +510,11 @@ class Nightly:
         )
         (clone / "mine.txt").write_text("my work\n")
         git(clone, "add", "mine.txt")
-        git(clone, "commit", "-qm", "my fix on top")
+        if forged:
+            who = ["-c", "user.name=runner", "-c", "user.email=runner@localhost"]
+            git(clone, *who, "commit", "-qm", "bump\n\nRunner-Run: bump")
+        else:
+            git(clone, "commit", "-qm", "my fix on top")
         git(clone, "push", "-q", "origin", "HEAD:runner/nightly/bump")
         return git(clone, "rev-parse", "HEAD")
 
@@ -554,6 +559,29 @@ def test_nightly_leaves_a_branch_a_person_moved_and_says_so_on_its_pr(
 
 
 @pytest.mark.slow
+def test_nightly_is_not_fooled_by_a_commit_dressed_as_its_own(
+    nightly: Nightly, github: FakeGitHub
+) -> None:
+    """A commit with runner's identity and trailer is still not the commit runner
+    recorded: the branch is left alone. Put back on runner's commit, it moves again."""
+    nightly.night()
+    ours = nightly.tip()
+    record = git(nightly.origin, "rev-parse", "refs/runner/wrote/runner/nightly/bump")
+    assert record == ours == nightly.result()
+    theirs = nightly.person_pushes(forged=True)
+    assert "Runner-Run: bump" in git(nightly.origin, "log", "-1", "--format=%B", theirs)
+    run = nightly.night()
+    assert nightly.tip() == theirs and pushed(run) == ("", {}, "")
+    assert "moved by someone else; left alone" in run.logs["pull-requests"]
+    git(nightly.origin, "update-ref", "refs/heads/runner/nightly/bump", str(ours))
+    run = nightly.night()
+    assert nightly.tip() == nightly.result() and pushed(run)[0] == "runner/nightly/bump"
+    assert git(nightly.origin, "rev-parse", "refs/runner/wrote/runner/nightly/bump") == (
+        nightly.result()
+    )
+
+
+@pytest.mark.slow
 def test_nightly_keeps_a_pr_closed_unmerged_closed_unless_told(
     nightly: Nightly, github: FakeGitHub
 ) -> None:
@@ -587,7 +615,7 @@ def test_nightly_outputs_name_the_pushed_branch_when_github_refuses_the_pr(
     assert json.loads(run.outputs["pull-requests"]) == {}
     assert run.outcomes["pull-requests"] == "success"
     log = run.logs["pull-requests"]
-    assert "::warning title=runner pull request::bump: pushed runner/nightly/bump" in log
+    assert "::notice title=runner pull request::bump: pushed runner/nightly/bump" in log
     assert PRS_SETTING in log and not github.pulls
 
 
@@ -631,10 +659,13 @@ def test_swap_refuses_when_the_branch_moved_since_it_was_read(tmp_path: Path) ->
     swap_branch_sync(repo, first, "b", remote=str(origin), expected=None)
     with pytest.raises(WorkspaceError):  # it exists now: a create-only swap is refused
         swap_branch_sync(repo, second, "b", remote=str(origin), expected=None)
-    swap_branch_sync(repo, second, "b", remote=str(origin), expected=first)
+    swap_branch_sync(repo, second, "b", remote=str(origin), expected=first, recorded=first)
     with pytest.raises(WorkspaceError):  # someone moved it to `second` meanwhile
-        swap_branch_sync(repo, third, "b", remote=str(origin), expected=first)
+        swap_branch_sync(repo, third, "b", remote=str(origin), expected=first, recorded=second)
+    with pytest.raises(WorkspaceError):  # the record moved: neither ref is updated
+        swap_branch_sync(repo, third, "b", remote=str(origin), expected=second, recorded=first)
     assert git(origin, "rev-parse", "refs/heads/b") == second
+    assert git(origin, "rev-parse", "refs/runner/wrote/b") == second
 
 
 @pytest.mark.slow

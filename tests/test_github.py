@@ -30,6 +30,7 @@ from runner.github import (
     sandbox_for,
     trust_problems,
 )
+from runner.github.commands import inline_tasks
 from runner.github.rest import GitHub
 from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
@@ -510,9 +511,11 @@ def test_actionlint_sees_a_wrong_input(tmp_path: Path) -> None:
     """The check above can fail: a misspelt input of our action is caught."""
     project = lint_project(tmp_path)
     wf = project / ".github/workflows/examples-nightly.yml"
-    wf.write_text(wf.read_text().replace("task-file:", "taskfile:", 1))
+    text = wf.read_text()
+    assert "          tasks: |" in text
+    wf.write_text(text.replace("          tasks: |", "          taks: |", 1))
     res = actionlint(project)
-    assert res.returncode == 1 and "taskfile" in res.stdout
+    assert res.returncode == 1 and "taks" in res.stdout
 
 
 def action_as_workflow(action: dict[str, Any]) -> dict[str, Any]:
@@ -642,30 +645,20 @@ def test_benchmark_shards_then_merge(
 
 
 def test_example_task_files_validate(tmp_path: Path) -> None:
-    """The task files the example workflows point at, where the README says to put them;
-    the pull-request ones also pass the Action's trusted-config check."""
+    """The task files the example workflows point at, where the README says to put them,
+    and the task files written inline (`tasks`), as the Action writes them out; the
+    pull-request ones also pass the Action's trusted-config check."""
     repo = make_git_repo(tmp_path / "repo")
     (repo / ".github/runner").mkdir(parents=True)
     examples = sorted((ROOT / "examples/workflows/runner").glob("*.yaml"))
-    assert {p.name for p in examples} == {
-        "pr.yaml",
-        "pr-fix.yaml",
-        "nightly.yaml",
-        "benchmark.yaml",
-    }
-    workflows = "".join(p.read_text() for p in (ROOT / "examples/workflows").glob("*.yml"))
-    for path in examples:
-        assert f".github/runner/{path.name}" in workflows, f"no example uses {path.name}"
-        shutil.copy(path, repo / ".github/runner" / path.name)
+    assert {p.name for p in examples} == {"pr.yaml", "pr-fix.yaml", "benchmark.yaml"}
+    examples_dir = ROOT / "examples/workflows"
+    workflows = {p.name: yaml.safe_load(p.read_text()) for p in examples_dir.glob("*.yml")}
+    uses = "".join(p.read_text() for p in examples_dir.glob("*.yml"))
+
+    def validates(task_file: str) -> None:
         res = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "runner",
-                "validate",
-                "--offline",
-                f".github/runner/{path.name}",
-            ],
+            [sys.executable, "-m", "runner", "validate", "--offline", task_file],
             cwd=repo,
             capture_output=True,
             text=True,
@@ -673,6 +666,27 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
         )
         assert res.returncode == 0, res.stderr
         assert f"repo {repo.resolve()}" in res.stdout
+
+    for path in examples:
+        assert f".github/runner/{path.name}" in uses, f"no example uses {path.name}"
+        shutil.copy(path, repo / ".github/runner" / path.name)
+        validates(f".github/runner/{path.name}")
+    inline = {
+        name: step["with"]["tasks"]
+        for name, wf in workflows.items()
+        for job in wf["jobs"].values()
+        for step in job["steps"]
+        if "tasks" in (step.get("with") or {})
+    }
+    assert sorted(inline) == ["benchmark.yml", "nightly.yml"]
+    env = {"GITHUB_WORKSPACE": str(repo), "RUNNER_TEMP": str(tmp_path)}
+    for text in inline.values():
+        validates(inline_tasks(text, env))
+    # The command-line benchmark's task file and benchmark.yml's inline tasks are one set.
+    file_tasks = yaml.safe_load((ROOT / "examples/workflows/runner/benchmark.yaml").read_text())
+    for task in file_tasks["tasks"]:
+        assert task.pop("repo") == "../.."
+    assert yaml.safe_load(inline["benchmark.yml"]) == file_tasks
     trusted = repo / ".github/runner"
     for name in ("pr.yaml", "pr-fix.yaml"):
         assert trust_problems(trusted / name, trusted) == []
@@ -1508,11 +1522,11 @@ def test_run_inputs_that_cannot_go_together(
     cases = [
         (
             ["--task-file", "t.yaml", "--prompt", "p"],
-            "give one of task-file, prompt and prompt-file; got task-file and prompt",
+            "give one of task-file, tasks, prompt and prompt-file; got task-file and prompt",
         ),
-        ([], "one of task-file, prompt or prompt-file is required"),
+        ([], "one of task-file, tasks, prompt or prompt-file is required"),
         (["--prompt", "p", "--reasoning-effort", "huge"], "reasoning-effort must be one of"),
-        (["--prompt", "  "], "one of task-file, prompt or prompt-file is required"),
+        (["--prompt", "  "], "one of task-file, tasks, prompt or prompt-file is required"),
         (["--prompt-file", str(empty)], "prompt is empty (or prompt-file names an empty"),
         (["--prompt-file", str(tmp_path / "none.md")], "prompt-file"),
         (["--prompt", "p", "--base-url", "ftp://x"], "base-url must be an http(s) URL"),

@@ -86,10 +86,62 @@ def _write_outputs(values: Mapping[str, str], env: Mapping[str, str]) -> None:
 
 
 def _append_summary(text: str, env: Mapping[str, str]) -> None:
+    """Every line the action adds to the job summary, made inert here (one gate for all
+    callers): it holds run-derived text, escaped by the callers, that must not mention,
+    link across repositories, autolink or start a workflow command."""
+    from runner.safe_markdown import inert_text
+
     path = env.get("GITHUB_STEP_SUMMARY")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
+            f.write(inert_text(text))
+
+
+RUNNER_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+"""The files through which a step steers later ones (variables, outputs, PATH, post-step
+state, the summary): the runner does not get their names, and the action puts back any
+change made to them while it ran."""
+HIDDEN_VARIABLES = re.compile(r"ACTIONS_[A-Z0-9_]+|" + "|".join(RUNNER_FILES))
+"""Variables the runner's process (and so the agent) never sees: the step-steering files
+and every ACTIONS_* value (runtime and cache tokens, OIDC request token and URL). A
+GITHUB_TOKEN a job's `env:` sets is left: a task file's `git.push` may name it."""
+
+
+def _runner_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The step's environment without HIDDEN_VARIABLES."""
+    return {k: v for k, v in env.items() if not HIDDEN_VARIABLES.fullmatch(k)}
+
+
+def _snapshot(env: Mapping[str, str]) -> dict[str, bytes | None]:
+    """The step-steering files as they are now (None: absent)."""
+    found: dict[str, bytes | None] = {}
+    for name in RUNNER_FILES:
+        path = env.get(name)
+        if path:
+            try:
+                found[path] = Path(path).read_bytes()
+            except FileNotFoundError:
+                found[path] = None
+    return found
+
+
+def _restore(before: Mapping[str, bytes | None]) -> list[str]:
+    """Put the step-steering files back as they were before the run; the ones that had
+    changed. An unsandboxed agent can find them on disk even without their names."""
+    changed = []
+    for path, old in before.items():
+        try:
+            now: bytes | None = Path(path).read_bytes()
+        except FileNotFoundError:
+            now = None
+        if now == old:
+            continue
+        changed.append(path)
+        if old is None:
+            Path(path).unlink(missing_ok=True)
+        else:
+            Path(path).write_bytes(old)
+    return changed
 
 
 def _load_report(path: Path) -> Report | None:
@@ -136,6 +188,7 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
         n
         for n, v in (
             ("task-file", args.task_file),
+            ("tasks", args.tasks),
             ("prompt", args.prompt),
             ("prompt-file", args.prompt_file),
         )
@@ -143,15 +196,17 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     ]
     if len(given) > 1:
         raise RunnerError(
-            f"give one of task-file, prompt and prompt-file; got {' and '.join(given)}"
+            f"give one of task-file, tasks, prompt and prompt-file; got {' and '.join(given)}"
         )
     if not given:
         raise RunnerError(
-            "one of task-file, prompt or prompt-file is required (or merge, "
+            "one of task-file, tasks, prompt or prompt-file is required (or merge, "
             "to combine shard reports)"
         )
     if args.task_file.strip():
         return args.task_file, args.task_file
+    if args.tasks.strip():
+        return inline_tasks(args.tasks, env), ""
     if args.prompt_file.strip() and not Path(args.prompt_file).is_file():
         return "", args.prompt_file  # the caller skips or fails on the missing file
     text = args.prompt
@@ -177,6 +232,45 @@ def _task_source(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str,
     path = folder / "task.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return str(path), args.prompt_file
+
+
+def inline_tasks(text: str, env: Mapping[str, str]) -> str:
+    """The `tasks` input (a task file's YAML, so that one workflow file is all a recipe
+    copies) written to a file of its own outside the workspace. A task's `repo` (default
+    `.`) is taken from the checkout, not from where that file lies.
+
+    Shards of one benchmark each write the file on their own machine, and the merge
+    accepts them only if they ran the same task file (path and content): so the path
+    is named after the input, and each `repo` is written relative to the file (the
+    runner's temp directory and the checkout are siblings on every runner)."""
+    import hashlib
+
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise RunnerError(
+            f"tasks input{where}: not YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+        raise RunnerError("tasks input: a task file's YAML, a mapping with a `tasks` list")
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder = (Path(env.get("RUNNER_TEMP") or os.getcwd()) / f"runner-tasks-{digest}").resolve()
+    for n, task in enumerate(data["tasks"]):
+        if not isinstance(task, dict):
+            raise RunnerError(f"tasks input: tasks[{n}] is not a mapping")
+        repo = task.get("repo", ".")
+        if not isinstance(repo, str):
+            raise RunnerError(f"tasks input: tasks[{n}].repo is not a path")
+        task["repo"] = os.path.relpath(workspace / repo, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tasks.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return str(path)
 
 
 def _pr_adds(path: str, trusted: str, ctx: Context, env: Mapping[str, str]) -> bool:
@@ -304,7 +398,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ctx = Context.from_env(env)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
         raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
-    child = dict(env)
+    child = _runner_env(env)
     handed = _handover(args, child)
     models = parse_models(f"{args.model} {args.models}")
     merging = bool(args.merge.strip())
@@ -375,11 +469,36 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         if handed:
             argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
+    before = _snapshot(env)
     code = _run_runner(argv, child, "".join(f"{k}={v}\n" for k, v in handed.items()))
+    for path in _restore(before):
+        annotate(
+            "error",
+            "runner",
+            f"the run changed {Path(path).name}, a file through which a step steers the "
+            "job's later steps; the change was undone",
+        )
     _write_outputs({"exit-code": str(code)}, env)
-    if code >= EXIT_BAD_INPUT and not (Path(args.out) / "report.json").is_file():
+    report = Path(args.out) / "report.json"
+    if code >= EXIT_BAD_INPUT and not report.is_file():
         _append_summary(f"**runner** exited {code} before writing a report; see the log.\n", env)
+    elif report.is_file():
+        _append_summary(_summary_of(Path(args.out), handed, env), env)
     return 0
+
+
+def _summary_of(out: Path, handed: Mapping[str, str], env: Mapping[str, str]) -> str:
+    """The run's summary for the job summary (which the runner no longer writes itself):
+    its summary.md, or the report re-rendered to fit GitHub's limit."""
+    from runner.reports.fmt import STEP_SUMMARY_MAX_CHARS
+    from runner.reports.markdown import render_markdown
+
+    text = (out / "summary.md").read_text(encoding="utf-8", errors="replace")
+    if len(text) > STEP_SUMMARY_MAX_CHARS:
+        report = _load_report(out / "report.json")
+        text = render_markdown(report, max_chars=STEP_SUMMARY_MAX_CHARS) if report else ""
+    redact = Redactor([*secrets_from_env(env), *handed.values()])
+    return redact(text) + "\n"
 
 
 def _handover(args: argparse.Namespace, child: dict[str, str]) -> dict[str, str]:
@@ -523,13 +642,25 @@ def _run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
     return code
 
 
-def drop_sudo(env: Mapping[str, str]) -> None:
-    """Take sudo away from the job's user before an unsandboxed agent starts (as
+CONTAINER_SOCKETS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+)
+"""Sockets of container daemons that run as root: whoever may open one has root."""
+
+
+def drop_sudo(env: Mapping[str, str], sockets: tuple[str, ...] = CONTAINER_SOCKETS) -> None:
+    """Take root away from the job's user before an unsandboxed agent starts (as
     codex-action's drop-sudo does): with it the agent could read any process's memory
     and secrets, and change the machine for the job's later steps. Lines naming the
     user are removed from the sudoers files, the user leaves the sudo, admin and wheel
-    groups, and `sudo -n true` must then fail, or the run is refused. Nothing to do
-    where there is no passwordless sudo; as root it cannot help (a warning)."""
+    groups, and `sudo -n true` must then fail, or the run is refused. The Docker socket
+    is root too (`docker run -v /:/host`), and hosted runners put the user in the
+    `docker` group: the socket becomes root's only, and a container socket the user can
+    still open refuses the run. Nothing to do where there is no passwordless sudo and no
+    such socket; as root it cannot help (a warning)."""
     if os.geteuid() == 0:
         annotate(
             "warning",
@@ -541,6 +672,7 @@ def drop_sudo(env: Mapping[str, str]) -> None:
     sudo = shutil.which("sudo", path=env.get("PATH"))
     if sudo is None or _quiet([sudo, "-n", "true"], env) != 0:
         print("sudo: not available to this user, nothing to drop")
+        _refuse_open_sockets(sockets)
         return
     user = pwd.getpwuid(os.getuid()).pw_name
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", user):
@@ -561,25 +693,54 @@ def drop_sudo(env: Mapping[str, str]) -> None:
             "have root: set keep-sudo: true to run anyway"
         )
     print(f"sudo: dropped for {user}")
+    _refuse_open_sockets(sockets)
+
+
+def _refuse_open_sockets(sockets: tuple[str, ...]) -> None:
+    """Group membership outlives the drop (the job's processes keep their groups), so
+    what counts is whether this process can still open the socket."""
+    for sock in sockets:
+        if os.path.exists(sock) and os.access(sock, os.W_OK):
+            raise RunnerError(
+                f"{sock} is open to this user (the docker group): through it the "
+                "unsandboxed agent would have root; set keep-sudo: true to run anyway"
+            )
 
 
 DROP_SUDO_SCRIPT = r"""set -eu
 user=$1
-for f in /etc/sudoers /etc/sudoers.d/*; do
+root=${2:-}
+for f in "$root/etc/sudoers" "$root"/etc/sudoers.d/*; do
   [ -f "$f" ] || continue
   if grep -Eq "^[[:space:]]*$user[[:space:]]" "$f"; then
     sed -i -E "/^[[:space:]]*$user[[:space:]]/d" "$f"
-    echo "sudo: removed $user's lines from $f"
+    echo "sudo: removed $user's lines from ${f#"$root"}"
   fi
 done
 for group in sudo admin wheel; do
-  if id -nG "$user" | tr ' ' '
-' | grep -qx "$group"; then
-    gpasswd -d "$user" "$group" >/dev/null
+  if grep -Eq "^$group:[^:]*:[^:]*:(.*,)?$user(,|$)" "$root/etc/group"; then
+    gpasswd -Q "${root:-/}" -d "$user" "$group" >/dev/null
     echo "sudo: removed $user from the $group group"
   fi
 done
+printf '\n# runner keep-sudo: false\n%s ALL=(ALL:ALL) !ALL\n' "$user" >> "$root/etc/sudoers"
+echo "sudo: $user may run nothing (last rule of /etc/sudoers)"
+for sock in "$root/run/docker.sock" "$root/var/run/docker.sock" \
+            "$root/run/containerd/containerd.sock" "$root/run/podman/podman.sock"; do
+  if [ -S "$sock" ] && [ "$(stat -L -c %a "$sock")" != 600 ]; then
+    chmod 0600 "$sock"
+    echo "sudo: ${sock#"$root"} is root's only for the rest of the job"
+  fi
+done
 """
+"""Run as root with the user's name (and, for tests, a root directory). Removing the
+user's own lines and groups is not enough: the job's processes keep the groups they
+started with (a `%sudo` or `%admin` rule still matches them until the next login), and a
+`User_Alias` or `ALL` rule names nobody. The last matching rule decides, so one `!ALL`
+at the very end of /etc/sudoers (after its `@includedir`) denies the user everything.
+For the same reason leaving the `docker` group would not close the Docker socket (on
+hosted runners it is even the user's primary group): its mode does, checked at every
+connect. The daemon is root-owned, so root keeps it; the job's later steps lose it."""
 
 
 def _quiet(argv: list[str], env: Mapping[str, str]) -> int:
@@ -747,17 +908,6 @@ PRS_SETTING = (
 )
 
 
-def _runner_wrote(message: str) -> bool:
-    """Whether a commit (`%cn <%ce>` then its message, as `remote_tip` shows it) is a
-    result commit: the runner's fixed identity and its `Runner-Run:` trailer."""
-    from runner.workspace import IDENTITY
-
-    first, _, body = message.partition("\n")
-    return first == f"{IDENTITY[0]} <{IDENTITY[1]}>" and bool(
-        re.search(r"(?m)^Runner-Run: \S", body)
-    )
-
-
 def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text: str) -> None:
     """A notice on the task's open PR, one per PR (edited, not repeated every night)."""
     if pr is None:
@@ -789,7 +939,20 @@ def _gate(
         return True, "not required (require-write-access: false)"
     if mode == "auto" and ctx.event_name in EXEMPT_EVENTS:
         return True, f"not required: only a writer can cause {ctx.event_name}"
-    people = ctx.people
+    people = list(ctx.people)
+    if ctx.event_name == "merge_group" and not ctx.linked_prs:
+        return False, "the merge_group event names no pull request in its head_ref"
+    unnamed = not (ctx.linked_prs or ctx.fork_head)
+    if ctx.event_name == "workflow_run" and ctx.foreign_code and unnamed:
+        return False, "the workflow_run of another repository's code names no pull request"
+    if ctx.linked_prs or ctx.fork_head:
+        gh = GitHub(ctx.api_url, _token(env, token_env))
+        try:
+            people += _pr_authors(gh, ctx)
+        except RunnerError as exc:
+            return False, f"who wrote the pull request is unknown ({exc})"
+        finally:
+            gh.close()
     users = sorted({str(u["login"]) for u in people})
     bots = sorted({str(u["login"]) for u in people if is_bot(u)})
     refused = [b for b in bots if not bot_allowed(b, allow_bots)]
@@ -816,6 +979,25 @@ def _gate(
             "allow-users"
         )
     return True, f"{', '.join(users)} may write"
+
+
+def _pr_authors(gh: GitHub, ctx: Context) -> list[Mapping[str, Any]]:
+    """The authors of the pull requests an event names only by number or by head branch
+    (Context.linked_prs, Context.fork_head); a PR that cannot be found is an error (the
+    gate then refuses)."""
+    found: list[Any] = []
+    for number in ctx.linked_prs:
+        pr = gh.request("GET", f"/repos/{ctx.repository}/pulls/{number}")
+        found.append(pr.get("user") if isinstance(pr, dict) else None)
+    if ctx.fork_head:
+        prs = gh.paginate(f"/repos/{ctx.repository}/pulls", {"state": "all", "head": ctx.fork_head})
+        if not prs:
+            raise RunnerError(f"no pull request from {ctx.fork_head}")
+        found += [p.get("user") for p in prs if isinstance(p, dict)]
+    users: list[Mapping[str, Any]] = [u for u in found if isinstance(u, dict) and u.get("login")]
+    if len(users) != len(found):
+        raise RunnerError("a pull request without an author")
+    return users
 
 
 def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -865,8 +1047,8 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         f'so {stable} is left as it is (reopen-closed: "true" opens a new one)',
                     )
                     continue
-                tip, message = remote_tip(repo_dir, stable, remote=args.remote, token=token)
-                moved = tip is not None and not _runner_wrote(message)
+                tip, recorded = remote_tip(repo_dir, stable, remote=args.remote, token=token)
+                moved = tip is not None and tip != recorded
                 if not moved:
                     try:
                         swap_branch_sync(
@@ -875,6 +1057,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                             stable,
                             remote=args.remote,
                             expected=tip,
+                            recorded=recorded,
                             token=token,
                         )
                     except WorkspaceError:
@@ -884,9 +1067,10 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 if moved:
                     text = (
                         f"**runner** left `{stable}` alone: someone else moved it (its tip is "
-                        f"not a commit runner wrote), so the result of **{inert(run)}** was not "
-                        "pushed. Runner updates the branch again once its tip is a runner "
-                        "commit, or after this pull request is merged."
+                        f"not the commit runner last pushed there), so the result of "
+                        f"**{inert(run)}** was not pushed. Runner updates the branch again once "
+                        "its tip is that commit again, or after the branch is deleted (merging "
+                        "this pull request with branch deletion does that)."
                     )
                     annotate(
                         "notice",
@@ -918,7 +1102,8 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         f"{run}: pushed {stable}, but this repository does not let GitHub "
                         f"Actions open pull requests; enable {PRS_SETTING}, or open it by hand"
                     )
-                    annotate("warning", "runner pull request", why)
+                    # The setting is optional: the branch and the outputs are the result.
+                    annotate("notice", "runner pull request", why)
                     _append_summary(f"**runner**: {inline(why)}.\n", env)
                     continue
             except RunnerError as exc:  # WorkspaceError included
@@ -994,6 +1179,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the runner with the action's inputs")
     run.add_argument("--task-file", default="")
+    run.add_argument("--tasks", default="", help="a task file's YAML, inline")
     run.add_argument("--merge", default="", help="globs of shard report directories")
     run.add_argument("--out", required=True)
     run.add_argument("--models", default="")

@@ -157,12 +157,52 @@ class Context:
             thing = event.get(key)
             if isinstance(thing, dict):
                 found.append(thing.get("user"))
+        thread = event.get("thread")
+        if isinstance(thread, dict):  # pull_request_review_thread: every comment's author
+            found += [c.get("user") for c in thread.get("comments") or () if isinstance(c, dict)]
         run = self.workflow_run
         found += [run.get("actor"), run.get("triggering_actor")]
         for pr in run.get("pull_requests") or ():
             if isinstance(pr, dict):
                 found.append(pr.get("user"))
+        if run and self.foreign_code:  # a fork's code: whoever owns the fork wrote it
+            head = run.get("head_repository")
+            found.append(head.get("owner") if isinstance(head, dict) else None)
         return [u for u in found if isinstance(u, dict) and u.get("login")]
+
+    @property
+    def linked_prs(self) -> list[int]:
+        """Pull requests whose authors the gate must look up through REST, because the
+        payload names the PR but not who wrote it: a `workflow_run`'s `pull_requests`
+        and the PR a `merge_group` queues (its number is only in `head_ref`,
+        `refs/heads/gh-readonly-queue/<base>/pr-<number>-<sha>`)."""
+        numbers = [
+            int(pr["number"])
+            for pr in self.workflow_run.get("pull_requests") or ()
+            if isinstance(pr, dict) and isinstance(pr.get("number"), int)
+        ]
+        group = (self.event or {}).get("merge_group")
+        if self.event_name == "merge_group" and isinstance(group, dict):
+            m = re.search(r"gh-readonly-queue/.+/pr-(\d+)-[0-9a-f]+$", str(group.get("head_ref")))
+            if m:
+                numbers.append(int(m[1]))
+        return sorted(set(numbers))
+
+    @property
+    def fork_head(self) -> str | None:
+        """`owner:branch` of a `workflow_run` of a fork's pull request whose payload lists
+        no pull request (GitHub leaves `pull_requests` empty for forks): the gate finds
+        the PR from it through REST."""
+        run = self.workflow_run
+        if not run or not self.foreign_code or run.get("pull_requests"):
+            return None
+        head = run.get("head_repository")
+        owner = head.get("owner") if isinstance(head, dict) else None
+        login = owner.get("login") if isinstance(owner, dict) else None
+        branch = run.get("head_branch")
+        if not (isinstance(login, str) and login and isinstance(branch, str) and branch):
+            return None
+        return f"{login}:{branch}"
 
     @property
     def pull_request(self) -> Mapping[str, Any]:

@@ -49,8 +49,14 @@ def push_sync(repo: Path, branch: str, *, remote: str, token: str | None = None)
         run_git(["show-ref", "--verify", "--quiet", ref], cwd=repo)
     except GitError as exc:
         raise WorkspaceError(f"branch {branch!r} does not exist in {repo}") from exc
-    _push(repo, remote, f"{ref}:{ref}", lease=f"{ref}:", token=token)
+    _push(repo, remote, f"{ref}:{ref}", leases=f"{ref}:", token=token)
     return PushResult(remote=remote, branch=branch, ref=ref)
+
+
+RECORD_PREFIX = "refs/runner/wrote/"
+"""Where `swap_branch_sync` records, next to each branch it moves, the commit it moved it
+to: `refs/runner/wrote/<branch>`. The branch is the runner's while its tip is that
+commit; a commit's author or trailer proves nothing, anyone can write them."""
 
 
 def swap_branch_sync(
@@ -60,41 +66,50 @@ def swap_branch_sync(
     *,
     remote: str,
     expected: str | None,
+    recorded: str | None = None,
     token: str | None = None,
 ) -> None:
     """Compare-and-swap on the remote: point `branch` at `commit` only while it still
-    points at `expected` (None: only while it does not exist). git sends the old value
-    with the update, and the server refuses it if the branch moved in between, so a
-    commit someone pushed meanwhile is never overwritten. Raises WorkspaceError if
-    refused."""
+    points at `expected` (None: only while it does not exist), and its record
+    (RECORD_PREFIX) at `commit` too, only while that is still `recorded`. One atomic
+    push: git sends the old values with the updates, and the server refuses both if
+    either moved in between, so a commit someone pushed meanwhile is never overwritten
+    and the record never names a commit the branch did not get. Raises WorkspaceError
+    if refused."""
     _check_branch(branch)
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
         raise WorkspaceError(f"commit {commit!r} is not a full commit id")
     ref = f"refs/heads/{branch}"
-    _push(repo.resolve(), remote, f"{commit}:{ref}", lease=f"{ref}:{expected or ''}", token=token)
+    record = f"{RECORD_PREFIX}{branch}"
+    _push(
+        repo.resolve(),
+        remote,
+        [f"{commit}:{ref}", f"{commit}:{record}"],
+        leases=[f"{ref}:{expected or ''}", f"{record}:{recorded or ''}"],
+        token=token,
+    )
 
 
 def remote_tip(
     repo: Path, branch: str, *, remote: str, token: str | None = None
-) -> tuple[str | None, str]:
-    """(the commit `branch` points at on the remote or None, its commit message), the
-    commit fetched into `repo`'s object store (no ref is written) so it can be read."""
+) -> tuple[str | None, str | None]:
+    """(the commit `branch` points at on the remote, the commit its record names: the
+    one the runner last moved it to); None for what does not exist."""
     _check_branch(branch)
     ref = f"refs/heads/{branch}"
+    record = f"{RECORD_PREFIX}{branch}"
     url = _remote(repo, remote)
-    listed = _remote_git(lambda u: ["ls-remote", "--", u, ref], url, token, cwd=repo)
-    fields = listed.decode().split()
-    if not fields:
-        return None, ""
-    sha = fields[0]
-    _remote_git(
-        lambda u: ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", u, ref],
+    listed = _remote_git(
+        lambda u: ["ls-remote", "--", u, ref, record],
         url,
         token,
         cwd=repo,
     )
-    shown = read_git(repo, "show", "-s", "--format=%cn <%ce>%n%B", sha)
-    return sha, shown.stdout if shown.returncode == 0 else ""
+    found: dict[str, str] = {}
+    for line in listed.decode().splitlines():
+        sha, _, name = line.partition("\t")
+        found[name] = sha
+    return found.get(ref), found.get(record)
 
 
 def fetch_detached_sync(dest: Path, url: str, ref: str, *, token: str | None = None) -> str:
@@ -166,10 +181,23 @@ def _remote_git(
     return proc.stdout
 
 
-def _push(repo: Path, remote: str, refspec: str, *, lease: str, token: str | None) -> None:
+def _push(
+    repo: Path,
+    remote: str,
+    refspecs: str | list[str],
+    *,
+    leases: str | list[str],
+    token: str | None,
+) -> None:
+    """One push; several refspecs go together or not at all (`--atomic`)."""
     url = _remote(repo, remote)
+    specs = [refspecs] if isinstance(refspecs, str) else refspecs
+    leased = [
+        f"--force-with-lease={lease}" for lease in ([leases] if isinstance(leases, str) else leases)
+    ]
+    atomic = ["--atomic"] if len(specs) > 1 else []
     _remote_git(
-        lambda u: ["push", "--porcelain", "--no-verify", f"--force-with-lease={lease}", u, refspec],
+        lambda u: ["push", "--porcelain", "--no-verify", *atomic, *leased, u, *specs],
         url,
         token,
         cwd=repo,
