@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.items import Item, Usage
-
-if TYPE_CHECKING:
-    from runner.agent import RequestRecord
+from runner.usage import RequestRecord
 
 
 def absolute_paths(item: dict[str, Any], root: Path) -> dict[str, Any]:
