@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from runner.fsutil import open_private
-from runner.progress import safe_text
 from runner.redact import Redactor
+from runner.reports.fmt import safe_text
 
 CODEX_TYPES = frozenset(
     {
