@@ -145,12 +145,12 @@ class Thread:
 
     async def run(self) -> Outcome:
         self._start = time.monotonic()
-        self.sink.emit({"type": "thread.started", "thread_id": self.spec.thread_id})
+        self.sink.emit(ev.thread_started(self.spec.thread_id))
         status, error = RunStatus.COMPLETED, None
         with anyio.move_on_after(self.spec.timeout_s) as deadline:
             for turn, prompt in enumerate(self.spec.prompts):
                 self._turn = turn
-                self.sink.emit({"type": "turn.started"})
+                self.sink.emit(ev.turn_started())
                 try:
                     await self._maybe_compact("pre-turn")
                     self._begin_turn(prompt)
@@ -185,7 +185,7 @@ class Thread:
     def _outcome(self, status: RunStatus, error: str | None) -> Outcome:
         if status != RunStatus.COMPLETED:
             self._close_pending_calls()
-            self.sink.emit({"type": "turn.failed", "error": {"message": error}})
+            self.sink.emit(ev.turn_failed(error))
         return Outcome(
             status=status,
             final_message=self._final,
