@@ -40,7 +40,7 @@ from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.sizes import SizeCaps, size
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
-from runner.usage import PrefixAudit, PrefixRecord
+from runner.usage import PrefixAudit, RequestKind, RequestRecord
 from runner.vocabulary import RunStatus
 
 
@@ -80,29 +80,6 @@ class ThreadSpec:
     """The provider's own compaction endpoint, when it has one; else local compaction."""
     caps: SizeCaps = field(default_factory=SizeCaps)
     """Byte caps (`limits:`): what bounds the thread's memory, whatever usage says."""
-
-
-RequestKind = Literal["turn", "compaction"]
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """One request: what was sent, then what came back (or why nothing did)."""
-
-    prefix: PrefixRecord
-    index: int
-    turn: int
-    input_items: int
-    kind: RequestKind = "turn"
-    """`compaction`: a summary request or a call of the compaction endpoint."""
-    duration_s: float = 0.0
-    usage: Usage | None = None
-    request_bytes: int = 0
-    response_id: str | None = None
-    output_types: list[str] = field(default_factory=list)
-    error: str | None = None
-    """Why the server refused it: kept for context-window overflows, which the loop
-    answers with a compaction (other failures end the run and are its `error`)."""
 
 
 @dataclass(frozen=True)
@@ -168,12 +145,12 @@ class Thread:
 
     async def run(self) -> Outcome:
         self._start = time.monotonic()
-        self.sink.emit({"type": "thread.started", "thread_id": self.spec.thread_id})
+        self.sink.emit(ev.thread_started(self.spec.thread_id))
         status, error = RunStatus.COMPLETED, None
         with anyio.move_on_after(self.spec.timeout_s) as deadline:
             for turn, prompt in enumerate(self.spec.prompts):
                 self._turn = turn
-                self.sink.emit({"type": "turn.started"})
+                self.sink.emit(ev.turn_started())
                 try:
                     await self._maybe_compact("pre-turn")
                     self._begin_turn(prompt)
@@ -208,7 +185,7 @@ class Thread:
     def _outcome(self, status: RunStatus, error: str | None) -> Outcome:
         if status != RunStatus.COMPLETED:
             self._close_pending_calls()
-            self.sink.emit({"type": "turn.failed", "error": {"message": error}})
+            self.sink.emit(ev.turn_failed(error))
         return Outcome(
             status=status,
             final_message=self._final,

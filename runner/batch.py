@@ -30,11 +30,12 @@ from runner.config import BatchLimits, ResolvedTask, TaskFile
 from runner.errors import RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
-from runner.progress import Progress, QuietProgress, make_progress, safe_text
+from runner.progress import Progress, QuietProgress, make_progress
 from runner.record import Finished, RunRecord
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import JsonStream
+from runner.reports.fmt import safe_text
 from runner.run import BatchContext, live
 from runner.sandbox import RUN_DIRS, registry, user_folder
 from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
 
 def _say(text: str, *, stream: IO[str] | None = None, one_line: bool = False) -> None:
-    """Every line the CLI prints goes out here, through `progress.safe_text`: what comes
+    """Every line the CLI prints goes out here, through `reports.fmt.safe_text`: what comes
     from a report, a run or an input file can never be a workflow command in a log."""
-    from runner.progress import safe_text
+    from runner.reports.fmt import safe_text
 
     (stream or sys.stdout).write(safe_text(text, one_line=one_line) + "\n")
 

@@ -41,12 +41,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from runner.items import Usage
 from runner.vocabulary import RunStatus
-
-if TYPE_CHECKING:
-    from runner.items import Usage
 
 
 class RunnerError(Exception):

@@ -1,18 +1,37 @@
 """The shapes of the events the agent loop emits: `codex exec --json`'s items and usage,
 and the runner's own `request.completed`. Pure functions, no I/O: the loop decides when
 an event happens, this module what it looks like.
+
+Each event a thread's events file or the `--json` stream carries several times over is
+built by one function here, whoever emits it (the loop, a run's steps, the event log for
+a thread that failed before it began), so the shapes cannot drift apart.
 """
 
 from __future__ import annotations
 
 import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.items import Item, Usage
+from runner.usage import RequestRecord
 
-if TYPE_CHECKING:
-    from runner.agent import RequestRecord
+
+def thread_started(thread_id: str) -> dict[str, Any]:
+    return {"type": "thread.started", "thread_id": thread_id}
+
+
+def turn_started() -> dict[str, Any]:
+    return {"type": "turn.started"}
+
+
+def turn_failed(message: str | None) -> dict[str, Any]:
+    return {"type": "turn.failed", "error": {"message": message}}
+
+
+def error(message: str) -> dict[str, Any]:
+    """A failure outside any one item: the run goes on or ends, as its emitter says."""
+    return {"type": "error", "message": message}
 
 
 def absolute_paths(item: dict[str, Any], root: Path) -> dict[str, Any]:

@@ -156,59 +156,6 @@ class Usage:
     """Answers whose server sent no usage at all: their tokens are unknown, so a cost
     computed from these counts would be too low (reports then say the cost is unknown)."""
 
-    @classmethod
-    def from_responses(cls, u: JSON | None) -> Usage | None:
-        return cls._read(
-            u, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"
-        )
-
-    @classmethod
-    def from_chat(cls, u: JSON | None) -> Usage | None:
-        return cls._read(
-            u,
-            "prompt_tokens",
-            "completion_tokens",
-            "prompt_tokens_details",
-            "completion_tokens_details",
-        )
-
-    @classmethod
-    def _read(
-        cls, u: JSON | None, inp_key: str, out_key: str, inp_details: str, out_details: str
-    ) -> Usage | None:
-        """The two wires name the same numbers differently; missing details count as 0."""
-        if not isinstance(u, dict):
-            return None
-        details = u.get(inp_details) or {}
-        odetails = u.get(out_details) or {}
-        inp, out = token_count(u, inp_key), token_count(u, out_key)
-        usage = cls(
-            input_tokens=inp,
-            cached_tokens=(
-                token_count(details, "cached_tokens", inp_details)
-                if isinstance(details, dict)
-                else 0
-            ),
-            output_tokens=out,
-            reasoning_tokens=(
-                token_count(odetails, "reasoning_tokens", out_details)
-                if isinstance(odetails, dict)
-                else 0
-            ),
-            total_tokens=token_count(u, "total_tokens") or inp + out,
-            cache_write_tokens=(
-                token_count(details, "cache_write_tokens", inp_details)
-                if isinstance(details, dict)
-                else 0
-            ),
-        )
-        _consistent(usage.cached_tokens, f"usage.{inp_details}.cached_tokens", inp, inp_key)
-        _consistent(
-            usage.cache_write_tokens, f"usage.{inp_details}.cache_write_tokens", inp, inp_key
-        )
-        _consistent(usage.reasoning_tokens, f"usage.{out_details}.reasoning_tokens", out, out_key)
-        return usage
-
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
@@ -231,45 +178,6 @@ class Usage:
             "cache_write_tokens": self.cache_write_tokens,
             "unreported_responses": self.unreported,
         }
-
-
-MAX_TOKENS = 10**10
-"""No request uses more tokens than this: a bigger count is a broken server, not usage."""
-
-
-def token_count(u: JSON, key: str, within: str | None = None) -> int:
-    """A token count from the server: absent is 0; anything but an integer from 0 to
-    `MAX_TOKENS` fails the request (a protocol error, resent like a broken stream), so
-    `10**400` cannot crash a report and `-5` cannot make a negative cache-hit ratio."""
-    from runner.errors import StreamError
-
-    v = u.get(key)
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
-        text = repr(v)
-        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
-        name = f"usage.{within}.{key}" if within else f"usage.{key}"
-        raise StreamError(
-            f"the server sent {name} = {shown}: a token count must be an "
-            f"integer from 0 to {MAX_TOKENS}",
-            code="bad_usage",
-            retryable=True,
-        )
-    return v
-
-
-def _consistent(part: int, part_name: str, whole: int, whole_key: str) -> None:
-    """A part of a count larger than the count (cached > input) would make a negative
-    uncached count and a cache-hit ratio over 100%: a broken server, failed like one."""
-    from runner.errors import StreamError
-
-    if part > whole:
-        raise StreamError(
-            f"the server sent {part_name} = {part}, more than usage.{whole_key} = {whole}",
-            code="bad_usage",
-            retryable=True,
-        )
 
 
 def as_int(v: object) -> int:

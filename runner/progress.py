@@ -20,13 +20,13 @@ import errno
 import io
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from runner.items import as_int
+from runner.reports.fmt import duration, printable, safe_text
 from runner.vocabulary import RunStatus, Verdict
 
 if TYPE_CHECKING:
@@ -128,53 +128,6 @@ def _isatty(stream: IO[str]) -> bool:
 # C0 and C1 controls but tab and newline, DEL, lone surrogates: a terminal escape in an
 # agent's output must not reach the watcher's terminal. Bidirectional overrides and isolates
 # too: they make text (in a terminal or report.html) read other than it is.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
-
-
-def printable(text: str) -> str:
-    """Control characters (escape sequences, carriage returns) as visible `\\xNN`."""
-    return _CONTROL.sub(
-        lambda m: (
-            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
-        ),
-        text,
-    )
-
-
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028\u2029"
-    "\u202a-\u202e\u2066-\u2069]"
-)
-
-
-def safe_text(text: str, *, one_line: bool = False) -> str:
-    """Text from a report or a run, made safe to print on stdout or stderr: the one rule
-    every printer of the runner applies, under GitHub Actions or not (a log can reach
-    Actions from a container that never saw `GITHUB_ACTIONS`).
-
-    The Actions runner reads a step's output line by line (CR, LF and CRLF end a line) and
-    obeys a line that starts, after blanks, with `::` (`::add-mask::`, `::error::`) or that
-    holds `##[` anywhere (the old form). So control characters, CR included, become
-    `\\uXXXX`; a line that would start with `::` has its first colon written `\\u003a`;
-    every `##[` becomes `#\\u0023[`. With `one_line`, LF is escaped too, so a value (a
-    branch name) cannot start a line of its own. The escapes are JSON's own, so JSON text
-    stays valid JSON that decodes to the same strings."""
-    out = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    if one_line:
-        out = out.replace("\n", "\\u000a")
-    return "\n".join(_inert(line) for line in out.split("\n"))
-
-
-def _inert(line: str) -> str:
-    line = line.replace("##[", "#\\u0023[")
-    body = line.lstrip()
-    if body.startswith("::"):
-        line = line[: len(line) - len(body)] + "\\u003a" + body[1:]
-    return line
-
-
 def compact(n: float) -> str:
     """Token counts at a glance: 950, 12.3k, 4.56M."""
     if n < 1000:
@@ -182,19 +135,6 @@ def compact(n: float) -> str:
     if n < 1_000_000:
         return f"{n / 1000:.1f}k"
     return f"{n / 1_000_000:.2f}M"
-
-
-def duration(seconds: float) -> str:
-    """Seconds below a minute, then `1m 05s`, then `1h 02m`: compact yet unambiguous; the
-    one form the progress lines and every report use."""
-    if not math.isfinite(seconds):
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m {whole % 60:02d}s"
-    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
 @dataclass

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from runner import exec_events as ev
 from runner import workspace
 from runner.agent import Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
@@ -406,7 +407,7 @@ async def keep(
         )
     except workspace.WorkspaceError as exc:
         note = f"could not keep the result: {exc}"
-        log.emit({"type": "error", "message": note})
+        log.emit(ev.error(note))
         return rec.but(not_kept=True).noted(note)
     if left_out:
         rec = _noted(rec, log, left_out_note(left_out, redact))
@@ -431,7 +432,7 @@ async def keep(
         pushed = await workspace.push(t.repo, result.branch, remote=g.push.remote, token=token)
     except workspace.WorkspaceError as exc:
         note = redact(f"push failed: {exc}")
-        log.emit({"type": "error", "message": note})
+        log.emit(ev.error(note))
         return rec.noted(note)
     return rec.but(pushed=pushed.ref)
 

@@ -9,6 +9,9 @@ tests that replay recorded streams:
   instead of growing without bound. Both wires (Responses, Chat Completions) use it.
 - `Assembler` turns each Responses event into meaning and assembles the finished response.
   `json_event` is the part both wires share: an event's data as a JSON object.
+- `usage_from_responses` and `usage_from_chat` read an answer's token counts, failing the
+  request on counts no server can mean. They live with the decoding, not with `Usage`:
+  a bad count is a stream error, and the value sits below the error tree that carries it.
 
 Every problem in the stream raises a `ModelError` subclass, never anything else.
 """
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import AnswerTruncated, ModelError, SizeLimitReached, StreamError, stream_error
-from runner.items import Item, Usage
+from runner.items import JSON, Item, Usage
 from runner.sizes import SizeCaps, size
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -35,6 +38,92 @@ PARSE_BYTES = SizeCaps().parse_bytes
 bytes of framing per few characters); 128k output tokens stream as about 40 MB."""
 
 _EOL = re.compile(rb"\r\n|\r|\n")
+
+
+def usage_from_responses(u: JSON | None) -> Usage | None:
+    """A Responses answer's `usage`."""
+    return _read_usage(
+        u, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"
+    )
+
+
+def usage_from_chat(u: JSON | None) -> Usage | None:
+    """A Chat Completions answer's `usage`."""
+    return _read_usage(
+        u,
+        "prompt_tokens",
+        "completion_tokens",
+        "prompt_tokens_details",
+        "completion_tokens_details",
+    )
+
+
+def _read_usage(
+    u: JSON | None, inp_key: str, out_key: str, inp_details: str, out_details: str
+) -> Usage | None:
+    """The two wires name the same numbers differently; missing details count as 0."""
+    if not isinstance(u, dict):
+        return None
+    details = u.get(inp_details) or {}
+    odetails = u.get(out_details) or {}
+    inp, out = token_count(u, inp_key), token_count(u, out_key)
+    usage = Usage(
+        input_tokens=inp,
+        cached_tokens=(
+            token_count(details, "cached_tokens", inp_details) if isinstance(details, dict) else 0
+        ),
+        output_tokens=out,
+        reasoning_tokens=(
+            token_count(odetails, "reasoning_tokens", out_details)
+            if isinstance(odetails, dict)
+            else 0
+        ),
+        total_tokens=token_count(u, "total_tokens") or inp + out,
+        cache_write_tokens=(
+            token_count(details, "cache_write_tokens", inp_details)
+            if isinstance(details, dict)
+            else 0
+        ),
+    )
+    _consistent(usage.cached_tokens, f"usage.{inp_details}.cached_tokens", inp, inp_key)
+    _consistent(usage.cache_write_tokens, f"usage.{inp_details}.cache_write_tokens", inp, inp_key)
+    _consistent(usage.reasoning_tokens, f"usage.{out_details}.reasoning_tokens", out, out_key)
+    return usage
+
+
+MAX_TOKENS = 10**10
+"""No request uses more tokens than this: a bigger count is a broken server, not usage."""
+
+
+def token_count(u: JSON, key: str, within: str | None = None) -> int:
+    """A token count from the server: absent is 0; anything but an integer from 0 to
+    `MAX_TOKENS` fails the request (a protocol error, resent like a broken stream), so
+    `10**400` cannot crash a report and `-5` cannot make a negative cache-hit ratio."""
+    v = u.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
+        text = repr(v)
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        name = f"usage.{within}.{key}" if within else f"usage.{key}"
+        raise StreamError(
+            f"the server sent {name} = {shown}: a token count must be an "
+            f"integer from 0 to {MAX_TOKENS}",
+            code="bad_usage",
+            retryable=True,
+        )
+    return v
+
+
+def _consistent(part: int, part_name: str, whole: int, whole_key: str) -> None:
+    """A part of a count larger than the count (cached > input) would make a negative
+    uncached count and a cache-hit ratio over 100%: a broken server, failed like one."""
+    if part > whole:
+        raise StreamError(
+            f"the server sent {part_name} = {part}, more than usage.{whole_key} = {whole}",
+            code="bad_usage",
+            retryable=True,
+        )
 
 
 class Framer:
@@ -232,13 +321,13 @@ class Assembler:
         if isinstance(resp, dict):
             if isinstance(resp.get("id"), str):
                 self.response_id = resp["id"]
-            self.usage = Usage.from_responses(resp.get("usage"))
+            self.usage = usage_from_responses(resp.get("usage"))
         self.done = True
 
     def _failed(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
         failed = stream_error(resp.get("error") if isinstance(resp, dict) else None)
-        failed.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) else None
+        failed.usage = usage_from_responses(resp.get("usage")) if isinstance(resp, dict) else None
         raise failed
 
     def _incomplete(self, payload: dict[str, Any]) -> None:
@@ -258,7 +347,7 @@ class Assembler:
                 code="incomplete",
                 retryable=True,
             )
-        err.usage = Usage.from_responses(resp.get("usage")) if isinstance(resp, dict) else None
+        err.usage = usage_from_responses(resp.get("usage")) if isinstance(resp, dict) else None
         raise err
 
 

@@ -6,14 +6,18 @@ request with that expectation item by item (each item's wire text; identical obj
 compare in O(1)), and says where and why a request breaks it. It also gives the ideal
 cache share of a request: the part of its bytes that repeat the previous request, counted
 the way a prefix cache counts them (instructions, then each tool, then each input item).
+
+A request's record (`RequestRecord`) lives here beside the audit it carries, not in the
+loop that fills it: the event shapes and the report read it without importing the loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
-from runner.items import Item, dumps
+from runner.items import Item, Usage, dumps
 from runner.providers import Prompt
 
 COMPACTION = "compaction"
@@ -118,3 +122,26 @@ class PrefixAudit:
         self._expected = current
         self._sent = len(current)
         return record
+
+
+RequestKind = Literal["turn", "compaction"]
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request: what was sent, then what came back (or why nothing did)."""
+
+    prefix: PrefixRecord
+    index: int
+    turn: int
+    input_items: int
+    kind: RequestKind = "turn"
+    """`compaction`: a summary request or a call of the compaction endpoint."""
+    duration_s: float = 0.0
+    usage: Usage | None = None
+    request_bytes: int = 0
+    response_id: str | None = None
+    output_types: list[str] = field(default_factory=list)
+    error: str | None = None
+    """Why the server refused it: kept for context-window overflows, which the loop
+    answers with a compaction (other failures end the run and are its `error`)."""

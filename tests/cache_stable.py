@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.agent import RequestRecord
-from runner.usage import COMPACTION, ideal_cached_tokens
+from runner.usage import COMPACTION, RequestRecord, ideal_cached_tokens
 
 
 @dataclass(frozen=True)

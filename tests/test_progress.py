@@ -19,8 +19,8 @@ from runner.progress import (
     QuietProgress,
     compact,
     make_progress,
-    printable,
 )
+from runner.reports.fmt import printable
 from runner.reports.model import CheckReport, TaskReport
 from tests.reports import result, task, usage
 

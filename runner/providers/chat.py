@@ -32,7 +32,7 @@ from runner.http import (
     retry_after_s,
     sse_events,
 )
-from runner.items import JSON, Usage, dumps
+from runner.items import JSON, dumps
 from runner.providers import ModelResponse, Prompt
 from runner.providers.chat_wire import (
     PARTIAL_OUTPUT_CHARS,
@@ -41,7 +41,7 @@ from runner.providers.chat_wire import (
 )
 from runner.providers.constrained import Constrained
 from runner.sizes import SizeCaps
-from runner.sse import MAX_EVENT_BYTES
+from runner.sse import MAX_EVENT_BYTES, usage_from_chat
 
 
 class ChatClient:
@@ -94,7 +94,7 @@ class ChatClient:
         caps = prompt.caps
         caps.check_request(len(data))
         state = await self._attempt(data, prompt)
-        usage = Usage.from_chat(state.usage)
+        usage = usage_from_chat(state.usage)
         if state.finish_reason == "length" and not self._complete(state):
             cap = body.get("max_completion_tokens", body.get("max_tokens"))
             err: ModelError

@@ -28,10 +28,10 @@ from runner.http import (
     retry_after_s,
     sse_events,
 )
-from runner.items import Item, Usage, dumps
+from runner.items import Item, dumps
 from runner.providers import ModelResponse, Prompt
 from runner.sizes import ENVELOPE_BYTES, SizeCaps, size
-from runner.sse import MAX_EVENT_BYTES, Assembler, parse_cost
+from runner.sse import MAX_EVENT_BYTES, Assembler, parse_cost, usage_from_responses
 
 
 def build_body(prompt: Prompt, *, store: bool = False) -> str:
@@ -234,7 +234,7 @@ class ResponsesClient:
         caps.check_output(sum(i.held_bytes for i in items), 0)  # it replaces the history
         return ModelResponse(
             items=items,
-            usage=Usage.from_responses(data.get("usage")),
+            usage=usage_from_responses(data.get("usage")),
             response_id=data.get("id") if isinstance(data.get("id"), str) else None,
             request_bytes=len(body),
         )

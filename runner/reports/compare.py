@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from runner.errors import ReportError
-from runner.progress import duration
-from runner.reports.fmt import cell, money, percent, table
+from runner.reports.fmt import cell, duration, money, percent, table
 from runner.reports.model import Report, TaskReport
 from runner.reports.summary import column_name, partial_text
 from runner.reports.totals import finished_runs

@@ -10,9 +10,10 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from runner import exec_events as ev
 from runner.fsutil import open_private
-from runner.progress import safe_text
 from runner.redact import Redactor
+from runner.reports.fmt import safe_text
 
 CODEX_TYPES = frozenset(
     {
@@ -82,10 +83,10 @@ class JsonStream:
 def failed_thread(message: str) -> list[dict[str, Any]]:
     """A whole thread that failed before it began, in `codex exec --json` events."""
     return [
-        {"type": "thread.started", "thread_id": str(uuid.uuid4())},
-        {"type": "turn.started"},
-        {"type": "error", "message": message},
-        {"type": "turn.failed", "error": {"message": message}},
+        ev.thread_started(str(uuid.uuid4())),
+        ev.turn_started(),
+        ev.error(message),
+        ev.turn_failed(message),
     ]
 
 
@@ -122,9 +123,9 @@ class EventLog:
             for event in failed_thread(message):
                 self.emit(event)
             return
-        self.emit({"type": "error", "message": message})
+        self.emit(ev.error(message))
         if self._turn_open:
-            self.emit({"type": "turn.failed", "error": {"message": message}})
+            self.emit(ev.turn_failed(message))
 
     def close(self) -> None:
         self._file.close()

@@ -3,7 +3,9 @@ comments, compare tables): escaping run-derived text for tables and list items, 
 money and status marks, and GitHub's size limits.
 
 Kept apart from any one renderer so that GitHub comments and the HTML page do not depend on
-the Markdown summary's layout.
+the Markdown summary's layout. `safe_text`, the one rule for what the runner prints, lives
+here too, below the progress display: progress shows finished reports, so it sits above
+them and the reports cannot import it.
 """
 
 from __future__ import annotations
@@ -96,3 +98,63 @@ def table(header: list[str], align: list[str], rows: list[list[str]]) -> list[st
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out
+
+
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def printable(text: str) -> str:
+    """Control characters (escape sequences, carriage returns) as visible `\\xNN`."""
+    return _CONTROL.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
+
+
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028\u2029"
+    "\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def safe_text(text: str, *, one_line: bool = False) -> str:
+    """Text from a report or a run, made safe to print on stdout or stderr: the one rule
+    every printer of the runner applies, under GitHub Actions or not (a log can reach
+    Actions from a container that never saw `GITHUB_ACTIONS`).
+
+    The Actions runner reads a step's output line by line (CR, LF and CRLF end a line) and
+    obeys a line that starts, after blanks, with `::` (`::add-mask::`, `::error::`) or that
+    holds `##[` anywhere (the old form). So control characters, CR included, become
+    `\\uXXXX`; a line that would start with `::` has its first colon written `\\u003a`;
+    every `##[` becomes `#\\u0023[`. With `one_line`, LF is escaped too, so a value (a
+    branch name) cannot start a line of its own. The escapes are JSON's own, so JSON text
+    stays valid JSON that decodes to the same strings."""
+    out = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if one_line:
+        out = out.replace("\n", "\\u000a")
+    return "\n".join(_inert(line) for line in out.split("\n"))
+
+
+def _inert(line: str) -> str:
+    line = line.replace("##[", "#\\u0023[")
+    body = line.lstrip()
+    if body.startswith("::"):
+        line = line[: len(line) - len(body)] + "\\u003a" + body[1:]
+    return line
+
+
+def duration(seconds: float) -> str:
+    """Seconds below a minute, then `1m 05s`, then `1h 02m`: compact yet unambiguous; the
+    one form the progress lines and every report use."""
+    if not math.isfinite(seconds):
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"

@@ -23,8 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.progress import duration, printable
-from runner.reports.fmt import MARKS, money, percent, tokens
+from runner.reports.fmt import MARKS, duration, money, percent, printable, tokens
 from runner.reports.model import Report, TaskReport
 from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.stats import wilson_interval

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runner.progress import duration
 from runner.reports.fmt import (
     cell,
+    duration,
     inline,
     mark,
     money,

@@ -8,13 +8,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from runner.sandbox.bwrap import (
-    BwrapExecutor,
-    Limits,
-    hand_over,
-    probe,
-    user_folder,
-)
+from runner.sandbox.bwrap import BwrapExecutor, Limits, hand_over, probe
+from runner.sandbox.hostview import user_folder
 from runner.sandbox.local import LocalExecutor
 from runner.sandbox.policy import Policy
 from runner.sandbox.registry import RUN_DIRS

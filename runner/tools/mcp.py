@@ -26,11 +26,11 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from mcp import Client
     from mcp.client.session import IncomingMessage, MessageHandlerFnT
     from mcp.types import CallToolResult
-
-    from runner.config import McpServerConfig
 
 MAX_NAME = 64
 """The Responses and Chat APIs reject longer function names."""
@@ -196,6 +194,31 @@ class McpTool:
         return ToolResult(message, success=False, event=self._item(call, "failed", error=message))
 
 
+class McpServer(Protocol):
+    """What starting one server reads from its settings. The task file's
+    `McpServerConfig` has this shape; tools sit below config, so they name the shape,
+    not the config model."""
+
+    @property
+    def command(self) -> Sequence[str] | None: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
+    @property
+    def env_vars(self) -> Sequence[str]: ...
+    @property
+    def cwd(self) -> str | None: ...
+    @property
+    def url(self) -> str | None: ...
+    @property
+    def http_headers(self) -> Mapping[str, str]: ...
+    @property
+    def bearer_token_env_var(self) -> str | None: ...
+    @property
+    def startup_timeout_s(self) -> float: ...
+    @property
+    def tool_timeout_s(self) -> float: ...
+
+
 class McpSessions:
     """Every MCP server of one thread, open for its life: `async with McpSessions(...) as
     mcp:` then `mcp.tools`. Servers start concurrently; one that fails to start within
@@ -204,7 +227,7 @@ class McpSessions:
 
     def __init__(
         self,
-        servers: Mapping[str, McpServerConfig],
+        servers: Mapping[str, McpServer],
         *,
         cwd: Path,
         env: Mapping[str, str],
@@ -307,7 +330,7 @@ class McpSessions:
                 self._errors[name] = self._why(TimeoutError(), cfg, errlog)
         ready.set()
 
-    def _transport(self, cfg: McpServerConfig, errlog: Any) -> Any:
+    def _transport(self, cfg: McpServer, errlog: Any) -> Any:
         if cfg.url is not None:
             headers = dict(cfg.http_headers)
             if cfg.bearer_token_env_var:
@@ -335,7 +358,7 @@ class McpSessions:
         )
         return stdio_client(params, errlog=errlog)
 
-    async def _list(self, name: str, cfg: McpServerConfig, client: Client) -> list[McpTool]:
+    async def _list(self, name: str, cfg: McpServer, client: Client) -> list[McpTool]:
         found: list[McpTool] = []
         cursor: str | None = None
         for _ in range(1000):  # pages; a server that pages forever is cut off
@@ -385,7 +408,7 @@ class McpSessions:
         return handle
 
     @staticmethod
-    def _why(exc: Exception, cfg: McpServerConfig, errlog: Any) -> str:
+    def _why(exc: Exception, cfg: McpServer, errlog: Any) -> str:
         why = (
             f"no answer within {cfg.startup_timeout_s:g} s (startup_timeout_s)"
             if isinstance(exc, TimeoutError)

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from runner.items import Item, Usage
+from runner.items import Item
 from runner.models import codex_defaults
+from runner.sse import usage_from_responses
 from tests.loopback import (
     assert_exact_extension,
     function_call_item,
@@ -173,7 +174,7 @@ def test_items_keep_ids_and_drop_nulls() -> None:
 
 
 def test_cache_write_tokens_are_read() -> None:
-    u = Usage.from_responses(
+    u = usage_from_responses(
         {
             "input_tokens": 10,
             "output_tokens": 2,

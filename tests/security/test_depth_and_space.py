@@ -14,8 +14,8 @@ import pytest
 from runner import workspace
 from runner.hostfs import remove_tree
 from runner.sandbox import make_executor, make_policy
-from runner.sandbox.bwrap import MAX_SHM_BYTES
 from runner.sandbox.env import child_env
+from runner.sandbox.mounts import MAX_SHM_BYTES
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.loopback import per_conversation, reply_message
 from tests.security.helpers import cli, runs, sh, tasks
