@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from runner.github import main
-from runner.github.commands import _run_runner, annotate
+from runner.github.run_step import _run_runner, annotate
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (
     FORK_TOKEN,
@@ -1032,7 +1032,7 @@ def test_the_drop_script_leaves_the_user_no_rule_that_allows_anything(tmp_path: 
     (a NOPASSWD file for the user, a NOPASSWD `%sudo` rule, the user in `sudo`): the
     user's own lines go, it leaves the group, and since the job's processes keep their
     groups anyway, a `!ALL` rule comes last, after the `@includedir`."""
-    from runner.github.commands import DROP_SUDO_SCRIPT
+    from runner.github.run_step import DROP_SUDO_SCRIPT
 
     etc = tmp_path / "etc"
     (etc / "sudoers.d").mkdir(parents=True)
@@ -1076,7 +1076,7 @@ def test_sudo_is_dropped_before_an_unsandboxed_run(works: bool) -> None:
         sudo.chmod(sudo.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | 0o444)
         code = (
             "import os, sys; from runner.errors import RunnerError; "
-            "from runner.github.commands import drop_sudo\n"
+            "from runner.github.run_step import drop_sudo\n"
             "try:\n    drop_sudo(os.environ)\n"
             "except RunnerError as exc:\n    print('refused:', exc); sys.exit(2)\n"
         )
@@ -1166,7 +1166,7 @@ def test_the_drop_closes_the_docker_socket_to_a_process_that_keeps_the_group() -
     """Measured on a real socket: a process in the socket's group connects; after the
     drop script (its `root` argument pointing at a copy of /run and /var/run) the same
     kind of process, still in the group, is refused, and root still connects."""
-    from runner.github.commands import DROP_SUDO_SCRIPT
+    from runner.github.run_step import DROP_SUDO_SCRIPT
 
     top = Path(tempfile.mkdtemp(prefix="dk"))
     try:
@@ -1228,7 +1228,7 @@ def test_an_open_container_socket_refuses_the_unsandboxed_run(
             path.chmod(mode)
             code = (
                 "import os, sys; from runner.errors import RunnerError; "
-                "from runner.github.commands import drop_sudo\n"
+                "from runner.github.run_step import drop_sudo\n"
                 "try:\n    drop_sudo(os.environ, sockets=(sys.argv[1], '/nonexistent.sock'))\n"
                 "except RunnerError as exc:\n    print('refused:', exc); sys.exit(2)\n"
             )

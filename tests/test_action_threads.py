@@ -19,7 +19,7 @@ import pytest
 
 from runner.errors import WorkspaceError
 from runner.github import ACTIONS_BOT, MARKER, Context, main, render_comment
-from runner.github.commands import PRS_SETTING
+from runner.github.run_step import PRS_SETTING
 from runner.github.context import REPLY_MARKER
 from runner.reports.model import Report
 from runner.workspace import swap_branch_sync

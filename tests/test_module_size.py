@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 
 WAIVED = {
     # Split next, once the Action work under way in it has merged.
-    "github/commands.py",
+    "github/run_step.py",
 }
 
 

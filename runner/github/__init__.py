@@ -33,7 +33,7 @@ out repository (on pull requests, the PR's code), and plain `python -m runner` w
 `runner/` package from there before the installed one.
 """
 
-from runner.github.commands import main
+from runner.github.run_step import main
 from runner.github.context import (
     ACTIONS_BOT,
     MARKER,

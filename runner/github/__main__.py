@@ -1,3 +1,3 @@
-from runner.github.commands import main
+from runner.github.run_step import main
 
 raise SystemExit(main())
