@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from runner.github import main
-from runner.github.run_step import _run_runner, annotate
+from runner.github.launch import run_runner
+from runner.github.workflow_io import annotate
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.gha import (
     FORK_TOKEN,
@@ -1032,7 +1033,7 @@ def test_the_drop_script_leaves_the_user_no_rule_that_allows_anything(tmp_path: 
     (a NOPASSWD file for the user, a NOPASSWD `%sudo` rule, the user in `sudo`): the
     user's own lines go, it leaves the group, and since the job's processes keep their
     groups anyway, a `!ALL` rule comes last, after the `@includedir`."""
-    from runner.github.run_step import DROP_SUDO_SCRIPT
+    from runner.github.sudo import DROP_SUDO_SCRIPT
 
     etc = tmp_path / "etc"
     (etc / "sudoers.d").mkdir(parents=True)
@@ -1076,7 +1077,7 @@ def test_sudo_is_dropped_before_an_unsandboxed_run(works: bool) -> None:
         sudo.chmod(sudo.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | 0o444)
         code = (
             "import os, sys; from runner.errors import RunnerError; "
-            "from runner.github.run_step import drop_sudo\n"
+            "from runner.github.sudo import drop_sudo\n"
             "try:\n    drop_sudo(os.environ)\n"
             "except RunnerError as exc:\n    print('refused:', exc); sys.exit(2)\n"
         )
@@ -1166,7 +1167,7 @@ def test_the_drop_closes_the_docker_socket_to_a_process_that_keeps_the_group() -
     """Measured on a real socket: a process in the socket's group connects; after the
     drop script (its `root` argument pointing at a copy of /run and /var/run) the same
     kind of process, still in the group, is refused, and root still connects."""
-    from runner.github.run_step import DROP_SUDO_SCRIPT
+    from runner.github.sudo import DROP_SUDO_SCRIPT
 
     top = Path(tempfile.mkdtemp(prefix="dk"))
     try:
@@ -1228,7 +1229,7 @@ def test_an_open_container_socket_refuses_the_unsandboxed_run(
             path.chmod(mode)
             code = (
                 "import os, sys; from runner.errors import RunnerError; "
-                "from runner.github.run_step import drop_sudo\n"
+                "from runner.github.sudo import drop_sudo\n"
                 "try:\n    drop_sudo(os.environ, sockets=(sys.argv[1], '/nonexistent.sock'))\n"
                 "except RunnerError as exc:\n    print('refused:', exc); sys.exit(2)\n"
             )
@@ -1291,7 +1292,7 @@ def test_only_the_runners_own_errors_become_a_few_annotations(
     capfd: pytest.CaptureFixture[str], stderr: str, code: int, expected: list[str]
 ) -> None:
     script = f"import sys; sys.stderr.write({stderr!r}); sys.exit({code})"
-    assert _run_runner([sys.executable, "-I", "-c", script], {}, "") == code
+    assert run_runner([sys.executable, "-I", "-c", script], {}, "") == code
     out, err = capfd.readouterr()
     annotated = len(expected) - ("4 more in the log" in expected)
     progress = [line for line in stderr.splitlines() if not line.startswith("error: tasks")]

@@ -19,8 +19,8 @@ import pytest
 
 from runner.errors import WorkspaceError
 from runner.github import ACTIONS_BOT, MARKER, Context, main, render_comment
-from runner.github.run_step import PRS_SETTING
 from runner.github.context import REPLY_MARKER
+from runner.github.pulls import PRS_SETTING
 from runner.reports.model import Report
 from runner.workspace import swap_branch_sync
 from tests.conftest import ThreadFactory, make_git_repo

@@ -30,8 +30,8 @@ from runner.github import (
     sandbox_for,
     trust_problems,
 )
-from runner.github.run_step import inline_tasks
 from runner.github.rest import GitHub
+from runner.github.task_input import inline_tasks
 from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
 from tests import golden_files
@@ -1621,7 +1621,7 @@ def test_pull_requests_refuses_a_status_outside_the_vocabulary(
 ) -> None:
     argv = ["pull-requests", "--report", str(tmp_path / "report.json"), "--statuses", statuses]
     if not statuses:  # nothing selected is allowed: no run gets a PR
-        from runner.github.run_step import build_parser
+        from runner.github.commands import build_parser
 
         assert build_parser().parse_args(argv).statuses == frozenset()
         return

@@ -12,10 +12,8 @@ from pathlib import Path
 MAX_LINES = 600
 PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 
-WAIVED = {
-    # Split next, once the Action work under way in it has merged.
-    "github/run_step.py",
-}
+WAIVED: frozenset[str] = frozenset()
+"""Modules allowed over the limit for now, each with the reason; none today."""
 
 
 def line_counts() -> dict[str, int]:

@@ -1,3 +1,3 @@
-from runner.github.run_step import main
+from runner.github.commands import main
 
 raise SystemExit(main())
