@@ -241,7 +241,7 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
     """A token count from the server: absent is 0; anything but an integer from 0 to
     `MAX_TOKENS` fails the request (a protocol error, resent like a broken stream), so
     `10**400` cannot crash a report and `-5` cannot make a negative cache-hit ratio."""
-    from runner.errors import StreamError
+    from runner.errors import StreamFailure
 
     v = u.get(key)
     if v is None:
@@ -250,7 +250,7 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
         text = repr(v)
         shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
         name = f"usage.{within}.{key}" if within else f"usage.{key}"
-        raise StreamError(
+        raise StreamFailure(
             f"the server sent {name} = {shown}: a token count must be an "
             f"integer from 0 to {MAX_TOKENS}",
             code="bad_usage",
@@ -262,10 +262,10 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
 def _consistent(part: int, part_name: str, whole: int, whole_key: str) -> None:
     """A part of a count larger than the count (cached > input) would make a negative
     uncached count and a cache-hit ratio over 100%: a broken server, failed like one."""
-    from runner.errors import StreamError
+    from runner.errors import StreamFailure
 
     if part > whole:
-        raise StreamError(
+        raise StreamFailure(
             f"the server sent {part_name} = {part}, more than usage.{whole_key} = {whole}",
             code="bad_usage",
             retryable=True,

@@ -790,7 +790,7 @@ def test_rest_resends_the_statuses_model_requests_resend(github: FakeGitHub, sta
 
 def test_rest_body_that_cannot_be_decoded_is_a_network_failure(github: FakeGitHub) -> None:
     """httpx's DecodingError (a body not in its content-encoding) is one of the request
-    errors the seam turns into a `NetworkError`, resent like a connection failure."""
+    errors the seam turns into a `NoAnswer`, resent like a connection failure."""
     github.faults += [(200, {"content-encoding": "gzip"})] * 3
     gh = GitHub(github.url, PAT, base_delay_s=0.001)
     try:
