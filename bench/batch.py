@@ -39,7 +39,7 @@ def task_file(dir_: Path, base_url: str, repo: Path, runs: int) -> Path:
         "version: 1\n"
         f"providers:\n  fake: {{base_url: '{base_url}'}}\n"
         "defaults:\n  model: fake/m\n  tools: [apply_patch, update_plan]\n"
-        "  limits: {max_turns: 10}\n"
+        "  limits: {max_requests: 10}\n"
         f"tasks:\n{body}"
     )
     return path

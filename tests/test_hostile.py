@@ -253,7 +253,7 @@ def test_huge_event_and_huge_output_in_bounded_memory(
             d, srv.base_url, f"  - {{id: t, prompt: '{name}', sandbox: danger-full-access}}\n"
         )
         code, rss, err = runner_rss(tasks, d / "out")
-        report = json.loads((d / "out" / "report.json").read_text())["tasks"][0]
+        report = json.loads((d / "out" / "report.json").read_text())["runs"][0]
         numbers[name] = (code, round(rss), report["status"], report["error"])
         assert "Traceback" not in err
     print(f"peak RSS of `runner run` (code, MB, status, error): {numbers}")

@@ -495,7 +495,7 @@ def test_batch_passes_the_provider_timeouts_to_the_chat_client(
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert {t["id"]: t["status"] for t in report["tasks"]} == {
+    assert {t["id"]: t["status"] for t in report["runs"]} == {
         "stall": "completed",
         "slow": "completed",
     }
@@ -528,7 +528,7 @@ def test_a_cut_off_answer_is_its_own_status_with_its_text_kept(
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    [task] = report["tasks"]
+    [task] = report["runs"]
     assert task["status"] == "max_output_tokens"
     assert task["truncated_output"] == "I will now explain at great length why"
     assert "max_output_tokens=8" in task["error"]
