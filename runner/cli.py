@@ -244,6 +244,14 @@ class _VersionAction(argparse.Action):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # httpx loads its own command-line tool (`httpx._main`, which imports rich and click)
+    # as soon as those are installed, and rich is (for our progress display): about 80 ms
+    # of every start, for a module the runner never uses. A None entry makes that import
+    # fail the way httpx expects when they are missing. Here, in the command's entry point
+    # only, and only before httpx is loaded: importing `runner` as a library changes
+    # nothing for the program that does.
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     # Pydantic's plugin discovery scans every installed distribution (~25 ms of a ~300 ms
     # start); the runner uses no plugins. The agent's commands get the caller's value back.
     if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:

@@ -132,9 +132,14 @@ def fingerprint(t: Run) -> str:
     content, so editing them makes `--resume` redo the runs that used them."""
     data = t.model_dump(mode="json", exclude=_NOT_IN_FINGERPRINT)
     data["skills"] = [[s.name, s.description] for s in t.skills]  # not their paths
-    limits = data.get("limits")
-    if isinstance(limits, dict) and "max_requests" in limits:  # its name before the rename
+    # Hashed under the names they had before issue 29's renames, so a run keeps its
+    # fingerprint (and `--resume`, `--shard` agree with batches older runners started):
+    # `max_requests` was `max_turns`, and `{batch}` means what `{run}` means.
+    limits, git = data.get("limits"), data.get("git")
+    if isinstance(limits, dict) and "max_requests" in limits:
         limits["max_turns"] = limits.pop("max_requests")
+    if isinstance(git, dict) and isinstance(git.get("branch"), str):
+        git["branch"] = git["branch"].replace("{batch}", "{run}")
     for unset in ("current_date", "timezone"):  # unpinned: as before these fields existed
         if data.get(unset) is None:
             data.pop(unset, None)
