@@ -154,7 +154,7 @@ def made_by_batch(
     if len(trailers) != 1 or trailers[0] not in ids or trailers[0] not in branch.split("/"):
         return "its commit's Runner-Run trailer does not name this batch's run in its name"
     if chosen is not None and trailers[0] not in chosen:
-        return f"its batch id {trailers[0]} was not named with --run-id"
+        return f"its batch id {trailers[0]} was not named with --batch-id"
     log = workspace.reflog(repo, branch)
     if not log:
         return "it has no reflog to show who made it"
@@ -214,7 +214,7 @@ def _state(
     if not SHA.fullmatch(commit) or not workspace.is_branch_name(repo, branch):
         return "invalid", "not a branch name and commit"
     if not in_namespace(branch, ids):
-        return "foreign", "its name holds none of this batch's batch ids"
+        return "foreign", "its name holds none of this batch's ids"
     tip = workspace.branch_tip(repo, branch)
     if tip is None:
         return "gone", ""
