@@ -13,7 +13,6 @@ git; <= 600 MB at 64 concurrent threads.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import resource
 import sys
@@ -26,8 +25,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.batch import run_batch  # noqa: E402
-from runner.config import expand, load_task_file  # noqa: E402
+import runner  # noqa: E402
 from tests.conftest import make_git_repo  # noqa: E402
 from tests.loopback import ProcessServer  # noqa: E402
 
@@ -39,7 +37,7 @@ def task_file(dir_: Path, base_url: str, repo: Path, runs: int) -> Path:
         "version: 1\n"
         f"providers:\n  fake: {{base_url: '{base_url}'}}\n"
         "defaults:\n  model: fake/m\n  tools: [apply_patch, update_plan]\n"
-        "  limits: {max_turns: 10}\n"
+        "  limits: {max_requests: 10}\n"
         f"tasks:\n{body}"
     )
     return path
@@ -58,16 +56,10 @@ def phase(runs: int, concurrency: int, delay_s: float, tmp: Path) -> tuple[float
     )
     with ProcessServer("bench.scripts:batch", env=env, keep_bodies=False, validate=False) as srv:
         path = task_file(tmp, srv.base_url, repo, runs)
-        tasks = expand(load_task_file(path), tmp, file=str(path))
+        runs_ = runner.load_runs(path)
         c0, t0 = cpu(), time.perf_counter()
         result = anyio.run(
-            lambda: run_batch(
-                tasks,
-                out_dir=tmp / f"out-{concurrency}",
-                task_file=str(path),
-                concurrency=concurrency,
-                progress=io.StringIO(),
-            )
+            lambda: runner.run_batch(runs_, tmp / f"out-{concurrency}", concurrency=concurrency)
         )
         wall, used = time.perf_counter() - t0, cpu() - c0
     requests = sum(len(r.report.requests) for r in result.runs if r.report)

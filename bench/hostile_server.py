@@ -175,7 +175,7 @@ def run_one(script: str, requests: int, tmp: Path) -> tuple[float, str, int]:
             "defaults:\n"
             "  model: hostile/m\n"
             "  sandbox: danger-full-access\n"
-            f"  limits: {{max_turns: {requests}}}\n"
+            f"  limits: {{max_requests: {requests}}}\n"
             f"tasks:\n  - {{id: t, prompt: go, repo: '{repo}'}}\n"
         )
         out = tmp / f"out-{script.rsplit(':', 1)[1]}"
@@ -191,14 +191,14 @@ def run_one(script: str, requests: int, tmp: Path) -> tuple[float, str, int]:
         proc.returncode = 0  # reaped by wait4
     sent = len(srv.requests)
     report = out / "report.json"
-    status = json.loads(report.read_text())["tasks"][0]["status"] if report.exists() else err[-300:]
+    status = json.loads(report.read_text())["runs"][0]["status"] if report.exists() else err[-300:]
     return rusage.ru_maxrss / 1024, status, sent
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
-    ap.add_argument("--requests", type=int, default=40, help="max_turns of the thread")
+    ap.add_argument("--requests", type=int, default=40, help="max_requests of the thread")
     args = ap.parse_args()
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     with tempfile.TemporaryDirectory(prefix="runner-bench-hostile-server-", dir="/var/tmp") as d:

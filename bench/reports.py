@@ -26,12 +26,12 @@ from runner.reports.json_report import build_report  # noqa: E402
 from runner.reports.model import (  # noqa: E402
     PrefixReport,
     RequestReport,
-    TaskReport,
+    RunReport,
     UsageReport,
 )
 
 
-def make_run(i: int, variant: str) -> TaskReport:
+def make_run(i: int, variant: str) -> RunReport:
     reqs = [
         RequestReport(
             index=k,
@@ -52,7 +52,7 @@ def make_run(i: int, variant: str) -> TaskReport:
         )
         for k in range(1, 21)
     ]
-    return TaskReport(
+    return RunReport(
         id=f"task-{i % 50}",
         run=f"task-{i}.{variant}",
         model="openai/gpt-5",
@@ -103,7 +103,7 @@ def main() -> None:
             (out / t.events_file).write_text((event + "\n") * 200)
         now = dt.datetime.now(dt.UTC)
         report = build_report(
-            tasks=runs, run_id="bench", task_file="tasks.yaml", started=now, finished=now
+            runs=runs, batch_id="bench", task_file="tasks.yaml", started=now, finished=now
         )
         t0 = time.perf_counter()
         write_reports(report, out, redact=Redactor([]))

@@ -103,7 +103,7 @@ def one(mode: str, steps: int, tmp: Path) -> None:
         tasks = tmp / f"{mode}.yaml"
         tasks.write_text(
             f"version: 1\nproviders:\n  fake: {{base_url: '{srv.base_url}'}}\n"
-            f"defaults: {{sandbox: {mode}, limits: {{max_turns: {steps + 5}}}}}\n"
+            f"defaults: {{sandbox: {mode}, limits: {{max_requests: {steps + 5}}}}}\n"
             f"tasks:\n  - {{id: a, prompt: go, model: fake/m, repo: {repo}}}\n"
         )
         t0 = time.monotonic()

@@ -18,7 +18,6 @@ higher layer than its caller, by the import-linter layer order in pyproject.toml
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import subprocess
 import sys
@@ -35,8 +34,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.batch import run_batch  # noqa: E402
-from runner.config import expand, load_task_file  # noqa: E402
+import runner  # noqa: E402
 from tests.conftest import make_git_repo  # noqa: E402
 from tests.loopback import (  # noqa: E402
     Reply,
@@ -126,15 +124,13 @@ def run_one(tmp: Path, walk: Walk) -> str:
             "  git: {push: {remote: origin}}\n"
             f"tasks:\n  - {{id: w, prompt: go, repo: '{repo}', check: 'test -f result.txt'}}\n"
         )
-        tasks = expand(load_task_file(path), tmp, file=str(path))
+        runs = runner.load_runs(path)
 
         async def go() -> str:
             sys.setprofile(walk.profile)
             threading.setprofile(walk.profile)  # git and file work in worker threads
             try:
-                result = await run_batch(
-                    tasks, out_dir=tmp / "out", task_file=str(path), progress=io.StringIO()
-                )
+                result = await runner.run_batch(runs, tmp / "out")
             finally:
                 sys.setprofile(None)
                 threading.setprofile(None)  # type: ignore[arg-type]

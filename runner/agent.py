@@ -209,8 +209,8 @@ class Thread:
         while True:
             if self._turn_requests >= self.spec.max_requests:
                 raise RunEnds(
-                    RunStatus.MAX_TURNS,
-                    f"stopped after {self.spec.max_requests} model requests (max_turns)",
+                    RunStatus.MAX_REQUESTS,
+                    f"stopped after {self.spec.max_requests} model requests (max_requests)",
                 )
             why = self.spec.budget.exceeded(self.usage) if self.spec.budget else None
             if why is not None:

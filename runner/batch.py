@@ -26,7 +26,7 @@ import anyio.abc
 
 from runner import clock, preflight
 from runner.budget import BatchSpend
-from runner.config import BatchLimits, ResolvedTask, TaskFile
+from runner.config import BatchLimits, Run, TaskFile
 from runner.errors import RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
@@ -50,7 +50,7 @@ from runner.vocabulary import (
 from runner.wiring import Clients
 
 if TYPE_CHECKING:
-    from runner.reports.model import Report, TaskReport  # loaded when the first run ends
+    from runner.reports.model import Report, RunReport  # loaded when the first run ends
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ CHECKPOINT_S = 3.0
 
 
 async def run_batch(
-    tasks: Sequence[ResolvedTask],
+    tasks: Sequence[Run],
     *,
     out_dir: Path,
     task_file: str,
@@ -150,8 +150,8 @@ async def run_batch(
     journal = Journal(out_dir)
     if plan is None:
         plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
-    run_id = journal.start_batch(
-        run_id=uuid.uuid4().hex[:12], task_file=task_file, resume=resume, batch=plan.identity()
+    batch_id = journal.start_batch(
+        batch_id=uuid.uuid4().hex[:12], task_file=task_file, resume=resume, batch=plan.identity()
     )
     previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
@@ -172,21 +172,21 @@ async def run_batch(
     if resumed and progress is not None:
         progress.write(
             safe_text(
-                f"resuming batch {run_id}: {resumed} of {len(tasks)} runs already finished",
+                f"resuming batch {batch_id}: {resumed} of {len(tasks)} runs already finished",
                 one_line=True,
             )
             + "\n"
         )
     show.start(len(tasks) - resumed)
 
-    def report_of(tasks: list[TaskReport], pending: int = 0) -> Report:
+    def report_of(tasks: list[RunReport], pending: int = 0) -> Report:
         """The batch's report of these runs, as of now (checkpoints and the final one)."""
         from runner.reports.json_report import build_report
 
         now = dt.datetime.now(dt.UTC)
         return build_report(
-            tasks=tasks,
-            run_id=run_id,
+            runs=tasks,
+            batch_id=batch_id,
             task_file=task_file,
             started=started,
             finished=now,
@@ -200,7 +200,7 @@ async def run_batch(
 
     checkpoints = Checkpoints(so_far, out_dir, redact)
 
-    async def one(t: ResolvedTask, ctx: BatchContext) -> None:
+    async def one(t: Run, ctx: BatchContext) -> None:
         async with limiter:
             why = spend.exceeded()
             if why is not None:
@@ -216,7 +216,7 @@ async def run_batch(
         async with AsyncExitStack() as stack:
             ctx = BatchContext(
                 out_dir=out_dir,
-                run_id=run_id,
+                batch_id=batch_id,
                 env=env,
                 agent_env=agent_env,
                 redact=redact,
@@ -259,7 +259,7 @@ async def run_batch(
     return BatchResult(runs, report_path, interrupted=stop.is_set())
 
 
-def _warn_unisolated(tasks: Sequence[ResolvedTask], concurrency: int, out: IO[str]) -> None:
+def _warn_unisolated(tasks: Sequence[Run], concurrency: int, out: IO[str]) -> None:
     """Said before anything runs, since nothing enforces it: a full-access command is a
     process of the runner's user on the host, so it can reach every other run of the batch
     running beside it (its workspace, its git's pipes through /proc/<pid>/fd, its MCP
@@ -280,11 +280,11 @@ def _warn_unisolated(tasks: Sequence[ResolvedTask], concurrency: int, out: IO[st
         )
 
 
-def events_file(t: ResolvedTask) -> str:
+def events_file(t: Run) -> str:
     return f"threads/{t.run}.jsonl"
 
 
-def _not_started(t: ResolvedTask) -> RunRecord:
+def _not_started(t: Run) -> RunRecord:
     """A run a signal stopped before it started."""
     return RunRecord(
         t, events_file(t), skipped="interrupted", notes=("interrupted before it started",)

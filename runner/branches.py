@@ -1,21 +1,21 @@
 """Which branches `runner report branches` may delete.
 
 The report directory is only a claim: it may come from an untrusted CI artifact or have
-been edited, down to copying an older batch's run id and entries. So a branch is deleted
+been edited, down to copying an older batch's batch id and entries. So a branch is deleted
 only when the repository itself says that this batch made it:
-- its name holds one of the batch's run ids and the run's own name as path components
-  (the default template is `runner/{run}/{name}`);
+- its name holds one of the batch's batch ids and the run's own name as path components
+  (the default template is `runner/{batch}/{name}`);
 - it still points at the commit the run recorded, made by the runner (author and
-  committer `runner`) on the run's base, whose `Runner-Run` trailer is that run id;
+  committer `runner`) on the run's base, whose `Runner-Run` trailer is that batch id;
 - its reflog has one entry: the runner creating it ("runner: result", by `runner`) at that
   commit, at a time inside the batch's own time (from the report's start, or the first
   session's start that the journal recorded for a resumed batch, to its end); an older
-  batch's branch was made before, whatever run id the report copies;
+  batch's branch was made before, whatever batch id the report copies;
 - no worktree has it checked out;
-- its run id is one the user vouched for. A report of one batch speaks for its own id;
+- its batch id is one the user vouched for. A report of one batch speaks for its own id;
   a report that holds several (a merged report's shards, or an edited report that added
   an older batch's id to `shards`) deletes only the branches of ids named with
-  `--run-id`. The time window comes from the report and the journal, both editable, so
+  `--batch-id`. The time window comes from the report and the journal, both editable, so
   it only ever narrows: an edited report can swap one batch for another, never add one.
 The deletion itself is git's compare-and-delete (`update-ref -d ref old`), so a branch
 moved in between is kept.
@@ -38,7 +38,7 @@ from runner.workspace import IDENTITY
 from runner.workspace.names import component
 
 RUN_ID = re.compile(r"[0-9a-f]{12}")
-"""The run ids `runner run` makes; a forged `main` or `release` is not one."""
+"""The batch ids `runner run` makes; a forged `main` or `release` is not one."""
 SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -61,20 +61,20 @@ class BranchCheck:
 
 
 def batch_ids(report: Report) -> set[str]:
-    """The run ids of the batch (a merged report has its shards' ids)."""
-    return {i for i in (report.run_id, *report.shards) if RUN_ID.fullmatch(i)}
+    """The batch ids of the batch (a merged report has its shards' ids)."""
+    return {i for i in (report.batch_id, *report.shards) if RUN_ID.fullmatch(i)}
 
 
 def in_namespace(branch: str, ids: Iterable[str]) -> bool:
-    """The name holds one of the batch's run ids as a whole path component."""
+    """The name holds one of the batch's batch ids as a whole path component."""
     parts = branch.split("/")
     return any(i in parts for i in ids)
 
 
 def names_the_run(branch: str, names: Iterable[str]) -> bool:
     """The name holds the run's own name (or its task id) as a path component, as every
-    template the runner fills does (`runner/{run}/{name}`; `-2` when the name was taken):
-    a user's branch pointed at a runner commit (`keep/<run id>`) does not."""
+    template the runner fills does (`runner/{batch}/{name}`; `-2` when the name was taken):
+    a user's branch pointed at a runner commit (`keep/<batch id>`) does not."""
     wanted = {component(n) for n in names}
     parts = branch.split("/")
     parts[-1] = re.sub(r"-\d+$", "", parts[-1])
@@ -105,8 +105,8 @@ def _epoch(text: str) -> float:
 
 
 def chosen_ids(report: Report, named: Iterable[str], *, delete: bool) -> set[str]:
-    """The run ids whose branches may be deleted: the report's only id, or those of its
-    ids the user named (`--run-id`). Raises ConfigError for a named id the report does not
+    """The batch ids whose branches may be deleted: the report's only id, or those of its
+    ids the user named (`--batch-id`). Raises ConfigError for a named id the report does not
     hold, and for `--delete` on a report of several ids with none named: the report alone
     cannot add a batch."""
     ids, wanted = batch_ids(report), set(named)
@@ -118,8 +118,8 @@ def chosen_ids(report: Report, named: Iterable[str], *, delete: bool) -> set[str
                 Problem(
                     "(command line)",
                     None,
-                    "--run-id",
-                    f"{unknown[0]} is not a run id of this report (it holds {listed})",
+                    "--batch-id",
+                    f"{unknown[0]} is not a batch id of this report (it holds {listed})",
                 )
             ]
         )
@@ -130,9 +130,9 @@ def chosen_ids(report: Report, named: Iterable[str], *, delete: bool) -> set[str
                     "(command line)",
                     None,
                     "--delete",
-                    f"the report holds {len(ids)} batch run ids ({listed}); an edited report "
+                    f"the report holds {len(ids)} batch ids ({listed}); an edited report "
                     "can add an older batch's id, so name each batch whose branches should "
-                    "go with --run-id ID (a merged report: each shard's id)",
+                    "go with --batch-id ID (a merged report: each shard's id)",
                 )
             ]
         )
@@ -154,7 +154,7 @@ def made_by_batch(
     if len(trailers) != 1 or trailers[0] not in ids or trailers[0] not in branch.split("/"):
         return "its commit's Runner-Run trailer does not name this batch's run in its name"
     if chosen is not None and trailers[0] not in chosen:
-        return f"its run id {trailers[0]} was not named with --run-id"
+        return f"its batch id {trailers[0]} was not named with --batch-id"
     log = workspace.reflog(repo, branch)
     if not log:
         return "it has no reflog to show who made it"
@@ -184,12 +184,12 @@ def review(
     chosen: set[str] | None = None,
 ) -> list[BranchCheck]:
     """`first_start`: when a resumed batch's first session started (its journal says);
-    `chosen`: the run ids whose branches may be deleted (`chosen_ids`)."""
+    `chosen`: the batch ids whose branches may be deleted (`chosen_ids`)."""
     ids = batch_ids(report)
     window = batch_window(report, first_start)
     checked_out = workspace.checked_out_branches(repo)
     out: list[BranchCheck] = []
-    for t in report.tasks:
+    for t in report.runs:
         if t.result is None or t.result.branch is None:
             continue
         branch, commit = t.result.branch, t.result.commit
@@ -214,7 +214,7 @@ def _state(
     if not SHA.fullmatch(commit) or not workspace.is_branch_name(repo, branch):
         return "invalid", "not a branch name and commit"
     if not in_namespace(branch, ids):
-        return "foreign", "its name holds none of this batch's run ids"
+        return "foreign", "its name holds none of this batch's ids"
     tip = workspace.branch_tip(repo, branch)
     if tip is None:
         return "gone", ""

@@ -30,7 +30,7 @@ from runner.vocabulary import (
 
 if TYPE_CHECKING:
     from runner.batch import BatchPlan
-    from runner.config import ResolvedTask, TaskFile
+    from runner.config import Run, TaskFile
 
 
 def _say(text: str, *, stream: IO[str] | None = None, one_line: bool = False) -> None:
@@ -164,16 +164,19 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument(
         "--delete",
         action="store_true",
-        help="delete the branches this batch made: named with its run id, "
+        help="delete the branches this batch made: named with its batch id, "
         "still at the runner's commit and checked out nowhere; every "
         "branch kept is listed with the reason",
     )
     br.add_argument(
+        "--batch-id",
         "--run-id",
+        dest="batch_id",
         action="append",
         default=[],
         metavar="ID",
-        help="with --delete, delete only the branches of this batch run id (repeat it); "
+        help="with --delete, delete only the branches of this batch id (repeat it; "
+        "--run-id is its older name); "
         "required for a report that holds several ids (a merged report's shards)",
     )
     cmp = rep_sub.add_parser("compare", help="compare two report directories (A/B)")
@@ -241,6 +244,14 @@ class _VersionAction(argparse.Action):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # httpx loads its own command-line tool (`httpx._main`, which imports rich and click)
+    # as soon as those are installed, and rich is (for our progress display): about 80 ms
+    # of every start, for a module the runner never uses. A None entry makes that import
+    # fail the way httpx expects when they are missing. Here, in the command's entry point
+    # only, and only before httpx is loaded: importing `runner` as a library changes
+    # nothing for the program that does.
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     # Pydantic's plugin discovery scans every installed distribution (~25 ms of a ~300 ms
     # start); the runner uses no plugins. The agent's commands get the caller's value back.
     if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:
@@ -288,7 +299,7 @@ def _problem(field: str, message: str) -> ConfigError:
     return ConfigError([Problem("(command line)", None, field, message)])
 
 
-def _load(args: argparse.Namespace) -> tuple[list[ResolvedTask], str, TaskFile, BatchPlan]:
+def _load(args: argparse.Namespace) -> tuple[list[Run], str, TaskFile, BatchPlan]:
     from runner.config import expand, load_task_file, pin_problems, select, source_sha256
 
     path: Path = args.tasks
@@ -465,7 +476,7 @@ def _report_merge(args: argparse.Namespace) -> int:
         f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} errored"
     )
     _warn(f"report: {args.out / 'report.json'}", one_line=True)
-    return exit_code(r.status for r in report.tasks)
+    return exit_code(r.status for r in report.runs)
 
 
 def _report_compare(args: argparse.Namespace) -> int:
@@ -481,7 +492,7 @@ def _report_compare(args: argparse.Namespace) -> int:
         ("--base-variant", base, args.base_variant),
         ("--new-variant", new, args.new_variant),
     ):
-        known = sorted({t.variant for t in report.tasks if t.variant is not None})
+        known = sorted({t.variant for t in report.runs if t.variant is not None})
         if name is not None and name not in known:
             raise _problem(
                 flag, f"no run of variant {name!r}; variants there: {', '.join(known) or 'none'}"
@@ -529,8 +540,8 @@ def _report_branches(args: argparse.Namespace) -> int:
     from runner.branches import chosen_ids, review
     from runner.journal import Journal
 
-    chosen = chosen_ids(report, args.run_id, delete=args.delete)
-    first = Journal(args.dir).first_start(report.run_id)
+    chosen = chosen_ids(report, args.batch_id, delete=args.delete)
+    first = Journal(args.dir).first_start(report.batch_id)
     counts: dict[str, int] = {}
     for v in review(repo, report, delete=args.delete, first_start=first, chosen=chosen):
         counts[v.state] = counts.get(v.state, 0) + 1

@@ -3,12 +3,13 @@
     RunnerError
     ├── ConfigError            bad input: task file, flags (exit 2)
     ├── RemoteError            a request to a server failed; says if resending may help
-    │   ├── NetworkError         no answer: connect/send failures, timeouts before the status
+    │   ├── NoAnswer             no answer: connect/send failures, timeouts before the status
     │   ├── ModelError           anything between us and the model
-    │   │   ├── TransportError     a model request's NetworkError (it is both)
-    │   │   ├── HTTPStatusError    a non-2xx answer (status, body, the body's error code kept)
-    │   │   ├── StreamError        response.failed / incomplete, a cut or malformed stream
+    │   │   ├── ModelNoAnswer      a model request's NoAnswer (it is both)
+    │   │   ├── StatusRefusal      a non-2xx answer (status, body, the body's error code kept)
+    │   │   ├── StreamFailure      response.failed / incomplete, a cut or malformed stream
     │   │   ├── ContextWindowExceeded
+    │   │   ├── SizeLimitReached   a byte cap of `limits:` would be passed
     │   │   ├── AnswerTruncated    `max_output_tokens` cut the answer: resent, it is cut again
     │   │   ├── RateLimited        still rate limited after retries, or asked to wait too long
     │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
@@ -28,17 +29,17 @@
     ├── ReportError            counts no batch can produce, given to a report's statistics
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
-The HTTP seam (runner/http.py) turns httpx's errors into `NetworkError` (`TransportError`
-for a model request) and its callers turn protocol errors into this tree, so nothing else
-ever sees an httpx exception. One classification (`model_error`) turns a model server's
-refusal into this tree, whether an HTTP status or an error inside a stream said it. One
-retry decision (`runner.providers.retry.decide`) reads any `RemoteError`.
+Only the tree lives here: no class decides anything from a status or a code. The HTTP
+seam (runner/http.py) turns httpx's errors into `NoAnswer` (`ModelNoAnswer` for a model
+request), so nothing else ever sees an httpx exception; the names differ from httpx's on
+purpose, since the hierarchy does too. Which class a server's refusal becomes (status
+codes, error codes, "try again in") is decided by the providers, in one place:
+`runner.providers.refusals`. One retry decision (`runner.providers.retry.decide`) reads
+any `RemoteError`.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,7 +85,7 @@ class RemoteError(RunnerError):
     """The server says we send too much: every run of the provider should wait."""
 
 
-class NetworkError(RemoteError):
+class NoAnswer(RemoteError):
     """No answer at all: connecting or sending failed, or no status came in time."""
 
     retryable = True
@@ -108,8 +109,8 @@ class ModelError(RemoteError):
         return not self.retryable
 
 
-class TransportError(ModelError, NetworkError):
-    """A model request that got no answer: a `NetworkError` the run reports as a model one."""
+class ModelNoAnswer(ModelError, NoAnswer):
+    """A model request that got no answer: a `NoAnswer` the run reports as a model one."""
 
     retryable = True
 
@@ -118,80 +119,51 @@ class TransportError(ModelError, NetworkError):
         super().__init__(message)
 
 
-def error_fields(error: object) -> tuple[str | None, str | None]:
-    """`(code, message)` of an error as servers send it: `{"code" or "type", "message"}`,
-    or a bare string (the message). Nones for anything else."""
-    if isinstance(error, str):
-        return None, error[:1000]
-    if not isinstance(error, dict):
-        return None, None
-    code, message = error.get("code") or error.get("type"), error.get("message")
-    return (str(code)[:100] if code else None), (str(message)[:1000] if message else None)
+class StatusRefusal(ModelError):
+    """A non-2xx answer: its status, its body and the body's error code kept. Whether it
+    may be resent is decided by the providers (`runner.providers.refusals`)."""
 
-
-def body_error_fields(body: str) -> tuple[str | None, str | None]:
-    """`(code, message)` of an OpenAI-style `{"error": ...}` body; Nones otherwise."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
-        return None, None
-    return error_fields(obj.get("error") if isinstance(obj, dict) else None)
-
-
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
-"""Besides 5xx: what resending may fix (the statuses OpenAI's own SDK resends)."""
-
-
-def retryable_status(status: int) -> bool:
-    """Resending a request answered with `status` may help: one rule for every HTTP caller."""
-    return status >= 500 or status in RETRYABLE_STATUSES
-
-
-OVERLOAD_CODES = frozenset({"rate_limit_exceeded", "server_is_overloaded", "slow_down"})
-"""Codes that mean "send less": the wait they cause holds every run of the provider."""
-FINAL_CODES = frozenset(
-    {
-        "insufficient_quota",
-        "usage_not_included",
-        "invalid_prompt",
-        "cyber_policy",
-        "invalid_request_error",
-        "context_length_exceeded",
-    }
-)
-"""Codes of an error inside a stream that resending cannot fix (Codex's list); any other
-(overload included) is resent. An HTTP error is resent by its status instead."""
-
-
-class HTTPStatusError(ModelError):
     @property
     def request_fault(self) -> bool:
         return self.status in (400, 413, 422)
 
-    def __init__(self, status: int, body: str, *, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        body: str,
+        code: str | None,
+        retryable: bool,
+        rate_limit: bool,
+        retry_after_s: float | None = None,
+    ) -> None:
         self.status = status
         self.body = body
-        self.code, message = body_error_fields(body)
-        self.retryable = retryable_status(status)
-        self.rate_limit = status == 429 or self.code in OVERLOAD_CODES
+        self.code = code
+        self.retryable = retryable
+        self.rate_limit = rate_limit
         self.retry_after_s = retry_after_s
         """How long the server asked us to wait (`retry-after-ms` / `Retry-After`)."""
-        code = f" {self.code}" if self.code else ""
-        super().__init__(f"HTTP {status}{code}: {(message or body)[:500]}")
+        super().__init__(message)
 
 
-class StreamError(ModelError):
+class StreamFailure(ModelError):
+    """The stream failed after a 200: `response.failed` or `incomplete`, an error event,
+    a cut or malformed stream."""
+
     def __init__(
         self,
         message: str,
         *,
         code: str | None = None,
         retryable: bool = False,
+        rate_limit: bool = False,
         retry_after_s: float | None = None,
     ) -> None:
         self.code = code
         self.retryable = retryable
-        self.rate_limit = code in OVERLOAD_CODES
+        self.rate_limit = rate_limit
         self.retry_after_s = retry_after_s
         super().__init__(message)
 
@@ -232,76 +204,6 @@ class AuthFailed(ModelError):
     """401 or 403: the API key is missing, wrong, or not allowed this model."""
 
     code = "auth_failed"
-
-
-_OVERFLOW_WORDS = (
-    "context_length_exceeded",
-    "exceed_context_size",
-    "exceeds the available context",
-    "context length",
-    "maximum context",
-)
-"""How servers say a request does not fit the context window: OpenAI's code, llama.cpp's
-and vLLM's wordings."""
-
-
-def says_context_overflow(text: str) -> bool:
-    """The one test for "the request does not fit the context window", for every wire:
-    an HTTP error body (400 or 413) or an error inside a stream."""
-    low = text.lower()
-    return any(w in low for w in _OVERFLOW_WORDS)
-
-
-_TRY_AGAIN = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)")
-
-
-def model_error(
-    code: str | None,
-    message: str | None,
-    *,
-    status: int | None = None,
-    body: str = "",
-    retry_after_s: float | None = None,
-) -> ModelError:
-    """The one classification of a model server's refusal, whatever the wire: an HTTP
-    answer (`status` and its `body`) or an error inside a stream (`status` None, `body`
-    the error as sent). Quota and authentication failures are final and say so; a full
-    context window is for compaction; the rest is the wire's own error, resent by the
-    status (HTTP) or the code (a stream), after the wait the server asked for."""
-    if retry_after_s is None and code == "rate_limit_exceeded" and message:
-        m = _TRY_AGAIN.search(message)
-        if m:
-            retry_after_s = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-    err: ModelError
-    if status is None:
-        said = f"{code or 'error'}: {message or 'response failed'}"
-        err = StreamError(
-            said, code=code, retryable=code not in FINAL_CODES, retry_after_s=retry_after_s
-        )
-    else:
-        err = HTTPStatusError(status, body, retry_after_s=retry_after_s)
-    if code == "insufficient_quota":
-        return QuotaExhausted(f"quota exhausted: {err}")
-    if code == "context_length_exceeded" or (
-        status in (None, 400, 413) and says_context_overflow(body or str(err))
-    ):
-        return ContextWindowExceeded(str(err))
-    if status in (401, 403):
-        return AuthFailed(str(err))
-    return err
-
-
-def http_error(status: int, body: str, *, retry_after_s: float | None = None) -> ModelError:
-    """The error for a non-2xx answer of a model server (see `model_error`)."""
-    code, message = body_error_fields(body)
-    return model_error(code, message, status=status, body=body, retry_after_s=retry_after_s)
-
-
-def stream_error(error: object) -> ModelError:
-    """The error for an error inside a model's stream: a Responses `response.failed` or
-    `error` event, or a Chat Completions error chunk (see `model_error`)."""
-    code, message = error_fields(error)
-    return model_error(code, message, body=json.dumps(error, ensure_ascii=False)[:2000])
 
 
 class GitHubError(RemoteError):

@@ -1,6 +1,6 @@
 """The one HTTP seam: every HTTP client of the runner is built here (model providers,
 MCP servers over HTTP, the GitHub REST API), and httpx's exceptions become the runner's
-own here (`TransportError` for a model request, `NetworkError` for a REST one), so no other
+own here (`ModelNoAnswer` for a model request, `NoAnswer` for a REST one), so no other
 module imports httpx.
 
 One client per provider keeps one pool of kept-alive connections, so a thread's requests
@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 
-from runner.errors import NetworkError, StreamError, TransportError
+from runner.errors import ModelNoAnswer, NoAnswer, StreamFailure
 from runner.sse import MAX_STREAM_BYTES, Framer
 from runner.vocabulary import Auth
 
@@ -98,13 +98,13 @@ def make_client(
 
 
 CLOSED_UNREAD = "closed_unread"
-"""`TransportError.code` for a connection the server closed before answering (a kept-alive
+"""`ModelNoAnswer.code` for a connection the server closed before answering (a kept-alive
 connection it had dropped): the request never reached it, so it may be sent again at once."""
 
 
-def transport_error(exc: httpx.RequestError) -> TransportError:
+def transport_error(exc: httpx.RequestError) -> ModelNoAnswer:
     unread = isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" in str(exc)
-    return TransportError(f"{type(exc).__name__}: {exc}", code=CLOSED_UNREAD if unread else None)
+    return ModelNoAnswer(f"{type(exc).__name__}: {exc}", code=CLOSED_UNREAD if unread else None)
 
 
 @asynccontextmanager
@@ -112,7 +112,7 @@ async def stream(
     client: httpx.AsyncClient, method: str, url: str, **kwargs: Any
 ) -> AsyncIterator[httpx.Response]:
     """`client.stream(...)`, with every network failure (sending, or reading the body
-    inside the block) raised as a `TransportError`."""
+    inside the block) raised as a `ModelNoAnswer`."""
     try:
         async with client.stream(method, url, **kwargs) as resp:
             yield resp
@@ -157,7 +157,7 @@ async def sse_events(
 ) -> AsyncGenerator[tuple[str, str], None]:
     """The (event, data) pairs of a streamed body, framed with bounded event sizes. The idle
     clock restarts only on a real event, so a server sending nothing but `: keepalive`
-    comments still times out (a retryable `StreamError`), unless `finished()` says the
+    comments still times out (a retryable `StreamFailure`), unless `finished()` says the
     answer is already complete. Both wires read their streams through this."""
     framer = Framer(
         max_event_bytes=max_event_bytes,
@@ -172,7 +172,7 @@ async def sse_events(
         if idle.cancelled_caught:
             if finished():
                 return
-            raise StreamError(
+            raise StreamFailure(
                 f"idle timeout: no event for {idle_s:g} s", code="idle_timeout", retryable=True
             )
         if chunk is None:
@@ -232,11 +232,11 @@ def rest_client(
 
 def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
     """One request; a failure to get a whole answer (the same httpx errors a model request
-    turns into a `TransportError`) is a `NetworkError`, not a model provider's error."""
+    turns into a `ModelNoAnswer`) is a `NoAnswer`, not a model provider's error."""
     try:
         return client.request(method, path, **kwargs)
     except httpx.RequestError as exc:
-        raise NetworkError(type(exc).__name__) from exc
+        raise NoAnswer(type(exc).__name__) from exc
 
 
 def forwarding_client() -> httpx.AsyncClient:

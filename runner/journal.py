@@ -26,7 +26,7 @@ from runner.fsutil import atomic_write_text
 from runner.vocabulary import RunStatus
 
 if TYPE_CHECKING:
-    from runner.reports.model import TaskReport  # loaded by `entries`, not at start-up
+    from runner.reports.model import RunReport  # loaded by `entries`, not at start-up
 
 REDO_STATUSES = frozenset({RunStatus.INTERRUPTED})
 """Finished runs with these statuses are run again by `--resume`; a run skipped by the
@@ -38,10 +38,18 @@ class Entry:
     state: str
     run: str
     branch: str | None
-    report: TaskReport | None
+    report: RunReport | None
     commit: str | None = None
     """The result commit, recorded before its branch is made: resume deletes the
     branch only while it still points there."""
+
+
+def _batch_id(meta: Any) -> Any:
+    """The batch id a journal's batch.json holds: `run_id` in journals written before
+    the rename, so `--resume` still continues a batch an older runner started."""
+    if not isinstance(meta, dict):
+        return None
+    return meta.get("batch_id", meta.get("run_id"))
 
 
 class Journal:
@@ -50,9 +58,9 @@ class Journal:
         self.runs = self.dir / "runs"
 
     def start_batch(
-        self, *, run_id: str, task_file: str, resume: bool, batch: dict[str, Any] | None = None
+        self, *, batch_id: str, task_file: str, resume: bool, batch: dict[str, Any] | None = None
     ) -> str:
-        """The batch's run id: a resumed batch keeps the one it started with, so branch
+        """The batch's id: a resumed batch keeps the one it started with, so branch
         names of redone runs are the names their killed attempts would have used.
 
         `batch` is the batch identity (task file hash, run set, K and N). `--resume` of a
@@ -64,7 +72,7 @@ class Journal:
         old: Any = None
         with contextlib.suppress(OSError, ValueError, RecursionError):
             old = json.loads(meta.read_text(encoding="utf-8"))
-        if resume and isinstance(old, dict) and isinstance(old.get("run_id"), str):
+        if resume and isinstance(_batch_id(old), str):
             theirs = old.get("batch")
             if batch is not None and isinstance(theirs, dict) and theirs != batch:
                 raise ConfigError(
@@ -79,7 +87,7 @@ class Journal:
                         )
                     ]
                 )
-            return str(old["run_id"])
+            return str(_batch_id(old))
         if meta.is_file():  # an earlier batch's out directory: its files go with it
             for sub in ("threads", "patches"):
                 shutil.rmtree(self.dir.parent / sub, ignore_errors=True)
@@ -88,14 +96,19 @@ class Journal:
         atomic_write_text(
             meta,
             json.dumps(
-                {"run_id": run_id, "task_file": task_file, "batch": batch, "started_at": started}
+                {
+                    "batch_id": batch_id,
+                    "task_file": task_file,
+                    "batch": batch,
+                    "started_at": started,
+                }
             )
             + "\n",
         )
-        return run_id
+        return batch_id
 
-    def first_start(self, run_id: str) -> str | None:
-        """When batch `run_id` began its first session, as this journal recorded it; a
+    def first_start(self, batch_id: str) -> str | None:
+        """When batch `batch_id` began its first session, as this journal recorded it; a
         resumed batch's report starts at its last session. Read without following links
         (the directory may be an artifact); None when unknown."""
         try:
@@ -107,14 +120,14 @@ class Journal:
                 os.close(fd)
         except (OSError, ValueError, RecursionError, UnsafeFileError):
             return None
-        if not isinstance(data, dict) or data.get("run_id") != run_id:
+        if _batch_id(data) != batch_id:
             return None
         started = data.get("started_at")
         return started if isinstance(started, str) else None
 
     def entries(self) -> dict[str, Entry]:
         """Every readable record by fingerprint; an unreadable one counts as absent."""
-        from runner.reports.model import TaskReport
+        from runner.reports.model import RunReport
 
         out: dict[str, Entry] = {}
         if not self.runs.is_dir():
@@ -123,7 +136,7 @@ class Journal:
             try:
                 data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
                 report = (
-                    TaskReport.model_validate(data["report"])
+                    RunReport.model_validate(data["report"])
                     if data.get("report") is not None
                     else None
                 )
@@ -151,7 +164,7 @@ class Journal:
             {"state": "started", "run": run, "branch": branch, "commit": commit, "report": None},
         )
 
-    def finished(self, fingerprint: str, report: TaskReport) -> None:
+    def finished(self, fingerprint: str, report: RunReport) -> None:
         branch = report.result.branch if report.result else None
         self._write(
             fingerprint,
@@ -167,7 +180,7 @@ class Journal:
         atomic_write_text(self.runs / f"{fingerprint}.json", json.dumps(data) + "\n")
 
 
-def done(entry: Entry | None) -> TaskReport | None:
+def done(entry: Entry | None) -> RunReport | None:
     """The report of a run that needs no redo, else None."""
     if entry is None or entry.state != "finished" or entry.report is None:
         return None

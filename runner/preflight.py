@@ -3,7 +3,7 @@
 `runner validate` and `runner run` call the same `check`, so a file that validates does
 not fail late: after an hour of model time, a branch template with an unknown field or an
 empty instructions file would throw the work away. Each problem names the file, line and
-field its run remembers choosing the value at (`ResolvedTask.at`), without going back to
+field its run remembers choosing the value at (`Run.at`), without going back to
 the task file.
 
 `offline` skips what depends on the machine the check runs on (API key variables, the
@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from runner import workspace
-from runner.config import BatchLimits, Origin, ResolvedTask, TaskFile, field_line
+from runner.config import BatchLimits, Origin, Run, TaskFile, field_line
 from runner.errors import ConfigError, Problem
 
 FULL_ACCESS = "danger-full-access"
@@ -27,7 +27,7 @@ def _say(at: Origin, message: str) -> Problem:
 
 
 def check(
-    tasks: Sequence[ResolvedTask],
+    tasks: Sequence[Run],
     *,
     file: str,
     env: Mapping[str, str],
@@ -39,7 +39,7 @@ def check(
     secret_vars: Collection[str] = (),
 ) -> None:
     """Raise one ConfigError listing every problem found, or return. Each run says where
-    its values came from (`ResolvedTask.at`); `tf` only locates `budget:`. `models` is
+    its values came from (`Run.at`); `tf` only locates `budget:`. `models` is
     kept for callers of the old signature and not needed. `concurrency` (`runner run`
     only) and `secret_vars` (`--secret-fd`) decide which MCP secrets a full-access command
     could read (`_mcp_secrets`)."""
@@ -61,9 +61,9 @@ def check(
         raise ConfigError(unique)
 
 
-def _collisions(tasks: Sequence[ResolvedTask]) -> list[Problem]:
+def _collisions(tasks: Sequence[Run]) -> list[Problem]:
     """Two runs with one name would share a workspace, events file, patch and branch."""
-    first: dict[str, ResolvedTask] = {}
+    first: dict[str, Run] = {}
     out = []
     for t in tasks:
         other = first.setdefault(t.run, t)
@@ -85,21 +85,19 @@ def _collisions(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     return out
 
 
-def _branches(tasks: Sequence[ResolvedTask]) -> list[Problem]:
+def _branches(tasks: Sequence[Run]) -> list[Problem]:
     from runner.run import branch_fields
 
     out = []
     for t in tasks:
-        try:  # with a run id of the real length: the batch's own is not made yet
+        try:  # with a batch id of the real length: the batch's own is not made yet
             workspace.branch_name(t.git.branch, branch_fields(t, "0" * 12))
         except workspace.WorkspaceError as exc:
             out.append(_say(t.at("git", "branch"), str(exc)))
     return out
 
 
-def _prices(
-    tasks: Sequence[ResolvedTask], budget: BatchLimits | None, budget_at: Origin
-) -> list[Problem]:
+def _prices(tasks: Sequence[Run], budget: BatchLimits | None, budget_at: Origin) -> list[Problem]:
     """A cost limit needs a price: refuse to start rather than never stop."""
     out = []
     for t in tasks:
@@ -117,7 +115,7 @@ def _prices(
     return out
 
 
-def _output_caps(tasks: Sequence[ResolvedTask]) -> list[Problem]:
+def _output_caps(tasks: Sequence[Run]) -> list[Problem]:
     """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
     small to hold one call of each offered tool would silently take the tools away."""
     from runner.providers.constrained import Constrained, answer_branches
@@ -146,7 +144,7 @@ def _output_caps(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     return out
 
 
-def _keys(tasks: Sequence[ResolvedTask], env: Mapping[str, str]) -> list[Problem]:
+def _keys(tasks: Sequence[Run], env: Mapping[str, str]) -> list[Problem]:
     out = []
     for t in tasks:
         key = t.provider.env_key
@@ -164,7 +162,7 @@ def _keys(tasks: Sequence[ResolvedTask], env: Mapping[str, str]) -> list[Problem
 
 
 def _mcp_secrets(
-    tasks: Sequence[ResolvedTask],
+    tasks: Sequence[Run],
     env: Mapping[str, str],
     concurrency: int,
     secret_vars: Collection[str],
@@ -214,7 +212,7 @@ def _mcp_secrets(
     return out
 
 
-def _repos(tasks: Sequence[ResolvedTask]) -> list[Problem]:
+def _repos(tasks: Sequence[Run]) -> list[Problem]:
     """Every task's repository and base must name a commit before anything starts."""
     out = []
     checked: set[tuple[Path, str]] = set()
@@ -238,7 +236,7 @@ def _repos(tasks: Sequence[ResolvedTask]) -> list[Problem]:
     return out
 
 
-def _culprit(t: ResolvedTask) -> tuple[str, ...]:
+def _culprit(t: Run) -> tuple[str, ...]:
     """The field to blame for a base that names no commit: `git.base` when it was set and
     the repository itself has commits, else `repo`."""
     if t.git.base == "HEAD":

@@ -5,7 +5,7 @@ a live display in a terminal, plain lines in a CI log (no escape codes to garble
 under GitHub Actions plain lines with each finished run folded into a `::group::`.
 
 Everything here reads what the batch already knows (its events and the finished runs'
-`TaskReport`s) and never changes a run. Text from a run (final messages, errors, check
+`RunReport`s) and never changes a run. Text from a run (final messages, errors, check
 output) is untrusted: control characters are shown escaped, rich markup is never parsed, and
 every line goes through `safe_text`, the one rule for what the runner prints, so an agent
 cannot print `::add-mask::`, `::endgroup::` or a terminal escape into the log.
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-    from runner.reports.model import TaskReport
+    from runner.reports.model import RunReport
 
 REFRESH_INTERVAL_S = 0.25
 """The live display redraws at most 4 times a second, however many events arrive."""
@@ -53,7 +53,7 @@ class Progress(Protocol):
     def event(self, run: str, event: Mapping[str, Any]) -> None:
         """Every event of the run's thread (the same dicts that go to its JSONL log)."""
 
-    def run_finished(self, task: TaskReport) -> None: ...
+    def run_finished(self, task: RunReport) -> None: ...
 
     def close(self) -> None: ...
 
@@ -181,7 +181,7 @@ class Tally:
         else:
             c.cost_unknown = True
 
-    def done(self, task: TaskReport) -> None:
+    def done(self, task: RunReport) -> None:
         name = task.run or task.id
         self.running.pop(name, None)
         self.finished += 1
@@ -231,7 +231,7 @@ class Tally:
         )
 
 
-def finished_line(task: TaskReport, tally: Tally) -> str:
+def finished_line(task: RunReport, tally: Tally) -> str:
     """One line a finished run is known by in a log (no escape codes)."""
     u = task.usage
     hit = f"{u.cached_tokens / u.input_tokens:.0%}" if u.input_tokens else "-"
@@ -243,7 +243,7 @@ def finished_line(task: TaskReport, tally: Tally) -> str:
     ).replace("\n", "\\x0a")
 
 
-def details(task: TaskReport) -> list[str]:
+def details(task: RunReport) -> list[str]:
     """What a reader of the log wants next: why it failed, where the change went, the
     check's last lines and the head of the final message."""
     lines = []
@@ -303,7 +303,7 @@ class PlainProgress:
     def event(self, run: str, event: Mapping[str, Any]) -> None:
         self.tally.event(run, event)
 
-    def run_finished(self, task: TaskReport) -> None:
+    def run_finished(self, task: RunReport) -> None:
         self.tally.done(task)
         brief = [
             line
@@ -326,7 +326,7 @@ class GitHubProgress(PlainProgress):
     are written through `safe_text` like every other line, so nothing a run printed is
     taken as a command."""
 
-    def run_finished(self, task: TaskReport) -> None:
+    def run_finished(self, task: RunReport) -> None:
         self.tally.done(task)
         title = workflow_escape(safe_text(f"{task.run or task.id} \u2014 {task.status}"))
         body = [finished_line(task, self.tally), *details(task)]
@@ -424,7 +424,7 @@ class LiveProgress:
         self.tally.event(run, event)
         self._refresh()
 
-    def run_finished(self, task: TaskReport) -> None:
+    def run_finished(self, task: RunReport) -> None:
         from rich.text import Text
 
         self.tally.done(task)
@@ -455,7 +455,7 @@ class QuietProgress:
     def event(self, run: str, event: Mapping[str, Any]) -> None:
         pass
 
-    def run_finished(self, task: TaskReport) -> None:
+    def run_finished(self, task: RunReport) -> None:
         pass
 
     def close(self) -> None:

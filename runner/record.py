@@ -16,8 +16,8 @@ from runner.vocabulary import RunStatus, SkipReason
 
 if TYPE_CHECKING:
     from runner.agent import Outcome
-    from runner.config import ResolvedTask
-    from runner.reports.model import TaskReport
+    from runner.config import Run
+    from runner.reports.model import RunReport
     from runner.workspace import Result, Workspace
 
 
@@ -32,7 +32,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class RunRecord:
-    task: ResolvedTask
+    task: Run
     events_file: str
     outcome: Outcome | None = None
     """How the thread ended; None when it never ran."""
@@ -73,7 +73,7 @@ class Finished:
     resumed batch finished it) and its redacted entry in report.json."""
 
     record: RunRecord | None
-    report: TaskReport
+    report: RunReport
 
     @property
     def status(self) -> RunStatus:

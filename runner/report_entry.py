@@ -18,10 +18,10 @@ from runner.redact import Redactor
 from runner.vocabulary import RunStatus
 
 if TYPE_CHECKING:
-    from runner.reports.model import TaskReport
+    from runner.reports.model import RunReport
 
 
-def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> TaskReport:
+def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunReport:
     """The run's entry in report.json, before redaction (`run_report`). The report
     modules are imported here, when a run ends: start-up does not pay them."""
     from runner.reports.json_report import usage_report
@@ -31,7 +31,7 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> Task
         PrefixReport,
         RequestReport,
         ResultReport,
-        TaskReport,
+        RunReport,
         UsageReport,
         WorkspaceReport,
     )
@@ -96,7 +96,7 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> Task
         "skip_reason": run.skipped if status is RunStatus.SKIPPED else None,
     }
     if o is None:
-        return TaskReport(
+        return RunReport(
             **common,
             final_message=None,
             turns_completed=0,
@@ -128,7 +128,7 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> Task
         CompactionReport(**{**dataclasses.asdict(c), "requests": list(c.requests)})
         for c in o.compactions
     ]
-    return TaskReport(
+    return RunReport(
         **common,
         final_message=o.final_message,
         turns_completed=o.turns_completed,
@@ -145,12 +145,12 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> Task
 
 def run_report(
     run: RunRecord, out_dir: Path, redact: Redactor, order: Mapping[str, int]
-) -> TaskReport:
+) -> RunReport:
     """The entry, redacted once: the journal and every report are made from it."""
-    from runner.reports.model import TaskReport
+    from runner.reports.model import RunReport
 
     data = task_report(run, out_dir, order).model_dump(mode="json")
-    return TaskReport.model_validate(redacted(data, redact))
+    return RunReport.model_validate(redacted(data, redact))
 
 
 def redacted(value: Any, redact: Redactor) -> Any:

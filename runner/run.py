@@ -23,7 +23,7 @@ from runner import exec_events as ev
 from runner import workspace
 from runner.agent import Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
-from runner.config import PriceConfig, ResolvedTask
+from runner.config import PriceConfig, Run
 from runner.errors import (
     ConfigError,
     EngineError,
@@ -51,7 +51,7 @@ CHECK_TAIL_BYTES = 4000
 
 
 async def run_check(
-    t: ResolvedTask,
+    t: Run,
     cwd: Path,
     env: dict[str, str],
     objects: Sequence[Path] | None = None,
@@ -114,7 +114,7 @@ class BatchContext:
     """What every run of a batch shares (made once by `run_batch`)."""
 
     out_dir: Path
-    run_id: str
+    batch_id: str
     env: dict[str, str]
     agent_env: dict[str, str]
     redact: Redactor
@@ -171,7 +171,7 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     every step that returned, and the one a signal cut short."""
     t = rec.task
     await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
-    b.journal.started(t.fingerprint, t.run, branch_for(t, b.run_id))
+    b.journal.started(t.fingerprint, t.run, branch_for(t, b.batch_id))
     try:
         log = EventLog(b.out_dir / rec.events_file, task=t.run, redact=b.redact, stdout=b.stream)
     except OSError as exc:
@@ -233,7 +233,7 @@ def _thread_for(
     return thread, [b.redact(n) for n in notes]
 
 
-def _staged(t: ResolvedTask, ws: workspace.Workspace) -> Staged | None:
+def _staged(t: Run, ws: workspace.Workspace) -> Staged | None:
     """A sandboxed run's skills, copied beside its workspace (see `skills.stage`); None
     under danger-full-access, whose commands read them where they are."""
     if not t.skills or t.sandbox == "danger-full-access":
@@ -248,7 +248,7 @@ async def _wind_up(rec: RunRecord, b: BatchContext, log: EventLog) -> RunRecord:
     ws = rec.workspace
     try:
         if ws is not None:
-            rec = await keep(rec, ws, b.out_dir, b.run_id, b.redact, b.env, log, b.journal)
+            rec = await keep(rec, ws, b.out_dir, b.batch_id, b.redact, b.env, log, b.journal)
             if rec.outcome is not None:
                 rec = await _check_unless_stopped(rec, ws, b)
                 if rec.check is not None:
@@ -302,18 +302,19 @@ def _internal(exc: Exception) -> str:
     )
 
 
-def branch_for(t: ResolvedTask, run_id: str) -> str | None:
+def branch_for(t: Run, batch_id: str) -> str | None:
     if t.git.keep != "branch":
         return None
     try:
-        return workspace.branch_name(t.git.branch, branch_fields(t, run_id))
+        return workspace.branch_name(t.git.branch, branch_fields(t, batch_id))
     except workspace.WorkspaceError:
         return None
 
 
-def branch_fields(t: ResolvedTask, run_id: str) -> dict[str, str]:
+def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
     return {
-        "run": run_id,
+        "batch": batch_id,
+        "run": batch_id,  # the older spelling of {batch}: same value, same branches
         "task": t.id,
         "model": f"{t.provider_name}/{t.model}",
         "repeat": str(t.repeat),
@@ -367,7 +368,7 @@ async def keep(
     rec: RunRecord,
     ws: workspace.Workspace,
     out_dir: Path,
-    run_id: str,
+    batch_id: str,
     redact: Redactor,
     env: Mapping[str, str],
     log: EventLog,
@@ -381,7 +382,7 @@ async def keep(
     final = (rec.outcome.final_message if rec.outcome else None) or ""
     message = redact(
         f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
-        f"{final[:4000]}\n\nRunner-Run: {run_id}\nRunner-Status: {status}\n"
+        f"{final[:4000]}\n\nRunner-Run: {batch_id}\nRunner-Status: {status}\n"
     )
     g = t.git
     scope = workspace.Scope(
@@ -397,7 +398,7 @@ async def keep(
             message=message,
             scope=scope,
             create_branch=g.keep == "branch",
-            fields=branch_fields(t, run_id),
+            fields=branch_fields(t, batch_id),
             patch_path=out_dir / "patches" / f"{t.run}.patch",
             redact=redact if redact else None,
             before_branch=None

@@ -17,7 +17,7 @@ import re
 import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 
-from runner.config import ResolvedTask
+from runner.config import Run
 from runner.redact import MIN_SECRET_LEN
 from runner.sandbox.env import SECRET_NAME
 
@@ -50,7 +50,7 @@ def url_passwords(value: str) -> list[str]:
 
 
 def secret_names(
-    env: Mapping[str, str], tasks: Sequence[ResolvedTask] = (), extra: Collection[str] = ()
+    env: Mapping[str, str], tasks: Sequence[Run] = (), extra: Collection[str] = ()
 ) -> set[str]:
     """Variables whose values are secrets: names that look secret, values holding a URL
     with a credential, the task file's `secrets:`, every provider key and push token in use,
@@ -67,7 +67,7 @@ def secret_names(
 
 
 def secrets_from_env(
-    env: Mapping[str, str], tasks: Sequence[ResolvedTask] = (), extra: Collection[str] = ()
+    env: Mapping[str, str], tasks: Sequence[Run] = (), extra: Collection[str] = ()
 ) -> list[str]:
     """The values to redact: each secret variable's whole value, and every URL
     credential in it (a model may print just that part)."""
@@ -76,7 +76,7 @@ def secrets_from_env(
 
 
 def without_secrets(
-    env: Mapping[str, str], tasks: Sequence[ResolvedTask], extra: Collection[str] = ()
+    env: Mapping[str, str], tasks: Sequence[Run], extra: Collection[str] = ()
 ) -> dict[str, str]:
     """The environment the agent's commands and the check start from: no secret variable,
     and no variable that carries a secret's value inside (`DB_URL=postgres://u:KEY@h`)."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.errors import AnswerTruncated, ModelError, SizeLimitReached, StreamError, stream_error
+from runner.errors import AnswerTruncated, ModelError, SizeLimitReached, StreamFailure
 from runner.items import JSON, Item, Usage
 from runner.sizes import SizeCaps, size
 
@@ -106,7 +106,7 @@ def token_count(u: JSON, key: str, within: str | None = None) -> int:
         text = repr(v)
         shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
         name = f"usage.{within}.{key}" if within else f"usage.{key}"
-        raise StreamError(
+        raise StreamFailure(
             f"the server sent {name} = {shown}: a token count must be an "
             f"integer from 0 to {MAX_TOKENS}",
             code="bad_usage",
@@ -119,7 +119,7 @@ def _consistent(part: int, part_name: str, whole: int, whole_key: str) -> None:
     """A part of a count larger than the count (cached > input) would make a negative
     uncached count and a cache-hit ratio over 100%: a broken server, failed like one."""
     if part > whole:
-        raise StreamError(
+        raise StreamFailure(
             f"the server sent {part_name} = {part}, more than usage.{whole_key} = {whole}",
             code="bad_usage",
             retryable=True,
@@ -183,7 +183,7 @@ class Framer:
                     "(max_item_bytes plus 1 MiB), more than any item the caps let in; "
                     "refusing to read more"
                 )
-            raise StreamError(
+            raise StreamFailure(
                 f"an SSE event is larger than {_size(self.max_event_bytes)}", code="event_too_large"
             )
 
@@ -265,8 +265,11 @@ def _separators(text: str) -> int:
 
 @dataclass
 class Assembler:
-    """Collects a response from its events."""
+    """Collects a response from its events. `refused` reads an error the server sent
+    inside the stream into the exception tree: that reading belongs to the providers
+    (`runner.providers.refusals.stream_error`), which hand it in."""
 
+    refused: Callable[[object], ModelError]
     items: list[Item] = field(default_factory=list)
     usage: Usage | None = None
     response_id: str | None = None
@@ -293,12 +296,12 @@ class Assembler:
             handler(self, payload)
         elif kind == "error":
             # A bare `error` event: some servers send it instead of response.failed.
-            raise stream_error(payload.get("error", payload))
+            raise self.refused(payload.get("error", payload))
 
     def _item_done(self, payload: dict[str, Any]) -> None:
         item = payload.get("item")
         if not isinstance(item, dict):
-            raise StreamError("output_item.done without an item", retryable=True)
+            raise StreamFailure("output_item.done without an item", retryable=True)
         kept = Item(item)
         self._out_bytes += kept.held_bytes
         self.caps.check_item(kept.held_bytes)
@@ -326,7 +329,7 @@ class Assembler:
 
     def _failed(self, payload: dict[str, Any]) -> None:
         resp = payload.get("response")
-        failed = stream_error(resp.get("error") if isinstance(resp, dict) else None)
+        failed = self.refused(resp.get("error") if isinstance(resp, dict) else None)
         failed.usage = usage_from_responses(resp.get("usage")) if isinstance(resp, dict) else None
         raise failed
 
@@ -342,7 +345,7 @@ class Assembler:
             )
             err.partial_output = "".join(self.text)
         else:
-            err = StreamError(
+            err = StreamFailure(
                 f"incomplete response returned, reason: {_text(reason)[:200]}",
                 code="incomplete",
                 retryable=True,
@@ -363,7 +366,7 @@ _HANDLERS: dict[str, Callable[[Assembler, dict[str, Any]], None]] = {
 
 def json_event(event: str, data: str, max_parse: int = PARSE_BYTES) -> dict[str, Any]:
     """An event's data as a JSON object, its strings made writable. A garbled event is a
-    retryable `StreamError`: the same request usually streams cleanly the next time.
+    retryable `StreamFailure`: the same request usually streams cleanly the next time.
     An event whose parsing would cost more than `max_parse` is refused unparsed: a
     server picks how many objects its bytes become (up to ~30 per byte), so a byte cap
     alone does not bound what parsing takes."""
@@ -376,11 +379,11 @@ def json_event(event: str, data: str, max_parse: int = PARSE_BYTES) -> dict[str,
     try:
         payload = json.loads(data) if data else {}
     except (ValueError, RecursionError) as exc:
-        raise StreamError(
+        raise StreamFailure(
             f"invalid JSON in SSE event {event[:80]!r}: {str(exc)[:200]}", retryable=True
         ) from None
     if not isinstance(payload, dict):
-        raise StreamError(f"SSE event {event[:80]!r} is not a JSON object", retryable=True)
+        raise StreamFailure(f"SSE event {event[:80]!r} is not a JSON object", retryable=True)
     if "\\ud" in data or "\\uD" in data:
         payload = _clean(payload)  # a lone surrogate cannot be written or sent back
     return payload

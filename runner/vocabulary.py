@@ -45,7 +45,8 @@ class RunStatus(StrEnum):
     can change that, by one precedence rule (`record.verdict`)."""
 
     COMPLETED = "completed"
-    MAX_TURNS = "max_turns"
+    MAX_REQUESTS = "max_requests"
+    """`limits.max_requests` model requests were sent (`max_turns` in older reports)."""
     MAX_TOOL_CALLS = "max_tool_calls"
     BUDGET = "budget"
     TIMEOUT = "timeout"
@@ -66,6 +67,11 @@ class RunStatus(StrEnum):
     SKIPPED = "skipped"
     """Never started: the batch budget was spent, or Ctrl-C or SIGTERM came first (runs
     left out by `--only` or `--tag` are not in the report at all)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> RunStatus | None:
+        """Statuses under their older names, as older reports and journals hold them."""
+        return cls.MAX_REQUESTS if value == "max_turns" else None
 
     @property
     def verdict(self) -> Verdict:

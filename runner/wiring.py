@@ -1,5 +1,5 @@
 """The wiring of one run: its model client (one per provider, shared by the batch), its
-tools and the thread that drives them, built from a `ResolvedTask`.
+tools and the thread that drives them, built from a `Run`.
 
 The only module that knows every concrete client, tool and sandbox class; the loop sees
 only their protocols."""
@@ -17,7 +17,7 @@ import anyio
 
 from runner import prompt as prompts
 from runner.agent import Budget, Sink, Thread, ThreadSpec
-from runner.config import ModelOptions, ResolvedTask
+from runner.config import ModelOptions, Run
 from runner.errors import ModelError
 from runner.http import provider_headers
 from runner.output_schema import text_format
@@ -59,7 +59,7 @@ def sampling(
     return extra, reasoning, text
 
 
-def make_tools(task: ResolvedTask) -> list[Tool]:
+def make_tools(task: Run) -> list[Tool]:
     """Tools in Codex's fixed order (shell, update_plan, apply_patch): part of the prefix."""
     chosen: list[Tool] = []
     if "shell" in task.tools:
@@ -83,7 +83,7 @@ class Clients:
         self._clients: dict[str, ModelClient] = {}
         self._lock = anyio.Lock()
 
-    async def get(self, task: ResolvedTask) -> ModelClient:
+    async def get(self, task: Run) -> ModelClient:
         async with self._lock:
             if task.provider_name not in self._clients:
                 client = await self._open(task)
@@ -92,7 +92,7 @@ class Clients:
                 self._clients[task.provider_name] = client
             return self._clients[task.provider_name]
 
-    async def _open(self, task: ResolvedTask) -> ModelClient:
+    async def _open(self, task: Run) -> ModelClient:
         p = task.provider
         base_url = p.base_url
         if task.provider_name == "local":
@@ -171,7 +171,7 @@ class _Capped:
 
 
 def make_thread(
-    t: ResolvedTask,
+    t: Run,
     cwd: Path,
     model: ModelClient,
     env: dict[str, str],
@@ -217,7 +217,7 @@ def make_thread(
         instructions=t.instructions or prompts.base_instructions(),
         context=context,
         prompts=(t.prompt, *t.turns),
-        max_requests=t.limits.max_turns,
+        max_requests=t.limits.max_requests,
         timeout_s=t.limits.timeout_s,
         max_tool_calls=t.limits.max_tool_calls,
         budget=budget,
@@ -250,7 +250,7 @@ def make_thread(
 
 
 def sandbox_policy(
-    t: ResolvedTask,
+    t: Run,
     cwd: Path,
     hidden: Sequence[Path] = (),
     mounted: Sequence[tuple[Path, Path]] = (),

@@ -85,7 +85,7 @@ def report_file(path: Path, error: str = HOSTILE) -> Path:
         "usage": {},
     }
     report = {
-        "run_id": "r1",
+        "batch_id": "r1",
         "task_file": "t.yaml",
         "started_at": "s",
         "finished_at": "f",
@@ -261,7 +261,7 @@ def _hostile_report() -> dict[str, Any]:
         "events_file": "e",
     }
     return {
-        "run_id": "r1",
+        "batch_id": "r1",
         "task_file": "t.yaml",
         "started_at": "s",
         "finished_at": "f",
@@ -482,7 +482,7 @@ class Nightly:
 
     def result(self) -> str:
         report = json.loads((self.workspace / "runner-out/report.json").read_text())
-        return str(report["tasks"][0]["result"]["commit"])
+        return str(report["runs"][0]["result"]["commit"])
 
     def tip(self) -> str | None:
         got = subprocess.run(

@@ -198,10 +198,10 @@ async def test_follow_up_turns_extend_the_thread(loopback: LoopbackFactory, tmp_
     assert sink.types().count("turn.completed") == 2
 
 
-async def test_max_turns_stops_with_work_kept(loopback: LoopbackFactory, tmp_path: Path) -> None:
+async def test_max_requests_stops_with_work_kept(loopback: LoopbackFactory, tmp_path: Path) -> None:
     srv = await loopback(lambda req, i: shell(f"echo {i} >> log.txt", f"c{i}"))
     outcome, sink = await run_thread(srv.base_url, tmp_path, max_requests=3)
-    assert outcome.status == "max_turns"
+    assert outcome.status == "max_requests"
     assert len(srv.requests) == 3
     assert (tmp_path / "log.txt").read_text().split() == ["0", "1", "2"]
     assert "turn.failed" in sink.types()

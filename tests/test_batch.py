@@ -31,7 +31,7 @@ from tests.test_results import git
 
 
 def _runs(out: Path) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = json.loads((out / "report.json").read_text())["tasks"]
+    runs: list[dict[str, Any]] = json.loads((out / "report.json").read_text())["runs"]
     return runs
 
 
@@ -104,7 +104,7 @@ def test_limits_stop_runs_with_their_own_status(
             "  - {id: calls, prompt: go, repo: ., limits: {max_tool_calls: 3}}\n"
             "  - {id: inp, prompt: go, repo: ., limits: {max_input_tokens: 2000}}\n"
             "  - {id: cost, prompt: go, repo: ., limits: {max_cost_usd: 0.01}}\n"
-            "  - {id: turns, prompt: go, repo: ., limits: {max_turns: 2}}\n"
+            "  - {id: turns, prompt: go, repo: ., limits: {max_requests: 2}}\n"
         ),
         defaults=(
             "models:\n  fake/test-model: {price: {input: 2.0, cached_input: 0.5, output: 8.0}}\n"
@@ -124,7 +124,7 @@ def test_limits_stop_runs_with_their_own_status(
     assert before_last < 2000 <= inp
     assert by_id["cost"]["status"] == "budget" and "limits.max_cost_usd" in by_id["cost"]["error"]
     assert by_id["cost"]["cost_usd"] >= 0.01
-    assert by_id["turns"]["status"] == "max_turns" and len(by_id["turns"]["requests"]) == 2
+    assert by_id["turns"]["status"] == "max_requests" and len(by_id["turns"]["requests"]) == 2
     for t in by_id.values():
         u = t["usage"]
         expected = (
@@ -147,7 +147,7 @@ def test_unknown_price_is_null_and_a_cost_limit_needs_one(
     out = tmp_path / "out"
     assert run_cli("run", tasks, "--out", out).returncode == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["tasks"][0]["cost_usd"] is None and report["totals"]["cost_usd"] is None
+    assert report["runs"][0]["cost_usd"] is None and report["totals"]["cost_usd"] is None
     capped = write_tasks(
         tmp_path,
         srv.base_url,
@@ -227,12 +227,12 @@ def test_resume_skips_finished_runs(loopback_thread: ThreadFactory, tmp_path: Pa
     assert res.returncode == 0, res.stderr
     assert len(srv.requests) == sent  # nothing was run again
     again = json.loads((out / "report.json").read_text())
-    assert again["run_id"] == first["run_id"]
-    assert again["tasks"] == first["tasks"]
+    assert again["batch_id"] == first["batch_id"]
+    assert again["runs"] == first["runs"]
     # Without --resume the same out dir starts a new batch.
     assert run_cli("run", tasks, "--out", out).returncode == 0
     assert len(srv.requests) == sent * 2
-    assert json.loads((out / "report.json").read_text())["run_id"] != first["run_id"]
+    assert json.loads((out / "report.json").read_text())["batch_id"] != first["batch_id"]
 
 
 def _start(tasks: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -326,7 +326,7 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
                 json.loads(line)
         if (out / "report.json").exists():
             partial = json.loads((out / "report.json").read_text())
-            assert partial["pending"] + len(partial["tasks"]) == 20
+            assert partial["pending"] + len(partial["runs"]) == 20
             ET.parse(out / "junit.xml")
             assert (out / "summary.md").read_text().startswith("# Run ")
     assert sum(n > 0 for n in in_flight_at_kill) >= 4, in_flight_at_kill
@@ -334,12 +334,12 @@ def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
     assert final.wait(timeout=120) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["pending"] == 0
-    runs = report["tasks"]
+    runs = report["runs"]
     assert sorted(t["run"] for t in runs) == [f"t{i:02d}" for i in range(20)]
     assert all(t["status"] == "completed" for t in runs)
     branches = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/runner/").split()
     assert sorted(branches) == sorted(t["result"]["branch"] for t in runs)
-    assert all(b.startswith(f"runner/{report['run_id']}/") for b in branches)
+    assert all(b.startswith(f"runner/{report['batch_id']}/") for b in branches)
     for t in runs:
         prompt = f"run{int(t['id'][1:])}"
         shown = git(repo, "show", f"{t['result']['branch']}:work.txt")
@@ -404,9 +404,9 @@ def test_merged_shards_equal_one_unsharded_batch(
     assert res.returncode == 0, res.stderr
     one = json.loads((whole / "report.json").read_text())
     many = json.loads((merged / "report.json").read_text())
-    assert len(many["tasks"]) == len(one["tasks"]) == 16
-    assert sorted(map(_comparable, many["tasks"]), key=lambda r: r["run"]) == sorted(
-        map(_comparable, one["tasks"]), key=lambda r: r["run"]
+    assert len(many["runs"]) == len(one["runs"]) == 16
+    assert sorted(map(_comparable, many["runs"]), key=lambda r: r["run"]) == sorted(
+        map(_comparable, one["runs"]), key=lambda r: r["run"]
     )
     for key in (
         "runs",
@@ -418,13 +418,13 @@ def test_merged_shards_equal_one_unsharded_batch(
         "cost_usd",
     ):
         assert many["totals"][key] == one["totals"][key], key
-    for t in many["tasks"]:
+    for t in many["runs"]:
         assert (merged / t["events_file"]).is_file()
         assert (merged / t["result"]["patch"]).is_file()
     junit = (merged / "junit.xml").read_text()
     assert junit.count("<testcase ") == 16
     summary = (merged / "summary.md").read_text()
-    assert all(t["run"] in summary for t in one["tasks"])
+    assert all(t["run"] in summary for t in one["runs"])
 
 
 def test_a_run_that_breaks_does_not_stop_the_others(
@@ -782,6 +782,6 @@ def test_resume_of_another_shard_or_batch_is_refused(
     assert run_cli("run", tasks, "--out", out, "--shard", "3/3").returncode == 0
     report = json.loads((out / "report.json").read_text())
     assert {p.name for p in (out / "threads").iterdir()} == {
-        t["events_file"].split("/")[-1] for t in report["tasks"]
+        t["events_file"].split("/")[-1] for t in report["runs"]
     }
     assert not old_threads & {p.name for p in (out / "threads").iterdir()}

@@ -67,7 +67,7 @@ def test_signal_kills_a_running_check_and_keeps_the_work(
     assert time.monotonic() - t0 < 5, err
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    run = json.loads((out / "report.json").read_text())["tasks"][0]
+    run = json.loads((out / "report.json").read_text())["runs"][0]
     # A check that did not finish neither passes nor fails the run: `--resume` redoes it.
     assert run["status"] == "interrupted"
     assert run["check"] is None
@@ -155,7 +155,7 @@ def test_a_closed_stderr_does_not_stop_the_batch(
         os.close(write)
     assert proc.returncode == 0
     report = json.loads((out / "report.json").read_text())
-    assert [t["status"] for t in report["tasks"]] == ["completed"] * 3
+    assert [t["status"] for t in report["runs"]] == ["completed"] * 3
     assert report["pending"] == 0
     assert (out / "summary.md").is_file() and (out / "junit.xml").is_file()
     assert proc.stdout.count("done") == 3
@@ -218,7 +218,7 @@ def test_checkpoints_keep_up_with_finished_runs_and_say_partial(
         proc.kill()
         proc.wait(timeout=30)
     report = json.loads((out / "report.json").read_text())
-    assert sorted(t["id"] for t in report["tasks"]) == ["q0", "q1", "q2", "q3"]
+    assert sorted(t["id"] for t in report["runs"]) == ["q0", "q1", "q2", "q3"]
     assert report["pending"] == 1
     junit = (out / "junit.xml").read_text()
     assert "<testsuites name=" in junit and 'tests="4"' in junit

@@ -159,12 +159,12 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
         for line in lines
     )
     r = report(out)
-    assert [t["run"] for t in r["tasks"]] == RUNS
-    assert [t["index"] for t in r["tasks"]] == list(range(12))
-    assert [t["status"] for t in r["tasks"]] == (
+    assert [t["run"] for t in r["runs"]] == RUNS
+    assert [t["index"] for t in r["runs"]] == list(range(12))
+    assert [t["status"] for t in r["runs"]] == (
         ["completed"] * 4 + ["check_failed"] * 4 + ["interrupted"] + ["skipped"] * 3
     )
-    assert [t["skip_reason"] for t in r["tasks"][9:]] == ["interrupted"] * 3
+    assert [t["skip_reason"] for t in r["runs"][9:]] == ["interrupted"] * 3
     check_all(
         out,
         runs=12,
@@ -177,8 +177,8 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
     )
     assert "[2/4 50%]" not in (out / "summary.md").read_text()
     # Skipped runs cost nothing and count in no median: each finished run made 2 requests.
-    assert [len(t["requests"]) for t in r["tasks"][:8]] == [2] * 8
-    assert all(t["usage"]["total_tokens"] == 0 for t in r["tasks"][9:])
+    assert [len(t["requests"]) for t in r["runs"][:8]] == [2] * 8
+    assert all(t["usage"]["total_tokens"] == 0 for t in r["runs"][9:])
 
     # 2. Resumed: the 8 finished runs are kept, the 4 others run now.
     hanging[0] = False
@@ -187,7 +187,7 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
     assert "resuming batch" in res.stderr and "8 of 12 runs already finished" in res.stderr
     assert "--resume" not in res.stderr.splitlines()[-1]
     full = report(out)
-    assert [t["run"] for t in full["tasks"]] == RUNS
+    assert [t["run"] for t in full["runs"]] == RUNS
     check_all(
         out,
         runs=12,
@@ -199,7 +199,7 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
     )
     # Patches only: every run left its patch and no branch.
     assert sorted(p.name for p in (out / "patches").iterdir()) == sorted(f"{n}.patch" for n in RUNS)
-    assert all(t["result"]["branch"] is None for t in full["tasks"])
+    assert all(t["result"]["branch"] is None for t in full["runs"])
     assert git(tmp_path, "branch", "--list", "runner/*") == ""
 
     # 3. Sharded 3 ways (4 runs each); shard 2 missing, then complete.
@@ -209,12 +209,12 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
         res = run_cli("run", tasks, "--out", d, "--shard", f"{k}/3", timeout=120)
         # Which runs a shard gets follows their fingerprints: exit 1 iff one of its own
         # runs failed its check.
-        failed = any(t["status"] != "completed" for t in report(d)["tasks"])
+        failed = any(t["status"] != "completed" for t in report(d)["runs"])
         assert res.returncode == (1 if failed else 0), res.stderr
         b = report(d)["batch"]
         assert (b["shard"], b["shards"], b["runs"]) == (k, 3, 12)
         assert b["run_set"] == full["batch"]["run_set"]
-        assert len(report(d)["tasks"]) == 4
+        assert len(report(d)["runs"]) == 4
         shards.append(d)
     refused = run_cli("report", "merge", shards[0], shards[2], "--out", tmp_path / "m")
     assert refused.returncode == 2 and "shard(s) 2 of 3 missing" in refused.stderr
@@ -223,8 +223,8 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
     assert part.returncode == 1 and "PARTIAL merge: shard(s) 2 of 3 missing" in part.stderr
     p = report(tmp_path / "p")
     assert p["partial"] is True and p["missing_shards"] == [2]
-    kept = set(t["run"] for d in (shards[0], shards[2]) for t in report(d)["tasks"])
-    assert [t["run"] for t in p["tasks"]] == [n for n in RUNS if n in kept]
+    kept = set(t["run"] for d in (shards[0], shards[2]) for t in report(d)["runs"])
+    assert [t["run"] for t in p["runs"]] == [n for n in RUNS if n in kept]
     passed_kept = sum(n.startswith(("pass", "hang")) for n in kept)
     assert p["totals"]["runs"] == 8 and p["totals"]["completed"] == passed_kept
     assert "**PARTIAL: shard(s) 2 of 3 missing" in (tmp_path / "p" / "summary.md").read_text()
@@ -239,8 +239,8 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
     )
     merged = report(merged_dir)
     assert merged["partial"] is False
-    assert [(t["run"], t["status"], t["index"], len(t["requests"])) for t in merged["tasks"]] == [
-        (t["run"], t["status"], t["index"], len(t["requests"])) for t in full["tasks"]
+    assert [(t["run"], t["status"], t["index"], len(t["requests"])) for t in merged["runs"]] == [
+        (t["run"], t["status"], t["index"], len(t["requests"])) for t in full["runs"]
     ]
     assert merged["batch"] == full["batch"]
     assert merged["totals"] == full["totals"]
@@ -278,7 +278,7 @@ def test_branches_of_a_batch_are_listed_and_only_unmoved_ones_deleted(
     )
     out = tmp_path / "out"
     assert run_cli("run", tasks, "--out", out).returncode == 0
-    branches = {t["id"]: t["result"]["branch"] for t in report(out)["tasks"]}
+    branches = {t["id"]: t["result"]["branch"] for t in report(out)["runs"]}
     # Someone builds on b's branch: it must survive the clean-up.
     git(repo, "checkout", "-q", branches["b"])
     (repo / "more.txt").write_text("mine\n")

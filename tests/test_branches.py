@@ -30,7 +30,7 @@ def test_delete_spares_worktrees_forged_entries_and_foreign_commits(
     assert run_cli("run", tasks, "--out", out).returncode == 0
     path = out / "report.json"
     rep = json.loads(path.read_text())
-    made = {t["id"]: t["result"]["branch"] for t in rep["tasks"]}
+    made = {t["id"]: t["result"]["branch"] for t in rep["runs"]}
     # b is checked out in a linked worktree: deleting it would orphan that worktree.
     git(repo, "worktree", "add", "-q", str(tmp_path / "wt"), made["b"])
     # c's entry is edited to name the user's `main` (and its commit), as a forged
@@ -39,16 +39,16 @@ def test_delete_spares_worktrees_forged_entries_and_foreign_commits(
     main = git(repo, "rev-parse", "main").strip()
     mine = made["a"].rsplit("/", 1)[0] + "/mine"
     git(repo, "branch", mine, "main")
-    rep["tasks"][2]["result"].update(branch="main", commit=main)
-    forged = json.loads(json.dumps(rep["tasks"][0]))
+    rep["runs"][2]["result"].update(branch="main", commit=main)
+    forged = json.loads(json.dumps(rep["runs"][0]))
     forged["result"].update(branch=mine, commit=main)
     forged["workspace"]["base"] = git(repo, "rev-parse", "main~0").strip()
-    rep["tasks"].append(forged)
-    other = json.loads(json.dumps(rep["tasks"][0]))
+    rep["runs"].append(forged)
+    other = json.loads(json.dumps(rep["runs"][0]))
     other["result"]["branch"] = "release"
-    rep["tasks"].append(other)
+    rep["runs"].append(other)
     rep["shards"] = ["release"]
-    git(repo, "branch", "release", rep["tasks"][0]["result"]["commit"])
+    git(repo, "branch", "release", rep["runs"][0]["result"]["commit"])
     path.write_text(json.dumps(rep))
 
     res = run_cli("report", "branches", out, "--repo", repo, "--delete")
@@ -85,10 +85,10 @@ def test_a_users_branch_on_a_runner_commit_is_not_the_batchs(
     assert run_cli("run", tasks, "--out", out).returncode == 0
     path = out / "report.json"
     rep = json.loads(path.read_text())
-    made = rep["tasks"][0]["result"]["branch"]
-    keep = f"keep/{rep['run_id']}"
+    made = rep["runs"][0]["result"]["branch"]
+    keep = f"keep/{rep['batch_id']}"
     git(repo, "branch", keep, made)
-    rep["tasks"][0]["result"]["branch"] = keep
+    rep["runs"][0]["result"]["branch"] = keep
     path.write_text(json.dumps(rep))
     res = run_cli("report", "branches", out, "--repo", repo, "--delete")
     assert res.returncode == 0, res.stderr

@@ -81,10 +81,10 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     assert step_summary.read_text() == "earlier step\n" + summary + "\n"
     assert "all done" in res.stdout
     report = json.loads((out / "report.json").read_text())
-    assert report["schema_version"] == "runner.report/2"
+    assert report["schema_version"] == "runner.report/3"
     assert report["totals"]["runs"] == 2 and report["totals"]["completed"] == 2
     assert report["totals"]["requests"] == 4
-    by_id = {t["id"]: t for t in report["tasks"]}
+    by_id = {t["id"]: t for t in report["runs"]}
     one = by_id["one"]
     assert one["status"] == "completed" and one["final_message"] == "all done"
     assert one["model"] == "fake/test-model"
@@ -157,13 +157,13 @@ def test_limit_gives_exit_1_and_keeps_report(
 ) -> None:
     srv = loopback_thread(lambda req, i: shell("true", f"c{i}"))
     tasks = write_tasks(
-        tmp_path, srv.base_url, "  - {id: loop, prompt: hi, limits: {max_turns: 2}}\n"
+        tmp_path, srv.base_url, "  - {id: loop, prompt: hi, limits: {max_requests: 2}}\n"
     )
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["tasks"][0]["status"] == "max_turns"
-    assert "max_turns" in report["tasks"][0]["error"]
+    assert report["runs"][0]["status"] == "max_requests"
+    assert "max_requests" in report["runs"][0]["error"]
 
 
 def test_provider_down_is_exit_3(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_provider_down_is_exit_3(tmp_path: Path) -> None:
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 3, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["tasks"][0]["status"] == "error"
+    assert report["runs"][0]["status"] == "error"
     assert "Traceback" not in res.stderr
 
 
@@ -195,7 +195,7 @@ def test_only_and_bad_flags(loopback_thread: ThreadFactory, tmp_path: Path) -> N
     res = run_cli("run", tasks, "--out", tmp_path / "o", "--only", "two")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert [t["id"] for t in report["tasks"]] == ["two"]
+    assert [t["id"] for t in report["runs"]] == ["two"]
     bad = run_cli("run", tasks, "--only", "three")
     assert bad.returncode == 2 and "--only" in bad.stderr and "three" in bad.stderr
     assert run_cli("run", tasks, "--concurrency", "0").returncode == 2
@@ -217,7 +217,7 @@ def test_cut_stream_is_resent_without_rerunning_tools(
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    patch = (tmp_path / "o" / report["tasks"][0]["result"]["patch"]).read_text()
+    patch = (tmp_path / "o" / report["runs"][0]["result"]["patch"]).read_text()
     assert "+x\n" in patch and patch.count("+x") == 1  # the tool ran once
     assert len(srv.requests) == 3
     assert srv.requests[1].body == srv.requests[2].body  # the same request, resent

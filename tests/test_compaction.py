@@ -579,7 +579,7 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
         "  tools: [shell]\n"
         "  auto_compact_limit: 3000\n"
         "  compact_prompt_file: handoff.md\n"
-        "  limits: {max_turns: 100}\n"
+        "  limits: {max_requests: 100}\n"
         "tasks:\n"
         f"  - {{id: long, prompt: go, repo: {repo}}}\n"
     )
@@ -592,7 +592,7 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
     )
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
-    task = report["tasks"][0]
+    task = report["runs"][0]
     assert task["status"] == "completed" and task["tool_calls"] == 40
     comps = task["compactions"]
     assert len(comps) >= 2 and all(c["kind"] == "local" for c in comps)
@@ -659,7 +659,7 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
         timeout=880,
     )
     assert "Traceback" not in res.stderr
-    task = json.loads((out / "report.json").read_text())["tasks"][0]
+    task = json.loads((out / "report.json").read_text())["runs"][0]
     assert task["status"] == "completed", (task["error"], res.stderr)
     assert task["final_message"]
     assert len(task["compactions"]) >= 1

@@ -5,7 +5,7 @@ Corpus files live in tests/config_corpus/. Each bad file starts with comment lin
 what `runner validate` must report:
 
     # expect-line: 7                        the problem's line (omit: any or none)
-    # expect-field: tasks[0].limits.max_turns
+    # expect-field: tasks[0].limits.max_requests
     # expect-message: greater than or equal to 1      substring; may repeat
     # expect-no-message: instance of        must appear nowhere on stderr; may repeat
     # xfail: why                            a known bug: the test must fail until it is fixed
@@ -331,12 +331,12 @@ def test_parse_reports_every_problem_with_its_line() -> None:
         "    prompt: ''\n"
         "  - id: 'b c'\n"
         "    prompt: p\n"
-        "    limits: {max_turns: 0}\n"
+        "    limits: {max_requests: 0}\n"
     )
     assert {(p.line, p.field) for p in got} == {
         (4, "tasks[0].prompt"),
         (5, "tasks[1].id"),
-        (7, "tasks[1].limits.max_turns"),
+        (7, "tasks[1].limits.max_requests"),
     }
     assert all(p.file == "t.yaml" for p in got)
 
@@ -390,14 +390,14 @@ def test_parse_top_level_scalar_points_at_the_document() -> None:
 def test_parse_explicit_tag_on_a_bad_value_is_located(value: str, message: str) -> None:
     [p] = problems(
         f"version: 1\ntasks:\n  - id: a\n    prompt: p\n    seed: 1\n"
-        f"    limits:\n      max_turns: {value}\n"
+        f"    limits:\n      max_requests: {value}\n"
     )
-    assert (p.line, p.field, p.message) == (7, "tasks[0].limits.max_turns", message)
+    assert (p.line, p.field, p.message) == (7, "tasks[0].limits.max_requests", message)
 
 
 def test_parse_self_referencing_alias_is_a_problem() -> None:
     [p] = problems(
-        "version: 1\ntasks: [{id: a, prompt: p}]\ndefaults:\n  limits: &l {max_turns: *l}\n"
+        "version: 1\ntasks: [{id: a, prompt: p}]\ndefaults:\n  limits: &l {max_requests: *l}\n"
     )
     assert (p.line, p.field) == (4, "defaults.limits")
     assert "*l" in p.message and "recursive" in p.message
@@ -415,10 +415,10 @@ def test_parse_billion_laughs_fails_fast() -> None:
 
 def test_parse_aliases_used_within_reason_work_and_are_located() -> None:
     tf = parse(
-        "version: 1\ndefaults: {limits: &l {max_turns: 3}}\n"
+        "version: 1\ndefaults: {limits: &l {max_requests: 3}}\n"
         "tasks:\n  - &t {id: a, prompt: p, limits: *l}\n  - {id: b, prompt: p}\n"
     )
-    assert tf.tasks[0].limits == Limits(max_turns=3)
+    assert tf.tasks[0].limits == Limits(max_requests=3)
     # An alias in a sequence is blamed where it stands, not where its anchor is.
     got = problems(
         "version: 1\ntasks:\n  - id: a\n    prompt: p\n    turns: [&e ' ', ok,\n      *e]\n"
@@ -442,19 +442,19 @@ def test_parse_merge_keys_are_located_at_the_merged_key() -> None:
     [
         (
             'version: 1\ntasks:\n  - id: a\n    prompt: "a\u2028b\u0085c\u2029d"\n'
-            "    limits: {max_turns: 0}\n",
+            "    limits: {max_requests: 0}\n",
             5,
         ),
         (
             "version: 1\ntasks:\n  - id: a\n    prompt: 'a\x85b'\n    turns: [\"c\u2029d\"]\n"
-            "    limits: {max_turns: 0}\n",
+            "    limits: {max_requests: 0}\n",
             6,
         ),
     ],
 )
 def test_parse_lines_count_newlines_only(text: str, line: int) -> None:
     [p] = problems(text)
-    assert (p.line, p.field) == (line, "tasks[0].limits.max_turns")
+    assert (p.line, p.field) == (line, "tasks[0].limits.max_requests")
 
 
 def test_parse_control_character_is_one_located_line() -> None:
@@ -475,13 +475,13 @@ def test_parse_yaml_syntax_error_keeps_its_context() -> None:
         ("version: true", "version", "must be 1, got a boolean"),
         ("version: 1.0", "version", "must be 1"),
         (
-            "tasks: [{id: a, prompt: p, limits: {max_turns: yes}}]",
-            "tasks[0].limits.max_turns",
+            "tasks: [{id: a, prompt: p, limits: {max_requests: yes}}]",
+            "tasks[0].limits.max_requests",
             "must be a valid integer, got a boolean",
         ),
         (
-            "tasks: [{id: a, prompt: p, limits: {max_turns: '5'}}]",
-            "tasks[0].limits.max_turns",
+            "tasks: [{id: a, prompt: p, limits: {max_requests: '5'}}]",
+            "tasks[0].limits.max_requests",
             "must be a valid integer, got a string",
         ),
         (
@@ -593,7 +593,7 @@ defaults:
   developer_instructions: be brief
   tools: [shell]
   sandbox: read-only
-  limits: {max_turns: 5, timeout_s: 60}
+  limits: {max_requests: 5, timeout_s: 60}
   model_options: {temperature: 0.5}
   shell_timeout_ms: 2000
 tasks:
@@ -607,7 +607,7 @@ tasks:
     developer_instructions: be thorough
     tools: [apply_patch, update_plan]
     sandbox: workspace-write
-    limits: {max_turns: 9, timeout_s: 90}
+    limits: {max_requests: 9, timeout_s: 90}
     model_options: {top_p: 0.3}
     shell_timeout_ms: 3000
 """
@@ -634,7 +634,7 @@ def test_resolve_defaults_apply_and_task_values_win(
     assert inherits.developer_instructions == "be brief"
     assert inherits.tools == ("shell",)
     assert inherits.sandbox == "read-only"
-    assert inherits.limits == Limits(max_turns=5, timeout_s=60)
+    assert inherits.limits == Limits(max_requests=5, timeout_s=60)
     # openai/gpt-5.5 gets Codex's defaults under the task file's options.
     assert inherits.model_options == ModelOptions(
         temperature=0.5, reasoning_effort="medium", verbosity="low", parallel_tool_calls=True
@@ -648,7 +648,7 @@ def test_resolve_defaults_apply_and_task_values_win(
     assert overrides.developer_instructions == "be thorough"
     assert overrides.tools == ("apply_patch", "update_plan")
     assert overrides.sandbox == "workspace-write"
-    assert overrides.limits == Limits(max_turns=9, timeout_s=90)
+    assert overrides.limits == Limits(max_requests=9, timeout_s=90)
     # model_options merge field by field, like limits: the default temperature stays.
     assert overrides.model_options == ModelOptions(temperature=0.5, top_p=0.3)
     assert overrides.shell_timeout_ms == 3000
@@ -663,7 +663,7 @@ def test_resolve_builtin_defaults(tmp_path: Path) -> None:
     assert t.tools == DEFAULT_TOOLS
     assert t.sandbox == "workspace-write"
     assert t.network_access is False and t.writable_roots == ()
-    assert t.limits == Limits() and t.limits.max_turns == 500 and t.limits.timeout_s == 1800
+    assert t.limits == Limits() and t.limits.max_requests == 500 and t.limits.timeout_s == 1800
     assert t.model_options == ModelOptions()
     assert t.shell_timeout_ms == 10_000
     assert (t.prompt, t.turns) == ("p", ("more",))
@@ -688,11 +688,11 @@ def test_resolve_limits_merge_field_by_field(tmp_path: Path) -> None:
     [t] = resolve(
         parse(
             "version: 1\ndefaults: {limits: {timeout_s: 60}}\n"
-            "tasks: [{id: a, prompt: p, limits: {max_turns: 5}}]\n"
+            "tasks: [{id: a, prompt: p, limits: {max_requests: 5}}]\n"
         ),
         tmp_path,
     )
-    assert t.limits == Limits(max_turns=5, timeout_s=60)
+    assert t.limits == Limits(max_requests=5, timeout_s=60)
 
 
 def test_resolve_relative_paths_against_base_dir(
@@ -921,7 +921,7 @@ FRAGMENTS = [
     "    ",
     "defaults:\n",
     "limits: ",
-    "max_turns: ",
+    "max_requests: ",
     "tools: ",
     "providers:\n",
     "model: ",
@@ -979,7 +979,7 @@ FIELD_NAMES = [
     "tools",
     "sandbox",
     "limits",
-    "max_turns",
+    "max_requests",
     "timeout_s",
     "model_options",
     "temperature",

@@ -98,7 +98,7 @@ def test_quickstart_on_embedded_model(tmp_path: Path, where: int) -> None:
     assert "Traceback" not in res.stderr
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
-    [task] = report["tasks"]
+    [task] = report["runs"]
     assert task["current_date"] == day
     _check_demo_run(task, out, repo)
 
@@ -130,12 +130,12 @@ def test_quickstart_on_sixty_consecutive_dates(tmp_path: Path) -> None:
     )
     assert "Traceback" not in res.stderr
     report = json.loads((out / "report.json").read_text())
-    assert [t["current_date"] for t in report["tasks"]] == days
+    assert [t["current_date"] for t in report["runs"]] == days
     failed = [
-        (t["run"], t["status"], t["error"]) for t in report["tasks"] if t["status"] != "completed"
+        (t["run"], t["status"], t["error"]) for t in report["runs"] if t["status"] != "completed"
     ]
     assert not failed, failed
-    for task in report["tasks"]:
+    for task in report["runs"]:
         _check_demo_run(task, out, repo)
     assert res.returncode == 0, res.stderr
 
@@ -170,12 +170,13 @@ def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
     )
     assert res.returncode in (0, 1), res.stderr
     report = json.loads((out / "report.json").read_text())
-    runs = sorted(t["run"] for t in report["tasks"])
+    runs = sorted(t["run"] for t in report["runs"])
     assert runs == ["touch.plain.r1", "touch.plain.r2", "touch.steps.r1", "touch.steps.r2"]
     assert all(
-        t["status"] in ("completed", "check_failed", "failed", "max_turns") for t in report["tasks"]
-    ), [t["error"] for t in report["tasks"]]
-    assert all(t["cost_usd"] == 0.0 for t in report["tasks"])
+        t["status"] in ("completed", "check_failed", "failed", "max_requests")
+        for t in report["runs"]
+    ), [t["error"] for t in report["runs"]]
+    assert all(t["cost_usd"] == 0.0 for t in report["runs"])
     suites = ET.parse(out / "junit.xml").getroot().findall("testsuite")
     assert sorted(s.get("name") for s in suites) == ["local/smollm2"]
     summary = (out / "summary.md").read_text()

@@ -123,9 +123,9 @@ def test_six_cut_streams_fail_that_run_only(loopback_thread: ThreadFactory, tmp_
     assert res.returncode == 3, res.stderr  # a run could not reach a working model
     assert "Traceback" not in res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    status = {t["id"]: t["status"] for t in report["tasks"]}
+    status = {t["id"]: t["status"] for t in report["runs"]}
     assert status == {"a": "completed", "doomed": "error", "c": "completed"}
-    doomed = next(t for t in report["tasks"] if t["id"] == "doomed")
+    doomed = next(t for t in report["runs"] if t["id"] == "doomed")
     assert "stream" in doomed["error"]
     sent = [r for r in srv.requests if "doomed" in last_user_text(r)]
     assert len(sent) == 6

@@ -147,13 +147,13 @@ def assert_no_canary(files: list[Path], *texts: str) -> None:
 
 def normalise_comment(body: str, report: Report) -> str:
     """Token counts depend on the prompt (today's date, the temp path): replace them."""
-    for t in report.tasks:
+    for t in report.runs:
         body = body.replace(
             f"| {tokens(t.usage.total_tokens)} | {percent(t.usage.cache_hit_ratio)} |",
             "| <tokens> | <cached> |",
         )
     body = re.sub(r"[\d,]+ tokens, [\d,]+ cached \([\d.]+%\)", "<tokens> tokens, <cached>", body)
-    return body.replace(report.run_id, "<run-id>")
+    return body.replace(report.batch_id, "<run-id>")
 
 
 # ------------------------------------------------------------------ tests
@@ -309,7 +309,7 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
         assert json.loads(run.outputs["branches"]) == {"bump": "runner/nightly/bump"}
         assert run.outputs["branch"] == "runner/nightly/bump"
         report = json.loads((workspace / "runner-out/report.json").read_text())
-        sha = report["tasks"][0]["result"]["commit"]
+        sha = report["runs"][0]["result"]["commit"]
         # The PR branch moved to it, and only it reached the remote.
         assert remote_branches(origin) == {"runner/nightly/bump": sha}
         assert json.loads(run.outputs["pull-requests"]) == {
@@ -410,7 +410,7 @@ def test_finish_maps_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_comment_is_empty_of_task_markup() -> None:
     report = Report.model_validate(
         {
-            "run_id": "r1",
+            "batch_id": "r1",
             "task_file": "t.yaml",
             "started_at": "s",
             "finished_at": "f",
@@ -637,7 +637,7 @@ def test_benchmark_shards_then_merge(
     assert not merged.failed, merged.logs
     assert merged.outputs["runs"] == "4" and merged.outputs["passed"] == "4"
     report = json.loads((workspace / "merged/report.json").read_text())
-    assert sorted(t["id"] for t in report["tasks"]) == ["t0", "t1", "t2", "t3"]
+    assert sorted(t["id"] for t in report["runs"]) == ["t0", "t1", "t2", "t3"]
     assert (workspace / "merged/junit.xml").read_text().count("<testcase ") == 4
     summary = (tmp_path / "merge/step-summary.md").read_text()
     assert (workspace / "merged/summary.md").read_text() in summary
@@ -710,7 +710,7 @@ def test_comment_without_write_access_fails_the_step_except_on_a_fork(
     report.write_text(
         Report.model_validate(
             {
-                "run_id": "r1",
+                "batch_id": "r1",
                 "task_file": "t.yaml",
                 "started_at": "s",
                 "finished_at": "f",
@@ -804,7 +804,7 @@ def test_rest_resends_the_statuses_model_requests_resend(github: FakeGitHub, sta
 
 def test_rest_body_that_cannot_be_decoded_is_a_network_failure(github: FakeGitHub) -> None:
     """httpx's DecodingError (a body not in its content-encoding) is one of the request
-    errors the seam turns into a `NetworkError`, resent like a connection failure."""
+    errors the seam turns into a `NoAnswer`, resent like a connection failure."""
     github.faults += [(200, {"content-encoding": "gzip"})] * 3
     gh = GitHub(github.url, PAT, base_delay_s=0.001)
     try:
@@ -867,7 +867,7 @@ def test_comment_stays_under_githubs_limit() -> None:
     }
     report = Report.model_validate(
         {
-            "run_id": "r1",
+            "batch_id": "r1",
             "task_file": "t.yaml",
             "started_at": "s",
             "finished_at": "f",
@@ -1356,7 +1356,7 @@ def empty_report(path: Path) -> Path:
     path.write_text(
         Report.model_validate(
             {
-                "run_id": "r1",
+                "batch_id": "r1",
                 "task_file": "t.yaml",
                 "started_at": "s",
                 "finished_at": "f",
@@ -1482,7 +1482,7 @@ def test_inline_prompt_runs_one_task_with_the_given_model_options(
     assert "Review this change, say: done" in last_user_text(srv.requests[0])
     assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
     report = Report.model_validate_json((workspace / "runner-out/report.json").read_text())
-    assert [t.id for t in report.tasks] == ["pr-7"]  # one task per PR or issue
+    assert [t.id for t in report.runs] == ["pr-7"]  # one task per PR or issue
     # The one-task file lives outside the workspace; the workspace only got the reports.
     status = subprocess.run(
         ["git", "status", "--porcelain"], cwd=workspace, check=True, capture_output=True, text=True

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from runner.agent import Outcome, Thread, ThreadSpec
 from runner.errors import ConfigError, ModelError
+from runner.providers.refusals import stream_error
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import RetryingClient
 from runner.sandbox.local import LocalExecutor
@@ -252,7 +253,7 @@ def test_huge_event_and_huge_output_in_bounded_memory(
             d, srv.base_url, f"  - {{id: t, prompt: '{name}', sandbox: danger-full-access}}\n"
         )
         code, rss, err = runner_rss(tasks, d / "out")
-        report = json.loads((d / "out" / "report.json").read_text())["tasks"][0]
+        report = json.loads((d / "out" / "report.json").read_text())["runs"][0]
         numbers[name] = (code, round(rss), report["status"], report["error"])
         assert "Traceback" not in err
     print(f"peak RSS of `runner run` (code, MB, status, error): {numbers}")
@@ -341,7 +342,7 @@ async def test_binary_and_invalid_utf8_output(loopback: LoopbackFactory, tmp_pat
 @FAST
 @given(st.lists(st.binary(max_size=300), max_size=30))
 def test_decoder_raises_only_model_errors(chunks: list[bytes]) -> None:
-    framer, asm = Framer(max_event_bytes=2000), Assembler()
+    framer, asm = Framer(max_event_bytes=2000), Assembler(stream_error)
     try:
         for chunk in chunks:
             for name, data in framer.feed(chunk):
@@ -400,7 +401,7 @@ def test_any_event_sequence_gives_a_response_or_our_error(
     whole, split = Framer(), Framer()
     framed = whole.feed(body)
     assert [e for p in pieces for e in split.feed(p)] == framed  # framing ignores chunking
-    asm = Assembler()
+    asm = Assembler(stream_error)
     try:
         for name, text in framed:
             asm.feed(name, text)

@@ -12,12 +12,12 @@ from runner.journal import Journal, done
 from runner.record import RunRecord
 from runner.redact import Redactor
 from runner.report_entry import run_report
-from runner.reports.model import TaskReport
+from runner.reports.model import RunReport
 from runner.vocabulary import RunStatus
 from tests.test_run import a_task, outcome
 
 
-def entry(tmp_path: Path, status: RunStatus, note: str = "") -> tuple[str, TaskReport]:
+def entry(tmp_path: Path, status: RunStatus, note: str = "") -> tuple[str, RunReport]:
     task = a_task(tmp_path)
     rec = RunRecord(task, "threads/t.jsonl", outcome=outcome(status, note or None))
     return task.fingerprint, run_report(rec.noted(note) if note else rec, tmp_path, Redactor(), {})
@@ -26,8 +26,8 @@ def entry(tmp_path: Path, status: RunStatus, note: str = "") -> tuple[str, TaskR
 def test_a_finished_run_is_read_back_whole(tmp_path: Path) -> None:
     out = tmp_path / "out"
     j = Journal(out)
-    assert j.start_batch(run_id="b1", task_file="t.yaml", resume=False) == "b1"
-    fp, report = entry(tmp_path, RunStatus.MAX_TURNS, "push failed: rejected")
+    assert j.start_batch(batch_id="b1", task_file="t.yaml", resume=False) == "b1"
+    fp, report = entry(tmp_path, RunStatus.MAX_REQUESTS, "push failed: rejected")
     j.started(fp, "t", "runner/b1/t")
     assert done(j.entries()[fp]) is None  # started only: redone
     j.finished(fp, report)
@@ -62,9 +62,9 @@ def test_an_unreadable_record_counts_as_absent(tmp_path: Path) -> None:
 def test_resume_keeps_the_run_id_and_refuses_another_batch(tmp_path: Path) -> None:
     out = tmp_path / "out"
     ours = {"task_file_sha256": "a", "run_set": "r", "shard": 1, "shards": 1}
-    Journal(out).start_batch(run_id="first", task_file="t.yaml", resume=False, batch=ours)
-    again = Journal(out).start_batch(run_id="second", task_file="t.yaml", resume=True, batch=ours)
+    Journal(out).start_batch(batch_id="first", task_file="t.yaml", resume=False, batch=ours)
+    again = Journal(out).start_batch(batch_id="second", task_file="t.yaml", resume=True, batch=ours)
     assert again == "first"
     other = {**ours, "task_file_sha256": "b"}
     with pytest.raises(ConfigError, match="another task file"):
-        Journal(out).start_batch(run_id="x", task_file="t.yaml", resume=True, batch=other)
+        Journal(out).start_batch(batch_id="x", task_file="t.yaml", resume=True, batch=other)

@@ -158,7 +158,7 @@ tasks:
     assert all(
         r.json["text"] == {"verbosity": "low", "format": text_format(SCHEMA)} for r in srv.requests
     )
-    task = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"][0]
+    task = json.loads((tmp_path / "out" / "report.json").read_text())["runs"][0]
     assert (task["status"], task["output"]) == (status, output)
     assert (task["error"] is None) if error is None else (error in task["error"])
     # The commit's trailer states the run's status, not the loop's.

@@ -64,4 +64,4 @@ def test_runs_remember_origins_of_variant_and_flag_values(tmp_path: Path) -> Non
     at = run.at("instructions_file")
     assert (at.line, at.field) == (5, "matrix.variant[0].instructions_file")
     assert run.at("sandbox").field == "--sandbox"
-    assert (run.at("limits", "max_turns").line, run.at("").field) == (7, "tasks[0]")
+    assert (run.at("limits", "max_requests").line, run.at("").field) == (7, "tasks[0]")

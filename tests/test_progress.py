@@ -21,7 +21,7 @@ from runner.progress import (
     make_progress,
 )
 from runner.reports.fmt import printable
-from runner.reports.model import CheckReport, TaskReport
+from runner.reports.model import CheckReport, RunReport
 from tests.reports import result, task, usage
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -46,7 +46,7 @@ def request_event(inp: int, cached: int, out: int, cost: float | None = None) ->
     return event
 
 
-def runs() -> list[TaskReport]:
+def runs() -> list[RunReport]:
     return [
         task(
             "a",
@@ -87,7 +87,7 @@ def runs() -> list[TaskReport]:
     ]
 
 
-def drive(p: Progress, reports: list[TaskReport]) -> None:
+def drive(p: Progress, reports: list[RunReport]) -> None:
     p.start(len(reports))
     for t in reports:
         p.run_started(t.run, t.model)

@@ -8,7 +8,7 @@ from pathlib import Path
 from runner.record import RunRecord
 from runner.redact import MASK, Redactor
 from runner.report_entry import redacted, run_report
-from runner.reports.model import TaskReport
+from runner.reports.model import RunReport
 from runner.vocabulary import RunStatus
 from tests.test_run import a_task, outcome
 
@@ -31,7 +31,7 @@ def test_a_secret_json_would_escape_is_still_found(tmp_path: Path) -> None:
     assert entry.final_message == f"the key is {MASK}"
     assert "word-0123456789" not in text
     assert entry.error == f"note with {MASK}"
-    assert TaskReport.model_validate_json(text) == entry  # what the journal reads back
+    assert RunReport.model_validate_json(text) == entry  # what the journal reads back
 
 
 def test_lone_surrogates_from_the_model_are_replaced(tmp_path: Path) -> None:

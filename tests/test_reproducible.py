@@ -67,7 +67,7 @@ def run_on(
     assert res.returncode == 0, res.stderr
     (req,) = srv.requests
     report = json.loads((tmp_path / name / "report.json").read_text())
-    return req.json, report["tasks"][0]
+    return req.json, report["runs"][0]
 
 
 def test_unpinned_prompts_follow_the_machines_day(
@@ -158,5 +158,5 @@ def test_a_builtin_provider_is_overridden_field_by_field(
     (req,) = srv.requests
     assert req.headers["authorization"] == "Bearer sk-proxy-0123456789abcdef"
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["tasks"][0]["cost_usd"] is not None
+    assert report["runs"][0]["cost_usd"] is not None
     assert "sk-proxy" not in (tmp_path / "o" / "report.json").read_text()

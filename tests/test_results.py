@@ -121,7 +121,7 @@ def test_eight_runs_on_one_repo_become_eight_branches(
     assert snapshot(repo) == before
     report = json.loads((out / "report.json").read_text())
     branches = set()
-    for t in report["tasks"]:
+    for t in report["runs"]:
         r = t["result"]
         assert t["workspace"]["base_dirty"] is True
         assert r["files"] == [f"file{t['id'][1:]}.txt"] and r["insertions"] == 1
@@ -136,7 +136,7 @@ def test_eight_runs_on_one_repo_become_eight_branches(
         assert f"+made by file{t['id'][1:]}.txt" in patch
         assert "completed" in git(repo, "log", "-1", "--format=%B", r["branch"])
     assert len(branches) == 8
-    assert all(b.startswith(f"runner/{report['run_id']}/t") for b in branches)
+    assert all(b.startswith(f"runner/{report['batch_id']}/t") for b in branches)
 
 
 def test_patch_applies_to_base(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
@@ -147,7 +147,7 @@ def test_patch_applies_to_base(loopback_thread: ThreadFactory, tmp_path: Path) -
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
-    git(clone, "apply", str(tmp_path / "o" / report["tasks"][0]["result"]["patch"]))
+    git(clone, "apply", str(tmp_path / "o" / report["runs"][0]["result"]["patch"]))
     assert (clone / "new.txt").read_text() == "made by new.txt\n"
 
 
@@ -158,7 +158,7 @@ def test_no_change_no_branch(loopback_thread: ThreadFactory, tmp_path: Path) -> 
     tasks = tasks_file(tmp_path, srv.base_url, repo, [("one", "nothing")])
     assert run_cli("run", tasks, "--out", tmp_path / "o").returncode == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["tasks"][0]["result"] is None
+    assert report["runs"][0]["result"] is None
     assert git(repo, "for-each-ref") == refs
 
 
@@ -172,15 +172,15 @@ def test_limit_keeps_work_on_its_branch(loopback_thread: ThreadFactory, tmp_path
         )
     )
     tasks = tasks_file(tmp_path, srv.base_url, repo, [("loop", "forever")])
-    text = tasks.read_text().replace("repo:", "limits: {max_turns: 3}, repo:")
+    text = tasks.read_text().replace("repo:", "limits: {max_requests: 3}, repo:")
     tasks.write_text(text)
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1
-    t = json.loads((tmp_path / "o" / "report.json").read_text())["tasks"][0]
-    assert t["status"] == "max_turns"
+    t = json.loads((tmp_path / "o" / "report.json").read_text())["runs"][0]
+    assert t["status"] == "max_requests"
     branch = t["result"]["branch"]
     assert git(repo, "show", f"{branch}:log.txt") == "0\n1\n2\n"
-    assert "max_turns" in git(repo, "log", "-1", "--format=%B", branch)
+    assert "max_requests" in git(repo, "log", "-1", "--format=%B", branch)
 
 
 def test_scope_violation_keeps_patch_but_no_branch(
@@ -192,7 +192,7 @@ def test_scope_violation_keeps_patch_but_no_branch(
     tasks = tasks_file(tmp_path, srv.base_url, repo, [("wf", "workflow")])
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1
-    t = json.loads((tmp_path / "o" / "report.json").read_text())["tasks"][0]
+    t = json.loads((tmp_path / "o" / "report.json").read_text())["runs"][0]
     assert t["status"] == "scope_violation"
     assert t["result"]["branch"] is None and t["result"]["violations"]
     assert ".github/workflows/a.yml" in (tmp_path / "o" / t["result"]["patch"]).read_text()
@@ -215,7 +215,7 @@ def test_push_with_token_never_leaks(loopback_thread: ThreadFactory, tmp_path: P
     out = tmp_path / "o"
     res = run_cli("run", tasks, "--out", out, env={"PUSH_TOKEN": "ghs_canarytoken1234567890"})
     assert res.returncode == 0, res.stderr
-    t = json.loads((out / "report.json").read_text())["tasks"][0]
+    t = json.loads((out / "report.json").read_text())["runs"][0]
     branch = t["result"]["branch"]
     assert t["result"]["pushed"]
     assert git(remote, "rev-parse", branch).strip() == t["result"]["commit"]
@@ -241,7 +241,7 @@ def test_check_decides_pass_or_fail(loopback_thread: ThreadFactory, tmp_path: Pa
     tasks.write_text(text)
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1
-    by_id = {t["id"]: t for t in json.loads((tmp_path / "o" / "report.json").read_text())["tasks"]}
+    by_id = {t["id"]: t for t in json.loads((tmp_path / "o" / "report.json").read_text())["runs"]}
     assert by_id["good"]["status"] == "completed"
     assert by_id["good"]["check"]["passed"] and by_id["good"]["check"]["output_tail"] == "fine\n"
     bad = by_id["bad"]
@@ -309,7 +309,7 @@ def test_signal_stops_cleanly_and_keeps_work(
     assert time.monotonic() - t0 < 10
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    by_id = {t["id"]: t for t in json.loads((out / "report.json").read_text())["tasks"]}
+    by_id = {t["id"]: t for t in json.loads((out / "report.json").read_text())["runs"]}
     long = by_id["long"]
     assert long["status"] == "interrupted"
     assert long["check"] is None  # a run stopped mid-turn never starts its check
@@ -345,7 +345,7 @@ def test_matrix_runs_each_task_per_model_and_repeat(
     res = run_cli("run", tasks, "--out", out, "--concurrency", "4")
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
-    runs = {t["run"]: t for t in report["tasks"]}
+    runs = {t["run"]: t for t in report["runs"]}
     assert sorted(runs) == ["one.fake-a.r1", "one.fake-a.r2", "one.fake-b.r1", "one.fake-b.r2"]
     assert sorted(t["result"]["branch"] for t in runs.values()) == [
         "agent/one/fake-a/1",
@@ -362,4 +362,4 @@ def test_matrix_runs_each_task_per_model_and_repeat(
     res = run_cli("run", tasks, "--out", tmp_path / "o2", "--model", "fake/c")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o2" / "report.json").read_text())
-    assert [t["run"] for t in report["tasks"]] == ["one.r1", "one.r2"]
+    assert [t["run"] for t in report["runs"]] == ["one.r1", "one.r2"]

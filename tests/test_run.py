@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.agent import Outcome
-from runner.config import ResolvedTask, expand, load_task_file
+from runner.config import Run, expand, load_task_file
 from runner.items import Usage
 from runner.record import CheckResult, RunRecord, error_of, status_of, verdict
 from runner.redact import Redactor
@@ -19,7 +19,7 @@ from runner.vocabulary import RunStatus
 from runner.workspace import Result
 
 
-def a_task(tmp_path: Path, extra: str = "") -> ResolvedTask:
+def a_task(tmp_path: Path, extra: str = "") -> Run:
     path = tmp_path / "tasks.yaml"
     path.write_text(
         "version: 1\nproviders:\n  p: {base_url: 'http://127.0.0.1:9/v1'}\n"
@@ -47,7 +47,7 @@ interrupted, error..."""
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory: pytest.TempPathFactory) -> ResolvedTask:
+def task(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return a_task(tmp_path_factory.mktemp("t"))
 
 
@@ -75,7 +75,7 @@ def expected(
     return RunStatus.COMPLETED
 
 
-def test_the_status_table_over_every_combination(task: ResolvedTask) -> None:
+def test_the_status_table_over_every_combination(task: Run) -> None:
     seen: set[RunStatus] = set()
     for (loop, why), check, not_kept, violation, output_error, stopped in itertools.product(
         LOOP_ENDS, (None, PASS, FAIL), *[(False, True)] * 4
@@ -97,7 +97,7 @@ def test_the_status_table_over_every_combination(task: ResolvedTask) -> None:
     assert len(LOOP_ENDS) == 12
 
 
-def test_a_run_that_never_ran_is_skipped_or_an_error(task: ResolvedTask) -> None:
+def test_a_run_that_never_ran_is_skipped_or_an_error(task: Run) -> None:
     budget = RunRecord(task, "f", skipped="budget", notes=("not started: $1 spent",))
     assert verdict(budget) == (RunStatus.SKIPPED, None)
     assert error_of(budget) == "not started: $1 spent"
@@ -107,7 +107,7 @@ def test_a_run_that_never_ran_is_skipped_or_an_error(task: ResolvedTask) -> None
     assert error_of(RunRecord(task, "f")) is None
 
 
-def test_the_reason_of_each_status_comes_first_then_every_note(task: ResolvedTask) -> None:
+def test_the_reason_of_each_status_comes_first_then_every_note(task: Run) -> None:
     base = RunRecord(task, "f", outcome=outcome(RunStatus.COMPLETED), check=FAIL)
     rec = base.noted("AGENTS.md is a link: ignored").noted("push failed: rejected")
     assert error_of(rec) == (
@@ -121,20 +121,20 @@ def test_the_reason_of_each_status_comes_first_then_every_note(task: ResolvedTas
     assert error_of(scope) == "scope violation: a; b"
 
 
-def test_notes_the_old_rule_dropped_now_reach_the_error(task: ResolvedTask) -> None:
+def test_notes_the_old_rule_dropped_now_reach_the_error(task: Run) -> None:
     """The loop's own error used to hide what the wind-up noted (`o.error or run.error`),
     and "could not keep" overwrote the notes before it."""
-    rec = RunRecord(task, "f", outcome=outcome(RunStatus.MAX_TURNS, "max_turns reached"))
+    rec = RunRecord(task, "f", outcome=outcome(RunStatus.MAX_REQUESTS, "max_requests reached"))
     rec = rec.noted("not captured in the result: .git/x").but(not_kept=True)
     rec = rec.noted("could not keep the result: disk full")
     assert status_of(rec) is RunStatus.ERROR
     assert error_of(rec) == (
-        "max_turns reached; not captured in the result: .git/x; "
+        "max_requests reached; not captured in the result: .git/x; "
         "could not keep the result: disk full"
     )
 
 
-def test_the_same_note_twice_is_said_once(task: ResolvedTask) -> None:
+def test_the_same_note_twice_is_said_once(task: Run) -> None:
     rec = RunRecord(task, "f", outcome=outcome(RunStatus.FAILED, "boom")).noted("boom", "x")
     assert error_of(rec) == "boom; x"
 
@@ -148,7 +148,7 @@ def test_the_final_answer_is_checked_against_the_output_schema(tmp_path: Path) -
     bad = with_output(RunRecord(task, "f", outcome=outcome(RunStatus.COMPLETED, final="[]")))
     assert bad.output is None and status_of(bad) is RunStatus.FAILED
     assert bad.output_error and error_of(bad) == bad.output_error
-    cut = RunRecord(task, "f", outcome=outcome(RunStatus.MAX_TURNS, "max_turns", final="[]"))
+    cut = RunRecord(task, "f", outcome=outcome(RunStatus.MAX_REQUESTS, "max_requests", final="[]"))
     assert with_output(cut) == cut  # only a completed run's answer is checked
 
 

@@ -317,7 +317,7 @@ def test_canary_is_found_nowhere(loopback_thread: ThreadFactory, tmp_path: Path)
 
     # ... and not because nothing happened.
     res, report = outs["[]"]
-    by_id = {t["id"]: t for t in report["tasks"]}
+    by_id = {t["id"]: t for t in report["runs"]}
     env_patch = (tmp_path / "out" / by_id["env"]["result"]["patch"]).read_text()
     for name in EXTRA_ENV:
         assert f"+{name}=unset" in env_patch  # never in the agent's environment

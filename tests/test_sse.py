@@ -14,8 +14,9 @@ from runner.errors import (
     ContextWindowExceeded,
     ModelError,
     QuotaExhausted,
-    StreamError,
+    StreamFailure,
 )
+from runner.providers.refusals import stream_error
 from runner.sse import Assembler, Framer
 
 
@@ -24,7 +25,7 @@ def feed(asm: Assembler, kind: str, **payload: object) -> None:
 
 
 def test_full_stream() -> None:
-    asm = Assembler()
+    asm = Assembler(stream_error)
     feed(asm, "response.created", response={"id": "resp_1"})
     feed(asm, "response.output_item.added", item={"type": "message", "id": "m"})
     feed(asm, "response.output_text.delta", delta="he")
@@ -69,7 +70,7 @@ def test_full_stream() -> None:
 
 
 def test_missing_usage_details_are_zero() -> None:
-    asm = Assembler()
+    asm = Assembler(stream_error)
     feed(
         asm,
         "response.completed",
@@ -84,24 +85,28 @@ def test_missing_usage_details_are_zero() -> None:
     [
         ("context_length_exceeded", ContextWindowExceeded, False),
         ("insufficient_quota", QuotaExhausted, False),
-        ("invalid_prompt", StreamError, False),
-        ("server_is_overloaded", StreamError, True),
-        ("slow_down", StreamError, True),
-        ("rate_limit_exceeded", StreamError, True),
-        ("server_error", StreamError, True),
+        ("invalid_prompt", StreamFailure, False),
+        ("server_is_overloaded", StreamFailure, True),
+        ("slow_down", StreamFailure, True),
+        ("rate_limit_exceeded", StreamFailure, True),
+        ("server_error", StreamFailure, True),
     ],
 )
 def test_failed(code: str, cls: type[Exception], retryable: bool) -> None:
     with pytest.raises(cls) as info:
-        feed(Assembler(), "response.failed", response={"error": {"code": code, "message": "nope"}})
+        feed(
+            Assembler(stream_error),
+            "response.failed",
+            response={"error": {"code": code, "message": "nope"}},
+        )
     assert code in str(info.value)
     assert getattr(info.value, "retryable", False) is retryable
 
 
 def test_incomplete_is_retryable() -> None:
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(StreamFailure) as info:
         feed(
-            Assembler(),
+            Assembler(stream_error),
             "response.incomplete",
             response={"incomplete_details": {"reason": "content_filter"}},
         )
@@ -110,7 +115,7 @@ def test_incomplete_is_retryable() -> None:
 
 def test_an_answer_cut_at_max_output_tokens_is_final_and_keeps_its_text() -> None:
     """Resent, the same request would be cut at the same cap and billed again."""
-    asm = Assembler()
+    asm = Assembler(stream_error)
     feed(asm, "response.output_text.delta", delta="Half an ")
     feed(asm, "response.output_text.delta", delta="answer")
     with pytest.raises(AnswerTruncated) as info:
@@ -124,23 +129,23 @@ def test_an_answer_cut_at_max_output_tokens_is_final_and_keeps_its_text() -> Non
 
 
 def test_bare_error_event() -> None:
-    with pytest.raises(StreamError):
-        feed(Assembler(), "error", error={"code": "server_error", "message": "boom"})
+    with pytest.raises(StreamFailure):
+        feed(Assembler(stream_error), "error", error={"code": "server_error", "message": "boom"})
 
 
 def test_invalid_json_is_a_stream_error() -> None:
-    with pytest.raises(StreamError):
-        Assembler().feed("response.output_item.done", "{not json")
-    with pytest.raises(StreamError):
-        Assembler().feed("response.output_item.done", "[1, 2]")
-    with pytest.raises(StreamError):
-        feed(Assembler(), "response.output_item.done", item="nope")
+    with pytest.raises(StreamFailure):
+        Assembler(stream_error).feed("response.output_item.done", "{not json")
+    with pytest.raises(StreamFailure):
+        Assembler(stream_error).feed("response.output_item.done", "[1, 2]")
+    with pytest.raises(StreamFailure):
+        feed(Assembler(stream_error), "response.output_item.done", item="nope")
 
 
 @given(st.text(max_size=50), st.text(max_size=200))
 def test_never_raises_anything_else(event: str, data: str) -> None:
     with contextlib.suppress(ModelError):
-        Assembler().feed(event, data)
+        Assembler(stream_error).feed(event, data)
 
 
 def test_framing_line_ends_and_comments() -> None:
@@ -154,18 +159,18 @@ def test_framing_line_ends_and_comments() -> None:
 
 
 def test_rate_limit_message_sets_the_wait() -> None:
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(StreamFailure) as info:
         feed(
-            Assembler(),
+            Assembler(stream_error),
             "response.failed",
             response={
                 "error": {"code": "rate_limit_exceeded", "message": "Please try again in 1.5s."}
             },
         )
     assert info.value.retry_after_s == 1.5 and info.value.rate_limit
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(StreamFailure) as info:
         feed(
-            Assembler(),
+            Assembler(stream_error),
             "response.failed",
             response={"error": {"code": "rate_limit_exceeded", "message": "try again in 250ms"}},
         )

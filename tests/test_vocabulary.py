@@ -16,7 +16,7 @@ EXPECTED = {
     "interrupted": "errored",
     "failed": "failed",
     "check_failed": "failed",
-    "max_turns": "failed",
+    "max_requests": "failed",
     "max_tool_calls": "failed",
     "max_output_tokens": "failed",
     "size_limit": "failed",

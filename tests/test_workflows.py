@@ -713,7 +713,7 @@ def test_nightly_workflow_pushes_and_updates_one_pr(
         urls.append(out["pr-url"])
         # The branch the output names exists where GitHub would have it.
         report = json.loads((repo / "runner-out/report.json").read_text())
-        done = next(t for t in report["tasks"] if t["id"] == "docs-refresh")
+        done = next(t for t in report["runs"] if t["id"] == "docs-refresh")
         assert remote_tip(origin, "runner/nightly/docs-refresh") == done["result"]["commit"]
     assert urls[0] == urls[1]
     assert not (repo / ".github").exists()
@@ -757,7 +757,7 @@ def test_nightly_workflow_works_without_the_pull_request_setting(
     assert json.loads(out["branches"]) == {"docs-refresh": "runner/nightly/docs-refresh"}
     assert json.loads(out["pull-requests"]) == {}
     report = json.loads((repo / "runner-out/report.json").read_text())
-    done = next(t for t in report["tasks"] if t["id"] == "docs-refresh")
+    done = next(t for t in report["runs"] if t["id"] == "docs-refresh")
     assert remote_tip(origin, "runner/nightly/docs-refresh") == done["result"]["commit"]
     log = action.logs["pull-requests"]
     assert "::notice title=runner pull request::docs-refresh: pushed runner/nightly/" in log
@@ -838,7 +838,7 @@ def test_benchmark_workflow_shards_then_merge(
     # failing-test and type-hints fail their `make test` check here (no Makefile).
     assert out["runs"] == "6" and out["passed"] == "2" and out["conclusion"] == "failure"
     report = json.loads((merge_ws / "benchmark/report.json").read_text())
-    assert sorted(t["run"] for t in report["tasks"]) == sorted(
+    assert sorted(t["run"] for t in report["runs"]) == sorted(
         f"{t}.r{r}" for t in ("failing-test", "type-hints", "explain") for r in (1, 2)
     )
     assert [c for c in job.checks if c.is_file()] == [merge_ws / "benchmark/junit.xml"]

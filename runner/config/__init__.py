@@ -7,7 +7,7 @@ name file, line and field, and resolution into runs.
     load.py        text or file to a validated `TaskFile` (pure but for reading the file)
     resolve.py     defaults applied, paths and providers checked, user files read once
     matrix.py      task x model x variant x repeat: complete runs, each value's origin
-    resolved.py    `ResolvedTask` (a run) and its fingerprint
+    resolved.py    `Run` (a run) and its fingerprint
     select.py      `--only`, `--tag`, `--shard`
     codex_config.py  Codex's config.toml providers, read as ours
     text.py        small wording helpers shared by the above
@@ -18,7 +18,7 @@ Data flows down that list; nothing here runs a model, a sandbox or git.
 from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
 from runner.config.matrix import expand, fingerprint, resolve
 from runner.config.resolve import read_text_file
-from runner.config.resolved import Origin, ResolvedTask
+from runner.config.resolved import Origin, Run
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
     BUILTIN_SETTINGS,
@@ -63,7 +63,7 @@ __all__ = [
     "ProviderConfig",
     "PushSettings",
     "ReasoningEffort",
-    "ResolvedTask",
+    "Run",
     "SandboxMode",
     "Selection",
     "Settings",

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from runner.config.resolve import Resolver, check_path, first_set, merged_layers
-from runner.config.resolved import Origin, ResolvedTask, fingerprint
+from runner.config.resolved import Origin, Run, fingerprint
 from runner.config.schema import (
     COMMAND_LINE,
     GitSettings,
@@ -129,7 +129,7 @@ def expand(
     current_date: str | None = None,
     timezone: str | None = None,
     reasoning_effort: ReasoningEffort | None = None,
-) -> list[ResolvedTask]:
+) -> list[Run]:
     """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
     else the task's own) × variant × repeat, named so that no two runs share files or
     branches. `sandbox` (`--sandbox`), `current_date` (`--date`) and `timezone`
@@ -160,7 +160,7 @@ def expand(
         )
         if v is not None
     }
-    runs: list[ResolvedTask] = []
+    runs: list[Run] = []
     for i in range(len(tf.tasks)):
         for mi, (m, tasks) in enumerate(zip(chosen, per_model, strict=True)):
             base = tasks[i]
@@ -192,7 +192,7 @@ def expand(
                 origins = where.of_run(i, m or model, model_at, None if v is None else j, flags)
                 for rep in range(1, repeat + 1):
                     runs.append(
-                        ResolvedTask(
+                        Run(
                             **{
                                 **values,
                                 "model_options": opts,
@@ -218,7 +218,7 @@ def expand(
 
 def resolve(
     tf: TaskFile, base_dir: Path, *, file: str = "", model_override: str | None = None
-) -> list[ResolvedTask]:
+) -> list[Run]:
     """One run per task, on `model_override` or the task's model, without the matrix's
     variants and repeats."""
     plain = tf.model_copy(update={"matrix": None})  # keeps the line map

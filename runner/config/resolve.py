@@ -1,4 +1,4 @@
-"""From a `TaskFile` to `ResolvedTask`s: defaults merged field by field, providers and
+"""From a `TaskFile` to `Run`s: defaults merged field by field, providers and
 models looked up, every path the file names checked against the file system and the files
 a run uses as text read here, each problem blamed on the line that caused it.
 

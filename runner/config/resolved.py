@@ -36,7 +36,7 @@ class Origin(Frozen):
         return Problem(self.file, self.line, self.field, message)
 
 
-class ResolvedTask(Frozen):
+class Run(Frozen):
     """One run: a task with defaults, model, variant, repeat and command-line overrides
     applied and paths made absolute. Built once by the config pass, never copied."""
 
@@ -127,11 +127,19 @@ _NOT_IN_FINGERPRINT = {
 }
 
 
-def fingerprint(t: ResolvedTask) -> str:
+def fingerprint(t: Run) -> str:
     """What makes a run this run, without machine-specific paths; instructions count by
     content, so editing them makes `--resume` redo the runs that used them."""
     data = t.model_dump(mode="json", exclude=_NOT_IN_FINGERPRINT)
     data["skills"] = [[s.name, s.description] for s in t.skills]  # not their paths
+    # Hashed under the names they had before issue 29's renames, so a run keeps its
+    # fingerprint (and `--resume`, `--shard` agree with batches older runners started):
+    # `max_requests` was `max_turns`, and `{batch}` means what `{run}` means.
+    limits, git = data.get("limits"), data.get("git")
+    if isinstance(limits, dict) and "max_requests" in limits:
+        limits["max_turns"] = limits.pop("max_requests")
+    if isinstance(git, dict) and isinstance(git.get("branch"), str):
+        git["branch"] = git["branch"].replace("{batch}", "{run}")
     for unset in ("current_date", "timezone"):  # unpinned: as before these fields existed
         if data.get(unset) is None:
             data.pop(unset, None)

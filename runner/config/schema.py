@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -233,11 +234,14 @@ BUILTIN_PROVIDERS: dict[str, ProviderConfig] = {
 class Limits(Frozen):
     """Per run; a run that reaches one stops with its own status and keeps its work."""
 
-    max_turns: Annotated[StrictInt, Field(ge=1, le=100_000)] = 500
-    """Model requests per thread. Codex has no such cap and real threads take 50-300
-    requests; 500 (OpenHands' default iteration cap) only stops a model stuck in a loop,
-    while `timeout_s` and the token and cost limits bound ordinary runs."""
-    """Model requests per thread, follow-up turns included."""
+    max_requests: Annotated[
+        StrictInt,
+        Field(ge=1, le=100_000, validation_alias=AliasChoices("max_requests", "max_turns")),
+    ] = 500
+    """Model requests per thread, follow-up turns included. Codex has no such cap and real
+    threads take 50-300 requests; 500 (OpenHands' default iteration cap) only stops a model
+    stuck in a loop, while `timeout_s` and the token and cost limits bound ordinary runs.
+    Older task files call it `max_turns`, which is still read with the same meaning."""
     timeout_s: Annotated[StrictFloat, Field(gt=0, le=7 * 24 * 3600)] = 1800
     max_tool_calls: Annotated[StrictInt, Field(ge=1)] | None = None
     max_input_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
@@ -255,6 +259,16 @@ class Limits(Frozen):
     """All the thread's items as they are sent back."""
     max_request_bytes: Annotated[StrictInt, Field(ge=MIN_CAP_BYTES)] = sizes.REQUEST_BYTES
     """One request body: the history plus instructions and tools."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_name(cls, data: Any) -> Any:
+        """`max_turns` counted model requests, not turns (`turns:` are follow-up prompts):
+        read as `max_requests` (the alias), and a problem in its value names the key the
+        file used. Both at once would leave one silently unused: refused."""
+        if isinstance(data, dict) and "max_turns" in data and "max_requests" in data:
+            raise ValueError("give max_requests or max_turns (its older name), not both")
+        return data
 
 
 class BatchLimits(Frozen):
@@ -310,9 +324,11 @@ class GitSettings(Frozen):
 
     base: str = Field(default="HEAD", min_length=1)
     """The commit each run starts from; uncommitted changes are not included."""
-    branch: str = Field(default="runner/{run}/{name}", min_length=1)
-    """Branch name template: {run} (the batch id), {name} (the run name), {task}, {model},
-    {variant}, {repeat}."""
+    branch: str = Field(default="runner/{batch}/{name}", min_length=1)
+    """Branch name template: {batch} (the batch id), {name} (the run name), {task},
+    {model}, {variant}, {repeat}. {run} is the older spelling of {batch} and still means
+    the batch id (never the run's name), so a template written for it names the same
+    branches."""
     keep: Literal["branch", "patch"] = "branch"
     """`patch`: keep each run's changes as a patch file only and create no branch (for
     benchmarks, which would otherwise leave one branch per run in the repository)."""

@@ -10,16 +10,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runner.config.resolved import ResolvedTask
+from runner.config.resolved import Run
 from runner.config.schema import COMMAND_LINE
 from runner.errors import ConfigError, Problem
 
 
 @dataclass(frozen=True)
 class Selection:
-    runs: tuple[ResolvedTask, ...]
+    runs: tuple[Run, ...]
     """This shard's runs, in task-file order."""
-    selected: tuple[ResolvedTask, ...]
+    selected: tuple[Run, ...]
     """Every run `--only` and `--tag` kept, before `--shard` sliced them: the batch's
     identity, equal on every shard."""
     not_selected: int
@@ -54,7 +54,7 @@ def parse_shard(text: str, env: Mapping[str, str]) -> tuple[int, int]:
     return int(m[1]), int(m[2])
 
 
-def shard_of(runs: Sequence[ResolvedTask], k: int, n: int) -> list[ResolvedTask]:
+def shard_of(runs: Sequence[Run], k: int, n: int) -> list[Run]:
     """Runs ordered by fingerprint (the same on every machine), then every N-th from the
     K-th: slices are disjoint, cover everything, and differ in size by at most one."""
     ordered = sorted(runs, key=lambda t: (t.fingerprint, t.run))
@@ -62,7 +62,7 @@ def shard_of(runs: Sequence[ResolvedTask], k: int, n: int) -> list[ResolvedTask]
 
 
 def select(
-    runs: Sequence[ResolvedTask],
+    runs: Sequence[Run],
     *,
     file: str,
     only: Sequence[str] = (),

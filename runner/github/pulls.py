@@ -90,7 +90,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     kept: dict[str, str] = {}
     failures = 0
     try:
-        for t in report.tasks:
+        for t in report.runs:
             r = t.result
             if r is None or r.branch is None or t.status not in args.statuses:
                 continue

@@ -24,7 +24,7 @@ from runner.github.context import (
 )
 from runner.reports import fmt
 from runner.reports.fmt import mark, percent, tokens, truncate
-from runner.reports.model import Report, TaskReport
+from runner.reports.model import Report, RunReport
 from runner.vocabulary import RunStatus
 
 
@@ -52,7 +52,7 @@ def outputs_for(report: Report, report_path: str) -> dict[str, str]:
     # pull-requests step reports the branches it keeps; local ones go with the machine.
     branches = {
         r.run or r.id: r.result.pushed.removeprefix("refs/heads/")
-        for r in report.tasks
+        for r in report.runs
         if r.result is not None and r.result.pushed
     }
     return {
@@ -74,10 +74,10 @@ def final_message(report: Report) -> str:
     """The `final-message` output: the only run's message, or each run's under its name."""
     said = [
         (t.run or t.id, t.final_message)
-        for t in report.tasks
+        for t in report.runs
         if t.final_message and t.final_message.strip()
     ]
-    if len(report.tasks) == 1:
+    if len(report.runs) == 1:
         return said[0][1] if said else ""
     return "\n\n".join(f"## {name}\n\n{text}" for name, text in said)
 
@@ -95,7 +95,7 @@ def format_outputs(values: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _changes(t: TaskReport) -> str:
+def _changes(t: RunReport) -> str:
     r = t.result
     if r is None:
         return "-"
@@ -103,7 +103,7 @@ def _changes(t: TaskReport) -> str:
     return f"{where} +{r.insertions} -{r.deletions} in {r.files_changed} file(s)"
 
 
-def _why(t: TaskReport) -> str:
+def _why(t: RunReport) -> str:
     why = t.error or ""
     if not why and t.check is not None and not t.check.passed:
         why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
@@ -127,7 +127,7 @@ def _totals_line(report: Report) -> str:
 
 
 def _footer(report: Report, ctx: Context, artifact: str) -> str:
-    parts = [f"run id `{inline(report.run_id)}`"]
+    parts = [f"batch id `{inline(report.batch_id)}`"]
     if ctx.run_url:
         parts.insert(0, f"[workflow run]({ctx.run_url})")
     if artifact:
@@ -173,7 +173,7 @@ def render_comment(
     head = [marker, f"### runner: {t.completed} of {t.runs} run(s) passed", ""]
     if marker == REPLY_MARKER:
         head[2:2] = ["", answering(ctx)]
-    if report.tasks:
+    if report.runs:
         head += [
             "| Run | Model | Status | Tokens | Cached | Cost | Changes |",
             "|---|---|---|--:|--:|--:|---|",
@@ -182,22 +182,22 @@ def render_comment(
             f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status)} | "
             f"{tokens(r.usage.total_tokens)} | {percent(r.usage.cache_hit_ratio)} | "
             f"{_cost_cell(r.cost_usd)} | {_changes(r)} |"
-            for r in report.tasks[:TABLE_ROWS]
+            for r in report.runs[:TABLE_ROWS]
         ]
-        if len(report.tasks) > TABLE_ROWS:
-            head.append(f"\n{len(report.tasks) - TABLE_ROWS} more run(s) in the report.")
+        if len(report.runs) > TABLE_ROWS:
+            head.append(f"\n{len(report.runs) - TABLE_ROWS} more run(s) in the report.")
         head.append("")
     head.append(_totals_line(report))
     failed = [
         f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r)) else "")
-        for r in report.tasks
+        for r in report.runs
         if r.status is not RunStatus.COMPLETED
     ][:TABLE_ROWS]
     if failed:
         head += ["", "#### Not completed", "", *failed]
     footer = _footer(report, ctx, artifact)
     body = "\n".join(head)
-    said = [r for r in report.tasks if r.final_message and r.final_message.strip()]
+    said = [r for r in report.runs if r.final_message and r.final_message.strip()]
     for r in said:
         shown = rendered(r.final_message or "", ctx, artifact)
         fold = " open" if len(said) <= OPEN_MESSAGES else ""
@@ -212,7 +212,7 @@ def render_comment(
     return f"{body}\n\n{footer}\n"
 
 
-def render_pr_body(task: TaskReport, report: Report, ctx: Context) -> str:
+def render_pr_body(task: RunReport, report: Report, ctx: Context) -> str:
     """A nightly PR's description: what ran, how it went, what the agent said."""
     lines = [
         TASK_MARKER.format(run=task.run or task.id),

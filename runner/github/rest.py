@@ -10,8 +10,9 @@ from urllib.parse import quote
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from runner import http
-from runner.errors import GitHubError, NetworkError, RemoteError, retryable_status
+from runner.errors import GitHubError, NoAnswer, RemoteError
 from runner.github.context import ACTIONS_BOT, API_VERSION, MARKER, WRITE_PERMISSIONS
+from runner.providers.refusals import retryable_status
 from runner.providers.retry import backoff_s, decide
 from runner.reports.fmt import truncate
 
@@ -84,7 +85,7 @@ class GitHub:
             resp = http.rest_request(
                 self._client, method, path, json=json_body, params=params, headers=headers
             )
-        except NetworkError as exc:
+        except NoAnswer as exc:
             raise GitHubError(f"GitHub {method} {path}: {exc}", retryable=True) from None
         status = resp.status_code
         if status in ok:

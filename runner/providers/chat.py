@@ -21,9 +21,8 @@ from runner.errors import (
     AnswerTruncated,
     ContextWindowExceeded,
     ModelError,
-    StreamError,
-    TransportError,
-    http_error,
+    ModelNoAnswer,
+    StreamFailure,
 )
 from runner.http import (
     make_client,
@@ -40,6 +39,7 @@ from runner.providers.chat_wire import (
     build_body,
 )
 from runner.providers.constrained import Constrained
+from runner.providers.refusals import http_error
 from runner.sizes import SizeCaps
 from runner.sse import MAX_EVENT_BYTES, usage_from_chat
 
@@ -53,7 +53,7 @@ class ChatClient:
     that case, and only that case, is resent once, immediately (the server never read it).
 
     Failures are typed for the retry policy as in `ResponsesClient`: before the 200 a
-    `TransportError`, after it a retryable `StreamError` (cut, idle, deadline, garbled).
+    `ModelNoAnswer`, after it a retryable `StreamFailure` (cut, idle, deadline, garbled).
     An answer whose `finish_reason` has arrived is kept even if the tail (usage, `[DONE]`)
     is lost: resending it would pay for the whole generation again.
     """
@@ -108,7 +108,7 @@ class ChatClient:
             err.usage = usage
             raise err
         if state.finish_reason is None:
-            raise StreamError(
+            raise StreamFailure(
                 "stream ended before a finish_reason", code="stream_cut", retryable=True
             )
         items = state.items(prompt, constrained=self.constrained is not None)
@@ -159,18 +159,18 @@ class ChatClient:
                         started = True
                         kind = resp.headers.get("content-type", "")
                         if "text/event-stream" not in kind:
-                            raise StreamError(
+                            raise StreamFailure(
                                 f"not an event stream: content-type {kind[:100]!r}",
                                 code="not_event_stream",
                                 retryable=True,
                             )
                         await self._read(resp, state, caps)
                     break
-                except TransportError as exc:
+                except ModelNoAnswer as exc:
                     if state.finish_reason is not None:
                         break
                     if started:
-                        raise StreamError(
+                        raise StreamFailure(
                             f"stream cut: {exc}", code="stream_cut", retryable=True
                         ) from exc
                     if not resend and exc.code == http.CLOSED_UNREAD:
@@ -179,8 +179,8 @@ class ChatClient:
         if deadline.cancelled_caught and state.finish_reason is None:
             what = f"request timeout: no complete answer within {self._deadline_s:g} s"
             if started:
-                raise StreamError(what, code="request_timeout", retryable=True)
-            raise TransportError(what, code="request_timeout")
+                raise StreamFailure(what, code="request_timeout", retryable=True)
+            raise ModelNoAnswer(what, code="request_timeout")
         return state
 
     async def _read(self, resp: http.Response, state: ChatStreamState, caps: SizeCaps) -> None:

@@ -28,9 +28,8 @@ from typing import Any
 
 from runner.errors import (
     SizeLimitReached,
-    StreamError,
+    StreamFailure,
     UnsupportedSchema,
-    stream_error,
 )
 from runner.items import JSON, Item, dumps
 from runner.providers import Prompt
@@ -42,6 +41,7 @@ from runner.providers.constrained import (
     function_tools,
 )
 from runner.providers.grammar import to_gbnf
+from runner.providers.refusals import stream_error
 from runner.sse import PARSE_BYTES, json_event
 
 PARTIAL_OUTPUT_CHARS = 16_000
@@ -319,7 +319,7 @@ def items_from_constrained(text: str, prompt: Prompt) -> list[Item]:
     try:
         obj = json.loads(text)
     except ValueError as e:
-        raise StreamError(
+        raise StreamFailure(
             f"constrained answer is not valid JSON ({e}): {text[:200]!r}", code="invalid_json"
         ) from e
     if isinstance(obj, dict) and isinstance(obj.get("tool"), str) and obj["tool"]:

@@ -15,10 +15,9 @@ import anyio
 
 from runner import http
 from runner.errors import (
+    ModelNoAnswer,
     SizeLimitReached,
-    StreamError,
-    TransportError,
-    http_error,
+    StreamFailure,
 )
 from runner.http import (
     ERROR_BODY_BYTES,
@@ -30,6 +29,7 @@ from runner.http import (
 )
 from runner.items import Item, dumps
 from runner.providers import ModelResponse, Prompt
+from runner.providers.refusals import http_error, stream_error
 from runner.sizes import ENVELOPE_BYTES, SizeCaps, size
 from runner.sse import MAX_EVENT_BYTES, Assembler, parse_cost, usage_from_responses
 
@@ -115,13 +115,13 @@ class ResponsesClient:
         )
 
     async def generate(self, prompt: Prompt) -> ModelResponse:
-        """One attempt. Failures before the server answers are `TransportError`s; once it
-        has answered 200, a cut, a stall or a bad stream is a `StreamError`: the retry
+        """One attempt. Failures before the server answers are `ModelNoAnswer`s; once it
+        has answered 200, a cut, a stall or a bad stream is a `StreamFailure`: the retry
         policy counts the two against different budgets, as Codex does."""
         caps = prompt.caps
         body = encode_body(prompt, store=self._store)
         caps.check_request(len(body))
-        asm = Assembler(caps=caps, history_bytes=prompt.history_bytes())
+        asm = Assembler(stream_error, caps=caps, history_bytes=prompt.history_bytes())
         started = False
         with anyio.move_on_after(self._deadline_s) as deadline:
             try:
@@ -142,26 +142,26 @@ class ResponsesClient:
                     started = True
                     kind = resp.headers.get("content-type", "")
                     if "text/event-stream" not in kind:
-                        raise StreamError(
+                        raise StreamFailure(
                             f"not an event stream: content-type {kind[:100]!r}",
                             code="not_event_stream",
                             retryable=True,
                         )
                     await self._read(resp, asm, caps)
-            except TransportError as exc:
+            except ModelNoAnswer as exc:
                 if not asm.done:
                     if started:
-                        raise StreamError(
+                        raise StreamFailure(
                             f"stream cut: {exc}", code="stream_cut", retryable=True
                         ) from exc
                     raise
         if deadline.cancelled_caught and not asm.done:
             what = f"request timeout: no complete response within {self._deadline_s:g} s"
             if started:
-                raise StreamError(what, code="request_timeout", retryable=True)
-            raise TransportError(what, code="request_timeout")
+                raise StreamFailure(what, code="request_timeout", retryable=True)
+            raise ModelNoAnswer(what, code="request_timeout")
         if not asm.done:
-            raise StreamError(
+            raise StreamFailure(
                 "stream closed before response.completed", code="stream_cut", retryable=True
             )
         return ModelResponse(
@@ -224,10 +224,10 @@ class ResponsesClient:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise StreamError(f"compaction answer is not JSON: {text[:200]!r}") from exc
+            raise StreamFailure(f"compaction answer is not JSON: {text[:200]!r}") from exc
         output = data.get("output") if isinstance(data, dict) else None
         if not isinstance(output, list) or not all(isinstance(i, dict) for i in output):
-            raise StreamError(f"compaction answer has no output list: {text[:200]!r}")
+            raise StreamFailure(f"compaction answer has no output list: {text[:200]!r}")
         items = [Item(i) for i in output]
         for item in items:
             caps.check_item(item.held_bytes)

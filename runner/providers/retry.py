@@ -38,7 +38,7 @@ from runner.errors import (
     ModelError,
     RateLimited,
     RemoteError,
-    StreamError,
+    StreamFailure,
 )
 from runner.items import Usage
 from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
@@ -71,7 +71,7 @@ def decide(exc: RemoteError) -> Retry | None:
     stream's failures count against the `stream` budget."""
     if not exc.retryable:
         return None
-    budget: Budget = "stream" if isinstance(exc, StreamError) else "request"
+    budget: Budget = "stream" if isinstance(exc, StreamFailure) else "request"
     return Retry(budget, max(0.0, exc.retry_after_s or 0.0), exc.rate_limit)
 
 

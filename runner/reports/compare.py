@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from runner.errors import ReportError
 from runner.reports.fmt import cell, duration, money, percent, table
-from runner.reports.model import Report, TaskReport
+from runner.reports.model import Report, RunReport
 from runner.reports.summary import column_name, partial_text
 from runner.reports.totals import finished_runs
 from runner.vocabulary import Verdict
@@ -101,7 +101,7 @@ class Comparison(BaseModel):
         return [r for r in [self.overall, *self.groups] if r.verdict == "regression"]
 
 
-def _side(runs: Sequence[TaskReport]) -> Side:
+def _side(runs: Sequence[RunReport]) -> Side:
     done = finished_runs(runs)
     kinds = [t.status.verdict for t in runs]
     passed = kinds.count(Verdict.PASSED)
@@ -125,7 +125,7 @@ def _side(runs: Sequence[TaskReport]) -> Side:
     )
 
 
-def _row(name: str, base: Sequence[TaskReport], new: Sequence[TaskReport], alpha: float) -> Row:
+def _row(name: str, base: Sequence[RunReport], new: Sequence[RunReport], alpha: float) -> Row:
     b, n = _side(base), _side(new)
     if not b.finished or not n.finished:
         return Row(
@@ -158,8 +158,8 @@ def _row(name: str, base: Sequence[TaskReport], new: Sequence[TaskReport], alpha
     )
 
 
-def _select(report: Report, variant: str | None) -> list[TaskReport]:
-    return [t for t in report.tasks if variant is None or t.variant == variant]
+def _select(report: Report, variant: str | None) -> list[RunReport]:
+    return [t for t in report.runs if variant is None or t.variant == variant]
 
 
 def compare(
@@ -175,9 +175,9 @@ def compare(
     """Match runs by model (and variant, unless variants are being compared) and by task."""
     a, b = _select(base, base_variant), _select(new, new_variant)
     by_variant = base_variant is None and new_variant is None
-    group: Callable[[TaskReport], str] = column_name if by_variant else (lambda t: t.model)
+    group: Callable[[RunReport], str] = column_name if by_variant else (lambda t: t.model)
 
-    def grouped(key: Callable[[TaskReport], str]) -> list[Row]:
+    def grouped(key: Callable[[RunReport], str]) -> list[Row]:
         names: dict[str, None] = {}
         for t in [*a, *b]:
             names[key(t)] = None

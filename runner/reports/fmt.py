@@ -28,7 +28,7 @@ MARKS: dict[RunStatus, str] = {
     RunStatus.COMPLETED: "PASS",
     RunStatus.FAILED: "FAIL",
     RunStatus.CHECK_FAILED: "FAIL (check)",
-    RunStatus.MAX_TURNS: "FAIL (turns)",
+    RunStatus.MAX_REQUESTS: "FAIL (requests)",
     RunStatus.MAX_TOOL_CALLS: "FAIL (tool calls)",
     RunStatus.TIMEOUT: "FAIL (timeout)",
     RunStatus.BUDGET: "FAIL (budget)",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.reports.fmt import MARKS, duration, money, percent, printable, tokens
-from runner.reports.model import Report, TaskReport
+from runner.reports.model import Report, RunReport
 from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.stats import wilson_interval
 from runner.reports.summary import (
@@ -97,8 +97,8 @@ def _svg(width: int, height: int, body: list[str], label: str) -> str:
 def pass_rate_chart(report: Report) -> str:
     """Horizontal bars: pass rate over finished runs per model/variant, with the 95% Wilson
     interval as a whisker and `passed/finished` as the label."""
-    groups: dict[str, list[TaskReport]] = {}
-    for t in report.tasks:
+    groups: dict[str, list[RunReport]] = {}
+    for t in report.runs:
         groups.setdefault(column_name(t), []).append(t)
     left, bar_w, row_h = 260, 420, 28
     height = 30 + row_h * len(groups)
@@ -143,12 +143,12 @@ def pass_rate_chart(report: Report) -> str:
 def cost_chart(report: Report) -> str:
     """Scatter: pass rate against mean cost per finished run, or mean tokens when a price is
     unknown (local models), with the axis saying which."""
-    groups: dict[str, list[TaskReport]] = {}
-    for t in report.tasks:
+    groups: dict[str, list[RunReport]] = {}
+    for t in report.runs:
         groups.setdefault(column_name(t), []).append(t)
     points = []
-    use_cost = all(t.cost_usd is not None for t in report.tasks if t.requests) and any(
-        t.cost_usd for t in report.tasks
+    use_cost = all(t.cost_usd is not None for t in report.runs if t.requests) and any(
+        t.cost_usd for t in report.runs
     )  # free local models: tokens say more than $0
     for name, runs in groups.items():
         g = group_stats(runs)
@@ -197,7 +197,7 @@ def cost_chart(report: Report) -> str:
     return _svg(width, height, body, "pass rate against cost")
 
 
-def token_chart(task: TaskReport) -> str:
+def token_chart(task: RunReport) -> str:
     """Per request: cached (dark) and uncached (light) input tokens stacked, output tokens
     beside; compaction requests outlined red and marked C."""
     reqs = task.requests
@@ -290,7 +290,7 @@ def _item_html(event: dict[str, Any]) -> str | None:
     )
 
 
-def transcript(out_dir: Path, task: TaskReport) -> str:
+def transcript(out_dir: Path, task: RunReport) -> str:
     entries = [
         h for h in (_item_html(e) for e in _events(out_dir, task.events_file)) if h is not None
     ]
@@ -315,7 +315,7 @@ def transcript(out_dir: Path, task: TaskReport) -> str:
     return "".join([*head, *cut_note, *reversed(tail)])
 
 
-def _patch(out_dir: Path, task: TaskReport) -> str:
+def _patch(out_dir: Path, task: RunReport) -> str:
     if task.result is None:
         return '<p class="note">No change.</p>'
     read = read_named(out_dir, task.result.patch, PATCHES_DIR, PATCH_BYTES)
@@ -334,7 +334,7 @@ def _patch(out_dir: Path, task: TaskReport) -> str:
     return f"<pre>{esc(cut(data.decode('utf-8', errors='replace'), PATCH_LIMIT))}</pre>{more}"
 
 
-def _run_details(out_dir: Path, t: TaskReport) -> str:
+def _run_details(out_dir: Path, t: RunReport) -> str:
     u = t.usage
     facts = [
         f"status {MARKS[t.status]}" + (f" ({t.skip_reason})" if t.skip_reason else ""),
@@ -373,7 +373,7 @@ def _run_details(out_dir: Path, t: TaskReport) -> str:
 
 
 def _matrix(report: Report) -> str:
-    rows, cols, cells = task_matrix(report.tasks)
+    rows, cols, cells = task_matrix(report.runs)
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
     body = []
     for r in rows:
@@ -401,8 +401,8 @@ def _matrix(report: Report) -> str:
 
 
 def _totals(report: Report) -> str:
-    groups: dict[str, list[TaskReport]] = {}
-    for t in report.tasks:
+    groups: dict[str, list[RunReport]] = {}
+    for t in report.runs:
         groups.setdefault(column_name(t), []).append(t)
     rows = []
     for name, runs in groups.items():
@@ -449,7 +449,7 @@ def _totals(report: Report) -> str:
 def render_html(report: Report, out_dir: Path) -> str:
     """The page for `report`, reading transcripts and patches from `out_dir`."""
     t = report.totals
-    why = skip_reasons(report.tasks)
+    why = skip_reasons(report.runs)
     head = (
         f"{t.completed} of {t.finished} finished runs passed"
         + (f" ({percent(t.pass_rate)})" if t.pass_rate is not None else "")
@@ -457,14 +457,14 @@ def render_html(report: Report, out_dir: Path) -> str:
         + (f" ({why})" if why else "")
         + f", {t.errored} errored - "
         f"{tokens(t.usage.total_tokens)} tokens - cache hit {percent(t.usage.cache_hit_ratio)}"
-        f" - cost {headline_cost(report.tasks) if report.tasks else 'n/a'} - "
+        f" - cost {headline_cost(report.runs) if report.runs else 'n/a'} - "
         f"{duration(report.duration_s)}"
     )
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        f"<title>runner {esc(report.run_id)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Run {esc(report.run_id)}</h1>",
+        f"<title>runner {esc(report.batch_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Run {esc(report.batch_id)}</h1>",
     ]
     if report.partial:
         parts.append(
@@ -485,7 +485,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         "skipped runs never started and errored runs were broken or stopped by the "
         "infrastructure.</p>",
     ]
-    if not report.tasks:
+    if not report.runs:
         parts.append("<p>No runs.</p></body></html>")
         return "".join(parts) + "\n"
     parts += [
@@ -499,7 +499,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         _totals(report),
         "<h2>Runs</h2>",
     ]
-    for i, task in enumerate(report.tasks):
+    for i, task in enumerate(report.runs):
         summary = (
             f"{task.run or task.id} - {task.model}"
             + (f" / {task.variant}" if task.variant else "")
@@ -507,7 +507,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         )
         if i >= RUN_DETAILS_LIMIT:
             parts.append(
-                f'<p class="note">{len(report.tasks) - i} more runs: see '
+                f'<p class="note">{len(report.runs) - i} more runs: see '
                 "report.json and threads/.</p>"
             )
             break

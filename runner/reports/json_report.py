@@ -11,7 +11,7 @@ from runner.items import Usage
 from runner.reports.model import (
     BatchIdentity,
     Report,
-    TaskReport,
+    RunReport,
     UsageReport,
 )
 from runner.reports.totals import cache_hit_ratio, compute_totals
@@ -31,8 +31,8 @@ def usage_report(u: Usage | None, ideal: int | None = None) -> UsageReport | Non
 
 def build_report(
     *,
-    tasks: Sequence[TaskReport],
-    run_id: str,
+    runs: Sequence[RunReport],
+    batch_id: str,
     task_file: str,
     started: dt.datetime,
     finished: dt.datetime,
@@ -41,12 +41,12 @@ def build_report(
 ) -> Report:
     return Report(
         batch=None if batch is None else BatchIdentity(**batch),
-        run_id=run_id,
+        batch_id=batch_id,
         task_file=task_file,
         started_at=started.isoformat(),
         finished_at=finished.isoformat(),
         duration_s=round((finished - started).total_seconds(), 3),
-        totals=compute_totals(tasks),
-        tasks=list(tasks),
+        totals=compute_totals(runs),
+        runs=list(runs),
         pending=pending,
     )

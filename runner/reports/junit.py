@@ -36,14 +36,14 @@ import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from runner.reports.model import Report, TaskReport, UsageReport
+from runner.reports.model import Report, RunReport, UsageReport
 from runner.reports.totals import compute_totals
 from runner.vocabulary import RunStatus, Verdict
 
 REASONS: dict[RunStatus, str] = {
     RunStatus.FAILED: "the model or server refused to go on",
     RunStatus.CHECK_FAILED: "the check command failed",
-    RunStatus.MAX_TURNS: "stopped at the request limit (limits.max_turns)",
+    RunStatus.MAX_REQUESTS: "stopped at the request limit (limits.max_requests)",
     RunStatus.MAX_TOOL_CALLS: "stopped at the tool-call limit",
     RunStatus.TIMEOUT: "timed out",
     RunStatus.BUDGET: "stopped at the token or cost budget",
@@ -123,7 +123,7 @@ def _usage_pairs(u: UsageReport) -> list[tuple[str, str | None]]:
     ]
 
 
-def run_properties(task: TaskReport) -> list[tuple[str, str]]:
+def run_properties(task: RunReport) -> list[tuple[str, str]]:
     """The per-run numbers CI dashboards plot (unprefixed names, in a stable order)."""
     branch = task.result.branch if task.result is not None else None
     check = None if task.check is None else "passed" if task.check.passed else "failed"
@@ -159,7 +159,7 @@ CASE_OUTPUT = (
 """The run properties repeated in a testcase's `system-out`."""
 
 
-def suite_properties(tasks: list[TaskReport]) -> list[tuple[str, str]]:
+def suite_properties(tasks: list[RunReport]) -> list[tuple[str, str]]:
     """The model's totals over its runs; `cost_usd` only when every run's cost is known.
     `pass_rate` is over finished runs (skipped and errored ones are counted apart)."""
     totals = compute_totals(tasks)
@@ -188,7 +188,7 @@ def _first_line(text: str | None) -> str:
     return ""
 
 
-def failure_message(task: TaskReport) -> str:
+def failure_message(task: RunReport) -> str:
     """One line: the reason for the status, then the first line of the error if any."""
     reason = REASONS.get(task.status, "")
     detail = _first_line(task.error)
@@ -200,7 +200,7 @@ def failure_message(task: TaskReport) -> str:
     return xml_safe(message)
 
 
-def failure_text(task: TaskReport) -> str:
+def failure_text(task: RunReport) -> str:
     """The full error, the failed check's output and the agent's final message."""
     parts = []
     if task.error:
@@ -214,15 +214,15 @@ def failure_text(task: TaskReport) -> str:
     return xml_safe("\n\n".join(parts))
 
 
-def case_name(task: TaskReport) -> str:
+def case_name(task: RunReport) -> str:
     """The run's name; a report from before run names existed falls back to the task id."""
     return task.run or task.id
 
 
-def _suites(report: Report) -> tuple[list[TestSuite], list[list[TaskReport]]]:
+def _suites(report: Report) -> tuple[list[TestSuite], list[list[RunReport]]]:
     """One suite per model, in order of first appearance; tasks keep report order."""
-    by_model: dict[str, list[TaskReport]] = {}
-    for task in report.tasks:
+    by_model: dict[str, list[RunReport]] = {}
+    for task in report.runs:
         by_model.setdefault(task.model, []).append(task)
     suites = []
     for model, tasks in by_model.items():
@@ -277,7 +277,7 @@ def render_junit(report: Report) -> str:
     raw = to_xml_report_string(suites, prettyprint=False)
     root = ET.fromstring(raw)
     root.attrib.pop("disabled", None)
-    root.set("name", xml_safe(report.run_id))
+    root.set("name", xml_safe(report.batch_id))
     root.set("time", _time(report.duration_s))
     for suite_el, tasks in zip(root.findall("testsuite"), grouped, strict=True):
         suite_el.attrib.pop("disabled", None)

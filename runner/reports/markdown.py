@@ -29,7 +29,7 @@ from runner.reports.fmt import (
     tokens,
     truncate,
 )
-from runner.reports.model import Report, TaskReport
+from runner.reports.model import Report, RunReport
 from runner.reports.summary import (
     group_stats,
     headline_cost,
@@ -40,11 +40,11 @@ from runner.reports.summary import (
 from runner.vocabulary import RunStatus
 
 
-def _name(task: TaskReport) -> str:
+def _name(task: RunReport) -> str:
     return task.run or task.id
 
 
-def _branch(task: TaskReport) -> str:
+def _branch(task: RunReport) -> str:
     if task.result is None or task.result.branch is None:
         return "-"
     return cell(task.result.branch)
@@ -52,7 +52,7 @@ def _branch(task: TaskReport) -> str:
 
 def _has_repeats(report: Report) -> bool:
     seen: set[tuple[str, str, str | None]] = set()
-    for t in report.tasks:
+    for t in report.runs:
         key = (t.id, t.model, t.variant)
         if key in seen:
             return True
@@ -65,10 +65,10 @@ def _pct(x: float | None) -> str:
 
 
 def _comparison(
-    title: str, label: str, report: Report, key: Callable[[TaskReport], str], repeats: bool
+    title: str, label: str, report: Report, key: Callable[[RunReport], str], repeats: bool
 ) -> list[str]:
-    groups: dict[str, list[TaskReport]] = {}
-    for t in report.tasks:
+    groups: dict[str, list[RunReport]] = {}
+    for t in report.runs:
         groups.setdefault(key(t), []).append(t)
     rows = []
     for name, tasks in groups.items():
@@ -107,7 +107,7 @@ def _comparison(
     return [f"## {title}", "", *table(header, align, rows)]
 
 
-def _variant(t: TaskReport) -> str:
+def _variant(t: RunReport) -> str:
     return t.variant or "(none)"
 
 
@@ -116,7 +116,7 @@ MATRIX_ROWS = 30
 
 
 def _matrix_section(report: Report) -> list[str]:
-    rows, cols, cells = task_matrix(report.tasks)
+    rows, cols, cells = task_matrix(report.runs)
     body = [
         [cell(r), *(cells[(r, c)].text() if (r, c) in cells else " " for c in cols)]
         for r in rows[:MATRIX_ROWS]
@@ -140,9 +140,9 @@ def _comparisons(report: Report) -> list[list[str]]:
     """Per model; per variant and per model and variant when the matrix has variants."""
     repeats = _has_repeats(report)
     out = [_comparison("By model", "Model", report, lambda t: t.model, repeats)]
-    if any(t.variant is not None for t in report.tasks):
+    if any(t.variant is not None for t in report.runs):
         out.append(_comparison("By variant", "Variant", report, _variant, repeats))
-        if len({t.model for t in report.tasks}) > 1:
+        if len({t.model for t in report.runs}) > 1:
             out.append(
                 _comparison(
                     "By model and variant",
@@ -179,11 +179,11 @@ def _headline(report: Report) -> list[str]:
     ratio = "n/a" if t.usage.cache_hit_ratio is None else percent(t.usage.cache_hit_ratio)
     if t.usage.ideal_cache_ratio is not None:
         ratio += f" (prefix reuse {percent(t.usage.ideal_cache_ratio)})"
-    cost = f" - cost {headline_cost(report.tasks)}" if report.tasks else ""
+    cost = f" - cost {headline_cost(report.runs)}" if report.runs else ""
     rate = "" if t.pass_rate is None else f" ({percent(t.pass_rate)})"
-    why = skip_reasons(report.tasks)
+    why = skip_reasons(report.runs)
     lines = [
-        f"# Run {inline(report.run_id)}",
+        f"# Run {inline(report.batch_id)}",
         "",
         f"**{t.completed} of {t.finished} finished runs passed{rate}** - {t.runs} runs: "
         f"{t.finished} finished, {t.skipped} skipped{f' ({why})' if why else ''}, "
@@ -233,10 +233,10 @@ def _cut_note(hidden: int, what: str, max_chars: int | None) -> list[str]:
 
 
 def _run_rows(report: Report) -> list[list[str]]:
-    variants = any(t.variant is not None for t in report.tasks)
-    compacted = any(t.compactions for t in report.tasks)
+    variants = any(t.variant is not None for t in report.runs)
+    compacted = any(t.compactions for t in report.runs)
     rows = []
-    for t in report.tasks:
+    for t in report.runs:
         row = [cell(_name(t)), cell(t.model)]
         if variants:
             row.append(cell(t.variant or "-"))
@@ -259,8 +259,8 @@ def _run_rows(report: Report) -> list[list[str]]:
 
 
 def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None) -> list[str]:
-    variants = any(t.variant is not None for t in report.tasks)
-    compacted = any(t.compactions for t in report.tasks)
+    variants = any(t.variant is not None for t in report.runs)
+    compacted = any(t.compactions for t in report.runs)
     header = (
         ["Run", "Model"]
         + (["Variant"] if variants else [])
@@ -286,7 +286,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
 def _problem_items(report: Report) -> list[str]:
     """Why each run did not complete; the first place a reader looks after the headline."""
     items = []
-    for t in report.tasks:
+    for t in report.runs:
         if t.status is RunStatus.COMPLETED:
             continue
         why = t.error or ""
@@ -301,7 +301,7 @@ def _problem_items(report: Report) -> list[str]:
 def _break_items(report: Report) -> list[str]:
     """The prefix audit: each break makes the server's prompt cache miss from there on."""
     items = []
-    for t in report.tasks:
+    for t in report.runs:
         if t.prefix_breaks <= 0:
             continue
         first = next((r for r in t.requests[1:] if not r.prefix.extends_previous), None)
@@ -334,9 +334,9 @@ def _listed(
 
 def render_markdown(report: Report, max_chars: int | None = None) -> str:
     """The summary as Markdown, at most `max_chars` characters long when that is given."""
-    if not report.tasks:
+    if not report.runs:
         return "\n\n".join("\n".join(s) for s in [_headline(report), ["No tasks ran."]]) + "\n"
-    fixed = [_headline(report)] + (_comparisons(report) if len(report.tasks) > 1 else [])
+    fixed = [_headline(report)] + (_comparisons(report) if len(report.runs) > 1 else [])
     rows = _run_rows(report)
     problems = _problem_items(report)
     breaks = _break_items(report)

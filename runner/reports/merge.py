@@ -30,7 +30,7 @@ from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_chunks
 from runner.redact import Redactor
 from runner.reports.files import write_reports
-from runner.reports.model import READS, SCHEMA_VERSION, Report, TaskReport
+from runner.reports.model import READS, SCHEMA_VERSION, Report, RunReport
 from runner.reports.named import REPORT_BYTES, check_named, open_named, open_plain
 from runner.reports.totals import compute_totals
 from runner.sizes import size
@@ -48,7 +48,7 @@ class Shard:
     report: Report
 
 
-def run_order_key(task: TaskReport) -> tuple[str, str, str, int]:
+def run_order_key(task: RunReport) -> tuple[str, str, str, int]:
     """The canonical order of runs in a merged report. The fingerprint is the same on every
     machine; the run name breaks ties in reports written before fingerprints existed."""
     return (task.fingerprint, task.run or task.id, task.model, task.repeat)
@@ -196,14 +196,14 @@ def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], l
             continue
         by_k.update(dict.fromkeys(covered, s))
         expected = sum(slice_size(b.runs, k, b.shards) for k in covered)
-        have = len(s.report.tasks)
+        have = len(s.report.runs)
         where = f"{s.source}/{REPORT_FILE}"
         if have > expected:
             problems.append(
                 Problem(
                     where,
                     None,
-                    "tasks",
+                    "runs",
                     f"has {have} runs but its shard(s) of a {b.runs}-run batch "
                     f"hold {expected}: not a report `runner run --shard` wrote",
                 )
@@ -221,7 +221,7 @@ def _check_set(shards: Sequence[Shard], partial: bool) -> tuple[list[Problem], l
                     Problem(
                         where,
                         None,
-                        "pending" if s.report.pending else "tasks",
+                        "pending" if s.report.pending else "runs",
                         f"shard {b.shard}/{b.shards} is incomplete: {why}; "
                         "finish it (`runner run ... --resume` with its --out), "
                         "or --partial to merge what there is (marked partial "
@@ -273,7 +273,7 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
     owner: dict[str, str] = {}
     clash: dict[tuple[str, str], int] = {}
     for s in shards:
-        for t in s.report.tasks:
+        for t in s.report.runs:
             for key in (
                 f"run {t.run or t.id!r} ({t.model}, repeat {t.repeat})",
                 *([f"fingerprint {t.fingerprint}"] if t.fingerprint else []),
@@ -287,19 +287,19 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
             Problem(
                 f"{b}/{REPORT_FILE}",
                 None,
-                "tasks",
+                "runs",
                 f"{n} run(s) are also in {a}: the shards overlap (the same "
                 "directory twice, or shards of different --shard N?)",
             )
         )
     if problems:
         raise ConfigError(problems)
-    runs = [t for s in shards for t in s.report.tasks]
+    runs = [t for s in shards for t in s.report.runs]
     if all(t.index is not None for t in runs):
         tasks = sorted(runs, key=lambda t: (t.index or 0, run_order_key(t)))
     else:
         tasks = sorted(runs, key=run_order_key)
-    ids = sorted({i for s in shards for i in (s.report.shards or [s.report.run_id])})
+    ids = sorted({i for s in shards for i in (s.report.shards or [s.report.batch_id])})
     started = min(
         (_when(s, "started_at", s.report.started_at), s.report.started_at) for s in shards
     )
@@ -311,13 +311,13 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
     if batch is not None and identified:
         batch = batch.model_copy(update={"shard": 1, "shards": batch.shards if missing else 1})
     return Report(
-        run_id=f"merged-{digest}",
+        batch_id=f"merged-{digest}",
         task_file=first.report.task_file,
         started_at=started[1],
         finished_at=finished[1],
         duration_s=round(max(0.0, (finished[0] - started[0]).total_seconds()), 3),
         totals=compute_totals(tasks),
-        tasks=tasks,
+        runs=tasks,
         shards=ids,
         batch=batch if identified else None,
         partial=bool(missing or lacking),

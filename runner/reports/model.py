@@ -9,9 +9,13 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/2"
-READS = frozenset({"runner.report/1", SCHEMA_VERSION})
-"""/1 called `totals.runs` `totals.tasks`; it is read and written back as /2."""
+SCHEMA_VERSION = "runner.report/3"
+READS = frozenset({"runner.report/1", "runner.report/2", SCHEMA_VERSION})
+"""/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
+and the status `max_requests` `max_turns`. Older reports are read and written back as /3."""
+
+OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
+"""Report keys before /3, and their names now."""
 
 
 class Strict(BaseModel):
@@ -129,7 +133,7 @@ class CheckReport(Strict):
     """The last 4,000 characters of its output."""
 
 
-class TaskReport(Strict):
+class RunReport(Strict):
     id: str
     """The task id from the task file."""
     run: str = ""
@@ -149,7 +153,7 @@ class TaskReport(Strict):
     cost_usd: float | None = None
     """From the price table; null when the model's price is unknown (never a guess)."""
     status: RunStatus
-    """completed | check_failed | max_turns | max_tool_calls | timeout | budget (token or
+    """completed | check_failed | max_requests | max_tool_calls | timeout | budget (token or
     cost limit) | skipped (never started: see `skip_reason`) | failed | error | interrupted
     | scope_violation | rate_limited (still 429 after every retry, or asked to wait longer
     than `max_retry_wait_s`) | quota_exhausted (`insufficient_quota`) | max_output_tokens
@@ -249,7 +253,9 @@ class BatchIdentity(Strict):
 
 class Report(Strict):
     schema_version: str = SCHEMA_VERSION
-    run_id: str
+    batch_id: str
+    """The batch's id (`run_id` before /3): the `{batch}` of branch names and the
+    `Runner-Run` trailer of its commits."""
     task_file: str
     started_at: str
     finished_at: str
@@ -257,11 +263,11 @@ class Report(Strict):
     """Wall time from `started_at` to `finished_at`: for a batch finished by `--resume`, the
     last session only (earlier sessions are not counted; each run's own `duration_s` is)."""
     totals: Totals
-    tasks: list[TaskReport]
+    runs: list[RunReport]
     """One entry per run (not per task: a task runs once per model, variant and repeat).
-    The key keeps its first name because the GitHub Action and users' scripts read it."""
+    Called `tasks` before /3, which is still read."""
     shards: list[str] = []
-    """Run ids of the shard reports `runner report merge` combined into this one; empty for
+    """Batch ids of the shard reports `runner report merge` combined into this one; empty for
     a report written by `runner run`."""
     batch: BatchIdentity | None = None
     """Null in reports of runners before batch identities existed."""
@@ -274,3 +280,14 @@ class Report(Strict):
     """Runs of the batch not finished yet: a report written while the batch runs (so a
     killed job still leaves one) lists only the finished runs. 0 in a final report. In a
     `--partial` merge: the runs the shards cut short lack (`partial` is true then)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """Reports before /3 say `run_id` and `tasks`: read under today's names, so merge,
+        compare, branches and the Action take old files as they are."""
+        if isinstance(data, dict):
+            for old, new in OLD_KEYS.items():
+                if old in data and new not in data:
+                    data = {(new if k == old else k): v for k, v in data.items()}
+        return data

@@ -125,7 +125,7 @@ def named_lines(root: Path, value: str, folder: str) -> Iterator[str]:
 
 def named_files(report: Report) -> Iterator[tuple[str, str, str]]:
     """`(field, value, folder)` for every file the report names."""
-    for i, t in enumerate(report.tasks):
+    for i, t in enumerate(report.runs):
         yield f"tasks[{i}].events_file", t.events_file, EVENTS_DIR
         if t.result is not None:
             yield f"tasks[{i}].result.patch", t.result.patch, PATCHES_DIR

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runner.reports.fmt import money
-from runner.reports.model import Report, TaskReport
+from runner.reports.model import Report, RunReport
 from runner.reports.stats import mean_pass_at_k, wilson_interval
 from runner.reports.totals import finished_runs, sum_cost
 from runner.vocabulary import RunStatus, Verdict
@@ -51,7 +51,7 @@ class GroupStats:
     """Total run time of every run of the group."""
 
 
-def group_stats(every: Sequence[TaskReport]) -> GroupStats:
+def group_stats(every: Sequence[RunReport]) -> GroupStats:
     """Pass rate over finished runs, and pass@k over tasks: each task (id, model, variant)
     is one problem sampled `n` times, as in the pass@k literature."""
     tasks = finished_runs(every)
@@ -88,7 +88,7 @@ def group_stats(every: Sequence[TaskReport]) -> GroupStats:
     )
 
 
-def column_name(t: TaskReport) -> str:
+def column_name(t: RunReport) -> str:
     """A task x model matrix column: the model, with the variant when there is one."""
     return t.model if t.variant is None else f"{t.model} / {t.variant}"
 
@@ -112,7 +112,7 @@ class Cell:
 
 
 def task_matrix(
-    tasks: Sequence[TaskReport],
+    tasks: Sequence[RunReport],
 ) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]:
     """Which model (and variant) solved which task: rows are task ids and columns
     model/variant, both in report order; each cell counts that pair's runs."""
@@ -134,7 +134,7 @@ def task_matrix(
     return list(rows), list(cols), cells
 
 
-def headline_cost(tasks: Sequence[TaskReport]) -> str:
+def headline_cost(tasks: Sequence[RunReport]) -> str:
     """`$0.41` when every run that sent a request has a price; `>= $0.41` when some do not
     (the known part, marked as a lower bound); `n/a` when none does."""
     costs = [t.cost_usd for t in tasks if t.requests]
@@ -144,7 +144,7 @@ def headline_cost(tasks: Sequence[TaskReport]) -> str:
     return ("" if len(known) == len(costs) else ">= ") + money(sum(known))
 
 
-def skip_reasons(tasks: Sequence[TaskReport]) -> str:
+def skip_reasons(tasks: Sequence[RunReport]) -> str:
     """`budget 2, interrupted 1`: why runs never started."""
     counts: dict[str, int] = {}
     for t in tasks:

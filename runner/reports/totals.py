@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from runner.reports.model import TaskReport, Totals, UsageReport
+from runner.reports.model import RunReport, Totals, UsageReport
 from runner.vocabulary import RunStatus, Verdict
 
 
@@ -56,12 +56,12 @@ def sum_cost(costs: Iterable[float | None]) -> float | None:
     return round(total, 6)
 
 
-def finished_runs(tasks: Iterable[TaskReport]) -> list[TaskReport]:
+def finished_runs(tasks: Iterable[RunReport]) -> list[RunReport]:
     """Runs with a verdict (passed or failed): what rates, medians and intervals use."""
     return [t for t in tasks if t.status.verdict in (Verdict.PASSED, Verdict.FAILED)]
 
 
-def compute_totals(tasks: Sequence[TaskReport]) -> Totals:
+def compute_totals(tasks: Sequence[RunReport]) -> Totals:
     done = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
     kinds = [t.status.verdict for t in tasks]
     finished = kinds.count(Verdict.PASSED) + kinds.count(Verdict.FAILED)

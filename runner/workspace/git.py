@@ -61,7 +61,9 @@ PUSH_PROTOCOLS = "file:git:ssh:http:https"
 PRIVATE_SUFFIX = ".runner"
 MAX_COMPONENT = 100
 MAX_BRANCH_SUFFIX = 1000
-TEMPLATE_FIELDS = frozenset({"run", "task", "model", "repeat", "name", "variant"})
+TEMPLATE_FIELDS = frozenset({"batch", "run", "task", "model", "repeat", "name", "variant"})
+"""`{batch}` is the batch id; `{run}` is its older spelling, kept with the same meaning so
+existing templates name branches as before (the run's own name is `{name}`)."""
 
 
 def git_env(

@@ -25,7 +25,7 @@ def component(text: str) -> str:
 
 
 def branch_name(template: str, fields: Mapping[str, str]) -> str:
-    """Render a branch template (`{run}`, `{task}`, `{model}`, `{repeat}`) into a valid
+    """Render a branch template (`{batch}`, `{name}`, `{task}`, `{model}`, `{repeat}`) into a valid
     branch name. A field's value never adds hierarchy (`openai/gpt-5` becomes
     `openai-gpt-5`), so two runs cannot collide as a file and a directory; the template's
     own `/` do."""

@@ -20,12 +20,12 @@ import pytest
 
 from runner.errors import (
     ContextWindowExceeded,
-    HTTPStatusError,
     ModelError,
+    ModelNoAnswer,
     QuotaExhausted,
     SizeLimitReached,
-    StreamError,
-    TransportError,
+    StatusRefusal,
+    StreamFailure,
 )
 from runner.items import message
 from runner.providers import ModelResponse, Prompt
@@ -158,7 +158,7 @@ async def test_k_failed_streams_cost_k_plus_1_requests(
 @pytest.mark.parametrize("kind", FAILURES)
 async def test_six_failed_streams_fail_the_call(loopback: LoopbackFactory, kind: str) -> None:
     srv = await loopback([FAILURES[kind]] * 6)
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(StreamFailure) as info:
         await generate(retrying(srv.base_url))
     assert info.value.retryable  # transient, but the budget (5) is spent
     assert len(srv.requests) == 6
@@ -232,9 +232,9 @@ async def test_deadline_cuts_a_live_stream_and_resends(loopback: LoopbackFactory
             reply_chat(chat_sse(chunk("x"), done=False) * 100).but(
                 chunk_size=64, event_delay_s=0.05
             ),
-            StreamError,
+            StreamFailure,
         ),
-        (GOOD.but(delay_s=5), TransportError),  # no status line before the deadline
+        (GOOD.but(delay_s=5), ModelNoAnswer),  # no status line before the deadline
     ],
 )
 async def test_deadline_error_is_typed_by_whether_the_server_answered(
@@ -290,7 +290,7 @@ async def test_huge_event_fails_the_request_with_bounded_memory(
 async def test_a_small_event_cap_is_honoured(loopback: LoopbackFactory) -> None:
     srv = await loopback([reply_chat(chat_sse(chunk("y" * 5000), chunk(finish="stop")))])
     client = RetryingClient(ChatClient(srv.base_url, max_event_bytes=4096))
-    with pytest.raises(StreamError, match="larger than 4096 bytes"):
+    with pytest.raises(StreamFailure, match="larger than 4096 bytes"):
         await generate(client)
 
 
@@ -344,7 +344,7 @@ async def test_broken_streams_are_resent_then_fail_clearly(
     assert answer_text(await generate(retrying(srv.base_url))) == "done"
     assert len(srv.requests) == 2
     srv = await loopback([reply_chat(BROKEN[kind])] * 6)
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(StreamFailure) as info:
         await generate(retrying(srv.base_url))
     assert len(srv.requests) == 6 and str(info.value)
 
@@ -391,7 +391,7 @@ async def test_lone_surrogates_are_made_writable(loopback: LoopbackFactory) -> N
 async def test_error_bodies_are_read_only_up_to_64_kib(loopback: LoopbackFactory) -> None:
     huge = b'{"error": {"message": "' + b"z" * (8 * 1024 * 1024) + b'"}}'
     srv = await loopback([reply_http_error(400, huge)])
-    with pytest.raises(HTTPStatusError) as info:
+    with pytest.raises(StatusRefusal) as info:
         await generate(retrying(srv.base_url))
     assert info.value.status == 400 and len(info.value.body) == 64 * 1024
     assert len(str(info.value)) < 1000 and len(srv.requests) == 1
@@ -429,10 +429,10 @@ async def test_error_bodies_are_read_only_up_to_64_kib(loopback: LoopbackFactory
         ),
         (
             reply_chat(chat_sse({"error": {"code": "invalid_request_error", "message": "bad"}})),
-            StreamError,
+            StreamFailure,
             1,
         ),
-        (reply_chat(chat_sse({"error": "a bare string"})), StreamError, 6),
+        (reply_chat(chat_sse({"error": "a bare string"})), StreamFailure, 6),
     ],
 )
 async def test_error_answers_are_classified(
@@ -495,7 +495,7 @@ def test_batch_passes_the_provider_timeouts_to_the_chat_client(
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert {t["id"]: t["status"] for t in report["tasks"]} == {
+    assert {t["id"]: t["status"] for t in report["runs"]} == {
         "stall": "completed",
         "slow": "completed",
     }
@@ -528,7 +528,7 @@ def test_a_cut_off_answer_is_its_own_status_with_its_text_kept(
     res = run_cli("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    [task] = report["tasks"]
+    [task] = report["runs"]
     assert task["status"] == "max_output_tokens"
     assert task["truncated_output"] == "I will now explain at great length why"
     assert "max_output_tokens=8" in task["error"]

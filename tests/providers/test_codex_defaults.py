@@ -45,7 +45,7 @@ tasks:
     res = run_cli(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    task: dict[str, Any] = report["tasks"][0]
+    task: dict[str, Any] = report["runs"][0]
     return task
 
 

@@ -23,8 +23,8 @@ from runner.errors import (
     AnswerTruncated,
     ContextWindowExceeded,
     EngineError,
-    HTTPStatusError,
-    StreamError,
+    StatusRefusal,
+    StreamFailure,
 )
 from runner.http import make_client
 from runner.items import Item, function_call_output, message
@@ -285,7 +285,7 @@ def test_answer_becomes_message() -> None:
 
 
 def test_broken_json_is_a_stream_error() -> None:
-    with pytest.raises(StreamError) as info:
+    with pytest.raises(StreamFailure) as info:
         items_from_constrained('{"tool": "sh', prompt())
     assert info.value.code == "invalid_json"
 
@@ -406,16 +406,16 @@ async def test_constrained_stream_gives_items_not_json_text() -> None:
     ("body", "status", "error"),
     [
         (sse(delta(content="x"), delta("length"), USAGE), 200, ContextWindowExceeded),
-        (sse(delta(content="x"), done=False), 200, StreamError),  # cut: no finish_reason
-        (b'{"error":{"code":500,"message":"boom"}}', 500, HTTPStatusError),
+        (sse(delta(content="x"), done=False), 200, StreamFailure),  # cut: no finish_reason
+        (b'{"error":{"code":500,"message":"boom"}}', 500, StatusRefusal),
         (
             b'{"error":{"code":400,"type":"exceed_context_size_error","message":"the request '
             b'exceeds the available context size"}}',
             400,
             ContextWindowExceeded,
         ),
-        (b"data: {not json\n\n", 200, StreamError),
-        (sse({"error": {"message": "bad", "type": "server_error"}}), 200, StreamError),
+        (b"data: {not json\n\n", 200, StreamFailure),
+        (sse({"error": {"message": "bad", "type": "server_error"}}), 200, StreamFailure),
     ],
 )
 async def test_errors_map_to_the_runner_tree(

@@ -16,18 +16,18 @@ from runner.agent import Outcome, Thread, ThreadSpec
 from runner.errors import (
     AuthFailed,
     ContextWindowExceeded,
-    HTTPStatusError,
     ModelError,
+    ModelNoAnswer,
     QuotaExhausted,
     RateLimited,
-    StreamError,
-    TransportError,
-    http_error,
+    StatusRefusal,
+    StreamFailure,
 )
 from runner.http import retry_after_s
 from runner.items import message
 from runner.providers import Prompt
 from runner.providers.chat import ChatClient
+from runner.providers.refusals import http_error, stream_error
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import Retry, RetryingClient, backoff_s, decide
 from runner.sandbox.local import LocalExecutor
@@ -62,7 +62,7 @@ def body(code: str | None, message: str = "m", kind: str = "x") -> str:
 @pytest.mark.parametrize(
     ("exc", "expected"),
     [
-        (TransportError("connect refused"), Retry("request", 0.0, False)),
+        (ModelNoAnswer("connect refused"), Retry("request", 0.0, False)),
         (http_error(500, "oops"), Retry("request", 0.0, False)),
         (http_error(408, ""), Retry("request", 0.0, False)),
         (
@@ -70,9 +70,9 @@ def body(code: str | None, message: str = "m", kind: str = "x") -> str:
             Retry("request", 3.0, True),
         ),
         (http_error(503, body("server_is_overloaded")), Retry("request", 0.0, True)),
-        (StreamError("cut", code="stream_cut", retryable=True), Retry("stream", 0.0, False)),
+        (StreamFailure("cut", code="stream_cut", retryable=True), Retry("stream", 0.0, False)),
         (
-            StreamError("rl", code="rate_limit_exceeded", retryable=True, retry_after_s=2),
+            stream_error({"code": "rate_limit_exceeded", "message": "Try again in 2s."}),
             Retry("stream", 2.0, True),
         ),
         (http_error(400, body(None, kind="invalid_request_error")), None),
@@ -80,7 +80,7 @@ def body(code: str | None, message: str = "m", kind: str = "x") -> str:
         (http_error(429, body("insufficient_quota")), None),
         (http_error(401, ""), None),
         (http_error(400, body("context_length_exceeded")), None),
-        (StreamError("bad prompt", code="invalid_prompt"), None),
+        (StreamFailure("bad prompt", code="invalid_prompt"), None),
     ],
 )
 def test_decide(exc: Any, expected: Retry | None) -> None:
@@ -94,7 +94,7 @@ def test_http_errors_become_the_right_class() -> None:
     assert isinstance(http_error(403, ""), AuthFailed)
     assert isinstance(http_error(400, body("context_length_exceeded")), ContextWindowExceeded)
     bad = http_error(400, body(None, "Unknown parameter: 'foo'.", "invalid_request_error"))
-    assert isinstance(bad, HTTPStatusError)
+    assert isinstance(bad, StatusRefusal)
     assert str(bad) == "HTTP 400 invalid_request_error: Unknown parameter: 'foo'."
     assert str(http_error(502, "<html>" + "x" * 5000)).startswith("HTTP 502: <html>xxx")
     assert len(str(http_error(502, "x" * 5000))) < 520
@@ -142,7 +142,7 @@ def said_as(wire: str, status: int, error: dict[str, Any]) -> Reply:
 async def test_the_same_words_are_the_same_error_on_every_wire(
     loopback: LoopbackFactory, wire: str, said: str
 ) -> None:
-    """One classification (`errors.model_error`) whether the server refuses with an HTTP
+    """One classification (`providers.refusals.model_error`) whether the server refuses with an HTTP
     status or with an error inside the stream, on either wire."""
     status, error, expected = SAID[said]
     srv = await loopback([said_as(wire, status, error)])

@@ -94,7 +94,7 @@ defaults:
   tools: []
   instructions_file: {json.dumps(str(CONFIGS / "mcp-instructions.md"))}
   model_options: {{temperature: 0, max_output_tokens: 256}}
-  limits: {{max_turns: 4, timeout_s: 240}}
+  limits: {{max_requests: 4, timeout_s: 240}}
   mcp_servers:
     calc: {{command: [{json.dumps(sys.executable)},
                      {json.dumps(str(CONFIGS / "mcp_calc_server.py"))}],
@@ -128,7 +128,7 @@ tasks:
     )
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
-    runs = {t["model"]: t for t in report["tasks"]}
+    runs = {t["model"]: t for t in report["runs"]}
     assert set(runs) == {"engine/smollm2", "bridge/smollm2"}
     for model, run in runs.items():
         assert run["status"] == "completed", (model, run["error"])

@@ -14,7 +14,7 @@ from runner.reports.model import (
     Report,
     RequestReport,
     ResultReport,
-    TaskReport,
+    RunReport,
     Totals,
     UsageReport,
 )
@@ -92,7 +92,7 @@ def task(
     fingerprint: str = "",
     prefix_breaks: int = 0,
     skip_reason: str | None = None,
-) -> TaskReport:
+) -> RunReport:
     reqs = [request(i + 1) for i in range(requests)]
     for i in range(min(prefix_breaks, max(requests - 1, 0))):
         reqs[i + 1] = reqs[i + 1].model_copy(
@@ -106,7 +106,7 @@ def task(
                 )
             }
         )
-    return TaskReport(
+    return RunReport(
         id=task_id,
         run=run,
         repeat=repeat,
@@ -131,7 +131,7 @@ def task(
 
 
 def report(
-    tasks: list[TaskReport], *, run_id: str = "20260314-101500-ab12", duration_s: float = 95.123456
+    tasks: list[RunReport], *, batch_id: str = "20260314-101500-ab12", duration_s: float = 95.123456
 ) -> Report:
     total = UsageReport()
     for t in tasks:
@@ -154,7 +154,7 @@ def report(
     costs = [t.cost_usd for t in tasks]
     cost = None if None in costs else round(sum(c for c in costs if c is not None), 6)
     return Report(
-        run_id=run_id,
+        batch_id=batch_id,
         task_file="tasks.yaml",
         started_at="2026-03-14T10:15:00+01:00",
         finished_at="2026-03-14T10:16:35+01:00",
@@ -172,7 +172,7 @@ def report(
             pass_rate=round(done / finished, 4) if finished else None,
             cost_usd=cost,
         ),
-        tasks=tasks,
+        runs=tasks,
     )
 
 
@@ -199,7 +199,7 @@ def sample_report() -> Report:
             task(
                 "add_tests",
                 gpt,
-                "max_turns",
+                "max_requests",
                 error="stopped after 20 turns",
                 final_message="I still need to | run the tests\nand fix <things> & more",
                 u=usage(30000, 27000, 1500),

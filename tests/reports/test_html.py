@@ -61,7 +61,7 @@ def hostile_dir(tmp_path: Path) -> tuple[Report, Path]:
     ]
     (out / t.events_file).write_text("".join(json.dumps(e) + "\n" for e in events) + "not json\n")
     (out / "patches" / "evil.r1.patch").write_text(f"+{EVIL}\n", errors="surrogatepass")
-    return report([t], run_id=f"run{EVIL}"), out
+    return report([t], batch_id=f"run{EVIL}"), out
 
 
 def test_hostile_text_is_escaped_and_nothing_is_fetched(tmp_path: Path) -> None:
@@ -126,10 +126,10 @@ def test_charts_render_in_headless_chromium(tmp_path: Path) -> None:
 
     browser = _chromium()
     r = benchmark_report()
-    first = r.tasks[0].model_copy(
+    first = r.runs[0].model_copy(
         update={"requests": [request(i, usage(1000 * i, 800 * i, 50)) for i in range(1, 6)]}
     )
-    r = r.model_copy(update={"tasks": [first, *r.tasks[1:]]})
+    r = r.model_copy(update={"runs": [first, *r.runs[1:]]})
     page = render_html(r, tmp_path)
     # Open the first run's drill-down so its token chart is on the screenshot.
     page = page.replace('<details class="run">', '<details class="run" open>', 1)

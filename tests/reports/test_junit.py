@@ -83,9 +83,9 @@ def test_structure() -> None:
     assert cases[0].find("failure") is None and cases[0].find("error") is None
     failure = cases[1].find("failure")
     assert failure is not None
-    assert failure.attrib["type"] == "max_turns"
+    assert failure.attrib["type"] == "max_requests"
     assert failure.attrib["message"] == (
-        "max_turns: stopped at the request limit (limits.max_turns): stopped after 20 turns"
+        "max_requests: stopped at the request limit (limits.max_requests): stopped after 20 turns"
     )
     assert failure.text == (
         "stopped after 20 turns\n\nFinal message:\n"
@@ -113,7 +113,7 @@ def test_structure() -> None:
     ("status", "element", "reason"),
     [
         ("check_failed", "failure", "the check command failed"),
-        ("max_turns", "failure", "stopped at the request limit (limits.max_turns)"),
+        ("max_requests", "failure", "stopped at the request limit (limits.max_requests)"),
         ("max_tool_calls", "failure", "stopped at the tool-call limit"),
         ("timeout", "failure", "timed out"),
         ("budget", "failure", "stopped at the token or cost budget"),
@@ -234,9 +234,9 @@ def test_loads_in_junitparser() -> None:
     assert turns.is_failure and turns.classname == "add_tests"
     assert turns.time == pytest.approx(120.0)
     (failure,) = turns.result
-    assert failure.type == "max_turns"
+    assert failure.type == "max_requests"
     assert failure.message == (
-        "max_turns: stopped at the request limit (limits.max_turns): stopped after 20 turns"
+        "max_requests: stopped at the request limit (limits.max_requests): stopped after 20 turns"
     )
     assert "Final message" in (failure.text or "")
     assert "requests=20" in (turns.system_out or "").splitlines()
@@ -342,11 +342,11 @@ def test_property_names_say_prefix_reuse_and_user_turns() -> None:
     the thread's previous request; report.json keeps `ideal_cache_ratio`) and user turns
     next to model requests."""
     r = sample_report()
-    first = r.tasks[0]
+    first = r.runs[0]
     usage = first.usage.model_copy(
         update={"ideal_cache_ratio": 0.8, "ideal_cached_tokens": first.usage.input_tokens}
     )
-    r = r.model_copy(update={"tasks": [first.model_copy(update={"usage": usage}), *r.tasks[1:]]})
+    r = r.model_copy(update={"runs": [first.model_copy(update={"usage": usage}), *r.runs[1:]]})
     root = ET.fromstring(render_junit(r))
     names = {p.attrib["name"] for p in root.iter("property")}
     assert {"prefix_reuse_ratio", "user_turns", "requests"} <= names

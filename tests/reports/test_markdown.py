@@ -9,7 +9,7 @@ import pytest
 
 from runner.reports.fmt import PR_COMMENT_MAX_CHARS, cell, inline, money, truncate
 from runner.reports.markdown import duration, render_markdown
-from runner.reports.model import TaskReport
+from runner.reports.model import RunReport
 from runner.reports.summary import group_stats
 from tests.reports import benchmark_report, check_golden, report, run_name, sample_report, task
 from tests.reports import usage as make_usage
@@ -94,7 +94,7 @@ def test_every_run_row_has_every_column() -> None:
     ]
     assert [r[2] for r in runs] == [
         "PASS",
-        "FAIL (turns)",
+        "FAIL (requests)",
         "FAIL (scope)",
         "FAIL",
         "FAIL (timeout)",
@@ -115,7 +115,7 @@ def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
     from runner.reports.model import CompactionReport
 
     report = sample_report()
-    first = report.tasks[0]
+    first = report.runs[0]
     usage = first.usage.model_copy(update={"ideal_cache_ratio": 0.8})
     comp = CompactionReport(
         kind="local",
@@ -127,7 +127,7 @@ def test_ideal_cache_ratio_and_compactions_are_shown() -> None:
         dropped_items=0,
         requests=[7],
     )
-    report.tasks[0] = first.model_copy(update={"usage": usage, "compactions": [comp, comp]})
+    report.runs[0] = first.model_copy(update={"usage": usage, "compactions": [comp, comp]})
     md = render_markdown(report)
     header = _header(md, "Runs")
     row = _rows(md, "Runs")[0]
@@ -308,7 +308,7 @@ def test_prefix_breaks_section() -> None:
     assert "## Prefix breaks" not in render_markdown(benchmark_report())
 
 
-def _big_report(n: int) -> list[TaskReport]:
+def _big_report(n: int) -> list[RunReport]:
     return [
         task(
             f"task-{i:04d}",

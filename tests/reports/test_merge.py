@@ -16,7 +16,7 @@ from runner.cli import main
 from runner.reports.junit import render_junit
 from runner.reports.markdown import render_markdown
 from runner.reports.merge import merge_dirs
-from runner.reports.model import BatchIdentity, Report, TaskReport
+from runner.reports.model import BatchIdentity, Report, RunReport
 from tests.reports import benchmark_report, report, result, task
 
 SHARDS = 3
@@ -26,7 +26,7 @@ def write_dir(directory: Path, r: Report) -> Path:
     """What `runner run --out` leaves: report.json, a thread log per run, patches."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "report.json").write_text(r.model_dump_json(indent=2) + "\n")
-    for t in r.tasks:
+    for t in r.runs:
         log = directory / t.events_file
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(json.dumps({"type": "thread.started", "task": t.run}) + "\n")
@@ -57,9 +57,9 @@ def with_patches(r: Report) -> Report:
                 ),
             }
         )
-        for i, t in enumerate(r.tasks)
+        for i, t in enumerate(r.runs)
     ]
-    return report(tasks, run_id=r.run_id, duration_s=r.duration_s).model_copy(
+    return report(tasks, batch_id=r.batch_id, duration_s=r.duration_s).model_copy(
         update={"batch": IDENTITY}
     )
 
@@ -67,12 +67,12 @@ def with_patches(r: Report) -> Report:
 def shard_reports(full: Report) -> list[Report]:
     """Slices as `--shard K/N` makes them: by fingerprint, every N-th; each shard its own
     batch with its own id and times."""
-    ordered = sorted(full.tasks, key=lambda t: (t.fingerprint, t.run))
+    ordered = sorted(full.runs, key=lambda t: (t.fingerprint, t.run))
     out = []
     for k in range(SHARDS):
         r = report(
             [t for i, t in enumerate(ordered) if i % SHARDS == k],
-            run_id=f"shard{k + 1}",
+            batch_id=f"shard{k + 1}",
             duration_s=60.0 + k,
         )
         out.append(
@@ -92,8 +92,8 @@ def unsharded(full: Report, merged: Report) -> Report:
     the merged one; the runs in the batch's (task-file) order."""
     return full.model_copy(
         update={
-            "tasks": full.tasks,
-            "run_id": merged.run_id,
+            "runs": full.runs,
+            "batch_id": merged.batch_id,
             "started_at": merged.started_at,
             "finished_at": merged.finished_at,
             "duration_s": merged.duration_s,
@@ -134,9 +134,9 @@ def test_every_path_in_the_merged_report_exists(
     _, dirs = shard_dirs
     out = tmp_path / "merged"
     merged = merge_dirs(dirs, out)
-    patches = [t.result.patch for t in merged.tasks if t.result is not None]
+    patches = [t.result.patch for t in merged.runs if t.result is not None]
     assert len(patches) == 12
-    for t in merged.tasks:
+    for t in merged.runs:
         log = (out / t.events_file).read_text()
         assert json.loads(log)["task"] == t.run
     for p in patches:
@@ -225,7 +225,7 @@ def test_missing_report_is_exit_2_naming_the_file(
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ('{"schema_version": "runner.report/1",\n  "run_id": ', ":2: (JSON): not valid JSON"),
+        ('{"schema_version": "runner.report/1",\n  "batch_id": ', ":2: (JSON): not valid JSON"),
         ("[1, 2]", ": (document): must be a JSON object"),
         ('{"schema_version": "runner.report/9"}', ": schema_version: is 'runner.report/9'"),
         ("[" * 100_000, ": (JSON): nested too deeply"),
@@ -244,9 +244,9 @@ def test_corrupt_report_is_exit_2(tmp_path: Path, content: str, expected: str) -
 
 def test_invalid_field_names_the_field(tmp_path: Path) -> None:
     data = json.loads(benchmark_report().model_dump_json())
-    data["tasks"][3]["usage"]["input_tokens"] = "many"
-    del data["tasks"][5]["status"]
-    data["tasks"][6]["status"] = "cancelled"  # statuses are one closed vocabulary
+    data["runs"][3]["usage"]["input_tokens"] = "many"
+    del data["runs"][5]["status"]
+    data["runs"][6]["status"] = "cancelled"  # statuses are one closed vocabulary
     data["totals"]["surprise"] = 1
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -255,13 +255,13 @@ def test_invalid_field_names_the_field(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.splitlines()
     assert any(
-        line.startswith(f"error: {bad / 'report.json'}: tasks[3].usage.input_tokens: ")
+        line.startswith(f"error: {bad / 'report.json'}: runs[3].usage.input_tokens: ")
         for line in lines
     )
-    assert f"error: {bad / 'report.json'}: tasks[5].status: Field required" in lines
+    assert f"error: {bad / 'report.json'}: runs[5].status: Field required" in lines
     assert any("totals.surprise: Extra inputs are not permitted" in line for line in lines)
     assert any(
-        line.startswith(f"error: {bad / 'report.json'}: tasks[6].status: Input should be ")
+        line.startswith(f"error: {bad / 'report.json'}: runs[6].status: Input should be ")
         and "'completed'" in line
         and "'skipped'" in line
         for line in lines
@@ -281,7 +281,7 @@ def test_every_bad_shard_is_reported_at_once(tmp_path: Path) -> None:
 def test_different_task_files_are_refused(tmp_path: Path) -> None:
     one = write_dir(tmp_path / "one", report([task("a", "p/m", "completed", run="a.r1")]))
     other = report([task("b", "p/m", "completed", run="b.r1")]).model_copy(
-        update={"task_file": "other.yaml", "run_id": "x"}
+        update={"task_file": "other.yaml", "batch_id": "x"}
     )
     two = write_dir(tmp_path / "two", other)
     proc = run_merge(one, two, "--out", tmp_path / "out")
@@ -310,7 +310,7 @@ def test_same_fingerprint_under_another_name_is_refused(tmp_path: Path) -> None:
     )
     two = write_dir(
         tmp_path / "two",
-        report([task("a", "p/m", "completed", run="a.renamed", fingerprint="ff")], run_id="two"),
+        report([task("a", "p/m", "completed", run="a.renamed", fingerprint="ff")], batch_id="two"),
     )
     proc = run_merge(one, two, "--out", tmp_path / "out")
     assert proc.returncode == 2
@@ -320,7 +320,7 @@ def test_same_fingerprint_under_another_name_is_refused(tmp_path: Path) -> None:
 def test_colliding_files_are_refused(tmp_path: Path) -> None:
     one = write_dir(tmp_path / "one", report([task("a", "p/m", "completed", run="a.r1")]))
     two = write_dir(
-        tmp_path / "two", report([task("b", "p/m", "completed", run="b.r1")], run_id="two")
+        tmp_path / "two", report([task("b", "p/m", "completed", run="b.r1")], batch_id="two")
     )
     (two / "threads" / "a.r1.jsonl").write_text("{}\n")
     proc = run_merge(one, two, "--out", tmp_path / "out")
@@ -356,11 +356,11 @@ def test_usage_errors_are_exit_2(tmp_path: Path) -> None:
 
 
 def test_reports_without_fingerprints_merge_by_run_name(tmp_path: Path) -> None:
-    tasks: list[TaskReport] = [task(n, "p/m", "completed", run=f"{n}.r1") for n in "dcba"]
-    one = write_dir(tmp_path / "one", report(tasks[:2], run_id="one"))
-    two = write_dir(tmp_path / "two", report(tasks[2:], run_id="two"))
+    tasks: list[RunReport] = [task(n, "p/m", "completed", run=f"{n}.r1") for n in "dcba"]
+    one = write_dir(tmp_path / "one", report(tasks[:2], batch_id="one"))
+    two = write_dir(tmp_path / "two", report(tasks[2:], batch_id="two"))
     merged = merge_dirs([one, two], tmp_path / "out")
-    assert [t.run for t in merged.tasks] == ["a.r1", "b.r1", "c.r1", "d.r1"]
+    assert [t.run for t in merged.runs] == ["a.r1", "b.r1", "c.r1", "d.r1"]
 
 
 def test_missing_shard_is_refused_unless_partial(
@@ -377,7 +377,7 @@ def test_missing_shard_is_refused_unless_partial(
     merged = Report.model_validate_json((tmp_path / "out" / "report.json").read_text())
     assert merged.partial and merged.missing_shards == [2]
     assert merged.totals.runs == 16
-    assert [t.index for t in merged.tasks] == sorted(t.index or 0 for t in merged.tasks)
+    assert [t.index for t in merged.runs] == sorted(t.index or 0 for t in merged.runs)
     assert "**PARTIAL: shard(s) 2 of 3 missing" in (tmp_path / "out" / "summary.md").read_text()
     assert (
         '<property name="partial" value="true" />' in (tmp_path / "out" / "junit.xml").read_text()
@@ -409,7 +409,7 @@ def test_a_killed_shards_checkpoint_is_refused_unless_partial(
     r = Report.model_validate_json((dirs[1] / "report.json").read_text())
     cut = write_dir(
         tmp_path / "killed",
-        r.model_copy(update={"tasks": r.tasks[:1], "pending": len(r.tasks) - 1}),
+        r.model_copy(update={"runs": r.runs[:1], "pending": len(r.runs) - 1}),
     )
     proc = run_merge(dirs[0], cut, dirs[2], "--out", tmp_path / "out")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -436,17 +436,17 @@ def test_a_shard_with_runs_cut_by_hand_is_refused(
 ) -> None:
     _, dirs = shard_dirs
     r = Report.model_validate_json((dirs[2] / "report.json").read_text())
-    cut = write_dir(tmp_path / "cut", r.model_copy(update={"tasks": r.tasks[:5]}))
+    cut = write_dir(tmp_path / "cut", r.model_copy(update={"runs": r.runs[:5]}))
     proc = run_merge(dirs[0], dirs[1], cut, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert f"{cut}/report.json: tasks: shard 3/3 is incomplete: has 5 of the 8 runs" in proc.stderr
+    assert f"{cut}/report.json: runs: shard 3/3 is incomplete: has 5 of the 8 runs" in proc.stderr
     extra = write_dir(
         tmp_path / "extra",
         r.model_copy(
             update={
-                "tasks": [
-                    *r.tasks,
-                    r.tasks[0].model_copy(update={"fingerprint": "0" * 16, "run": "x.r9"}),
+                "runs": [
+                    *r.runs,
+                    r.runs[0].model_copy(update={"fingerprint": "0" * 16, "run": "x.r9"}),
                 ]
             }
         ),

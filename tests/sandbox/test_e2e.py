@@ -72,7 +72,7 @@ def test_shell_call_cannot_write_outside(
     assert res.returncode == 0, res.stderr
 
     assert list(outside.iterdir()) == []  # neither the agent nor the check wrote there
-    [task] = json.loads((out / "report.json").read_text())["tasks"]
+    [task] = json.loads((out / "report.json").read_text())["runs"]
     assert task["status"] == "completed" and task["check"]["passed"]
     assert task["result"]["files"] == ["inside.txt"]
     events = [json.loads(x) for x in (out / task["events_file"]).read_text().splitlines()]
@@ -106,7 +106,7 @@ def test_run_fails_where_bubblewrap_cannot(
     )
     assert res.returncode == 3, res.stderr
     assert "Traceback" not in res.stderr
-    [task] = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"]
+    [task] = json.loads((tmp_path / "out" / "report.json").read_text())["runs"]
     assert task["status"] == "error"
     for fix in FIXES:
         assert fix in task["error"]
@@ -143,5 +143,5 @@ def test_apply_patch_obeys_the_sandbox_too(
         assert "read-only" not in outputs[0]
         assert ".git is read-only in the sandbox" in outputs[1]
     report = json.loads((out / "report.json").read_text())
-    files = (report["tasks"][0]["result"] or {}).get("files", [])
+    files = (report["runs"][0]["result"] or {}).get("files", [])
     assert files == ([] if mode == "read-only" else ["new.txt"])

@@ -65,7 +65,7 @@ def patch(body: str, call_id: str) -> Reply:
 
 def runs(out: Path) -> dict[str, dict[str, Any]]:
     report = json.loads((out / "report.json").read_text())
-    return {t["id"]: t for t in report["tasks"]}
+    return {t["id"]: t for t in report["runs"]}
 
 
 def tool_outputs(out: Path, run: str) -> list[str]:

@@ -55,15 +55,15 @@ def _task_file(tmp: Path, base_url: str, repo: Path, limits: str) -> Path:
     ("item_chars", "limits", "what"),
     [
         # Each item fits, the history does not: the 6th response would pass 256 KiB.
-        (20 * KIB, "max_turns: 30, max_history_bytes: 262144", "max_history_bytes"),
+        (20 * KIB, "max_requests: 30, max_history_bytes: 262144", "max_history_bytes"),
         # One item over its own cap.
-        (200 * KIB, "max_turns: 30, max_item_bytes: 131072", "max_item_bytes"),
+        (200 * KIB, "max_requests: 30, max_item_bytes: 131072", "max_item_bytes"),
         # One streamed response over its cap.
-        (200 * KIB, "max_turns: 30, max_response_bytes: 65536", "max_response_bytes"),
+        (200 * KIB, "max_requests: 30, max_response_bytes: 65536", "max_response_bytes"),
         # The request body: items under every other cap, bodies growing past this one.
         (
             20 * KIB,
-            "max_turns: 30, max_history_bytes: 1048576, max_request_bytes: 196608",
+            "max_requests: 30, max_history_bytes: 1048576, max_request_bytes: 196608",
             "max_request_bytes",
         ),
     ],
@@ -80,7 +80,7 @@ def test_a_server_that_reports_tiny_usage_meets_a_byte_cap(
     run = runs(out)["t"]
     assert run["status"] == "size_limit", run
     assert what in run["error"], run["error"]
-    assert len(srv.requests) < 30  # stopped by the cap, not by max_turns
+    assert len(srv.requests) < 30  # stopped by the cap, not by max_requests
     if what in ("max_item_bytes", "max_response_bytes"):
         assert len(srv.requests) == 1  # the first answer is refused, nothing ran
     else:

@@ -90,7 +90,7 @@ def test_a_report_cannot_name_a_file_outside_its_folders(
             os.link(tmp_path / "secret.txt", tmp_path / "e.jsonl")
 
         def change(rep: dict[str, Any], kind: str = kind, value: str = value) -> None:
-            t = rep["tasks"][0]
+            t = rep["runs"][0]
             if kind == "patch":
                 t["result"]["patch"] = value
             else:
@@ -128,7 +128,7 @@ def test_no_link_is_read_where_a_report_file_should_be(
     shard = _batch(loopback_thread, tmp_path, repo, tmp_path / "shard")
     (tmp_path / "secret.txt").write_text(SECRET + "\n")
     rep = json.loads((shard / "report.json").read_text())
-    t = rep["tasks"][0]
+    t = rep["runs"][0]
     for name in (t["result"]["patch"], t["events_file"]):
         (shard / name).unlink()
         (os.symlink if link == "symbolic" else os.link)(tmp_path / "secret.txt", shard / name)
@@ -179,7 +179,7 @@ def test_no_printer_lets_a_report_or_run_issue_workflow_commands(
         assert "planted" in again.stdout  # shown, but inert
 
     def change(rep: dict[str, Any]) -> None:
-        t = rep["tasks"][0]
+        t = rep["runs"][0]
         t["result"]["branch"] = "x\n::error::planted\n::add-mask::secret\n##[error]legacy"
         t["model"] = "fake/m\n::error::model"
         t["id"] = t["run"] = "a\n::error::id"
@@ -219,23 +219,23 @@ def test_a_report_copying_an_older_batch_cannot_delete_its_branch(
     repo = make_git_repo(tmp_path / "repo")
     a = _batch(loopback_thread, tmp_path, repo, tmp_path / "a")
     a_rep = json.loads((a / "report.json").read_text())
-    a_entry = a_rep["tasks"][0]
+    a_entry = a_rep["runs"][0]
     a_branch = a_entry["result"]["branch"]
     time.sleep(1.1)  # reflog times are whole seconds: B starts in a later one
     b = _batch(loopback_thread, tmp_path, repo, tmp_path / "b")
-    b_branch = json.loads((b / "report.json").read_text())["tasks"][0]["result"]["branch"]
+    b_branch = json.loads((b / "report.json").read_text())["runs"][0]["result"]["branch"]
     assert a_branch != b_branch
 
     forged = [tmp_path / "f1", tmp_path / "f2"]
     for f in forged:
         shutil.copytree(b, f)
-    _edit(forged[0], lambda rep: rep.update(run_id=a_rep["run_id"], tasks=[a_entry]))
+    _edit(forged[0], lambda rep: rep.update(batch_id=a_rep["batch_id"], runs=[a_entry]))
     _edit(
         forged[1],
-        lambda rep: rep.update(shards=[a_rep["run_id"]], tasks=[*rep["tasks"], a_entry]),
+        lambda rep: rep.update(shards=[a_rep["batch_id"]], runs=[*rep["runs"], a_entry]),
     )
-    b_id = json.loads((b / "report.json").read_text())["run_id"]
-    for f, pin in zip(forged, ([], ["--run-id", b_id]), strict=True):
+    b_id = json.loads((b / "report.json").read_text())["batch_id"]
+    for f, pin in zip(forged, ([], ["--batch-id", b_id]), strict=True):
         # forged[1] holds two ids: the user names the batch they mean (B).
         res = cli("report", "branches", f, "--repo", repo, "--delete", *pin)
         assert res.returncode == 0, res.stderr
@@ -262,10 +262,10 @@ def test_a_branch_the_user_made_on_a_runner_commit_is_not_the_batchs(
     repo = make_git_repo(tmp_path / "repo")
     out = _batch(loopback_thread, tmp_path, repo, tmp_path / "out")
     rep = json.loads((out / "report.json").read_text())
-    made = rep["tasks"][0]["result"]["branch"]
+    made = rep["runs"][0]["result"]["branch"]
     twin = f"{made}-2"
     git(repo, "branch", twin, made)
-    _edit(out, lambda r: r["tasks"][0]["result"].update(branch=twin))
+    _edit(out, lambda r: r["runs"][0]["result"].update(branch=twin))
     res = cli("report", "branches", out, "--repo", repo, "--delete")
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith(twin + " ") and "foreign" in res.stdout, res.stdout
@@ -282,7 +282,7 @@ def test_a_commit_without_the_runs_trailer_is_not_the_batchs(
     repo = make_git_repo(tmp_path / "repo")
     out = _batch(loopback_thread, tmp_path, repo, tmp_path / "out")
     rep = json.loads((out / "report.json").read_text())
-    t = rep["tasks"][0]
+    t = rep["runs"][0]
     made, base = t["result"]["branch"], t["workspace"]["base"]
     ident = {
         "GIT_AUTHOR_NAME": "runner",
@@ -307,7 +307,7 @@ def test_a_commit_without_the_runs_trailer_is_not_the_batchs(
     _edit(
         out,
         lambda r: (
-            r["tasks"][0]["result"].update(commit=fake),
+            r["runs"][0]["result"].update(commit=fake),
             r.update(finished_at="2999-01-01T00:00:00+00:00"),
         ),
     )
@@ -321,22 +321,22 @@ def test_a_report_naming_an_older_batch_as_a_shard_deletes_nothing_of_it(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:
     """B's report gains A's run id in `shards`, A's entry and A's start: the report now
-    speaks for two batches, so `--delete` needs each id named with `--run-id`. Without
+    speaks for two batches, so `--delete` needs each id named with `--batch-id`. Without
     it nothing is deleted; with B's id alone A's branch is kept, reflog and all."""
     repo = make_git_repo(tmp_path / "repo")
     a = _batch(loopback_thread, tmp_path, repo, tmp_path / "a")
     a_rep = json.loads((a / "report.json").read_text())
-    a_entry = a_rep["tasks"][0]
+    a_entry = a_rep["runs"][0]
     a_branch, a_commit = a_entry["result"]["branch"], a_entry["result"]["commit"]
     time.sleep(1.1)
     b = _batch(loopback_thread, tmp_path, repo, tmp_path / "b")
     b_rep = json.loads((b / "report.json").read_text())
-    b_branch = b_rep["tasks"][0]["result"]["branch"]
+    b_branch = b_rep["runs"][0]["result"]["branch"]
     _edit(
         b,
         lambda rep: rep.update(
-            shards=[a_rep["run_id"]],
-            tasks=[*rep["tasks"], a_entry],
+            shards=[a_rep["batch_id"]],
+            runs=[*rep["runs"], a_entry],
             started_at=a_rep["started_at"],
         ),
     )
@@ -346,18 +346,18 @@ def test_a_report_naming_an_older_batch_as_a_shard_deletes_nothing_of_it(
 
     res = cli("report", "branches", b, "--repo", repo, "--delete")
     assert res.returncode == 2, (res.stdout, res.stderr)
-    assert "--run-id" in res.stderr and a_rep["run_id"] in res.stderr, res.stderr
+    assert "--batch-id" in res.stderr and a_rep["batch_id"] in res.stderr, res.stderr
     assert a_branch in branches() and b_branch in branches()
-    res = cli("report", "branches", b, "--repo", repo, "--delete", "--run-id", b_rep["run_id"])
+    res = cli("report", "branches", b, "--repo", repo, "--delete", "--batch-id", b_rep["batch_id"])
     assert res.returncode == 0, res.stderr
     line = next(x for x in res.stdout.splitlines() if x.startswith(a_branch + " "))
-    assert " foreign (" in line and "--run-id" in line and line.endswith(", kept"), line
+    assert " foreign (" in line and "--batch-id" in line and line.endswith(", kept"), line
     assert git(repo, "rev-parse", f"refs/heads/{a_branch}").strip() == a_commit
     assert "runner: result" in git(repo, "reflog", "show", f"refs/heads/{a_branch}")
     assert b_branch not in branches()
     # An id the report does not hold is an input error, not a wider net.
-    bad = cli("report", "branches", b, "--repo", repo, "--delete", "--run-id", "0123456789ab")
-    assert bad.returncode == 2 and "--run-id" in bad.stderr, bad.stderr
+    bad = cli("report", "branches", b, "--repo", repo, "--delete", "--batch-id", "0123456789ab")
+    assert bad.returncode == 2 and "--batch-id" in bad.stderr, bad.stderr
 
 
 def test_a_merged_report_of_two_shards_deletes_its_own_branches(
@@ -379,7 +379,7 @@ def test_a_merged_report_of_two_shards_deletes_its_own_branches(
     assert cli("report", "merge", *dirs, "--out", merged).returncode == 0
     rep = json.loads((merged / "report.json").read_text())
     assert len(rep["shards"]) == 2
-    flags = [x for i in rep["shards"] for x in ("--run-id", i)]
+    flags = [x for i in rep["shards"] for x in ("--batch-id", i)]
     res = cli("report", "branches", merged, "--repo", repo, "--delete", *flags)
     assert res.returncode == 0, res.stderr
     assert [x.split()[-1] for x in res.stdout.splitlines()] == ["deleted", "deleted"]
@@ -494,7 +494,7 @@ def test_merge_copies_a_large_patch_in_bounded_memory(
     whole, without the merge holding it in memory."""
     repo = make_git_repo(tmp_path / "repo")
     shard = _batch(loopback_thread, tmp_path, repo, tmp_path / "shard")
-    name = json.loads((shard / "report.json").read_text())["tasks"][0]["result"]["patch"]
+    name = json.loads((shard / "report.json").read_text())["runs"][0]["result"]["patch"]
     size = 400 << 20
     with (shard / name).open("r+b") as f:
         f.truncate(size)
@@ -527,7 +527,7 @@ def test_a_linked_folder_in_a_report_is_explained_as_a_report_folder(
     shard = _batch(loopback_thread, tmp_path, repo, tmp_path / "shard")
     (tmp_path / "elsewhere").mkdir()
     (shard / "threads" / "sub").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    _edit(shard, lambda rep: rep["tasks"][0].update(events_file="threads/sub/e.jsonl"))
+    _edit(shard, lambda rep: rep["runs"][0].update(events_file="threads/sub/e.jsonl"))
     res = cli("report", "merge", shard, "--out", tmp_path / "m")
     assert res.returncode == 2, res.stderr
     assert "workspace" not in res.stderr, res.stderr

@@ -241,7 +241,7 @@ tasks:
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
-    task = report["tasks"][0]
+    task = report["runs"][0]
     assert task["status"] == "completed" and task["final_message"] == "The sum is 42."
     first, second = srv.requests
     names = [t["name"] for t in first.tools]

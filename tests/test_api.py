@@ -1,0 +1,93 @@
+"""The public API: its names, importing it without side effects, and a batch run
+in-process through it against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import runner
+from tests.conftest import LoopbackFactory, make_git_repo
+from tests.loopback import reply_message
+
+pytestmark = pytest.mark.anyio
+
+EXPECTED = [
+    "BatchResult",
+    "ConfigError",
+    "Report",
+    "Run",
+    "RunReport",
+    "RunStatus",
+    "RunnerError",
+    "Verdict",
+    "load_runs",
+    "run_batch",
+]
+
+
+def test_all_is_the_pinned_list_and_each_name_resolves() -> None:
+    assert runner.__all__ == EXPECTED
+    for name in EXPECTED:
+        assert getattr(runner, name).__name__ == name
+    with pytest.raises(AttributeError):
+        runner.no_such_name  # noqa: B018
+
+
+def test_import_changes_nothing_global() -> None:
+    """A fresh interpreter: importing runner (and touching its API) neither loads httpx
+    nor edits sys.modules for it; only the CLI's entry point does."""
+    code = (
+        "import sys, runner\n"
+        "runner.RunStatus; runner.RunnerError\n"
+        "print('httpx' in sys.modules, 'httpx._main' in sys.modules)\n"
+        "import httpx\n"
+        "print(sys.modules.get('httpx._main', 'absent') is None)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "False", "False"]
+
+
+def test_cli_entry_point_keeps_httpx_cli_unloaded() -> None:
+    code = (
+        "import sys\nfrom runner.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(sys.modules.get('httpx._main', 'absent') is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split()[-1] == "True", out.stderr
+
+
+async def test_load_and_run_a_batch_in_process(loopback: LoopbackFactory, tmp_path: Path) -> None:
+    srv = await loopback([reply_message("done")])
+    make_git_repo(tmp_path / "repo")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers:\n  fake: {{base_url: '{srv.base_url}'}}\n"
+        "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo, limits: {max_requests: 3}}\n"
+    )
+    runs = runner.load_runs(tasks)
+    assert [r.run for r in runs] == ["a"]
+    events: list[dict[str, Any]] = []
+    result = await runner.run_batch(runs, tmp_path / "out", concurrency=1, on_event=events.append)
+    assert result.exit_code == 0
+    assert [r.status for r in result.runs] == [runner.RunStatus.COMPLETED]
+    report = runner.Report.model_validate_json((tmp_path / "out" / "report.json").read_text())
+    assert report.runs[0].final_message == "done" and report.batch_id
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "thread.started" and "turn.completed" in kinds
+    assert all(e.get("task") == "a" for e in events)
+    assert json.dumps(events)  # plain JSON values, as --json prints them
+
+
+async def test_run_batch_refuses_nothing_to_run(tmp_path: Path) -> None:
+    with pytest.raises(runner.ConfigError, match="runs: no run to start"):
+        await runner.run_batch((), tmp_path / "out")
