@@ -27,7 +27,7 @@ import anyio.abc
 from runner import clock, preflight
 from runner.budget import BatchSpend
 from runner.config import BatchLimits, Run, TaskFile
-from runner.errors import RunnerError
+from runner.errors import ConfigError, Problem, RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
 from runner.progress import Progress, QuietProgress, make_progress
@@ -138,6 +138,7 @@ async def run_batch(
         concurrency=concurrency,
         secret_vars=secret_vars,
     )
+    _temp_outside_repos(task_file, tasks)
     if progress is not None:
         _warn_unisolated(tasks, concurrency, progress)
     redact = Redactor(secrets_from_env(env, tasks, secret_vars))
@@ -212,7 +213,7 @@ async def run_batch(
             await checkpoints.due()
 
     stop = anyio.Event()
-    with _work_root() as work_root:
+    with _work_root(out_dir, task_file, tasks) as work_root:
         async with AsyncExitStack() as stack:
             ctx = BatchContext(
                 out_dir=out_dir,
@@ -387,16 +388,41 @@ def _task_places(task_file: str) -> list[Path]:
     return [path] if folder is None else [path, folder]
 
 
+def _temp_outside_repos(task_file: str, tasks: Sequence[Run]) -> list[Path]:
+    """The tasks' repositories, resolved. ConfigError when TMPDIR (where the workspaces
+    go) lies in one: the repository's path would be every command's cwd and show in
+    its mount table."""
+    temp = Path(os.path.realpath(tempfile.gettempdir()))
+    repos = list(dict.fromkeys(Path(os.path.realpath(t.repo)) for t in tasks))
+    for repo in repos:
+        if temp.is_relative_to(repo):
+            problem = (
+                f"{temp} lies inside the repository {repo}; the runs' workspaces would "
+                "name the repository in every command's cwd and mount table: set TMPDIR "
+                "outside it"
+            )
+            raise ConfigError([Problem(task_file, None, "TMPDIR", problem)])
+    return repos
+
+
 @contextmanager
-def _work_root() -> Iterator[Path]:
+def _work_root(out_dir: Path, task_file: str, tasks: Sequence[Run]) -> Iterator[Path]:
     """Where the run checkouts live: outside any repository, at the same path every time
     (`$TMPDIR/runner-work/0`, or `/1`... while another batch holds `0`), because the path is
     part of the prompt (cwd): a stable prompt keeps runs reproducible and cacheable. A lock
     held for the batch tells a concurrent batch to take the next slot; whatever a killed
-    batch left in a free slot is removed first. The folder is registered for the batch's
-    life, so every sandbox of the user's leaves it out, wherever TMPDIR puts it."""
-    base = _private_run_dirs(Path(tempfile.gettempdir()) / RUN_DIRS)
-    with registry.live(Path(os.path.realpath(base))):
+    batch left in a free slot is removed first.
+
+    The folder, the out dir, the repositories and the task folder are registered
+    (runner/sandbox/registry.py), so every sandbox of the user's leaves them out wherever
+    they are, while the batch lives and after a kill; the out dir stays registered once
+    the batch ends."""
+    temp = Path(os.path.realpath(tempfile.gettempdir()))
+    repos = _temp_outside_repos(task_file, tasks)
+    base = Path(os.path.realpath(_private_run_dirs(temp)))
+    out = Path(os.path.realpath(out_dir))
+    places = [base, out, *repos, *_task_places(task_file)[1:]]
+    with registry.live(places, keep=[out]):
         yield from _slot(base)
 
 
@@ -420,33 +446,42 @@ def _slot(base: Path) -> Iterator[Path]:
     raise RunnerError(f"no free workspace slot under {base}: 1,000 batches hold one")
 
 
-def _private_run_dirs(base: Path) -> Path:
-    """`base`, made mode 0700 or checked to be a folder of the runner's own with no access
-    for others (a group or other bit left by an older runner is taken away). The runs'
-    workspaces lie inside, and a root runner's commands all run as the same user, so on
-    the host this folder is what keeps one batch's commands out of another's runs (the
-    sandbox also leaves every `runner-work` it knows of out of its view); a folder someone
-    else made here, or a link, is refused rather than used."""
-    with contextlib.suppress(FileExistsError):
+def _private_run_dirs(temp: Path) -> Path:
+    """`temp/runner-work`, made mode 0700 or checked to be a folder of the runner's own
+    with no access for others (a group or other bit left by an older runner is taken
+    away); when someone else made it (root's `/tmp/runner-work` for a user whose TMPDIR is
+    unset) or it is a link, `temp/runner-work-<uid>` the same way. The runs' workspaces
+    lie inside, and a root runner's commands all run as the same user, so on the host
+    this folder is what keeps one batch's commands out of another's runs (the sandbox
+    also leaves every `runner-work` it knows of out of its view)."""
+    why = ""
+    for base in (temp / RUN_DIRS, temp / f"{RUN_DIRS}-{os.geteuid()}"):
+        problem = _own_folder(base)
+        if problem is None:
+            return base
+        why += f"{base}: {problem}; "
+    raise RunnerError(
+        f"{why}the runs' workspaces cannot be kept private there: remove them or set "
+        "TMPDIR elsewhere"
+    )
+
+
+def _own_folder(base: Path) -> str | None:
+    """None once `base` is a folder of this uid's with mode 0700, else what is wrong."""
+    with contextlib.suppress(OSError):
         os.mkdir(base, 0o700)
     try:
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
-        fd, why = -1, exc.strerror
-    else:
-        why = None if os.fstat(fd).st_uid == os.geteuid() else "someone else's"
+        return exc.strerror or str(exc)
     try:
-        if why is not None:
-            raise RunnerError(
-                f"{base}: {why}; the runs' workspaces cannot be kept private there: "
-                "remove it or set TMPDIR elsewhere"
-            )
+        if os.fstat(fd).st_uid != os.geteuid():
+            return "someone else's"
         if stat.S_IMODE(os.fstat(fd).st_mode) != 0o700:
             os.fchmod(fd, 0o700)
+        return None
     finally:
-        if fd >= 0:
-            os.close(fd)
-    return base
+        os.close(fd)
 
 
 def _clear_slot(root: Path) -> None:

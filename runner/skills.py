@@ -46,23 +46,67 @@ class Skill:
 
 def load_skills(folder: Path) -> list[Skill]:
     """The skills of one `skills:` entry: the folder itself when it holds a SKILL.md,
-    else each direct subfolder that does (a folder of skills), sorted by folder name."""
+    else each direct subfolder that does (a folder of skills), sorted by folder name.
+
+    A skill's folder is copied whole into the sandbox (`stage`), so it must be a real
+    folder inside the entry: a committed `skills/evil -> ..` would otherwise carry the
+    user's work tree (its `.env`, untracked files) into every run. SkillError for a
+    subfolder that is a link, and for a skill folder that is a repository's top or
+    holds the repository the entry lies in (`check_folder`)."""
+    root = Path(os.path.realpath(folder))
     if (folder / SKILL_FILE).is_file():
-        return [read_skill(folder / SKILL_FILE)]
-    try:
-        subdirs = sorted(p for p in folder.iterdir() if p.is_dir())
-    except OSError as exc:
-        raise SkillError(f"cannot list {folder}: {exc.strerror or exc}") from None
-    found = [read_skill(d / SKILL_FILE) for d in subdirs if (d / SKILL_FILE).is_file()]
-    if not found:
-        raise SkillError(f"{folder} has no {SKILL_FILE}, nor any subfolder with one")
+        found = [read_skill(folder / SKILL_FILE)]
+    else:
+        try:
+            subdirs = sorted(p for p in folder.iterdir() if p.is_dir())
+        except OSError as exc:
+            raise SkillError(f"cannot list {folder}: {exc.strerror or exc}") from None
+        for d in subdirs:
+            if d.is_symlink() and (d / SKILL_FILE).exists():
+                raise SkillError(
+                    f"{d}: a skill folder may not be a link (it leads to "
+                    f"{os.path.realpath(d)}); the runner copies a skill's folder into the "
+                    "sandbox and would copy whatever the link leads to"
+                )
+        found = [read_skill(d / SKILL_FILE) for d in subdirs if (d / SKILL_FILE).is_file()]
+        if not found:
+            raise SkillError(f"{folder} has no {SKILL_FILE}, nor any subfolder with one")
+    for skill in found:
+        check_folder(skill.folder or skill.path.parent, root, _written_in(folder))
     return found
+
+
+def check_folder(skill: Path, root: Path, repository: Path) -> None:
+    """SkillError unless `skill` (resolved) may be copied whole for the sandbox: inside
+    `root` (the resolved `skills:` entry), not a repository's top (a folder holding
+    `.git`), and not `repository` (the one the entry is written in) or a folder above
+    it."""
+    real = Path(os.path.realpath(skill))
+    why = None
+    if not real.is_relative_to(root):
+        why = f"it lies outside the skills folder {root}"
+    elif os.path.lexists(real / ".git"):
+        why = "it is the top of a repository (it holds .git)"
+    elif Path(os.path.realpath(repository)).is_relative_to(real):
+        why = f"it holds the repository {repository}"
+    if why is not None:
+        raise SkillError(
+            f"{skill}: not a skill folder the runner copies into the sandbox: {why}; "
+            "keep each skill in a folder of its own"
+        )
 
 
 def _repository_of(path: Path) -> Path:
     """The repository a skill lies in (nearest folder holding `.git`), else its folder."""
     start = path.parent.resolve()
     return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
+def _written_in(path: Path) -> Path:
+    """The repository a `skills:` entry is written in, by its path as given (links not
+    followed, so `<repo>/skills -> ..` still names `<repo>`); else the entry itself."""
+    start = Path(os.path.abspath(path))
+    return next((d for d in (start, *start.parents) if os.path.lexists(d / ".git")), start)
 
 
 def read_skill_text(path: Path) -> bytes:
@@ -130,14 +174,18 @@ def stage(skills: Sequence[Skill], into: Path) -> Staged:
     regular files are copied, at most `MAX_STAGED_BYTES` a skill; a link is copied as the
     file it leads to while that stays inside the skill's own folder, and left out
     otherwise (a link to the repository's `.env` must not carry it into the sandbox);
-    SKILL.md, read already, may lead anywhere in its repository (`read_skill`). SkillError
-    when a folder is too big."""
+    SKILL.md, read already, may lead anywhere in its repository (`read_skill`). A link to
+    a folder is never followed. SkillError when a folder is too big, or has become a
+    link or a repository's top since it was loaded."""
     shown: list[Skill] = []
     mounts: list[tuple[Path, Path]] = []
     _folder(into)
     for n, skill in enumerate(skills):
         copy, at = into / str(n), SKILLS_AT / str(n)
         folder = skill.folder or skill.path.parent
+        if os.path.islink(folder) or os.path.lexists(folder / ".git"):
+            # Checked when loaded (`check_folder`); the disk may have changed since.
+            raise SkillError(f"{folder}: a skill folder may not be a link or hold .git")
         _copy_folder(folder, copy, folder)
         if not os.path.lexists(copy / SKILL_FILE):  # a link out of the folder
             try:

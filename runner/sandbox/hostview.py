@@ -102,13 +102,14 @@ def host_view(hidden: Sequence[Path]) -> HostView:
 
 
 def run_dirs() -> tuple[Path, ...]:
-    """Every batch's run directories (`runner-work`): those this uid's live batches
-    registered, wherever they are (runner/sandbox/registry.py), and those found in the
-    usual temp roots (`TEMP_ROOTS`, `$TMPDIR`, the runner's own temp dir, and the folders
-    right below them), which also finds other users' and older runners' batches. The
-    sandbox leaves them all out: a root runner's batches keep each other out by file
-    modes too, but an unprivileged runner's batches share one uid, and only the mount
-    tree can separate them."""
+    """Every batch's folders a sandbox leaves out: those this uid's batches registered,
+    live or not, wherever they are (their run directories, out dirs, repositories and
+    task folders: runner/sandbox/registry.py), and the run directories (`runner-work`,
+    `runner-work-<uid>`) found in the usual temp roots (`TEMP_ROOTS`, `$TMPDIR`, the
+    runner's own temp dir, and `runner-work` in the folders right below them), which
+    also finds other users' and older runners' batches. A root runner's batches keep
+    each other out by file modes too, but an unprivileged runner's batches share one
+    uid, and only the mount tree can separate them."""
     tops = (*TEMP_ROOTS, os.environ.get("TMPDIR") or "", tempfile.gettempdir())
     roots = sorted({Path(os.path.realpath(t)) for t in tops if os.path.isabs(t)})
     found: list[Path] = []
@@ -116,16 +117,21 @@ def run_dirs() -> tuple[Path, ...]:
         if root.parts[1:2] and root.parts[1] in PROVIDED:
             continue  # the sandbox's own /tmp, /dev/shm: the host's is not shown
         try:
-            below = [e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+            entries = list(os.scandir(root))
         except OSError:
             continue
-        for folder in (str(root), *below):
-            candidate = Path(folder, RUN_DIRS)
+        below = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        names = [e.path for e in entries if _is_run_dirs(e.name)]
+        for candidate in (*names, *(os.path.join(b, RUN_DIRS) for b in below)):
             with contextlib.suppress(OSError):
                 if stat.S_ISDIR(os.lstat(candidate).st_mode):
-                    found.append(candidate)
+                    found.append(Path(candidate))
     live = [Path(os.path.realpath(p)) for p in registered()]
     return tuple(dict.fromkeys([*found, *live]))
+
+
+def _is_run_dirs(name: str) -> bool:
+    return name == RUN_DIRS or (name.startswith(RUN_DIRS + "-") and name[12:].isdigit())
 
 
 SYSTEM_TOPS = frozenset(

@@ -1,9 +1,10 @@
 """Unsandboxed command execution (`danger-full-access`): the command runs with the
-runner's own user, files and network, only in its own process group so a timeout
-still kills everything it started."""
+runner's own user, files and network, under a supervisor (runner/sandbox/reaper.py) that
+ends every process it started, daemons included, when it returns or times out."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from runner.sandbox.process import Capture, run_process
 from runner.tools import ExecResult
 
 __all__ = ["Capture", "LocalExecutor"]
+
+REAPER = Path(__file__).with_name("reaper.py")
 
 
 class LocalExecutor:
@@ -22,4 +25,5 @@ class LocalExecutor:
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
     ) -> ExecResult:
-        return await run_process(argv, cwd=cwd, timeout_s=timeout_s, env=env)
+        supervised = [sys.executable, "-I", "-S", str(REAPER), *argv]
+        return await run_process(supervised, cwd=cwd, timeout_s=timeout_s, env=env, supervised=True)

@@ -65,6 +65,10 @@ def _kill_group(proc: Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+STOP_GRACE_S = 5.0
+"""How long a command's supervisor (runner/sandbox/reaper.py) has, once asked to stop, to
+kill and reap what the command started, before its process group is killed."""
+
 STOPPED_EXIT = 125
 """Exit code of a command `watch` stopped (a resource cap reached)."""
 
@@ -77,6 +81,7 @@ async def run_process(
     env: Mapping[str, str],
     pass_fds: Sequence[int] = (),
     watch: Callable[[], Awaitable[str]] | None = None,
+    supervised: bool = False,
 ) -> ExecResult:
     """Run `argv` in a new session; on timeout or cancellation kill its process group.
 
@@ -115,6 +120,11 @@ async def run_process(
                 tg.cancel_scope.cancel()
         timed_out = scope.cancelled_caught and not stopped
     finally:
+        if supervised and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE_S):
+                await proc.wait()
         _kill_group(proc)
         with anyio.CancelScope(shield=True):
             await proc.wait()

@@ -1,29 +1,108 @@
-"""Review 2 of issue 25, item 3: the list of this user's live batches, which every
-sandbox reads to leave their run directories out wherever TMPDIR put them. Only a live
-batch's own `runner-work` counts: a killed batch's entry, or one naming another folder,
-is not taken."""
+"""The list of this user's batches' folders, which every sandbox reads to leave them out
+wherever TMPDIR, `--out` or the task file put them (attacker review of issue 25, findings
+3 and 4). A live batch's work dir, out dir, repositories and task folder are listed; a
+killed batch's stay listed while they exist; a finished batch's out dir stays listed;
+folders that are gone are pruned; and the list lives where no other user can create it."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from runner.sandbox import registry
 
 
-def test_a_live_batch_is_listed_and_a_dead_or_odd_entry_is_not(tmp_path: Path) -> None:
-    work = tmp_path / "deep" / registry.RUN_DIRS
-    work.mkdir(parents=True, mode=0o700)
-    dead = tmp_path / "dead" / registry.RUN_DIRS
-    dead.mkdir(parents=True, mode=0o700)
-    with registry.live(work):
-        assert work in registry.registered()
+def _dirs(tmp_path: Path, *names: str) -> list[Path]:
+    out = []
+    for name in names:
+        (tmp_path / name).mkdir(parents=True, mode=0o700)
+        out.append(tmp_path / name)
+    return out
+
+
+def test_live_finished_and_odd_entries(tmp_path: Path) -> None:
+    work, out, repo, bench = _dirs(tmp_path, "w/runner-work", "out", "repo", "bench")
+    with registry.live([work, out, repo, bench], keep=[out]):
+        listed = registry.registered()
+        assert {work, out, repo, bench} <= set(listed)
         folder = registry.folder()
         assert (os.stat(folder).st_mode & 0o777) == 0o700
-        # Written by hand, held by no one: what a killed batch leaves.
-        (folder / "1-killed").write_text(str(dead))
-        assert dead not in registry.registered()
-        with registry.live(tmp_path / "odd"):  # not a runner-work folder: never taken
-            assert tmp_path / "odd" not in registry.registered()
-        assert not (folder / "1-killed").exists(), "the next batch removes a dead entry"
-    assert work not in registry.registered()
+        assert not folder.is_relative_to("/tmp"), "another user could create it there"
+        # Written by hand: relative, `..`, top-level, a file, missing: never taken.
+        (tmp_path / "file").write_text("")
+        odd = ["rel/x", f"{tmp_path}/../x", "/srv", f"{tmp_path}/file", f"{tmp_path}/gone"]
+        (folder / "1-odd").write_text("\n".join(odd) + "\n")
+        assert not {Path(p) for p in odd} & set(registry.registered())
+    listed = registry.registered()
+    assert out in listed, "a finished batch's out dir stays hidden"
+    assert work not in listed and repo not in listed
+    with registry.live([]):  # the next batch folds the dead entries into one list
+        assert out in registry.registered()
+        names = os.listdir(registry.folder())
+        assert "1-odd" not in names and registry.KEPT in names
+    out.rmdir()
+    with registry.live([]):
+        assert out not in registry.registered()
+        kept = (registry.folder() / registry.KEPT).read_text()
+        assert str(out) not in kept, "a folder that is gone is pruned"
+
+
+def test_a_killed_batch_stays_listed_while_its_folders_exist(tmp_path: Path) -> None:
+    work, out = _dirs(tmp_path, "t/runner-work", "out")
+    code = (
+        "import sys, time; from pathlib import Path; from runner.sandbox import registry\n"
+        "with registry.live([Path(a) for a in sys.argv[1:]], keep=[]):\n"
+        "    print('in', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(work), str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "in\n"
+        assert work in registry.registered()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    time.sleep(0.05)
+    assert {work, out} <= set(registry.registered()), "killed: still hidden"
+    with registry.live([]):
+        assert {work, out} <= set(registry.registered()), "folded, still hidden"
+    os.rmdir(work)
+    with registry.live([]):
+        assert work not in registry.registered() and out in registry.registered()
+    os.rmdir(out)
+
+
+def test_a_squatted_work_root_falls_back_to_one_named_for_the_uid(tmp_path: Path) -> None:
+    """Finding 4: root's `/tmp/runner-work` (or a link planted there) no longer blocks a
+    user whose TMPDIR is unset: the runner takes `runner-work-<uid>` beside it."""
+    from runner.batch import _private_run_dirs
+
+    squat = tmp_path / "runner-work"
+    os.symlink(tmp_path, squat)
+    assert _private_run_dirs(tmp_path) == tmp_path / f"runner-work-{os.geteuid()}"
+    assert (os.stat(tmp_path / f"runner-work-{os.geteuid()}").st_mode & 0o777) == 0o700
+    if os.geteuid() == 0:
+        squat.unlink()
+        squat.mkdir()
+        os.chown(squat, 65534, 65534)
+        os.rmdir(tmp_path / "runner-work-0")
+        assert _private_run_dirs(tmp_path) == tmp_path / "runner-work-0"
+
+
+def test_tmpdir_inside_a_tasks_repository_is_refused(tmp_path: Path) -> None:
+    """Finding 6: the repository's path would be every command's cwd."""
+    from tests.conftest import make_git_repo
+    from tests.security.helpers import cli, tasks
+
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n"})
+    (repo / "tmp").mkdir()
+    task_file = tasks(tmp_path, "http://127.0.0.1:9", repo, ["t"])
+    res = cli("run", task_file, "--out", tmp_path / "out", env={"TMPDIR": str(repo / "tmp")})
+    assert res.returncode == 2, res.stderr
+    assert f"TMPDIR: {repo}/tmp lies inside the repository {repo}" in res.stderr
+    assert "Traceback" not in res.stderr and not (repo / "tmp" / "runner-work").exists()
