@@ -161,16 +161,25 @@ def cost_chart(report: Report) -> str:
         body.append(
             f'<text x="{left - 4}" y="{y + 4}" font-size="11" text-anchor="end">{pct}%</text>'
         )
-    body.append(
-        f'<text x="{left + plot_w}" y="{height - bottom + 14}" font-size="11" '
-        f'text-anchor="middle">{esc(money(span) if use_cost else tokens(span))}</text>'
-    )
+    for quarter in range(5):
+        value = span * quarter / 4
+        body.append(
+            f'<text class="xtick" x="{left + plot_w * quarter / 4:.1f}" '
+            f'y="{height - bottom + 14}" font-size="11" text-anchor="middle">'
+            f"{esc(money(value) if use_cost else tokens(value))}</text>"
+        )
+    placed: list[tuple[float, float]] = []
     for i, (name, x, rate) in enumerate(points):
         cx, cy = left + plot_w * x / span, 20 + plot_h * (1 - rate)
+        ly = cy + 4
+        # Close configurations: each label moves down until it overlaps no earlier one.
+        while any(abs(ly - py) < 12 and abs(cx - px) < 200 for px, py in placed):
+            ly += 12
+        placed.append((cx, ly))
         body.append(
             f'<circle class="point" cx="{cx:.1f}" cy="{cy:.1f}" r="6" '
             f'fill="hsl({(i * 67) % 360},70%,45%)"><title>{esc(name)}</title></circle>'
-            f'<text x="{cx + 8:.1f}" y="{cy + 4:.1f}" font-size="11">{esc(name[:34])}'
+            f'<text x="{cx + 8:.1f}" y="{ly:.1f}" font-size="11">{esc(name[:34])}'
             "</text>"
         )
     return _svg(width, height, body, "pass rate against cost")

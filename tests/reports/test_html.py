@@ -6,6 +6,7 @@ test_html_viewer.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from runner.redact import Redactor
 from runner.reports.files import write_reports
-from runner.reports.html import asset, render_html
+from runner.reports.html import asset, cost_chart, render_html
 from runner.reports.model import Report
 from tests.reports import benchmark_report, report, request, result, task, usage
 from tests.reports.chromium import chromium
@@ -190,3 +191,16 @@ def test_long_transcript_keeps_its_start_and_end(tmp_path: Path) -> None:
     shown = [int(e[2][8:12]) for e in run["transcript"]]
     assert shown[0] == 0 and shown[-1] == 499 and shown == sorted(shown)
     assert len(shown) < 60 and run["cut"] == 500 - len(shown)
+
+
+def test_scatter_labels_of_close_configurations_do_not_overlap_and_x_has_ticks() -> None:
+    runs = [
+        task("a", model, "completed", run=f"a.{model}", cost_usd=0.01)
+        for model in ("p/one", "p/two", "p/three")
+    ]
+    svg = cost_chart(report(runs))
+    labels = re.findall(r'<text x="[\d.]+" y="([\d.]+)" font-size="11">p/', svg)
+    ys = sorted(float(y) for y in labels)
+    assert len(ys) == 3 and all(b - a >= 12 for a, b in itertools.pairwise(ys))
+    ticks = re.findall(r'class="xtick"[^>]*>([^<]*)<', svg)
+    assert ticks == ["$0.0000", "$0.0028", "$0.0055", "$0.0083", "$0.0110"]  # span 1.1 x max
