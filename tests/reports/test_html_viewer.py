@@ -59,7 +59,7 @@ def _run(n: int, t: int, model: str, variant: str, repeat: int) -> RunReport:
 
 
 def _batch(out: Path) -> Report:
-    runs = []
+    runs: list[RunReport] = []
     for t in range(TASKS):
         for model in MODELS:
             for variant in VARIANTS:
