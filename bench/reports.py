@@ -1,5 +1,8 @@
 """Writing a batch's reports: time to render report.json, junit.xml, summary.md and
-report.html for a large batch, the page's size, and `report compare` on it.
+report.html for a large batch, the page's size, `report compare` on it, and (when Chromium
+is installed) how long the page takes to become usable in headless Chromium: the time from
+navigation to the end of the viewer's first drawing (its `data-ready` mark), and to the
+load event.
 
 Runs are synthetic (built in memory: 20 requests each, every third with a 200-event
 transcript on disk), so the numbers are the report code's alone.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -120,8 +124,34 @@ def main() -> None:
             f"all four reports: {all_s:.2f} s; without report.html: {no_page_s:.2f} s; "
             f"report.html alone: {all_s - no_page_s:.2f} s"
         )
-        print(f"report.html: {size / 1e6:.1f} MB (drill-downs for the first 500 runs)")
+        print(f"report.html: {size / 1e6:.1f} MB (every run, transcripts cut to a share)")
         print(f"report compare (per variant and per task): {compare_s * 1000:.0f} ms")
+        if shutil.which("chromium"):
+            load_page(out / "report.html", out / "profile")
+
+
+def load_page(page: Path, profile: Path) -> None:
+    from tests.reports.chromium import Browser
+
+    browser = Browser(profile)
+    try:
+        t0 = time.perf_counter()
+        browser.call("Page.navigate", {"url": page.as_uri()}, session=True)
+        browser.wait_event("Page.loadEventFired", timeout=120)
+        load_s = time.perf_counter() - t0
+        ready = browser.js("Number(document.documentElement.dataset.ready)")
+        count = browser.js("document.getElementById('f-count').textContent")
+        search = browser.js(
+            "(async () => { const q = document.getElementById('f-q'); q.value = 'passed';"
+            "q.dispatchEvent(new Event('input')); await new Promise(r => setTimeout(r, 1000));"
+            "return document.documentElement.dataset.drawn; })()"
+        )
+        print(
+            f"headless Chromium: viewer ready {ready} ms after navigation start ({count}); "
+            f"load event after {load_s:.2f} s; first transcript search and redraw {search} ms"
+        )
+    finally:
+        browser.close()
 
 
 if __name__ == "__main__":

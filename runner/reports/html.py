@@ -1,31 +1,31 @@
 """`report.html`: one self-contained page to look at a batch in a browser, offline.
 
-Charts are SVG generated here, with no JavaScript and no external file: the page must open
-from a CI artifact or an e-mail attachment with no network, a JavaScript charting library
-would have to be inlined (hundreds of kilobytes, and a script next to hostile agent text),
-and the few chart kinds needed (bars with interval whiskers, a scatter, stacked bars) are a
-few lines of SVG each. Drill-downs are `<details>` elements, which browsers open without
-script. A Content-Security-Policy forbids any fetch and any script, so even an escaping bug
-could not make the page load or run anything.
+The page must open from a CI artifact or an e-mail attachment with no network, so nothing
+is loaded from elsewhere. Its two halves:
 
-Every string from a run (ids, messages, commands, outputs, patches) goes through
-`html.escape`; transcripts, outputs and patches are cut to a readable size with a note.
+- a summary drawn here as HTML and SVG (headline, charts, the task x model matrix, totals),
+  readable with script off; every string from a run goes through `html.escape`;
+- a viewer of the runs (filter, sort, search the transcripts, side by side, CSV export,
+  one run's detail) drawn by the page's own script (`runner/data/viewer.js`) from the
+  runs' data embedded as JSON (`viewer_data`), read with `JSON.parse` and shown only
+  through `textContent`: no run text is ever parsed as markup.
 
-Why one module: one self-contained page (its CSS, SVG charts and escaping) that must be
-reviewed as a whole for what it fetches and escapes.
+The Content-Security-Policy allows no source at all (`default-src 'none'`) and only the
+page's own script and style, by their sha256: an escaping bug could still not make the page
+run a script someone else wrote, or fetch anything.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
-import json
-from collections.abc import Iterator
+from functools import cache
+from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from runner.reports.fmt import MARKS, duration, money, percent, printable, tokens
+from runner.reports.fmt import duration, money, percent, printable, tokens
 from runner.reports.model import Report, RunReport
-from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.stats import wilson_interval
 from runner.reports.summary import (
     column_name,
@@ -35,54 +35,33 @@ from runner.reports.summary import (
     skip_reasons,
     task_matrix,
 )
-from runner.sizes import size as size_text
+from runner.reports.viewer_data import embed_json, viewer_data
 from runner.vocabulary import RunStatus
 
-TEXT_LIMIT = 4000
-"""Characters kept of one message or command output (head and tail)."""
-PATCH_LIMIT = 30_000
-PATCH_BYTES = 1 << 20
-"""The head of a patch the page reads (it shows at most PATCH_LIMIT characters of it)."""
-ITEMS_LIMIT = 120
-"""Transcript entries kept per run (first and last halves)."""
-TRANSCRIPT_CHARS = 40_000
-"""Characters of HTML kept of one run's transcript, so a big batch stays a page a browser
-opens (the events file has everything)."""
-RUN_DETAILS_LIMIT = 500
-"""Runs given a drill-down; report.json and threads/ have the rest."""
 
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1200px}
-h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;
-text-align:right}td:first-child,th:first-child{text-align:left}
-.partial{background:#fde2e1;border:2px solid #c62828;padding:8px;font-weight:bold}
-.pass{background:#c8e6c9}.fail{background:#ffcdd2}.mixed{background:#fff3c4}
-.none{color:#888}details{margin:4px 0;border:1px solid #ddd;padding:4px 8px}
-summary{cursor:pointer}pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;
-padding:6px;max-height:400px;overflow:auto}.note{color:#666;font-size:12px}
-.item{border-left:3px solid #bbb;padding-left:8px;margin:6px 0}.cmd{border-color:#1565c0}
-.msg{border-color:#2e7d32}.err{border-color:#c62828}
-"""
+@cache
+def asset(name: str) -> str:
+    """The page's own script or style, from the package's data files."""
+    return resources.files("runner").joinpath("data", name).read_text(encoding="utf-8")
 
-_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    "script-src 'none'; base-uri 'none'; form-action 'none'"
-)
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def csp() -> str:
+    """The page's policy: nothing from anywhere, except its own script and style."""
+    return (
+        f"default-src 'none'; script-src {_sha256(asset('viewer.js'))}; "
+        f"style-src {_sha256(asset('viewer.css'))}; img-src data:; base-uri 'none'; "
+        "form-action 'none'"
+    )
 
 
 def esc(text: object) -> str:
     """Escaped for HTML text and attributes; control characters and lone surrogates (from
     a model's output) shown as visible escapes."""
     return html.escape(printable(str(text)), quote=True)
-
-
-def cut(text: str, limit: int = TEXT_LIMIT) -> str:
-    """Head and tail of a long text with the number of characters left out between."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half:,} characters cut ...]\n{text[-half:]}"
 
 
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
@@ -182,203 +161,37 @@ def cost_chart(report: Report) -> str:
         body.append(
             f'<text x="{left - 4}" y="{y + 4}" font-size="11" text-anchor="end">{pct}%</text>'
         )
-    body.append(
-        f'<text x="{left + plot_w}" y="{height - bottom + 14}" font-size="11" '
-        f'text-anchor="middle">{esc(money(span) if use_cost else tokens(span))}</text>'
-    )
+    for quarter in range(5):
+        value = span * quarter / 4
+        body.append(
+            f'<text class="xtick" x="{left + plot_w * quarter / 4:.1f}" '
+            f'y="{height - bottom + 14}" font-size="11" text-anchor="middle">'
+            f"{esc(money(value) if use_cost else tokens(value))}</text>"
+        )
+    placed: list[tuple[float, float]] = []
     for i, (name, x, rate) in enumerate(points):
         cx, cy = left + plot_w * x / span, 20 + plot_h * (1 - rate)
+        ly = cy + 4
+        # Close configurations: each label moves down until it overlaps no earlier one.
+        while any(abs(ly - py) < 12 and abs(cx - px) < 200 for px, py in placed):
+            ly += 12
+        placed.append((cx, ly))
         body.append(
             f'<circle class="point" cx="{cx:.1f}" cy="{cy:.1f}" r="6" '
             f'fill="hsl({(i * 67) % 360},70%,45%)"><title>{esc(name)}</title></circle>'
-            f'<text x="{cx + 8:.1f}" y="{cy + 4:.1f}" font-size="11">{esc(name[:34])}'
+            f'<text x="{cx + 8:.1f}" y="{ly:.1f}" font-size="11">{esc(name[:34])}'
             "</text>"
         )
     return _svg(width, height, body, "pass rate against cost")
-
-
-def token_chart(task: RunReport) -> str:
-    """Per request: cached (dark) and uncached (light) input tokens stacked, output tokens
-    beside; compaction requests outlined red and marked C."""
-    reqs = task.requests
-    if not reqs:
-        return '<p class="note">No request was made.</p>'
-    top = max((r.usage.input_tokens + r.usage.output_tokens) if r.usage else 0 for r in reqs) or 1
-    bar, gap, height, bottom = 14, 4, 160, 20
-    width = max(200, 50 + len(reqs) * (bar + gap))
-    plot = height - bottom - 10
-    body = [f'<text x="4" y="12" font-size="11">{tokens(top)} tokens</text>']
-    for i, r in enumerate(reqs):
-        u = r.usage
-        x = 40 + i * (bar + gap)
-        base = height - bottom
-        if u is not None:
-            ch = plot * u.cached_tokens / top
-            uh = plot * u.uncached_tokens / top
-            oh = plot * u.output_tokens / top
-            body.append(
-                f'<rect class="cached" x="{x}" y="{base - ch:.1f}" width="{bar}" '
-                f'height="{ch:.1f}" fill="#1565c0"/>'
-                f'<rect class="uncached" x="{x}" y="{base - ch - uh:.1f}" '
-                f'width="{bar}" height="{uh:.1f}" fill="#90caf9"/>'
-                f'<rect class="output" x="{x}" y="{base - ch - uh - oh:.1f}" '
-                f'width="{bar}" height="{oh:.1f}" fill="#ffb74d"/>'
-            )
-        if r.kind == "compaction":
-            body.append(
-                f'<rect class="compaction" x="{x - 1}" y="10" width="{bar + 2}" '
-                f'height="{plot}" fill="none" stroke="#c62828" stroke-width="2"/>'
-                f'<text x="{x + 3}" y="{height - 4}" font-size="11" fill="#c62828">C'
-                "</text>"
-            )
-        tip = (
-            f"request {r.index}: {u.input_tokens} in ({u.cached_tokens} cached), "
-            f"{u.output_tokens} out"
-            if u
-            else f"request {r.index}: no usage"
-        )
-        body.append(f"<title>{esc(tip)}</title>")
-    return (
-        _svg(width, height, body, f"tokens per request of {task.run}")
-        + '<p class="note">Per request: dark blue cached input, light blue uncached '
-        "input, orange output; C (red outline) a compaction request.</p>"
-    )
-
-
-def _events(out_dir: Path, name: str) -> Iterator[dict[str, Any]]:
-    """The events of the file `name` under `threads/`, read as data (`reports.named`)."""
-    for line in named_lines(out_dir, name, EVENTS_DIR):
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(event, dict):
-            yield event
-
-
-def _item_html(event: dict[str, Any]) -> str | None:
-    kind = event.get("type")
-    if kind == "turn.started":
-        return '<div class="note">-- turn started --</div>'
-    if kind in ("error", "turn.failed"):
-        msg = event.get("message") or (event.get("error") or {}).get("message") or ""
-        return f'<div class="item err"><b>error</b><pre>{esc(cut(str(msg)))}</pre></div>'
-    if kind == "compaction":
-        return '<div class="note">-- history compacted --</div>'
-    if kind != "item.completed":
-        return None
-    item = event.get("item")
-    if not isinstance(item, dict):
-        return None
-    it = item.get("type")
-    if it == "agent_message":
-        text = esc(cut(str(item.get("text", ""))))
-        return f'<div class="item msg"><b>assistant</b><pre>{text}</pre></div>'
-    if it == "command_execution":
-        return (
-            f'<div class="item cmd"><b>$ {esc(cut(str(item.get("command", "")), 400))}</b>'
-            f' <span class="note">exit {esc(item.get("exit_code"))}</span>'
-            f"<pre>{esc(cut(str(item.get('aggregated_output', ''))))}</pre></div>"
-        )
-    if it == "reasoning":
-        text = esc(cut(str(item.get("text", "")), 1000))
-        return f'<div class="item"><i>reasoning</i><pre>{text}</pre></div>'
-    body = {k: v for k, v in item.items() if k != "id"}
-    return (
-        f'<div class="item"><b>{esc(it)}</b><pre>'
-        f"{esc(cut(json.dumps(body, ensure_ascii=False)))}</pre></div>"
-    )
-
-
-def transcript(out_dir: Path, task: RunReport) -> str:
-    entries = [
-        h for h in (_item_html(e) for e in _events(out_dir, task.events_file)) if h is not None
-    ]
-    if not entries:
-        return '<p class="note">No transcript (the run did not start or wrote no events).</p>'
-    head: list[str] = []
-    tail: list[str] = []
-    size = 0
-    for i in range(min(len(entries), ITEMS_LIMIT)):
-        # Alternate from both ends: the start and the end of a thread matter most.
-        entry = entries[i // 2] if i % 2 == 0 else entries[-1 - i // 2]
-        if size + len(entry) > TRANSCRIPT_CHARS:
-            break
-        size += len(entry)
-        (head if i % 2 == 0 else tail).append(entry)
-    left = len(entries) - len(head) - len(tail)
-    cut_note = (
-        [f'<p class="note">[{left} entries cut; {esc(task.events_file)} has them all]</p>']
-        if left
-        else []
-    )
-    return "".join([*head, *cut_note, *reversed(tail)])
-
-
-def _patch(out_dir: Path, task: RunReport) -> str:
-    if task.result is None:
-        return '<p class="note">No change.</p>'
-    read = read_named(out_dir, task.result.patch, PATCHES_DIR, PATCH_BYTES)
-    if read is None:
-        return (
-            f'<p class="note">Patch {esc(task.result.patch)} not shown: missing, or not a '
-            "plain file under patches/.</p>"
-        )
-    data, size = read
-    more = (
-        f'<p class="note">Only the first {size_text(len(data))} of {size_text(size)} read; '
-        f"the whole patch is {esc(task.result.patch)}.</p>"
-        if size > len(data)
-        else ""
-    )
-    return f"<pre>{esc(cut(data.decode('utf-8', errors='replace'), PATCH_LIMIT))}</pre>{more}"
-
-
-def _run_details(out_dir: Path, t: RunReport) -> str:
-    u = t.usage
-    facts = [
-        f"status {MARKS[t.status]}" + (f" ({t.skip_reason})" if t.skip_reason else ""),
-        f"{len(t.requests)} requests",
-        f"{t.turns_completed} user turns",
-        f"{t.tool_calls} tool calls",
-        f"{tokens(u.input_tokens)} input tokens ({percent(u.cache_hit_ratio)} cached)",
-        f"{tokens(u.output_tokens)} output",
-        f"cost {money(t.cost_usd)}",
-        duration(t.duration_s),
-    ]
-    if t.result is not None and t.result.branch:
-        facts.append(f"branch {t.result.branch}")
-    parts = [f"<p>{esc(' - '.join(facts))}</p>"]
-    if t.error:
-        parts.append(f"<p><b>Error:</b></p><pre>{esc(cut(t.error))}</pre>")
-    if t.check is not None:
-        tail = t.check.output_tail.strip()
-        parts.append(
-            f"<p><b>Check</b> <code>{esc(t.check.command)}</code> exited "
-            f"{t.check.exit_code}</p>" + (f"<pre>{esc(cut(tail, 2000))}</pre>" if tail else "")
-        )
-    parts += [
-        "<h4>Tokens per request</h4>",
-        token_chart(t),
-        "<h4>Final message</h4>",
-        f"<pre>{esc(cut(t.final_message or '(none)'))}</pre>",
-        "<details><summary>Transcript</summary>",
-        transcript(out_dir, t),
-        "</details>",
-        "<details><summary>Patch</summary>",
-        _patch(out_dir, t),
-        "</details>",
-    ]
-    return "".join(parts)
 
 
 def _matrix(report: Report) -> str:
     rows, cols, cells = task_matrix(report.runs)
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
     body = []
-    for r in rows:
+    for ri, r in enumerate(rows):
         tds = []
-        for c in cols:
+        for ci, c in enumerate(cols):
             cl = cells.get((r, c))
             if cl is None:
                 tds.append('<td class="none"></td>')
@@ -392,11 +205,13 @@ def _matrix(report: Report) -> str:
                 if cl.passed == 0
                 else "mixed"
             )
-            tds.append(f'<td class="{kind}">{esc(cl.text())}</td>')
+            # Indices, not names, in the link: the viewer maps them to the filters.
+            tds.append(f'<td class="{kind}"><a href="#cell={ri}.{ci}">{esc(cl.text())}</a></td>')
         body.append(f"<tr><td>{esc(r)}</td>{''.join(tds)}</tr>")
     return (
         f'<table class="matrix"><tr><th>Task</th>{head}</tr>{"".join(body)}</table>'
-        '<p class="note">Passed of finished runs; skipped and errored runs apart.</p>'
+        '<p class="note">Passed of finished runs; skipped and errored runs apart. A cell '
+        "lists its runs below.</p>"
     )
 
 
@@ -462,8 +277,9 @@ def render_html(report: Report, out_dir: Path) -> str:
     )
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        f"<title>runner {esc(report.batch_id)}</title><style>{_CSS}</style></head><body>",
+        f'<meta http-equiv="Content-Security-Policy" content="{csp()}">',
+        f"<title>runner {esc(report.batch_id)}</title><style>{asset('viewer.css')}</style>"
+        "</head><body>",
         f"<h1>Run {esc(report.batch_id)}</h1>",
     ]
     if report.partial:
@@ -497,23 +313,40 @@ def render_html(report: Report, out_dir: Path) -> str:
         _matrix(report),
         "<h2>Totals per model / variant</h2>",
         _totals(report),
-        "<h2>Runs</h2>",
+        _VIEWER,
+        '<script type="application/json" id="runner-data">',
+        embed_json(viewer_data(report, out_dir)),
+        "</script>",
+        f"<script>{asset('viewer.js')}</script></body></html>",
     ]
-    for i, task in enumerate(report.runs):
-        summary = (
-            f"{task.run or task.id} - {task.model}"
-            + (f" / {task.variant}" if task.variant else "")
-            + f" - {MARKS[task.status]}"
-        )
-        if i >= RUN_DETAILS_LIMIT:
-            parts.append(
-                f'<p class="note">{len(report.runs) - i} more runs: see '
-                "report.json and threads/.</p>"
-            )
-            break
-        parts.append(
-            f'<details class="run"><summary>{esc(summary)}</summary>'
-            f"{_run_details(out_dir, task)}</details>"
-        )
-    parts.append("</body></html>")
     return "".join(parts) + "\n"
+
+
+_VIEWER = """
+<h2 id="runs">Runs</h2>
+<noscript><p class="note">The list of runs is drawn by the page's script; report.json and
+threads/ hold every run.</p></noscript>
+<div id="viewer" hidden>
+<div class="controls">
+<label>Status <select id="f-status"></select></label>
+<label>Model <select id="f-model"></select></label>
+<label>Variant <select id="f-variant"></select></label>
+<label>Task <select id="f-task"></select></label>
+<label>Search transcripts <input id="f-q" type="search" size="24"></label>
+<button type="button" id="f-reset">Reset</button>
+<button type="button" id="f-csv">Export CSV</button>
+<span id="f-count" class="note"></span>
+</div>
+<table id="runs-table"><thead><tr></tr></thead><tbody></tbody></table>
+<p id="runs-more" class="note"></p>
+<h2 id="side">Side by side</h2>
+<div class="controls">
+<label>Task <select id="s-task"></select></label>
+<label>Across <select id="s-by"><option value="col">model / variant</option>
+<option value="model">model</option><option value="variant">variant</option></select></label>
+</div>
+<div id="side-grid" class="grid"></div>
+<h2 id="detail-head">Run</h2>
+<div id="detail"><p class="note">Choose a run in the list.</p></div>
+</div>
+"""

@@ -1,21 +1,40 @@
 """report.html: hostile text stays text, nothing is fetched, the charts carry the numbers,
-and (slow) a real headless Chromium draws them: a screenshot shows the bars."""
+and (slow) a real headless Chromium draws them: a screenshot shows the bars.
+
+The viewer's behaviour in a browser (filters, search, side by side, CSV) is tested in
+test_html_viewer.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runner.redact import Redactor
 from runner.reports.files import write_reports
-from runner.reports.html import render_html, token_chart
-from runner.reports.model import Report, RequestReport
+from runner.reports.html import asset, cost_chart, render_html
+from runner.reports.model import Report
 from tests.reports import benchmark_report, report, request, result, task, usage
+from tests.reports.chromium import chromium
+
+DATA = re.compile(r'<script type="application/json" id="runner-data">(.*?)</script>', re.S)
+
+
+def split_page(page: str) -> tuple[str, dict[str, Any]]:
+    """The page's markup without its two script elements, and the viewer's data."""
+    found = DATA.search(page)
+    assert found is not None, "no data block"
+    own = f"<script>{asset('viewer.js')}</script>"
+    assert page.count(own) == 1
+    markup = page.replace(found.group(0), "").replace(own, "")
+    data: dict[str, Any] = json.loads(found.group(1))
+    return markup, data
+
 
 EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)"></pre>\ud800\x1b[31m\u202egpj.exe'
 
@@ -67,40 +86,31 @@ def hostile_dir(tmp_path: Path) -> tuple[Report, Path]:
 def test_hostile_text_is_escaped_and_nothing_is_fetched(tmp_path: Path) -> None:
     r, out = hostile_dir(tmp_path)
     page = render_html(r, out)
-    assert "<script" not in page.lower() and "<img" not in page.lower()
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert page.count("&lt;/pre&gt;") >= 5  # message, error, transcript, command, patch
-    assert "\x1b" not in page and "\\x1b" in page
-    assert "\u202e" not in page and "\\u202egpj.exe" in page  # no right-to-left override
-    assert "script-src 'none'" in page and "default-src 'none'" in page
-    # No attribute that could load anything; the one URL is the SVG namespace name.
-    tags = re.findall(r"<[^>]*>", page)
-    assert not [tag for tag in tags if re.search(r"\s(src|href|action|srcset|on\w+)=", tag)]
+    markup, data = split_page(page)
+    # Outside the page's two script elements: no markup from a run.
+    assert "<script" not in markup.lower() and "<img" not in markup.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
+    # Inside the data: the text itself, which cannot end the element or open a comment.
+    block = DATA.search(page).group(1)  # type: ignore[union-attr]
+    assert "<" not in block and ">" not in block and "&" not in block
+    run = data["runs"][0]
+    shown = [run["error"], run["final"], run["patch"], *(e[2] for e in run["transcript"])]
+    assert sum("</pre>" in text for text in shown) >= 5  # error, final, message, output, patch
+    assert "<script>alert(1)</script>" in run["final"]
+    assert "\x1b" not in page and "\\x1b" in page  # printable: ESC as visible text
+    assert "\u202e" not in page and "\\u202egpj.exe" in run["final"]
+    assert "\ud800" not in page
+    csp = re.search(r'Content-Security-Policy" content="([^"]*)"', page).group(1)  # type: ignore[union-attr]
+    assert "default-src 'none'" in csp and "unsafe" not in csp
+    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/=]{44}';", csp)
+    # No attribute that could load anything; the only links are the matrix's to the list.
+    tags = re.findall(r"<[^>]*>", markup)
+    loads = [tag for tag in tags if re.search(r"\s(src|href|action|srcset|on\w+)=", tag)]
+    assert loads and all(re.fullmatch(r'<a href="#cell=\d+\.\d+">', tag) for tag in loads)
     assert set(re.findall(r"https?://[^\s\"']+", page)) == {"http://www.w3.org/2000/svg"}
     # A 4 MB command output is cut, with a note.
     assert len(page) < 100_000 and "characters cut" in page
     page.encode("utf-8")  # no lone surrogate left
-
-
-def test_token_chart_marks_compactions_and_stacks_cached_under_uncached() -> None:
-    reqs = [
-        request(1, usage(1000, 0, 100)),
-        request(2, usage(2000, 1500, 100)),
-        RequestReport(**{**request(3, usage(2200, 2000, 50)).model_dump(), "kind": "compaction"}),
-    ]
-    t = task("a", "p/m", "completed").model_copy(update={"requests": reqs})
-    svg = token_chart(t)
-    assert svg.count('class="compaction"') == 1
-    heights = [
-        float(h)
-        for h in re.findall(
-            r'class="cached" x="[\d.]+" y="[\d.]+" '
-            r'width="\d+" height="([\d.]+)"',
-            svg,
-        )
-    ]
-    # Cached input per request 0, 1500, 2000, on one scale (the tallest request is 2250).
-    assert heights[0] == 0.0 and heights[2] / heights[1] == pytest.approx(2000 / 1500, 0.01)
 
 
 def test_every_report_directory_gets_a_page(tmp_path: Path) -> None:
@@ -108,31 +118,21 @@ def test_every_report_directory_gets_a_page(tmp_path: Path) -> None:
     write_reports(r, tmp_path, redact=Redactor(["sk-secret-value-123"]))
     page = (tmp_path / "report.html").read_text()
     assert "12 of 24 finished runs passed (50.0%) - 24 runs: 24 finished, 0 skipped" in page
-    assert page.count('class="run"') == 24
+    assert len(split_page(page)[1]["runs"]) == 24
     assert page.count('class="bar"') == 3  # smollm2/terse passed nothing: no bar
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("no Chromium: `make chromium` installs Debian's package")
 
 
 @pytest.mark.slow
 def test_charts_render_in_headless_chromium(tmp_path: Path) -> None:
     from PIL import Image
 
-    browser = _chromium()
+    browser = chromium()
     r = benchmark_report()
     first = r.runs[0].model_copy(
         update={"requests": [request(i, usage(1000 * i, 800 * i, 50)) for i in range(1, 6)]}
     )
     r = r.model_copy(update={"runs": [first, *r.runs[1:]]})
     page = render_html(r, tmp_path)
-    # Open the first run's drill-down so its token chart is on the screenshot.
-    page = page.replace('<details class="run">', '<details class="run" open>', 1)
     (tmp_path / "report.html").write_text(page)
     shot = tmp_path / "shot.png"
     subprocess.run(
@@ -143,9 +143,10 @@ def test_charts_render_in_headless_chromium(tmp_path: Path) -> None:
             "--disable-gpu",
             f"--user-data-dir={tmp_path / 'profile'}",
             "--hide-scrollbars",
-            "--window-size=1200,2400",
+            "--window-size=1200,6000",
             f"--screenshot={shot}",
-            (tmp_path / "report.html").as_uri(),
+            # The viewer opens the first run (with its token chart) from the address.
+            (tmp_path / "report.html").as_uri() + "#run=0",
         ],
         capture_output=True,
         timeout=120,
@@ -186,7 +187,20 @@ def test_long_transcript_keeps_its_start_and_end(tmp_path: Path) -> None:
             for i in range(500)
         )
     )
-    page = render_html(report([t]), tmp_path)
-    shown = [int(n) for n in re.findall(r"message (\d{4})", page)]
+    run = split_page(render_html(report([t]), tmp_path))[1]["runs"][0]
+    shown = [int(e[2][8:12]) for e in run["transcript"]]
     assert shown[0] == 0 and shown[-1] == 499 and shown == sorted(shown)
-    assert len(shown) < 60 and f"[{500 - len(shown)} entries cut;" in page
+    assert len(shown) < 60 and run["cut"] == 500 - len(shown)
+
+
+def test_scatter_labels_of_close_configurations_do_not_overlap_and_x_has_ticks() -> None:
+    runs = [
+        task("a", model, "completed", run=f"a.{model}", cost_usd=0.01)
+        for model in ("p/one", "p/two", "p/three")
+    ]
+    svg = cost_chart(report(runs))
+    labels = re.findall(r'<text x="[\d.]+" y="([\d.]+)" font-size="11">p/', svg)
+    ys = sorted(float(y) for y in labels)
+    assert len(ys) == 3 and all(b - a >= 12 for a, b in itertools.pairwise(ys))
+    ticks = re.findall(r'class="xtick"[^>]*>([^<]*)<', svg)
+    assert ticks == ["$0.0000", "$0.0028", "$0.0055", "$0.0083", "$0.0110"]  # span 1.1 x max
