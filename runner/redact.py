@@ -31,9 +31,16 @@ def forms(secret: str) -> set[str]:
         urllib.parse.quote(secret, safe=""),
         urllib.parse.quote(secret),
         urllib.parse.quote_plus(secret),
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
     }
+    # A JSON string inside a JSON string, up to three deep (report.html holds a transcript
+    # item's arguments, a JSON string, inside the item's JSON, inside the page's data), and
+    # each as report.html embeds it (`<`, `>` and `&` as `\\u` escapes).
+    level = {secret}
+    for _ in range(3):
+        level = {json.dumps(t, ensure_ascii=a)[1:-1] for t in level for a in (True, False)}
+        for text in level:
+            out.add(text)
+            out.add(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         whole = encode(raw).decode()
         out |= {whole, whole.rstrip("=")}

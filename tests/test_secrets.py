@@ -329,3 +329,24 @@ def test_canary_is_found_nowhere(loopback_thread: ThreadFactory, tmp_path: Path)
     assert f"+plain {MASK}" in leak and f"notes-{MASK}.txt" in leak
     assert f"I wrote {MASK}" in res.stdout
     assert len(srv.requests) == 2 * (2 + 2 + 3 + 1)
+
+
+def test_a_secret_with_json_and_html_characters_is_masked_as_report_html_embeds_it() -> None:
+    """report.html embeds run data as JSON with `<`, `>` and `&` escaped, and a transcript
+    holds tool arguments as a JSON string inside JSON: every spelling must be masked."""
+    from runner.redact import Redactor
+    from runner.reports.viewer_data import embed_json
+
+    secret = 'pa"ss<w>&rd\\x-\u00e9-0123456789'
+    data = {
+        "final": f"the key is {secret}",
+        "arguments": json.dumps({"cmd": f"echo '{secret}'"}),
+        "nested": json.dumps(json.dumps(secret)),
+    }
+    for page in (embed_json(data), json.dumps(data), json.dumps(data, ensure_ascii=False)):
+        masked = Redactor([secret])(page)
+        back = json.loads(masked)
+        texts = [back["final"], json.loads(back["arguments"])["cmd"], back["nested"]]
+        texts.append(json.loads(json.loads(back["nested"])))
+        assert all(secret not in t for t in texts), masked
+        assert "[REDACTED]" in back["final"]
