@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import ReportError
-from runner.reports.compare import compare, fisher_exact, render_compare
+from runner.reports.compare import compare, render_compare
+from runner.reports.stats import fisher_exact
 from runner.reports.model import Report
 from tests.reports import benchmark_report, report, task
 
