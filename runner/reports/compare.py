@@ -297,7 +297,7 @@ def compare(
         if by_variant and by_model
         else (lambda t: t.model)
         if by_model
-        else (lambda t: t.variant or "no variant")
+        else (lambda t: t.variant or "")
         if by_variant
         else (lambda t: "")
     )
