@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from runner.errors import ConfigError, Problem
 from runner.reports.fmt import cell, duration, money, percent, table
 from runner.reports.model import Report, RunReport
-from runner.reports.stats import fisher_exact, holm, stratified_exact
+from runner.reports.stats import fisher_exact, holm, stratified_test
 from runner.reports.summary import column_name, partial_text
 from runner.reports.totals import finished_runs
 from runner.vocabulary import Verdict
@@ -69,6 +69,9 @@ class Row(BaseModel):
     stratified_p_value: float | None = None
     """Per task: the exact conditional Cochran-Mantel-Haenszel test, one stratum per task
     (and model/variant); on the overall and model/variant rows only."""
+    stratified_exact: bool | None = None
+    """False when the counts were too large for the exact law (see `reports.stats`): then
+    `stratified_p_value` is the classic chi-squared CMH test, continuity-corrected."""
     tasks_compared: int | None = None
     """Task rows (task, and model/variant when the row spans several) with finished runs
     on both sides: the strata that can tell the sides apart."""
@@ -151,6 +154,16 @@ def _counts(s: Side) -> tuple[int, int]:
     return s.passed, s.finished - s.passed
 
 
+def _buckets(
+    runs: Sequence[RunReport], key: Callable[[RunReport], str]
+) -> dict[str, list[RunReport]]:
+    """Runs by key, keys in first-seen order: one pass, however many keys."""
+    out: dict[str, list[RunReport]] = {}
+    for t in runs:
+        out.setdefault(key(t), []).append(t)
+    return out
+
+
 def _pass_fail(runs: Sequence[RunReport]) -> tuple[int, int]:
     """(passed, failed) among finished runs."""
     done = finished_runs(runs)
@@ -194,17 +207,18 @@ def _row(
 
 def _stratified(
     base: Sequence[RunReport], new: Sequence[RunReport], stratum: Callable[[RunReport], str]
-) -> dict[str, float | int | None]:
+) -> dict[str, float | int | bool | None]:
     """The per-task (paired) numbers of a row: each task compared only with itself."""
-    tables = []
-    for k in dict.fromkeys(stratum(t) for t in [*base, *new]):
-        x = _pass_fail([t for t in base if stratum(t) == k])
-        y = _pass_fail([t for t in new if stratum(t) == k])
-        tables.append((*x, *y))
+    x, y = _buckets(base, stratum), _buckets(new, stratum)
+    tables = [
+        (*_pass_fail(x.get(k, [])), *_pass_fail(y.get(k, []))) for k in dict.fromkeys([*x, *y])
+    ]
     both = [(a, b, c, d) for a, b, c, d in tables if a + b and c + d]
     mean = statistics.fmean(c / (c + d) - a / (a + b) for a, b, c, d in both) if both else None
+    p, exact = stratified_test(tables)
     return {
-        "stratified_p_value": round(stratified_exact(tables), 6),
+        "stratified_p_value": round(p, 6),
+        "stratified_exact": exact,
         "tasks_compared": len(both),
         "mean_task_change_pp": None if mean is None else round(mean * 100, 2),
     }
@@ -306,16 +320,10 @@ def compare(
         return f"{t.id} ({group(t)})" if group(t) else t.id
 
     def grouped(key: Callable[[RunReport], str], strata: bool) -> list[Row]:
-        names = dict.fromkeys(key(t) for t in [*a, *b])
+        x, y = _buckets(a, key), _buckets(b, key)
         return [
-            _row(
-                k,
-                [t for t in a if key(t) == k],
-                [t for t in b if key(t) == k],
-                alpha,
-                task_key if strata else None,
-            )
-            for k in names
+            _row(k, x.get(k, []), y.get(k, []), alpha, task_key if strata else None)
+            for k in dict.fromkeys([*x, *y])
         ]
 
     overall = _row("all runs", a, b, alpha, task_key)
@@ -416,6 +424,12 @@ def _costs(r: Row) -> list[str]:
     ]
 
 
+def _strata(r: Row) -> str:
+    if not r.tasks_compared:
+        return ""
+    return f" ({r.tasks_compared} strata{'' if r.stratified_exact else ', chi-squared'})"
+
+
 def _verdict(r: Row) -> str:
     return f"**{r.verdict}**" if r.significant else r.verdict
 
@@ -434,8 +448,7 @@ def render_compare(c: Comparison) -> str:
             _pp(r.pass_rate_change_pp),
             _p(r.p_value),
             _verdict(r),
-            _p(r.stratified_p_value)
-            + (f" ({r.tasks_compared} strata)" if r.tasks_compared else ""),
+            _p(r.stratified_p_value) + _strata(r),
             _pp(r.mean_task_change_pp),
             *_costs(r),
         ]

@@ -221,7 +221,7 @@ def _check_good_vs_bad(data: dict[str, Any]) -> None:
     overall = data["overall"]
     assert _counts(overall) == (9, 9, 3, 9)
     assert overall["p_value"] == round(168 / 18564, 6)
-    assert overall["stratified_p_value"] == 0.005
+    assert overall["stratified_p_value"] == 0.005 and overall["stratified_exact"] is True
     assert overall["tasks_compared"] == 3
     assert overall["pass_rate_change_pp"] == overall["mean_task_change_pp"] == -66.67
     assert overall["verdict"] == "regression"

@@ -17,7 +17,9 @@ from runner.reports.stats import (
     holm,
     mean_pass_at_k,
     pass_at_k,
+    stratified_chi2,
     stratified_exact,
+    stratified_test,
     wilson_interval,
 )
 
@@ -186,3 +188,23 @@ def test_holm_between_raw_and_bonferroni_and_monotone(p: list[float]) -> None:
         assert raw <= adj <= min(1.0, raw * len(p)) + 1e-12
     ranked = [adj for _, adj in sorted(zip(p, q, strict=True))]
     assert ranked == sorted(ranked)
+
+
+def test_stratified_chi2_textbook_value() -> None:
+    """Agresti's penicillin data again: sum a = 16, sum E(a) = 13, sum Var(a) = 35/22, so
+    the corrected statistic is 2.5^2 / (35/22) = 3.93 (Agresti), p = 0.047 (R's example)."""
+    statistic = 2.5**2 / (35 / 22)
+    assert statistic == pytest.approx(3.9286, abs=1e-4)
+    assert stratified_chi2(RABBITS) == pytest.approx(math.erfc(math.sqrt(statistic / 2)))
+    assert stratified_chi2(RABBITS) == pytest.approx(0.047, abs=5e-4)
+    assert stratified_chi2([(3, 0, 3, 0), (1, 0, 0, 0)]) == 1.0  # no variance at all
+
+
+def test_stratified_test_is_exact_until_too_costly() -> None:
+    moderate = [(30, 20, 25, 25)] * 10
+    p, exact = stratified_test(moderate)
+    assert exact and p == stratified_exact(moderate)
+    # Large counts: the chi-squared form, which agrees there.
+    assert stratified_chi2(moderate) == pytest.approx(p, rel=0.05)
+    p, exact = stratified_test([(40, 10, 30, 20)] * 200)
+    assert not exact and p == stratified_chi2([(40, 10, 30, 20)] * 200)
