@@ -520,30 +520,13 @@ def _report_merge(args: argparse.Namespace) -> int:
 def _report_compare(args: argparse.Namespace) -> int:
     """0; with --fail-on-regression 1 when a pass rate dropped significantly, 3 when the
     inputs cannot tell (partial, or nothing finished on one side)."""
-    from runner.reports.compare import compare, render_compare
+    from runner.reports.compare import check_selection, compare, render_compare
     from runner.reports.merge import load_shard
 
     if not 0 < args.alpha < 1:
         raise _problem("--alpha", "must be between 0 and 1, e.g. 0.05")
     base, new = load_shard(args.base).report, load_shard(args.new).report
-    for flag, report, name in (
-        ("--base-variant", base, args.base_variant),
-        ("--new-variant", new, args.new_variant),
-    ):
-        known = sorted({t.variant for t in report.runs if t.variant is not None})
-        if name is not None and name not in known:
-            raise _problem(
-                flag, f"no run of variant {name!r}; variants there: {', '.join(known) or 'none'}"
-            )
-    for flag, side, report, name, other in (
-        ("--base-model", "BASE", base, args.base_model, args.new_model),
-        ("--new-model", "NEW", new, args.new_model, args.base_model),
-    ):
-        known = sorted({t.model for t in report.runs})
-        if name is not None and name not in known:
-            raise _problem(flag, f"no run of model {name!r}; models there: {', '.join(known)}")
-        if name is None and other is not None and len(known) > 1:
-            raise _problem(flag, f"{side} ran several models ({', '.join(known)}); name one")
+    check_selection(base, new, args.base_variant, args.new_variant, args.base_model, args.new_model)
     result = compare(
         base,
         new,

@@ -282,6 +282,40 @@ def _task_sets(
     return common, only_a, only_b
 
 
+def check_selection(
+    base: Report,
+    new: Report,
+    base_variant: str | None,
+    new_variant: str | None,
+    base_model: str | None,
+    new_model: str | None,
+) -> None:
+    """Refuses (ConfigError, naming the flag) a variant or model a side never ran, and one
+    model flag alone against a side of several models, which would pool them."""
+
+    def refuse(flag: str, message: str) -> ConfigError:
+        return ConfigError([Problem("(command line)", None, flag, message)])
+
+    for flag, report, name in (
+        ("--base-variant", base, base_variant),
+        ("--new-variant", new, new_variant),
+    ):
+        known = sorted({t.variant for t in report.runs if t.variant is not None})
+        if name is not None and name not in known:
+            raise refuse(
+                flag, f"no run of variant {name!r}; variants there: {', '.join(known) or 'none'}"
+            )
+    for flag, side, report, name, other in (
+        ("--base-model", "BASE", base, base_model, new_model),
+        ("--new-model", "NEW", new, new_model, base_model),
+    ):
+        models = sorted({t.model for t in report.runs})
+        if name is not None and name not in models:
+            raise refuse(flag, f"no run of model {name!r}; models there: {', '.join(models)}")
+        if name is None and other is not None and len(models) > 1:
+            raise refuse(flag, f"{side} ran several models ({', '.join(models)}); name one")
+
+
 def compare(
     base: Report,
     new: Report,
