@@ -57,7 +57,7 @@ def make_run(i: int, variant: str) -> RunReport:
         for k in range(1, 21)
     ]
     return RunReport(
-        id=f"task-{i % 50}",
+        id=f"task-{i // 2 % 50}",  # each task in both variants, as a real matrix
         run=f"task-{i}.{variant}",
         model="openai/gpt-5",
         variant=variant,

@@ -38,7 +38,33 @@ def _say(text: str, *, stream: IO[str] | None = None, one_line: bool = False) ->
     from a report, a run or an input file can never be a workflow command in a log."""
     from runner.reports.fmt import safe_text
 
-    (stream or sys.stdout).write(safe_text(text, one_line=one_line) + "\n")
+    out = stream or sys.stdout
+    try:
+        out.write(safe_text(text, one_line=one_line) + "\n")
+    except BrokenPipeError:
+        _drop(out)
+
+
+def _drop(stream: IO[str]) -> None:
+    """Nobody reads `stream` any more (`runner ... | head -1`): what is left for it goes to
+    /dev/null, so the command still finishes its work and keeps its exit code, and
+    Python's final flush finds no broken pipe to complain about."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass  # not a real file (a test's capture): nothing to redirect
+
+
+def _flush_quietly() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            _drop(stream)
+        except (OSError, ValueError):
+            pass
 
 
 def _warn(text: str, *, one_line: bool = False) -> None:
@@ -184,12 +210,22 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("new", type=Path, metavar="NEW", help="the candidate report directory")
     cmp.add_argument("--base-variant", metavar="NAME", help="only BASE's runs of this variant")
     cmp.add_argument("--new-variant", metavar="NAME", help="only NEW's runs of this variant")
+    cmp.add_argument(
+        "--base-model", metavar="PROVIDER/MODEL", help="only BASE's runs of this model"
+    )
+    cmp.add_argument("--new-model", metavar="PROVIDER/MODEL", help="only NEW's runs of this model")
+    cmp.add_argument(
+        "--allow-different-tasks",
+        action="store_true",
+        help="when BASE and NEW ran different task ids, compare the common ones only "
+        "(default: refuse, exit 2)",
+    )
     cmp.add_argument("--format", choices=["markdown", "json"], default="markdown")
     cmp.add_argument(
         "--alpha",
         type=float,
         default=0.05,
-        help="significance level of Fisher's exact test (default 0.05)",
+        help="significance level of every test (default 0.05)",
     )
     cmp.add_argument(
         "--fail-on-regression",
@@ -280,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _warn("runner: interrupted")
         return EXIT_INTERRUPTED
+    finally:
+        _flush_quietly()
 
 
 def _failed_thread(args: argparse.Namespace, message: str) -> None:
@@ -482,28 +520,23 @@ def _report_merge(args: argparse.Namespace) -> int:
 def _report_compare(args: argparse.Namespace) -> int:
     """0; with --fail-on-regression 1 when a pass rate dropped significantly, 3 when the
     inputs cannot tell (partial, or nothing finished on one side)."""
-    from runner.reports.compare import compare, render_compare
+    from runner.reports.compare import check_selection, compare, render_compare
     from runner.reports.merge import load_shard
 
     if not 0 < args.alpha < 1:
         raise _problem("--alpha", "must be between 0 and 1, e.g. 0.05")
     base, new = load_shard(args.base).report, load_shard(args.new).report
-    for flag, report, name in (
-        ("--base-variant", base, args.base_variant),
-        ("--new-variant", new, args.new_variant),
-    ):
-        known = sorted({t.variant for t in report.runs if t.variant is not None})
-        if name is not None and name not in known:
-            raise _problem(
-                flag, f"no run of variant {name!r}; variants there: {', '.join(known) or 'none'}"
-            )
+    check_selection(base, new, args.base_variant, args.new_variant, args.base_model, args.new_model)
     result = compare(
         base,
         new,
-        base_name=_label(args.base, args.base_variant),
-        new_name=_label(args.new, args.new_variant),
+        base_name=_label(args.base, args.base_variant, args.base_model),
+        new_name=_label(args.new, args.new_variant, args.new_model),
         base_variant=args.base_variant,
         new_variant=args.new_variant,
+        base_model=args.base_model,
+        new_model=args.new_model,
+        allow_different_tasks=args.allow_different_tasks,
         alpha=args.alpha,
     )
     if args.format == "json":
@@ -519,8 +552,8 @@ def _report_compare(args: argparse.Namespace) -> int:
     )
 
 
-def _label(directory: Path, variant: str | None) -> str:
-    return directory.name + (f" [{variant}]" if variant else "")
+def _label(directory: Path, variant: str | None, model: str | None) -> str:
+    return directory.name + (f" {model}" if model else "") + (f" [{variant}]" if variant else "")
 
 
 def _report_branches(args: argparse.Namespace) -> int:

@@ -1,20 +1,26 @@
 """`runner report compare`: Fisher's exact test against published values, the comparison of
-two variants with hand-counted pass rates, and the CLI's exit code for CI gating."""
+two variants with hand-counted pass rates, two models from real batches (two out dirs, and
+one with both), task sets that differ, and the CLI's exit code for CI gating."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runner.errors import ReportError
-from runner.reports.compare import compare, fisher_exact, render_compare
+from runner.reports.compare import compare, render_compare
 from runner.reports.model import Report
-from tests.reports import benchmark_report, report, task
+from runner.reports.stats import fisher_exact
+from tests.loopback import RecordedRequest, Reply, ThreadedServer, per_conversation, reply_message
+from tests.reports import benchmark_report, report, task, usage
+from tests.test_cli import run_cli, shell, write_tasks
 
 
 @pytest.mark.parametrize(
@@ -150,3 +156,209 @@ def test_cli_gate_does_not_pass_errored_only_or_partial_inputs(tmp_path: Path) -
     good = _write(tmp_path / "good", report([task(i, "p/m", "completed") for i in "abcdefgh"]))
     bad = _write(tmp_path / "bad", failing.model_copy(update={"pending": 3}))
     assert _cli(good, bad, "--fail-on-regression").returncode == 1
+
+
+# Two models, compared as a researcher would: batches made by `runner run` against the
+# loopback server. `fake/good` writes ok.txt on every task; `fake/bad` answers without a
+# command. Task `a` passes anyway, `b` and `c` check for ok.txt. With 3 repeats:
+#   good: a 3/3, b 3/3, c 3/3 = 9/9;  bad: a 3/3, b 0/3, c 0/3 = 3/9.
+# Pooled Fisher [[9, 0], [3, 6]]: the two tables as unlikely as this one (a = 9 and a = 3)
+# weigh C(9, 3) = 84 each of C(18, 12) = 18564: p = 168/18564.
+# Stratified: `a` carries no information; `b` and `c` are each [[3, 0], [0, 3]], whose laws
+# are 1, 9, 9, 1 over 20; their convolution is 1, 18, 99, 164, 99, 18, 1 over 400, and the
+# observed total 6 is one of the two outcomes of weight 1: p = 2/400.
+# Per task: b and c 2/20 = 0.1 each, a 1.0; Holm over 3: 0.3, 0.3, 1.0.
+TWO_MODEL_TASKS = (
+    "  - {id: a, prompt: task a, repo: ., check: 'true'}\n"
+    "  - {id: b, prompt: task b, repo: ., check: 'test -f ok.txt'}\n"
+    "  - {id: c, prompt: task c, repo: ., check: 'test -f ok.txt'}\n"
+)
+
+
+def _two_models(req: RecordedRequest, i: int) -> Reply:
+    if i == 0 and req.json.get("model") == "good":
+        return shell("echo ok > ok.txt", f"c{i}")
+    return reply_message("Done.")
+
+
+@pytest.fixture(scope="module")
+def model_batches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """`good` and `bad` in an out dir each, and `both`: one batch with both models."""
+    tmp = tmp_path_factory.mktemp("models")
+    srv = ThreadedServer(per_conversation(_two_models)).start()
+    try:
+        tasks = write_tasks(
+            tmp,
+            srv.base_url,
+            TWO_MODEL_TASKS,
+            defaults="  git: {keep: patch}\nmatrix: {repeat: 3}\n",
+        )
+        dirs = {}
+        for name, models in (
+            ("good", ["fake/good"]),
+            ("bad", ["fake/bad"]),
+            ("both", ["fake/good", "fake/bad"]),
+        ):
+            flags = [x for m in models for x in ("--model", m)]
+            res = run_cli("run", tasks, "--out", tmp / name, *flags, timeout=300)
+            assert res.returncode == (0 if name == "good" else 1), res.stderr
+            dirs[name] = tmp / name
+        return dirs
+    finally:
+        srv.stop()
+
+
+def _counts(row: dict[str, Any]) -> tuple[int, int, int, int]:
+    return (
+        row["base"]["passed"],
+        row["base"]["finished"],
+        row["new"]["passed"],
+        row["new"]["finished"],
+    )
+
+
+def _check_good_vs_bad(data: dict[str, Any]) -> None:
+    overall = data["overall"]
+    assert _counts(overall) == (9, 9, 3, 9)
+    assert overall["p_value"] == round(168 / 18564, 6)
+    assert overall["stratified_p_value"] == 0.005 and overall["stratified_exact"] is True
+    assert overall["tasks_compared"] == 3
+    assert overall["pass_rate_change_pp"] == overall["mean_task_change_pp"] == -66.67
+    assert overall["verdict"] == "regression"
+    tasks = {t["name"]: t for t in data["tasks"]}
+    assert sorted(tasks) == ["a", "b", "c"]
+    assert [_counts(tasks[k]) for k in "abc"] == [(3, 3, 3, 3), (3, 3, 0, 3), (3, 3, 0, 3)]
+    assert [tasks[k]["p_value"] for k in "abc"] == [1.0, 0.1, 0.1]
+    assert [tasks[k]["p_adjusted"] for k in "abc"] == [1.0, 0.3, 0.3]
+    assert [tasks[k]["verdict"] for k in "abc"] == ["no significant change"] * 3
+    assert data["common_tasks"] == 3 and data["notes"] == []
+
+
+def test_two_models_in_two_out_dirs(model_batches: dict[str, Path]) -> None:
+    good, bad = model_batches["good"], model_batches["bad"]
+    # Without the flags every row is one model against nothing: said, not guessed.
+    plain = _cli(good, bad, "--format", "json")
+    assert plain.returncode == 0, plain.stderr
+    data = json.loads(plain.stdout)
+    assert [g["verdict"] for g in data["groups"]] == ["not comparable"] * 2
+    assert data["overall"]["tasks_compared"] == 0  # no task of one model meets the other
+    assert all(t["verdict"] == "not comparable" for t in data["tasks"])
+    assert "to compare two models give --base-model and --new-model" in data["notes"][0]
+    res = _cli(
+        good, bad, "--base-model", "fake/good", "--new-model", "fake/bad", "--format", "json"
+    )
+    assert res.returncode == 0, res.stderr
+    _check_good_vs_bad(json.loads(res.stdout))
+    # One flag is enough when the other side ran one model only.
+    assert _cli(good, bad, "--new-model", "fake/bad", "--fail-on-regression").returncode == 1
+    md = _cli(good, bad, "--base-model", "fake/good", "--new-model", "fake/bad").stdout
+    assert md.startswith("# Compare good fake/good -> bad fake/bad\n")
+    assert (
+        "| all runs | 9/9 100% | 3/9 33% | -66.7 pp | 0.009 | **regression** "
+        "| 0.005 (3 strata) | -66.7 pp |" in md
+    )
+    assert "| b | 3/3 100% | 0/3 0% | -100.0 pp | 0.100 | 0.300 | no significant change |" in md
+    assert "## By model / variant" not in md  # nothing left to group by
+
+
+def test_two_models_in_one_out_dir(model_batches: dict[str, Path]) -> None:
+    both = model_batches["both"]
+    res = _cli(
+        both, both, "--base-model", "fake/good", "--new-model", "fake/bad", "--format", "json"
+    )
+    assert res.returncode == 0, res.stderr
+    _check_good_vs_bad(json.loads(res.stdout))
+    # Against a batch of two models, one side must say which.
+    res = _cli(model_batches["good"], both, "--base-model", "fake/good")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--new-model: NEW ran several models (fake/bad, fake/good); name one" in res.stderr
+    res = _cli(both, both, "--base-model", "fake/nope", "--new-model", "fake/bad")
+    assert res.returncode == 2
+    assert (
+        "--base-model: no run of model 'fake/nope'; models there: fake/bad, fake/good" in res.stderr
+    )
+
+
+def test_a_closed_stdout_keeps_the_exit_code(model_batches: dict[str, Path]) -> None:
+    """`compare --format json | head -1`: the reader is gone before the first write."""
+    good, bad = model_batches["good"], model_batches["bad"]
+    for extra in (["--format", "json"], []):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "runner",
+                    "report",
+                    "compare",
+                    good,
+                    bad,
+                    "--new-model",
+                    "fake/bad",
+                    "--fail-on-regression",
+                    *extra,
+                ],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            os.close(write)
+        assert res.returncode == 1 and res.stderr == "", res.stderr
+
+
+def test_different_task_sets_are_refused_unless_allowed(tmp_path: Path) -> None:
+    base = _write(
+        tmp_path / "base",
+        report([task(i, "p/m", "completed", repeat=r) for i in "abc" for r in (1, 2)]),
+    )
+    new = _write(
+        tmp_path / "new",
+        report([task(i, "p/m", "check_failed", repeat=r) for i in "bcd" for r in (1, 2)]),
+    )
+    res = _cli(base, new)
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert (
+        "BASE/NEW: task ids differ (only in base: a; only in new: d); "
+        "--allow-different-tasks compares the 2 common task(s) only"
+    ) in res.stderr
+    res = _cli(base, new, "--allow-different-tasks", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert (data["common_tasks"], data["tasks_only_in_base"], data["tasks_only_in_new"]) == (
+        2,
+        ["a"],
+        ["d"],
+    )
+    assert _counts(data["overall"]) == (4, 4, 0, 4)
+    assert [t["name"] for t in data["tasks"]] == ["b (p/m)", "c (p/m)"]
+    md = _cli(base, new, "--allow-different-tasks").stdout
+    assert (
+        "> compared on the 2 task(s) both sides ran; left out: only in base: a; only in new: d"
+        in md
+    )
+    other = _write(tmp_path / "other", report([task("z", "p/m", "completed")]))
+    res = _cli(base, other, "--allow-different-tasks")
+    assert res.returncode == 2 and "no task is on both sides" in res.stderr
+
+
+def test_changes_say_pp_or_percent() -> None:
+    """A pass rate or cache hit moves by percentage points; tokens, cost and time by an
+    absolute amount and a percent of the base."""
+    base = report(
+        [task("a", "p/m", "completed", u=usage(1000, 500, 0), cost_usd=0.02, duration_s=10)]
+    )
+    new = report(
+        [task("a", "p/m", "check_failed", u=usage(1500, 300, 0), cost_usd=0.01, duration_s=15)]
+    )
+    c = compare(base, new)
+    assert c.overall.pass_rate_change == -1.0 and c.overall.pass_rate_change_pp == -100.0
+    row = next(line for line in render_compare(c).splitlines() if line.startswith("| all runs"))
+    assert "| -100.0 pp |" in row
+    assert (
+        "| 1,500 (+500, +50%) | 20.0% (-30.0 pp) | $0.0100 (-$0.0100, -50%) | 15.0s (+5.0s, +50%) |"
+        in row
+    )
