@@ -264,7 +264,7 @@ def _warn_unisolated(tasks: Sequence[Run], concurrency: int, out: IO[str]) -> No
     process of the runner's user on the host, so it can reach every other run of the batch
     running beside it (its workspace, its git's pipes through /proc/<pid>/fd, its MCP
     servers)."""
-    full = [t.run for t in tasks if t.sandbox == preflight.FULL_ACCESS]
+    full = [t.name for t in tasks if t.sandbox == preflight.FULL_ACCESS]
     if concurrency > 1 and len(tasks) > 1 and full:
         more = f" and {len(full) - 1} more" if len(full) > 1 else ""
         out.write(
@@ -281,7 +281,7 @@ def _warn_unisolated(tasks: Sequence[Run], concurrency: int, out: IO[str]) -> No
 
 
 def events_file(t: Run) -> str:
-    return f"threads/{t.run}.jsonl"
+    return f"threads/{t.name}.jsonl"
 
 
 def _not_started(t: Run) -> RunRecord:

@@ -350,7 +350,7 @@ def _validate(args: argparse.Namespace) -> int:
     )
     for t in tasks:
         _say(
-            f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
+            f"{t.name}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
             one_line=True,
         )
     ids = {t.id for t in tasks}

@@ -66,14 +66,14 @@ def _collisions(tasks: Sequence[Run]) -> list[Problem]:
     first: dict[str, Run] = {}
     out = []
     for t in tasks:
-        other = first.setdefault(t.run, t)
+        other = first.setdefault(t.name, t)
         if other is t:
             continue
         a, b = f"{other.provider_name}/{other.model}", f"{t.provider_name}/{t.model}"
         why = (
             f"{b!r} is listed twice"
             if a == b
-            else f"{a!r} and {b!r} both make the run name {t.run!r} (characters other than "
+            else f"{a!r} and {b!r} both make the run name {t.name!r} (characters other than "
             "letters, digits, '.', '_' and '-' become '-')"
         )
         out.append(
@@ -194,7 +194,7 @@ def _mcp_secrets(
                 reader = (
                     "this run's own commands"
                     if own
-                    else f"run {full[0].run}'s commands (danger-full-access, at "
+                    else f"run {full[0].name}'s commands (danger-full-access, at "
                     f"--concurrency {concurrency})"
                 )
                 fix = "" if own else ", run the batch with --concurrency 1"

@@ -169,18 +169,18 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     journaled and published in `b.finished`, whatever stops it (a crash, a signal, a bad
     workspace). `rec` is only ever rebound to a new record, so the shielded wind-up sees
     every step that returned, and the one a signal cut short."""
-    t = rec.task
+    t = rec.run
     await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
-    b.journal.started(t.fingerprint, t.run, branch_for(t, b.batch_id))
+    b.journal.started(t.fingerprint, t.name, branch_for(t, b.batch_id))
     try:
-        log = EventLog(b.out_dir / rec.events_file, task=t.run, redact=b.redact, stdout=b.stream)
+        log = EventLog(b.out_dir / rec.events_file, task=t.name, redact=b.redact, stdout=b.stream)
     except OSError as exc:
         _finished(rec.noted(f"cannot write its events file {rec.events_file}: {exc.strerror}"), b)
         return
-    b.show.run_started(t.run, f"{t.provider_name}/{t.model}")
-    sink = RunSink(log, t.price, b.spend, t.run, b.show)
+    b.show.run_started(t.name, f"{t.provider_name}/{t.model}")
+    sink = RunSink(log, t.price, b.spend, t.name, b.show)
     try:
-        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
+        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.name)
         rec = rec.but(
             workspace=ws, current_date=t.current_date or b.today, timezone=t.timezone or b.tz
         )
@@ -214,7 +214,7 @@ def _thread_for(
     b: BatchContext,
 ) -> tuple[Thread, list[str]]:
     """The run's thread, and the notes its making left (redacted)."""
-    t = rec.task
+    t = rec.run
     thread, notes = make_thread(
         t,
         ws.path,
@@ -275,8 +275,8 @@ def _finished(rec: RunRecord, b: BatchContext) -> None:
     """Its report entry, journaled, shown (a run stopped by Ctrl-C is shown too) and
     published for the batch."""
     report = run_report(rec, b.out_dir, b.redact, b.order)
-    b.journal.finished(rec.task.fingerprint, report)
-    b.finished[rec.task.fingerprint] = Finished(rec, report)
+    b.journal.finished(rec.run.fingerprint, report)
+    b.finished[rec.run.fingerprint] = Finished(rec, report)
     b.show.run_finished(report)
 
 
@@ -318,7 +318,7 @@ def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
         "task": t.id,
         "model": f"{t.provider_name}/{t.model}",
         "repeat": str(t.repeat),
-        "name": t.run,
+        "name": t.name,
         "variant": t.variant or "",
     }
 
@@ -345,7 +345,7 @@ async def _check_unless_stopped(
             b.checks.add(scope)
             try:
                 check = await run_check(
-                    rec.task, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
+                    rec.run, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
                 )
             finally:
                 b.checks.discard(scope)
@@ -357,7 +357,7 @@ async def _check_unless_stopped(
 def with_output(rec: RunRecord) -> RunRecord:
     """A completed run's final answer against the task's `output_schema`: parsed into
     the report, or the run fails saying why. Only the last answer is the run's output."""
-    o, schema = rec.outcome, rec.task.output_schema
+    o, schema = rec.outcome, rec.run.output_schema
     if o is None or schema is None or o.status is not RunStatus.COMPLETED:
         return rec
     output, error = check_answer(schema, o.final_message)
@@ -377,7 +377,7 @@ async def keep(
     """Commit whatever the run changed, whatever its status: nothing done is lost, then
     push the branch if asked. Secrets are redacted from the files before the commit (see
     `workspace.finish`)."""
-    t = rec.task
+    t = rec.run
     status = status_of(rec)  # before the check: what the loop and the output schema say
     final = (rec.outcome.final_message if rec.outcome else None) or ""
     message = redact(
@@ -399,11 +399,11 @@ async def keep(
             scope=scope,
             create_branch=g.keep == "branch",
             fields=branch_fields(t, batch_id),
-            patch_path=out_dir / "patches" / f"{t.run}.patch",
+            patch_path=out_dir / "patches" / f"{t.name}.patch",
             redact=redact if redact else None,
             before_branch=None
             if journal is None
-            else functools.partial(journal.branching, t.fingerprint, t.run),
+            else functools.partial(journal.branching, t.fingerprint, t.name),
             on_left_out=left_out.extend,
         )
     except workspace.WorkspaceError as exc:

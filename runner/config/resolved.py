@@ -41,7 +41,7 @@ class Run(Frozen):
     applied and paths made absolute. Built once by the config pass, never copied."""
 
     id: str
-    run: str
+    name: str
     """This run's name: the task id, plus model, variant and repeat when a matrix makes
     several runs of one task. Used for file names, workspaces and the report."""
     prompt: str
@@ -117,7 +117,7 @@ _NOT_IN_FINGERPRINT = {
     "instructions_file",
     "instructions",
     "instructions_sha256",
-    "run",
+    "name",
     "compact_prompt_file",
     "compact_prompt",
     "compact_prompt_sha256",
