@@ -23,7 +23,7 @@ from runner import exec_events as ev
 from runner import workspace
 from runner.agent import Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
-from runner.config import PriceConfig, Run
+from runner.config import PriceConfig, Run, branch_fields
 from runner.errors import (
     ConfigError,
     EngineError,
@@ -35,11 +35,11 @@ from runner.errors import (
 from runner.items import Usage
 from runner.journal import Entry, Journal
 from runner.output_schema import check_answer
-from runner.progress import Progress
+from runner.progress import EventSink
 from runner.record import CheckResult, Finished, RunRecord, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
-from runner.reports.events import EventLog, JsonStream
+from runner.reports.events import EventLog
 from runner.sandbox import make_executor, user_folder
 from runner.sandbox.env import child_env
 from runner.skills import Staged, stage
@@ -73,22 +73,13 @@ async def run_check(
 
 
 class RunSink:
-    """Between a thread and its event log: adds each request's cost, feeds the batch's
-    spend (for batch limits) and the progress display."""
+    """Between a thread and its event log: adds each request's cost and feeds the
+    batch's spend (for batch limits); the log hands each event on to the batch's sink."""
 
-    def __init__(
-        self,
-        log: EventLog,
-        price: PriceConfig | None,
-        spend: BatchSpend,
-        run: str,
-        progress: Progress,
-    ) -> None:
+    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend) -> None:
         self.log = log
         self.price = price_of(price)
         self.spend = spend
-        self.run = run
-        self.progress = progress
 
     def emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "request.completed":
@@ -106,7 +97,6 @@ class RunSink:
             event = {**event, "cost_usd": cost}
             self.spend.add(usage, cost)
         self.log.emit(event)
-        self.progress.event(self.run, event)
 
 
 @dataclass
@@ -118,12 +108,11 @@ class BatchContext:
     env: dict[str, str]
     agent_env: dict[str, str]
     redact: Redactor
-    stream: JsonStream | None
     journal: Journal
     previous: Mapping[str, Entry]
     order: Mapping[str, int]
     spend: BatchSpend
-    show: Progress
+    show: EventSink
     clients: Clients
     work_root: Path
     today: str
@@ -173,12 +162,17 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
     b.journal.started(t.fingerprint, t.name, branch_for(t, b.batch_id))
     try:
-        log = EventLog(b.out_dir / rec.events_file, task=t.name, redact=b.redact, stdout=b.stream)
+        log = EventLog(
+            b.out_dir / rec.events_file,
+            task=t.name,
+            redact=b.redact,
+            then=functools.partial(b.show.event, t.name),
+        )
     except OSError as exc:
         _finished(rec.noted(f"cannot write its events file {rec.events_file}: {exc.strerror}"), b)
         return
     b.show.run_started(t.name, f"{t.provider_name}/{t.model}")
-    sink = RunSink(log, t.price, b.spend, t.name, b.show)
+    sink = RunSink(log, t.price, b.spend)
     try:
         ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.name)
         rec = rec.but(
@@ -309,18 +303,6 @@ def branch_for(t: Run, batch_id: str) -> str | None:
         return workspace.branch_name(t.git.branch, branch_fields(t, batch_id))
     except workspace.WorkspaceError:
         return None
-
-
-def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
-    return {
-        "batch": batch_id,
-        "run": batch_id,  # the older spelling of {batch}: same value, same branches
-        "task": t.id,
-        "model": f"{t.provider_name}/{t.model}",
-        "repeat": str(t.repeat),
-        "name": t.name,
-        "variant": t.variant or "",
-    }
 
 
 async def _forget_attempt(entry: Entry | None, repo: Path) -> None:

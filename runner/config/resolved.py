@@ -112,6 +112,19 @@ class Run(Frozen):
         return fingerprint(self)
 
 
+def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
+    """The values a `git.branch` template may name (`{batch}`, `{name}`, ...)."""
+    return {
+        "batch": batch_id,
+        "run": batch_id,  # the older spelling of {batch}: same value, same branches
+        "task": t.id,
+        "model": f"{t.provider_name}/{t.model}",
+        "repeat": str(t.repeat),
+        "name": t.name,
+        "variant": t.variant or "",
+    }
+
+
 _NOT_IN_FINGERPRINT = {
     "repo",
     "instructions_file",
