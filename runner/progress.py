@@ -1,6 +1,7 @@
 """What a person watching a batch sees on stderr while it runs.
 
-The batch calls one `Progress`; `make_progress` picks how it looks from where the output goes:
+The batch calls one `EventSink`; for `runner run` that is `CommandLineEvents`, which shows
+progress through a `Progress`: `make_progress` picks how it looks from where the output goes:
 a live display in a terminal, plain lines in a CI log (no escape codes to garble it), and
 under GitHub Actions plain lines with each finished run folded into a `::group::`.
 
