@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import preflight
-from runner.config import expand, parse_task_file
+from runner.config import expand, parse_task_file, preflight
 from runner.errors import ConfigError
 
 
