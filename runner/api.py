@@ -4,46 +4,30 @@ progress display, taking secrets out of its own environment) around the same bat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from runner.batch import BatchResult
 from runner.batch import run_batch as _run_batch
-from runner.config import Run, expand, load_task_file
+from runner.config import Run, load_runs
+from runner.config.preflight import mcp_secrets
 from runner.errors import ConfigError, Problem
+from runner.progress import QuietProgress
+
+__all__ = ["EventHandler", "load_runs", "run_batch"]
 
 EventHandler = Callable[[dict[str, Any]], None]
 
 
-def load_runs(path: str | Path, *, models: Sequence[str] = ()) -> tuple[Run, ...]:
-    """Every run of the task file at `path` (task x model x variant x repeat), each value
-    resolved once and remembering where it was chosen. `models` replaces the file's
-    models as `--model` does. Raises ConfigError, located, for any problem."""
-    path = Path(path)
-    tf = load_task_file(path)
-    return tuple(expand(tf, path.resolve().parent, file=str(path), models=list(models)))
-
-
-class _Events:
-    """A text sink that hands each JSON line the batch writes to `on_event` as a dict:
-    the batch's event stream stays one code path for the CLI and for callers."""
+class _Events(QuietProgress):
+    """Hands each event of each run, as its log has it, to the caller's `on_event`."""
 
     def __init__(self, on_event: EventHandler) -> None:
         self._on_event = on_event
-        self._pending = ""
 
-    def write(self, text: str) -> int:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            if line:
-                self._on_event(json.loads(line))
-        return len(text)
-
-    def flush(self) -> None:
-        pass
+    def event(self, run: str, event: Mapping[str, Any]) -> None:
+        self._on_event(dict(event))
 
 
 async def run_batch(
@@ -64,14 +48,19 @@ async def run_batch(
         raise ConfigError([Problem("(api)", None, "runs", "no run to start")])
     if concurrency < 1:
         raise ConfigError([Problem("(api)", None, "concurrency", "must be at least 1")])
-    sink = _Events(on_event) if on_event is not None else None
+    if concurrency > 1:
+        # `load_runs` checked them as runs that never overlap: what a full-access command
+        # could read of another run's MCP secrets depends on the concurrency chosen here.
+        import os
+
+        found = mcp_secrets(runs, os.environ if env is None else env, concurrency, ())
+        if found:
+            raise ConfigError(found)
     return await _run_batch(
         runs,
         out_dir=Path(out_dir),
-        task_file=runs[0].origins[""].file,
         concurrency=concurrency,
-        json_out=sink,  # type: ignore[arg-type]
-        json_extra=True,
         resume=resume,
         env=env,
+        events=_Events(on_event) if on_event is not None else None,
     )

@@ -19,26 +19,25 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from runner import clock, preflight
+from runner import clock
 from runner.budget import BatchSpend
-from runner.config import BatchLimits, Run, TaskFile
+from runner.config import BatchLimits, Run
+from runner.config.preflight import FULL_ACCESS
+from runner.config.secrets import secrets_from_env, without_secrets
 from runner.errors import ConfigError, Problem, RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done
-from runner.progress import Progress, QuietProgress, make_progress
+from runner.progress import EventSink, QuietProgress
 from runner.record import Finished, RunRecord
 from runner.redact import Redactor
 from runner.report_entry import run_report
-from runner.reports.events import JsonStream
-from runner.reports.fmt import safe_text
 from runner.run import BatchContext, live
 from runner.sandbox import RUN_DIRS, registry, user_folder
-from runner.secret_env import hide_own, secret_names, secrets_from_env, without_secrets
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -108,46 +107,25 @@ async def run_batch(
     tasks: Sequence[Run],
     *,
     out_dir: Path,
-    task_file: str,
     concurrency: int = 4,
-    json_out: IO[str] | None = None,
-    json_extra: bool = False,
-    progress: IO[str] | None = None,
     resume: bool = False,
     budget: BatchLimits | None = None,
     plan: BatchPlan | None = None,
-    tf: TaskFile | None = None,
-    models: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     secret_vars: Collection[str] = (),
-    hide_secrets: bool = False,
+    events: EventSink | None = None,
 ) -> BatchResult:
-    """`tf` and `models` (`--model`) only locate problems the pre-flight check finds.
-    `env` is the runner's environment (default os.environ); `secret_vars` name variables
-    of it that are secrets whatever their names (`--secret-fd`). `hide_secrets` (the CLI's
-    process, not a test's) takes the secrets out of this process's environment once they
-    are copied (see `hide_own`)."""
+    """Run `tasks`, as the config pass made and checked them (`config.load`): nothing is
+    checked again here. `env` is the runner's environment (default os.environ);
+    `secret_vars` name variables of it that are secrets whatever their names
+    (`--secret-fd`). `events` hears everything the batch does while it runs."""
     env = dict(os.environ if env is None else env)
-    preflight.check(
-        tasks,
-        file=task_file,
-        env=env,
-        tf=tf,
-        models=models,
-        budget=budget,
-        concurrency=concurrency,
-        secret_vars=secret_vars,
-    )
+    task_file = tasks[0].origins[""].file if tasks else ""
     _temp_outside_repos(task_file, tasks)
-    if progress is not None:
-        _warn_unisolated(tasks, concurrency, progress)
+    show: EventSink = events if events is not None else QuietProgress()
+    _warn_unisolated(tasks, concurrency, show)
     redact = Redactor(secrets_from_env(env, tasks, secret_vars))
     agent_env = without_secrets(env, tasks, secret_vars)
-    if hide_secrets:
-        # From here on the secrets live in `env` alone: not in what children inherit, nor
-        # in what /proc shows of this process (danger-full-access commands look there).
-        hide_own(sorted(secret_names(env, tasks, secret_vars)))
-    stream = JsonStream(json_out, extra=json_extra) if json_out is not None else None
     journal = Journal(out_dir)
     if plan is None:
         plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
@@ -169,15 +147,8 @@ async def run_batch(
     skipped: dict[str, RunRecord] = {}  # runs the batch budget kept from starting
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     spend = BatchSpend(budget)
-    show: Progress = make_progress(progress) if progress is not None else QuietProgress()
-    if resumed and progress is not None:
-        progress.write(
-            safe_text(
-                f"resuming batch {batch_id}: {resumed} of {len(tasks)} runs already finished",
-                one_line=True,
-            )
-            + "\n"
-        )
+    if resumed:
+        show.note(f"resuming batch {batch_id}: {resumed} of {len(tasks)} runs already finished")
     show.start(len(tasks) - resumed)
 
     def report_of(tasks: list[RunReport], pending: int = 0) -> Report:
@@ -221,7 +192,6 @@ async def run_batch(
                 env=env,
                 agent_env=agent_env,
                 redact=redact,
-                stream=stream,
                 journal=journal,
                 previous=previous,
                 order=order,
@@ -260,29 +230,25 @@ async def run_batch(
     return BatchResult(runs, report_path, interrupted=stop.is_set())
 
 
-def _warn_unisolated(tasks: Sequence[Run], concurrency: int, out: IO[str]) -> None:
+def _warn_unisolated(tasks: Sequence[Run], concurrency: int, show: EventSink) -> None:
     """Said before anything runs, since nothing enforces it: a full-access command is a
     process of the runner's user on the host, so it can reach every other run of the batch
     running beside it (its workspace, its git's pipes through /proc/<pid>/fd, its MCP
     servers)."""
-    full = [t.run for t in tasks if t.sandbox == preflight.FULL_ACCESS]
+    full = [t.name for t in tasks if t.sandbox == FULL_ACCESS]
     if concurrency > 1 and len(tasks) > 1 and full:
         more = f" and {len(full) - 1} more" if len(full) > 1 else ""
-        out.write(
-            safe_text(
-                f"runner: warning: {full[0]}{more} run(s) with danger-full-access at "
-                f"--concurrency {concurrency}: runs that overlap are not isolated from "
-                "each other (a full-access command can read and change the others' "
-                "workspaces and processes); use --concurrency 1 or a sandbox to keep "
-                "them apart",
-                one_line=True,
-            )
-            + "\n"
+        show.note(
+            f"runner: warning: {full[0]}{more} run(s) with danger-full-access at "
+            f"--concurrency {concurrency}: runs that overlap are not isolated from "
+            "each other (a full-access command can read and change the others' "
+            "workspaces and processes); use --concurrency 1 or a sandbox to keep "
+            "them apart"
         )
 
 
 def events_file(t: Run) -> str:
-    return f"threads/{t.run}.jsonl"
+    return f"threads/{t.name}.jsonl"
 
 
 def _not_started(t: Run) -> RunRecord:

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from runner.errors import ConfigError, Problem, RunnerError
 from runner.vocabulary import (
@@ -30,7 +30,7 @@ from runner.vocabulary import (
 
 if TYPE_CHECKING:
     from runner.batch import BatchPlan
-    from runner.config import Run, TaskFile
+    from runner.config import Loaded
 
 
 def _say(text: str, *, stream: IO[str] | None = None, one_line: bool = False) -> None:
@@ -337,62 +337,44 @@ def _problem(field: str, message: str) -> ConfigError:
     return ConfigError([Problem("(command line)", None, field, message)])
 
 
-def _load(args: argparse.Namespace) -> tuple[list[Run], str, TaskFile, BatchPlan]:
-    from runner.config import expand, load_task_file, pin_problems, select, source_sha256
+def _load(args: argparse.Namespace, **kw: Any) -> tuple[Loaded, BatchPlan]:
+    """The one config pass (`config.load`) with this command's flags, and the batch's
+    identity from what it selected."""
+    from runner.batch import BatchPlan
+    from runner.config import load, source_sha256
 
-    path: Path = args.tasks
-    pins = pin_problems(args.date, args.timezone)
-    if pins:
-        raise ConfigError(pins)
-    tf = load_task_file(path)
-    models: list[str] = getattr(args, "model", [])
-    for model in models:
-        if not re.fullmatch(r"[^/\s]+/\S+", model):
-            raise _problem("--model", "must look like provider/model, e.g. local/smollm2")
-    tasks = expand(
-        tf,
-        path.resolve().parent,
-        file=str(path),
-        models=models,
-        sandbox=getattr(args, "sandbox", None),
+    loaded = load(
+        args.tasks,
+        models=args.model,
+        sandbox=args.sandbox,
         current_date=args.date,
         timezone=args.timezone,
         reasoning_effort=getattr(args, "reasoning_effort", None),
+        only=args.only,
+        tags=args.tag,
+        shard=args.shard,
+        **kw,
     )
-    chosen = select(
-        tasks,
-        file=str(path),
-        only=getattr(args, "only", []),
-        tags=getattr(args, "tag", []),
-        shard=getattr(args, "shard", None),
-        env=os.environ,
-    )
-    from runner.batch import BatchPlan
-
+    chosen = loaded.selection
     plan = BatchPlan(
         tuple(t.fingerprint for t in chosen.selected),
-        source_sha256(tf),
+        source_sha256(loaded.task_file),
         chosen.shard,
         chosen.shards,
         chosen.not_selected,
     )
-    return list(chosen.runs), str(path), tf, plan
+    return loaded, plan
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from runner import preflight
-
-    tasks, file, tf, _ = _load(args)
-    preflight.check(
-        tasks, file=file, env=os.environ, tf=tf, models=args.model, offline=args.offline
-    )
-    for t in tasks:
+    loaded, _ = _load(args, offline=args.offline)
+    for t in loaded.runs:
         _say(
-            f"{t.run}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
+            f"{t.name}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
             one_line=True,
         )
-    ids = {t.id for t in tasks}
-    _say(f"{file}: ok, {len(ids)} task(s), {len(tasks)} run(s)", one_line=True)
+    ids = {t.id for t in loaded.runs}
+    _say(f"{loaded.file}: ok, {len(ids)} task(s), {len(loaded.runs)} run(s)", one_line=True)
     return EXIT_OK
 
 
@@ -408,33 +390,37 @@ def _run(args: argparse.Namespace) -> int:
     import anyio
 
     from runner.batch import run_batch
-    from runner.progress import SafeStream
+    from runner.config.secrets import secret_names
+    from runner.progress import CommandLineEvents, SafeStream, make_progress
+    from runner.reports.events import JsonStream
+    from runner.secret_env import hide_own
 
-    if args.concurrency < 1:
-        raise _problem("--concurrency", "must be at least 1")
     secrets = _read_secrets(args.secret_fd) if args.secret_fd is not None else {}
-    tasks, file, tf, plan = _load(args)
+    env = {**os.environ, **secrets}
+    loaded, plan = _load(
+        args, env=env, concurrency=args.concurrency, secret_vars=frozenset(secrets)
+    )
+    runs = loaded.runs
+    # From here on the secrets live in `env` alone: not in what children inherit, nor in
+    # what /proc shows of this process (danger-full-access commands look there).
+    hide_own(sorted(secret_names(env, runs, frozenset(secrets))))
     out: Path = args.out
     json_out = sys.stdout if args.json or args.json_extra else None
     # Nothing written to stderr may stop the batch (a closed pipe: `2>&1 | head -1`).
     err = SafeStream(sys.stderr).as_io()
+    stream = JsonStream(json_out, extra=args.json_extra) if json_out is not None else None
+    events = CommandLineEvents(make_progress(err), err, stream)
     result = anyio.run(
         lambda: run_batch(
-            tasks,
+            runs,
             out_dir=out,
-            task_file=file,
             concurrency=args.concurrency,
-            json_out=json_out,
-            json_extra=args.json_extra,
-            progress=err,
             resume=args.resume,
-            budget=tf.budget,
-            tf=tf,
-            models=args.model,
+            budget=loaded.task_file.budget,
             plan=plan,
-            env={**os.environ, **secrets},
+            env=env,
             secret_vars=frozenset(secrets),
-            hide_secrets=True,
+            events=events,
         )
     )
     if json_out is None:

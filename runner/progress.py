@@ -1,6 +1,7 @@
 """What a person watching a batch sees on stderr while it runs.
 
-The batch calls one `Progress`; `make_progress` picks how it looks from where the output goes:
+The batch calls one `EventSink`; for `runner run` that is `CommandLineEvents`, which shows
+progress through a `Progress`: `make_progress` picks how it looks from where the output goes:
 a live display in a terminal, plain lines in a CI log (no escape codes to garble it), and
 under GitHub Actions plain lines with each finished run folded into a `::group::`.
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
+    from runner.reports.events import JsonStream
     from runner.reports.model import RunReport
 
 REFRESH_INTERVAL_S = 0.25
@@ -56,6 +58,48 @@ class Progress(Protocol):
     def run_finished(self, task: RunReport) -> None: ...
 
     def close(self) -> None: ...
+
+
+class EventSink(Progress, Protocol):
+    """The one thing a batch reports to while it runs: the progress calls, every event of
+    every run (`event`: redacted, tagged with `task` and `ts`, the dicts of the JSONL
+    logs) and `note`, a line for the person watching (resuming, a warning)."""
+
+    def note(self, text: str) -> None: ...
+
+
+class CommandLineEvents:
+    """`runner run`'s sink: the progress display and notes on stderr and, under `--json`,
+    the event stream on stdout (`JsonStream`)."""
+
+    def __init__(self, show: Progress, notes: IO[str], stream: JsonStream | None) -> None:
+        self._show = show
+        self._notes = notes
+        self._stream = stream
+
+    def start(self, total_runs: int) -> None:
+        self._show.start(total_runs)
+
+    def note(self, text: str) -> None:
+        self._notes.write(safe_text(text, one_line=True) + "\n")
+
+    def run_started(self, run: str, model: str) -> None:
+        self._show.run_started(run, model)
+
+    def event(self, run: str, event: Mapping[str, Any]) -> None:
+        if self._stream is not None:
+            self._stream.event(run, event)
+        self._show.event(run, event)
+
+    def run_finished(self, task: RunReport) -> None:
+        if self._stream is not None:
+            self._stream.finish(task.run)
+        self._show.run_finished(task)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+        self._show.close()
 
 
 class SafeStream(io.TextIOBase):
@@ -447,6 +491,9 @@ class QuietProgress:
     """For callers that show nothing (library use, benchmarks)."""
 
     def start(self, total_runs: int) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
     def run_started(self, run: str, model: str) -> None:

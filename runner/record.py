@@ -32,7 +32,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class RunRecord:
-    task: Run
+    run: Run
     events_file: str
     outcome: Outcome | None = None
     """How the thread ended; None when it never ran."""

@@ -14,6 +14,7 @@ import builtins
 import json
 import urllib.parse
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 8
@@ -72,6 +73,17 @@ class Redactor:
             if needle in text:
                 text = text.replace(needle, MASK)
         return text
+
+    def data(self, value: Any) -> Any:
+        """Every string in a JSON-like structure (keys too) redacted: value by value, so
+        a secret holding a quote or a backslash, escaped in JSON text, is still found."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        if isinstance(value, dict):
+            return {self.data(k): self.data(v) for k, v in value.items()}
+        return value
 
     def bytes(self, data: bytes) -> bytes:
         """The same for file contents and names, whatever their encoding."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from runner.reports.model import RunReport
 
 
-def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunReport:
+def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunReport:
     """The run's entry in report.json, before redaction (`run_report`). The report
     modules are imported here, when a run ends: start-up does not pay them."""
     from runner.reports.json_report import usage_report
@@ -37,15 +37,15 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
     )
     from runner.usage import ideal_cached_tokens
 
-    task, o = run.task, run.outcome
-    name = f"{task.provider_name}/{task.model}"
-    ws = run.workspace
+    run, o = rec.run, rec.outcome
+    name = f"{run.provider_name}/{run.model}"
+    ws = rec.workspace
     wsr = (
         WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
         if ws is not None
         else None
     )
-    res = run.result
+    res = rec.result
     rr = None
     if res is not None:
         patch = res.patch_path
@@ -58,9 +58,9 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
             deletions=res.deletions,
             files=[f.path for f in res.files],
             violations=list(res.violations),
-            pushed=run.pushed,
+            pushed=rec.pushed,
         )
-    ck = run.check
+    ck = rec.check
     cr = (
         CheckReport(
             command=ck.command,
@@ -72,28 +72,28 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         if ck is not None
         else None
     )
-    status = status_of(run)
-    options = task.model_options.model_dump(exclude_none=True)
+    status = status_of(rec)
+    options = run.model_options.model_dump(exclude_none=True)
     common: dict[str, Any] = {
-        "id": task.id,
-        "run": task.run,
-        "repeat": task.repeat,
+        "id": run.id,
+        "run": run.name,
+        "repeat": run.repeat,
         "model": name,
         "model_options": options,
         "status": status,
-        "error": error_of(run),
-        "events_file": run.events_file,
+        "error": error_of(rec),
+        "events_file": rec.events_file,
         "workspace": wsr,
         "result": rr,
         "check": cr,
-        "current_date": run.current_date,
-        "timezone": run.timezone,
-        "variant": task.variant,
-        "tags": list(task.tags),
-        "fingerprint": task.fingerprint,
-        "cost_usd": cost_usd(price_of(task.price), o.usage if o else Usage()),
-        "index": order.get(task.fingerprint),
-        "skip_reason": run.skipped if status is RunStatus.SKIPPED else None,
+        "current_date": rec.current_date,
+        "timezone": rec.timezone,
+        "variant": run.variant,
+        "tags": list(run.tags),
+        "fingerprint": run.fingerprint,
+        "cost_usd": cost_usd(price_of(run.price), o.usage if o else Usage()),
+        "index": order.get(run.fingerprint),
+        "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
     }
     if o is None:
         return RunReport(
@@ -138,18 +138,18 @@ def task_report(run: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         requests=requests,
         prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
         compactions=compactions,
-        output=run.output,
+        output=rec.output,
         truncated_output=o.truncated_output,
     )
 
 
 def run_report(
-    run: RunRecord, out_dir: Path, redact: Redactor, order: Mapping[str, int]
+    rec: RunRecord, out_dir: Path, redact: Redactor, order: Mapping[str, int]
 ) -> RunReport:
     """The entry, redacted once: the journal and every report are made from it."""
     from runner.reports.model import RunReport
 
-    data = task_report(run, out_dir, order).model_dump(mode="json")
+    data = task_report(rec, out_dir, order).model_dump(mode="json")
     return RunReport.model_validate(redacted(data, redact))
 
 

@@ -23,7 +23,7 @@ from runner import exec_events as ev
 from runner import workspace
 from runner.agent import Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
-from runner.config import PriceConfig, Run
+from runner.config import PriceConfig, Run, branch_fields
 from runner.errors import (
     ConfigError,
     EngineError,
@@ -35,11 +35,11 @@ from runner.errors import (
 from runner.items import Usage
 from runner.journal import Entry, Journal
 from runner.output_schema import check_answer
-from runner.progress import Progress
+from runner.progress import EventSink
 from runner.record import CheckResult, Finished, RunRecord, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
-from runner.reports.events import EventLog, JsonStream
+from runner.reports.events import EventLog
 from runner.sandbox import make_executor, user_folder
 from runner.sandbox.env import child_env
 from runner.skills import Staged, stage
@@ -73,22 +73,13 @@ async def run_check(
 
 
 class RunSink:
-    """Between a thread and its event log: adds each request's cost, feeds the batch's
-    spend (for batch limits) and the progress display."""
+    """Between a thread and its event log: adds each request's cost and feeds the
+    batch's spend (for batch limits); the log hands each event on to the batch's sink."""
 
-    def __init__(
-        self,
-        log: EventLog,
-        price: PriceConfig | None,
-        spend: BatchSpend,
-        run: str,
-        progress: Progress,
-    ) -> None:
+    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend) -> None:
         self.log = log
         self.price = price_of(price)
         self.spend = spend
-        self.run = run
-        self.progress = progress
 
     def emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "request.completed":
@@ -106,7 +97,6 @@ class RunSink:
             event = {**event, "cost_usd": cost}
             self.spend.add(usage, cost)
         self.log.emit(event)
-        self.progress.event(self.run, event)
 
 
 @dataclass
@@ -118,12 +108,11 @@ class BatchContext:
     env: dict[str, str]
     agent_env: dict[str, str]
     redact: Redactor
-    stream: JsonStream | None
     journal: Journal
     previous: Mapping[str, Entry]
     order: Mapping[str, int]
     spend: BatchSpend
-    show: Progress
+    show: EventSink
     clients: Clients
     work_root: Path
     today: str
@@ -169,18 +158,23 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     journaled and published in `b.finished`, whatever stops it (a crash, a signal, a bad
     workspace). `rec` is only ever rebound to a new record, so the shielded wind-up sees
     every step that returned, and the one a signal cut short."""
-    t = rec.task
+    t = rec.run
     await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
-    b.journal.started(t.fingerprint, t.run, branch_for(t, b.batch_id))
+    b.journal.started(t.fingerprint, t.name, branch_for(t, b.batch_id))
     try:
-        log = EventLog(b.out_dir / rec.events_file, task=t.run, redact=b.redact, stdout=b.stream)
+        log = EventLog(
+            b.out_dir / rec.events_file,
+            task=t.name,
+            redact=b.redact,
+            then=functools.partial(b.show.event, t.name),
+        )
     except OSError as exc:
         _finished(rec.noted(f"cannot write its events file {rec.events_file}: {exc.strerror}"), b)
         return
-    b.show.run_started(t.run, f"{t.provider_name}/{t.model}")
-    sink = RunSink(log, t.price, b.spend, t.run, b.show)
+    b.show.run_started(t.name, f"{t.provider_name}/{t.model}")
+    sink = RunSink(log, t.price, b.spend)
     try:
-        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.run)
+        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.name)
         rec = rec.but(
             workspace=ws, current_date=t.current_date or b.today, timezone=t.timezone or b.tz
         )
@@ -214,7 +208,7 @@ def _thread_for(
     b: BatchContext,
 ) -> tuple[Thread, list[str]]:
     """The run's thread, and the notes its making left (redacted)."""
-    t = rec.task
+    t = rec.run
     thread, notes = make_thread(
         t,
         ws.path,
@@ -275,8 +269,8 @@ def _finished(rec: RunRecord, b: BatchContext) -> None:
     """Its report entry, journaled, shown (a run stopped by Ctrl-C is shown too) and
     published for the batch."""
     report = run_report(rec, b.out_dir, b.redact, b.order)
-    b.journal.finished(rec.task.fingerprint, report)
-    b.finished[rec.task.fingerprint] = Finished(rec, report)
+    b.journal.finished(rec.run.fingerprint, report)
+    b.finished[rec.run.fingerprint] = Finished(rec, report)
     b.show.run_finished(report)
 
 
@@ -311,18 +305,6 @@ def branch_for(t: Run, batch_id: str) -> str | None:
         return None
 
 
-def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
-    return {
-        "batch": batch_id,
-        "run": batch_id,  # the older spelling of {batch}: same value, same branches
-        "task": t.id,
-        "model": f"{t.provider_name}/{t.model}",
-        "repeat": str(t.repeat),
-        "name": t.run,
-        "variant": t.variant or "",
-    }
-
-
 async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
     """A run redone by `--resume` first deletes the branch its killed attempt may have
     made, so there is one branch per run. Only a branch named in that attempt's journal
@@ -345,7 +327,7 @@ async def _check_unless_stopped(
             b.checks.add(scope)
             try:
                 check = await run_check(
-                    rec.task, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
+                    rec.run, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
                 )
             finally:
                 b.checks.discard(scope)
@@ -357,7 +339,7 @@ async def _check_unless_stopped(
 def with_output(rec: RunRecord) -> RunRecord:
     """A completed run's final answer against the task's `output_schema`: parsed into
     the report, or the run fails saying why. Only the last answer is the run's output."""
-    o, schema = rec.outcome, rec.task.output_schema
+    o, schema = rec.outcome, rec.run.output_schema
     if o is None or schema is None or o.status is not RunStatus.COMPLETED:
         return rec
     output, error = check_answer(schema, o.final_message)
@@ -377,7 +359,7 @@ async def keep(
     """Commit whatever the run changed, whatever its status: nothing done is lost, then
     push the branch if asked. Secrets are redacted from the files before the commit (see
     `workspace.finish`)."""
-    t = rec.task
+    t = rec.run
     status = status_of(rec)  # before the check: what the loop and the output schema say
     final = (rec.outcome.final_message if rec.outcome else None) or ""
     message = redact(
@@ -399,11 +381,11 @@ async def keep(
             scope=scope,
             create_branch=g.keep == "branch",
             fields=branch_fields(t, batch_id),
-            patch_path=out_dir / "patches" / f"{t.run}.patch",
+            patch_path=out_dir / "patches" / f"{t.name}.patch",
             redact=redact if redact else None,
             before_branch=None
             if journal is None
-            else functools.partial(journal.branching, t.fingerprint, t.run),
+            else functools.partial(journal.branching, t.fingerprint, t.name),
             on_left_out=left_out.extend,
         )
     except workspace.WorkspaceError as exc:

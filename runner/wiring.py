@@ -29,11 +29,8 @@ from runner.sandbox.policy import PROTECTED_NAMES, Policy
 from runner.sizes import SizeCaps
 from runner.skills import Staged
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
-from runner.tools.apply_patch import ApplyPatchTool
-from runner.tools.hosted import WebSearchTool
 from runner.tools.mcp import SANDBOX_NOTE as MCP_NOTE
-from runner.tools.plan import PlanTool
-from runner.tools.shell import ShellTool
+from runner.tools.offered import offered_tools
 
 
 def sampling(
@@ -60,18 +57,12 @@ def sampling(
 
 
 def make_tools(task: Run) -> list[Tool]:
-    """Tools in Codex's fixed order (shell, update_plan, apply_patch): part of the prefix."""
-    chosen: list[Tool] = []
-    if "shell" in task.tools:
-        freeform = "apply_patch" in task.tools and task.apply_patch_tool == "freeform"
-        chosen.append(ShellTool(default_timeout_ms=task.shell_timeout_ms, plain_output=freeform))
-    if "update_plan" in task.tools:
-        chosen.append(PlanTool())
-    if "apply_patch" in task.tools:
-        chosen.append(ApplyPatchTool(freeform=task.apply_patch_tool == "freeform"))
-    if task.web_search:  # where Codex puts it: after apply_patch, before MCP tools
-        chosen.append(WebSearchTool())
-    return chosen
+    return offered_tools(
+        task.tools,
+        apply_patch_tool=task.apply_patch_tool,
+        shell_timeout_ms=task.shell_timeout_ms,
+        web_search=task.web_search,
+    )
 
 
 class Clients:

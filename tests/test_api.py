@@ -75,7 +75,7 @@ async def test_load_and_run_a_batch_in_process(loopback: LoopbackFactory, tmp_pa
         "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo, limits: {max_requests: 3}}\n"
     )
     runs = runner.load_runs(tasks)
-    assert [r.run for r in runs] == ["a"]
+    assert [r.name for r in runs] == ["a"]
     events: list[dict[str, Any]] = []
     result = await runner.run_batch(runs, tmp_path / "out", concurrency=1, on_event=events.append)
     assert result.exit_code == 0

@@ -1062,7 +1062,7 @@ def test_matrix_expands_runs(tmp_path: Path) -> None:
     )
     tf = parse_task_file(text, "t.yaml")
     runs = expand(tf, tmp_path, file="t.yaml")
-    assert [(r.id, r.model, r.repeat, r.run) for r in runs] == [
+    assert [(r.id, r.model, r.repeat, r.name) for r in runs] == [
         ("one", "a", 1, "one.p-a.r1"),
         ("one", "a", 2, "one.p-a.r2"),
         ("one", "b:7b", 1, "one.p-b-7b.r1"),
@@ -1076,5 +1076,5 @@ def test_matrix_expands_runs(tmp_path: Path) -> None:
     plain = parse_task_file(
         text.replace("matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n", ""), "t.yaml"
     )
-    assert [r.run for r in expand(plain, tmp_path, models=["p/z"])] == ["one", "two"]
+    assert [r.name for r in expand(plain, tmp_path, models=["p/z"])] == ["one", "two"]
     assert [r.model for r in expand(plain, tmp_path)] == ["smollm2", "c"]

@@ -43,7 +43,7 @@ def test_price_cost_counts_cached_input_instead_of_input() -> None:
 def _runs(text: str) -> dict[str, tuple[int | None, int | None]]:
     tf = parse_task_file(text, "t.yaml")
     return {
-        r.run: (r.context_window, r.auto_compact_limit)
+        r.name: (r.context_window, r.auto_compact_limit)
         for r in expand(tf, Path("."), file="t.yaml")
     }
 

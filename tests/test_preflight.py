@@ -1,4 +1,4 @@
-"""runner/preflight.py: late problems are located from the run's own origins."""
+"""runner/config/preflight.py: late problems are located from the run's own origins."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import preflight
-from runner.config import expand, parse_task_file
+from runner.config import expand, parse_task_file, preflight
 from runner.errors import ConfigError
 
 
@@ -15,7 +14,7 @@ def _check(text: str, base: Path, **kw: object) -> list[str]:
     tf = parse_task_file(text, "t.yaml")
     runs = expand(tf, base, file="t.yaml", **kw)  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as err:
-        preflight.check(runs, file="t.yaml", env={}, tf=tf, offline=True)
+        preflight.check(runs, env={}, budget=tf.budget, offline=True)
     return [str(p) for p in err.value.problems]
 
 

@@ -13,10 +13,10 @@ import pytest
 
 from runner import load_runs
 from runner.cli import build_parser
+from runner.config import branch_fields
 from runner.errors import ConfigError
 from runner.journal import Journal
 from runner.reports.model import SCHEMA_VERSION, Report
-from runner.run import branch_fields
 from runner.vocabulary import RunStatus
 from runner.workspace import branch_name
 
@@ -68,8 +68,8 @@ def _task_file(tmp_path: Path, limits: str, branch: str = "") -> Path:
 
 
 def test_max_turns_is_read_as_max_requests_with_the_same_fingerprint(tmp_path: Path) -> None:
-    [old] = load_runs(_task_file(tmp_path, "{max_turns: 7}"))
-    [new] = load_runs(_task_file(tmp_path, "{max_requests: 7}"))
+    [old] = load_runs(_task_file(tmp_path, "{max_turns: 7}"), offline=True)
+    [new] = load_runs(_task_file(tmp_path, "{max_requests: 7}"), offline=True)
     assert old.limits.max_requests == new.limits.max_requests == 7
     # The fingerprint main computed for this very run before the rename: --resume and
     # --shard keep agreeing with batches an older runner started.
@@ -100,12 +100,12 @@ def test_a_bad_max_turns_is_named_as_written(tmp_path: Path) -> None:
 def test_run_and_batch_in_a_branch_template_both_name_the_batch(
     tmp_path: Path, template: str
 ) -> None:
-    [run] = load_runs(_task_file(tmp_path, "{}", branch=template))
+    [run] = load_runs(_task_file(tmp_path, "{}", branch=template), offline=True)
     assert branch_name(run.git.branch, branch_fields(run, "0123456789ab")) == "x/0123456789ab/a"
 
 
 def test_the_default_branch_template_names_the_batch(tmp_path: Path) -> None:
-    [run] = load_runs(_task_file(tmp_path, "{}"))
+    [run] = load_runs(_task_file(tmp_path, "{}"), offline=True)
     assert run.git.branch == "runner/{batch}/{name}"
     assert branch_name(run.git.branch, branch_fields(run, "b1")) == "runner/b1/a"
 

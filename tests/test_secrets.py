@@ -20,8 +20,8 @@ import pytest
 
 from runner import workspace
 from runner.config import expand, parse_task_file
+from runner.config.secrets import secret_names, secrets_from_env, without_secrets
 from runner.redact import MASK, Redactor
-from runner.secret_env import secret_names, secrets_from_env, without_secrets
 from tests.conftest import ThreadFactory, make_git_repo
 from tests.loopback import (
     RecordedRequest,

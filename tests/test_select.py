@@ -26,15 +26,15 @@ def _runs(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_only_and_tag_keep_matching_runs_and_count_the_rest(tmp_path: Path) -> None:
     runs = _runs(tmp_path)
     got = select(runs, file="t.yaml", only=["a", "b"], tags=["slow"])
-    assert [t.run for t in got.runs] == ["b.r1", "b.r2", "b.r3"]
+    assert [t.name for t in got.runs] == ["b.r1", "b.r2", "b.r3"]
     assert got.not_selected == 6 and (got.shard, got.shards) == (1, 1)
 
 
 def test_shards_are_disjoint_and_cover_the_selection(tmp_path: Path) -> None:
     runs = _runs(tmp_path)
     parts = [select(runs, file="t.yaml", shard=f"{k}/4").runs for k in range(1, 5)]
-    names = [t.run for part in parts for t in part]
-    assert sorted(names) == sorted(t.run for t in runs)
+    names = [t.name for part in parts for t in part]
+    assert sorted(names) == sorted(t.name for t in runs)
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
     assert all(select(runs, file="t.yaml", shard="2/4").selected == tuple(runs) for _ in "x")
 

@@ -9,16 +9,21 @@ name file, line and field, and resolution into runs.
     matrix.py      task x model x variant x repeat: complete runs, each value's origin
     resolved.py    `Run` (a run) and its fingerprint
     select.py      `--only`, `--tag`, `--shard`
+    secrets.py     which environment variables are secrets
+    preflight.py   what would fail late (names, branches, prices, keys, repos), found now
+    runs.py        the one pass: file and flags in, checked runs out (`load`, `load_runs`)
     codex_config.py  Codex's config.toml providers, read as ours
     text.py        small wording helpers shared by the above
 
-Data flows down that list; nothing here runs a model, a sandbox or git.
+Data flows down that list; nothing here runs a model or a sandbox (preflight asks git
+whether each repository's base names a commit).
 """
 
 from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
 from runner.config.matrix import expand, fingerprint, resolve
 from runner.config.resolve import read_text_file
-from runner.config.resolved import Origin, Run
+from runner.config.resolved import Origin, Run, branch_fields
+from runner.config.runs import Loaded, load, load_runs
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
     BUILTIN_SETTINGS,
@@ -55,6 +60,7 @@ __all__ = [
     "BatchLimits",
     "GitSettings",
     "Limits",
+    "Loaded",
     "McpServerConfig",
     "ModelConfig",
     "ModelOptions",
@@ -70,9 +76,12 @@ __all__ = [
     "TaskFile",
     "TaskSpec",
     "Variant",
+    "branch_fields",
     "dotted",
     "expand",
     "field_line",
+    "load",
+    "load_runs",
     "fingerprint",
     "load_task_file",
     "parse_shard",

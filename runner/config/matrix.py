@@ -196,7 +196,7 @@ def expand(
                             **{
                                 **values,
                                 "model_options": opts,
-                                "run": _run_name(
+                                "name": _run_name(
                                     base["id"],
                                     model,
                                     v,

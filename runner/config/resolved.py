@@ -41,7 +41,7 @@ class Run(Frozen):
     applied and paths made absolute. Built once by the config pass, never copied."""
 
     id: str
-    run: str
+    name: str
     """This run's name: the task id, plus model, variant and repeat when a matrix makes
     several runs of one task. Used for file names, workspaces and the report."""
     prompt: str
@@ -112,12 +112,25 @@ class Run(Frozen):
         return fingerprint(self)
 
 
+def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
+    """The values a `git.branch` template may name (`{batch}`, `{name}`, ...)."""
+    return {
+        "batch": batch_id,
+        "run": batch_id,  # the older spelling of {batch}: same value, same branches
+        "task": t.id,
+        "model": f"{t.provider_name}/{t.model}",
+        "repeat": str(t.repeat),
+        "name": t.name,
+        "variant": t.variant or "",
+    }
+
+
 _NOT_IN_FINGERPRINT = {
     "repo",
     "instructions_file",
     "instructions",
     "instructions_sha256",
-    "run",
+    "name",
     "compact_prompt_file",
     "compact_prompt",
     "compact_prompt_sha256",

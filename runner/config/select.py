@@ -57,7 +57,7 @@ def parse_shard(text: str, env: Mapping[str, str]) -> tuple[int, int]:
 def shard_of(runs: Sequence[Run], k: int, n: int) -> list[Run]:
     """Runs ordered by fingerprint (the same on every machine), then every N-th from the
     K-th: slices are disjoint, cover everything, and differ in size by at most one."""
-    ordered = sorted(runs, key=lambda t: (t.fingerprint, t.run))
+    ordered = sorted(runs, key=lambda t: (t.fingerprint, t.name))
     return [t for i, t in enumerate(ordered) if i % n == k - 1]
 
 

@@ -12,13 +12,13 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
+from runner.config.secrets import secrets_from_env
 from runner.errors import RunnerError
 from runner.github.context import REPLY_MARKER, Context, summary_marker
 from runner.github.render import render_comment
 from runner.github.rest import GitHub, add_comment, token_login, upsert_comment
 from runner.github.workflow_io import annotate, github_token, load_report
 from runner.redact import Redactor
-from runner.secret_env import secrets_from_env
 
 
 def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:

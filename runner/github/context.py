@@ -492,5 +492,5 @@ def unsandboxed_runs(task_file: Path, sandbox: str | None, models: Sequence[str]
     except (RunnerError, OSError):
         return []
     if sandbox is not None:
-        return [t.run for t in tasks] if sandbox == "danger-full-access" else []
-    return [t.run for t in tasks if t.sandbox == "danger-full-access"]
+        return [t.name for t in tasks] if sandbox == "danger-full-access" else []
+    return [t.name for t in tasks if t.sandbox == "danger-full-access"]

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runner.config.secrets import secrets_from_env
 from runner.errors import RunnerError
 from runner.github.context import MOVED_MARKER, Context
 from runner.github.render import inline as inert
@@ -28,7 +29,6 @@ from runner.github.workflow_io import (
 )
 from runner.redact import Redactor
 from runner.reports.fmt import inline
-from runner.secret_env import secrets_from_env
 
 PRS_FORBIDDEN = "GitHub Actions is not permitted to create or approve pull requests"
 """GitHub's 403 message when the repository does not let workflows open pull requests."""

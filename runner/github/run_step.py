@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from runner.config.secrets import secrets_from_env
 from runner.errors import RunnerError
 from runner.github.context import (
     DEPENDABOT,
@@ -41,7 +42,6 @@ from runner.github.task_input import merge_argv, not_in_config, pr_adds, task_so
 from runner.github.workflow_io import annotate, append_summary, load_report, write_outputs
 from runner.redact import Redactor
 from runner.reports.fmt import inline
-from runner.secret_env import secrets_from_env
 from runner.vocabulary import EXIT_BAD_INPUT
 
 

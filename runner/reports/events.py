@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +54,14 @@ class JsonStream:
         self._held: dict[str, list[str]] = {}
         self._finished: set[str] = set()
 
+    def event(self, run: str, event: Mapping[str, Any]) -> None:
+        """One event of `run`, redacted and tagged (`task`, `ts`) as its log has it:
+        printed as it is in extra mode; else only Codex's own types, without the tags."""
+        if self.extra:
+            self.write(run, dumps(event))
+        elif event.get("type") in CODEX_TYPES:
+            self.write(run, dumps({k: v for k, v in event.items() if k not in TAGS}))
+
     def write(self, run: str, line: str) -> None:
         if self.extra or self._owner in (None, run):
             self._owner = None if self.extra else run
@@ -73,6 +82,12 @@ class JsonStream:
                 self._owner = nxt
                 return
 
+    def close(self) -> None:
+        """Whatever is still held (a run whose end was missed) goes out at the end."""
+        for lines in self._held.values():
+            self._print(lines)
+        self._held.clear()
+
     def _print(self, lines: list[str]) -> None:
         """Through `safe_text`, which keeps each line the same JSON: a string in an event
         cannot be a workflow command (`##[add-mask]`) in a log."""
@@ -90,14 +105,23 @@ def failed_thread(message: str) -> list[dict[str, Any]]:
     ]
 
 
+TAGS = ("task", "ts")
+"""What the log adds to each event: the run's name and the time."""
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
 class EventLog:
+    """A run's `threads/<name>.jsonl`: each event tagged, redacted value by value, written
+    and flushed, then handed on (the batch's event sink) as the same dict."""
+
     def __init__(
-        self, path: Path, *, task: str, redact: Redactor, stdout: JsonStream | None = None
+        self, path: Path, *, task: str, redact: Redactor, then: EventHandler | None = None
     ) -> None:
         self._file = open_private(path)
         self._task = task
         self._redact = redact
-        self._stream = stdout
+        self._then = then
         self._thread_started = False
         self._turn_open = False
 
@@ -106,15 +130,12 @@ class EventLog:
         self._thread_started |= kind == "thread.started"
         if kind in ("turn.started", "turn.completed", "turn.failed"):
             self._turn_open = kind == "turn.started"
-        line = self._clean(dumps({**event, "task": self._task, "ts": round(time.time(), 3)}))
-        self._file.write(line + "\n")
+        tagged = {**event, "task": self._task, "ts": round(time.time(), 3)}
+        clean: dict[str, Any] = self._redact.data(tagged)
+        self._file.write(dumps(clean) + "\n")
         self._file.flush()
-        stream = self._stream
-        if stream is not None and (stream.extra or kind in CODEX_TYPES):
-            stream.write(self._task, line if stream.extra else self._clean(dumps(event)))
-
-    def _clean(self, line: str) -> str:
-        return self._redact(line) if self._redact else line
+        if self._then is not None:
+            self._then(clean)
 
     def failed(self, message: str) -> None:
         """The run failed outside the agent loop (workspace, sandbox, MCP server, a bug):
@@ -129,5 +150,3 @@ class EventLog:
 
     def close(self) -> None:
         self._file.close()
-        if self._stream is not None:
-            self._stream.finish(self._task)

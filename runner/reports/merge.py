@@ -455,7 +455,7 @@ def merge_command(
     """`runner report merge` as the CLI runs it: secrets of this environment are masked in
     what is written (the shards masked theirs), and the summary goes to GitHub's step
     summary under Actions."""
-    from runner.secret_env import secrets_from_env
+    from runner.config.secrets import secrets_from_env
 
     env = os.environ if env is None else env
     redact = Redactor(secrets_from_env(env))

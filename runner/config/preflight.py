@@ -1,13 +1,15 @@
-"""Everything `runner run` would refuse, found before the first model request.
+"""Everything `runner run` would refuse, found by the config pass before the first model
+request.
 
-`runner validate` and `runner run` call the same `check`, so a file that validates does
-not fail late: after an hour of model time, a branch template with an unknown field or an
-empty instructions file would throw the work away. Each problem names the file, line and
-field its run remembers choosing the value at (`Run.at`), without going back to
-the task file.
+`runner validate` and `runner run` both load runs through `config.load`, which ends here,
+so a file that validates does not fail late: after an hour of model time, a branch
+template with an unknown field or an empty instructions file would throw the work away.
+Each problem names the file, line and field its run remembers choosing the value at
+(`Run.at`), without going back to the task file.
 
 `offline` skips what depends on the machine the check runs on (API key variables, the
-repositories), e.g. for a lint job that validates task files without their secrets.
+repositories, the secrets in the environment), e.g. for a lint job that validates task
+files without their secrets.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from runner import workspace
-from runner.config import BatchLimits, Origin, Run, TaskFile, field_line
+from runner.config.resolved import Origin, Run, branch_fields
+from runner.config.schema import BatchLimits
 from runner.errors import ConfigError, Problem
 
 FULL_ACCESS = "danger-full-access"
@@ -27,38 +30,56 @@ def _say(at: Origin, message: str) -> Problem:
 
 
 def check(
-    tasks: Sequence[Run],
+    runs: Sequence[Run],
     *,
-    file: str,
     env: Mapping[str, str],
-    tf: TaskFile | None = None,
-    models: Sequence[str] = (),
     budget: BatchLimits | None = None,
+    budget_at: Origin | None = None,
     offline: bool = False,
     concurrency: int | None = None,
     secret_vars: Collection[str] = (),
 ) -> None:
-    """Raise one ConfigError listing every problem found, or return. Each run says where
-    its values came from (`Run.at`); `tf` only locates `budget:`. `models` is
-    kept for callers of the old signature and not needed. `concurrency` (`runner run`
-    only) and `secret_vars` (`--secret-fd`) decide which MCP secrets a full-access command
-    could read (`_mcp_secrets`)."""
-    del models
-    budget = budget if budget is not None else (tf.budget if tf is not None else None)
-    line = field_line(tf, ("budget", "max_cost_usd")) if tf is not None else None
-    budget_at = Origin(file=file, line=line, field="budget.max_cost_usd")
+    """Raise one ConfigError listing every problem found, or return. `budget_at` is where
+    `budget.max_cost_usd` was written. `concurrency` (`runner run` only) and `secret_vars`
+    (`--secret-fd`) decide which MCP secrets a full-access command could read
+    (`mcp_secrets`)."""
+    found = problems(
+        runs,
+        env=env,
+        budget=budget,
+        budget_at=budget_at,
+        offline=offline,
+        concurrency=concurrency,
+        secret_vars=secret_vars,
+    )
+    if found:
+        raise ConfigError(found)
+
+
+def problems(
+    runs: Sequence[Run],
+    *,
+    env: Mapping[str, str],
+    budget: BatchLimits | None = None,
+    budget_at: Origin | None = None,
+    offline: bool = False,
+    concurrency: int | None = None,
+    secret_vars: Collection[str] = (),
+) -> list[Problem]:
+    """What `check` raises, each problem once (a defaults' problem is every run's)."""
+    if budget_at is None:
+        file = runs[0].origins[""].file if runs else ""
+        budget_at = Origin(file=file, line=None, field="budget.max_cost_usd")
     found: list[Problem] = []
-    found += _collisions(tasks)
-    found += _branches(tasks)
-    found += _prices(tasks, budget, budget_at)
-    found += _output_caps(tasks)
+    found += _collisions(runs)
+    found += _branches(runs)
+    found += _prices(runs, budget, budget_at)
+    found += _output_caps(runs)
     if not offline:
-        found += _keys(tasks, env)
-        found += _repos(tasks)
-        found += _mcp_secrets(tasks, env, concurrency or 1, secret_vars)
-    unique = list({str(p): p for p in found}.values())  # a defaults' problem once
-    if unique:
-        raise ConfigError(unique)
+        found += _keys(runs, env)
+        found += _repos(runs)
+        found += mcp_secrets(runs, env, concurrency or 1, secret_vars)
+    return list({str(p): p for p in found}.values())
 
 
 def _collisions(tasks: Sequence[Run]) -> list[Problem]:
@@ -66,14 +87,14 @@ def _collisions(tasks: Sequence[Run]) -> list[Problem]:
     first: dict[str, Run] = {}
     out = []
     for t in tasks:
-        other = first.setdefault(t.run, t)
+        other = first.setdefault(t.name, t)
         if other is t:
             continue
         a, b = f"{other.provider_name}/{other.model}", f"{t.provider_name}/{t.model}"
         why = (
             f"{b!r} is listed twice"
             if a == b
-            else f"{a!r} and {b!r} both make the run name {t.run!r} (characters other than "
+            else f"{a!r} and {b!r} both make the run name {t.name!r} (characters other than "
             "letters, digits, '.', '_' and '-' become '-')"
         )
         out.append(
@@ -86,8 +107,6 @@ def _collisions(tasks: Sequence[Run]) -> list[Problem]:
 
 
 def _branches(tasks: Sequence[Run]) -> list[Problem]:
-    from runner.run import branch_fields
-
     out = []
     for t in tasks:
         try:  # with a batch id of the real length: the batch's own is not made yet
@@ -120,14 +139,20 @@ def _output_caps(tasks: Sequence[Run]) -> list[Problem]:
     small to hold one call of each offered tool would silently take the tools away."""
     from runner.providers.constrained import Constrained, answer_branches
     from runner.providers.grammar import allocate
-    from runner.wiring import make_tools
+    from runner.tools.offered import offered_tools
 
     out = []
     for t in tasks:
         cap = t.model_options.max_output_tokens
         if not t.provider.constrained_tools or cap is None:
             continue
-        specs = [tool.spec() for tool in make_tools(t)]
+        tools = offered_tools(
+            t.tools,
+            apply_patch_tool=t.apply_patch_tool,
+            shell_timeout_ms=t.shell_timeout_ms,
+            web_search=t.web_search,
+        )
+        specs = [tool.spec() for tool in tools]
         for branch in answer_branches(specs, settings=Constrained()):
             if allocate(branch, cap) is not None:
                 continue
@@ -161,7 +186,7 @@ def _keys(tasks: Sequence[Run], env: Mapping[str, str]) -> list[Problem]:
     return out
 
 
-def _mcp_secrets(
+def mcp_secrets(
     tasks: Sequence[Run],
     env: Mapping[str, str],
     concurrency: int,
@@ -176,7 +201,7 @@ def _mcp_secrets(
     full = [t for t in tasks if t.sandbox == FULL_ACCESS]
     if not full:
         return []
-    from runner.secret_env import without_secrets
+    from runner.config.secrets import without_secrets
 
     visible = without_secrets(env, tasks, secret_vars)
     out = []
@@ -194,7 +219,7 @@ def _mcp_secrets(
                 reader = (
                     "this run's own commands"
                     if own
-                    else f"run {full[0].run}'s commands (danger-full-access, at "
+                    else f"run {full[0].name}'s commands (danger-full-access, at "
                     f"--concurrency {concurrency})"
                 )
                 fix = "" if own else ", run the batch with --concurrency 1"
