@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Protocol, Unpack
+from typing import Unpack
 
 import pytest
 
-from tests.loopback import (
+from tests.support.fixtures import LoopbackFactory, ProcessFactory, ThreadFactory, make_git_repo
+from tests.support.loopback import (
     LoopbackServer,
     ProcessServer,
     Script,
@@ -35,18 +34,6 @@ def _raise_first(steps: list[Callable[[], None]]) -> None:
             failures.append(exc)
     if failures:
         raise failures[0]
-
-
-class LoopbackFactory(Protocol):
-    async def __call__(self, script: Script, **opts: Unpack[ServerOptions]) -> LoopbackServer: ...
-
-
-class ThreadFactory(Protocol):
-    def __call__(self, script: Script, **opts: Unpack[ServerOptions]) -> ThreadedServer: ...
-
-
-class ProcessFactory(Protocol):
-    def __call__(self, script: str = ..., **opts: Unpack[ServerOptions]) -> ProcessServer: ...
 
 
 @pytest.fixture
@@ -94,29 +81,15 @@ def loopback_process() -> Iterator[ProcessFactory]:
     """
     servers: list[ProcessServer] = []
 
-    def start(script: str = "tests.loopback:echo", **opts: Unpack[ServerOptions]) -> ProcessServer:
+    def start(
+        script: str = "tests.support.loopback:echo", **opts: Unpack[ServerOptions]
+    ) -> ProcessServer:
         srv = ProcessServer(script, **opts).start()
         servers.append(srv)
         return srv
 
     yield start
     _raise_first([srv.stop for srv in servers])
-
-
-def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    """A real git repository with one commit, for runs that need a base to start from."""
-    path.mkdir(parents=True, exist_ok=True)
-    for name, text in (files or {"README.md": "# sample\n"}).items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path)}
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True, env=env)
-    return path
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import (
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import (
     Reply,
     assert_exact_extension,
     per_conversation,
@@ -206,7 +206,7 @@ def test_only_and_bad_flags(loopback_thread: ThreadFactory, tmp_path: Path) -> N
 def test_cut_stream_is_resent_without_rerunning_tools(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:
-    from tests.loopback import reply_drop_after
+    from tests.support.loopback import reply_drop_after
 
     srv = loopback_thread(
         [shell("echo x >> ran.txt", "c1"), reply_drop_after(2), reply_message("done")]

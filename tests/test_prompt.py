@@ -15,7 +15,7 @@ import pytest
 from runner import prompt
 from runner.errors import ConfigError, SandboxError
 from runner.items import Item, message
-from tests import golden_files
+from tests.support import golden_files
 
 GOLDEN = Path(__file__).parent / "golden" / "prompt"
 DATE = "2026-03-14"

@@ -14,7 +14,7 @@ import pytest
 from runner.errors import ReportError
 from runner.reports.compare import compare, fisher_exact, render_compare
 from runner.reports.model import Report
-from tests.reports import benchmark_report, report, task
+from tests.support.reports import benchmark_report, report, task
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from runner.redact import Redactor
 from runner.reports.files import write_reports
 from runner.reports.html import render_html, token_chart
 from runner.reports.model import Report, RequestReport
-from tests.reports import benchmark_report, report, request, result, task, usage
+from tests.support.reports import benchmark_report, report, request, result, task, usage
 
 EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)"></pre>\ud800\x1b[31m\u202egpj.exe'
 

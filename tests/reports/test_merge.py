@@ -17,7 +17,7 @@ from runner.reports.junit import render_junit
 from runner.reports.markdown import render_markdown
 from runner.reports.merge import merge_dirs
 from runner.reports.model import BatchIdentity, Report, RunReport
-from tests.reports import benchmark_report, report, result, task
+from tests.support.reports import benchmark_report, report, result, task
 
 SHARDS = 3
 

@@ -23,7 +23,7 @@ from runner.sandbox import Policy, SandboxMode, make_executor, make_policy
 from runner.sandbox.bwrap import Limits
 from runner.sandbox.env import child_env
 from runner.tools import ExecResult
-from tests.conftest import make_git_repo
+from tests.support.fixtures import make_git_repo
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,15 @@ import anyio
 import pytest
 
 import runner
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import RecordedRequest, Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import KEY, sh, tasks
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import (
+    RecordedRequest,
+    Reply,
+    last_user_text,
+    per_conversation,
+    reply_message,
+)
+from tests.support.security import KEY, sh, tasks
 
 BASES = ("/home", "/srv", "/var", "/tmp")
 T1_CANARY = "t1-answer-7c0d5e21"

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import KEY, cli, runs, sh, tasks
-from tests.test_results import git
+from tests.e2e.test_results import git
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.support.security import KEY, cli, runs, sh, tasks
 
 
 def _start(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:

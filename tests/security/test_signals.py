@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import runs, sh, tasks
+from tests.e2e.test_results import git
 from tests.security.test_resume_and_usage import _start, _until
-from tests.test_results import git
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.support.security import runs, sh, tasks
 
 LIMIT_S = 15.0
 """Generous for a loaded CI machine: measured 7.3 s with a 200 MiB file at load 9 on 2 cores."""
