@@ -22,6 +22,7 @@ from runner.tools.plan import PlanTool, parse_plan
 from runner.tools.shell import ShellTool
 from runner.usage import ideal_cached_tokens
 from tests.support.cache_stable import assert_cache_stable
+from tests.support.events import ListSink
 from tests.support.fixtures import LoopbackFactory
 from tests.support.loopback import (
     Reply,
@@ -38,17 +39,6 @@ from tests.support.loopback import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def emit(self, event: dict[str, Any]) -> None:
-        self.events.append(event)
-
-    def types(self) -> list[str]:
-        return [e["type"] for e in self.events]
 
 
 def shell(cmd: str, call_id: str | None = None, **extra: Any) -> Reply:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_results import git
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.cli import run_cli, shell, write_tasks
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import (
     Reply,
     last_user_text,
@@ -27,7 +27,6 @@ from tests.support.loopback import (
     reply_message,
     reply_sse_bytes,
 )
-from tests.test_cli import run_cli, shell, write_tasks
 
 
 def _runs(out: Path) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
 from runner.tools.shell import ShellTool
 from tests.support.cache_stable import assert_cache_stable, cache_problems
+from tests.support.events import ListSink
 from tests.support.fixtures import LoopbackFactory
 from tests.support.loopback import (
     LoopbackServer,
@@ -36,7 +37,6 @@ from tests.support.loopback import (
     reply_http_error,
     reply_message,
 )
-from tests.test_agent import ListSink
 
 pytestmark = pytest.mark.anyio
 

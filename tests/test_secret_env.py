@@ -22,6 +22,7 @@ from runner import workspace
 from runner.config import expand, parse_task_file
 from runner.redact import MASK, Redactor
 from runner.secret_env import secret_names, secrets_from_env, without_secrets
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import (
     RecordedRequest,
@@ -33,7 +34,6 @@ from tests.support.loopback import (
     reply_function_call,
     reply_items,
 )
-from tests.test_cli import run_cli
 
 SECRET = "s3cr3t-Value/with+chars&more=="
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_results import git, tasks_file
 from tests.support import paths
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.cli import tasks_file
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import per_conversation, reply_custom_tool_call, reply_message
 
 

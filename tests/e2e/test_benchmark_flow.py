@@ -16,11 +16,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.test_results import git
 from tests.support import paths
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.cli import run_cli, shell, write_tasks
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import Reply, last_user_text, per_conversation, reply_message
-from tests.test_cli import run_cli, shell, write_tasks
 
 # 3 tasks x 2 models x 2 repeats, in task-file order. `pass` passes its check, `fail` never
 # does, `hang` passes once the server stops hanging on it.

@@ -19,7 +19,8 @@ import pytest
 from runner.items import Item
 from runner.models import codex_defaults
 from runner.sse import usage_from_responses
-from tests.e2e.test_request_options import run_cli, write_tasks
+from tests.support.cli import run_file as run_cli
+from tests.support.cli import write_task_file as write_tasks
 from tests.support.loopback import (
     assert_exact_extension,
     function_call_item,

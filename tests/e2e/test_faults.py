@@ -18,6 +18,7 @@ from runner.providers.responses import ResponsesClient
 from runner.providers.retry import RetryingClient
 from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
+from tests.support.cli import run_cli, write_tasks
 from tests.support.fixtures import LoopbackFactory, ThreadFactory
 from tests.support.loopback import (
     RecordedRequest,
@@ -30,7 +31,6 @@ from tests.support.loopback import (
     reply_incomplete,
     reply_message,
 )
-from tests.test_cli import run_cli, write_tasks
 
 
 class Sink:

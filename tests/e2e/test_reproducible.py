@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.loopback import reply_message
-from tests.test_cli import run_cli
 
 FAR_EAST, FAR_WEST = "Pacific/Kiritimati", "Etc/GMT+12"
 

@@ -10,9 +10,6 @@ fields after the standard ones. The Chat wire gets the same settings under its o
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,35 +18,17 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_file, write_task_file
 from tests.support.loopback import reply_message
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_cli(tasks: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
-        env=dict(os.environ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-
-
-def write_tasks(path: Path, base_url: str, repo: Path, body: str) -> Path:
-    path.write_text(
-        f'version: 1\nproviders: {{fake: {{base_url: "{base_url}"}}}}\n'
-        + body.replace("REPO", str(repo))
-    )
-    return path
 
 
 def test_every_option_reaches_the_responses_body(
     loopback_thread: Any, git_repo: Path, tmp_path: Path
 ) -> None:
     srv = loopback_thread([reply_message("ok")])
-    tasks = write_tasks(
+    tasks = write_task_file(
         tmp_path / "t.yaml",
         srv.base_url,
         git_repo,
@@ -68,7 +47,7 @@ tasks:
   - {id: a, repo: "REPO", prompt: say ok}
 """,
     )
-    res = run_cli(tasks, tmp_path / "out")
+    res = run_file(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     (req,) = srv.requests
     body = req.json
@@ -87,7 +66,7 @@ def test_without_reasoning_nothing_is_included(
     loopback_thread: Any, git_repo: Path, tmp_path: Path
 ) -> None:
     srv = loopback_thread([reply_message("ok")])
-    tasks = write_tasks(
+    tasks = write_task_file(
         tmp_path / "t.yaml",
         srv.base_url,
         git_repo,
@@ -97,7 +76,7 @@ tasks:
   - {id: a, repo: "REPO", prompt: say ok}
 """,
     )
-    res = run_cli(tasks, tmp_path / "out")
+    res = run_file(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     body = srv.requests[0].json
     assert "reasoning" not in body and body["include"] == []
@@ -111,7 +90,7 @@ def test_alias_entries_send_their_model_and_options(
     """Two aliases of one model in a matrix: each run sends the real name and its own
     options merged over the defaults; a task's own options win over the alias."""
     srv = loopback_thread([reply_message("ok")] * 3)
-    tasks = write_tasks(
+    tasks = write_task_file(
         tmp_path / "t.yaml",
         srv.base_url,
         git_repo,
@@ -125,7 +104,7 @@ tasks:
   - {id: a, repo: "REPO", prompt: say ok}
 """,
     )
-    res = run_cli(tasks, tmp_path / "out")
+    res = run_file(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     bodies = sorted((r.json for r in srv.requests), key=lambda b: b["temperature"])
     assert len(bodies) == 2
@@ -137,7 +116,7 @@ tasks:
     assert "reasoning" not in cold and cold["text"] == {"verbosity": "high"}
 
     srv2 = loopback_thread([reply_message("ok")])
-    tasks = write_tasks(
+    tasks = write_task_file(
         tmp_path / "t2.yaml",
         srv2.base_url,
         git_repo,
@@ -149,7 +128,7 @@ tasks:
      model_options: {temperature: 0.1}}
 """,
     )
-    res = run_cli(tasks, tmp_path / "out2")
+    res = run_file(tasks, tmp_path / "out2")
     assert res.returncode == 0, res.stderr
     body = srv2.requests[0].json
     assert (body["model"], body["temperature"], body["top_p"]) == ("m", 0.1, 0.5)
@@ -157,7 +136,7 @@ tasks:
 
 def test_seed_is_refused_on_the_responses_wire(git_repo: Path, tmp_path: Path) -> None:
     """The Responses API has no seed: said at load time with file, line and field."""
-    tasks = write_tasks(
+    tasks = write_task_file(
         tmp_path / "t.yaml",
         "http://127.0.0.1:9/v1",
         git_repo,
@@ -168,7 +147,7 @@ tasks:
   - {id: a, repo: "REPO", prompt: say ok}
 """,
     )
-    res = run_cli(tasks, tmp_path / "out")
+    res = run_file(tasks, tmp_path / "out")
     assert res.returncode == 2
     assert "t.yaml:5: defaults.model_options.seed: the Responses API has no seed" in res.stderr
     assert "Traceback" not in res.stderr
@@ -243,7 +222,7 @@ defaults:
 tasks:
   - {{id: a, repo: "{git_repo}", prompt: say ok}}
 """)
-    res = run_cli(tasks, tmp_path / "out")
+    res = run_file(tasks, tmp_path / "out")
     assert res.returncode == 0, res.stderr
     (body,) = chat_server.bodies
     assert body["model"] == "m" and body["reasoning_effort"] == "low"

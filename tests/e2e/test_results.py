@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.cli import run_cli, tasks_file
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import (
     Reply,
     last_user_text,
@@ -19,13 +20,6 @@ from tests.support.loopback import (
     reply_function_call,
     reply_message,
 )
-from tests.test_cli import run_cli
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def snapshot(repo: Path) -> dict[str, str]:
@@ -78,27 +72,6 @@ def patch_script(req: Any, i: int) -> Reply:
             "shell", {"command": ["bash", "-c", f"echo {i} >> log.txt"]}, call_id=f"c{i}"
         )
     return reply_message("done")
-
-
-def tasks_file(
-    dir_: Path, base_url: str, repo: Path, tasks: list[tuple[str, str]], git_settings: str = ""
-) -> Path:
-    lines = [
-        "version: 1",
-        "providers:",
-        f"  fake: {{base_url: '{base_url}'}}",
-        "defaults:",
-        "  model: fake/m",
-        "  apply_patch_tool: freeform",
-    ]
-    if git_settings:
-        lines.append(f"  git: {git_settings}")
-    lines.append("tasks:")
-    for tid, prompt in tasks:
-        lines.append(f"  - {{id: {tid}, prompt: '{prompt}', repo: '{repo}'}}")
-    path = dir_ / "tasks.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_eight_runs_on_one_repo_become_eight_branches(

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox.test_registry import FIXES, broken_bwrap
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import Reply, per_conversation, reply_function_call, reply_message
-from tests.test_cli import run_cli
+from tests.support.sandbox import FIXES, broken_bwrap
 
 CANARY = "sk-canary-0123456789abcdef"  # run_cli puts it in FAKE_API_KEY
 

@@ -25,7 +25,6 @@ import yaml
 from runner.github import MARKER
 from runner.reports.fmt import inline
 from runner.safe_markdown import inert_text
-from tests.github.test_pulls import comment_event, git, pr_remote
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.gha import (
     ACTION_REF,
@@ -48,6 +47,7 @@ from tests.support.loopback import (
     reply_function_call,
     reply_message,
 )
+from tests.support.threads import comment_event, git, pr_remote
 
 EXAMPLES = ROOT / "examples/workflows"
 REVIEW = f"""## Findings

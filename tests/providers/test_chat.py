@@ -33,6 +33,7 @@ from runner.providers.chat import ChatClient
 from runner.providers.retry import RetryingClient
 from runner.sizes import SizeCaps
 from runner.sse import MAX_EVENT_BYTES
+from tests.support.cli import run_cli
 from tests.support.fixtures import LoopbackFactory, ProcessFactory, ThreadFactory, make_git_repo
 from tests.support.loopback import (
     RecordedRequest,
@@ -41,7 +42,6 @@ from tests.support.loopback import (
     reply_raw,
     reply_sse_bytes,
 )
-from tests.test_cli import run_cli
 
 # ------------------------------------------------------------------ chat stream replies
 

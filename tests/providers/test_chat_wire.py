@@ -26,7 +26,7 @@ from runner.items import Item, function_call_output, message
 from runner.providers import Prompt
 from runner.providers.chat import ChatClient
 from runner.providers.local import LocalEngine
-from tests.providers.test_local import INSTRUCTIONS, SHELL
+from tests.support.local_model import INSTRUCTIONS, SHELL
 
 pytestmark = [pytest.mark.slow]
 

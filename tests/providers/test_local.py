@@ -45,28 +45,9 @@ from runner.providers.constrained import (
 )
 from runner.providers.grammar import MAX_LENGTH, bound
 from runner.providers.local import LocalEngine, find_model
+from tests.support.local_model import INSTRUCTIONS, SHELL
 
-SHELL: dict[str, Any] = {
-    "type": "function",
-    "name": "shell",
-    "strict": False,
-    "description": "Runs a shell command and returns its output.",
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "command": {"type": "array", "items": {"type": "string"}},
-            "workdir": {"type": "string"},
-            "timeout_ms": {"type": "number"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    },
-}
 QUICKSTART_TASK = 'Use the shell tool to run ["touch","hello.txt"] and then reply "Done."'
-INSTRUCTIONS = (
-    "You are a coding agent working in a git repository. "
-    "Use the shell tool to run commands, then reply to the user."
-)
 GREEDY = {"temperature": 0, "seed": 42}
 
 

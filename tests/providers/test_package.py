@@ -355,8 +355,8 @@ def test_store_true_sends_item_ids_back(loopback_thread: Any, tmp_path: Path) ->
     """Items go back with their ids either way, as Codex 0.169 sends them (Azure's
     `store: true` resolves them server-side; `store: false` resolves each from its
     content, reasoning from its encrypted content)."""
+    from tests.support.cli import run_cli, write_tasks
     from tests.support.loopback import per_conversation, reply_function_call, reply_message
-    from tests.test_cli import run_cli, write_tasks
 
     def script(req: Any, i: int) -> Any:
         if i == 0:

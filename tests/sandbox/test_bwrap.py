@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.sandbox.bwrap import SANDBOX_UID, Limits
-from tests.sandbox.conftest import Box, HostService, Runner, out
+from tests.support.sandbox import Box, HostService, Runner, out
 
 
 def _probes(port: int) -> str:

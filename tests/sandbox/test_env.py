@@ -14,7 +14,7 @@ from runner.sandbox import make_executor
 from runner.sandbox.env import child_env
 from runner.tools import ToolCall, ToolContext
 from runner.tools.shell import ShellTool
-from tests.sandbox.conftest import Box
+from tests.support.sandbox import Box
 
 PROFILE = """\
 echo "profile ran" >> "$HOME/sourced"

@@ -16,7 +16,7 @@ from runner import prompt as prompts
 from runner.items import message_text
 from runner.sandbox import Policy, SandboxMode
 from runner.sandbox.policy import LIFETIME_NOTE, PROTECTED_NOTE, TMP_NOTE
-from tests.sandbox.conftest import Box, HostService, Runner, out
+from tests.support.sandbox import Box, HostService, Runner, out
 
 
 def message_for(policy: Policy, cwd: Path) -> str:

@@ -12,30 +12,7 @@ from runner.errors import SandboxError
 from runner.sandbox import make_executor
 from runner.sandbox.bwrap import BwrapExecutor, Host
 from runner.sandbox.local import LocalExecutor
-from tests.sandbox.conftest import Box
-
-FIXES = (
-    "apt-get install bubblewrap",
-    "sysctl kernel.unprivileged_userns_clone=1",
-    "sysctl kernel.apparmor_restrict_unprivileged_userns=0",
-    "danger-full-access",
-)
-
-
-def broken_bwrap(dir_: Path) -> Path:
-    """A `bwrap` that fails as bubblewrap does on a kernel without user namespaces, and
-    counts its starts."""
-    dir_.mkdir()
-    script = dir_ / "bwrap"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"echo started >> {dir_}/starts\n"
-        "echo 'bwrap: No permissions to creating new namespace, likely because the kernel "
-        "does not allow non-privileged user namespaces.' >&2\n"
-        "exit 1\n"
-    )
-    script.chmod(0o755)
-    return dir_
+from tests.support.sandbox import FIXES, Box, broken_bwrap
 
 
 def test_missing_bubblewrap(box: Box, tmp_path: Path) -> None:

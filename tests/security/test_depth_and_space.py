@@ -163,7 +163,7 @@ def test_many_files_and_a_huge_one_reach_the_users_store_as_packs(tmp_path: Path
         assert result is not None and result.files_changed == 5001
         assert _loose(objects) == loose_before
         assert len(set((objects / "pack").glob("*.pack")) - packs_before) >= 1
-        from tests.e2e.test_results import git
+        from tests.support.fixtures import git
 
         assert git(repo, "cat-file", "-s", "r/x:big.bin").strip() == str(40 << 20)
         patch = (tmp_path / "p.patch").read_text()
@@ -224,7 +224,7 @@ def test_a_committed_deep_tree_is_handed_to_the_sandbox_user(tmp_path: Path) -> 
     with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
         f.write("leaf\n")
     os.close(fd)
-    from tests.e2e.test_results import git
+    from tests.support.fixtures import git
 
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "deep")

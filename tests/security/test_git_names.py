@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.gitnames import component_is_dotgit, git_refuses
-from tests.e2e.test_results import git
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_message
 from tests.support.security import cli, patch, runs, sh, tasks
 

@@ -14,8 +14,7 @@ import anyio
 from runner import workspace
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
-from tests.e2e.test_results import git
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_message
 from tests.support.security import KEY, cli, patch, runs, sh, tasks
 

@@ -38,6 +38,7 @@ from runner.tools.patch_format import (
     parse_patch,
 )
 from runner.tools.shell import ShellTool
+from tests.support.cli import write_tasks
 from tests.support.fixtures import LoopbackFactory, ThreadFactory
 from tests.support.loopback import (
     RecordedRequest,
@@ -48,7 +49,6 @@ from tests.support.loopback import (
     reply_message,
     reply_sse_bytes,
 )
-from tests.test_cli import write_tasks
 
 FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_results import git
-from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import last_user_text, per_conversation, reply_message
 from tests.support.security import KEY, cli, sh, tasks
 

@@ -43,3 +43,9 @@ def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     ):
         subprocess.run(["git", *args], cwd=path, check=True, env=env)
     return path
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout

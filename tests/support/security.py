@@ -8,10 +8,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.loopback import Reply, reply_custom_tool_call, reply_function_call
+from tests.support.loopback import (
+    Reply,
+    reply_custom_tool_call,
+    reply_function_call,
+)
 
 KEY = "sk-canary-0123456789abcdef"
 """The provider key the runner is given: a secret the redaction step must catch."""
@@ -80,3 +85,21 @@ def tool_outputs(out: Path, run: str) -> list[str]:
         ):
             found.append(json.dumps(item))
     return found
+
+
+def start_batch(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out), *extra],
+        env={**os.environ, "FAKE_API_KEY": KEY},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_until(cond: Any, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not cond():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.test_json_events import scenario  # noqa: E402
 from tests.support.loopback import start_in_thread  # noqa: E402
+from tests.support.scenarios import scenario  # noqa: E402
 
 
 def main(codex: str) -> int:

@@ -1,0 +1,88 @@
+"""Running the `runner` command in tests: the task file it reads and the command itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import paths
+from tests.support.fixtures import make_git_repo
+from tests.support.loopback import (
+    Reply,
+    reply_function_call,
+)
+
+
+def write_tasks(tmp_path: Path, base_url: str, tasks: str, defaults: str = "") -> Path:
+    if not (tmp_path / ".git").exists():
+        make_git_repo(tmp_path)
+    path = tmp_path / "tasks.yaml"
+    path.write_text(
+        "version: 1\n"
+        "providers:\n"
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}\n"
+        "defaults:\n"
+        "  model: fake/test-model\n"
+        f"{defaults}"
+        f"tasks:\n{tasks}"
+    )
+    return path
+
+
+def run_cli(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *map(str, args)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def shell(cmd: str, call_id: str) -> Reply:
+    return reply_function_call("shell", {"command": ["bash", "-c", cmd]}, call_id=call_id)
+
+
+def tasks_file(
+    dir_: Path, base_url: str, repo: Path, tasks: list[tuple[str, str]], git_settings: str = ""
+) -> Path:
+    lines = [
+        "version: 1",
+        "providers:",
+        f"  fake: {{base_url: '{base_url}'}}",
+        "defaults:",
+        "  model: fake/m",
+        "  apply_patch_tool: freeform",
+    ]
+    if git_settings:
+        lines.append(f"  git: {git_settings}")
+    lines.append("tasks:")
+    for tid, prompt in tasks:
+        lines.append(f"  - {{id: {tid}, prompt: '{prompt}', repo: '{repo}'}}")
+    path = dir_ / "tasks.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_file(tasks: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
+        env=dict(os.environ),
+        cwd=paths.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def write_task_file(path: Path, base_url: str, repo: Path, body: str) -> Path:
+    path.write_text(
+        f'version: 1\nproviders: {{fake: {{base_url: "{base_url}"}}}}\n'
+        + body.replace("REPO", str(repo))
+    )
+    return path
