@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli, shell, write_tasks
+from tests.support.cli import run_cli_process as run_cli
+from tests.support.cli import shell, write_tasks
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import (
     Reply,

@@ -4,9 +4,7 @@ hosted web search. Wire behaviour is checked on a real loopback server through t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from runner.config import BUILTIN_PROVIDERS, parse_task_file, resolve
 from runner.config.codex_config import default_path, load_codex_providers
 from runner.errors import ConfigError
 from runner.http import provider_headers
+from tests.support import cli
 from tests.support.loopback import reply_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,14 +24,7 @@ CONFIGS = ROOT / "configs" / "providers"
 def run_cli(
     *args: str | Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        env={**os.environ, **(env or {})},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return cli.run_cli(*args, env=env)
 
 
 def headers_for(name: str, env: dict[str, str]) -> tuple[dict[str, str], str | None]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from runner.errors import ReportError
 from runner.reports.compare import compare, fisher_exact, render_compare
 from runner.reports.model import Report
+from tests.support.cli import run_cli
 from tests.support.reports import benchmark_report, report, task
 
 
@@ -86,12 +86,7 @@ def _write(directory: Path, r: Report) -> Path:
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", "report", "compare", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("report", "compare", *map(str, args))
 
 
 def test_cli_gates_on_a_significant_regression(tmp_path: Path) -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import paths
+from runner.cli import main
 from tests.support.fixtures import make_git_repo
 from tests.support.loopback import (
     Reply,
     reply_function_call,
 )
+
+KEY = "sk-canary-0123456789abcdef"
+"""The provider key the runs are given (FAKE_API_KEY): a canary that must never show."""
 
 
 def write_tasks(tmp_path: Path, base_url: str, tasks: str, defaults: str = "") -> Path:
@@ -32,9 +37,41 @@ def write_tasks(tmp_path: Path, base_url: str, tasks: str, defaults: str = "") -
 
 
 def run_cli(
+    *args: str | Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    unset: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """`runner ARGS` in this process: `runner.cli.main` with its own stdout, stderr and
+    environment. Starting Python and importing the runner again for each call was most of
+    the suite's time; what only a real process shows (its exit status, signals, --json on a
+    real pipe) is tested with `run_cli_process`. `timeout` is the subprocess one's, kept
+    so the two are called alike; pytest-timeout bounds a call here."""
+    del timeout
+    argv = [str(a) for a in args]
+    saved = dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.update({"FAKE_API_KEY": KEY, **(env or {})})
+    for name in unset:
+        os.environ.pop(name, None)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["runner", *argv], code, out.getvalue(), err.getvalue())
+
+
+def run_cli_process(
     *args: str | Path, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef", **(env or {})}
+    """`python -m runner ARGS` as a real process: for exit statuses, stdout and stderr
+    as separate pipes, and anything else only a process shows."""
+    full_env = {**os.environ, "FAKE_API_KEY": KEY, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "runner", *map(str, args)],
         env=full_env,
@@ -70,14 +107,7 @@ def tasks_file(
 
 
 def run_file(tasks: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
-        env=dict(os.environ),
-        cwd=paths.ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    return run_cli("run", tasks, "--out", out, timeout=90)
 
 
 def write_task_file(path: Path, base_url: str, repo: Path, body: str) -> Path:

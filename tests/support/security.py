@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import run_cli
 from tests.support.loopback import (
     Reply,
     reply_custom_tool_call,
@@ -48,14 +49,7 @@ def tasks(
 def cli(
     *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "FAKE_API_KEY": KEY, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 def sh(cmd: str, call_id: str) -> Reply:
