@@ -100,8 +100,9 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Everything, the slow tests too (the default `pytest` leaves them out).
 unit: setup chromium
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m ""
 
 test: lint typecheck unit
 

@@ -105,9 +105,24 @@ def no_git_above(tmp_path: Path) -> Path:
     return tmp_path
 
 
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def measured_slow() -> frozenset[str]:
+    """The tests measured to take 2 s or more (tests/slow_tests.txt): marked `slow` here, so
+    the default `pytest` leaves them out by their cost, not by their kind."""
+    lines = SLOW_LIST.read_text().splitlines() if SLOW_LIST.exists() else []
+    return frozenset(s for line in lines if (s := line.strip()) and not s.startswith("#"))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests (the embedded model, kill -9 cycles) get 600 s instead of the default
-    120 s: on a busy 2-core machine the model alone can take minutes."""
+    """Marks the measured-slow tests `slow` before `-m` deselects anything. Slow tests (the
+    embedded model, kill -9 cycles) get 600 s instead of the default 120 s: on a busy
+    2-core machine the model alone can take minutes."""
+    slow = measured_slow()
     for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(600))

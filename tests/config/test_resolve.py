@@ -22,7 +22,6 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from runner.config import (
 )
 from runner.errors import ConfigError, Problem
 from tests.support import paths
+from tests.support.cli import run_cli
 
 CORPUS = paths.TESTS / "config_corpus"
 
@@ -132,25 +132,14 @@ def file_env(path: Path) -> dict[str, str]:
 def run_validate(
     target: Path | str, cwd: Path | None = None, *flags: str
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(file_env(Path(target)))
-    return subprocess.run(
-        [*_runner_cmd(), "validate", str(target), *flags],
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=60,
-        cwd=cwd,
-        env=env,
-    )
+    keys = tuple(k for k in os.environ if k.endswith("_API_KEY")) + ("FAKE_API_KEY",)
+    return run_cli("validate", str(target), *flags, env=file_env(Path(target)), unset=keys, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
 def validated() -> dict[Path, subprocess.CompletedProcess[str]]:
-    """`runner validate` on every corpus file, run side by side to keep the module fast."""
-    paths = GOOD + BAD
-    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2))) as pool:
-        return dict(zip(paths, pool.map(run_validate, paths), strict=True))
+    """`runner validate` on every corpus file, once for the module."""
+    return {path: run_validate(path) for path in GOOD + BAD}
 
 
 def test_corpus_is_big_enough() -> None:

@@ -41,6 +41,7 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 60,
     unset: tuple[str, ...] = (),
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`runner ARGS` in this process: `runner.cli.main` with its own stdout, stderr and
     environment. Starting Python and importing the runner again for each call was most of
@@ -51,9 +52,13 @@ def run_cli(
     argv = [str(a) for a in args]
     saved = dict(os.environ)
     out, err = io.StringIO(), io.StringIO()
-    os.environ.update({"FAKE_API_KEY": KEY, **(env or {})})
+    os.environ["FAKE_API_KEY"] = KEY
     for name in unset:
         os.environ.pop(name, None)
+    os.environ.update(env or {})
+    here = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -61,6 +66,7 @@ def run_cli(
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     finally:
+        os.chdir(here)
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(["runner", *argv], code, out.getvalue(), err.getvalue())
