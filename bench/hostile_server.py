@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from runner.items import dumps  # noqa: E402
 from runner.sizes import SizeCaps  # noqa: E402
-from tests.conftest import make_git_repo  # noqa: E402
-from tests.loopback import (  # noqa: E402
+from tests.support.fixtures import make_git_repo  # noqa: E402
+from tests.support.loopback import (  # noqa: E402
     JSON,
     TINY_USAGE,
     RecordedRequest,

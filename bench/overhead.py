@@ -28,8 +28,8 @@ from runner import items as it  # noqa: E402
 from runner.agent import Thread, ThreadSpec  # noqa: E402
 from runner.providers.responses import ResponsesClient  # noqa: E402
 from runner.tools import ToolCall, ToolContext, ToolResult  # noqa: E402
-from tests.conftest import make_git_repo  # noqa: E402
-from tests.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
+from tests.support.fixtures import make_git_repo  # noqa: E402
+from tests.support.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
 
 STEPS = 50
 OUTPUT = "x" * 300  # a typical short tool output

@@ -131,7 +131,7 @@ def main() -> None:
 
 
 def load_page(page: Path, profile: Path) -> None:
-    from tests.reports.chromium import Browser
+    from tests.support.chromium import Browser
 
     browser = Browser(profile)
     try:

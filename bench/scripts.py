@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.loopback import Reply, per_conversation, reply_function_call, reply_message
+from tests.support.loopback import Reply, per_conversation, reply_function_call, reply_message
 
 
 def _calls(req: Any, i: int) -> Reply:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from runner.sandbox import make_executor, make_policy  # noqa: E402
 from runner.sandbox.env import child_env  # noqa: E402
-from tests.conftest import make_git_repo  # noqa: E402
-from tests.loopback import (  # noqa: E402
+from tests.support.fixtures import make_git_repo  # noqa: E402
+from tests.support.loopback import (  # noqa: E402
     RecordedRequest,
     ThreadedServer,
     per_conversation,

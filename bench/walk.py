@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import runner  # noqa: E402
-from tests.conftest import make_git_repo  # noqa: E402
-from tests.loopback import (  # noqa: E402
+from tests.support.fixtures import make_git_repo  # noqa: E402
+from tests.support.loopback import (  # noqa: E402
     Reply,
     per_conversation,
     reply_function_call,

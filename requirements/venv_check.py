@@ -1,6 +1,6 @@
 """Is this interpreter's environment exactly the locks (requirements/dev.lock and
 model.lock)? `make setup` asks after every install and makes the venv anew when the answer
-is no (a package uninstalled, added or changed by hand); `tests/test_locks.py` asserts it.
+is no (a package uninstalled, added or changed by hand); `tests/project/test_locks.py` asserts it.
 
     python requirements/venv_check.py             # exit 1 and say why when it is not
     python requirements/venv_check.py --snapshot  # after an install: remember each RECORD

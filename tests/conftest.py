@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Protocol, Unpack
+from typing import Unpack
 
 import pytest
 
-from tests.loopback import (
+from tests.support.fixtures import LoopbackFactory, ProcessFactory, ThreadFactory, make_git_repo
+from tests.support.loopback import (
     LoopbackServer,
     ProcessServer,
     Script,
@@ -35,18 +34,6 @@ def _raise_first(steps: list[Callable[[], None]]) -> None:
             failures.append(exc)
     if failures:
         raise failures[0]
-
-
-class LoopbackFactory(Protocol):
-    async def __call__(self, script: Script, **opts: Unpack[ServerOptions]) -> LoopbackServer: ...
-
-
-class ThreadFactory(Protocol):
-    def __call__(self, script: Script, **opts: Unpack[ServerOptions]) -> ThreadedServer: ...
-
-
-class ProcessFactory(Protocol):
-    def __call__(self, script: str = ..., **opts: Unpack[ServerOptions]) -> ProcessServer: ...
 
 
 @pytest.fixture
@@ -94,29 +81,15 @@ def loopback_process() -> Iterator[ProcessFactory]:
     """
     servers: list[ProcessServer] = []
 
-    def start(script: str = "tests.loopback:echo", **opts: Unpack[ServerOptions]) -> ProcessServer:
+    def start(
+        script: str = "tests.support.loopback:echo", **opts: Unpack[ServerOptions]
+    ) -> ProcessServer:
         srv = ProcessServer(script, **opts).start()
         servers.append(srv)
         return srv
 
     yield start
     _raise_first([srv.stop for srv in servers])
-
-
-def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    """A real git repository with one commit, for runs that need a base to start from."""
-    path.mkdir(parents=True, exist_ok=True)
-    for name, text in (files or {"README.md": "# sample\n"}).items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path)}
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True, env=env)
-    return path
 
 
 @pytest.fixture
@@ -132,9 +105,24 @@ def no_git_above(tmp_path: Path) -> Path:
     return tmp_path
 
 
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def measured_slow() -> frozenset[str]:
+    """The tests measured to take 2 s or more (tests/slow_tests.txt): marked `slow` here, so
+    the default `pytest` leaves them out by their cost, not by their kind."""
+    lines = SLOW_LIST.read_text().splitlines() if SLOW_LIST.exists() else []
+    return frozenset(s for line in lines if (s := line.strip()) and not s.startswith("#"))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests (the embedded model, kill -9 cycles) get 600 s instead of the default
-    120 s: on a busy 2-core machine the model alone can take minutes."""
+    """Marks the measured-slow tests `slow` before `-m` deselects anything. Slow tests (the
+    embedded model, kill -9 cycles) get 600 s instead of the default 120 s: on a busy
+    2-core machine the model alone can take minutes."""
+    slow = measured_slow()
     for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(600))

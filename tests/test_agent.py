@@ -21,9 +21,10 @@ from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.plan import PlanTool, parse_plan
 from runner.tools.shell import ShellTool
 from runner.usage import ideal_cached_tokens
-from tests.cache_stable import assert_cache_stable
-from tests.conftest import LoopbackFactory
-from tests.loopback import (
+from tests.support.cache_stable import assert_cache_stable
+from tests.support.events import ListSink
+from tests.support.fixtures import LoopbackFactory
+from tests.support.loopback import (
     Reply,
     assert_call_outputs_paired,
     assert_exact_extension,
@@ -38,17 +39,6 @@ from tests.loopback import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def emit(self, event: dict[str, Any]) -> None:
-        self.events.append(event)
-
-    def types(self) -> list[str]:
-        return [e["type"] for e in self.events]
 
 
 def shell(cmd: str, call_id: str | None = None, **extra: Any) -> Reply:
@@ -297,7 +287,7 @@ async def test_secrets_not_in_shell_env(
 
 
 async def test_reasoning_items_are_sent_back(loopback: LoopbackFactory, tmp_path: Path) -> None:
-    from tests.loopback import reasoning_item
+    from tests.support.loopback import reasoning_item
 
     srv = await loopback(
         [

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runner.agents_md import agents_md
-from tests.test_prompt import check_golden, git_init, write
+from tests.support.prompts import check_golden, git_init, write
 
 
 def test_agents_md_nested_dirs_in_git_repo(tmp_path: Path) -> None:

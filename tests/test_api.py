@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import runner
-from tests.conftest import LoopbackFactory, make_git_repo
-from tests.loopback import reply_message
+from tests.support.fixtures import LoopbackFactory, make_git_repo
+from tests.support.loopback import reply_message
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import (
+from tests.support.cli import run_cli, shell, write_tasks
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import (
     Reply,
     last_user_text,
     message_item,
@@ -26,8 +27,6 @@ from tests.loopback import (
     reply_message,
     reply_sse_bytes,
 )
-from tests.test_cli import run_cli, shell, write_tasks
-from tests.test_results import git
 
 
 def _runs(out: Path) -> list[dict[str, Any]]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import per_conversation, reply_message
-from tests.test_cli import run_cli, shell, write_tasks
-from tests.test_results import git
+from tests.support.cli import run_cli, shell, write_tasks
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import per_conversation, reply_message
 
 
 def test_delete_spares_worktrees_forged_entries_and_foreign_commits(

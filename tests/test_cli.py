@@ -3,53 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import (
+from tests.support.cli import run_cli_process as run_cli
+from tests.support.cli import shell, write_tasks
+from tests.support.fixtures import ThreadFactory
+from tests.support.loopback import (
     Reply,
     assert_exact_extension,
     per_conversation,
-    reply_function_call,
     reply_message,
 )
-
-
-def write_tasks(tmp_path: Path, base_url: str, tasks: str, defaults: str = "") -> Path:
-    if not (tmp_path / ".git").exists():
-        make_git_repo(tmp_path)
-    path = tmp_path / "tasks.yaml"
-    path.write_text(
-        "version: 1\n"
-        "providers:\n"
-        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}\n"
-        "defaults:\n"
-        "  model: fake/test-model\n"
-        f"{defaults}"
-        f"tasks:\n{tasks}"
-    )
-    return path
-
-
-def run_cli(
-    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def shell(cmd: str, call_id: str) -> Reply:
-    return reply_function_call("shell", {"command": ["bash", "-c", cmd]}, call_id=call_id)
 
 
 def script(req: Any, i: int) -> Reply:
@@ -206,7 +171,7 @@ def test_only_and_bad_flags(loopback_thread: ThreadFactory, tmp_path: Path) -> N
 def test_cut_stream_is_resent_without_rerunning_tools(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:
-    from tests.loopback import reply_drop_after
+    from tests.support.loopback import reply_drop_after
 
     srv = loopback_thread(
         [shell("echo x >> ran.txt", "c1"), reply_drop_after(2), reply_message("done")]

@@ -23,9 +23,10 @@ from runner.sandbox.env import child_env
 from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
 from runner.tools.shell import ShellTool
-from tests.cache_stable import assert_cache_stable, cache_problems
-from tests.conftest import LoopbackFactory
-from tests.loopback import (
+from tests.support.cache_stable import assert_cache_stable, cache_problems
+from tests.support.events import ListSink
+from tests.support.fixtures import LoopbackFactory
+from tests.support.loopback import (
     LoopbackServer,
     RecordedRequest,
     Reply,
@@ -36,7 +37,6 @@ from tests.loopback import (
     reply_http_error,
     reply_message,
 )
-from tests.test_agent import ListSink
 
 pytestmark = pytest.mark.anyio
 
@@ -563,8 +563,8 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
     import subprocess
     import sys
 
-    from tests.conftest import make_git_repo
-    from tests.loopback import per_conversation
+    from tests.support.fixtures import make_git_repo
+    from tests.support.loopback import per_conversation
 
     script = LongScript(40)
     srv = loopback_thread(per_conversation(script))
@@ -634,7 +634,7 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from tests.conftest import make_git_repo
+    from tests.support.fixtures import make_git_repo
 
     root = Path(__file__).resolve().parent.parent
     sample = root / "examples" / "sample-repo"

@@ -14,7 +14,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.model import RunReport
 from runner.vocabulary import RunStatus
-from tests.test_run import a_task, outcome
+from tests.support.records import a_task, outcome
 
 
 def entry(tmp_path: Path, status: RunStatus, note: str = "") -> tuple[str, RunReport]:

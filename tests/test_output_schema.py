@@ -20,7 +20,7 @@ from runner.output_schema import check_answer, text_format
 from runner.providers import Prompt
 from runner.providers.chat_wire import build_body, items_from_constrained
 from runner.providers.constrained import Constrained
-from tests.loopback import reply_function_call, reply_message
+from tests.support.loopback import reply_function_call, reply_message
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -22,7 +22,7 @@ from runner.progress import (
 )
 from runner.reports.fmt import printable
 from runner.reports.model import CheckReport, RunReport
-from tests.reports import result, task, usage
+from tests.support.reports import result, task, usage
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -7,7 +7,6 @@ tests/test_prompt.py` and review the diff; without it the tests only compare.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,35 +14,15 @@ import pytest
 from runner import prompt
 from runner.errors import ConfigError, SandboxError
 from runner.items import Item, message
-from tests import golden_files
+from tests.support.prompts import check_golden, git_init, write
 
-GOLDEN = Path(__file__).parent / "golden" / "prompt"
 DATE = "2026-03-14"
 TZ = "Europe/Berlin"
-
-
-def check_golden(name: str, actual: str) -> None:
-    golden_files.check_golden(GOLDEN / name, actual)
 
 
 def items_json(items: list[Item], tmp_path: Path | None = None) -> str:
     text = json.dumps([i.data for i in items], ensure_ascii=False, indent=2) + "\n"
     return text.replace(str(tmp_path), "$TMP") if tmp_path is not None else text
-
-
-def git_init(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True, capture_output=True)
-    return path
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 # --- base instructions ---------------------------------------------------------------

@@ -10,7 +10,7 @@ from runner.redact import MASK, Redactor
 from runner.report_entry import redacted, run_report
 from runner.reports.model import RunReport
 from runner.vocabulary import RunStatus
-from tests.test_run import a_task, outcome
+from tests.support.records import a_task, outcome
 
 
 def test_every_string_is_redacted_keys_and_lists_included() -> None:

@@ -16,8 +16,8 @@ from runner import prompt
 from runner.config import parse_task_file, resolve
 from runner.errors import ConfigError
 from runner.skills import Skill, SkillError, load_skills, read_skill
-from tests import golden_files
-from tests.loopback import reply_message
+from tests.support import golden_files
+from tests.support.loopback import reply_message
 
 GOLDEN = Path(__file__).parent / "golden" / "prompt"
 

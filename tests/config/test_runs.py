@@ -8,7 +8,7 @@ import pytest
 
 from runner.config import load, load_runs
 from runner.errors import ConfigError
-from tests.conftest import make_git_repo
+from tests.support.fixtures import make_git_repo
 
 TASKS = (
     "version: 1\n"

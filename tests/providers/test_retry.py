@@ -32,8 +32,8 @@ from runner.providers.responses import ResponsesClient
 from runner.providers.retry import Retry, RetryingClient, backoff_s, decide
 from runner.sandbox.local import LocalExecutor
 from runner.tools import ToolContext
-from tests.conftest import LoopbackFactory
-from tests.loopback import (
+from tests.support.fixtures import LoopbackFactory
+from tests.support.loopback import (
     Reply,
     reply_drop_after,
     reply_failed,

@@ -18,9 +18,15 @@ from runner.errors import ReportError
 from runner.reports.compare import compare, render_compare
 from runner.reports.model import Report
 from runner.reports.stats import fisher_exact
-from tests.loopback import RecordedRequest, Reply, ThreadedServer, per_conversation, reply_message
-from tests.reports import benchmark_report, report, task, usage
-from tests.test_cli import run_cli, shell, write_tasks
+from tests.support.cli import run_cli, shell, write_tasks
+from tests.support.loopback import (
+    RecordedRequest,
+    Reply,
+    ThreadedServer,
+    per_conversation,
+    reply_message,
+)
+from tests.support.reports import benchmark_report, report, task, usage
 
 
 @pytest.mark.parametrize(
@@ -92,12 +98,7 @@ def _write(directory: Path, r: Report) -> Path:
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", "report", "compare", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("report", "compare", *map(str, args))
 
 
 def test_cli_gates_on_a_significant_regression(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from runner.redact import Redactor
 from runner.reports.files import write_reports
 from runner.reports.html import asset, cost_chart, render_html
 from runner.reports.model import Report
-from tests.reports import benchmark_report, report, request, result, task, usage
-from tests.reports.chromium import chromium
+from tests.support.chromium import chromium
+from tests.support.reports import benchmark_report, report, request, result, task, usage
 
 DATA = re.compile(r'<script type="application/json" id="runner-data">(.*?)</script>', re.S)
 

@@ -18,8 +18,8 @@ import pytest
 
 from runner.reports.html import render_html
 from runner.reports.model import Report, RunReport
-from tests.reports import report, result, run_name, task
-from tests.reports.chromium import Browser
+from tests.support.chromium import Browser
+from tests.support.reports import report, result, run_name, task
 
 pytestmark = pytest.mark.slow
 

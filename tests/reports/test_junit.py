@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from junitparser import JUnitXml
 
 from runner.reports.junit import render_junit, xml_safe
-from tests.reports import (
+from tests.support.reports import (
     GOLDEN,
     benchmark_report,
     check_golden,

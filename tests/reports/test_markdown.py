@@ -11,8 +11,15 @@ from runner.reports.fmt import PR_COMMENT_MAX_CHARS, cell, inline, money, trunca
 from runner.reports.markdown import duration, render_markdown
 from runner.reports.model import RunReport
 from runner.reports.summary import group_stats
-from tests.reports import benchmark_report, check_golden, report, run_name, sample_report, task
-from tests.reports import usage as make_usage
+from tests.support.reports import (
+    benchmark_report,
+    check_golden,
+    report,
+    run_name,
+    sample_report,
+    task,
+)
+from tests.support.reports import usage as make_usage
 
 
 def _rows(md: str, heading: str) -> list[list[str]]:

@@ -5,9 +5,7 @@ traceback."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,8 @@ from runner.reports.junit import render_junit
 from runner.reports.markdown import render_markdown
 from runner.reports.merge import merge_dirs
 from runner.reports.model import BatchIdentity, Report, RunReport
-from tests.reports import benchmark_report, report, result, task
+from tests.support.cli import run_cli
+from tests.support.reports import benchmark_report, report, result, task
 
 SHARDS = 3
 
@@ -199,14 +198,7 @@ def test_secrets_of_the_merging_environment_are_masked(tmp_path: Path) -> None:
 
 
 def run_merge(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    return subprocess.run(
-        [sys.executable, "-m", "runner", "report", "merge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    return run_cli("report", "merge", *args, unset=("GITHUB_STEP_SUMMARY",))
 
 
 def test_missing_report_is_exit_2_naming_the_file(

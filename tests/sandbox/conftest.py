@@ -9,45 +9,20 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 import anyio
 import pytest
 
 from runner import workspace
-from runner.sandbox import Policy, SandboxMode, make_executor, make_policy
+from runner.sandbox import Policy, make_executor
 from runner.sandbox.bwrap import Limits
 from runner.sandbox.env import child_env
 from runner.tools import ExecResult
-from tests.conftest import make_git_repo
-
-
-@dataclass(frozen=True)
-class Box:
-    ws: workspace.Workspace
-    outside: Path
-    """A host directory anyone may write (mode 0777, under /var/tmp): writes there fail
-    only because of the sandbox."""
-
-    @property
-    def path(self) -> Path:
-        return self.ws.path
-
-    def policy(
-        self, mode: SandboxMode, *, network: bool = False, roots: Sequence[Path] = ()
-    ) -> Policy:
-        """The policy the batch builds for this workspace."""
-        return make_policy(
-            mode,
-            workspace=self.path,
-            writable_roots=roots,
-            network=network,
-            hidden=[self.path.parent],
-        )
+from tests.support.fixtures import make_git_repo
+from tests.support.sandbox import Box, HostService, Runner
 
 
 @pytest.fixture
@@ -61,18 +36,6 @@ def box(tmp_path: Path) -> Iterator[Box]:
     finally:
         anyio.run(workspace.cleanup, ws)
         shutil.rmtree(outside, ignore_errors=True)
-
-
-class Runner(Protocol):
-    def __call__(
-        self,
-        policy: Policy,
-        script: str,
-        *,
-        timeout_s: float = 20,
-        env: Mapping[str, str] | None = None,
-        limits: Limits | None = None,
-    ) -> ExecResult: ...
 
 
 @pytest.fixture
@@ -102,12 +65,6 @@ def run(box: Box) -> Runner:
     return go
 
 
-@dataclass
-class HostService:
-    port: int
-    accepted: int = 0
-
-
 @pytest.fixture
 def host_service() -> Iterator[HostService]:
     """A TCP server on the host's 127.0.0.1 that greets and counts its connections."""
@@ -132,7 +89,3 @@ def host_service() -> Iterator[HostService]:
     stop.set()
     thread.join()
     srv.close()
-
-
-def out(res: ExecResult) -> str:
-    return res.output.decode(errors="replace")

@@ -16,9 +16,9 @@ from runner.hostfs import remove_tree
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
 from runner.sandbox.mounts import MAX_SHM_BYTES
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import per_conversation, reply_message
-from tests.security.helpers import cli, runs, sh, tasks
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import per_conversation, reply_message
+from tests.support.security import cli, runs, sh, tasks
 
 DEPTH = 1100
 """Past Python's recursion limit (1000), which `shutil.rmtree` hit. (Each rmdir costs
@@ -163,7 +163,7 @@ def test_many_files_and_a_huge_one_reach_the_users_store_as_packs(tmp_path: Path
         assert result is not None and result.files_changed == 5001
         assert _loose(objects) == loose_before
         assert len(set((objects / "pack").glob("*.pack")) - packs_before) >= 1
-        from tests.test_results import git
+        from tests.support.fixtures import git
 
         assert git(repo, "cat-file", "-s", "r/x:big.bin").strip() == str(40 << 20)
         patch = (tmp_path / "p.patch").read_text()
@@ -224,7 +224,7 @@ def test_a_committed_deep_tree_is_handed_to_the_sandbox_user(tmp_path: Path) -> 
     with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
         f.write("leaf\n")
     os.close(fd)
-    from tests.test_results import git
+    from tests.support.fixtures import git
 
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "deep")

@@ -14,9 +14,15 @@ import anyio
 import pytest
 
 from runner.sandbox.local import LocalExecutor
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import RecordedRequest, Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import cli, sh
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import (
+    RecordedRequest,
+    Reply,
+    last_user_text,
+    per_conversation,
+    reply_message,
+)
+from tests.support.security import cli, sh
 
 DAEMONS = (
     "setsid -f sh -c 'echo $$ > {d}/setsid.pid; exec sleep 300'; "

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import runner
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, Script, per_conversation, reply_message
-from tests.security.helpers import KEY, sh
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, Script, per_conversation, reply_message
+from tests.support.security import KEY, sh
 
 GITHUB_TOKEN = "ghp_fullaccess_canary_7c1e9b2a"
 DB_PASSWORD = "dbpass-canary-5d8f3a61"
@@ -239,8 +239,8 @@ def test_an_unprivileged_full_access_command_cannot_read_the_token_of_a_push(
 def _push_window(
     loopback_thread: ThreadFactory, remote_dir: Path, base: Path, user: str | None
 ) -> None:
-    from tests.loopback import last_user_text
-    from tests.security.git_http import git_http_remote
+    from tests.support.git_http import git_http_remote
+    from tests.support.loopback import last_user_text
 
     seen = base / "scan.txt"
     scanner = base / "scan.py"
@@ -314,7 +314,7 @@ def _push_window(
 
 
 def reply_function_call_long(cmd: str, call_id: str) -> Reply:
-    from tests.loopback import reply_function_call
+    from tests.support.loopback import reply_function_call
 
     return reply_function_call(
         "shell", {"command": ["bash", "-c", cmd], "timeout_ms": 60000}, call_id=call_id

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from runner.gitnames import component_is_dotgit, git_refuses
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import RecordedRequest, Reply, per_conversation, reply_message
-from tests.security.helpers import cli, patch, runs, sh, tasks
-from tests.test_results import git
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_message
+from tests.support.security import cli, patch, runs, sh, tasks
 
 ALIASES = [
     ".git ",

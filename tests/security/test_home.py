@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import runner
-from tests.conftest import make_git_repo
+from tests.support.fixtures import make_git_repo
 
 TOKEN = "ghp_home_secret_4e7b2d1c9a"
 SECRETS = {

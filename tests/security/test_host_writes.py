@@ -14,10 +14,9 @@ import anyio
 from runner import workspace
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import RecordedRequest, Reply, per_conversation, reply_message
-from tests.security.helpers import KEY, cli, patch, runs, sh, tasks
-from tests.test_results import git
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_message
+from tests.support.security import KEY, cli, patch, runs, sh, tasks
 
 
 def _outputs(requests: list[RecordedRequest]) -> str:

@@ -9,109 +9,32 @@ places the host shows to the sandbox unless the runner hides them."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
 
-import runner
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import RecordedRequest, Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import KEY, sh, tasks
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.isolation import PATH, Who, run_outputs, scripted
+from tests.support.loopback import (
+    reply_message,
+)
+from tests.support.security import sh, tasks
 
 BASES = ("/home", "/srv", "/var", "/tmp")
 T1_CANARY = "t1-answer-7c0d5e21"
 ENV_CANARY = "DATABASE_PASSWORD=env-canary-" + secrets.token_hex(6)
 """Unique to this test process: the host outside the hidden places stays readable, so a
 repository another process left under /srv or /var must not match."""
-PATH = "/usr/local/bin:/usr/bin:/bin"
-
-
-@dataclass(frozen=True)
-class Who:
-    """Whom the runner runs as, and with which environment."""
-
-    name: str | None
-    """None: root."""
-    home: Path
-    env: dict[str, str]
-    python: str
-
-    def own(self, path: Path) -> None:
-        if self.name is not None:
-            subprocess.run(["chown", "-R", f"{self.name}:{self.name}", str(path)], check=True)
-
-    def argv(self, *args: str | Path) -> list[str]:
-        argv = [self.python, "-m", "runner", *map(str, args)]
-        if self.name is not None:
-            drop = ["setpriv", f"--reuid={self.name}", f"--regid={self.name}", "--init-groups"]
-            argv = drop + argv
-        return argv
-
-    def cli(
-        self, *args: str | Path, path: str = PATH, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        full = {**self.env, "PATH": path, **(env or {})}
-        return subprocess.run(
-            self.argv(*args), env=full, capture_output=True, text=True, timeout=180, cwd="/"
-        )
-
-
-@pytest.fixture(params=["root", "user"])
-def who(request: pytest.FixtureRequest) -> Iterator[Who]:
-    if os.geteuid() != 0:
-        pytest.skip("these tests place files under /srv, /var and /home: they need root")
-    if request.param == "root":
-        home = Path(os.path.expanduser("~"))
-        env = {**os.environ, "PATH": PATH, "FAKE_API_KEY": KEY}
-        env.pop("TMPDIR", None)
-        yield Who(None, home, env, sys.executable)
-        return
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd (passwd) is not installed")
-    python = shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}", path=PATH)
-    if python is None:
-        pytest.skip("no system python of this version for the unprivileged user")
-    base = Path(tempfile.mkdtemp(prefix="runner-iso-home-", dir="/var/tmp"))
-    base.chmod(0o755)
-    name = f"ri{uuid.uuid4().hex[:8]}"
-    home = base / name
-    subprocess.run(
-        ["useradd", "--create-home", "--home-dir", str(home), "--user-group", name],
-        check=True,
-        capture_output=True,
-    )
-    tmp = Path(tempfile.mkdtemp(prefix="runner-iso-tmp-", dir="/tmp"))
-    subprocess.run(["chown", f"{name}:{name}", str(tmp)], check=True)
-    site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
-    src = str(Path(runner.__file__).resolve().parent.parent)
-    env = {
-        "HOME": str(home),
-        "USER": name,
-        "PATH": PATH,
-        "TMPDIR": str(tmp),
-        "PYTHONPATH": f"{src}:{site}",
-        "FAKE_API_KEY": KEY,
-    }
-    try:
-        yield Who(name, home, env, python)
-    finally:
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(params=BASES)
@@ -132,26 +55,8 @@ def _repo(place: Path) -> Path:
     return repo
 
 
-def _outputs(out: Path, run: str) -> str:
-    """Everything the run's commands printed, as the model was sent it."""
-    text = []
-    for line in (out / "threads" / f"{run}.jsonl").read_text().splitlines():
-        item = json.loads(line).get("item") or {}
-        if item.get("type") == "command_execution":
-            text.append(str(item.get("aggregated_output", "")))
-    return "\n".join(text)
-
-
 def _names(text: str, path: Path) -> bool:
     return re.search(re.escape(str(path)) + r"(?=[/\s]|$)", text) is not None
-
-
-def _script(steps: dict[str, list[Reply]]) -> object:
-    def go(req: RecordedRequest, i: int) -> Reply:
-        mine = steps[last_user_text(req).strip()]
-        return mine[min(i, len(mine) - 1)]
-
-    return per_conversation(go)
 
 
 def test_a_run_cannot_read_another_runs_transcript_or_the_out_dir(
@@ -170,14 +75,14 @@ def test_a_run_cannot_read_another_runs_transcript_or_the_out_dir(
         "t1": [sh(f"echo {T1_CANARY}; sleep 5", "a"), reply_message("done")],
         "t2": [sh(probe, "b"), reply_message("done")],
     }
-    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
     who.own(place)
     res = who.cli(
         "run", tasks(place, srv.base_url, repo, ["t1", "t2"]), "--out", out, "--concurrency", "2"
     )
     assert res.returncode == 0, res.stderr
-    seen = _outputs(out, "t2")
-    assert T1_CANARY in _outputs(out, "t1")
+    seen = run_outputs(out, "t2")
+    assert T1_CANARY in run_outputs(out, "t1")
     assert T1_CANARY not in seen, seen
     assert "OUT-HIDDEN" in seen and "OUT-VISIBLE" not in seen, seen
     siblings = seen.split("siblings:")[-1].split()
@@ -208,7 +113,7 @@ def test_a_command_cannot_find_or_read_the_users_repository(
         "git -C . log --oneline | head -1; echo probe-done"
     )
     steps = {"t": [sh(probe, "c"), reply_message("done")]}
-    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
     who.own(place)
     res = who.cli(
         "run",
@@ -218,7 +123,7 @@ def test_a_command_cannot_find_or_read_the_users_repository(
         path=f"{repo}/.venv/bin:{PATH}",
     )
     assert res.returncode == 0, res.stderr
-    seen = _outputs(out, "t")
+    seen = run_outputs(out, "t")
     assert "probe-done" in seen and " base" in seen, seen  # ran to the end; git works
     assert ENV_CANARY not in seen, seen
     assert all(ENV_CANARY.encode() not in r.raw for r in srv.requests)
@@ -253,13 +158,13 @@ def test_a_skill_in_the_repository_is_readable_without_naming_the_repository(
             f"ls {repo}; echo probe-done"
         )
         steps = {"t": [sh(probe, "c"), reply_message("done")]}
-        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
         out = place / "out"
         task_file = tasks(place, srv.base_url, repo, ["t"], extra=f"  skills: ['{skill}']")
         who.own(place)
         res = who.cli("run", task_file, "--out", out)
         assert res.returncode == 0, res.stderr
-        seen = _outputs(out, "t")
+        seen = run_outputs(out, "t")
         assert "probe-done" in seen and "skill-body-1f" in seen, seen
         assert "script-ran-4b" in seen, seen
         assert seen.count("skill-body-1f") == 1, "read at the real path too"
@@ -360,7 +265,7 @@ def test_a_run_sees_only_the_objects_its_base_reaches(
             "t1": [sh(f"echo {T1_CANARY} > answer.txt", "a"), reply_message("done")],
             "t2": [sh(probe, "b"), reply_message("done")],
         }
-        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
         who.own(place)
         res = who.cli(
             "run",
@@ -372,7 +277,7 @@ def test_a_run_sees_only_the_objects_its_base_reaches(
         )
         assert res.returncode == 0, res.stderr
         assert T1_CANARY in _git_in(repo, "log", "--all", "-p"), "t1's result is in the store"
-        seen = _outputs(out, "t2")
+        seen = run_outputs(out, "t2")
         assert "probe-done" in seen and "\n\nbase\n" in seen, seen
         for canary in (T1_CANARY, "other-branch-canary-31c7", "dangling-blob-canary-08e2"):
             assert canary not in seen, (canary, seen)
@@ -414,7 +319,7 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
             "a1": [sh(f"echo {canary} > secret.txt; sleep 12", "a"), reply_message("done")],
             "b1": [sh(probe, "b"), reply_message("done")],
         }
-        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
         task_a = tasks(place / "a", srv.base_url, repo, ["a1"])
         task_b = tasks(place / "b", srv.base_url, repo, ["b1"])
         who.own(place)
@@ -441,7 +346,7 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
             a_out, a_err = a.communicate(timeout=120)
         assert res.returncode == 0, res.stderr
         assert a.returncode == 0, a_err
-        seen = _outputs(place / "b" / "out", "b1")
+        seen = run_outputs(place / "b" / "out", "b1")
         assert "probe-done" in seen and "mine: x" in seen, seen
         assert canary not in seen, seen
         listed = re.sub(re.escape(str(work)) + r"\S*", "", seen)
@@ -469,7 +374,7 @@ def test_a_command_cannot_read_the_task_file_or_what_lies_beside_it(
         f"echo listed: $(ls -a {bench} {place}); echo probe-done"
     )
     steps = {"t": [sh(probe, "c"), reply_message("done")]}
-    srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+    srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
     task_file = tasks(bench, srv.base_url, repo, ["t"], extra=f"# {answer}-in-tasks")
     who.own(place)
     out = bench / "out"
@@ -479,7 +384,7 @@ def test_a_command_cannot_read_the_task_file_or_what_lies_beside_it(
             who.own(file)
         res = who.cli("run", file, "--out", out)
         assert res.returncode == 0, res.stderr
-        seen = _outputs(out, "t")
+        seen = run_outputs(out, "t")
         assert "probe-done" in seen, seen
         assert answer not in seen, seen
         listed = seen.split("listed:")[-1]

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import (
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import (
     TINY_USAGE,
     Reply,
     function_call_item,
     per_conversation,
     reasoning_item,
 )
-from tests.security.helpers import cli, runs
+from tests.support.security import cli, runs
 
 KIB = 1024
 

@@ -15,12 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import reply_message
-from tests.security.helpers import sh, tasks
-from tests.security.test_isolation import PATH, Who, _outputs, _script, who
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.isolation import PATH, Who, run_outputs, scripted
+from tests.support.loopback import reply_message
+from tests.support.security import sh, tasks
 
-__all__ = ["who"]
 CANARY = "batch-a-transcript-canary-31c7"
 ENV = "A_DB_PASSWORD=batch-a-env-canary-90b2"
 KILLED = "batch-k-workspace-canary-e4d1"
@@ -57,7 +56,7 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
             "k1": [sh(f"echo {KILLED} > secret.txt; sleep 60", "k"), reply_message("done")],
             "b1": [sh(look, "b"), reply_message("done")],
         }
-        srv = loopback_thread(_script(steps))  # type: ignore[arg-type]
+        srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
         task_a = tasks(place / "a", srv.base_url, repo_a, ["a1"])
         task_k = tasks(place / "k", srv.base_url, repo_a, ["k1"])
         task_b = tasks(place / "b", srv.base_url, repo_b, ["b1"])
@@ -79,7 +78,7 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
             out = place / "b" / f"out{n}"
             res = who.cli("run", task_b, "--out", out, env={"TMPDIR": str(place / "tmpB")})
             assert res.returncode == 0, res.stderr
-            seen = _outputs(out, "b1")
+            seen = run_outputs(out, "b1")
             assert "probe-done" in seen, seen
             return seen
 

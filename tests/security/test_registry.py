@@ -96,8 +96,8 @@ def test_a_squatted_work_root_falls_back_to_one_named_for_the_uid(tmp_path: Path
 
 def test_tmpdir_inside_a_tasks_repository_is_refused(tmp_path: Path) -> None:
     """Finding 6: the repository's path would be every command's cwd."""
-    from tests.conftest import make_git_repo
-    from tests.security.helpers import cli, tasks
+    from tests.support.fixtures import make_git_repo
+    from tests.support.security import cli, tasks
 
     repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n"})
     (repo / "tmp").mkdir()

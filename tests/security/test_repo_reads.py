@@ -15,9 +15,9 @@ from runner import hostfs
 from runner.errors import UnsafeFileError
 from runner.prompt import load_instructions
 from runner.skills import SkillError, read_skill
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import per_conversation, reply_message
-from tests.security.helpers import cli, runs, tasks
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import per_conversation, reply_message
+from tests.support.security import cli, runs, tasks
 
 CANARY = "canary-env-value-5f1c2e9a"
 

@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import last_user_text, per_conversation, reply_message
-from tests.security.helpers import KEY, cli, sh, tasks
-from tests.test_results import git
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import last_user_text, per_conversation, reply_message
+from tests.support.security import KEY, cli, sh, tasks
 
 SECRET = "host-secret-7f3a9c"
 """The content of a file on the merging machine that no report may carry."""

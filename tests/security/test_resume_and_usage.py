@@ -5,36 +5,13 @@ server fail that request as a protocol error, never the batch."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import KEY, cli, runs, sh, tasks
-from tests.test_results import git
-
-
-def _start(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out), *extra],
-        env={**os.environ, "FAKE_API_KEY": KEY},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _until(cond: Any, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while not cond():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.support.security import cli, runs, sh, start_batch, tasks, wait_until
 
 
 def _hanging_model(loopback_thread: ThreadFactory) -> tuple[Any, dict[str, bool]]:
@@ -60,8 +37,8 @@ def test_resume_after_kill_9_never_deletes_the_users_branch(
     srv, state = _hanging_model(loopback_thread)
     tf = tasks(tmp_path, srv.base_url, repo, ["a"], git="{branch: 'agent/{task}'}")
     out = tmp_path / "o"
-    proc = _start(tf, out)
-    _until(lambda: len(srv.requests) >= 2, proc)
+    proc = start_batch(tf, out)
+    wait_until(lambda: len(srv.requests) >= 2, proc)
     proc.kill()
     proc.communicate()
     state["hang"] = False
@@ -80,8 +57,8 @@ def test_resume_deletes_its_branch_only_while_it_points_at_the_recorded_commit(
     srv, state = _hanging_model(loopback_thread)
     tf = tasks(tmp_path, srv.base_url, repo, ["a", "b"], git="{branch: 'agent/{task}'}")
     out = tmp_path / "o"
-    proc = _start(tf, out, "--concurrency", "2")
-    _until(lambda: len(srv.requests) >= 4, proc)
+    proc = start_batch(tf, out, "--concurrency", "2")
+    wait_until(lambda: len(srv.requests) >= 4, proc)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     first = runs(out)

@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, last_user_text, per_conversation, reply_message
-from tests.security.helpers import runs, sh, tasks
-from tests.security.test_resume_and_usage import _start, _until
-from tests.test_results import git
+from tests.support.fixtures import ThreadFactory, git, make_git_repo
+from tests.support.loopback import Reply, last_user_text, per_conversation, reply_message
+from tests.support.security import runs, sh, start_batch, tasks, wait_until
 
 LIMIT_S = 15.0
 """Generous for a loaded CI machine: measured 7.3 s with a 200 MiB file at load 9 on 2 cores."""
@@ -40,7 +38,7 @@ def test_sigterm_ends_every_state_within_seconds(
     srv = loopback_thread(per_conversation(script))
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "o"
-    proc = _start(
+    proc = start_batch(
         tasks(tmp_path, srv.base_url, repo, list(STATES)), out, "--concurrency", str(len(STATES))
     )
 
@@ -52,7 +50,7 @@ def test_sigterm_ends_every_state_within_seconds(
             ready += "item.started" in text
         return ready == len(STATES) and len(srv.requests) >= len(STATES) + 1
 
-    _until(all_busy, proc)
+    wait_until(all_busy, proc)
     time.sleep(6)  # the big file and the deep tree are written by now
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)

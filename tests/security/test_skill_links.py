@@ -12,8 +12,8 @@ import pytest
 
 from runner.errors import SkillError
 from runner.skills import load_skills, read_skill, stage
-from tests.conftest import make_git_repo
-from tests.security.helpers import cli, tasks
+from tests.support.fixtures import make_git_repo
+from tests.support.security import cli, tasks
 
 SKILL = "---\nname: evil\ndescription: d\n---\nbody\n"
 CANARY = "DB_PASSWORD=skill-link-canary-5e0a"

@@ -27,9 +27,10 @@ from runner.tools.mcp import (
     result_text,
     tool_spec,
 )
-from tests.loopback import RecordedRequest, Reply, reply_function_call, reply_message
+from tests.support import paths
+from tests.support.loopback import RecordedRequest, Reply, reply_function_call, reply_message
 
-SERVER = Path(__file__).with_name("mcp_server.py")
+SERVER = paths.TESTS / "support" / "mcp_server.py"
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.anyio

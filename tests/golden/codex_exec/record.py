@@ -1,4 +1,4 @@
-"""Record what `codex exec --json` prints for the golden scenario (tests/test_json_events.py).
+"""Record what `codex exec --json` prints for the golden scenario (tests/e2e/test_json_events.py).
 
 Not run by the test suite: it needs the Codex CLI (`npm install @openai/codex@0.169.0`).
 Codex talks to the loopback server, which scripts the same model answers the runner's
@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from tests.loopback import start_in_thread  # noqa: E402
-from tests.test_json_events import scenario  # noqa: E402
+from tests.support.loopback import start_in_thread  # noqa: E402
+from tests.support.scenarios import scenario  # noqa: E402
 
 
 def main(codex: str) -> int:

@@ -1,0 +1,107 @@
+"""`bash -lc` commands reuse one login environment per thread instead of re-reading the
+profile each time, with the same result as running them literally, in every mode."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from runner.sandbox import make_executor
+from runner.sandbox.env import child_env
+from runner.tools import ToolCall, ToolContext
+from runner.tools.shell import ShellTool
+from tests.support.sandbox import Box
+
+PROFILE = """\
+echo "profile ran" >> "$HOME/sourced"
+export GREETING="hello from the profile"
+export PATH="$HOME/bin:$PATH"
+greet() { echo "greet $1"; }
+"""
+PROBE = (
+    'echo "$GREETING"; greet you; command -v tool-from-profile; tool-from-profile; '
+    'echo "cwd=$PWD"; echo "home=$HOME"; echo "path=$PATH"; umask; ls -a | head -3'
+)
+
+
+def make_home(tmp_path: Path, profile: str = PROFILE) -> Path:
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / ".bash_profile").write_text(profile)
+    tool = home / "bin" / "tool-from-profile"
+    tool.write_text("#!/bin/sh\necho tool ran\n")
+    tool.chmod(0o755)
+    return home
+
+
+def output(raw: str) -> str:
+    return str(json.loads(raw)["output"])
+
+
+def run_tool(ctx: ToolContext, argv: list[str]) -> str:
+    call = ToolCall("c", "shell", json.dumps({"command": argv}))
+    return output(anyio.run(ShellTool().run, call, ctx).output)
+
+
+def test_profile_is_read_once_and_results_are_unchanged(box: Box, tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    env = child_env({**os.environ, "HOME": str(home)})
+    executor = make_executor(box.policy("danger-full-access"))
+    literal = anyio.run(
+        lambda: executor.run(["bash", "-lc", PROBE], cwd=box.path, timeout_s=20, env=env)
+    )
+    (home / "sourced").unlink()
+    ctx = ToolContext(cwd=box.path, executor=executor, env=env)
+    outs = [run_tool(ctx, ["bash", "-lc", PROBE]) for _ in range(3)]
+    assert outs == [literal.output.decode()] * 3
+    assert "greet you" in outs[0] and "tool ran" in outs[0]
+    assert (home / "sourced").read_text() == "profile ran\n"  # once for the thread
+    # A new thread (a new tool context) takes its own snapshot.
+    run_tool(ToolContext(cwd=box.path, executor=executor, env=env), ["bash", "-lc", "true"])
+    assert (home / "sourced").read_text().count("profile ran") == 2
+
+
+@pytest.mark.parametrize("mode", ["workspace-write", "read-only"])
+def test_sandboxed_commands_get_the_sandbox_login_environment(box: Box, mode: str) -> None:
+    """The snapshot is taken inside the sandbox, with the sandbox's environment: nothing
+    of the host's environment gets in that a literal `bash -lc` would not see."""
+    env = child_env({**os.environ, "CANARY_VISIBLE": "x"})
+    executor = make_executor(box.policy(mode))  # type: ignore[arg-type]
+    probe = "env | sort | grep -v '^_='; echo $0; umask"
+    literal = anyio.run(
+        lambda: executor.run(["bash", "-lc", probe], cwd=box.path, timeout_s=20, env=env)
+    )
+    ctx = ToolContext(cwd=box.path, executor=executor, env=env)
+    ours = run_tool(ctx, ["bash", "-lc", probe])
+    assert ours == literal.output.decode()
+    assert "CANARY_VISIBLE" not in ours
+    assert ctx.state["login_env"] is not None
+
+
+def test_a_broken_profile_falls_back_to_literal_commands(box: Box, tmp_path: Path) -> None:
+    home = make_home(tmp_path, PROFILE + "exit 7\n")
+    env = child_env({**os.environ, "HOME": str(home)})
+    ctx = ToolContext(
+        cwd=box.path, executor=make_executor(box.policy("danger-full-access")), env=env
+    )
+    raw = anyio.run(
+        ShellTool().run,
+        ToolCall("c", "shell", json.dumps({"command": ["bash", "-lc", "echo never"]})),
+        ctx,
+    ).output
+    assert ctx.state["login_env"] is None
+    assert json.loads(raw)["metadata"]["exit_code"] == 7  # what bash -lc itself gives
+
+
+def test_other_commands_run_as_given(box: Box, tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    env = child_env({**os.environ, "HOME": str(home)})
+    ctx = ToolContext(
+        cwd=box.path, executor=make_executor(box.policy("danger-full-access")), env=env
+    )
+    assert run_tool(ctx, ["bash", "-c", 'echo "[$GREETING]"']) == "[]\n"
+    assert "login_env" not in ctx.state and not (home / "sourced").exists()

@@ -1,0 +1,55 @@
+"""Issue and PR thread scenarios: the events GitHub sends and a bare remote with a PR."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.support.fixtures import make_git_repo
+from tests.support.gha import (
+    REPO,
+)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def comment_event(sender: dict[str, Any], body: str = "/runner explain this") -> dict[str, Any]:
+    """`issue_comment` on PR #7: GitHub sends the PR as an issue with a `pull_request` key."""
+    return {
+        "action": "created",
+        "issue": {"number": 7, "pull_request": {"url": "x"}, "user": {"login": "alice"}},
+        "comment": {
+            "id": 55,
+            "body": body,
+            "user": sender,
+            "html_url": f"https://github.test/{REPO}/pull/7#issuecomment-55",
+        },
+        "sender": sender,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+
+
+def pr_remote(tmp: Path) -> tuple[Path, Path, str, str]:
+    """A bare "GitHub" remote whose default branch is `main` and whose PR #7 (in
+    refs/pull/7/head, as GitHub keeps it) changes src/app.py; the job's checkout is main,
+    as `actions/checkout` makes it on `issue_comment`. (checkout, remote, base, head)"""
+    origin = tmp / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    author = make_git_repo(tmp / "author", {"README.md": "# widgets\n", "src/app.py": "x = 1\n"})
+    base = git(author, "rev-parse", "HEAD")
+    git(author, "push", "-q", str(origin), "HEAD:refs/heads/main")
+    (author / "src/app.py").write_text("x = 2  # changed by the pull request\n")
+    git(author, "commit", "-qam", "the change")
+    head = git(author, "rev-parse", "HEAD")
+    git(author, "push", "-q", str(origin), "HEAD:refs/pull/7/head")
+    checkout = tmp / "ws"
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True)
+    return checkout, origin, base, head
