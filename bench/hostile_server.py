@@ -18,7 +18,11 @@ Scenarios:
 - `keys-under`: the same kind of item, as large as the parse check lets through, two per
   response until the history cap stops the thread;
 - `wide-event`: one event just under the event cap, one 4-byte character then ASCII, so
-  its decoded text alone is 4 bytes a character.
+  its decoded text alone is 4 bytes a character;
+- `gzip-stream`, `gzip-error`: the attack review's compressed bomb, 3 GiB of SSE comments
+  gzipped twice (about 5 kB) and sent as `Content-Encoding: gzip, gzip`, on a 200 event
+  stream and on a 400 error body (httpx's own decoding took the runner to 3.1 GB);
+- `gzip-one`: the same 3 GiB gzipped once (3 MB), which the runner does undo.
 
     .venv/bin/python bench/hostile_server.py [--scenario all] [--requests 40]
 """
@@ -26,11 +30,13 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -151,6 +157,33 @@ def wide_event(req: RecordedRequest, i: int, /) -> Reply:
     return _cached("wide-event", lambda: [item], i)
 
 
+@functools.cache
+def _bomb(layers: int) -> bytes:
+    """3 GiB of `: keepalive` comments, gzipped `layers` times."""
+    gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    block = b": keepalive\n\n" * (16 * MIB // 13)
+    data = b"".join(gz.compress(block) for _ in range(3 * 1024 * MIB // len(block)))
+    data += gz.flush()
+    for _ in range(layers - 1):
+        gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        data = gz.compress(data) + gz.flush()
+    return data
+
+
+def gzip_stream(req: RecordedRequest, i: int, /) -> Reply:
+    return Reply(sse_body=_bomb(2), headers=(("content-encoding", "gzip, gzip"),))
+
+
+def gzip_error(req: RecordedRequest, i: int, /) -> Reply:
+    return Reply(
+        kind="http", status=400, body=_bomb(2), headers=(("content-encoding", "gzip, gzip"),)
+    )
+
+
+def gzip_one(req: RecordedRequest, i: int, /) -> Reply:
+    return Reply(sse_body=_bomb(1), headers=(("content-encoding", "gzip"),))
+
+
 SCENARIOS = {
     "issue": "bench.hostile_server:issue",
     "under-caps": "bench.hostile_server:under_caps",
@@ -159,6 +192,9 @@ SCENARIOS = {
     "keys-one": "bench.hostile_server:keys_one",
     "keys-under": "bench.hostile_server:keys_under",
     "wide-event": "bench.hostile_server:wide_event",
+    "gzip-stream": "bench.hostile_server:gzip_stream",
+    "gzip-error": "bench.hostile_server:gzip_error",
+    "gzip-one": "bench.hostile_server:gzip_one",
 }
 
 

@@ -168,6 +168,19 @@ class StreamFailure(ModelError):
         super().__init__(message)
 
 
+class EncodingRefused(StreamFailure):
+    """The server answered in a `Content-Encoding` the runner will not undo (anything but
+    one layer of gzip or deflate). Final, since the server answers the same way again, and
+    the run is an `error`, not `failed`: the request was fine, the server was not."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="content_encoding")
+
+    @property
+    def request_fault(self) -> bool:
+        return False
+
+
 class ContextWindowExceeded(ModelError):
     code = "context_length_exceeded"
 

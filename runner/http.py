@@ -13,12 +13,13 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx
 
+from runner.decoding import CHUNK, Decoder
 from runner.errors import ModelNoAnswer, NoAnswer, StreamFailure
 from runner.sse import MAX_STREAM_BYTES, Framer
 from runner.vocabulary import Auth
@@ -86,7 +87,7 @@ def make_client(
     plain = base_url.startswith("http://")
     return httpx.AsyncClient(
         verify=not plain,
-        headers=dict(headers or {}),
+        headers={"accept-encoding": ACCEPT_ENCODING, **(headers or {})},
         timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
         limits=httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -95,6 +96,30 @@ def make_client(
         trust_env=False,
         follow_redirects=False,
     )
+
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""What `body_chunks` undoes: httpx would offer br and zstd too when they are installed."""
+
+
+async def body_chunks(resp: httpx.Response) -> AsyncGenerator[bytes, None]:
+    """A response's body, decoded, in pieces of at most `decoding.CHUNK` bytes.
+
+    Every body the runner reads from a model server comes through here, never through
+    httpx's own decoding (`aiter_bytes`), which inflates a whole network chunk at once:
+    the caps count these pieces, so a compressed bomb meets them before it meets memory.
+    An encoding the runner does not undo raises `EncodingRefused`. (A response made in
+    memory, as tests' mock transports make them, arrives already read and decoded.)"""
+    if resp.is_stream_consumed:
+        for at in range(0, len(resp.content), CHUNK):
+            yield resp.content[at : at + CHUNK]
+        return
+    decoder = Decoder(resp.headers.get("content-encoding", ""))
+    async for raw in resp.aiter_raw():
+        for piece in decoder.feed(raw):
+            yield piece
+    for piece in decoder.end():
+        yield piece
 
 
 CLOSED_UNREAD = "closed_unread"
@@ -164,24 +189,24 @@ async def sse_events(
         max_stream_bytes=max_stream_bytes,
         from_item_cap=from_item_cap,
     )
-    chunks = resp.aiter_bytes()
     idle_at = anyio.current_time() + idle_s
-    while True:
-        with anyio.CancelScope(deadline=idle_at) as idle:
-            chunk = await anext(chunks, None)
-        if idle.cancelled_caught:
-            if finished():
+    async with aclosing(body_chunks(resp)) as chunks:
+        while True:
+            with anyio.CancelScope(deadline=idle_at) as idle:
+                chunk = await anext(chunks, None)
+            if idle.cancelled_caught:
+                if finished():
+                    return
+                raise StreamFailure(
+                    f"idle timeout: no event for {idle_s:g} s", code="idle_timeout", retryable=True
+                )
+            if chunk is None:
                 return
-            raise StreamFailure(
-                f"idle timeout: no event for {idle_s:g} s", code="idle_timeout", retryable=True
-            )
-        if chunk is None:
-            return
-        events = framer.feed(chunk)
-        if events:
-            idle_at = anyio.current_time() + idle_s
-        for event in events:
-            yield event
+            events = framer.feed(chunk)
+            if events:
+                idle_at = anyio.current_time() + idle_s
+            for event in events:
+                yield event
 
 
 ERROR_BODY_BYTES = 64 * 1024
@@ -191,20 +216,25 @@ ERROR_BODY_BYTES = 64 * 1024
 async def read_capped(resp: httpx.Response) -> str:
     """The start of an error answer, however long the answer is."""
     buf = bytearray()
-    async for chunk in resp.aiter_bytes():
-        buf += chunk
-        if len(buf) >= ERROR_BODY_BYTES:
-            break
+    try:
+        async with aclosing(body_chunks(resp)) as chunks:
+            async for chunk in chunks:
+                buf += chunk
+                if len(buf) >= ERROR_BODY_BYTES:
+                    break
+    except StreamFailure as exc:  # an encoding refused, or a corrupt body: say so instead
+        buf += f" [error body not read: {exc}]".encode()
     return bytes(buf[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
 
 
 async def read_limited(resp: httpx.Response, limit: int) -> bytes | None:
     """A whole unary answer, or None once it passes `limit` bytes (the rest is not read)."""
     buf = bytearray()
-    async for chunk in resp.aiter_bytes():
-        buf += chunk
-        if len(buf) > limit:
-            return None
+    async with aclosing(body_chunks(resp)) as chunks:
+        async for chunk in chunks:
+            buf += chunk
+            if len(buf) > limit:
+                return None
     return bytes(buf)
 
 

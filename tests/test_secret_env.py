@@ -350,3 +350,64 @@ def test_a_secret_with_json_and_html_characters_is_masked_as_report_html_embeds_
         texts.append(json.loads(json.loads(back["nested"])))
         assert all(secret not in t for t in texts), masked
         assert "[REDACTED]" in back["final"]
+
+
+@pytest.mark.parametrize(
+    ("value", "credentials"),
+    [
+        ("jdbc:sqlserver://db:1433;user=sa;password=jdbcpw-canary-1", ["jdbcpw-canary-1"]),
+        (
+            "Server=tcp:db,1433;Database=app;User ID=u;Password=adopw-canary-2;",
+            ["adopw-canary-2"],
+        ),
+        ("Driver={ODBC};Server=db;Uid=u;Pwd=odbcpw-canary-3", ["odbcpw-canary-3"]),
+        ("Server=db; PWD = 'quoted;pw-4' ;Database=x", ["'quoted;pw-4'", "quoted;pw-4"]),
+        ("Host=db;Port=5432;Database=app;Username=u", []),
+        ("Server=db;Integrated Security=true;Password=", []),
+    ],
+)
+def test_a_connection_string_password_is_a_secret(value: str, credentials: list[str]) -> None:
+    """Attack review of issue 25, finding 3: `password=`/`pwd=` pairs of JDBC, ADO.NET and
+    ODBC connection strings, whatever the variable is called."""
+    env = {"APP_CONN": value, "HOME": "/home/x"}
+    assert ("APP_CONN" in secret_names(env)) == bool(credentials)
+    assert secrets_from_env(env) == ([value, *credentials] if credentials else [])
+    assert ("APP_CONN" in without_secrets(env, [])) == (not credentials)
+
+
+SECRET_NAMES = [
+    "NPM_CONFIG__AUTH",
+    "npm_config__auth",
+    "GH_PAT",
+    "AZURE_DEVOPS_PAT",
+    "REGISTRY_AUTH",
+    "DB_PWD",
+    "SMTP_PASS",
+]
+ORDINARY_NAMES = [
+    "PATH",
+    "HOME",
+    "PWD",
+    "OLDPWD",
+    "AUTHOR",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "CLASSPATH",
+    "LD_LIBRARY_PATH",
+    "PATCH_LEVEL",
+    "PATTERN",
+    "OAUTH_CALLBACK_URL",
+    "AUTH_MODE_DOC",
+    "PASSIVE_MODE",
+    "LANG",
+    "SHELL",
+    "USER",
+]
+
+
+def test_credential_names_are_secrets_and_ordinary_names_stay_visible() -> None:
+    """Names ending in a credential's word (`_PAT`, `_AUTH`, `_PWD`, `_PASS`) are secrets;
+    `PATH`, `PWD`, `AUTHOR`... are not, and reach the agent's environment."""
+    env = {name: f"value-of-{name.lower()}" for name in SECRET_NAMES + ORDINARY_NAMES}
+    assert secret_names(env) == set(SECRET_NAMES)
+    assert sorted(without_secrets(env, [])) == sorted(ORDINARY_NAMES)

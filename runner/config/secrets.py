@@ -1,9 +1,11 @@
 """Which environment variables are secrets, and the environment the agent starts from.
 
 Provider keys and push tokens are secrets whatever their names; so is anything that looks
-like one (`*_TOKEN`, `*_KEY`, ...), whatever the task file lists under `secrets:`, and any
-variable holding a URL with a credential in it: userinfo (`postgres://u:pw@host`,
-`https://TOKEN@host`) or a query parameter named like one (`?password=`, `?sig=`). Their
+like one (`*_TOKEN`, `*_KEY`, `*_PAT`, `*_AUTH`, ...), whatever the task file lists under
+`secrets:`, and any variable holding a credential in a URL, userinfo
+(`postgres://u:pw@host`, `https://TOKEN@host`) or a query parameter named like one
+(`?password=`, `?sig=`), or in a connection string's `password=` or `pwd=` pair
+(`jdbc:sqlserver://db;user=sa;password=...`, ADO.NET `Server=...;Pwd=...;`). Their
 values are redacted from every artifact, and the agent's commands never see them.
 
 In config because the config pass needs it: a secret an MCP server would hold where a
@@ -47,13 +49,35 @@ def url_passwords(value: str) -> list[str]:
     return [f for f in dict.fromkeys(found) if f]
 
 
+CONNECTION_PASSWORD = re.compile(
+    r"""(?:^|[;\s])\s*(?:password|pwd)\s*=\s*("[^"]*"|'[^']*'|[^;]*)""", re.IGNORECASE
+)
+"""A `password=` or `pwd=` pair of a `key=value;` connection string (JDBC after its URL,
+ADO.NET, ODBC), its value bare or quoted."""
+
+
+def connection_passwords(value: str) -> list[str]:
+    """The passwords of a connection string in `value`, as written and unquoted."""
+    found: list[str] = []
+    for m in CONNECTION_PASSWORD.finditer(value):
+        written = m[1].strip()
+        found += [written, written[1:-1]] if written[:1] in "\"'" and written else [written]
+    return [f for f in dict.fromkeys(found) if f]
+
+
+def credentials_in(value: str) -> list[str]:
+    """Every credential `value` carries in a URL or a connection string; a non-empty list
+    makes the variable a secret."""
+    return list(dict.fromkeys(url_passwords(value) + connection_passwords(value)))
+
+
 def secret_names(
     env: Mapping[str, str], tasks: Sequence[Run] = (), extra: Collection[str] = ()
 ) -> set[str]:
     """Variables whose values are secrets: names that look secret, values holding a URL
     with a credential, the task file's `secrets:`, every provider key and push token in use,
     whatever its name, and `extra` (what came through `--secret-fd`)."""
-    names = {k for k in env if SECRET_NAME.search(k) or url_passwords(env[k])}
+    names = {k for k in env if SECRET_NAME.search(k) or credentials_in(env[k])}
     names |= set(extra)
     for t in tasks:
         names.update(t.secrets)
@@ -67,10 +91,10 @@ def secret_names(
 def secrets_from_env(
     env: Mapping[str, str], tasks: Sequence[Run] = (), extra: Collection[str] = ()
 ) -> list[str]:
-    """The values to redact: each secret variable's whole value, and every URL
-    credential in it (a model may print just that part)."""
+    """The values to redact: each secret variable's whole value, and every credential in
+    it (a model may print just that part)."""
     values = [env[k] for k in sorted(secret_names(env, tasks, extra)) if env.get(k)]
-    return values + [p for v in values for p in url_passwords(v)]
+    return values + [p for v in values for p in credentials_in(v)]
 
 
 def without_secrets(

@@ -11,7 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|_(?:PAT|AUTH|PWD|PASS)$", re.IGNORECASE
+)
+"""Names that hold a secret: anywhere in the name, or as its last word (`GH_PAT`,
+`NPM_CONFIG__AUTH`, `DB_PWD`), which keeps `PATH`, `PWD`, `OLDPWD` and `GIT_AUTHOR_NAME`
+ordinary."""
 
 FIXED = {
     "NO_COLOR": "1",

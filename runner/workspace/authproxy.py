@@ -7,11 +7,19 @@ git child's environment, config, argv, pipe or credential helper is therefore re
 Instead git talks plain HTTP to a one-request-per-connection forwarder on 127.0.0.1 that
 lives in the runner (non-dumpable, see `secret_env`), and only the forwarder adds the
 `Authorization` header on the way to the real remote.
+
+The forwarder carries the token for one repository and one protocol, and nothing else: it
+answers only git's smart-HTTP requests (`ROUTES`), compared with the request target as
+sent, byte for byte, and it builds the upstream URL by appending that fixed suffix to the
+configured URL. Any other path (`..`, `%2e`, `//`, an extra query parameter, the host's
+API) is refused before anything is sent. And it answers only connections made by the git
+it started (`peer`), since its address is in git's argv, readable by a same-user process.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -21,11 +29,34 @@ import anyio
 from anyio.abc import SocketStream
 
 from runner.http import AsyncClient, HTTPError, forwarding_client
+from runner.workspace.peer import served_by_tree
 
 _MAX_HEAD = 64 * 1024
 _PASSED_REQUEST = ("content-type", "content-encoding", "accept", "accept-encoding", "git-protocol")
 _PASSED_RESPONSE = ("content-type", "content-encoding", "cache-control", "www-authenticate")
 _GIT_USER_AGENT = "git/runner-forwarder"
+
+ROUTES = frozenset(
+    {
+        ("GET", "/info/refs?service=git-upload-pack"),
+        ("GET", "/info/refs?service=git-receive-pack"),
+        ("POST", "/git-upload-pack"),
+        ("POST", "/git-receive-pack"),
+    }
+)
+"""The requests of git's smart HTTP protocol, as (method, target after the repository).
+Nothing else needs the token: the dumb protocol, LFS and the host's API are not ours."""
+
+
+def route(method: str, target: str, prefix: str) -> str | None:
+    """The suffix to append to the remote's URL for this request, or None to refuse it.
+    `target` is the request target exactly as received: nothing is decoded or normalised
+    first, so an exact match leaves no spelling of another path (`/../`, `%2e%2e`,
+    `%2f`, `//`, `\\`, `?service=x&y`) a way through."""
+    head, rest = target[: len(prefix)], target[len(prefix) :]
+    if not hmac.compare_digest(head.encode(), prefix.encode()):
+        return None
+    return rest if (method, rest) in ROUTES else None
 
 
 @dataclass(frozen=True)
@@ -86,17 +117,38 @@ async def _serve_and_run(
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     local.append(f"http://127.0.0.1:{port}{prefix}")
     client = forwarding_client()
+    git_pid: list[int] = []
     async with client, listener, anyio.create_task_group() as tg:
-        handler = partial(_forward, client=client, upstream=upstream, auth=auth, prefix=prefix)
+        handler = partial(
+            _forward, client=client, upstream=upstream, auth=auth, prefix=prefix, git_pid=git_pid
+        )
         tg.start_soon(listener.serve, handler)
-        argv = argv_for(local[0])
         try:
             with anyio.fail_after(limit_s):
-                proc = await anyio.run_process(argv, cwd=cwd, env=env, check=False)
-            result.append(Finished(proc.returncode, proc.stdout, proc.stderr))
+                result.append(await _run(argv_for(local[0]), cwd, env, git_pid))
         except TimeoutError:
             result.append(Finished(-1, b"", b"timeout"))
         tg.cancel_scope.cancel()
+
+
+async def _run(argv: list[str], cwd: str | None, env: dict[str, str], pid: list[int]) -> Finished:
+    """`anyio.run_process`, with git's pid known to the forwarder before git connects."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    async with await anyio.open_process(argv, cwd=cwd, env=env) as proc:
+        pid.append(proc.pid)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        await proc.stdin.aclose()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_drain, proc.stdout, out)
+            tg.start_soon(_drain, proc.stderr, err)
+        code = await proc.wait()
+    return Finished(code, b"".join(out), b"".join(err))
+
+
+async def _drain(stream: anyio.abc.ByteReceiveStream, into: list[bytes]) -> None:
+    async for chunk in stream:
+        into.append(chunk)
 
 
 async def _read_head(stream: SocketStream) -> tuple[bytes, bytes]:
@@ -135,7 +187,13 @@ async def _body(stream: SocketStream, rest: bytes, headers: dict[str, str]) -> A
 
 
 async def _forward(
-    stream: SocketStream, *, client: AsyncClient, upstream: str, auth: str, prefix: str
+    stream: SocketStream,
+    *,
+    client: AsyncClient,
+    upstream: str,
+    auth: str,
+    prefix: str,
+    git_pid: list[int],
 ) -> None:
     async with stream:
         try:
@@ -148,8 +206,12 @@ async def _forward(
                 headers[name.strip().lower()] = value.strip()
         except (ValueError, anyio.EndOfStream, anyio.BrokenResourceError):
             return
-        if not target.startswith(prefix + "/") or method not in ("GET", "POST"):
+        suffix = route(method, target, prefix)
+        if suffix is None:
             await stream.send(b"HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n")
+            return
+        if not _from_git(stream, git_pid):
+            await stream.send(b"HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\n")
             return
         if headers.get("expect", "").lower() == "100-continue":
             await stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -157,9 +219,7 @@ async def _forward(
         out["authorization"] = auth
         out["user-agent"] = headers.get("user-agent", _GIT_USER_AGENT)
         body = _body(stream, rest, headers) if method == "POST" else None
-        request = client.build_request(
-            method, upstream + target[len(prefix) :], headers=out, content=body
-        )
+        request = client.build_request(method, upstream + suffix, headers=out, content=body)
         try:
             response = await client.send(request, stream=True)
         except HTTPError as exc:
@@ -179,6 +239,12 @@ async def _forward(
             return
         finally:
             await response.aclose()
+
+
+def _from_git(stream: SocketStream, git_pid: list[int]) -> bool:
+    client_port = stream.extra(anyio.abc.SocketAttribute.remote_port)
+    server_port = stream.extra(anyio.abc.SocketAttribute.local_port)
+    return bool(git_pid) and served_by_tree(client_port, server_port, git_pid[0])
 
 
 def local_urls(text: str, locals_: Sequence[str], url: str) -> str:

@@ -1,5 +1,5 @@
 """The `who` fixture: each security test that takes it runs as root and as a user made
-for the test."""
+for the test; `user`: a user with no home, for tests that run the runner as it."""
 
 from __future__ import annotations
 
@@ -61,3 +61,17 @@ def who(request: pytest.FixtureRequest) -> Iterator[Who]:
         subprocess.run(["userdel", "--remove", name], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def user() -> Iterator[str]:
+    if os.geteuid() != 0:
+        pytest.skip("creating a user for the test needs root")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd (passwd) is not installed")
+    name = f"rs{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "--user-group", "--no-create-home", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)

@@ -12,8 +12,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,20 +105,6 @@ def test_a_root_runners_full_access_command_reads_no_secret(
     proc = _run([sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out)], env)
     assert proc.returncode == 0, proc.stderr
     _assert_nothing_leaked(seen, out, [r.raw for r in srv.requests])
-
-
-@pytest.fixture
-def user() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("creating a user for the test needs root")
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd (passwd) is not installed")
-    name = f"rs{uuid.uuid4().hex[:8]}"
-    subprocess.run(["useradd", "--user-group", "--no-create-home", name], check=True)
-    try:
-        yield name
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
 
 
 def test_an_unprivileged_runners_full_access_command_reads_no_secret(

@@ -6,10 +6,12 @@ line and field (exit 2)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,74 @@ def test_an_event_of_many_tiny_values_is_refused_before_parsing(
     assert said in run["error"], run["error"]
     assert len(srv.requests) == 1
     assert peak_mb < 100, f"the runner's peak RSS was {peak_mb} MB"
+
+
+GIB = 1024 * 1024 * 1024
+
+
+@functools.cache
+def _gzip_bomb(layers: int, fill: bytes = b": keepalive\n\n") -> bytes:
+    """1 GiB of `fill` (SSE comments by default), gzipped `layers` times: two layers
+    make about 2 kB, the attack review's body."""
+    gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    block = fill * (16 * 1024 * 1024 // len(fill))
+    data = b"".join(gz.compress(block) for _ in range(GIB // len(block))) + gz.flush()
+    for _ in range(layers - 1):
+        gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        data = gz.compress(data) + gz.flush()
+    return data
+
+
+def _peak_run(tmp_path: Path, base_url: str) -> tuple[int, dict[str, object]]:
+    """The runner's peak RSS (MB) for one run against `base_url`, and the run's entry."""
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "out"
+    task_file = _task_file(tmp_path, base_url, repo, "max_turns: 3")
+    argv = [sys.executable, "-c", PEAK, sys.executable, "-m", "runner", "run", task_file]
+    proc = subprocess.run(
+        [*map(str, argv), "--out", str(out)],
+        env={**os.environ, "FAKE_API_KEY": "k" * 20},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return int(proc.stdout.split()[-1]) // 1024, runs(out)["t"]
+
+
+@pytest.mark.parametrize(
+    ("where", "encoding", "status", "said"),
+    [
+        # The review's bomb: two layers on a 200 stream, and on a 400 error body.
+        ("stream", "gzip, gzip", "error", "Content-Encoding 'gzip, gzip'"),
+        ("error", "gzip, gzip", "failed", "Content-Encoding 'gzip, gzip'"),
+        # One layer is undone, a bounded piece at a time, and meets the response cap...
+        ("stream", "gzip", "size_limit", "max_response_bytes"),
+        # ... or the error body's 64 KiB.
+        ("error", "gzip", "failed", "HTTP 400: : keepalive"),
+        # What the runner does not undo is refused by name.
+        ("stream", "br", "error", "Content-Encoding 'br'"),
+    ],
+)
+def test_a_compressed_bomb_is_decoded_within_the_caps(
+    loopback_thread: ThreadFactory,
+    tmp_path: Path,
+    where: str,
+    encoding: str,
+    status: str,
+    said: str,
+) -> None:
+    """Attack review of issue 25, finding 2: httpx inflated each network chunk whole
+    before the byte caps saw it, so a 2 kB body sent as `gzip, gzip` took the runner to
+    3.1 GB; here 1 GiB inside, to stay kind to the machine."""
+    body = _gzip_bomb(2 if "," in encoding else 1)
+    hdrs = (("content-encoding", encoding),)
+    if where == "stream":
+        reply = Reply(sse_body=body, headers=hdrs)
+    else:
+        reply = Reply(kind="http", status=400, body=body, headers=hdrs)
+    srv = loopback_thread(per_conversation(lambda req, i: reply))
+    peak_mb, run = _peak_run(tmp_path, srv.base_url)
+    assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
+    assert run["status"] == status, run
+    assert said in str(run["error"]), run["error"]

@@ -21,6 +21,8 @@ class GitRemote:
     bare: Path
     seen_auth: list[str] = field(default_factory=list)
     """The Authorization header of every request (None-free: "" when absent)."""
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+    """Every request as (method, path with its query, Authorization header)."""
 
 
 def _handler(remote: GitRemote, token: str, delay_s: float) -> type[BaseHTTPRequestHandler]:
@@ -33,6 +35,7 @@ def _handler(remote: GitRemote, token: str, delay_s: float) -> type[BaseHTTPRequ
         def _serve(self) -> None:
             auth = self.headers.get("Authorization", "")
             remote.seen_auth.append(auth)
+            remote.seen.append((self.command, self.path, auth))
             if auth != want:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="t"')
@@ -89,6 +92,8 @@ def _handler(remote: GitRemote, token: str, delay_s: float) -> type[BaseHTTPRequ
 
         do_GET = _serve
         do_POST = _serve
+        do_PUT = _serve
+        do_DELETE = _serve
 
     return Handler
 
