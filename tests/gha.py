@@ -243,6 +243,17 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
     thread.join(5)
 
 
+def github_remote(tmp: Path) -> tuple[str, Path]:
+    """(GITHUB_SERVER_URL, the bare repository at SERVER/REPO.git): where the Action's
+    pull-requests step pushes, built from the environment as on GitHub (never the
+    checkout's own remote). A file URL: git is given no token for it."""
+    server = tmp / "github-server"
+    origin = server / f"{REPO}.git"
+    origin.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    return f"file://{server}", origin
+
+
 # ------------------------------------------------------------------ running the action
 
 

@@ -31,6 +31,7 @@ from tests.gha import (
     REPO,
     ActionRun,
     FakeGitHub,
+    github_remote,
     run_action,
     serve_fake_github,
 )
@@ -450,8 +451,7 @@ class Nightly:
 
     def __init__(self, tmp: Path, github: FakeGitHub, base_url: str) -> None:
         self.tmp, self.github, self.nights = tmp, github, 0
-        self.origin = tmp / "origin.git"
-        subprocess.run(["git", "init", "-q", "--bare", str(self.origin)], check=True)
+        self.server_url, self.origin = github_remote(tmp)
         self.workspace = make_git_repo(tmp / "ws")
         git(self.workspace, "remote", "add", "origin", str(self.origin))
         git(self.workspace, "push", "-q", "origin", "main")
@@ -476,6 +476,7 @@ class Nightly:
                 "repository": {"full_name": REPO, "default_branch": "main"},
             },
             api_url=self.github.url,
+            job_env={"GITHUB_SERVER_URL": self.server_url},
         )
         assert not check or not run.failed, run.logs
         return run
@@ -679,8 +680,7 @@ def test_each_issue_used_as_a_prompt_pushes_a_branch_and_pr_of_its_own(
         return reply_message("done")
 
     srv = loopback_thread(per_conversation(script))
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    server_url, origin = github_remote(tmp_path)
     workspace = make_git_repo(tmp_path / "ws")
     git(workspace, "remote", "add", "origin", str(origin))
     github.permissions = {"alice": "write"}
@@ -704,6 +704,7 @@ def test_each_issue_used_as_a_prompt_pushes_a_branch_and_pr_of_its_own(
             event_name="issues",
             event=event,
             api_url=github.url,
+            job_env={"GITHUB_SERVER_URL": server_url},
         )
         assert not run.failed, run.logs
         assert run.outputs["branch"] == f"runner/nightly/issue-{number}"

@@ -36,6 +36,7 @@ from tests.gha import (
     ROOT,
     ActionRun,
     FakeGitHub,
+    github_remote,
     run_action,
     serve_fake_github,
 )
@@ -163,6 +164,7 @@ def run_job(
     downloads: dict[str, Path] | None = None,
     action_inputs: dict[str, str] | None = None,
     loopback: str = "",
+    job_env: dict[str, str] | None = None,
 ) -> JobRun:
     """`action_inputs` are added to every use of the runner Action: the loopback model's
     `base-url` where a workflow runs an inline `prompt` (no task file to point at it).
@@ -199,6 +201,7 @@ def run_job(
                 event=event,
                 api_url=github.url,
                 token=token,
+                job_env=job_env,
             )
             result.actions.append(run)
             result.logs[name] = "\n".join(run.logs.values())
@@ -663,8 +666,7 @@ def test_comment_command_workflow_answers_on_the_pr_head_read_only(
 def nightly_repo(tmp: Path) -> tuple[Path, Path]:
     """(checkout, its bare origin): the repository of a maintainer who copied nightly.yml
     and nothing else."""
-    origin = tmp / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    _, origin = github_remote(tmp)
     repo = make_git_repo(tmp / "ws", {"README.md": "# widgets\n"})
     subprocess.run(["git", "remote", "add", "origin", str(origin)], cwd=repo, check=True)
     return repo, origin
@@ -695,6 +697,7 @@ def test_nightly_workflow_pushes_and_updates_one_pr(
             event=NIGHTLY_EVENT,
             secrets={"OPENAI_API_KEY": API_KEY},
             loopback=srv.base_url,
+            job_env={"GITHUB_SERVER_URL": github_remote_url(tmp_path)},
         )
         assert job.ran and not job.failed, job.logs
         out = job.actions[0].outputs
@@ -748,6 +751,7 @@ def test_nightly_workflow_works_without_the_pull_request_setting(
         event=NIGHTLY_EVENT,
         secrets={"OPENAI_API_KEY": API_KEY},
         loopback=srv.base_url,
+        job_env={"GITHUB_SERVER_URL": github_remote_url(tmp_path)},
     )
     assert job.ran and not job.failed, job.logs
     (action,) = job.actions
@@ -765,6 +769,11 @@ def test_nightly_workflow_works_without_the_pull_request_setting(
     assert "::warning" not in log and "::error" not in log
     assert "Allow GitHub Actions to create and approve pull requests" in job.summary
     assert not github.pulls
+
+
+def github_remote_url(tmp: Path) -> str:
+    """The GITHUB_SERVER_URL under which nightly_repo's origin is REPO.git."""
+    return f"file://{tmp / 'github-server'}"
 
 
 def remote_tip(origin: Path, branch: str) -> str:

@@ -142,9 +142,12 @@ def _head_owners(ctx: Context, env: Mapping[str, str], token_env: str) -> list[M
     if not isinstance(repo, dict) or repo.get("full_name") == ctx.repository:
         return []
     owner = repo.get("owner")
-    if not (isinstance(owner, dict) and owner.get("login")):
-        raise RunnerError(f"the head repository {repo.get('full_name')!r} names no owner")
-    return [owner]
+    if isinstance(owner, dict) and owner.get("login"):
+        return [owner]
+    name = str(repo.get("full_name") or "")
+    if "/" not in name.strip("/"):
+        raise RunnerError(f"the head repository {name!r} names no owner")
+    return [{"login": name.split("/", 1)[0]}]  # GitHub's full_name is owner/name
 
 
 def _check(

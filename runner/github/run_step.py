@@ -199,6 +199,7 @@ def _no_token_work_after(
     Action skips its comment and pull-request steps (output `unsandboxed`)."""
     if not loose:
         return
+    write_outputs({"unsandboxed": "true"}, env)
     commenting = comment.strip().lower() == "true"
     wanted = [name for name, on in (("push", push), ("comment", commenting)) if on]
     if wanted:
@@ -209,7 +210,6 @@ def _no_token_work_after(
             "report, and push or comment from a second job (see examples/workflows/"
             "nightly-full-access.yml)"
         )
-    write_outputs({"unsandboxed": "true"}, env)
 
 
 def _summary_of(out: Path, handed: Mapping[str, str], env: Mapping[str, str]) -> str:
