@@ -679,7 +679,7 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
         for step in job["steps"]
         if "tasks" in (step.get("with") or {})
     }
-    assert sorted(inline) == ["benchmark.yml", "nightly.yml"]
+    assert sorted(inline) == ["benchmark.yml", "nightly-full-access.yml", "nightly.yml"]
     env = {"GITHUB_WORKSPACE": str(repo), "RUNNER_TEMP": str(tmp_path)}
     for text in inline.values():
         validates(inline_tasks(text, env))

@@ -909,7 +909,9 @@ def test_readme_recipe_is_the_example(example: str) -> None:
     text = (EXAMPLES / example).read_text()
     assert snippet == text[text.index("name: ") :]
     (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{example}`")]
-    assert row.endswith("| 2: add the secret, copy the workflow |"), row
+    assert row.endswith(
+        "| 2: add the secret, copy the workflow (and pin its `uses:` line: one edit in the copy) |"
+    ), row
     assert ".github/runner" not in text.split("\nname: ", 1)[1]
 
 
@@ -917,3 +919,32 @@ def test_every_example_workflow_is_a_recipe_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     for path in EXAMPLES.glob("*.yml"):
         assert f"| `{path.name}`" in readme, f"{path.name} has no row in the recipe table"
+
+
+def test_every_example_that_runs_a_sandboxed_runner_installs_bubblewrap_first() -> None:
+    """`runner run` with bubblewrap sandboxes on ubuntu-latest needs bubblewrap installed
+    and AppArmor's unprivileged-userns restriction lifted (the Action's own step does
+    both); a job that runs the command line itself must do it before."""
+    for path in sorted(EXAMPLES.glob("*.yml")):
+        for name, job in yaml.safe_load(path.read_text())["jobs"].items():
+            ready = False
+            for step in job.get("steps", []):
+                script = str(step.get("run", ""))
+                if "apt-get install" in script and "bubblewrap" in script:
+                    ready = "apparmor_restrict_unprivileged_userns=0" in script
+                if re.search(r"(^|\s)runner run ", script):
+                    sandboxed = "--sandbox danger-full-access" not in script
+                    assert ready or not sandboxed, f"{path.name} job {name}: no bubblewrap"
+
+
+def test_the_full_access_example_keeps_the_token_out_of_the_agents_job() -> None:
+    """The unsandboxed agent's job has no write permission and neither pushes nor
+    comments (the Action would refuse it); a second job, on another machine, does."""
+    jobs = yaml.safe_load((EXAMPLES / "nightly-full-access.yml").read_text())["jobs"]
+    agent, publish = jobs["agent"], jobs["publish"]
+    assert agent["permissions"] == {"contents": "read"}
+    (use,) = [s for s in agent["steps"] if str(s.get("uses", "")).startswith(ACTION_REF)]
+    assert "danger-full-access" in use["with"]["tasks"]
+    assert use["with"].get("push", "false") == "false" and use["with"]["comment"] == "false"
+    assert publish["needs"] == "agent" and publish["permissions"]["contents"] == "write"
+    assert not any(str(s.get("uses", "")).startswith(ACTION_REF) for s in publish["steps"])
