@@ -72,6 +72,9 @@ class FakeGitHub:
     answer to the same call with `Accept: application/vnd.github.diff`."""
     next_id: int = 1000
     url: str = ""
+    authors: dict[str, str] = field(default_factory=dict)
+    """Tokens -> who their comments are by, where `GET /user` refuses them (another
+    GitHub App's installation token: `my-app[bot]`); default github-actions[bot]."""
     faults: list[tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes]] = field(
         default_factory=list
     )
@@ -116,7 +119,7 @@ class FakeGitHub:
                 "id": self.next_id,
                 "issue": int(m[1]),
                 "body": body["body"],
-                "user": {"login": self.tokens[token] or ACTIONS_BOT},
+                "user": {"login": self.tokens[token] or self.authors.get(token, ACTIONS_BOT)},
             }
             return 201, self.comments[self.next_id]
         if (m := re.fullmatch(r"/issues/comments/(\d+)", path)) and method == "PATCH":

@@ -727,3 +727,39 @@ def test_an_inline_prompts_task_is_named_after_its_thread() -> None:
     assert Context(event={"issue": {"number": 7, "pull_request": {}}}).prompt_id == "pr-7"
     assert Context(event={"pull_request": {"number": 7}}).prompt_id == "pr-7"
     assert Context(event={"schedule": "x"}).prompt_id == "prompt"
+
+
+@pytest.mark.slow
+def test_nightly_pushes_where_github_is_not_where_the_checkout_points(
+    nightly: Nightly, github: FakeGitHub
+) -> None:
+    """Something in the job set the checkout's push URL to a server
+    of its own. The pull-requests step pushes to GITHUB_SERVER_URL/GITHUB_REPOSITORY.git,
+    so the token never goes there and the branch lands on "GitHub"."""
+    attacker = f"{github.url}/attacker/x.git"
+    git(nightly.workspace, "config", "remote.origin.pushurl", attacker)
+    nightly.night()
+    assert nightly.tip() == nightly.result()
+    assert not [c for c in github.log if "attacker" in c[1]]
+
+
+APP_TOKEN = "ghs_canaryOtherAppToken0123456789abcdef"
+
+
+@pytest.mark.slow
+def test_the_moved_branch_notice_is_found_by_comment_author(
+    nightly: Nightly, github: FakeGitHub
+) -> None:
+    """With another GitHub App's token `GET /user` is refused; the notice is that app's
+    comment, found again through comment-author, so it is edited, not added nightly."""
+    github.tokens[APP_TOKEN] = None
+    github.authors[APP_TOKEN] = "my-app[bot]"
+    app = {"github-token": APP_TOKEN, "comment-author": "my-app[bot]"}
+    nightly.night(**app)
+    nightly.person_pushes()
+    for _ in (2, 3):
+        run = nightly.night(**app)
+        assert "moved by someone else; left alone" in run.logs["pull-requests"]
+    (notice,) = github.comments.values()
+    assert notice["user"]["login"] == "my-app[bot]"
+    assert notice["body"].startswith("<!-- runner:moved:bump -->")
