@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--extra-args", default="", help="more `runner run` flags")
     run.add_argument("--pr-head", default="", help="a comment command's PR checkout")
     run.add_argument("--pr-context", default="", help="text added to its prompt")
+    run.add_argument("--push", default="false", help='the push input ("true": refused on PRs)')
+    run.add_argument("--comment", default="auto", help="the comment input")
     run.set_defaults(func=cmd_run)
     head = sub.add_parser("pr-head", help="check out the PR of a comment command")
     head.add_argument("--token-env", default="GITHUB_TOKEN")
@@ -104,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--reason", default="", help="why the gate refused")
     out.add_argument("--skipped", default="", help="why the run step skipped")
     out.add_argument("--exit-code", default="", help="the runner's exit code")
+    out.add_argument("--batch-id", default=None, help="use a report of this batch only")
     out.set_defaults(func=cmd_outputs)
     com = sub.add_parser("comment", help="create or edit the PR comment")
     com.add_argument("--report", required=True)
@@ -117,11 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
     com.add_argument("--write", default="", help="also write the body to this file")
     com.add_argument("--notice", default="", help="the run was skipped: write nothing")
     com.add_argument("--tag", default="", help="which sticky comment (comment-tag)")
+    com.add_argument("--batch-id", default=None, help="use a report of this batch only")
     com.set_defaults(func=cmd_comment)
     prs = sub.add_parser("pull-requests", help="push result branches, one PR per task")
     prs.add_argument("--report", required=True)
     prs.add_argument("--repo-dir", default=".")
-    prs.add_argument("--remote", default="origin")
+    prs.add_argument(
+        "--remote",
+        default="",
+        help="where to push (default: GITHUB_SERVER_URL/GITHUB_REPOSITORY.git, never the "
+        "checkout's own config)",
+    )
+    prs.add_argument(
+        "--author", default="", help="whose notices to edit (default: the token's login)"
+    )
+    prs.add_argument("--batch-id", default=None, help="use a report of this batch only")
     prs.add_argument("--base", default="")
     prs.add_argument("--branch-prefix", default="runner/nightly/")
     prs.add_argument(

@@ -55,7 +55,7 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.notice.strip():
         print("comment: none for a skipped run (the reason is the notice output)")
         return 0
-    report = load_report(Path(args.report))
+    report = load_report(Path(args.report), args.batch_id)
     if report is None:
         return 0
     body = render_comment(

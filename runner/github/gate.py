@@ -107,6 +107,58 @@ def _gate(
             return False, f"who wrote the pull request is unknown ({exc})"
         finally:
             gh.close()
+    allowed, why = _check(ctx, people, allow_users, allow_bots, env, token_env)
+    if not allowed:
+        return allowed, why
+    try:
+        owners = _head_owners(ctx, env, token_env)
+    except RunnerError as exc:
+        return False, f"whose repository holds the pull request's head is unknown ({exc})"
+    named = {str(u["login"]).lower() for u in people}
+    owners = [o for o in owners if str(o["login"]).lower() not in named]
+    if not owners:
+        return allowed, why
+    ok, owner_why = _check(ctx, owners, allow_users, allow_bots, env, token_env)
+    if not ok:
+        return False, f"the pull request's head is in another owner's repository: {owner_why}"
+    return True, f"{why}; so may the owner of the pull request's head repository"
+
+
+def _head_owners(ctx: Context, env: Mapping[str, str], token_env: str) -> list[Mapping[str, Any]]:
+    """The owner of the repository a pull request's head is in, when that is not this
+    repository: whoever can push there decides the code the agent reads, whoever opened
+    the PR. From the payload, or (a comment on a PR, whose payload has no head) from
+    REST. A head repository that is gone (null) names nobody: the fork was deleted."""
+    pr: Mapping[str, Any] = ctx.pull_request
+    if not pr and ctx.pr_number is not None and ctx.event_name != "merge_group":
+        gh = GitHub(ctx.api_url, github_token(env, token_env))
+        try:
+            answer = gh.request("GET", f"/repos/{ctx.repository}/pulls/{ctx.pr_number}")
+        finally:
+            gh.close()
+        pr = answer if isinstance(answer, dict) else {}
+    head = pr.get("head")
+    repo = head.get("repo") if isinstance(head, dict) else None
+    if not isinstance(repo, dict) or repo.get("full_name") == ctx.repository:
+        return []
+    owner = repo.get("owner")
+    if isinstance(owner, dict) and owner.get("login"):
+        return [owner]
+    name = str(repo.get("full_name") or "")
+    if "/" not in name.strip("/"):
+        raise RunnerError(f"the head repository {name!r} names no owner")
+    return [{"login": name.split("/", 1)[0]}]  # GitHub's full_name is owner/name
+
+
+def _check(
+    ctx: Context,
+    people: list[Mapping[str, Any]],
+    allow_users: set[str],
+    allow_bots: set[str],
+    env: Mapping[str, str],
+    token_env: str,
+) -> tuple[bool, str]:
+    """(allowed, why) for `people`: each a writer, or named in allow-users / allow-bots."""
     users = sorted({str(u["login"]) for u in people})
     bots = sorted({str(u["login"]) for u in people if is_bot(u)})
     refused = [b for b in bots if not bot_allowed(b, allow_bots)]

@@ -8,10 +8,14 @@ errors become a bounded number of annotations) is read and reviewed in one piece
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -95,12 +99,71 @@ ANNOTATIONS = 10
 """`::error` annotations a run step makes at most; the rest are in the log."""
 
 
+PR_SET_CHILD_SUBREAPER = 36
+"""prctl option (Linux 3.4+): orphans of our descendants become our children, not init's,
+whatever session or process group they moved to."""
+REAP_SECONDS = 10.0
+"""How long the step keeps killing what the run left behind (a process may fork anew)."""
+
+
+def become_subreaper() -> bool:
+    """Make this process the one that inherits every orphan the run leaves: a process the
+    agent started with `setsid nohup ... &` would otherwise outlive the step and read
+    the environment of the job's later steps. False where Linux does not offer it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is `parent`, from /proc (zombies included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1 and fields[1] == str(parent):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_leftovers() -> int:
+    """Kill and reap every process left under this one once the runner has exited; how
+    many there were. As a subreaper this process is the parent of each, and of theirs
+    once they die, so the loop ends when nothing is left (or after REAP_SECONDS)."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + REAP_SECONDS
+    while time.monotonic() < deadline:
+        left = _children(os.getpid())
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed.add(pid)
+        for pid in left:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return len(killed)
+
+
 def run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
     """Run the runner, the secrets on its stdin. Its stderr goes through to the log,
     except its own error lines: when it could not run (exit 2 or 3) they become
     `::error` annotations instead, each multi-line error one annotation and at most
     ANNOTATIONS of them (the rest stay plain lines), because an error's text can be a
     model server's and must not flood the run's summary."""
+    reaping = become_subreaper()
     proc = subprocess.Popen(
         argv,
         env=env,
@@ -135,6 +198,12 @@ def run_runner(argv: list[str], env: Mapping[str, str], secrets: str) -> int:
         sys.stderr.flush()
     proc.stderr.close()
     code = proc.wait()
+    if reaping and (left := kill_leftovers()):
+        annotate(
+            "warning",
+            "runner",
+            f"killed {left} process{'es' if left > 1 else ''} the run left running",
+        )
     shown = errors[:ANNOTATIONS] if code >= EXIT_BAD_INPUT else []
     for message, _ in shown:
         annotate("error", "runner", "\n".join(message))

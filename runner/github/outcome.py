@@ -35,7 +35,7 @@ def cmd_outputs(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         return 0
     if args.exit_code.strip() == "0":
         values["conclusion"] = "success"
-    report = load_report(Path(args.report)) if args.exit_code.strip() else None
+    report = load_report(Path(args.report), args.batch_id) if args.exit_code.strip() else None
     if report is not None:
         values.update(outputs_for(report, args.report))
     write_outputs(values, env)

@@ -42,8 +42,11 @@ PRS_SETTING = (
 )
 
 
-def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text: str) -> None:
-    """A notice on the task's open PR, one per PR (edited, not repeated every night)."""
+def _tell_pr(
+    gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text: str, author: str
+) -> None:
+    """A notice on the task's open PR, one per PR (edited, not repeated every night):
+    found among the comments of `author` (comment-author), else of the token's login."""
     if pr is None:
         return
     marker = MOVED_MARKER.format(run=run)
@@ -53,7 +56,7 @@ def _tell_pr(gh: GitHub, repo: str, pr: Mapping[str, Any] | None, run: str, text
             repo,
             int(pr["number"]),
             f"{marker}\n{text}\n",
-            author=token_login(gh),
+            author=author.strip() or token_login(gh),
             marker=marker,
         )
     except RunnerError as exc:
@@ -76,10 +79,13 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     reopen = args.reopen_closed.strip().lower()
     if reopen not in ("true", "false"):
         raise RunnerError(f'reopen-closed must be "true" or "false"; got {args.reopen_closed!r}')
-    report = load_report(Path(args.report))
+    report = load_report(Path(args.report), args.batch_id)
     if report is None:
         return 0
     token = github_token(env, args.token_env)
+    # Never the checkout's remote: whatever ran in the job could have pointed its push URL
+    # at a server of its own, and the token goes wherever we push.
+    remote = args.remote or f"{ctx.server_url.rstrip('/')}/{ctx.repository}.git"
     redact = Redactor(secrets_from_env(env))
     base = args.base or str(
         ((ctx.event or {}).get("repository") or {}).get("default_branch") or "main"
@@ -107,7 +113,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         f'so {stable} is left as it is (reopen-closed: "true" opens a new one)',
                     )
                     continue
-                tip, recorded = remote_tip(repo_dir, stable, remote=args.remote, token=token)
+                tip, recorded = remote_tip(repo_dir, stable, remote=remote, token=token)
                 moved = tip is not None and tip != recorded
                 if not moved:
                     try:
@@ -115,13 +121,13 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                             repo_dir,
                             r.commit,
                             stable,
-                            remote=args.remote,
+                            remote=remote,
                             expected=tip,
                             recorded=recorded,
                             token=token,
                         )
                     except WorkspaceError:
-                        if remote_tip(repo_dir, stable, remote=args.remote, token=token)[0] == tip:
+                        if remote_tip(repo_dir, stable, remote=remote, token=token)[0] == tip:
                             raise
                         moved = True  # a push came in between: the lease refused ours
                 if moved:
@@ -137,7 +143,7 @@ def cmd_pull_requests(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                         "runner pull request",
                         f"{run}: {stable} moved by someone else; left alone",
                     )
-                    _tell_pr(gh, ctx.repository, open_pr, run, text)
+                    _tell_pr(gh, ctx.repository, open_pr, run, text, args.author)
                     continue
                 kept[run] = stable
                 if r.pushed and stable != r.branch:

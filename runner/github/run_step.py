@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ctx = Context.from_env(env)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.api_key_env):
         raise RunnerError(f"api-key-env must be a variable name, got {args.api_key_env!r}")
+    push = _push_wanted(args.push, ctx)
     child = runner_env(env)
     handed = _handover(args, child)
     models = parse_models(f"{args.model} {args.models}")
@@ -139,9 +140,13 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         names = {args.api_key_env, "OPENAI_API_KEY"} | provider_keys(Path(task_file), models)
         inherited = sorted(n for n in names if env.get(n))
         _sandbox_gate(loose, ctx, inherited, keep_sudo=args.keep_sudo, env=env)
+        _no_token_work_after(loose, push=push, comment=args.comment, env=env)
         if handed:
             argv += ["--secret-fd", "0"]
     print("runner " + " ".join(argv[len(PYTHON) + 2 :]), flush=True)  # no secret in argv
+    report = Path(args.out) / "report.json"
+    # Only a report this run writes is published: not one a pull request committed.
+    report.unlink(missing_ok=True)
     before = snapshot_step_files(env)
     code = run_runner(argv, child, "".join(f"{k}={v}\n" for k, v in handed.items()))
     for path in restore_step_files(before):
@@ -151,13 +156,60 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             f"the run changed {Path(path).name}, a file through which a step steers the "
             "job's later steps; the change was undone",
         )
-    write_outputs({"exit-code": str(code)}, env)
-    report = Path(args.out) / "report.json"
+    write_outputs({"exit-code": str(code), "batch-id": _batch_id(report)}, env)
     if code >= EXIT_BAD_INPUT and not report.is_file():
         append_summary(f"**runner** exited {code} before writing a report; see the log.\n", env)
     elif report.is_file():
         append_summary(_summary_of(Path(args.out), handed, env), env)
     return 0
+
+
+def _push_wanted(push: str, ctx: Context) -> bool:
+    """The `push` input, refused before the agent runs (and the key is spent) where the
+    pull-requests step would refuse it after: on a pull request's code."""
+    wanted = push.strip().lower() == "true"
+    if wanted and ctx.foreign_code:
+        raise RunnerError(
+            f'push: "true" is refused on {ctx.event_name or "unnamed"} events: runs on a '
+            "pull request's code never push (the patches are in the report artifact); "
+            "set push only on schedule or workflow_dispatch"
+        )
+    return wanted
+
+
+def _batch_id(report: Path) -> str:
+    """The batch id of the report the run just wrote, "" when it wrote none; later
+    steps use a report only when its batch id is this one."""
+    if not report.is_file():
+        return ""
+    try:
+        found = load_report(report)
+    except RunnerError:
+        return ""
+    return found.batch_id if found is not None else ""
+
+
+def _no_token_work_after(
+    loose: list[str], *, push: bool, comment: str, env: Mapping[str, str]
+) -> None:
+    """An unsandboxed agent runs as the job's user: it can leave a process behind that
+    reads a later step's environment from /proc, rewrite the Action's venv those steps
+    import, or point the checkout's remote elsewhere. So no later step of this job gets
+    the token: pushing and commenting are refused before the agent starts, and the
+    Action skips its comment and pull-request steps (output `unsandboxed`)."""
+    if not loose:
+        return
+    write_outputs({"unsandboxed": "true"}, env)
+    commenting = comment.strip().lower() == "true"
+    wanted = [name for name, on in (("push", push), ("comment", commenting)) if on]
+    if wanted:
+        raise RunnerError(
+            f"{' and '.join(wanted)} with a run without a sandbox ({', '.join(loose)}) is "
+            "refused: the agent runs as this job's user, so no later step of the job can "
+            "be trusted with the GitHub token. Run the agent in one job that uploads its "
+            "report, and push or comment from a second job (see examples/workflows/"
+            "nightly-full-access.yml)"
+        )
 
 
 def _summary_of(out: Path, handed: Mapping[str, str], env: Mapping[str, str]) -> str:
@@ -223,11 +275,9 @@ def _sandbox_gate(
 
 def _secretless(ctx: Context) -> str:
     """Why this run has no Actions secrets, or "": a fork's pull request gets none, and a
-    run Dependabot triggered (it is the sender) only Dependabot's. Both are expected: the
-    run is skipped, green."""
-    if not ctx.on_pr:
-        return ""
-    if ctx.from_fork:
+    run Dependabot triggered (it is the sender: a pull request, or a push of its branch)
+    only Dependabot's. Both are expected: the run is skipped, green."""
+    if ctx.on_pr and ctx.from_fork:
         return "GitHub passes no secrets to workflows of pull requests from forks"
     sender = (ctx.event or {}).get("sender")
     if isinstance(sender, dict) and str(sender.get("login", "")).lower() == DEPENDABOT:

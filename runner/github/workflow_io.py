@@ -47,16 +47,29 @@ def append_summary(text: str, env: Mapping[str, str]) -> None:
             f.write(inert_text(text))
 
 
-def load_report(path: Path) -> Report | None:
+def load_report(path: Path, batch_id: str | None = None) -> Report | None:
     """The report, or None (with a warning) when the runner stopped before writing one:
-    the runner's own exit code already fails the job, later steps need not fail too."""
+    the runner's own exit code already fails the job, later steps need not fail too.
+
+    `batch_id`: the one the run step output (None: not checked; "": the run wrote no
+    report). A report of another batch was not written by this run (a pull request can
+    commit a `runner-out/report.json`): it is never published."""
+    if batch_id is not None and not batch_id.strip():
+        annotate("warning", "runner", f"no report: the run step wrote none to {path}")
+        return None
     if not path.is_file():
         annotate("warning", "runner", f"no report at {path}")
         return None
     try:
-        return Report.model_validate_json(path.read_bytes())
+        report = Report.model_validate_json(path.read_bytes())
     except ValueError as exc:
         raise RunnerError(f"{path} is not a runner report: {truncate(str(exc))}") from None
+    if batch_id is not None and report.batch_id != batch_id.strip():
+        raise RunnerError(
+            f"{path} is not the report of this run (its batch is not {batch_id.strip()!r}); "
+            "it is not used"
+        )
+    return report
 
 
 def github_token(env: Mapping[str, str], name: str) -> str:

@@ -142,6 +142,10 @@ def _remote(repo: Path, remote: str) -> str:
     would also write refs/remotes/<name>/<branch> into the user's repository."""
     if not remote or remote.startswith("-") or any(ord(c) < 0x20 for c in remote):
         raise WorkspaceError(f"remote {remote!r} is not a remote name or URL")
+    if "://" in remote:
+        # A URL is used as given: `git remote get-url` would apply the repository's
+        # url.*.pushInsteadOf, so whoever wrote its config could choose where a token goes.
+        return remote
     named = run_git(["remote", "get-url", "--push", remote], cwd=repo, check=False)
     url = named.stdout.decode().strip() if named.returncode == 0 else remote
     if url.startswith("-"):

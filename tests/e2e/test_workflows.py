@@ -36,6 +36,7 @@ from tests.support.gha import (
     ROOT,
     ActionRun,
     FakeGitHub,
+    github_remote,
     run_action,
     serve_fake_github,
 )
@@ -163,6 +164,7 @@ def run_job(
     downloads: dict[str, Path] | None = None,
     action_inputs: dict[str, str] | None = None,
     loopback: str = "",
+    job_env: dict[str, str] | None = None,
 ) -> JobRun:
     """`action_inputs` are added to every use of the runner Action: the loopback model's
     `base-url` where a workflow runs an inline `prompt` (no task file to point at it).
@@ -199,6 +201,7 @@ def run_job(
                 event=event,
                 api_url=github.url,
                 token=token,
+                job_env=job_env,
             )
             result.actions.append(run)
             result.logs[name] = "\n".join(run.logs.values())
@@ -663,8 +666,7 @@ def test_comment_command_workflow_answers_on_the_pr_head_read_only(
 def nightly_repo(tmp: Path) -> tuple[Path, Path]:
     """(checkout, its bare origin): the repository of a maintainer who copied nightly.yml
     and nothing else."""
-    origin = tmp / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    _, origin = github_remote(tmp)
     repo = make_git_repo(tmp / "ws", {"README.md": "# widgets\n"})
     subprocess.run(["git", "remote", "add", "origin", str(origin)], cwd=repo, check=True)
     return repo, origin
@@ -695,6 +697,7 @@ def test_nightly_workflow_pushes_and_updates_one_pr(
             event=NIGHTLY_EVENT,
             secrets={"OPENAI_API_KEY": API_KEY},
             loopback=srv.base_url,
+            job_env={"GITHUB_SERVER_URL": github_remote_url(tmp_path)},
         )
         assert job.ran and not job.failed, job.logs
         out = job.actions[0].outputs
@@ -748,6 +751,7 @@ def test_nightly_workflow_works_without_the_pull_request_setting(
         event=NIGHTLY_EVENT,
         secrets={"OPENAI_API_KEY": API_KEY},
         loopback=srv.base_url,
+        job_env={"GITHUB_SERVER_URL": github_remote_url(tmp_path)},
     )
     assert job.ran and not job.failed, job.logs
     (action,) = job.actions
@@ -765,6 +769,11 @@ def test_nightly_workflow_works_without_the_pull_request_setting(
     assert "::warning" not in log and "::error" not in log
     assert "Allow GitHub Actions to create and approve pull requests" in job.summary
     assert not github.pulls
+
+
+def github_remote_url(tmp: Path) -> str:
+    """The GITHUB_SERVER_URL under which nightly_repo's origin is REPO.git."""
+    return f"file://{tmp / 'github-server'}"
 
 
 def remote_tip(origin: Path, branch: str) -> str:
@@ -900,7 +909,9 @@ def test_readme_recipe_is_the_example(example: str) -> None:
     text = (EXAMPLES / example).read_text()
     assert snippet == text[text.index("name: ") :]
     (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{example}`")]
-    assert row.endswith("| 2: add the secret, copy the workflow |"), row
+    assert row.endswith(
+        "| 2: add the secret, copy the workflow (and pin its `uses:` line: one edit in the copy) |"
+    ), row
     assert ".github/runner" not in text.split("\nname: ", 1)[1]
 
 
@@ -908,3 +919,32 @@ def test_every_example_workflow_is_a_recipe_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     for path in EXAMPLES.glob("*.yml"):
         assert f"| `{path.name}`" in readme, f"{path.name} has no row in the recipe table"
+
+
+def test_every_example_that_runs_a_sandboxed_runner_installs_bubblewrap_first() -> None:
+    """`runner run` with bubblewrap sandboxes on ubuntu-latest needs bubblewrap installed
+    and AppArmor's unprivileged-userns restriction lifted (the Action's own step does
+    both); a job that runs the command line itself must do it before."""
+    for path in sorted(EXAMPLES.glob("*.yml")):
+        for name, job in yaml.safe_load(path.read_text())["jobs"].items():
+            ready = False
+            for step in job.get("steps", []):
+                script = str(step.get("run", ""))
+                if "apt-get install" in script and "bubblewrap" in script:
+                    ready = "apparmor_restrict_unprivileged_userns=0" in script
+                if re.search(r"(^|\s)runner run ", script):
+                    sandboxed = "--sandbox danger-full-access" not in script
+                    assert ready or not sandboxed, f"{path.name} job {name}: no bubblewrap"
+
+
+def test_the_full_access_example_keeps_the_token_out_of_the_agents_job() -> None:
+    """The unsandboxed agent's job has no write permission and neither pushes nor
+    comments (the Action would refuse it); a second job, on another machine, does."""
+    jobs = yaml.safe_load((EXAMPLES / "nightly-full-access.yml").read_text())["jobs"]
+    agent, publish = jobs["agent"], jobs["publish"]
+    assert agent["permissions"] == {"contents": "read"}
+    (use,) = [s for s in agent["steps"] if str(s.get("uses", "")).startswith(ACTION_REF)]
+    assert "danger-full-access" in use["with"]["tasks"]
+    assert use["with"].get("push", "false") == "false" and use["with"]["comment"] == "false"
+    assert publish["needs"] == "agent" and publish["permissions"]["contents"] == "write"
+    assert not any(str(s.get("uses", "")).startswith(ACTION_REF) for s in publish["steps"])

@@ -150,6 +150,16 @@ def as_github_sends(github: FakeGitHub, event_name: str, event: Any) -> Any:
         user = pr.pop("user", None)
         if user is not None:
             github.pr_details[pr["number"]] = {"number": pr["number"], "user": user}
+    issue = event.get("issue") or {}
+    if "pull_request" in issue:  # a comment on a PR: its head repository is in REST only
+        github.pr_details.setdefault(
+            issue["number"],
+            {
+                "number": issue["number"],
+                "user": issue["user"],
+                "head": {"repo": {"full_name": REPO, "owner": {"login": "octo"}}},
+            },
+        )
     return event
 
 
@@ -886,13 +896,16 @@ def test_a_workflow_run_of_a_forks_code_is_read_only_and_never_pushes(
         assert run.outcomes["run"] == "failure(2)" and not srv.requests
         assert "is refused on workflow_run events" in run.logs["run"]
         return
+    # push is refused before the agent runs, so the key is not spent on a run that
+    # could never be pushed; the read-only sandbox is tested without push below.
+    assert run.outcomes["run"] == "failure(2)" and not srv.requests
+    assert 'push: "true" is refused on workflow_run events' in run.logs["run"]
+    assert run.outcomes["pull-requests"] == "skipped"
+    assert run.outputs["conclusion"] == "failure"
+    del inputs["push"]
+    run, _ = action(tmp_path / "no-push", github, "workflow_run", event, inputs)
     assert run.outputs["exit-code"] == "0" and srv.requests
     assert all("`sandbox_mode` is `read-only`" in json.dumps(r.body) for r in srv.requests)
-    assert run.outcomes["pull-requests"] == "failure(2)"
-    assert (
-        "push: runs on a pull request's code (workflow_run) never push" in run.logs["pull-requests"]
-    )
-    assert run.outputs["conclusion"] == "failure"
 
 
 @pytest.mark.parametrize(
@@ -960,12 +973,11 @@ def test_a_run_without_secrets_ends_green_with_a_notice(
 @pytest.mark.parametrize(
     ("event_name", "more"),
     [
-        ("pull_request", {"push": "true"}),
         ("pull_request", {"github-token": FORK_TOKEN}),
         ("issue_comment", {"github-token": FORK_TOKEN}),
         ("discussion_comment", {"comment": "true"}),
     ],
-    ids=["push-on-a-pr", "comment-refused", "answer-refused", "comment-true-on-a-discussion"],
+    ids=["comment-refused", "answer-refused", "comment-true-on-a-discussion"],
 )
 def test_conclusion_counts_the_actions_own_failures(
     loopback_thread: ThreadFactory,
@@ -1357,3 +1369,202 @@ def test_bad_tasks_input_is_exit_2_with_the_line(
     event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
     run, _ = action(tmp_path, github, "workflow_dispatch", event, {"tasks": tasks})
     assert run.outcomes["run"] == "failure(2)" and says in run.logs["run"], run.logs["run"]
+
+
+# ------------------------------------------------------------------ after an unsandboxed run
+
+
+@pytest.mark.parametrize("wanted", ["push", "comment"])
+def test_an_unsandboxed_run_refuses_token_work_before_the_agent_runs(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path, wanted: str
+) -> None:
+    """An unsandboxed agent runs as the job's user: whatever it leaves behind can read a
+    later step's token. So push or comment in the same job is refused, exit 2, before
+    the key is spent."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    inputs = prompt_inputs(srv.base_url, "sk-" + "u" * 30, sandbox="danger-full-access")
+    inputs[wanted] = "true"
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    run, _ = action(tmp_path, github, "schedule", event, inputs)
+    assert run.failed and run.outcomes["run"] == "failure(2)" and not srv.requests
+    assert f"::error title=runner::{wanted} with a run without a sandbox" in run.logs["run"]
+    assert "nightly-full-access.yml" in run.logs["run"] and "Traceback" not in run.logs["run"]
+    assert run.outcomes["comment"] == "skipped" and run.outcomes["pull-requests"] == "skipped"
+    assert not github.log and run.outputs["conclusion"] == "failure"
+
+
+def leftovers(marker: str) -> list[int]:
+    """Processes whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_no_token_step_runs_after_an_unsandboxed_run_and_its_leftovers_are_killed(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The agent leaves a process behind in a session of its own (`setsid nohup ... &`),
+    as one that waits to read the comment step's token from /proc would. The run step
+    kills it before it ends, and the comment and pull-requests steps (the ones holding
+    the token) do not start at all."""
+    marker = f"leftover{secrets.token_hex(6)}"
+    # A loop of short sleeps: a killed shell's child sleep would keep the marker-free
+    # name, so only the shell carries the marker in its command line.
+    watcher = f"while :; do sleep 1; done # {marker}"
+    attack = f"setsid nohup bash -c '{watcher}' >/dev/null 2>&1 </dev/null & sleep 1; echo started"
+
+    def model(req: RecordedRequest, turn: int) -> Reply:
+        if turn == 0:
+            return reply_function_call("shell", {"command": ["bash", "-c", attack]}, call_id="x")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(model))
+    inputs = prompt_inputs(srv.base_url, "sk-" + "l" * 30, sandbox="danger-full-access")
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    try:
+        run, _ = action(tmp_path, github, "workflow_dispatch", event, inputs)
+        assert run.outputs["exit-code"] == "0", run.logs
+        shown = next(r.call_outputs()["x"] for r in srv.requests if "x" in r.call_outputs())
+        assert "started" in json.dumps(shown)
+        assert leftovers(marker) == []
+        assert re.search(
+            r"::warning title=runner::killed \d+ process(es)? the run left", run.logs["run"]
+        )
+    finally:
+        for pid in leftovers(marker):  # only when the step failed to: ours, by id
+            os.kill(pid, 9)
+    assert run.step_outputs["run"]["unsandboxed"] == "true"
+    assert run.outcomes["comment"] == "skipped" and run.outcomes["pull-requests"] == "skipped"
+    assert run.outputs["conclusion"] == "success" and not run.failed
+
+
+# ------------------------------------------------------------------ smaller findings
+
+
+def fork_pr(owner: dict[str, str]) -> Any:
+    event = event_for("pull_request", SENDERS["writer"])
+    event["pull_request"]["head"]["repo"] = {
+        "full_name": f"{owner['login']}/widgets",
+        "owner": owner,
+    }
+    return event
+
+
+@pytest.mark.parametrize("owner", ["stranger", "writer", "bot"])
+def test_the_owner_of_a_pull_requests_head_repository_is_gated(
+    github: FakeGitHub, tmp_path: Path, owner: str
+) -> None:
+    """A writer's pull request whose head is in a stranger's fork runs the code the
+    stranger last pushed there: the fork's owner is gated like the author."""
+    code, out = gate(github, tmp_path, "pull_request", fork_pr(SENDERS[owner]))
+    assert code == 0
+    if owner == "writer":
+        assert out["allowed"] == "true"
+        return
+    assert out["allowed"] == "false"
+    assert "the pull request's head is in another owner's repository" in out["reason"]
+
+
+def test_a_comment_commands_pull_request_head_owner_is_looked_up(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    """An issue_comment carries no head: the gate asks REST for it."""
+    event = event_for("issue_comment", SENDERS["writer"])
+    github.pr_details[7] = {
+        "number": 7,
+        "user": SENDERS["writer"],
+        "head": {"repo": {"full_name": "stranger/widgets", "owner": SENDERS["stranger"]}},
+    }
+    code, out = gate(github, tmp_path, "issue_comment", event)
+    assert code == 0 and out["allowed"] == "false"
+    assert "stranger has no write access" in out["reason"]
+    del github.pr_details[7]  # not found: unknown counts as no
+    code, out = gate(
+        github, tmp_path, "issue_comment", event_for("issue_comment", SENDERS["writer"])
+    )
+    assert out["allowed"] == "true"  # as_github_sends registers this repository's head
+
+
+def test_push_on_a_pull_request_is_refused_before_the_agent_runs(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    inputs = prompt_inputs(srv.base_url, "sk-" + "p" * 30, push="true")
+    run, _ = action(
+        tmp_path, github, "pull_request", event_for("pull_request", SENDERS["writer"]), inputs
+    )
+    assert run.failed and run.outcomes["run"] == "failure(2)" and not srv.requests
+    assert '::error title=runner::push: "true" is refused on pull_request events' in run.logs["run"]
+    assert run.outputs["conclusion"] == "failure" and not github.refs and not github.pulls
+
+
+def test_a_dependabot_push_without_the_key_ends_green(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """Dependabot pushing its branch (a `push` event, no pull request) gets only
+    Dependabot's secrets, like its pull requests: skipped, green, with a notice."""
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    event = {"ref": "refs/heads/dependabot/pip/x", "sender": SENDERS["dependabot"]}
+    run, _ = action(tmp_path, github, "push", event, prompt_inputs(srv.base_url, ""))
+    assert not run.failed, run.logs
+    assert not srv.requests and run.outputs["conclusion"] == "skipped"
+    assert "Dependabot secrets" in run.outputs["notice"]
+
+
+FORGED = "FORGED-final-message-from-the-pull-request"
+
+
+def test_a_report_the_run_did_not_write_is_never_published(
+    loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The pull request commits runner-out/report.json; the run then stops before
+    writing one (exit 2). Neither the outputs, the comment nor the artifact use it."""
+    from runner import Report
+
+    srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
+    from tests.test_action_threads import report_file
+
+    forged = json.loads(report_file(tmp_path / "forged.json").read_text())
+    forged["batch_id"] = "forged"
+    for entry in forged.get("runs") or forged.get("tasks") or []:
+        entry.update(final_message=FORGED, status="completed", error=None)
+    Report.model_validate(forged)  # a report the later steps would read
+    workspace = make_git_repo(tmp_path / "ws", {"runner-out/report.json": json.dumps(forged)})
+    inputs = prompt_inputs(srv.base_url, "sk-" + "f" * 30, **{"extra-args": "--only nosuch"})
+    run = run_action(
+        tmp_path / "gha",
+        workspace,
+        {"from-base": "false", **inputs},
+        event_name="pull_request",
+        event=event_for("pull_request", SENDERS["writer"]),
+        api_url=github.url,
+    )
+    assert run.outputs["exit-code"] == "2" and not srv.requests, run.logs
+    assert run.step_outputs["run"]["batch-id"] == ""
+    assert FORGED not in run.outputs["final-message"] and run.outputs["report"] == ""
+    assert not github.comments
+    assert not (workspace / "runner-out/report.json").exists()  # not in the artifact
+
+
+def test_the_upload_step_counts_in_the_conclusion() -> None:
+    """Every step of the action that can fail after the run is in finish's outcomes,
+    so a failed upload never ends `success`."""
+    import yaml
+
+    from tests.gha import ACTION
+
+    steps = yaml.safe_load(ACTION.read_text())["runs"]["steps"]
+    names = [s.get("id") or s.get("name") for s in steps]
+    after = names[names.index("run") + 1 :]
+    finish = next(s for s in steps if s.get("id") == "finish")
+    counted = {
+        p.split("=")[0] for p in finish["run"].split('--outcomes="')[1].split('"')[0].split()
+    }
+    assert {"comment", "pull-requests", "upload"} <= counted
+    assert set(after) - counted <= {"report", "finish"}, after

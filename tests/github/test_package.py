@@ -50,6 +50,7 @@ from tests.support.gha import (
     REPO,
     ROOT,
     FakeGitHub,
+    github_remote,
     parse_output_file,
     run_action,
     serve_fake_github,
@@ -277,8 +278,7 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
     srv = loopback_thread(per_conversation(scripted_model()))
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    server_url, origin = github_remote(tmp_path)
     workspace = make_git_repo(tmp_path / "ws")
     subprocess.run(
         ["git", "-C", str(workspace), "remote", "add", "origin", str(origin)], check=True
@@ -300,6 +300,7 @@ def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
             event_name="schedule",
             event=event,
             api_url=github.url,
+            job_env={"GITHUB_SERVER_URL": server_url},
         )
         assert not run.failed, run.logs
         assert run.outcomes["comment"] == "success"  # auto: not a PR event, no comment
@@ -678,7 +679,7 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
         for step in job["steps"]
         if "tasks" in (step.get("with") or {})
     }
-    assert sorted(inline) == ["benchmark.yml", "nightly.yml"]
+    assert sorted(inline) == ["benchmark.yml", "nightly-full-access.yml", "nightly.yml"]
     env = {"GITHUB_WORKSPACE": str(repo), "RUNNER_TEMP": str(tmp_path)}
     for text in inline.values():
         validates(inline_tasks(text, env))

@@ -31,6 +31,7 @@ from tests.support.gha import (
     REPO,
     ActionRun,
     FakeGitHub,
+    github_remote,
     run_action,
     serve_fake_github,
 )
@@ -408,8 +409,7 @@ class Nightly:
 
     def __init__(self, tmp: Path, github: FakeGitHub, base_url: str) -> None:
         self.tmp, self.github, self.nights = tmp, github, 0
-        self.origin = tmp / "origin.git"
-        subprocess.run(["git", "init", "-q", "--bare", str(self.origin)], check=True)
+        self.server_url, self.origin = github_remote(tmp)
         self.workspace = make_git_repo(tmp / "ws")
         git(self.workspace, "remote", "add", "origin", str(self.origin))
         git(self.workspace, "push", "-q", "origin", "main")
@@ -434,6 +434,7 @@ class Nightly:
                 "repository": {"full_name": REPO, "default_branch": "main"},
             },
             api_url=self.github.url,
+            job_env={"GITHUB_SERVER_URL": self.server_url},
         )
         assert not check or not run.failed, run.logs
         return run
@@ -637,8 +638,7 @@ def test_each_issue_used_as_a_prompt_pushes_a_branch_and_pr_of_its_own(
         return reply_message("done")
 
     srv = loopback_thread(per_conversation(script))
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    server_url, origin = github_remote(tmp_path)
     workspace = make_git_repo(tmp_path / "ws")
     git(workspace, "remote", "add", "origin", str(origin))
     github.permissions = {"alice": "write"}
@@ -662,6 +662,7 @@ def test_each_issue_used_as_a_prompt_pushes_a_branch_and_pr_of_its_own(
             event_name="issues",
             event=event,
             api_url=github.url,
+            job_env={"GITHUB_SERVER_URL": server_url},
         )
         assert not run.failed, run.logs
         assert run.outputs["branch"] == f"runner/nightly/issue-{number}"
@@ -684,3 +685,39 @@ def test_an_inline_prompts_task_is_named_after_its_thread() -> None:
     assert Context(event={"issue": {"number": 7, "pull_request": {}}}).prompt_id == "pr-7"
     assert Context(event={"pull_request": {"number": 7}}).prompt_id == "pr-7"
     assert Context(event={"schedule": "x"}).prompt_id == "prompt"
+
+
+@pytest.mark.slow
+def test_nightly_pushes_where_github_is_not_where_the_checkout_points(
+    nightly: Nightly, github: FakeGitHub
+) -> None:
+    """Something in the job set the checkout's push URL to a server
+    of its own. The pull-requests step pushes to GITHUB_SERVER_URL/GITHUB_REPOSITORY.git,
+    so the token never goes there and the branch lands on "GitHub"."""
+    attacker = f"{github.url}/attacker/x.git"
+    git(nightly.workspace, "config", "remote.origin.pushurl", attacker)
+    nightly.night()
+    assert nightly.tip() == nightly.result()
+    assert not [c for c in github.log if "attacker" in c[1]]
+
+
+APP_TOKEN = "ghs_canaryOtherAppToken0123456789abcdef"
+
+
+@pytest.mark.slow
+def test_the_moved_branch_notice_is_found_by_comment_author(
+    nightly: Nightly, github: FakeGitHub
+) -> None:
+    """With another GitHub App's token `GET /user` is refused; the notice is that app's
+    comment, found again through comment-author, so it is edited, not added nightly."""
+    github.tokens[APP_TOKEN] = None
+    github.authors[APP_TOKEN] = "my-app[bot]"
+    app = {"github-token": APP_TOKEN, "comment-author": "my-app[bot]"}
+    nightly.night(**app)
+    nightly.person_pushes()
+    for _ in (2, 3):
+        run = nightly.night(**app)
+        assert "moved by someone else; left alone" in run.logs["pull-requests"]
+    (notice,) = github.comments.values()
+    assert notice["user"]["login"] == "my-app[bot]"
+    assert notice["body"].startswith("<!-- runner:moved:bump -->")

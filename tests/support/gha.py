@@ -73,6 +73,9 @@ class FakeGitHub:
     answer to the same call with `Accept: application/vnd.github.diff`."""
     next_id: int = 1000
     url: str = ""
+    authors: dict[str, str] = field(default_factory=dict)
+    """Tokens -> who their comments are by, where `GET /user` refuses them (another
+    GitHub App's installation token: `my-app[bot]`); default github-actions[bot]."""
     faults: list[tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes]] = field(
         default_factory=list
     )
@@ -117,7 +120,7 @@ class FakeGitHub:
                 "id": self.next_id,
                 "issue": int(m[1]),
                 "body": body["body"],
-                "user": {"login": self.tokens[token] or ACTIONS_BOT},
+                "user": {"login": self.tokens[token] or self.authors.get(token, ACTIONS_BOT)},
             }
             return 201, self.comments[self.next_id]
         if (m := re.fullmatch(r"/issues/comments/(\d+)", path)) and method == "PATCH":
@@ -242,6 +245,17 @@ def serve_fake_github() -> Iterator[FakeGitHub]:
     server.shutdown()
     server.server_close()
     thread.join(5)
+
+
+def github_remote(tmp: Path) -> tuple[str, Path]:
+    """(GITHUB_SERVER_URL, the bare repository at SERVER/REPO.git): where the Action's
+    pull-requests step pushes, built from the environment as on GitHub (never the
+    checkout's own remote). A file URL: git is given no token for it."""
+    server = tmp / "github-server"
+    origin = server / f"{REPO}.git"
+    origin.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    return f"file://{server}", origin
 
 
 # ------------------------------------------------------------------ running the action
