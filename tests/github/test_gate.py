@@ -1528,7 +1528,7 @@ def test_a_report_the_run_did_not_write_is_never_published(
     from runner import Report
 
     srv = loopback_thread(per_conversation(lambda req, turn: reply_message("done")))
-    from tests.test_action_threads import report_file
+    from tests.support.threads import report_file
 
     forged = json.loads(report_file(tmp_path / "forged.json").read_text())
     forged["batch_id"] = "forged"
@@ -1557,7 +1557,7 @@ def test_the_upload_step_counts_in_the_conclusion() -> None:
     so a failed upload never ends `success`."""
     import yaml
 
-    from tests.gha import ACTION
+    from tests.support.gha import ACTION
 
     steps = yaml.safe_load(ACTION.read_text())["runs"]["steps"]
     names = [s.get("id") or s.get("name") for s in steps]

@@ -44,50 +44,12 @@ from tests.support.loopback import (
     reply_function_call,
     reply_message,
 )
-from tests.support.threads import comment_event, git, pr_remote
-
-HOSTILE = "see acme/victim#1 and www.evil.example or https://evil.example/x, ask @octocat"
+from tests.support.threads import HOSTILE, comment_event, git, pr_remote, report_file
 
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
     yield from serve_fake_github()
-
-
-def report_file(path: Path, error: str = HOSTILE) -> Path:
-    """A report with one failed run whose error text is the model server's."""
-    task: dict[str, Any] = {
-        "id": "review",
-        "model": "p/m",
-        "status": "failed",
-        "error": error,
-        "final_message": None,
-        "turns_completed": 0,
-        "tool_calls": 0,
-        "duration_s": 1.0,
-        "usage": {},
-        "requests": [],
-        "events_file": "e",
-    }
-    totals = {
-        "tasks": 1,
-        "completed": 0,
-        "not_completed": 1,
-        "requests": 1,
-        "tool_calls": 0,
-        "usage": {},
-    }
-    report = {
-        "batch_id": "r1",
-        "task_file": "t.yaml",
-        "started_at": "s",
-        "finished_at": "f",
-        "duration_s": 1.0,
-        "tasks": [task],
-        "totals": totals,
-    }
-    path.write_text(Report.model_validate(report).model_dump_json())
-    return path
 
 
 def step_env(

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from runner.reports.model import Report
 from tests.support.fixtures import make_git_repo
 from tests.support.gha import (
     REPO,
@@ -53,3 +54,42 @@ def pr_remote(tmp: Path) -> tuple[Path, Path, str, str]:
     checkout = tmp / "ws"
     subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True)
     return checkout, origin, base, head
+
+
+HOSTILE = "see acme/victim#1 and www.evil.example or https://evil.example/x, ask @octocat"
+
+
+def report_file(path: Path, error: str = HOSTILE) -> Path:
+    """A report with one failed run whose error text is the model server's."""
+    task: dict[str, Any] = {
+        "id": "review",
+        "model": "p/m",
+        "status": "failed",
+        "error": error,
+        "final_message": None,
+        "turns_completed": 0,
+        "tool_calls": 0,
+        "duration_s": 1.0,
+        "usage": {},
+        "requests": [],
+        "events_file": "e",
+    }
+    totals = {
+        "tasks": 1,
+        "completed": 0,
+        "not_completed": 1,
+        "requests": 1,
+        "tool_calls": 0,
+        "usage": {},
+    }
+    report = {
+        "batch_id": "r1",
+        "task_file": "t.yaml",
+        "started_at": "s",
+        "finished_at": "f",
+        "duration_s": 1.0,
+        "tasks": [task],
+        "totals": totals,
+    }
+    path.write_text(Report.model_validate(report).model_dump_json())
+    return path
