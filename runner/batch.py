@@ -174,11 +174,9 @@ async def run_batch(
 
     async def one(t: Run, ctx: BatchContext) -> None:
         async with limiter:
-            why = spend.exceeded()
-            if why is not None:
-                skipped[t.fingerprint] = RunRecord(
-                    t, events_file(t), skipped="budget", notes=(f"not started: {why}",)
-                )
+            held = held_back(t, spend, ctx.clients)
+            if held is not None:
+                skipped[t.fingerprint] = held
                 return
             await live(RunRecord(t, events_file(t)), ctx)
             await checkpoints.due()
@@ -197,7 +195,7 @@ async def run_batch(
                 order=order,
                 spend=spend,
                 show=show,
-                clients=Clients(stack, env),
+                clients=Clients(stack, env, (budget or BatchLimits()).max_connect_failures),
                 work_root=work_root,
                 today=today,
                 tz=tz,
@@ -245,6 +243,19 @@ def _warn_unisolated(tasks: Sequence[Run], concurrency: int, show: EventSink) ->
             "workspaces and processes); use --concurrency 1 or a sandbox to keep "
             "them apart"
         )
+
+
+def held_back(t: Run, spend: BatchSpend, clients: Clients) -> RunRecord | None:
+    """The record of a run that must not start: the batch budget is spent, or its
+    provider stopped answering (the other providers' runs go on)."""
+    why = spend.exceeded()
+    if why is not None:
+        return RunRecord(t, events_file(t), skipped="budget", notes=(f"not started: {why}",))
+    down = clients.down(t)
+    if down is not None:
+        note = f"not started: {down}"
+        return RunRecord(t, events_file(t), skipped="provider_down", notes=(note,))
+    return None
 
 
 def events_file(t: Run) -> str:

@@ -6,6 +6,7 @@
     │   ├── NoAnswer             no answer: connect/send failures, timeouts before the status
     │   ├── ModelError           anything between us and the model
     │   │   ├── ModelNoAnswer      a model request's NoAnswer (it is both)
+    │   │   ├── ProviderDown       N requests in a row never reached the provider: not resent
     │   │   ├── StatusRefusal      a non-2xx answer (status, body, the body's error code kept)
     │   │   ├── StreamFailure      response.failed / incomplete, a cut or malformed stream
     │   │   ├── ContextWindowExceeded
@@ -117,6 +118,24 @@ class ModelNoAnswer(ModelError, NoAnswer):
     def __init__(self, message: str, *, code: str | None = None) -> None:
         self.code = code
         super().__init__(message)
+
+
+CONNECT_FAILED = "connect_failed"
+"""`ModelNoAnswer.code` when no connection could be made at all (refused, DNS, TLS
+handshake, connect timeout): the provider, not this request, is the trouble."""
+
+
+class ProviderDown(ModelError):
+    """The provider did not answer at all, several requests in a row
+    (`budget.max_connect_failures`): nothing is sent to it any more, the runs of the
+    batch still to start for it are skipped. An infrastructure failure (status `error`),
+    never the request's fault."""
+
+    code = "provider_down"
+
+    @property
+    def request_fault(self) -> bool:
+        return False
 
 
 class StatusRefusal(ModelError):

@@ -10,6 +10,7 @@ request). Tests point `base_url` at a loopback server; nothing is monkeypatched.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
@@ -20,7 +21,7 @@ import anyio
 import httpx
 
 from runner.decoding import CHUNK, Decoder
-from runner.errors import ModelNoAnswer, NoAnswer, StreamFailure
+from runner.errors import CONNECT_FAILED, ModelNoAnswer, NoAnswer, StreamFailure
 from runner.sse import MAX_STREAM_BYTES, Framer
 from runner.vocabulary import Auth
 
@@ -128,8 +129,17 @@ connection it had dropped): the request never reached it, so it may be sent agai
 
 
 def transport_error(exc: httpx.RequestError) -> ModelNoAnswer:
+    """The runner's error for `exc`, naming the URL it was sent to (httpx's own message
+    names neither the URL nor the host: "All connection attempts failed")."""
     unread = isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" in str(exc)
-    return ModelNoAnswer(f"{type(exc).__name__}: {exc}", code=CLOSED_UNREAD if unread else None)
+    code = CLOSED_UNREAD if unread else None
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        code = CONNECT_FAILED  # refused, DNS, TLS handshake: no answer from anyone
+    where = ""
+    with contextlib.suppress(RuntimeError):  # a request is attached to every send error
+        url = exc.request.url.copy_with(query=None, userinfo=b"")
+        where = f" ({exc.request.method} {url})"
+    return ModelNoAnswer(f"{type(exc).__name__}: {exc}{where}", code=code)
 
 
 @asynccontextmanager

@@ -89,7 +89,7 @@ class Journal:
                 )
             return str(_batch_id(old))
         if meta.is_file():  # an earlier batch's out directory: its files go with it
-            for sub in ("threads", "patches"):
+            for sub in ("threads", "patches", "inputs"):
                 shutil.rmtree(self.dir.parent / sub, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         started = dt.datetime.now(dt.UTC).isoformat()

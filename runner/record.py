@@ -56,6 +56,9 @@ class RunRecord:
     current_date: str | None = None
     timezone: str | None = None
     """The day and zone `<environment_context>` told the model (pinned or the machine's)."""
+    inputs: dict[str, str] | None = None
+    """The run's exact input as files of the out dir (`reports.inputs`): the rendered
+    prompt, the instructions, the tool schemas; None until its thread is made."""
     notes: tuple[str, ...] = ()
     """What went wrong or was left out, in the order it happened: the report's `error`
     joins them after the status's own reason."""

@@ -94,6 +94,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "cost_usd": cost_usd(price_of(run.price), o.usage if o else Usage()),
         "index": order.get(run.fingerprint),
         "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
+        "inputs": rec.inputs,
     }
     if o is None:
         return RunReport(

@@ -40,6 +40,7 @@ from runner.record import CheckResult, Finished, RunRecord, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog
+from runner.reports.inputs import record_inputs
 from runner.sandbox import make_executor, user_folder
 from runner.sandbox.env import child_env
 from runner.skills import Staged, stage
@@ -181,7 +182,7 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
         model = await b.clients.get(t)
         async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
             thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b)
-            rec = _noted(rec, log, *notes)
+            rec = _noted(rec.but(inputs=_inputs(rec.run, thread, b)), log, *notes)
             try:
                 rec = rec.but(outcome=await thread.run())
             except anyio.get_cancelled_exc_class():
@@ -225,6 +226,19 @@ def _thread_for(
         skills=_staged(t, ws),
     )
     return thread, [b.redact(n) for n in notes]
+
+
+def _inputs(t: Run, thread: Thread, b: BatchContext) -> dict[str, str]:
+    """The thread's exact input, stored once per distinct value (`reports.inputs`). Not
+    the whole developer message: it names the workspace's path on this machine."""
+    return record_inputs(
+        b.out_dir,
+        b.redact,
+        prompts=list(thread.spec.prompts),
+        instructions=thread.spec.instructions,
+        developer_instructions=t.developer_instructions,
+        tools=[dict(t) for t in thread.tool_specs],
+    )
 
 
 def _staged(t: Run, ws: workspace.Workspace) -> Staged | None:

@@ -11,8 +11,9 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 Auth = Literal["bearer", "api-key", "none"]
 """How a provider takes its key: `Authorization: Bearer`, Azure's `api-key`, or not at all."""
 
-SkipReason = Literal["budget", "interrupted"]
-"""Why a run never started: the batch budget was spent, or Ctrl-C or SIGTERM came first."""
+SkipReason = Literal["budget", "interrupted", "provider_down"]
+"""Why a run never started: the batch budget was spent, Ctrl-C or SIGTERM came first, or
+its provider stopped answering (`budget.max_connect_failures`)."""
 
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
 REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)

@@ -22,6 +22,7 @@ from runner.errors import ModelError
 from runner.http import provider_headers
 from runner.output_schema import text_format
 from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
+from runner.providers.health import MAX_CONNECT_FAILURES, Health, Watched
 from runner.redact import Redactor
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
@@ -68,11 +69,23 @@ def make_tools(task: Run) -> list[Tool]:
 class Clients:
     """One client per provider, opened on first use and closed with the batch."""
 
-    def __init__(self, stack: AsyncExitStack, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        stack: AsyncExitStack,
+        env: dict[str, str],
+        max_connect_failures: int = MAX_CONNECT_FAILURES,
+    ) -> None:
         self._stack = stack
         self._env = env
         self._clients: dict[str, ModelClient] = {}
+        self._health: dict[str, Health] = {}
+        self._max_connect_failures = max_connect_failures
         self._lock = anyio.Lock()
+
+    def down(self, task: Run) -> str | None:
+        """Why the task's provider gets nothing more (it stopped answering), if it does."""
+        health = self._health.get(task.provider_name)
+        return None if health is None else health.down
 
     async def get(self, task: Run) -> ModelClient:
         async with self._lock:
@@ -127,8 +140,10 @@ class Clients:
             )
         from runner.providers.retry import RetryingClient
 
+        health = Health(task.provider_name, base_url, self._max_connect_failures)
+        self._health[task.provider_name] = health
         client = RetryingClient(
-            client,
+            Watched(client, health),
             request_max_retries=p.request_max_retries,
             stream_max_retries=p.stream_max_retries,
             max_wait_s=p.max_retry_wait_s,

@@ -278,6 +278,11 @@ class BatchLimits(Frozen):
     max_input_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     max_output_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     max_cost_usd: Annotated[StrictFloat, Field(gt=0)] | None = None
+    max_connect_failures: Annotated[StrictInt, Field(ge=1)] = 3
+    """Requests in a row to one provider that get no answer at all (connection refused,
+    DNS, TLS) before it counts as down: its runs still to start are skipped, naming it
+    and its base URL; the other providers go on. Any answer, even an HTTP error, resets
+    the count."""
 
 
 PriceConfig = Price

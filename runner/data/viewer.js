@@ -257,6 +257,14 @@
       if (r.check.tail) box.appendChild(pre(r.check.tail));
     }
     if (full) { box.appendChild(el("h4", null, "Tokens per request")); box.appendChild(tokenChart(r)); }
+    if (r.inputs) {
+      const input = el("div");
+      ["Prompt", "Instructions", "Tool schemas"].forEach((label, k) => {
+        input.appendChild(el("h4", null, label + " (" + r.inputs[k] + ")"));
+        input.appendChild(pre(D.inputs[r.inputs[k]] || "(not in this page)"));
+      });
+      box.appendChild(details("Input: prompt, instructions, tool schemas", input, false));
+    }
     box.appendChild(el("h4", null, "Final message"));
     box.appendChild(pre(r.final || "(none)"));
     box.appendChild(details("Transcript", transcript(r), full));

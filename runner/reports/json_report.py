@@ -1,5 +1,6 @@
-"""Builds `report.json` from the runs' entries (pure; the caller writes it atomically).
-A run makes its own entry (`report_entry.run_report`)."""
+"""Builds `report.json` from the runs' entries (pure but for the runner's own version and
+commit, read once per process; the caller writes it atomically). A run makes its own
+entry (`report_entry.run_report`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from runner.items import Usage
+from runner.reports.inputs import runner_identity
 from runner.reports.model import (
     BatchIdentity,
     Report,
+    RunnerIdentity,
     RunReport,
     UsageReport,
 )
@@ -49,4 +52,5 @@ def build_report(
         totals=compute_totals(runs),
         runs=list(runs),
         pending=pending,
+        runner=RunnerIdentity(**runner_identity()),
     )

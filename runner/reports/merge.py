@@ -31,13 +31,21 @@ from runner.fsutil import atomic_write_chunks
 from runner.redact import Redactor
 from runner.reports.files import write_reports
 from runner.reports.model import READS, SCHEMA_VERSION, Report, RunReport
-from runner.reports.named import REPORT_BYTES, check_named, open_named, open_plain
+from runner.reports.named import (
+    INPUTS_DIR,
+    REPORT_BYTES,
+    check_named,
+    open_named,
+    open_plain,
+    read_named,
+)
 from runner.reports.totals import compute_totals
 from runner.sizes import size
 
 REPORT_FILE = "report.json"
-COPIED_DIRS = ("threads", "patches")
-"""Everything a report points to (`events_file`, `result.patch`) lives under these."""
+COPIED_DIRS = ("threads", "patches", INPUTS_DIR)
+"""Everything a report points to (`events_file`, `result.patch`, `inputs`) lives under
+these."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +331,7 @@ def merge_reports(shards: Sequence[Shard], *, partial: bool = False) -> Report:
         partial=bool(missing or lacking),
         missing_shards=missing,
         pending=lacking,
+        runner=first.report.runner,
     )
 
 
@@ -371,19 +380,29 @@ def _plan_copies(shards: Sequence[Shard], out: Path) -> dict[Path, tuple[Path, s
                     if st.st_nlink != 1:
                         refuse(path, rel, "has another hard link")
                     elif dest in plan:
-                        problems.append(
-                            Problem(
-                                str(path),
-                                None,
-                                rel,
-                                f"also in {Path(*plan[dest])}: two shards wrote the same file",
-                            )
-                        )
+                        problems += _twice(plan[dest], root, rel, path)
                     else:
                         plan[dest] = (root, rel)
     if problems:
         raise ConfigError(problems)
     return plan
+
+
+def _twice(first: tuple[Path, str], root: Path, rel: str, path: Path) -> list[Problem]:
+    """A file two shards both hold: refused, unless it is a file of `inputs/` with the
+    same bytes in both (one input shared by runs of several shards, kept once; its
+    content-addressed name says so, but an edited artifact's may not)."""
+    if rel.startswith(f"{INPUTS_DIR}/"):
+        a = read_named(first[0], first[1], INPUTS_DIR, INPUT_BYTES)
+        b = read_named(root, rel, INPUTS_DIR, INPUT_BYTES)
+        if a is not None and a == b and a[1] <= INPUT_BYTES:
+            return []
+    why = f"also in {Path(*first)}: two shards wrote the same file"
+    return [Problem(str(path), None, rel, why)]
+
+
+INPUT_BYTES = 64 << 20
+"""The largest input file compared: instructions and tool schemas are kilobytes."""
 
 
 def _copy(shard: Path, rel: str, dest: Path) -> None:

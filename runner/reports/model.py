@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3"
-READS = frozenset({"runner.report/1", "runner.report/2", SCHEMA_VERSION})
+SCHEMA_VERSION = "runner.report/3.1"
+READS = frozenset({"runner.report/1", "runner.report/2", "runner.report/3", SCHEMA_VERSION})
 """/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
-and the status `max_requests` `max_turns`. Older reports are read and written back as /3."""
+and the status `max_requests` `max_turns`; /3 lacked `runner`, `runs[].inputs` and the
+retry counts (all optional). Older reports are read and written back as /3.1."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -20,6 +21,30 @@ OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+INPUT_FILE = r"^inputs/[0-9a-f]{64}\.json$"
+
+
+class RunInputs(Strict):
+    """Files under `inputs/`, each named by the SHA-256 of its bytes and stored once per
+    report directory however many runs share it (secrets redacted)."""
+
+    prompt: str = Field(pattern=INPUT_FILE)
+    """`{"prompts": [...]}`: the task prompt as sent (after the variant's
+    `prompt_template`), then each follow-up turn."""
+    instructions: str = Field(pattern=INPUT_FILE)
+    """`{"instructions": ..., "developer_instructions": ...}`: the base instructions sent
+    with every request and the task's developer instructions."""
+    tools: str = Field(pattern=INPUT_FILE)
+    """`{"tools": [...]}`: the tool schemas sent with every request."""
+
+
+class RunnerIdentity(Strict):
+    version: str | None = None
+    """The runner's version (`runner.__version__`)."""
+    commit: str | None = None
+    """The git commit of the runner's checkout; null when installed from a distribution."""
 
 
 class UsageReport(Strict):
@@ -197,6 +222,9 @@ class RunReport(Strict):
     (or `--date`), else the day the batch started. Null for a run that never started."""
     timezone: str | None = None
     """The zone `<environment_context>` told the model, pinned or this machine's."""
+    inputs: RunInputs | None = None
+    """Where the run's exact input is kept; null for a run that never started (and in
+    reports before /3.1)."""
 
 
 class Totals(Strict):
@@ -271,6 +299,8 @@ class Report(Strict):
     a report written by `runner run`."""
     batch: BatchIdentity | None = None
     """Null in reports of runners before batch identities existed."""
+    runner: RunnerIdentity | None = None
+    """The runner that wrote the report; null in reports before /3.1."""
     partial: bool = False
     """A merge of an incomplete set of shards, or of shards cut short
     (`runner report merge --partial`)."""

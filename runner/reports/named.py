@@ -1,5 +1,5 @@
 """The files of a report directory (`report.json` and the files it names: `events_file`,
-`result.patch`), treated as data.
+`result.patch`, `inputs`), treated as data.
 
 A report directory may be a CI artifact someone edited: a name in it is a claim, not a path
 to follow. So a name must be relative and lie under its own folder (`threads/` for events,
@@ -27,6 +27,7 @@ from runner.reports.model import Report
 
 EVENTS_DIR = "threads"
 PATCHES_DIR = "patches"
+INPUTS_DIR = "inputs"
 WHERE = "a report directory"
 """How refusals name the tree they were refused in."""
 REPORT_BYTES = 256 << 20
@@ -129,6 +130,9 @@ def named_files(report: Report) -> Iterator[tuple[str, str, str]]:
         yield f"tasks[{i}].events_file", t.events_file, EVENTS_DIR
         if t.result is not None:
             yield f"tasks[{i}].result.patch", t.result.patch, PATCHES_DIR
+        if t.inputs is not None:
+            for kind in ("prompt", "instructions", "tools"):
+                yield f"tasks[{i}].inputs.{kind}", getattr(t.inputs, kind), INPUTS_DIR
 
 
 def check_named(root: Path, report: Report, file: str) -> list[Problem]:

@@ -13,6 +13,7 @@ holds the data or open a comment in it, and `JSON.parse` still reads the exact t
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from runner.reports.fmt import printable
 from runner.reports.model import Report, RunReport
-from runner.reports.named import EVENTS_DIR, PATCHES_DIR, named_lines, read_named
+from runner.reports.named import EVENTS_DIR, INPUTS_DIR, PATCHES_DIR, named_lines, read_named
 from runner.reports.summary import column_name
 from runner.sizes import size as size_text
 
@@ -157,8 +158,38 @@ def _patch(out_dir: Path, run: RunReport, budget: int) -> tuple[str | None, str]
     return cut(text, budget), note
 
 
+INPUT_CHARS = 100_000
+"""Characters kept of one input file (the base instructions are about 20,000); each
+distinct file is in the page once, however many runs share it."""
+
+
+def _inputs(out_dir: Path, run: RunReport, kept: dict[str, str]) -> list[str] | None:
+    """The run's prompt, instructions and tools files, each read into `kept` (by name)
+    the first time a run names it."""
+    if run.inputs is None:
+        return None
+    names = [run.inputs.prompt, run.inputs.instructions, run.inputs.tools]
+    for name in names:
+        if name in kept:
+            continue
+        read = read_named(out_dir, name, INPUTS_DIR, 4 * INPUT_CHARS)
+        if read is None:
+            kept[name] = f"{name} not shown: missing, or not a plain file under inputs/."
+            continue
+        text = read[0].decode("utf-8", errors="replace")
+        with contextlib.suppress(ValueError):  # cut short or edited: shown as it is
+            text = json.dumps(json.loads(text), indent=1, ensure_ascii=False)
+        kept[name] = cut(text, INPUT_CHARS)
+    return names
+
+
 def run_data(
-    out_dir: Path, run: RunReport, task: int, col: int, budgets: tuple[int, int]
+    out_dir: Path,
+    run: RunReport,
+    task: int,
+    col: int,
+    budgets: tuple[int, int],
+    kept: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     u = run.usage
     entries, left = transcript(out_dir, run, budgets[0])
@@ -205,6 +236,7 @@ def run_data(
         "events": printable(run.events_file),
         "patch": patch,
         "patch_note": patch_note,
+        "inputs": _inputs(out_dir, run, {} if kept is None else kept),
     }
 
 
@@ -221,6 +253,7 @@ def viewer_data(report: Report, out_dir: Path) -> dict[str, Any]:
         min(PATCH_LIMIT, PATCHES_TOTAL // n),
     )
     runs = []
+    kept: dict[str, str] = {}
     for run in report.runs:
         task = tasks.setdefault(run.id, len(tasks))
         name = column_name(run)
@@ -229,11 +262,12 @@ def viewer_data(report: Report, out_dir: Path) -> dict[str, Any]:
             col_parts.append(
                 [printable(run.model), printable(run.variant) if run.variant else None]
             )
-        runs.append(run_data(out_dir, run, task, cols[name], budgets))
+        runs.append(run_data(out_dir, run, task, cols[name], budgets, kept))
     return {
         "batch": printable(report.batch_id),
         "tasks": [printable(t) for t in tasks],
         "cols": col_parts,
         "runs": runs,
+        "inputs": kept,
         "budgets": list(budgets),
     }

@@ -1,0 +1,116 @@
+"""Every run's exact input is on record: the rendered prompt, the instructions and the tool
+schemas, stored once per distinct value under `inputs/` and named from each run in
+report.json, with the runner's version and commit; shards merge with their inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import run_cli, write_tasks
+from tests.support.fixtures import ThreadFactory
+from tests.support.loopback import per_conversation, reply_message
+
+BODY = "  - {id: a, prompt: fix it, repo: .}\n  - {id: b, prompt: explain it, repo: .}\n"
+MATRIX = (
+    "matrix:\n"
+    "  variant:\n"
+    "    - {name: terse, prompt_template: 'Be brief. {prompt}'}\n"
+    "    - {name: plain}\n"
+    "  repeat: 2\n"
+)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _report(out: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return report
+
+
+def _json(out: Path, rel: str) -> Any:
+    return json.loads((out / rel).read_text())
+
+
+def test_inputs_are_stored_once_and_named_from_each_run(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    tasks = write_tasks(tmp_path, srv.base_url, BODY, defaults=MATRIX)
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    report = _report(out)
+    assert report["schema_version"] == "runner.report/3.1"
+    runs = report["runs"]
+    assert len(runs) == 8
+    files = sorted(p.name for p in (out / "inputs").iterdir())
+    # 2 tasks x 2 variants render 4 prompts; one set of instructions, one of tools.
+    assert len(files) == 6, files
+    for p in (out / "inputs").iterdir():
+        assert p.name == hashlib.sha256(p.read_bytes()).hexdigest() + ".json"
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    by_run = {r["run"]: r for r in runs}
+    terse = by_run["a.terse.r1"]["inputs"]
+    assert _json(out, terse["prompt"]) == {"prompts": ["Be brief. fix it"]}
+    assert _json(out, by_run["a.plain.r2"]["inputs"]["prompt"]) == {"prompts": ["fix it"]}
+    assert by_run["a.terse.r2"]["inputs"] == terse  # a repeat shares every file
+    # What was recorded is what the server was sent.
+    sent = srv.requests[0]
+    (same,) = {json.dumps(r["inputs"]["instructions"]) for r in runs}
+    assert _json(out, json.loads(same))["instructions"] == sent.instructions
+    assert _json(out, terse["tools"]) == {"tools": sent.tools}
+    # The runner's identity, never a path of this machine.
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    assert report["runner"]["version"]
+    if head.returncode == 0:
+        assert report["runner"]["commit"] == head.stdout.strip()
+    assert "/" not in json.dumps(report["runner"])
+
+
+def test_merged_shards_keep_their_inputs(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    tasks = write_tasks(tmp_path, srv.base_url, BODY, defaults=MATRIX)
+    shards = [tmp_path / f"s{k}" for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):
+        res = run_cli("run", tasks, "--out", shard, "--shard", f"{k}/2")
+        assert res.returncode == 0, res.stderr
+    merged = tmp_path / "merged"
+    res = run_cli("report", "merge", *shards, "--out", merged)
+    assert res.returncode == 0, res.stderr
+    report = _report(merged)
+    assert len(report["runs"]) == 8
+    for r in report["runs"]:
+        for kind in ("prompt", "instructions", "tools"):
+            assert (merged / r["inputs"][kind]).is_file(), (r["run"], kind)
+    assert report["runner"] == _report(shards[0])["runner"]
+
+
+def test_an_input_path_is_data_and_checked(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: fix it, repo: .}\n")
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    report = _report(out)
+    report["runs"][0]["inputs"]["prompt"] = "inputs/../../etc/passwd"
+    (out / "report.json").write_text(json.dumps(report))
+    res = run_cli("report", "merge", out, "--out", tmp_path / "m")
+    assert res.returncode == 2
+    assert "runs[0].inputs.prompt" in res.stderr or "inputs.prompt" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    # Two shards naming one input file with different bytes are refused, not mixed.
+    both = write_tasks(tmp_path / "two", srv.base_url, BODY)
+    shards = [tmp_path / f"s{k}" for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):
+        assert run_cli("run", both, "--out", shard, "--shard", f"{k}/2").returncode == 0
+    rel = _report(shards[0])["runs"][0]["inputs"]["tools"]
+    assert rel == _report(shards[1])["runs"][0]["inputs"]["tools"]
+    (shards[0] / rel).write_text('{"tools": []}\n')
+    res = run_cli("report", "merge", *shards, "--out", tmp_path / "m2")
+    assert res.returncode == 2
+    assert rel in res.stderr and "two shards wrote the same file" in res.stderr, res.stderr
