@@ -15,7 +15,8 @@
     │   │   ├── RateLimited        still rate limited after retries, or asked to wait too long
     │   │   ├── QuotaExhausted     `insufficient_quota`: no retry can help
     │   │   └── AuthFailed         401 / 403: the API key is wrong or lacks access
-    │   └── GitHubError          a GitHub REST call failed (the Action's steps)
+    │   ├── GitHubError          a GitHub REST call failed (the Action's steps)
+    │   └── BodyTooLarge         an answer past its client's byte cap, as decoded (runner/http.py)
     ├── RunEnds                the loop ends the run: a status and why (a limit, an overflow)
     ├── ToolError              a tool could not run (reported to the model, never raised past it)
     │   ├── ToolArgumentsError   a call's arguments are malformed (shell, update_plan)
@@ -247,6 +248,12 @@ class GitHubError(RemoteError):
         self.retryable = retryable
         self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+class BodyTooLarge(RemoteError):
+    """An answer passed the byte cap of the client that read it (MCP servers, the GitHub
+    API), counted as decoded: what a compressed body unfolds to is what memory holds.
+    Final: the server answers the same way again."""
 
 
 class RunEnds(RunnerError):

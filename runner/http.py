@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
@@ -21,7 +22,15 @@ import anyio
 import httpx
 
 from runner.decoding import CHUNK, Decoder
-from runner.errors import CONNECT_FAILED, ModelNoAnswer, NoAnswer, StreamFailure
+from runner.errors import (
+    CONNECT_FAILED,
+    BodyTooLarge,
+    ModelNoAnswer,
+    NoAnswer,
+    RemoteError,
+    StreamFailure,
+)
+from runner.sizes import MIB
 from runner.sse import MAX_STREAM_BYTES, Framer
 from runner.vocabulary import Auth
 
@@ -33,6 +42,119 @@ HTTPError = httpx.HTTPError
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
+
+MCP_BODY_BYTES = 16 * MIB
+"""The most an MCP server's answer may unfold to: twice the item cap (`sizes.ITEM_BYTES`),
+room for a tool result the model could still be given once JSON-escaped."""
+REST_BODY_BYTES = 32 * MIB
+"""The most a GitHub REST answer may unfold to: far above any page or diff it serves."""
+
+
+class _Body:
+    """One response's raw bytes decoded by `Decoder` a bounded piece at a time, counted
+    against `cap`. The encoding is judged when the body is first read, not when the
+    headers come, so an error answer's status still reaches its caller."""
+
+    def __init__(
+        self, header: str, cap: int | None, wrap: Callable[[RemoteError], Exception]
+    ) -> None:
+        self._header = header
+        self._cap = cap
+        self._wrap = wrap
+        self._decoder: Decoder | None = None
+        self._seen = 0
+
+    def feed(self, raw: bytes) -> Iterator[bytes]:
+        yield from self._counted(lambda d: d.feed(raw))
+
+    def end(self) -> Iterator[bytes]:
+        yield from self._counted(lambda d: d.end())
+
+    def _counted(self, step: Callable[[Decoder], Iterator[bytes]]) -> Iterator[bytes]:
+        try:
+            if self._decoder is None:
+                self._decoder = Decoder(self._header)
+            for piece in step(self._decoder):
+                self._seen += len(piece)
+                if self._cap is not None and self._seen > self._cap:
+                    raise BodyTooLarge(
+                        f"the answer is larger than {self._cap // MIB} MiB as decoded; "
+                        "the rest was not read"
+                    )
+                yield piece
+        except RemoteError as exc:
+            raise self._wrap(exc) from None
+
+
+def _unwrapped(exc: RemoteError) -> Exception:
+    return exc
+
+
+def _take_body(headers: Any, cap: int | None, wrap: Callable[[RemoteError], Exception]) -> _Body:
+    """The decoder for a response whose headers are `headers`, which from now on no longer
+    name the encoding: the body the client reads is the decoded one."""
+    header = ", ".join(headers.get_list("content-encoding"))
+    if header:
+        del headers["content-encoding"]
+        headers.pop("content-length", None)
+    return _Body(header, cap, wrap)
+
+
+class _DecodedAsync(httpx.AsyncByteStream):
+    def __init__(self, raw: httpx.AsyncByteStream, body: _Body) -> None:
+        self._raw = raw
+        self._body = body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._raw:
+            for piece in self._body.feed(chunk):
+                yield piece
+        for piece in self._body.end():
+            yield piece
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+class _DecodedSync(httpx.SyncByteStream):
+    def __init__(self, raw: httpx.SyncByteStream, body: _Body) -> None:
+        self._raw = raw
+        self._body = body
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._raw:
+            yield from self._body.feed(chunk)
+        yield from self._body.end()
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _async_hook(cap: int | None) -> Callable[[httpx.Response], Any]:
+    """The response hook every async httpx client of the runner has: httpx never decodes a
+    body itself (it inflates a whole network chunk at once, so a `gzip, gzip` body of 1 kB
+    became gigabytes before any cap saw a byte). A hook rather than a transport, so a
+    proxy the environment names is covered too."""
+
+    async def hook(resp: httpx.Response) -> None:
+        if not resp.is_stream_consumed:  # a response made in memory is already decoded
+            body = _take_body(resp.headers, cap, _unwrapped)
+            assert isinstance(resp.stream, httpx.AsyncByteStream)
+            resp.stream = _DecodedAsync(resp.stream, body)
+
+    return hook
+
+
+def _sync_hook(cap: int | None) -> Callable[[httpx.Response], None]:
+    """`_async_hook` for the blocking clients."""
+
+    def hook(resp: httpx.Response) -> None:
+        if not resp.is_stream_consumed:
+            body = _take_body(resp.headers, cap, _unwrapped)
+            assert isinstance(resp.stream, httpx.SyncByteStream)
+            resp.stream = _DecodedSync(resp.stream, body)
+
+    return hook
 
 
 def request_headers(
@@ -96,6 +218,7 @@ def make_client(
         transport=transport,
         trust_env=False,
         follow_redirects=False,
+        event_hooks={"response": [_async_hook(None)]},
     )
 
 
@@ -109,8 +232,10 @@ async def body_chunks(resp: httpx.Response) -> AsyncGenerator[bytes, None]:
     Every body the runner reads from a model server comes through here, never through
     httpx's own decoding (`aiter_bytes`), which inflates a whole network chunk at once:
     the caps count these pieces, so a compressed bomb meets them before it meets memory.
-    An encoding the runner does not undo raises `EncodingRefused`. (A response made in
-    memory, as tests' mock transports make them, arrives already read and decoded.)"""
+    An encoding the runner does not undo raises `EncodingRefused`. The clients made here
+    have decoded it already (`_async_hook`); a client made elsewhere has not. (A response
+    made in memory, as tests' mock transports make them, arrives already read and
+    decoded.)"""
     if resp.is_stream_consumed:
         for at in range(0, len(resp.content), CHUNK):
             yield resp.content[at : at + CHUNK]
@@ -248,14 +373,56 @@ async def read_limited(resp: httpx.Response, limit: int) -> bytes | None:
     return bytes(buf)
 
 
+@functools.cache
+def _mcp_parts() -> tuple[Callable[[RemoteError], Exception], type]:
+    """httpx2's side of `_async_hook`, made on first use (httpx2 is imported only when a
+    run has an MCP server over HTTP).
+
+    The SDK turns only httpx2's stream and SSE errors into a JSON-RPC error for the
+    waiting request; anything else it logs and drops, and the session waits out its
+    startup timeout. So a refused body is raised as both, carrying the runner's message,
+    and the session fails at once saying why."""
+    import httpx2
+
+    class Refused(httpx2.SSEError, httpx2.StreamError):
+        pass
+
+    class Decoded(httpx2.AsyncByteStream):
+        def __init__(self, raw: httpx2.AsyncByteStream, body: _Body) -> None:
+            self._raw = raw
+            self._body = body
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._raw:
+                for piece in self._body.feed(chunk):
+                    yield piece
+            for piece in self._body.end():
+                yield piece
+
+        async def aclose(self) -> None:
+            await self._raw.aclose()
+
+    return (lambda exc: Refused(str(exc))), Decoded
+
+
 @asynccontextmanager
 async def mcp_client(headers: Mapping[str, str]) -> AsyncIterator[Any]:
     """The client the MCP SDK's streamable HTTP transport talks through (the SDK takes an
-    httpx2 client; it leaves closing it to its owner, so this owns it)."""
+    httpx2 client; it leaves closing it to its owner, so this owns it). Its answers are
+    decoded here, bounded by `MCP_BODY_BYTES`."""
     import httpx2
 
+    refused, decoded = _mcp_parts()
+
+    async def hook(resp: httpx2.Response) -> None:
+        if not resp.is_stream_consumed:
+            body = _take_body(resp.headers, MCP_BODY_BYTES, refused)
+            resp.stream = decoded(resp.stream, body)
+
     async with httpx2.AsyncClient(
-        headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)
+        headers={"accept-encoding": ACCEPT_ENCODING, **headers},
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        event_hooks={"response": [hook]},
     ) as client:
         yield client
 
@@ -266,21 +433,34 @@ def rest_client(
     """A blocking client for a REST API (the GitHub Action's steps are plain scripts).
     Unlike the model clients it honours proxy variables: hosted runners may need them."""
     return httpx.Client(
-        base_url=base_url, timeout=timeout_s, headers=dict(headers), follow_redirects=False
+        base_url=base_url,
+        timeout=timeout_s,
+        headers={"accept-encoding": ACCEPT_ENCODING, **headers},
+        follow_redirects=False,
+        event_hooks={"response": [_sync_hook(REST_BODY_BYTES)]},
     )
 
 
 def rest_request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
     """One request; a failure to get a whole answer (the same httpx errors a model request
-    turns into a `ModelNoAnswer`) is a `NoAnswer`, not a model provider's error."""
+    turns into a `ModelNoAnswer`) is a `NoAnswer`, not a model provider's error. A body
+    past `REST_BODY_BYTES`, refused or corrupt is one too, not worth resending."""
     try:
         return client.request(method, path, **kwargs)
     except httpx.RequestError as exc:
         raise NoAnswer(type(exc).__name__) from exc
+    except (BodyTooLarge, StreamFailure) as exc:
+        err = NoAnswer(str(exc))
+        err.retryable = False
+        raise err from None
 
 
 def forwarding_client() -> httpx.AsyncClient:
     """For the git forwarder (`workspace.authproxy`): redirects are passed back to git,
     never followed with the token."""
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-    return httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+    return httpx.AsyncClient(
+        timeout=timeout,
+        follow_redirects=False,
+        event_hooks={"response": [_async_hook(None)]},
+    )

@@ -86,7 +86,7 @@ class GitHub:
                 self._client, method, path, json=json_body, params=params, headers=headers
             )
         except NoAnswer as exc:
-            raise GitHubError(f"GitHub {method} {path}: {exc}", retryable=True) from None
+            raise GitHubError(f"GitHub {method} {path}: {exc}", retryable=exc.retryable) from None
         status = resp.status_code
         if status in ok:
             return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 import tempfile
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
 
 MAX_NAME = 64
 """The Responses and Chat APIs reject longer function names."""
+
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+# The SDK logs what it drops, with a traceback, and with no handler of the runner's Python
+# prints those to stderr; the runner says why a server failed itself, in one line.
 SANDBOX_NOTE = (
     "MCP tools (named mcp__<server>__<tool>) run in their own server processes, "
     "outside the sandbox described above: the sandbox limits only the shell."

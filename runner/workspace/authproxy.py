@@ -28,6 +28,7 @@ from functools import partial
 import anyio
 from anyio.abc import SocketStream
 
+from runner.errors import StreamFailure
 from runner.http import AsyncClient, HTTPError, forwarding_client
 from runner.workspace.peer import served_by_tree
 
@@ -235,8 +236,8 @@ async def _forward(
             await stream.send((status + "".join(kept) + "Connection: close\r\n\r\n").encode())
             async for chunk in response.aiter_raw():
                 await stream.send(chunk)
-        except (anyio.BrokenResourceError, HTTPError):
-            return
+        except (anyio.BrokenResourceError, HTTPError, StreamFailure):
+            return  # git sees the answer cut short (a refused encoding: runner/http.py)
         finally:
             await response.aclose()
 

@@ -6,12 +6,16 @@ line and field (exit 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -242,3 +246,84 @@ def test_a_compressed_bomb_is_decoded_within_the_caps(
     assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
     assert run["status"] == status, run
     assert said in str(run["error"]), run["error"]
+
+
+@contextlib.contextmanager
+def _mcp_bomb_server(body: bytes, encoding: str) -> Iterator[str]:
+    """An MCP endpoint over HTTP that answers every POST with `body` as JSON, sent in
+    `encoding`; the URL of its `/mcp`."""
+
+    class Bomb(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-encoding", encoding)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self.send_error(405)
+
+        do_DELETE = do_GET
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bomb)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "said"),
+    [
+        # The review's bomb: 1 GiB of JSON text gzipped twice (~2 kB).
+        ("gzip, gzip", "Content-Encoding 'gzip, gzip'"),
+        # One layer is undone a piece at a time and meets the MCP answer's cap.
+        ("gzip", "larger than 16 MiB as decoded"),
+    ],
+)
+def test_an_mcp_server_over_http_cannot_send_a_compressed_bomb(
+    loopback_thread: ThreadFactory, tmp_path: Path, encoding: str, said: str
+) -> None:
+    """Second attack review of issue 25: the MCP SDK's client decoded through httpx, so a
+    1,143-byte answer in `gzip, gzip` took the runner to 5.6 GB, and a pydantic traceback
+    reached stderr."""
+    body = _gzip_bomb(2 if "," in encoding else 1, fill=b"[" * 1024)
+    srv = loopback_thread(per_conversation(lambda req, i: Reply(output=())))
+    repo = make_git_repo(tmp_path / "repo")
+    out = tmp_path / "out"
+    with _mcp_bomb_server(body, encoding) as url:
+        task_file = tmp_path / "tasks.yaml"
+        task_file.write_text(
+            "version: 1\n"
+            f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+            "defaults:\n"
+            "  model: fake/m\n"
+            "  sandbox: danger-full-access\n"
+            f"  mcp_servers: {{bomb: {{url: '{url}', startup_timeout_s: 60}}}}\n"
+            f"tasks:\n  - {{id: t, prompt: go, repo: '{repo}'}}\n"
+        )
+        argv = [sys.executable, "-c", PEAK, sys.executable, "-m", "runner", "run", task_file]
+        proc = subprocess.run(
+            [*map(str, argv), "--out", str(out)],
+            env={**os.environ, "FAKE_API_KEY": "k" * 20},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    peak_mb = int(proc.stdout.split()[-1]) // 1024
+    assert "Traceback" not in proc.stderr, proc.stderr
+    run = runs(out)["t"]
+    assert run["status"] == "error", run
+    assert said in str(run["error"]), run["error"]
+    assert "\n" not in str(run["error"])
+    assert not srv.requests, "the thread started without the server's tools"
+    assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
