@@ -7,8 +7,8 @@ temp roots finds them, and an unprivileged user's batches share one uid, so only
 mount tree keeps their commands apart. So each batch writes those folders into one
 folder of its uid's, at a path that depends on neither TMPDIR nor HOME (the uid's home
 from the password database: `~/.local/state/runner/live`, mode 0700, in a folder no
-other user may create, and hidden in every sandbox with the home), and holds a lock on
-its entry while it lives.
+other user may create, and hidden in every sandbox with the home; `/tmp/runner-live-<uid>`
+for a uid without a usable home: `folder`), and holds a lock on its entry while it lives.
 
 An entry stays after its batch: a killed batch's (every folder it named) and a finished
 batch's (its out dir only, rewritten when it ends) are hidden while the folder exists,
@@ -44,14 +44,33 @@ LOCK = ".lock"
 
 def folder() -> Path:
     """`~/.local/state/runner/live` of the effective uid's home (the password database's,
-    else $HOME): the same for every batch of the uid, whatever TMPDIR or HOME say."""
+    else $HOME): the same for every batch of the uid, whatever TMPDIR or HOME say.
+
+    A home that is missing, not the uid's own or not writable (`useradd` without `-m`,
+    `/nonexistent`: common in CI and containers) holds nothing: then `/tmp/runner-live-<uid>`,
+    also the same for every batch of the uid. A sandbox shows its own /tmp, never the
+    host's, so it is hidden as the home is. Another user may make that name first; then
+    `live` refuses, as it does for a home folder that is not the runner's own.
+    ($XDG_RUNTIME_DIR is not used: it comes from the environment, so two batches of the
+    uid started from different sessions would keep two lists and not hide each other.)"""
+    uid = os.geteuid()
     try:
-        home = pwd.getpwuid(os.geteuid()).pw_dir
+        home = pwd.getpwuid(uid).pw_dir
     except KeyError:
         home = os.environ.get("HOME", "")
-    if not os.path.isabs(home) or home == "/":
-        return Path("/tmp", f"runner-live-{os.geteuid()}")
+    if not _usable_home(home, uid):
+        return Path("/tmp", f"runner-live-{uid}")
     return Path(home, ".local", "state", "runner", "live")
+
+
+def _usable_home(home: str, uid: int) -> bool:
+    if not os.path.isabs(home) or home == "/":
+        return False
+    try:
+        st = os.stat(home)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid and os.access(home, os.W_OK)
 
 
 @contextlib.contextmanager
