@@ -11,6 +11,7 @@ import functools
 import http.server
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -249,9 +250,9 @@ def test_a_compressed_bomb_is_decoded_within_the_caps(
 
 
 @contextlib.contextmanager
-def _mcp_bomb_server(body: bytes, encoding: str) -> Iterator[str]:
-    """An MCP endpoint over HTTP that answers every POST with `body` as JSON, sent in
-    `encoding`; the URL of its `/mcp`."""
+def _bomb_server(body: bytes, encoding: str) -> Iterator[str]:
+    """A server that answers every POST and GET with `body` as JSON, sent in `encoding`;
+    the URL of its `/mcp`."""
 
     class Bomb(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -263,10 +264,10 @@ def _mcp_bomb_server(body: bytes, encoding: str) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:
-            self.send_error(405)
+        do_GET = do_POST
 
-        do_DELETE = do_GET
+        def do_DELETE(self) -> None:
+            self.send_error(405)
 
         def log_message(self, format: str, *args: object) -> None:
             pass
@@ -300,7 +301,7 @@ def test_an_mcp_server_over_http_cannot_send_a_compressed_bomb(
     srv = loopback_thread(per_conversation(lambda req, i: Reply(output=())))
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "out"
-    with _mcp_bomb_server(body, encoding) as url:
+    with _bomb_server(body, encoding) as url:
         task_file = tmp_path / "tasks.yaml"
         task_file.write_text(
             "version: 1\n"
@@ -327,3 +328,27 @@ def test_an_mcp_server_over_http_cannot_send_a_compressed_bomb(
     assert "\n" not in str(run["error"])
     assert not srv.requests, "the thread started without the server's tools"
     assert peak_mb < 150, f"the runner's peak RSS was {peak_mb} MB"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "said"),
+    [("gzip, gzip", "Content-Encoding 'gzip, gzip'"), ("gzip", "larger than 32 MiB as decoded")],
+)
+def test_the_github_rest_client_cannot_be_sent_a_compressed_bomb(encoding: str, said: str) -> None:
+    """The same seam serves the Action's GitHub REST calls: a bomb there is one final
+    `GitHubError`, not a resend, and no gigabyte in memory."""
+    from runner.errors import GitHubError
+    from runner.github.rest import GitHub
+
+    body = _gzip_bomb(2 if "," in encoding else 1, fill=b"[" * 1024)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with _bomb_server(body, encoding) as url:
+        gh = GitHub(url.removesuffix("/mcp"), "t" * 20, base_delay_s=0)
+        try:
+            with pytest.raises(GitHubError) as caught:
+                gh.request("GET", "/repos/o/r/pulls/1")
+        finally:
+            gh.close()
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+    assert said in str(caught.value) and not caught.value.retryable, caught.value
+    assert grown_mb < 100, f"the test's peak RSS grew by {grown_mb} MB"
