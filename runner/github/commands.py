@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pr-context", default="", help="text added to its prompt")
     run.add_argument("--push", default="false", help='the push input ("true": refused on PRs)')
     run.add_argument("--comment", default="auto", help="the comment input")
+    run.add_argument(
+        "--fail-on-task-failure",
+        default="true",
+        help="how an unsandboxed run, which no finish step follows, ends on exit 1",
+    )
     run.set_defaults(func=cmd_run)
     head = sub.add_parser("pr-head", help="check out the PR of a comment command")
     head.add_argument("--token-env", default="GITHUB_TOKEN")

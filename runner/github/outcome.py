@@ -61,7 +61,13 @@ def cmd_finish(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not args.exit_code.strip().isdigit():
         annotate("error", "runner", "the run step did not finish")
         return EXIT_RUNNER
-    code = int(args.exit_code)
-    if code == 1 and args.fail_on_task_failure.strip().lower() != "true":
+    return step_exit(int(args.exit_code), args.fail_on_task_failure)
+
+
+def step_exit(code: int, fail_on_task_failure: str) -> int:
+    """The Action's exit code for the runner's `code`: the same, but 1 (a task failed)
+    only with fail-on-task-failure. Shared with the run step, which ends an unsandboxed
+    run itself because no later step of that job is trusted to."""
+    if code == 1 and fail_on_task_failure.strip().lower() != "true":
         return 0
     return code

@@ -37,6 +37,7 @@ from runner.github.launch import (
     runner_env,
     snapshot_step_files,
 )
+from runner.github.outcome import step_exit
 from runner.github.sudo import drop_sudo
 from runner.github.task_input import merge_argv, not_in_config, pr_adds, task_source
 from runner.github.workflow_io import annotate, append_summary, load_report, write_outputs
@@ -77,6 +78,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     models = parse_models(f"{args.model} {args.models}")
     merging = bool(args.merge.strip())
     on_pr = ctx.on_pr
+    loose: list[str] = []
     if merging:
         argv = merge_argv(args.merge, args.out)
     else:
@@ -161,7 +163,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         append_summary(f"**runner** exited {code} before writing a report; see the log.\n", env)
     elif report.is_file():
         append_summary(_summary_of(Path(args.out), handed, env), env)
-    return 0
+    return _end_unsandboxed(code, report, args.fail_on_task_failure, env) if loose else 0
 
 
 def _push_wanted(push: str, ctx: Context) -> bool:
@@ -194,22 +196,58 @@ def _no_token_work_after(
 ) -> None:
     """An unsandboxed agent runs as the job's user: it can leave a process behind that
     reads a later step's environment from /proc, rewrite the Action's venv those steps
-    import, or point the checkout's remote elsewhere. So no later step of this job gets
-    the token: pushing and commenting are refused before the agent starts, and the
-    Action skips its comment and pull-request steps (output `unsandboxed`)."""
+    import (a `.pth` file runs at interpreter start, -I or not), rewrite the code of a
+    later `uses:` step, or point the checkout's remote elsewhere. So nothing after it in
+    this job is trusted: pushing and commenting are refused before the agent starts, and
+    output `unsandboxed`, written first, keeps every later step of the Action from
+    running (this step sets conclusion, exit code and report itself, see
+    _end_unsandboxed; on a refusal, conclusion failure)."""
     if not loose:
         return
     write_outputs({"unsandboxed": "true"}, env)
     commenting = comment.strip().lower() == "true"
     wanted = [name for name, on in (("push", push), ("comment", commenting)) if on]
     if wanted:
+        write_outputs({"conclusion": "failure"}, env)
         raise RunnerError(
             f"{' and '.join(wanted)} with a run without a sandbox ({', '.join(loose)}) is "
             "refused: the agent runs as this job's user, so no later step of the job can "
-            "be trusted with the GitHub token. Run the agent in one job that uploads its "
-            "report, and push or comment from a second job (see examples/workflows/"
-            "nightly-full-access.yml)"
+            "be trusted with the GitHub token. Run the agent in a job of its own that "
+            "uploads its out dir, and push or comment from a second job (see "
+            "examples/workflows/nightly-full-access.yml)"
         )
+    _preload()
+
+
+def _preload() -> None:
+    """Import now, before the agent starts, what this process needs after it: a module
+    first imported later would be read from the venv the agent could have rewritten."""
+    import runner.reports.fmt
+    import runner.reports.markdown
+    import runner.safe_markdown  # noqa: F401
+
+
+def _end_unsandboxed(
+    code: int, report: Path, fail_on_task_failure: str, env: Mapping[str, str]
+) -> int:
+    """The outputs and exit code of an unsandboxed run, from this process, which was
+    running before the agent started: the Action's later steps (outputs, comment, pull
+    requests, upload, finish) do not run after such an agent, whose job user could have
+    rewritten what they execute. What the runner reports (its exit code, its report) was
+    made where the agent ran, so the notice says so."""
+    conclusion = "success" if code == 0 else "failure"
+    write_outputs(
+        {"conclusion": conclusion, "report": str(report) if report.is_file() else ""}, env
+    )
+    annotate(
+        "notice",
+        "runner",
+        f"a run had no sandbox: the agent controlled this job from then on, so the "
+        f"Action's later steps (outputs, comment, pull requests, upload, finish) did not "
+        f"run; conclusion {conclusion} and exit-code {code} come from the runner, which "
+        "ran beside the agent (upload the out dir yourself: README)",
+    )
+    return step_exit(code, fail_on_task_failure)
 
 
 def _summary_of(out: Path, handed: Mapping[str, str], env: Mapping[str, str]) -> str:

@@ -939,12 +939,21 @@ def test_every_example_that_runs_a_sandboxed_runner_installs_bubblewrap_first() 
 
 def test_the_full_access_example_keeps_the_token_out_of_the_agents_job() -> None:
     """The unsandboxed agent's job has no write permission and neither pushes nor
-    comments (the Action would refuse it); a second job, on another machine, does."""
+    comments (the Action would refuse it); a second job, on another machine, does. The
+    agent controls the rest of its job, so after the Action comes only the upload of its
+    out dir (the Action's own upload does not run after an unsandboxed agent), the
+    artifact the second job reads."""
     jobs = yaml.safe_load((EXAMPLES / "nightly-full-access.yml").read_text())["jobs"]
     agent, publish = jobs["agent"], jobs["publish"]
     assert agent["permissions"] == {"contents": "read"}
     (use,) = [s for s in agent["steps"] if str(s.get("uses", "")).startswith(ACTION_REF)]
     assert "danger-full-access" in use["with"]["tasks"]
+    (upload,) = agent["steps"][agent["steps"].index(use) + 1 :]
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["with"]["path"] == use["with"].get("out-dir", "runner-out")
+    (download,) = [s for s in publish["steps"] if "download-artifact" in str(s.get("uses"))]
+    assert download["with"]["name"] == upload["with"]["name"]
+    assert not any(str(v).startswith("${{ secrets.") for v in (upload.get("with") or {}).values())
     assert use["with"].get("push", "false") == "false" and use["with"]["comment"] == "false"
     assert publish["needs"] == "agent" and publish["permissions"]["contents"] == "write"
     assert not any(str(s.get("uses", "")).startswith(ACTION_REF) for s in publish["steps"])

@@ -1410,9 +1410,11 @@ def test_no_token_step_runs_after_an_unsandboxed_run_and_its_leftovers_are_kille
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
     """The agent leaves a process behind in a session of its own (`setsid nohup ... &`),
-    as one that waits to read the comment step's token from /proc would. The run step
-    kills it before it ends, and the comment and pull-requests steps (the ones holding
-    the token) do not start at all."""
+    as one that waits to read the comment step's token from /proc would. It is gone
+    when the run step ends (the runner's own full-access reaper ends it with its
+    command; the run step's subreaper would kill what that one missed, with a warning),
+    and the comment and pull-requests steps (the ones holding the token) do not start
+    at all."""
     marker = f"leftover{secrets.token_hex(6)}"
     # A loop of short sleeps: a killed shell's child sleep would keep the marker-free
     # name, so only the shell carries the marker in its command line.
@@ -1433,15 +1435,70 @@ def test_no_token_step_runs_after_an_unsandboxed_run_and_its_leftovers_are_kille
         shown = next(r.call_outputs()["x"] for r in srv.requests if "x" in r.call_outputs())
         assert "started" in json.dumps(shown)
         assert leftovers(marker) == []
-        assert re.search(
-            r"::warning title=runner::killed \d+ process(es)? the run left", run.logs["run"]
-        )
     finally:
         for pid in leftovers(marker):  # only when the step failed to: ours, by id
             os.kill(pid, 9)
     assert run.step_outputs["run"]["unsandboxed"] == "true"
     assert run.outcomes["comment"] == "skipped" and run.outcomes["pull-requests"] == "skipped"
     assert run.outputs["conclusion"] == "success" and not run.failed
+
+
+AFTER_THE_AGENT = ("report", "comment", "pull-requests", "upload", "finish")
+"""The Action's steps after the run step: each runs code from the venv the agent could
+rewrite, or holds a token (github-token, upload-artifact's ACTIONS_RUNTIME_TOKEN)."""
+
+
+@pytest.mark.parametrize(
+    ("answer", "fail_on_task_failure", "code", "conclusion", "step"),
+    [
+        ("done", "true", "0", "success", "success"),
+        ("http-400", "true", "1", "failure", "failure(1)"),
+        ("http-400", "false", "1", "failure", "success"),
+    ],
+)
+def test_after_an_unsandboxed_run_no_later_step_runs_and_the_run_step_sets_the_outputs(
+    loopback_thread: ThreadFactory,
+    github: FakeGitHub,
+    tmp_path: Path,
+    answer: str,
+    fail_on_task_failure: str,
+    code: str,
+    conclusion: str,
+    step: str,
+) -> None:
+    """An unsandboxed agent owns the job's user: it could put a `.pth` file into the
+    Action's venv (run at every later interpreter start, -I or not) or rewrite
+    upload-artifact's code. So after a dispatch run without a sandbox none of the
+    Action's later steps runs; the run step, running since before the agent, sets
+    exit-code, conclusion and report itself, says where they come from, and exits as
+    finish would have."""
+
+    def model(req: RecordedRequest, turn: int) -> Reply:
+        if answer == "done":
+            return reply_message("done")
+        return reply_http_error(400)
+
+    srv = loopback_thread(per_conversation(model))
+    inputs = prompt_inputs(
+        srv.base_url,
+        "sk-" + "n" * 30,
+        sandbox="danger-full-access",
+        **{"fail-on-task-failure": fail_on_task_failure},
+    )
+    event = {"sender": SENDERS["writer"], "repository": {"full_name": REPO}}
+    run, workspace = action(tmp_path, github, "workflow_dispatch", event, inputs)
+    assert srv.requests, run.logs
+    assert {s: run.outcomes[s] for s in AFTER_THE_AGENT} == dict.fromkeys(
+        AFTER_THE_AGENT, "skipped"
+    ), run.logs
+    assert run.outcomes["run"] == step and run.failed == (step != "success")
+    assert run.outputs["unsandboxed"] == "true"
+    assert run.outputs["exit-code"] == code and run.outputs["conclusion"] == conclusion
+    assert run.outputs["report"] == "runner-out/report.json"
+    assert (workspace / run.outputs["report"]).is_file()
+    said = "::notice title=runner::a run had no sandbox: the agent controlled this job"
+    assert said in run.logs["run"]
+    assert "Traceback" not in run.logs["run"] and not github.log
 
 
 # ------------------------------------------------------------------ smaller findings

@@ -5,7 +5,9 @@ runner does (bash -eo pipefail, a fresh GITHUB_OUTPUT per step, `${{ }}` evaluat
 `env:` and `if:`), against the loopback model server and `FakeGitHub`, a loopback fake of
 the GitHub REST API with state. Only the steps that need the network or sudo are left
 out: `uses:` steps (setup-python, cache, upload-artifact) and the `install` and
-`bubblewrap` steps; the test's own venv stands in for the installed runner.
+`bubblewrap` steps, whose `if:` is still evaluated (outcome "skipped" when it is false,
+"skipped-by-harness" when the step would have run); the test's own venv stands in for
+the installed runner.
 """
 
 from __future__ import annotations
@@ -416,11 +418,11 @@ def run_action(
     failed = False
     for n, step in enumerate(action["runs"]["steps"]):
         sid = step.get("id", f"step{n}")
-        if "uses" in step or sid in SKIPPED:
-            outcomes[sid] = "skipped-by-harness"
-            continue
         if "if" in step and not expr.condition(step["if"], failed):
             outcomes[sid] = "skipped"
+            continue
+        if "uses" in step or sid in SKIPPED:  # it would have run
+            outcomes[sid] = "skipped-by-harness"
             continue
         assert step["shell"] == "bash"
         out_file = tmp / f"output-{sid}"
