@@ -1252,7 +1252,10 @@ def fork_event(author: str, sender: str, association: str = "MEMBER") -> dict[st
             "number": 7,
             "user": {"login": author},
             "author_association": association,
-            "head": {"sha": "abc", "repo": {"full_name": "mallory/widgets"}},
+            "head": {
+                "sha": "abc",
+                "repo": {"full_name": f"{author}/widgets", "owner": {"login": author}},
+            },
         },
     }
 
