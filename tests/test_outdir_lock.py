@@ -52,8 +52,7 @@ def test_second_live_writer_is_refused_naming_the_pid(
 
     async def slow(req: Any, i: int) -> Reply:
         asked.set()
-        while not release.is_set():
-            await asyncio.sleep(0.02)
+        await asyncio.to_thread(release.wait, 90)
         return reply_message("done")
 
     srv = loopback_thread(slow)
@@ -84,9 +83,7 @@ def test_second_live_writer_is_refused_naming_the_pid(
     assert len(srv.requests) == 1  # the refused runners asked nothing
 
 
-def test_used_out_dir_is_kept_without_force(
-    loopback_thread: ThreadFactory, tmp_path: Path
-) -> None:
+def test_used_out_dir_is_kept_without_force(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     srv = loopback_thread(lambda req, i: reply_message("done"))
     tasks = tasks_file(tmp_path, srv.base_url)
     out = tmp_path / "out"
@@ -101,9 +98,9 @@ def test_used_out_dir_is_kept_without_force(
     assert len(srv.requests) == 1
     forced = run("run", tasks, "--out", out, "--force")
     assert forced.returncode == 0, forced.stderr
-    assert json.loads((out / "report.json").read_text())["batch_id"] != json.loads(before)[
-        "batch_id"
-    ]
+    assert (
+        json.loads((out / "report.json").read_text())["batch_id"] != json.loads(before)["batch_id"]
+    )
 
 
 def test_empty_or_foreign_out_dir(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
