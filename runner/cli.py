@@ -418,8 +418,9 @@ def _run(args: argparse.Namespace) -> int:
     # what /proc shows of this process (danger-full-access commands look there).
     hide_own(sorted(secret_names(env, runs, frozenset(secrets))))
     out: Path = args.out
-    json_out = sys.stdout if args.json or args.json_extra else None
-    # Nothing written to stderr may stop the batch (a closed pipe: `2>&1 | head -1`).
+    # Nothing written to stdout or stderr may stop the batch (a closed pipe: `--json |
+    # head -1`, `2>&1 | head -1`): the reports, branches and exit code come first.
+    json_out = SafeStream(sys.stdout).as_io() if args.json or args.json_extra else None
     err = SafeStream(sys.stderr).as_io()
     stream = JsonStream(json_out, extra=args.json_extra) if json_out is not None else None
     events = CommandLineEvents(make_progress(err), err, stream)
