@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from runner import clock
+from runner import clock, outdir
 from runner.budget import BatchSpend
 from runner.config import BatchLimits, Run
 from runner.config.preflight import FULL_ACCESS
 from runner.config.secrets import secrets_from_env, without_secrets
 from runner.errors import ConfigError, Problem, RunnerError
 from runner.hostfs import remove_tree
-from runner.journal import Journal, done
+from runner.journal import Journal, done, resume_note
 from runner.progress import EventSink, QuietProgress
 from runner.record import Finished, RunRecord
 from runner.redact import Redactor
@@ -114,11 +114,43 @@ async def run_batch(
     env: Mapping[str, str] | None = None,
     secret_vars: Collection[str] = (),
     events: EventSink | None = None,
+    force: bool = False,
+    retry_errored: bool = False,
 ) -> BatchResult:
     """Run `tasks`, as the config pass made and checked them (`config.load`): nothing is
     checked again here. `env` is the runner's environment (default os.environ);
     `secret_vars` name variables of it that are secrets whatever their names
-    (`--secret-fd`). `events` hears everything the batch does while it runs."""
+    (`--secret-fd`). `events` hears everything the batch does while it runs. The out
+    dir is held for the batch's life (`outdir.claim`); `force` lets a fresh batch replace
+    an earlier one there; `retry_errored` makes `resume` redo the errored runs too."""
+    with outdir.claim(out_dir, resume=resume, force=force):
+        return await _run_batch(
+            tasks,
+            out_dir=out_dir,
+            concurrency=concurrency,
+            resume=resume,
+            budget=budget,
+            plan=plan,
+            env=env,
+            secret_vars=secret_vars,
+            events=events,
+            retry_errored=retry_errored,
+        )
+
+
+async def _run_batch(
+    tasks: Sequence[Run],
+    *,
+    out_dir: Path,
+    concurrency: int,
+    resume: bool,
+    budget: BatchLimits | None,
+    plan: BatchPlan | None,
+    env: Mapping[str, str] | None,
+    secret_vars: Collection[str],
+    events: EventSink | None,
+    retry_errored: bool,
+) -> BatchResult:
     env = dict(os.environ if env is None else env)
     task_file = tasks[0].origins[""].file if tasks else ""
     _temp_outside_repos(task_file, tasks)
@@ -139,7 +171,7 @@ async def run_batch(
     order = {f: i for i, f in enumerate(plan.fingerprints)}
     finished: dict[str, Finished] = {}
     for t in tasks:
-        kept = done(previous.get(t.fingerprint))
+        kept = done(previous.get(t.fingerprint), retry_errored=retry_errored)
         if kept is not None:
             entry = kept.model_copy(update={"index": order.get(t.fingerprint)})
             finished[t.fingerprint] = Finished(None, entry)
@@ -147,8 +179,8 @@ async def run_batch(
     skipped: dict[str, RunRecord] = {}  # runs the batch budget kept from starting
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     spend = BatchSpend(budget)
-    if resumed:
-        show.note(f"resuming batch {batch_id}: {resumed} of {len(tasks)} runs already finished")
+    if resume:
+        show.note(resume_note(batch_id, [f.report for f in finished.values()], len(tasks)))
     show.start(len(tasks) - resumed)
 
     def report_of(tasks: list[RunReport], pending: int = 0) -> Report:

@@ -121,6 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the finished runs recorded in --out and run the rest",
     )
+    run.add_argument(
+        "--retry-errored",
+        action="store_true",
+        help="with --resume: run the errored runs (error, rate_limited, quota_exhausted) again too",
+    )
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="start a new batch in a used --out, deleting the earlier batch's results",
+    )
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
     run.add_argument(
         "--sandbox",
@@ -391,10 +401,13 @@ def _run(args: argparse.Namespace) -> int:
 
     from runner.batch import run_batch
     from runner.config.secrets import secret_names
+    from runner.journal import retry_hint
     from runner.progress import CommandLineEvents, SafeStream, make_progress
     from runner.reports.events import JsonStream
     from runner.secret_env import hide_own
 
+    if args.retry_errored and not args.resume:
+        raise _problem("--retry-errored", "goes with --resume (it reruns a batch's errored runs)")
     secrets = _read_secrets(args.secret_fd) if args.secret_fd is not None else {}
     env = {**os.environ, **secrets}
     loaded, plan = _load(
@@ -405,8 +418,9 @@ def _run(args: argparse.Namespace) -> int:
     # what /proc shows of this process (danger-full-access commands look there).
     hide_own(sorted(secret_names(env, runs, frozenset(secrets))))
     out: Path = args.out
-    json_out = sys.stdout if args.json or args.json_extra else None
-    # Nothing written to stderr may stop the batch (a closed pipe: `2>&1 | head -1`).
+    # Nothing written to stdout or stderr may stop the batch (a closed pipe: `--json |
+    # head -1`, `2>&1 | head -1`): the reports, branches and exit code come first.
+    json_out = SafeStream(sys.stdout).as_io() if args.json or args.json_extra else None
     err = SafeStream(sys.stderr).as_io()
     stream = JsonStream(json_out, extra=args.json_extra) if json_out is not None else None
     events = CommandLineEvents(make_progress(err), err, stream)
@@ -421,6 +435,8 @@ def _run(args: argparse.Namespace) -> int:
             env=env,
             secret_vars=frozenset(secrets),
             events=events,
+            force=args.force,
+            retry_errored=args.retry_errored,
         )
     )
     if json_out is None:
@@ -445,6 +461,8 @@ def _run(args: argparse.Namespace) -> int:
             stream=err,
             one_line=True,
         )
+    if hint := retry_hint([r.status for r in result.runs], f"runner run {args.tasks} --out {out}"):
+        _say(hint, stream=err, one_line=True)
     if os.environ.get("RUNNER_DEBUG"):
         _say(f"exit code {result.exit_code}", stream=err)
     return result.exit_code

@@ -14,6 +14,8 @@ import datetime as dt
 import json
 import os
 import shutil
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from pydantic import ValidationError
 from runner import hostfs
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_text
-from runner.vocabulary import RunStatus
+from runner.vocabulary import NOT_WORKING, RunStatus, Verdict
 
 if TYPE_CHECKING:
     from runner.reports.model import RunReport  # loaded by `entries`, not at start-up
@@ -180,11 +182,28 @@ class Journal:
         atomic_write_text(self.runs / f"{fingerprint}.json", json.dumps(data) + "\n")
 
 
-def done(entry: Entry | None) -> RunReport | None:
-    """The report of a run that needs no redo, else None."""
+def done(entry: Entry | None, *, retry_errored: bool = False) -> RunReport | None:
+    """The report of a run that needs no redo, else None. `retry_errored`
+    (`--retry-errored`) redoes the runs the provider or the runner failed too."""
     if entry is None or entry.state != "finished" or entry.report is None:
         return None
-    return None if entry.report.status in REDO_STATUSES else entry.report
+    redo = REDO_STATUSES | NOT_WORKING if retry_errored else REDO_STATUSES
+    return None if entry.report.status in redo else entry.report
+
+
+def resume_note(batch_id: str, kept: Sequence[RunReport], runs: int) -> str:
+    """What `--resume` keeps, in the report's words: a kept errored run is not finished."""
+    verdicts = Counter(r.status.verdict for r in kept)
+    finished = verdicts[Verdict.PASSED] + verdicts[Verdict.FAILED]
+    errored = verdicts[Verdict.ERRORED]
+    text = (
+        f"resuming batch {batch_id}: keeping {len(kept)} of {runs} runs ({finished} finished: "
+        f"{verdicts[Verdict.PASSED]} passed, {verdicts[Verdict.FAILED]} failed; {errored} "
+        f"errored), running {runs - len(kept)}"
+    )
+    if errored:
+        text += "; --retry-errored reruns the errored ones"
+    return text
 
 
 def _other(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
@@ -196,4 +215,15 @@ def _other(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
     return (
         f"shard {theirs.get('shard')}/{theirs.get('shards')} of this batch, not "
         f"{ours.get('shard')}/{ours.get('shards')}"
+    )
+
+
+def retry_hint(statuses: Sequence[RunStatus], command: str) -> str | None:
+    """The line that tells how to redo a batch's errored runs, when it has some."""
+    errored = sum(s in NOT_WORKING for s in statuses)
+    if not errored:
+        return None
+    return (
+        f"runner: {errored} run(s) errored; run them again with: {command} --resume "
+        "--retry-errored (same flags; the other runs are kept)"
     )

@@ -228,8 +228,8 @@ def test_resume_skips_finished_runs(loopback_thread: ThreadFactory, tmp_path: Pa
     again = json.loads((out / "report.json").read_text())
     assert again["batch_id"] == first["batch_id"]
     assert again["runs"] == first["runs"]
-    # Without --resume the same out dir starts a new batch.
-    assert run_cli("run", tasks, "--out", out).returncode == 0
+    # Without --resume, --force makes the same out dir start a new batch.
+    assert run_cli("run", tasks, "--out", out, "--force").returncode == 0
     assert len(srv.requests) == sent * 2
     assert json.loads((out / "report.json").read_text())["batch_id"] != first["batch_id"]
 
@@ -438,7 +438,7 @@ def test_a_run_that_breaks_does_not_stop_the_others(
     tasks = write_tasks(tmp_path, srv.base_url, body)
     out = tmp_path / "out"
     (out / "threads" / "t1.jsonl").mkdir(parents=True)  # its events file cannot be written
-    res = run_cli("run", tasks, "--out", out, "--concurrency", "1")
+    res = run_cli("run", tasks, "--out", out, "--concurrency", "1", "--force")
     assert res.returncode == 3, res.stderr
     assert "Traceback" not in res.stderr
     by_id = {t["id"]: t for t in _runs(out)}
@@ -624,7 +624,7 @@ def test_a_runner_failure_while_keeping_the_work_is_never_a_pass(
     out = tmp_path / "o"
     out.mkdir()
     (out / "patches").write_text("not a directory")
-    res = run_cli("run", tasks, "--out", out)
+    res = run_cli("run", tasks, "--out", out, "--force")
     assert "Traceback" not in res.stderr
     assert res.returncode == 3, res.stderr
     (run,) = _runs(out)
@@ -778,7 +778,7 @@ def test_resume_of_another_shard_or_batch_is_refused(
     assert res.returncode == 2 and "a batch of another task file" in res.stderr
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
     old_threads = {p.name for p in (out / "threads").iterdir()}
-    assert run_cli("run", tasks, "--out", out, "--shard", "3/3").returncode == 0
+    assert run_cli("run", tasks, "--out", out, "--shard", "3/3", "--force").returncode == 0
     report = json.loads((out / "report.json").read_text())
     assert {p.name for p in (out / "threads").iterdir()} == {
         t["events_file"].split("/")[-1] for t in report["runs"]

@@ -75,6 +75,7 @@ def problems(
     found += _branches(runs)
     found += _prices(runs, budget, budget_at)
     found += _output_caps(runs)
+    found += _local_models(runs)
     if not offline:
         found += _keys(runs, env)
         found += _repos(runs)
@@ -167,6 +168,24 @@ def _output_caps(tasks: Sequence[Run]) -> list[Problem]:
             )
             break
     return out
+
+
+def _local_models(tasks: Sequence[Run]) -> list[Problem]:
+    """The embedded engine serves the one model it ships with, whatever the request names:
+    `local/foo` would run that model and label its results `local/foo`."""
+    from runner.providers.local import MODEL_NAME
+
+    known = f"local/{MODEL_NAME}"
+    return [
+        _say(
+            t.at("model"),
+            f"local/{t.model}: the embedded engine (provider local) has no model "
+            f"{t.api_model!r}; its known models: {known}. A model of your own runs on "
+            "another provider (e.g. ollama, lmstudio or vllm)",
+        )
+        for t in tasks
+        if t.provider_name == "local" and t.api_model != MODEL_NAME
+    ]
 
 
 def _keys(tasks: Sequence[Run], env: Mapping[str, str]) -> list[Problem]:

@@ -437,7 +437,9 @@ def runner_argv(
     effort: str = "",
     extra: Sequence[str] = (),
 ) -> list[str]:
-    argv = [*PYTHON, "-m", "runner", "run", task_file, "--out", out]
+    # Each job is a new batch, and a self-hosted runner keeps the workspace's out dir from
+    # the job before: that batch was uploaded as the job's artifact, so it may go.
+    argv = [*PYTHON, "-m", "runner", "run", task_file, "--out", out, "--force"]
     for model in models:
         argv += ["--model", model]
     if shard:

@@ -48,7 +48,7 @@ import anyio.to_thread
 
 from runner import hostfs
 from runner.errors import SandboxError
-from runner.sandbox.env import sandbox_env
+from runner.sandbox.env import login_profile, sandbox_env
 from runner.sandbox.hostview import (
     CREDENTIALS,
     existing,
@@ -350,9 +350,13 @@ class BwrapExecutor:
                     hostfs.disk_usage, self.policy.workspace
                 )
             watch = partial(self._watch_disk, self._base_usage)
+        inner = sandbox_env(env, home=HOME, user=self.host.user)
+        inner["PATH"] = self._visible_path(inner["PATH"])
+        profile_fd = _pipe_with(login_profile(inner["PATH"]))
         # The options go through a memfd: process 1 inside is bubblewrap, whose
         # command line every command may read.
         options = self.options(cwd=cwd, layout=layout, alternates_fd=alternates_fd)
+        options += ["--file", str(profile_fd), f"{HOME}/.profile"]
         args_fd = _memfd_with("".join(f"{o}\0" for o in options))
         full = [
             self.host.bwrap,
@@ -362,19 +366,21 @@ class BwrapExecutor:
             *command_prefix(self.host, self.limits),
             *argv,
         ]
-        inner = sandbox_env(env, home=HOME, user=self.host.user)
-        inner["PATH"] = self._visible_path(inner["PATH"])
+        fds = (
+            (args_fd, profile_fd) if alternates_fd is None else (args_fd, profile_fd, alternates_fd)
+        )
         try:
             return await run_process(
                 full,
                 cwd=Path("/"),
                 timeout_s=timeout_s,
                 env=inner,
-                pass_fds=(args_fd,) if alternates_fd is None else (args_fd, alternates_fd),
+                pass_fds=fds,
                 watch=watch,
             )
         finally:
             os.close(args_fd)
+            os.close(profile_fd)
             if alternates_fd is not None:
                 os.close(alternates_fd)
 

@@ -9,6 +9,7 @@ A sandboxed command gets less still: only the allowlist of `sandbox_env`.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 
 SECRET_NAME = re.compile(
@@ -56,3 +57,11 @@ def sandbox_env(base: Mapping[str, str], *, home: str, user: str | None) -> dict
     if user:
         env.update({"USER": user, "LOGNAME": user})
     return env
+
+
+def login_profile(path: str) -> str:
+    """`~/.profile` of the sandbox's home. A login shell (`bash -lc`, the way models call
+    the shell) runs /etc/profile, which on Debian sets PATH anew; this file, which such a
+    shell reads next, puts back the PATH the command was given (the runner's, minus what
+    the sandbox hides), so the agent finds the tools the check finds."""
+    return f"PATH={shlex.quote(path)}\nexport PATH\n"

@@ -184,7 +184,7 @@ def test_interrupt_resume_shard_and_merge_by_hand_count(
     hanging[0] = False
     res = run_cli("run", tasks, "--out", out, "--resume", "--concurrency", "2", timeout=120)
     assert res.returncode == 1, res.stderr
-    assert "resuming batch" in res.stderr and "8 of 12 runs already finished" in res.stderr
+    assert "resuming batch" in res.stderr and "keeping 8 of 12 runs (8 finished" in res.stderr
     assert "--resume" not in res.stderr.splitlines()[-1]
     full = report(out)
     assert [t["run"] for t in full["runs"]] == RUNS

@@ -51,7 +51,7 @@ def run_json(
         tasks or "  - {id: one, prompt: go, repo: .}\n",
         defaults="  sandbox: danger-full-access\n" + defaults,
     )
-    res = run_cli("run", path, "--out", tmp_path / "o", *flags)
+    res = run_cli("run", path, "--out", tmp_path / "o", "--force", *flags)
     assert res.returncode == exit_code, res.stderr
     return res.stdout.splitlines()
 
