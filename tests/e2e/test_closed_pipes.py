@@ -13,8 +13,8 @@ from typing import IO, Any
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, per_conversation, reply_function_call, reply_message
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, per_conversation, reply_function_call, reply_message
 
 RUNS = 3
 

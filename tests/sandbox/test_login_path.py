@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, per_conversation, reply_function_call, reply_message
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, per_conversation, reply_function_call, reply_message
 
 TOOL = "ruff"
 """A tool of this project's venv only: found through the PATH the runner is given."""

@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, reply_message
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, reply_message
 
 KEY = "sk-canary-outdir-0123456789"
 

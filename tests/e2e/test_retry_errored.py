@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ThreadFactory, make_git_repo
-from tests.loopback import Reply, reply_http_error, reply_message
+from tests.support.fixtures import ThreadFactory, make_git_repo
+from tests.support.loopback import Reply, reply_http_error, reply_message
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:

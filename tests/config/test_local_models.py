@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import make_git_repo
+from tests.support.fixtures import make_git_repo
 
 
 def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
