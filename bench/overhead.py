@@ -140,11 +140,12 @@ def bench_startup() -> None:
             "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo}\n"
         )
         times = []
-        for _ in range(5):
+        for i in range(5):
             before = len(srv.requests)
             t0 = time.monotonic()
+            out = Path(tmp) / f"o{i}"  # a used out dir needs --force
             subprocess.run(
-                [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(Path(tmp) / "o")],
+                [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
                 check=True,
                 capture_output=True,
             )
