@@ -505,7 +505,7 @@ def test_drop_oldest_keeps_calls_paired() -> None:
 
 def test_cache_check_fails_on_a_break() -> None:
     report = {
-        "tasks": [
+        "runs": [
             {
                 "run": "t",
                 "requests": [

@@ -59,8 +59,9 @@ def _from_record(r: RequestRecord) -> _Req:
 
 
 def _threads(data: Any) -> list[list[_Req]]:
-    if isinstance(data, Mapping) and "tasks" in data:
-        return [_threads(t)[0] for t in data["runs"]]
+    if isinstance(data, Mapping) and ("runs" in data or "tasks" in data):
+        # A report: `runs`, or `tasks` in a report written before the rename.
+        return [_threads(t)[0] for t in data.get("runs", data.get("tasks", []))]
     if isinstance(data, Mapping):
         name = str(data.get("run") or data.get("id") or "")
         return [[_from_dict(name, r) for r in data["requests"]]]
