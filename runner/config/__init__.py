@@ -1,7 +1,8 @@
 """The task file: its schema, a YAML loader that remembers lines, the messages that
 name file, line and field, and resolution into runs.
 
-    schema.py      frozen pydantic models: what a task file may say
+    schema.py      frozen pydantic models: what a task file may say; each setting's
+                   type and default (`RunSettings`, shared by `Settings` and `Run`)
     yaml_lines.py  YAML text to data plus a map from field path to line
     messages.py    pydantic's errors, said in the task file's words
     load.py        text or file to a validated `TaskFile` (pure but for reading the file)
@@ -26,7 +27,6 @@ from runner.config.resolved import Origin, Run, branch_fields
 from runner.config.runs import Loaded, load, load_runs
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
-    BUILTIN_SETTINGS,
     COMMAND_LINE,
     DEFAULT_TOOLS,
     BatchLimits,
@@ -38,7 +38,9 @@ from runner.config.schema import (
     PriceConfig,
     ProviderConfig,
     PushSettings,
+    RunSettings,
     Settings,
+    Sources,
     TaskFile,
     TaskSpec,
     Variant,
@@ -46,6 +48,7 @@ from runner.config.schema import (
     pin_problems,
     source_sha256,
     timezone_problem,
+    written,
 )
 from runner.config.select import Selection, parse_shard, select
 from runner.config.text import dotted
@@ -53,7 +56,6 @@ from runner.vocabulary import ReasoningEffort, SandboxMode
 
 __all__ = [
     "BUILTIN_PROVIDERS",
-    "BUILTIN_SETTINGS",
     "COMMAND_LINE",
     "DEFAULT_TOOLS",
     "MAX_TASK_FILE_BYTES",
@@ -70,9 +72,11 @@ __all__ = [
     "PushSettings",
     "ReasoningEffort",
     "Run",
+    "RunSettings",
     "SandboxMode",
     "Selection",
     "Settings",
+    "Sources",
     "TaskFile",
     "TaskSpec",
     "Variant",
@@ -92,4 +96,5 @@ __all__ = [
     "select",
     "source_sha256",
     "timezone_problem",
+    "written",
 ]

@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from runner.config.messages import validation_problems
-from runner.config.schema import BUILTIN_PROVIDERS, LineMap, TaskFile
+from runner.config.schema import BUILTIN_PROVIDERS, LineMap, TaskFile, written
 from runner.config.text import Path_, describe, dotted, esc, line_for
 from runner.config.yaml_lines import (
     LineIndex,
@@ -124,11 +124,11 @@ def _check_models(tf: TaskFile, file: str, lines: dict[Path_, int]) -> None:
         return
     known = set(BUILTIN_PROVIDERS) | set(tf.providers)
     problems: list[Problem] = []
-    candidates: list[tuple[Path_, str | None]] = [(("defaults", "model"), tf.defaults.model)]
-    candidates += [(("tasks", i, "model"), t.model) for i, t in enumerate(tf.tasks)]
+    candidates: list[tuple[Path_, str]] = [(("defaults", "model"), tf.defaults.model)]
+    candidates += [
+        (("tasks", i, "model"), t.model) for i, t in enumerate(tf.tasks) if written(t, "model")
+    ]
     for path, model in candidates:
-        if model is None:
-            continue
         provider = model.split("/", 1)[0]
         if provider not in known:
             problems.append(

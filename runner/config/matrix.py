@@ -20,6 +20,7 @@ from runner.config.schema import (
     Settings,
     TaskFile,
     Variant,
+    written,
 )
 from runner.config.text import Path_, dotted, line_for
 from runner.errors import ConfigError
@@ -173,7 +174,9 @@ def expand(
                 )
             else:
                 spec = tf.tasks[i]
-                path: Path_ = ("tasks", i, "model") if spec.model else ("defaults", "model")
+                path: Path_ = (
+                    ("tasks", i, "model") if written(spec, "model") else ("defaults", "model")
+                )
                 task_at = where.here(("tasks", i), exact=False)
                 model_at = where.here(path) or Origin(
                     file=file,

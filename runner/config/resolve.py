@@ -21,26 +21,26 @@ from runner.config.codex_config import default_path, load_codex_providers
 from runner.config.load import unknown_provider
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
-    BUILTIN_SETTINGS,
     COMMAND_LINE,
     MODEL_RE,
     PLACEHOLDER_HOST,
-    GitSettings,
-    Limits,
+    Frozen,
     McpServerConfig,
     ModelConfig,
     ModelOptions,
     ProviderConfig,
+    RunSettings,
     Settings,
     TaskFile,
     TaskSpec,
+    written,
 )
 from runner.config.text import Path_, dotted, esc, line_for, short
 from runner.errors import ConfigError, Problem, SkillError
 from runner.models import codex_defaults
 from runner.skills import Skill, load_skills
 
-_M = TypeVar("_M", Limits, ModelOptions, GitSettings)
+_M = TypeVar("_M", bound=Frozen)
 _T = TypeVar("_T")
 
 
@@ -188,16 +188,13 @@ class Resolver:
 
     def layered_file(self, i: int, t: TaskSpec, name: str) -> Path | None:
         """A file field: the task's own, else the defaults'."""
-        own, default = getattr(t, name), getattr(self.tf.defaults, name)
-        if own is not None:
-            return self.path(("tasks", i, name), own, want_dir=False)
-        return None if default is None else self.path(("defaults", name), default, want_dir=False)
+        raw = getattr(layer_of(t, self.tf.defaults, name), name)
+        return None if raw is None else self.path(where(t, i, name), raw, want_dir=False)
 
     def layered_text(self, i: int, t: TaskSpec, name: str, path: Path | None) -> UserText | None:
         """The file field `name`, found at `path`: the run gets text, and a file it cannot
         use is blamed on the field's line here."""
-        at: Path_ = ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
-        return self.text(at, path)
+        return self.text(where(t, i, name), path)
 
     def text(self, at: Path_, path: Path | None) -> UserText | None:
         """The file at `path` (blamed on `at`), read once per pass whoever names it."""
@@ -218,9 +215,8 @@ class Resolver:
         return found
 
     def roots(self, i: int, t: TaskSpec) -> tuple[Path, ...]:
-        own = t.writable_roots is not None
-        raws = t.writable_roots if own else self.tf.defaults.writable_roots
-        at: Path_ = ("tasks", i, "writable_roots") if own else ("defaults", "writable_roots")
+        raws = layer_of(t, self.tf.defaults, "writable_roots").writable_roots
+        at = where(t, i, "writable_roots")
         found = [self.path((*at, j), raw, want_dir=True) for j, raw in enumerate(raws or ())]
         return tuple(p for p in found if p is not None)
 
@@ -249,14 +245,14 @@ class Resolver:
         return None
 
     def task(self, i: int, t: TaskSpec) -> dict[str, Any] | None:
-        d, b = self.tf.defaults, BUILTIN_SETTINGS
+        d = self.tf.defaults
         repo = self.path(("tasks", i, "repo"), t.repo, want_dir=True)
         instructions = self.layered_file(i, t, "instructions_file")
         instructions_text = self.layered_text(i, t, "instructions_file", instructions)
         compact_prompt = self.layered_file(i, t, "compact_prompt_file")
         compact_text = self.layered_text(i, t, "compact_prompt_file", compact_prompt)
-        model_path: Path_ = ("tasks", i, "model") if t.model is not None else ("defaults", "model")
-        model = self.override or first_set(t.model, d.model, b.model) or ""
+        model_path = where(t, i, "model")
+        model = self.override or layer_of(t, d, "model").model
         provider_name, _, model_name = model.partition("/")
         provider = self.provider(model, model_path)
         if provider is None:
@@ -276,53 +272,67 @@ class Resolver:
         if self.problems or repo is None:
             return None
         api_model = entry.model or model_name
-        return dict(
-            id=t.id,
-            prompt=t.prompt,
-            turns=t.turns,
-            repo=repo,
-            provider_name=provider_name,
-            provider=provider,
-            model=model_name,
-            instructions_file=instructions,
-            instructions=instructions_text.text if instructions_text else None,
-            instructions_sha256=instructions_text.sha256 if instructions_text else None,
-            developer_instructions=first_set(t.developer_instructions, d.developer_instructions),
-            tools=first_set(t.tools, d.tools, b.tools),
-            sandbox=first_set(t.sandbox, d.sandbox, b.sandbox),
-            network_access=first_set(t.network_access, d.network_access, b.network_access),
-            writable_roots=roots,
-            limits=merged_layers(Limits, d.limits, t.limits),
-            model_options=merged_layers(
+        return {
+            **as_written(t, d),
+            "id": t.id,
+            "prompt": t.prompt,
+            "turns": t.turns,
+            "repo": repo,
+            "provider_name": provider_name,
+            "provider": provider,
+            "model": model_name,
+            "instructions_file": instructions,
+            "instructions": instructions_text.text if instructions_text else None,
+            "instructions_sha256": instructions_text.sha256 if instructions_text else None,
+            "writable_roots": roots,
+            "model_options": merged_layers(
                 ModelOptions,
                 ModelOptions.model_validate(codex_defaults(api_model)),
                 d.model_options,
                 entry.model_options,
                 t.model_options,
             ),
-            shell_timeout_ms=first_set(t.shell_timeout_ms, d.shell_timeout_ms, b.shell_timeout_ms),
-            apply_patch_tool=first_set(t.apply_patch_tool, d.apply_patch_tool, b.apply_patch_tool),
-            git=merged_layers(GitSettings, d.git, t.git),
-            check=first_set(t.check, d.check),
-            check_timeout_s=first_set(t.check_timeout_s, d.check_timeout_s, b.check_timeout_s),
-            tags=t.tags,
-            api_model=api_model,
-            secrets=self.tf.secrets,
-            compact_prompt_file=compact_prompt,
-            compact_prompt=compact_text.text if compact_text else None,
-            compact_prompt_sha256=compact_text.sha256 if compact_text else None,
-            current_date=first_set(t.current_date, d.current_date),
-            timezone=first_set(t.timezone, d.timezone),
+            "tags": t.tags,
+            "api_model": api_model,
+            "secrets": self.tf.secrets,
+            "compact_prompt_file": compact_prompt,
+            "compact_prompt": compact_text.text if compact_text else None,
+            "compact_prompt_sha256": compact_text.sha256 if compact_text else None,
             **_model_fields(
                 provider_name,
                 api_model,
                 self.tf.models,
-                first_set(t.auto_compact_limit, d.auto_compact_limit),
+                layer_of(t, d, "auto_compact_limit").auto_compact_limit,
                 alias=model,
                 provider_cfg=provider,
             ),
             **extras,
-        )
+        }
+
+
+def layer_of(t: TaskSpec, d: Settings, name: str) -> Settings:
+    """Where the setting `name` of task `t` comes from: the task when it writes it, else
+    `defaults` (holding the built-in value when the file does not write it either)."""
+    return t if written(t, name) else d
+
+
+def where(t: TaskSpec, i: int, name: str) -> Path_:
+    """The field path of setting `name` of task `i`: the task's own, or the defaults'."""
+    return ("tasks", i, name) if written(t, name) else ("defaults", name)
+
+
+def as_written(t: TaskSpec, d: Settings) -> dict[str, Any]:
+    """Every `RunSettings` field of task `t` over `defaults` over the built-in value; a
+    section (`limits`, `git`, ...) is merged field by field. Fields the config pass
+    completes from elsewhere (the model table, the file system) are replaced by `task`."""
+    values: dict[str, Any] = {}
+    for name in RunSettings.model_fields:
+        own, default = getattr(t, name), getattr(d, name)
+        if isinstance(default, Frozen):
+            values[name] = merged_layers(type(default), default, own)
+        else:
+            values[name] = own if written(t, name) else default
+    return values
 
 
 _AZURE_HOSTS = (
@@ -381,33 +391,27 @@ def _extras(
     """MCP servers, skills, the hosted web search and the output schema of one task."""
     provider, base_dir, problem = r.known[provider_name], r.base_dir, r.problem
 
-    def where(name: str) -> Path_:
-        return ("tasks", i, name) if getattr(t, name) is not None else ("defaults", name)
-
     servers = _mcp_servers(t, d, i, base_dir, problem)
-    skills = _skills(first_set(t.skills, d.skills) or (), where("skills"), r)
-    web_search = bool(first_set(t.web_search, d.web_search, BUILTIN_SETTINGS.web_search))
+    skills = _skills(layer_of(t, d, "skills").skills or (), where(t, i, "skills"), r)
+    web_search = layer_of(t, d, "web_search").web_search
     if web_search:
         from runner.tools.hosted import web_search_problem
 
         own = BUILTIN_PROVIDERS.get(provider_name)
         builtin = own is not None and provider.base_url == own.base_url  # not moved
         if wrong := web_search_problem(provider_name, provider.wire_api, builtin=builtin):
-            problem(where("web_search"), wrong)
-    given: dict[str, Any] | str | None = (
-        t.output_schema if t.output_schema is not None else d.output_schema
-    )
-    schema = _json_file(given, where("output_schema"), r) if isinstance(given, str) else given
+            problem(where(t, i, "web_search"), wrong)
+    given = layer_of(t, d, "output_schema").output_schema
+    schema = _json_file(given, where(t, i, "output_schema"), r) if isinstance(given, str) else given
     if schema is not None:
         from runner.output_schema import schema_problem
 
         wrong = schema_problem(schema)
         if wrong is not None:
-            problem(where("output_schema"), wrong)
+            problem(where(t, i, "output_schema"), wrong)
     return {
         "mcp_servers": servers,
         "skills": skills,
-        "web_search": web_search,
         "output_schema": schema,
     }
 
@@ -418,7 +422,7 @@ def _mcp_servers(
     """The defaults' servers, then the task's (same name: the task's wins), cwd resolved."""
     servers: dict[str, McpServerConfig] = {}
     for layer, owner in ((d.mcp_servers, ("defaults",)), (t.mcp_servers, ("tasks", i))):
-        for name, server in (layer or {}).items():
+        for name, server in layer.items():
             if server.cwd is not None:
                 cwd, wrong = check_path(base_dir, server.cwd, want_dir=True)
                 if wrong is not None:

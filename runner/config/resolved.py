@@ -8,21 +8,12 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from runner.config.schema import (
-    Frozen,
-    GitSettings,
-    Limits,
-    McpServerConfig,
-    ModelOptions,
-    ProviderConfig,
-    ToolName,
-)
+from runner.config.schema import Frozen, ProviderConfig, RunSettings
 from runner.errors import Problem
 from runner.models import Price
 from runner.skills import Skill
-from runner.vocabulary import SandboxMode
 
 
 class Origin(Frozen):
@@ -36,9 +27,12 @@ class Origin(Frozen):
         return Problem(self.file, self.line, self.field, message)
 
 
-class Run(Frozen):
+class Run(RunSettings):
     """One run: a task with defaults, model, variant, repeat and command-line overrides
-    applied and paths made absolute. Built once by the config pass, never copied."""
+    applied and paths made absolute. Built once by the config pass, never copied.
+
+    The settings a run uses as written are inherited from `RunSettings`; the fields below
+    are the run's own and what the config pass made of `Sources` (same names)."""
 
     id: str
     name: str
@@ -58,39 +52,21 @@ class Run(Frozen):
     """The trimmed text of `instructions_file`, read once by the config pass; None: the
     bundled instructions."""
     instructions_sha256: str | None
-    developer_instructions: str | None
-    tools: tuple[ToolName, ...]
-    sandbox: SandboxMode
-    limits: Limits
-    model_options: ModelOptions
-    shell_timeout_ms: int
-    network_access: bool
     writable_roots: tuple[Path, ...]
-    apply_patch_tool: Literal["function", "freeform"]
-    git: GitSettings
-    check: str | None
-    check_timeout_s: float
     repeat: int
     secrets: tuple[str, ...]
     """The task file's `secrets:` (names of environment variables)."""
     variant: str | None
     tags: tuple[str, ...]
     context_window: int | None
-    auto_compact_limit: int | None
     compact_prompt_file: Path | None
     compact_prompt: str | None
     """The text of `compact_prompt_file`; None: the bundled hand-off request."""
     compact_prompt_sha256: str | None
     price: Price | None
     """None when the price is unknown: cost is then reported as null."""
-    mcp_servers: dict[str, McpServerConfig]
     skills: tuple[Skill, ...]
-    web_search: bool
     output_schema: dict[str, Any] | None
-    current_date: str | None
-    """Pinned day for the prompt; None: the day the batch starts."""
-    timezone: str | None
-    """Pinned zone for the prompt; None: this machine's."""
     origins: dict[str, Origin]
     """Dotted field path -> where its value was chosen; "" is the task itself."""
 

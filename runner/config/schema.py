@@ -380,60 +380,98 @@ class McpServerConfig(Frozen):
         return self
 
 
-class Settings(Frozen):
-    """Fields a task may set and `defaults` may set for every task."""
+DEFAULT_TOOLS: tuple[ToolName, ...] = ("shell", "apply_patch", "update_plan")
 
-    model: str | None = Field(default=None, pattern=MODEL_RE)
-    instructions_file: PathText | None = None
+
+class RunSettings(Frozen):
+    """The settings a run uses as the task file writes them, each declared here once with
+    its built-in default. `Settings` (what `defaults:` and a task may write) and `Run` (what
+    the config pass hands over) both inherit them, so a new one is one field here: the
+    config pass carries it from the file to the run without naming it."""
+
     developer_instructions: str | None = None
-    tools: tuple[ToolName, ...] | None = None
-    sandbox: SandboxMode | None = None
-    network_access: StrictBool | None = None
-    """Whether sandboxed commands reach the network (default: no). `danger-full-access`
-    has no sandbox, so there it is always on."""
+    tools: tuple[ToolName, ...] = DEFAULT_TOOLS
+    sandbox: SandboxMode = "workspace-write"
+    network_access: StrictBool = False
+    """Whether sandboxed commands reach the network. `danger-full-access` has no
+    sandbox, so there it is always on."""
+    limits: Limits = Limits()
+    """Merged field by field: the task's fields over the defaults' over the built-in ones."""
+    model_options: ModelOptions = ModelOptions()
+    """Merged field by field, like `limits`, over the model's own defaults."""
+    shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] = 10_000
+    apply_patch_tool: Literal["function", "freeform"] = "function"
+    """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
+    git: GitSettings = GitSettings()
+    """Merged field by field, like `limits`."""
+    check: NonBlank | None = None
+    """A shell command run in the run's workspace after the agent; exit 0 means pass."""
+    check_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] = 600.0
+    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
+    """Compact the thread when its token count reaches this; wins over `models:` and the
+    built-in 90% of the context window (what a run gets when no file sets it)."""
+    mcp_servers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], McpServerConfig] = {}
+    """MCP servers whose tools the agent gets, by name; a task's entry replaces the
+    defaults' entry of the same name."""
+    web_search: StrictBool = False
+    """Offer the provider's hosted `web_search` tool (Responses providers only)."""
+    current_date: IsoDate | None = None
+    """The day `<environment_context>` tells the model (None: today on this machine).
+    Pin it, with `timezone`, for prompts that are byte-identical on any day."""
+    timezone: TimeZone | None = None
+    """The IANA zone `<environment_context>` tells the model (None: this machine's)."""
+
+
+class Sources(Frozen):
+    """The settings that name something the config pass looks up: a provider/model, files
+    and folders. A run holds what they lead to (a provider, paths, texts, skills, a schema)
+    under the same names, typed by `Run`. Unwritten, they are None (`model`: the default
+    model)."""
+
+    model: str = Field(default="local/smollm2", pattern=MODEL_RE)
+    instructions_file: PathText | None = None
     writable_roots: tuple[PathText, ...] | None = None
     """Directories besides the workspace that commands may change in `workspace-write`,
     relative to the task file's directory."""
-    limits: Limits | None = None
-    """Merged field by field: the task's fields over the defaults' over the built-in ones."""
-    model_options: ModelOptions | None = None
-    """Merged field by field, like `limits`."""
-    shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] | None = None
-    apply_patch_tool: Literal["function", "freeform"] | None = None
-    """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
-    git: GitSettings | None = None
-    check: NonBlank | None = None
-    """A shell command run in the run's workspace after the agent; exit 0 means pass."""
-    check_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] | None = None
-    auto_compact_limit: Annotated[StrictInt, Field(ge=128)] | None = None
-    """Compact the thread when its token count reaches this; wins over `models:` and the
-    built-in 90% of the context window."""
     compact_prompt_file: PathText | None = None
     """Replaces the bundled hand-off summary request of local compaction."""
-    mcp_servers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], McpServerConfig] | None = (
-        None
-    )
-    """MCP servers whose tools the agent gets, by name; a task's entry replaces the
-    defaults' entry of the same name."""
     skills: tuple[PathText, ...] | None = None
     """Skill folders, relative to the task file: each holds a SKILL.md, or subfolders
     that do."""
-    web_search: StrictBool | None = None
-    """Offer the provider's hosted `web_search` tool (Responses providers; default off)."""
     output_schema: dict[str, Any] | PathText | None = None
     """A JSON schema the final answer must match: a mapping, or a path to a JSON file."""
-    current_date: IsoDate | None = None
-    """The day `<environment_context>` tells the model (default: today on this machine).
-    Pin it, with `timezone`, for prompts that are byte-identical on any day."""
-    timezone: TimeZone | None = None
-    """The IANA zone `<environment_context>` tells the model (default: this machine's)."""
+
+
+class Settings(RunSettings, Sources):
+    """Fields a task may set and `defaults` may set for every task. A task's field counts
+    when the task writes it (`written`); `defaults`' fields hold the built-in value when the
+    file does not write them. `null` means not written, as it always has.
+
+    `Sources` comes last so that its fields come first (pydantic lists inherited fields
+    from the last base on): `model` leads the fields an unknown key is answered with."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None or k not in _SETTING_NAMES}
+        return data
 
     @field_validator("tools")
     @classmethod
-    def _unique(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if v is not None and len(set(v)) != len(v):
+    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
             raise ValueError("each tool may be listed once")
         return v
+
+
+_SETTING_NAMES = frozenset(Settings.model_fields)
+"""Not a task's own fields (`prompt: null` stays a wrong prompt)."""
+
+
+def written(layer: Settings, name: str) -> bool:
+    """Whether the file wrote `name` in this task or `defaults` (not null)."""
+    return name in layer.model_fields_set
 
 
 class TaskSpec(Settings):
@@ -544,22 +582,6 @@ class TaskFile(Frozen):
                 )
             first[t.id] = i
         return v
-
-
-DEFAULT_TOOLS: tuple[ToolName, ...] = ("shell", "apply_patch", "update_plan")
-
-BUILTIN_SETTINGS = Settings(
-    model="local/smollm2",
-    tools=DEFAULT_TOOLS,
-    sandbox="workspace-write",
-    network_access=False,
-    shell_timeout_ms=10_000,
-    apply_patch_tool="function",
-    check_timeout_s=600.0,
-    web_search=False,
-)
-"""The one place a setting's default lives: under `defaults:`, under a task's own. The
-nested sections (`limits`, `model_options`, `git`) keep theirs in their own models."""
 
 
 def source_sha256(tf: TaskFile) -> str:
