@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from runner.errors import ConfigError, Problem
+from runner.fsutil import private_dirs
 
 LOCK_NAME = ".runner.lock"
 
@@ -26,7 +27,7 @@ def claim(out_dir: Path, *, resume: bool, force: bool) -> Iterator[None]:
     """Hold `out_dir` for one batch. ConfigError (exit 2) when another live runner holds
     it, or when a fresh batch (neither `resume` nor `force`) would delete what is there."""
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        private_dirs(out_dir)  # 0700 where the runner makes it, like every folder it writes
         fd = os.open(
             out_dir / LOCK_NAME,
             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
