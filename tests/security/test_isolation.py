@@ -168,7 +168,8 @@ def test_a_skill_in_the_repository_is_readable_without_naming_the_repository(
         assert "probe-done" in seen and "skill-body-1f" in seen, seen
         assert "script-ran-4b" in seen, seen
         assert seen.count("skill-body-1f") == 1, "read at the real path too"
-        assert ENV_CANARY not in seen and "README.md" not in seen, seen
+        assert ENV_CANARY not in seen, seen
+        assert f"ls: cannot access '{repo}'" in seen, seen  # the repository is not there
         where = seen.split("==WHERE==")[1].split("==END==")[0]
         assert not _names(where, repo) and not _names(where, place), where
         first = srv.requests[0].raw.decode()
