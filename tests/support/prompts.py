@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.support import golden_files
+from tests.support import golden_files, paths
 
-GOLDEN = Path(__file__).parent / "golden" / "prompt"
+GOLDEN = paths.GOLDEN / "prompt"
 
 
 def check_golden(name: str, actual: str) -> None:
