@@ -487,16 +487,16 @@ def test_pr_workflow_from_forks(
 ) -> None:
     """A fork's PR gets a read-only token, and secrets only if the repository allows:
     a writer's PR runs when the key is there and is skipped (green) when it is not; a
-    reader's PR is skipped by the gate. The comment cannot be written with that token."""
+    reader's PR is skipped by the gate. The comment cannot be written with that token.
+    Each PR comes from its author's own fork (a third party's fork is gated as its owner)."""
     srv = loopback_thread(per_conversation(script()))
     github.permissions = {"carol": "write", "bob": "read"}
     repo, base, head = pr_repo(tmp_path, srv.base_url)
-    fork = "mallory/widgets"
 
     with_key = pr_job(
         tmp_path / "a",
         github,
-        pr_event(base, head, author="carol", head_repo=fork),
+        pr_event(base, head, author="carol", head_repo="carol/widgets"),
         repo,
         secrets={"OPENAI_API_KEY": API_KEY},
         token=FORK_TOKEN,
@@ -527,7 +527,7 @@ def test_pr_workflow_from_forks(
         job = pr_job(
             tmp,
             github,
-            pr_event(base, head, author=author, head_repo=fork),
+            pr_event(base, head, author=author, head_repo=f"{author}/widgets"),
             repo,
             secrets=secrets,
             token=FORK_TOKEN,
