@@ -14,7 +14,14 @@ import contextlib
 import email.utils
 import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterator,
+    Mapping,
+)
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
@@ -100,17 +107,22 @@ def _take_body(headers: Any, cap: int | None, wrap: Callable[[RemoteError], Exce
     return _Body(header, cap, wrap)
 
 
+async def _pieces(raw: AsyncIterable[bytes], body: _Body) -> AsyncIterator[bytes]:
+    """`raw` decoded through `body`: what both httpx and httpx2 async streams yield."""
+    async for chunk in raw:
+        for piece in body.feed(chunk):
+            yield piece
+    for piece in body.end():
+        yield piece
+
+
 class _DecodedAsync(httpx.AsyncByteStream):
     def __init__(self, raw: httpx.AsyncByteStream, body: _Body) -> None:
         self._raw = raw
         self._body = body
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._raw:
-            for piece in self._body.feed(chunk):
-                yield piece
-        for piece in self._body.end():
-            yield piece
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _pieces(self._raw, self._body)
 
     async def aclose(self) -> None:
         await self._raw.aclose()
@@ -392,12 +404,8 @@ def _mcp_parts() -> tuple[Callable[[RemoteError], Exception], type]:
             self._raw = raw
             self._body = body
 
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            async for chunk in self._raw:
-                for piece in self._body.feed(chunk):
-                    yield piece
-            for piece in self._body.end():
-                yield piece
+        def __aiter__(self) -> AsyncIterator[bytes]:
+            return _pieces(self._raw, self._body)
 
         async def aclose(self) -> None:
             await self._raw.aclose()
