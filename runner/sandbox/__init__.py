@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runner.sandbox.bwrap import BwrapExecutor, Limits, hand_over, probe
+from runner.sandbox.environment import Executor
 from runner.sandbox.hostview import user_folder
 from runner.sandbox.local import LocalExecutor
 from runner.sandbox.policy import Policy
 from runner.sandbox.registry import RUN_DIRS
-from runner.tools import Executor
 from runner.vocabulary import SandboxMode
 
 __all__ = [

@@ -49,6 +49,7 @@ import anyio.to_thread
 from runner import hostfs
 from runner.errors import SandboxError
 from runner.sandbox.env import login_profile, sandbox_env
+from runner.sandbox.environment import ExecResult
 from runner.sandbox.hostview import (
     CREDENTIALS,
     existing,
@@ -63,7 +64,6 @@ from runner.sandbox.hostview import (
 from runner.sandbox.mounts import HOME, MAX_SHM_BYTES, MAX_TMP_BYTES, OBJECTS_AT, Layout, mount_args
 from runner.sandbox.policy import PROTECTED_NAMES, Policy
 from runner.sandbox.process import run_process
-from runner.tools import ExecResult
 
 SANDBOX_UID = 65534
 """Who commands run as when the runner is root (`nobody` on Debian)."""

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from runner.sandbox.environment import ExecResult
 from runner.sandbox.process import Capture, run_process
-from runner.tools import ExecResult
 
 __all__ = ["Capture", "LocalExecutor"]
 

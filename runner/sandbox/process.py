@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from runner.tools import ExecResult
+from runner.sandbox.environment import ExecResult
 
 CAPTURE_CAP_BYTES = 1024 * 1024
 EOF_GRACE_S = 0.2

@@ -7,10 +7,22 @@ bubblewrap later.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from runner.sandbox.environment import ExecResult, Executor
+
+__all__ = [
+    "CallKind",
+    "ExecResult",
+    "Executor",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolResult",
+]
 
 CallKind = Literal["function", "custom"]
 
@@ -31,31 +43,6 @@ class ToolResult:
     success: bool = True
     event: dict[str, Any] | None = None
     """An item for the event stream (`command_execution`, `file_change`, `todo_list`)."""
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    exit_code: int
-    output: bytes
-    """stdout and stderr interleaved, already capped."""
-    duration_s: float
-    timed_out: bool = False
-    truncated_bytes: int = 0
-    total_lines: int | None = None
-    """Lines of the whole output, counted while streaming (the capture may drop some)."""
-
-
-class Executor(Protocol):
-    """Runs one command to completion: bubblewrap (sandbox/bwrap.py) or directly
-    (`danger-full-access`, sandbox/local.py)."""
-
-    limit_notes: list[str]
-    """What the executor stopped on its own (a workspace past its disk cap), for the
-    run's report: the model sees it in the command's output, the user in `error`."""
-
-    async def run(
-        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
-    ) -> ExecResult: ...
 
 
 @dataclass

@@ -1,0 +1,102 @@
+"""The seam between a run and the place its commands and file edits happen.
+
+A run's tools (shell, apply_patch) and its `check` reach the work only through an
+`Environment`: bubblewrap over the host (`local`, the default), a container driven through
+the podman or docker CLI, or a Kubernetes Pod. The agent loop, the model client and MCP stay
+on the host; only tool calls cross this seam, which is what lets a container's agent phase
+run with no network at all.
+
+Paths handed to an environment are POSIX paths as the environment sees them (for `local`
+they are the host's own paths). Every call is bounded: `exec` by `timeout_s` and
+`output_cap`, file reads by `max_bytes`; a backend gives each of its own calls a timeout and
+a bounded retry, and reports a dead environment as `EnvironmentLost`, which makes the run
+`error`, never a score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["DEFAULT_OUTPUT_CAP", "Environment", "ExecResult", "Executor"]
+
+DEFAULT_OUTPUT_CAP = 10 << 20
+"""Bytes of interleaved output one `exec` keeps (Inspect caps each stream at 10 MiB)."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    output: bytes
+    """stdout and stderr interleaved, already capped."""
+    duration_s: float
+    timed_out: bool = False
+    truncated_bytes: int = 0
+    total_lines: int | None = None
+    """Lines of the whole output, counted while streaming (the capture may drop some)."""
+
+
+class Executor(Protocol):
+    """Runs one command to completion: bubblewrap (sandbox/bwrap.py) or directly
+    (`danger-full-access`, sandbox/local.py)."""
+
+    limit_notes: list[str]
+    """What the executor stopped on its own (a workspace past its disk cap), for the
+    run's report: the model sees it in the command's output, the user in `error`."""
+
+    async def run(
+        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+    ) -> ExecResult: ...
+
+
+class Environment(Protocol):
+    """One run's environment, from `start` to `stop`.
+
+    `stop` is safe to call more than once and after a failed `start`; the caller calls it
+    on every exit path (completion, error, timeout, cancellation)."""
+
+    backend: str
+    """`local`, `podman`, `docker` or `kubernetes`: recorded in the report."""
+    workdir: str
+    """Where the work is, as the environment sees it (`/testbed`, or the host workspace)."""
+    limit_notes: list[str]
+
+    async def start(self) -> None: ...
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        """Run `argv` (no shell unless argv asks for one) with `cwd` (default: workdir).
+        A command that outlives `timeout_s` is killed with everything it started and comes
+        back with `timed_out=True`; output past `output_cap` is dropped and counted."""
+        ...
+
+    async def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+        """The bytes of a regular file, or None when nothing is there. Raises
+        `UnsafeFileError` for a link, FIFO, device or directory, or past `max_bytes`."""
+        ...
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a regular file (parents made), never through a link."""
+        ...
+
+    async def remove_file(self, path: str) -> None: ...
+
+    async def put_dir(self, src: Path, dest: str) -> None:
+        """Copy a host folder into the environment at `dest`."""
+        ...
+
+    async def get_dir(self, src: str, dest: Path, *, max_bytes: int) -> None:
+        """Copy a folder out to the host, refusing links and anything past `max_bytes`."""
+        ...
+
+    async def stop(self) -> None: ...
