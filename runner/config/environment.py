@@ -222,7 +222,8 @@ def setting_problems(env: EnvironmentSettings) -> list[tuple[str, str]]:
     for name in EnvironmentSettings.model_fields:
         if _is_set(env, name) and name not in APPLIES[backend]:
             users = [b for b in ("local", "podman", "docker", "kubernetes") if name in APPLIES[b]]
-            why = _WHY_NOT.get((backend, name), f"it is for {' and '.join(users)}")
+            named = ", ".join(users[:-1]) + f" and {users[-1]}" if len(users) > 1 else users[0]
+            why = _WHY_NOT.get((backend, name), f"it is for {named}")
             found.append(
                 (name, f"does not apply to backend {backend}: {why}; remove it (or write null)")
             )
