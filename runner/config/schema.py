@@ -16,18 +16,17 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AliasChoices,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
-    Strict,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from runner import sizes
+from runner.config.base import Frozen, PathText, StrictBool, StrictFloat, StrictInt
+from runner.config.environment import EnvironmentSettings
 from runner.config.text import Path_, describe, esc, line_for, short
 from runner.errors import Problem
 from runner.models import Price
@@ -41,22 +40,10 @@ COMMAND_LINE = "(command line)"
 MIN_CAP_BYTES = 1024
 """The least a byte cap of `limits:` may be: below it no request would fit at all."""
 
-# YAML 1.1 reads yes/no/on/off as booleans and 1.0 as a float; strict fields keep those
-# from passing as integers (true == 1) or flags. Floats still take integers (60 -> 60.0).
-StrictInt = Annotated[int, Strict()]
-StrictFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-StrictBool = Annotated[bool, Strict()]
-
 
 def _not_blank(v: str) -> str:
     if not v.strip():
         raise ValueError("must not be empty or only whitespace")
-    return v
-
-
-def _path_text(v: str) -> str:
-    if not v:
-        raise ValueError("must not be empty; leave the field out to use the default")
     return v
 
 
@@ -138,14 +125,6 @@ NonBlank = Annotated[str, AfterValidator(_not_blank)]
 IsoDate = Annotated[str, BeforeValidator(_iso_date)]
 TimeZone = Annotated[str, AfterValidator(_timezone)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
-PathText = Annotated[str, AfterValidator(_path_text)]
-
-
-class Frozen(BaseModel):
-    # The attribute docstrings below are for readers. Pydantic would read them into field
-    # descriptions by re-parsing this file's source at import (~100 ms of every start), and
-    # nothing uses those descriptions: no schema is generated from the task-file models.
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ProviderConfig(Frozen):
@@ -420,6 +399,9 @@ class RunSettings(Frozen):
     Pin it, with `timezone`, for prompts that are byte-identical on any day."""
     timezone: TimeZone | None = None
     """The IANA zone `<environment_context>` tells the model (None: this machine's)."""
+    environment: EnvironmentSettings = EnvironmentSettings()
+    """Where the run's commands happen: `local` (default) or a container image. Merged
+    field by field, like `limits`, and by a variant's own."""
 
 
 class Sources(Frozen):
@@ -518,6 +500,8 @@ class Variant(Frozen):
     reasoning_effort: ReasoningEffort | None = None
     tools: tuple[ToolName, ...] | None = None
     model_options: ModelOptions | None = None
+    environment: EnvironmentSettings | None = None
+    """Over the task's, field by field: e.g. the same tasks in two images."""
 
     @field_validator("prompt_template")
     @classmethod

@@ -33,6 +33,7 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "web_search": (True, False),
     "current_date": ("2026-01-31", "2026-02-01"),
     "timezone": ("Europe/Paris", "UTC"),
+    "environment": ({"artifacts": ["logs/out.txt"]}, {"backend": "local", "artifacts": []}),
 }
 """Per setting: a value for `defaults:` and another for a task. Where one value is the
 built-in default, a task writing it must still win over `defaults:`."""
