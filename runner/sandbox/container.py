@@ -204,7 +204,10 @@ class ContainerEnvironment:
         assert proc.stdout is not None
         frames = BufferedByteReceiveStream(proc.stdout)
         ready = False
-        with anyio.move_on_after(self.start_timeout_s), contextlib.suppress(anyio.EndOfStream):
+        with (
+            anyio.move_on_after(self.start_timeout_s),
+            contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead),
+        ):
             ready = await frames.receive_exactly(5) == b"R\0\0\0\0"
         if ready:
             self._helper, self._frames = proc, frames
@@ -240,7 +243,13 @@ class ContainerEnvironment:
                     if kind == b"x":
                         return dict(json.loads(data))
                     sink.add(kind, data)
-        except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+        except (
+            TimeoutError,
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            OSError,
+        ) as exc:
             await self._close_helper()
             what = "hung" if isinstance(exc, TimeoutError) else "ended"
             raise await self._lost(f"its command channel {what}") from None
