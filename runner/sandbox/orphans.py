@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +37,7 @@ def labels(batch_id: str, run_name: str) -> dict[str, str]:
     return {
         OWNER_LABEL: OWNER,
         UID_LABEL: str(os.geteuid()),
-        HOST_LABEL: socket.gethostname(),
+        HOST_LABEL: os.uname().nodename,
         BATCH_LABEL: batch_id,
         RUN_LABEL: run_name,
     }
@@ -137,7 +136,7 @@ async def runner_containers(engine: Engine) -> list[tuple[str, dict[str, str]]]:
 
 async def reap_orphans(engine: Engine, folder: Path | None = None) -> list[str]:
     """Remove this uid's and host's containers whose batch is not alive; their ids."""
-    host = socket.gethostname()
+    host = os.uname().nodename
     dead = [
         cid
         for cid, got in await runner_containers(engine)
