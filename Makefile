@@ -124,7 +124,7 @@ unit: setup chromium containers
 
 test: lint typecheck unit
 
-bench: setup
+bench: setup containers
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/cache.py
@@ -132,6 +132,7 @@ bench: setup
 	$(BIN)/python bench/comment.py
 	$(BIN)/python bench/reports.py
 	$(BIN)/python bench/hostile_server.py
+	$(BIN)/python bench/environments.py
 
 # The three locks, each pinned with the hashes of all its files and resolved for every
 # platform and Python >= 3.11:

@@ -41,6 +41,8 @@ MAX_PARALLEL_BUILDS = 2
 MAX_CONTEXT_FILES = 20_000
 MAX_CONTEXT_BYTES = 1 << 30
 APT_DIR = Path("/etc/apt")
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+"""Where the `debian-archive-keyring` package puts Debian's keys, on Debian and Ubuntu."""
 
 
 # -- the Debian mirror apt uses ---------------------------------------------------------
@@ -135,9 +137,12 @@ async def ensure_base_image(
     image: str = BASE_IMAGE,
     timeout_s: float = BASE_TIMEOUT_S,
     apt_dir: Path = APT_DIR,
+    mirror: str | None = None,
 ) -> bool:
     """Make `image` unless it is there with the current recipe. True when it was built.
-    One process builds at a time; the others wait for it and then find it made."""
+    One process builds at a time; the others wait for it and then find it made. `mirror`
+    is a Debian mirror for a machine whose apt has none (an Ubuntu CI runner); by default
+    the one apt uses."""
     recipe = base_recipe()
     labels = await image_labels(engine, image)
     if labels is not None and labels.get(RECIPE_LABEL) == recipe:
@@ -146,7 +151,7 @@ async def ensure_base_image(
         labels = await image_labels(engine, image)
         if labels is not None and labels.get(RECIPE_LABEL) == recipe:
             return False
-        mirror = apt_mirror(BASE_SUITE, apt_dir)
+        mirror = mirror or apt_mirror(BASE_SUITE, apt_dir)
         with tempfile.TemporaryDirectory(prefix="runner-base-") as tmp:
             tar = Path(tmp, "base.tar")
             await _mmdebstrap(tar, mirror, timeout_s)
@@ -166,16 +171,25 @@ async def ensure_base_image(
     return True
 
 
-async def _mmdebstrap(tar: Path, mirror: str, timeout_s: float) -> None:
-    argv = [
-        "mmdebstrap",
-        "--quiet",
+def mmdebstrap_argv(tar: Path, mirror: str, *, keyring: bool) -> list[str]:
+    """`keyring`: Debian's keys are named, since off Debian (Ubuntu) apt does not trust
+    them by default."""
+    argv = ["mmdebstrap", "--quiet"]
+    if keyring:
+        argv.append(f"--keyring={DEBIAN_KEYRING}")
+    return [
+        *argv,
         "--variant=minbase",
         f"--include={','.join(BASE_PACKAGES)}",
         BASE_SUITE,
         str(tar),
         mirror,
     ]
+
+
+async def _mmdebstrap(tar: Path, mirror: str, timeout_s: float) -> None:
+    keyring = await anyio.Path(DEBIAN_KEYRING).is_file()
+    argv = mmdebstrap_argv(tar, mirror, keyring=keyring)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
     try:
         with anyio.fail_after(timeout_s):

@@ -10,6 +10,7 @@ it (about 2 min with mmdebstrap) and found by its recipe label after that.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import uuid
@@ -51,7 +52,8 @@ _built: set[str] = set()
 async def base_image(engine: Engine) -> str:
     """The base image, built once if missing (cached across runs by its recipe label)."""
     if engine.executable not in _built:
-        await ensure_base_image(engine)
+        # RUNNER_DEBIAN_MIRROR: for a machine whose apt serves no Debian (GitHub's Ubuntu).
+        await ensure_base_image(engine, mirror=os.environ.get("RUNNER_DEBIAN_MIRROR"))
         _built.add(engine.executable)
     return BASE_IMAGE
 
