@@ -12,7 +12,7 @@ from runner.config.environment import EnvironmentSettings, build_problem, settin
 from runner.config.resolved import Origin, Run
 from runner.config.text import esc, short
 from runner.errors import Problem
-from runner.sandbox.engines import image_missing, which
+from runner.sandbox.enginecheck import image_missing, which
 
 
 def _at(origins: Mapping[str, Origin], name: str) -> Origin:

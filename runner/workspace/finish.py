@@ -204,7 +204,6 @@ over 16 MiB streamed straight into one pack, not compressed (hashing 1 GiB takes
 deflating it a minute, and a batch stopping on SIGTERM waits for it)."""
 
 
-
 def _too_big_for_patch(ws: Workspace, files: Sequence[FileChange]) -> list[str]:
     out = []
     for f in files:
