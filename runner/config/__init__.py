@@ -14,6 +14,7 @@ name file, line and field, and resolution into runs.
     preflight.py   what would fail late (names, branches, prices, keys, repos), found now
     runs.py        the one pass: file and flags in, checked runs out (`load`, `load_runs`)
     codex_config.py  Codex's config.toml providers, read as ours
+    pins.py        the pinned day and zone (`current_date`, `timezone`): what is valid
     text.py        small wording helpers shared by the above
 
 Data flows down that list; nothing here runs a model or a sandbox (preflight asks git
@@ -22,6 +23,7 @@ whether each repository's base names a commit).
 
 from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
 from runner.config.matrix import expand, fingerprint, resolve
+from runner.config.pins import timezone_problem
 from runner.config.resolve import read_text_file
 from runner.config.resolved import Origin, Run, branch_fields
 from runner.config.runs import Loaded, load, load_runs
@@ -47,7 +49,6 @@ from runner.config.schema import (
     field_line,
     pin_problems,
     source_sha256,
-    timezone_problem,
     written,
 )
 from runner.config.select import Selection, parse_shard, select

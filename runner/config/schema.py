@@ -9,7 +9,6 @@ docstrings are the reference documentation.
 
 from __future__ import annotations
 
-import datetime
 import re
 from typing import Annotated, Any, Literal
 
@@ -28,7 +27,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from runner import sizes
-from runner.config.text import Path_, describe, esc, line_for, short
+from runner.config.pins import IsoDate, TimeZone, iso_date, timezone_problem
+from runner.config.text import Path_, describe, line_for
 from runner.errors import Problem
 from runner.models import Price
 from runner.vocabulary import Auth, ReasoningEffort, SandboxMode
@@ -76,56 +76,12 @@ def _env_name(v: str) -> str:
     return v
 
 
-def _iso_date(v: object) -> object:
-    """YAML reads an unquoted 2026-01-31 as a date: the prompt wants its ISO text. A
-    timestamp, a number or text that is not a real calendar day is refused."""
-    if isinstance(v, datetime.datetime):
-        raise ValueError("must be a day, YYYY-MM-DD, without a time")
-    if isinstance(v, datetime.date):
-        return v.isoformat()
-    if isinstance(v, str):
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
-            raise ValueError(f"must be a day written YYYY-MM-DD, e.g. 2026-01-31, got {v!r}")
-        try:
-            datetime.date.fromisoformat(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not a day of the calendar") from None
-    return v
-
-
-TIMEZONE_RE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,3}$"
-"""The shape of an IANA name (Europe/Paris, UTC, Etc/GMT+3)."""
-
-
-def timezone_problem(name: str) -> str | None:
-    """Why `name` is not an IANA zone, or None. Checked against the `tzdata` package's
-    database as well as the system's, so a file valid on one machine is valid on all."""
-    if len(name) > 64 or not re.fullmatch(TIMEZONE_RE, name):
-        return f"must be an IANA zone name such as UTC or Europe/Paris, got {esc(short(name))!r}"
-    import zoneinfo
-
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
-        return (
-            f"{name!r} is not a zone of the IANA database; use a name such as UTC or Europe/Paris"
-        )
-    return None
-
-
-def _timezone(v: str) -> str:
-    wrong = timezone_problem(v)
-    if wrong is not None:
-        raise ValueError(wrong)
-    return v
-
-
 def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem]:
     """What is wrong with `--date` / `--timezone`, in the task file's words."""
     problems = []
     if current_date is not None:
         try:
-            _iso_date(current_date)
+            iso_date(current_date)
         except ValueError as exc:
             problems.append(Problem(COMMAND_LINE, None, "--date", str(exc)))
     wrong = timezone_problem(timezone) if timezone is not None else None
@@ -135,8 +91,6 @@ def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem
 
 
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
-IsoDate = Annotated[str, BeforeValidator(_iso_date)]
-TimeZone = Annotated[str, AfterValidator(_timezone)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 PathText = Annotated[str, AfterValidator(_path_text)]
 
