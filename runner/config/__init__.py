@@ -2,7 +2,8 @@
 name file, line and field, and resolution into runs.
 
     schema.py      frozen pydantic models: what a task file may say; each setting's
-                   type and default (`RunSettings`, shared by `Settings` and `Run`)
+                   type and default (`RunSettings`, shared by `Settings`, `Run` and,
+                   for the settings a matrix variant may write, `Variant`)
     yaml_lines.py  YAML text to data plus a map from field path to line
     messages.py    pydantic's errors, said in the task file's words
     load.py        text or file to a validated `TaskFile` (pure but for reading the file)

@@ -337,22 +337,34 @@ class McpServerConfig(Frozen):
 DEFAULT_TOOLS: tuple[ToolName, ...] = ("shell", "apply_patch", "update_plan")
 
 
-class RunSettings(Frozen):
+class VariantSettings(Frozen):
+    """The settings a matrix variant may write too, declared here once (`RunSettings`)."""
+
+    developer_instructions: str | None = None
+    tools: tuple[ToolName, ...] = DEFAULT_TOOLS
+    model_options: ModelOptions = ModelOptions()
+    """Merged field by field, like `limits`, over the model's own defaults."""
+
+    @field_validator("tools")
+    @classmethod
+    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("each tool may be listed once")
+        return v
+
+
+class RunSettings(VariantSettings):
     """The settings a run uses as the task file writes them, each declared here once with
     its built-in default. `Settings` (what `defaults:` and a task may write) and `Run` (what
     the config pass hands over) both inherit them, so a new one is one field here: the
     config pass carries it from the file to the run without naming it."""
 
-    developer_instructions: str | None = None
-    tools: tuple[ToolName, ...] = DEFAULT_TOOLS
     sandbox: SandboxMode = "workspace-write"
     network_access: StrictBool = False
     """Whether sandboxed commands reach the network. `danger-full-access` has no
     sandbox, so there it is always on."""
     limits: Limits = Limits()
     """Merged field by field: the task's fields over the defaults' over the built-in ones."""
-    model_options: ModelOptions = ModelOptions()
-    """Merged field by field, like `limits`, over the model's own defaults."""
     shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] = 10_000
     apply_patch_tool: Literal["function", "freeform"] = "function"
     """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
@@ -376,14 +388,22 @@ class RunSettings(Frozen):
     """The IANA zone `<environment_context>` tells the model (None: this machine's)."""
 
 
-class Sources(Frozen):
+class ModelSource(Frozen):
+    model: str = Field(default="local/smollm2", pattern=MODEL_RE)
+
+
+class VariantSources(Frozen):
+    """The source a matrix variant may write too, declared here once (`Sources`)."""
+
+    instructions_file: PathText | None = None
+
+
+class Sources(VariantSources, ModelSource):
     """The settings that name something the config pass looks up: a provider/model, files
     and folders. A run holds what they lead to (a provider, paths, texts, skills, a schema)
     under the same names, typed by `Run`. Unwritten, they are None (`model`: the default
-    model)."""
+    model). The last base's fields come first: `model`, then `instructions_file`."""
 
-    model: str = Field(default="local/smollm2", pattern=MODEL_RE)
-    instructions_file: PathText | None = None
     writable_roots: tuple[PathText, ...] | None = None
     """Directories besides the workspace that commands may change in `workspace-write`,
     relative to the task file's directory."""
@@ -407,24 +427,21 @@ class Settings(RunSettings, Sources):
     @model_validator(mode="before")
     @classmethod
     def _null_is_unset(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if v is not None or k not in _SETTING_NAMES}
-        return data
-
-    @field_validator("tools")
-    @classmethod
-    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(v)) != len(v):
-            raise ValueError("each tool may be listed once")
-        return v
+        return _nulls_unwritten(data)
 
 
 _SETTING_NAMES = frozenset(Settings.model_fields)
 """Not a task's own fields (`prompt: null` stays a wrong prompt)."""
 
 
-def written(layer: Settings, name: str) -> bool:
-    """Whether the file wrote `name` in this task or `defaults` (not null)."""
+def _nulls_unwritten(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if v is not None or k not in _SETTING_NAMES}
+    return data
+
+
+def written(layer: BaseModel, name: str) -> bool:
+    """Whether the file wrote `name` in this task, `defaults` or variant (not null)."""
     return name in layer.model_fields_set
 
 
@@ -461,17 +478,20 @@ class LineMap:
         return f"LineMap({len(self.lines)} paths)"
 
 
-class Variant(Frozen):
-    """A named set of overrides, so a matrix compares prompts and settings, not only models."""
+class Variant(VariantSettings, VariantSources):
+    """A named set of overrides, so a matrix compares prompts and settings, not only models.
+    Its settings are declared once, with the task's; one counts when written (`written`)."""
 
     name: str = Field(pattern=ID_RE)
-    instructions_file: PathText | None = None
-    developer_instructions: str | None = None
     prompt_template: str | None = None
     """The task prompt is put where `{prompt}` stands, e.g. "Think first.\n\n{prompt}"."""
     reasoning_effort: ReasoningEffort | None = None
-    tools: tuple[ToolName, ...] | None = None
-    model_options: ModelOptions | None = None
+    """Short for `model_options: {reasoning_effort: ...}`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        return _nulls_unwritten(data)
 
     @field_validator("prompt_template")
     @classmethod
