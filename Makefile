@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
-.PHONY: setup bubblewrap chromium demo benchmark test lint typecheck unit bench clean lock \
+.PHONY: setup bubblewrap chromium containers demo benchmark test lint typecheck unit bench clean lock \
 	upgrade lock-check action-docs
 
 LOCKED := $(VENV)/.locked-stamp
@@ -75,6 +75,24 @@ chromium:
 	  $$sudo apt-get install -y -q chromium || \
 	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; }; }
 
+# Container environments (issue 26) run through podman with runc (crun cannot set the
+# rlimits of a VM without CAP_SYS_RESOURCE); mmdebstrap builds the base image from the Debian
+# mirror apt already uses, since no registry is reachable. Installed as bubblewrap is; skipped
+# when every tool is present. The engine's settings come from runner/data/containers.conf, which
+# the runner points CONTAINERS_CONF at: the machine's own configuration is never changed.
+CONTAINER_TOOLS := podman runc mmdebstrap newuidmap catatonit
+containers:
+	@missing=; for t in $(CONTAINER_TOOLS); do \
+	  command -v $$t >/dev/null 2>&1 || [ -x /usr/libexec/podman/$$t ] || missing=1; done; \
+	[ -z "$$missing" ] || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; \
+	  else echo "podman is missing: install it as root (apt-get install podman runc mmdebstrap uidmap catatonit)"; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  pkgs="podman runc mmdebstrap uidmap catatonit"; \
+	  $$sudo apt-get install -y -q $$pkgs || \
+	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q $$pkgs; }; }
+
 build/sample-repo: examples/sample-repo
 	rm -rf $@ && mkdir -p build && cp -r examples/sample-repo $@
 	git -C $@ init -q -b main
@@ -101,12 +119,12 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Everything, the slow tests too (the default `pytest` leaves them out).
-unit: setup chromium
+unit: setup chromium containers
 	$(BIN)/pytest -q -m ""
 
 test: lint typecheck unit
 
-bench: setup
+bench: setup containers
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/cache.py
@@ -114,6 +132,7 @@ bench: setup
 	$(BIN)/python bench/comment.py
 	$(BIN)/python bench/reports.py
 	$(BIN)/python bench/hostile_server.py
+	$(BIN)/python bench/environments.py
 
 # The three locks, each pinned with the hashes of all its files and resolved for every
 # platform and Python >= 3.11:

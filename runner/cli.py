@@ -347,13 +347,11 @@ def _problem(field: str, message: str) -> ConfigError:
     return ConfigError([Problem("(command line)", None, field, message)])
 
 
-def _load(args: argparse.Namespace, **kw: Any) -> tuple[Loaded, BatchPlan]:
-    """The one config pass (`config.load`) with this command's flags, and the batch's
-    identity from what it selected."""
-    from runner.batch import BatchPlan
-    from runner.config import load, source_sha256
+def _config(args: argparse.Namespace, **kw: Any) -> Loaded:
+    """The one config pass (`config.load`) with this command's flags."""
+    from runner.config import load
 
-    loaded = load(
+    return load(
         args.tasks,
         models=args.model,
         sandbox=args.sandbox,
@@ -365,6 +363,14 @@ def _load(args: argparse.Namespace, **kw: Any) -> tuple[Loaded, BatchPlan]:
         shard=args.shard,
         **kw,
     )
+
+
+def _load(args: argparse.Namespace, **kw: Any) -> tuple[Loaded, BatchPlan]:
+    """The config pass and the batch's identity from what it selected."""
+    from runner.batch import BatchPlan
+    from runner.config import source_sha256
+
+    loaded = _config(args, **kw)
     chosen = loaded.selection
     plan = BatchPlan(
         tuple(t.fingerprint for t in chosen.selected),
@@ -377,7 +383,9 @@ def _load(args: argparse.Namespace, **kw: Any) -> tuple[Loaded, BatchPlan]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    loaded, _ = _load(args, offline=args.offline)
+    # The config pass alone: the batch's identity (runner.batch, and through it the run
+    # machinery and the report model) is not needed to check a file.
+    loaded = _config(args, offline=args.offline)
     for t in loaded.runs:
         _say(
             f"{t.name}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",

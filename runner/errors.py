@@ -25,6 +25,8 @@
     ├── McpError               an MCP server could not start or list its tools
     ├── EngineError            the embedded model could not be started
     ├── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
+    ├── EnvironmentFault       a container engine call failed: an image, a start, a copy
+    │   └── EnvironmentLost      the environment died mid-run (the run is `error`)
     ├── WorkspaceError         a workspace could not be prepared, kept, pushed or removed
     │   └── GitError             a git command failed (its stderr, secrets removed)
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
@@ -331,6 +333,18 @@ class EngineError(RunnerError):
 class SandboxError(RunnerError):
     """The sandbox a run asked for cannot be set up; the run fails rather than run its
     commands unsandboxed. The message names the fix."""
+
+
+class EnvironmentFault(RunnerError):
+    """A container environment could not be built, started or used: the engine's CLI
+    failed, or hung past its timeout on every retry. The message names the call and what
+    the engine said. Never a score: the run is an `error`."""
+
+
+class EnvironmentLost(EnvironmentFault):
+    """The environment went away mid-run (its container killed or removed from outside,
+    the engine gone): whatever the run did next would be judged against nothing, so the
+    run ends as an `error`, never `failed` or `passed`."""
 
 
 class ReportError(RunnerError):

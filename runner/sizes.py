@@ -22,6 +22,11 @@ HISTORY_BYTES = 32 * MIB
 REQUEST_BYTES = 48 * MIB
 ENVELOPE_BYTES = 1 * MIB
 """What an event may carry beside its items: ids, usage, status, a text summary."""
+PATCH_FILE_MAX_BYTES = 16 * MIB
+"""A changed file bigger than this is left out of a run's patch file (a branch still holds
+it): git builds a file's diff in memory and takes seconds per 100 MiB."""
+PATCH_MAX_BYTES = 64 * MIB
+"""The whole diff an environment hands back (sandbox/changes.py), held in memory once."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 Auth = Literal["bearer", "api-key", "none"]
 """How a provider takes its key: `Authorization: Bearer`, Azure's `api-key`, or not at all."""
 
+EnvironmentBackend = Literal["local", "podman", "docker", "kubernetes"]
+"""Where a run's commands and file edits happen: bubblewrap over the host (`local`), a
+container driven through the podman or docker CLI, or a Kubernetes Pod."""
+
 SkipReason = Literal["budget", "interrupted", "provider_down"]
 """Why a run never started: the batch budget was spent, Ctrl-C or SIGTERM came first, or
 its provider stopped answering (`budget.max_connect_failures`)."""

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from runner.config.envcheck import BuildDirs, environment_problems
+from runner.config.environment import EnvironmentSettings
 from runner.config.resolve import Resolver, check_path, first_set, merged_layers
 from runner.config.resolved import Origin, Run, fingerprint
 from runner.config.schema import (
@@ -23,7 +25,7 @@ from runner.config.schema import (
     written,
 )
 from runner.config.text import Path_, dotted, line_for
-from runner.errors import ConfigError
+from runner.errors import ConfigError, Problem
 from runner.vocabulary import ReasoningEffort, SandboxMode
 
 __all__ = ["expand", "fingerprint", "resolve"]
@@ -32,6 +34,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "limits": Limits,
     "model_options": ModelOptions,
     "git": GitSettings,
+    "environment": EnvironmentSettings,
 }
 _VARIANT_FIELDS = {
     "instructions_file": "instructions_file",
@@ -93,7 +96,7 @@ class _Origins:
             found: Origin | None = None
             if j is not None:
                 vkey = _VARIANT_FIELDS.get(key) or (
-                    key if key.startswith("model_options.") else None
+                    key if key.startswith(("model_options.", "environment.")) else None
                 )
                 if vkey is not None:
                     found = self.here(("matrix", "variant", j, *vkey.split(".")))
@@ -162,6 +165,8 @@ def expand(
         if v is not None
     }
     runs: list[Run] = []
+    env_problems: list[Problem] = []
+    build_dirs = BuildDirs()
     for i in range(len(tf.tasks)):
         for mi, (m, tasks) in enumerate(zip(chosen, per_model, strict=True)):
             base = tasks[i]
@@ -193,6 +198,9 @@ def expand(
                         ModelOptions, opts, ModelOptions(reasoning_effort=reasoning_effort)
                     )
                 origins = where.of_run(i, m or model, model_at, None if v is None else j, flags)
+                if mi == 0:  # the same for every model: said once
+                    env_problems += environment_problems(values["environment"], origins)
+                build_dir = build_dirs.get(base_dir, values["environment"].build, origins)
                 for rep in range(1, repeat + 1):
                     runs.append(
                         Run(
@@ -213,9 +221,13 @@ def expand(
                                 "current_date": current_date or values["current_date"],
                                 "timezone": timezone or values["timezone"],
                                 "origins": origins,
+                                "build_dir": build_dir,
                             }
                         )
                     )
+    found = list(dict.fromkeys([*env_problems, *build_dirs.problems]))
+    if found:
+        raise ConfigError(found)
     return runs
 
 
@@ -254,6 +266,7 @@ def _variant_values(values: dict[str, Any], v: Variant, text: Any) -> dict[str, 
         ),
         "tools": v.tools if written(v, "tools") else values["tools"],
         "model_options": opts,
+        "environment": merged_layers(EnvironmentSettings, values["environment"], v.environment),
     }
     if text is not None and text[0] is not None:
         path, read = text

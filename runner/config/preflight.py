@@ -8,8 +8,8 @@ Each problem names the file, line and field its run remembers choosing the value
 (`Run.at`), without going back to the task file.
 
 `offline` skips what depends on the machine the check runs on (API key variables, the
-repositories, the secrets in the environment), e.g. for a lint job that validates task
-files without their secrets.
+repositories, the secrets in the environment, the container engine and its images), e.g.
+for a lint job that validates task files without their secrets.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from runner import workspace
+from runner.config.envcheck import engine_problems
 from runner.config.resolved import Origin, Run, branch_fields
 from runner.config.schema import BatchLimits
 from runner.errors import ConfigError, Problem
@@ -78,7 +79,8 @@ def problems(
     found += _local_models(runs)
     if not offline:
         found += _keys(runs, env)
-        found += _repos(runs)
+        found += _repos([t for t in runs if t.repo_named or t.environment.backend == "local"])
+        found += engine_problems(runs, env)
         found += mcp_secrets(runs, env, concurrency or 1, secret_vars)
     return list({str(p): p for p in found}.values())
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runner.config.base import Frozen
 from runner.config.codex_config import default_path, load_codex_providers
 from runner.config.load import unknown_provider
 from runner.config.schema import (
@@ -24,7 +25,6 @@ from runner.config.schema import (
     COMMAND_LINE,
     MODEL_RE,
     PLACEHOLDER_HOST,
-    Frozen,
     McpServerConfig,
     ModelConfig,
     ModelOptions,
@@ -45,10 +45,17 @@ _T = TypeVar("_T")
 
 
 def merged_layers(cls: type[_M], *layers: _M | None) -> _M:
-    """Later layers' explicitly set fields over earlier ones' over the built-in defaults."""
+    """Later layers' explicitly set fields over earlier ones' over the built-in defaults.
+    Fields a model groups as one choice (`ONE_OF`, e.g. `image` or `build`) go together:
+    a layer that writes one of them replaces the whole group."""
     values: dict[str, Any] = {}
+    groups: tuple[frozenset[str], ...] = getattr(cls, "ONE_OF", ())
     for layer in layers:
         if layer is not None:
+            for group in groups:
+                if group & layer.model_fields_set:
+                    for name in group:
+                        values.pop(name, None)
             values.update({name: getattr(layer, name) for name in layer.model_fields_set})
     return cls.model_validate(values)
 
@@ -293,6 +300,7 @@ class Resolver:
                 t.model_options,
             ),
             "tags": t.tags,
+            "repo_named": written(t, "repo"),
             "api_model": api_model,
             "secrets": self.tf.secrets,
             "compact_prompt_file": compact_prompt,

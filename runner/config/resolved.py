@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runner.config.schema import Frozen, ProviderConfig, RunSettings
+from runner.config.base import Frozen
+from runner.config.environment import EnvironmentSettings
+from runner.config.schema import ProviderConfig, RunSettings
 from runner.errors import Problem
 from runner.models import Price
 from runner.skills import Skill
@@ -41,6 +43,11 @@ class Run(RunSettings):
     prompt: str
     turns: tuple[str, ...]
     repo: Path
+    repo_named: bool = True
+    """Whether the task wrote `repo:`. A container run's changes become a branch only
+    then; without it `repo` is the task file's folder and is not used."""
+    build_dir: Path | None = None
+    """`environment.build` made absolute and checked (a folder with a Dockerfile)."""
     provider_name: str
     provider: ProviderConfig
     model: str
@@ -113,7 +120,12 @@ _NOT_IN_FINGERPRINT = {
     "writable_roots",
     "skills",
     "origins",
+    "repo_named",
+    "build_dir",
 }
+
+
+_LOCAL = EnvironmentSettings().model_dump(mode="json")
 
 
 def fingerprint(t: Run) -> str:
@@ -132,6 +144,8 @@ def fingerprint(t: Run) -> str:
     for unset in ("current_date", "timezone"):  # unpinned: as before these fields existed
         if data.get(unset) is None:
             data.pop(unset, None)
+    if data.get("environment") == _LOCAL:  # as before `environment:` existed
+        data.pop("environment", None)
     if t.instructions_sha256 is not None:
         data["instructions"] = t.instructions_sha256
     if t.compact_prompt_sha256 is not None:

@@ -17,16 +17,16 @@ from pydantic import (
     AliasChoices,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
-    Strict,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from runner import sizes
+from runner.config.base import Frozen, PathText, StrictBool, StrictFloat, StrictInt
+from runner.config.environment import EnvironmentSettings
 from runner.config.pins import IsoDate, TimeZone, iso_date, timezone_problem
 from runner.config.text import Path_, describe, line_for
 from runner.errors import Problem
@@ -41,22 +41,10 @@ COMMAND_LINE = "(command line)"
 MIN_CAP_BYTES = 1024
 """The least a byte cap of `limits:` may be: below it no request would fit at all."""
 
-# YAML 1.1 reads yes/no/on/off as booleans and 1.0 as a float; strict fields keep those
-# from passing as integers (true == 1) or flags. Floats still take integers (60 -> 60.0).
-StrictInt = Annotated[int, Strict()]
-StrictFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-StrictBool = Annotated[bool, Strict()]
-
 
 def _not_blank(v: str) -> str:
     if not v.strip():
         raise ValueError("must not be empty or only whitespace")
-    return v
-
-
-def _path_text(v: str) -> str:
-    if not v:
-        raise ValueError("must not be empty; leave the field out to use the default")
     return v
 
 
@@ -92,14 +80,6 @@ def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem
 
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
-PathText = Annotated[str, AfterValidator(_path_text)]
-
-
-class Frozen(BaseModel):
-    # The attribute docstrings below are for readers. Pydantic would read them into field
-    # descriptions by re-parsing this file's source at import (~100 ms of every start), and
-    # nothing uses those descriptions: no schema is generated from the task-file models.
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ProviderConfig(Frozen):
@@ -344,6 +324,9 @@ class VariantSettings(Frozen):
     tools: tuple[ToolName, ...] = DEFAULT_TOOLS
     model_options: ModelOptions = ModelOptions()
     """Merged field by field, like `limits`, over the model's own defaults."""
+    environment: EnvironmentSettings = EnvironmentSettings()
+    """Where the run's commands happen: `local` (default) or a container image. Merged
+    field by field, like `limits`, and by a variant's own."""
 
     @field_validator("tools")
     @classmethod

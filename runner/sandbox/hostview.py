@@ -73,6 +73,10 @@ def host_view(hidden: Sequence[Path]) -> HostView:
     binds: list[Path] = []
     links: list[tuple[Path, str]] = []
     folders: list[Path] = []
+    # Set lookups, not a scan of `hidden` per entry: a uid's registry can name hundreds
+    # of kept folders, and the walk visits every entry of every folder on their way.
+    hidden_set = set(hidden)
+    holders = {parent for h in hidden for parent in h.parents}
     todo = [Path("/")]
     while todo:
         folder = todo.pop()
@@ -82,7 +86,7 @@ def host_view(hidden: Sequence[Path]) -> HostView:
             continue
         for name in names:
             path = folder / name
-            if (folder == Path("/") and name in PROVIDED) or path in hidden:
+            if (folder == Path("/") and name in PROVIDED) or path in hidden_set:
                 continue
             try:
                 mode = os.lstat(path).st_mode
@@ -90,9 +94,9 @@ def host_view(hidden: Sequence[Path]) -> HostView:
                 continue
             if stat.S_ISLNK(mode):
                 real = Path(os.path.realpath(path))
-                if not any(real.is_relative_to(h) for h in hidden):
+                if hidden_set.isdisjoint((real, *real.parents)):
                     links.append((path, os.readlink(path)))
-            elif any(h.is_relative_to(path) for h in hidden):
+            elif path in holders:
                 if stat.S_ISDIR(mode):
                     todo.append(path)
                     folders.append(path)

@@ -24,13 +24,16 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import SocketStream
 
 from runner.errors import StreamFailure
-from runner.http import AsyncClient, HTTPError, forwarding_client
 from runner.workspace.peer import served_by_tree
+
+if TYPE_CHECKING:
+    from runner.http import AsyncClient
 
 _MAX_HEAD = 64 * 1024
 _PASSED_REQUEST = ("content-type", "content-encoding", "accept", "accept-encoding", "git-protocol")
@@ -117,6 +120,10 @@ async def _serve_and_run(
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     local.append(f"http://127.0.0.1:{port}{prefix}")
+    # httpx is loaded only when a push goes through the forwarder: `validate` and
+    # runs that never push do not pay for it (about 35 ms).
+    from runner.http import forwarding_client
+
     client = forwarding_client()
     git_pid: list[int] = []
     async with client, listener, anyio.create_task_group() as tg:
@@ -196,6 +203,8 @@ async def _forward(
     prefix: str,
     git_pid: list[int],
 ) -> None:
+    from runner.http import HTTPError
+
     async with stream:
         try:
             head, rest = await _read_head(stream)

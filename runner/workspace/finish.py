@@ -19,6 +19,7 @@ import anyio
 from runner import gitnames, hostfs
 from runner.errors import GitError, UnsafeFileError, WorkspaceError
 from runner.redact import Redactor
+from runner.sizes import PATCH_FILE_MAX_BYTES
 from runner.workspace.git import (
     IDENTITY,
     MAX_BRANCH_SUFFIX,
@@ -201,9 +202,6 @@ ADD_CONFIG = (
 """How `git add` stores what the agent wrote: small files deflated fast (level 1); a file
 over 16 MiB streamed straight into one pack, not compressed (hashing 1 GiB takes seconds,
 deflating it a minute, and a batch stopping on SIGTERM waits for it)."""
-
-PATCH_FILE_MAX_BYTES = 16 << 20
-"""Changed files bigger than this are in the commit but not in the patch file."""
 
 
 def _too_big_for_patch(ws: Workspace, files: Sequence[FileChange]) -> list[str]:

@@ -33,6 +33,7 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "web_search": (True, False),
     "current_date": ("2026-01-31", "2026-02-01"),
     "timezone": ("Europe/Paris", "UTC"),
+    "environment": ({"artifacts": ["logs/out.txt"]}, {"backend": "local", "artifacts": []}),
 }
 """Per setting: a value for `defaults:` and another for a task. Where one value is the
 built-in default, a task writing it must still win over `defaults:`."""
@@ -62,7 +63,13 @@ VARIANT_OWN = {"name", "prompt_template", "reasoning_effort"}
 def test_a_variant_takes_its_settings_from_their_one_declaration() -> None:
     settings = {**Sources.model_fields, **RunSettings.model_fields}
     overrides = set(Variant.model_fields) - VARIANT_OWN
-    assert overrides == {"instructions_file", "developer_instructions", "tools", "model_options"}
+    assert overrides == {
+        "instructions_file",
+        "developer_instructions",
+        "tools",
+        "model_options",
+        "environment",
+    }
     for name in overrides:
         assert _fields(Variant, name) == _fields(Settings, name), f"Variant redeclares {name}"
         assert name in settings

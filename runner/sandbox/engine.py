@@ -1,0 +1,191 @@
+"""The container engine's command line (podman or docker): every call bounded and retried.
+
+A `docker`/`podman` call hangs now and then (about once in a thousand, as Inspect's users
+found), so each call has its own timeout and is made again, at most `retries` times, when
+it hangs. Only hangs are retried: an answer, even a refusal, is final. Callers retry only
+calls that are safe to repeat (inspect, rm, images, a start by a fixed name).
+
+podman is pointed at the project's own `containers.conf` (runc, rlimits within the host's:
+crun cannot start a container in a VM without CAP_SYS_RESOURCE), so the machine's own
+configuration is neither read nor changed. The CLI gets a minimal environment: the
+runner's secrets never reach it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from runner.errors import EnvironmentFault
+
+CONTAINERS_CONF = Path(__file__).resolve().parent.parent / "data" / "containers.conf"
+CALL_TIMEOUT_S = 60.0
+RETRIES = 2
+OUTPUT_CAP = 1 << 20
+"""Bytes of stdout (and of stderr) a plain call keeps: ids, names, JSON of `inspect`."""
+
+_PASSED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "CONTAINER_HOST",
+    "CONTAINERS_STORAGE_CONF",
+    "CONTAINERS_REGISTRIES_CONF",
+)
+
+OWNER_LABEL = "io.runner.owner"
+OWNER = "runner"
+BATCH_LABEL = "io.runner.batch"
+RUN_LABEL = "io.runner.run"
+HOST_LABEL = "io.runner.host"
+RECIPE_LABEL = "io.runner.recipe"
+
+
+@dataclass(frozen=True)
+class Called:
+    code: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode(errors="replace").strip()
+
+    def said(self) -> str:
+        return (self.stderr or self.stdout).decode(errors="replace").strip()[-2000:]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One container engine, named by its executable (`podman`, `docker`, or a path)."""
+
+    executable: str = "podman"
+    call_timeout_s: float = CALL_TIMEOUT_S
+    retries: int = RETRIES
+    base_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def kind(self) -> str:
+        """`podman` or `docker` (anything not podman speaks docker's CLI)."""
+        return "podman" if "podman" in Path(self.executable).name else "docker"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in self.base_env.items() if k in _PASSED}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        if self.kind == "podman":
+            env["CONTAINERS_CONF"] = str(CONTAINERS_CONF)
+        return env
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        return [self.executable, *args]
+
+    async def call(
+        self,
+        args: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+        retry: bool = True,
+        cap: int = OUTPUT_CAP,
+    ) -> Called:
+        """Run `<engine> args` to completion. Raises EnvironmentFault when the engine
+        cannot be started or every attempt hung."""
+        limit = timeout_s if timeout_s is not None else self.call_timeout_s
+        attempts = 1 + (self.retries if retry else 0)
+        for _ in range(attempts):
+            done = await self._once(args, limit, stdin, cap)
+            if done is not None:
+                return done
+        raise EnvironmentFault(
+            f"`{self.executable} {' '.join(args[:3])}` did not answer within {limit:g} s, "
+            f"{attempts} times"
+        )
+
+    async def check(
+        self,
+        args: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+        retry: bool = True,
+    ) -> Called:
+        """`call`, raising EnvironmentFault on a non-zero exit."""
+        done = await self.call(args, timeout_s=timeout_s, stdin=stdin, retry=retry)
+        if done.code != 0:
+            raise EnvironmentFault(
+                f"`{self.executable} {' '.join(args[:3])}` failed (exit {done.code}): {done.said()}"
+            )
+        return done
+
+    async def _once(
+        self, args: Sequence[str], limit: float, stdin: bytes | None, cap: int
+    ) -> Called | None:
+        try:
+            proc = await anyio.open_process(
+                self.argv(args),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise EnvironmentFault(
+                f"cannot run the container engine {self.executable!r}: {exc.strerror or exc}"
+            ) from None
+        out = bytearray()
+        err = bytearray()
+        try:
+            with anyio.move_on_after(limit):
+                async with anyio.create_task_group() as tg:
+                    if stdin is not None:
+                        tg.start_soon(_feed, proc.stdin, stdin)
+                    tg.start_soon(_drain, proc.stdout, out, cap)
+                    tg.start_soon(_drain, proc.stderr, err, cap)
+                    await proc.wait()
+                return Called(proc.returncode or 0, bytes(out), bytes(err))
+            return None
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            with anyio.CancelScope(shield=True):
+                await proc.wait()
+                await proc.aclose()
+
+
+async def _feed(stream: ByteSendStream | None, data: bytes) -> None:
+    assert stream is not None
+    try:
+        for at in range(0, len(data), 1 << 16):
+            await stream.send(data[at : at + (1 << 16)])
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    finally:
+        await stream.aclose()
+
+
+async def _drain(stream: ByteReceiveStream | None, into: bytearray, cap: int) -> None:
+    """Read to the end, keeping at most `cap` bytes and one more, so a caller that must
+    have all of it can tell it got too much."""
+    assert stream is not None
+    try:
+        async for chunk in stream:
+            room = cap + 1 - len(into)
+            if room > 0:
+                into += chunk[:room]
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+        pass

@@ -1,0 +1,282 @@
+"""The Environment contract, the same tests against every backend (real engines, real
+images): commands, files, folders, timeouts, output caps, hostile links, a dead
+environment, and the orphans of a batch killed with SIGKILL."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from runner.errors import EnvironmentFault, EnvironmentLost, UnsafeFileError
+from runner.sandbox.container import ContainerEnvironment
+from runner.sandbox.engine import Engine
+from runner.sandbox.environment import Environment
+from runner.sandbox.orphans import live_batch, reap_orphans, remove_args, runner_containers
+from tests.support.environments import (
+    BACKENDS,
+    CONTAINER_BACKENDS,
+    WORKDIR,
+    Backend,
+    base_image,
+    started,
+)
+
+# The first test of a fresh machine builds the base image (about 2 min).
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(900)]
+backends = pytest.mark.parametrize("backend", BACKENDS)
+
+
+async def sh(box: Environment, script: str, env: dict[str, str] | None = None) -> str:
+    done = await box.exec(["sh", "-c", script], env=env, timeout_s=30)
+    assert done.exit_code == 0, done.output
+    return done.output.decode()
+
+
+@backends
+async def test_exec_argv_cwd_env_and_exit_codes(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        done = await env.exec(["printf", "%s|", "two words", "$HOME"], timeout_s=30)
+        assert (done.exit_code, done.output) == (0, b"two words|$HOME|")
+        assert (await env.exec(["pwd"], timeout_s=30)).output == f"{WORKDIR}\n".encode()
+        await sh(env, "mkdir -p sub")
+        assert (await env.exec(["pwd"], cwd=f"{WORKDIR}/sub", timeout_s=30)).output.strip() == (
+            f"{WORKDIR}/sub".encode()
+        )
+        assert await sh(env, 'echo "$GREETING"', env={"GREETING": "hi there"}) == "hi there\n"
+        done = await env.exec(["sh", "-c", "echo out; echo err >&2; exit 7"], timeout_s=30)
+        assert done.exit_code == 7 and not done.timed_out
+        assert sorted(done.output.split()) == [b"err", b"out"]
+        assert done.total_lines == 2
+        assert (await env.exec(["no-such-command-here"], timeout_s=30)).exit_code == 127
+
+
+@backends
+async def test_exec_feeds_stdin(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        data = bytes(range(256)) * 1024
+        done = await env.exec(["sha256sum"], stdin=data, timeout_s=30)
+        assert done.output.split()[0].decode() == hashlib.sha256(data).hexdigest()
+        assert (await env.exec(["cat"], timeout_s=30)).output == b""  # no stdin: EOF
+
+
+@backends
+async def test_files_are_written_read_and_removed(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        await env.write_file("deep/er/a.txt", b"one\n")
+        assert await env.read_file("deep/er/a.txt", max_bytes=100) == b"one\n"
+        await env.write_file(f"{WORKDIR}/deep/er/a.txt", b"\x00two")
+        assert await env.read_file("deep/er/a.txt", max_bytes=100) == b"\x00two"
+        with pytest.raises(UnsafeFileError, match="over 3 bytes"):
+            await env.read_file("deep/er/a.txt", max_bytes=3)
+        with pytest.raises(UnsafeFileError, match="regular"):
+            await env.read_file("deep/er", max_bytes=100)
+        await env.remove_file("deep/er/a.txt")
+        assert await env.read_file("deep/er/a.txt", max_bytes=100) is None
+        await env.remove_file("deep/er/a.txt")  # already gone: nothing to do
+
+
+@backends
+async def test_hostile_links_are_refused(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        await sh(env, "echo secret > /outside.txt && ln -s /outside.txt link && mkfifo fifo")
+        await sh(env, "mkdir -p tree/sub && echo a > tree/a && ln -s /etc tree/sub/etc")
+        with pytest.raises(UnsafeFileError, match="symbolic link"):
+            await env.read_file("link", max_bytes=1000)
+        with pytest.raises(UnsafeFileError, match="regular"):
+            await env.read_file("fifo", max_bytes=1000)
+        await env.write_file("link", b"replaced")  # the link is replaced, not followed
+        assert await sh(env, "cat /outside.txt") == "secret\n"
+        assert await env.read_file("link", max_bytes=100) == b"replaced"
+        dest = tmp_path / "out"
+        with pytest.raises(UnsafeFileError, match="link"):
+            await env.get_dir("tree", dest, max_bytes=1 << 20)
+        assert not (dest / "sub" / "etc").exists()
+
+
+@backends
+async def test_folders_are_copied_in_and_out(backend: Backend, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "top.txt").write_text("top\n")
+    (src / "a" / "b" / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (src / "a" / "b" / "run.sh").chmod(0o755)
+    (src / "empty").mkdir()
+    async with started(backend, tmp_path) as env:
+        await env.put_dir(src, "copied")
+        assert await sh(env, "./copied/a/b/run.sh && cat copied/top.txt") == "ran\ntop\n"
+        await sh(env, "echo new > copied/a/new.txt")
+        out = tmp_path / "out"
+        await env.get_dir("copied", out, max_bytes=1 << 20)
+        assert (out / "a" / "new.txt").read_text() == "new\n"
+        assert os.access(out / "a" / "b" / "run.sh", os.X_OK)
+        assert (out / "empty").is_dir()
+        with pytest.raises(UnsafeFileError, match="over 5 bytes"):
+            await env.get_dir("copied", tmp_path / "small", max_bytes=5)
+    link_src = tmp_path / "linked"
+    link_src.mkdir()
+    (link_src / "passwd").symlink_to("/etc/passwd")
+    async with started(backend, tmp_path) as env:
+        with pytest.raises(UnsafeFileError, match="symbolic link"):
+            await env.put_dir(link_src, "linked")
+
+
+@backends
+async def test_timeout_kills_the_whole_tree(backend: Backend, tmp_path: Path) -> None:
+    script = "sleep 300 & setsid sleep 301 & echo started; sleep 302"
+    async with started(backend, tmp_path) as env:
+        done = await env.exec(["sh", "-c", script], timeout_s=1.0)
+        assert done.timed_out and done.exit_code == 124
+        assert done.output == b"started\n"
+        assert done.duration_s < 10
+        # Nothing it started is left (the container's own `sleep infinity` aside).
+        left = await sh(env, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
+        assert "sleep 30" not in left
+        # And a command that left a child behind on a clean exit: the child is ended too.
+        await sh(env, "setsid sleep 303 >/dev/null 2>&1 &")
+        left = await sh(env, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
+        assert "sleep 303" not in left
+
+
+@backends
+async def test_output_is_capped_while_streaming(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        done = await env.exec(
+            ["sh", "-c", "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo end"],
+            timeout_s=60,
+            output_cap=1000,
+        )
+        assert done.exit_code == 0
+        assert done.truncated_bytes >= 5_000_000 - 1000
+        assert len(done.output) < 1100 and done.output.endswith(b"end\n")
+        assert done.total_lines == 2
+
+
+@backends
+async def test_a_killed_environment_raises_lost(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        assert (await env.exec(["true"], timeout_s=30)).exit_code == 0
+        await backend.kill(env)
+        with pytest.raises(EnvironmentLost, match="gone"):
+            await env.exec(["true"], timeout_s=30)
+        with pytest.raises(EnvironmentLost):
+            await env.read_file("x", max_bytes=10)
+    await env.stop()  # again: nothing to do
+    with pytest.raises(EnvironmentFault, match="not running"):
+        await env.exec(["true"], timeout_s=30)
+
+
+# -- container backends only ----------------------------------------------------------
+
+containers = pytest.mark.parametrize("backend", CONTAINER_BACKENDS)
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, anyio
+    from runner.sandbox.container import ContainerEnvironment
+    from runner.sandbox.engine import Engine
+    from runner.sandbox.orphans import live_batch
+
+    async def main():
+        env = ContainerEnvironment(engine=Engine(sys.argv[1]), image=sys.argv[2],
+                                   workdir="/work", batch_id=sys.argv[3], run_name="doomed")
+        await env.start()
+        print(env.name, flush=True)
+        await anyio.sleep(600)
+
+    with live_batch(sys.argv[3]):
+        anyio.run(main)
+    """
+)
+
+
+@containers
+async def test_orphans_of_a_killed_batch_are_reaped(backend: Backend, tmp_path: Path) -> None:
+    engine = Engine(backend.name)
+    image = await base_image(engine)
+    doomed = f"test-doomed-{uuid.uuid4().hex[:8]}"
+    child = await anyio.open_process(
+        [sys.executable, "-c", _CHILD, backend.name, image, doomed], stderr=None
+    )
+    try:
+        assert child.stdout is not None
+        with anyio.fail_after(120):
+            line = await BufferedByteReceiveStream(child.stdout).receive_until(b"\n", 1000)
+        name = line.decode().strip()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+        await child.aclose()
+    stranger = f"not-runner-{uuid.uuid4().hex[:8]}"
+    await engine.check(
+        ["run", "-d", "--name", stranger, "--network", "none", image, "sleep", "600"]
+    )
+    try:
+        async with started(backend, tmp_path) as live:
+            names = await _names(engine)
+            assert name in names  # SIGKILL removed nothing
+            reaped = await reap_orphans(engine)
+            names = await _names(engine)
+            assert name not in names and reaped
+            assert isinstance(live, ContainerEnvironment) and live.name in names
+            assert (await live.exec(["true"], timeout_s=30)).exit_code == 0
+            shown = await engine.check(["ps", "-a", "-q", "--filter", f"name={stranger}"])
+            assert shown.text, "a container without the runner's labels was removed"
+    finally:
+        await engine.call(remove_args(engine, [stranger]))
+
+
+async def _names(engine: Engine) -> set[str]:
+    found = set()
+    for cid, _ in await runner_containers(engine):
+        shown = await engine.check(["inspect", "--type", "container", cid])
+        found.add(json.loads(shown.stdout)[0]["Name"].lstrip("/"))
+    return found
+
+
+@containers
+async def test_every_container_carries_the_runners_labels(backend: Backend, tmp_path: Path) -> None:
+    async with started(backend, tmp_path) as env:
+        assert isinstance(env, ContainerEnvironment)
+        shown = await env.engine.check(["inspect", "--type", "container", env.name])
+        labels = json.loads(shown.stdout)[0]["Config"]["Labels"]
+        assert labels["io.runner.owner"] == "runner"
+        assert labels["io.runner.batch"].startswith("test-")
+        assert labels["io.runner.run"] == "contract"
+        network = json.loads(shown.stdout)[0]["HostConfig"]["NetworkMode"]
+        assert network == "none"
+    gone = await env.engine.call(["inspect", "--type", "container", env.name])
+    assert gone.code != 0
+
+
+@containers
+async def test_without_the_helper_each_command_is_an_exec(backend: Backend, tmp_path: Path) -> None:
+    engine = Engine(backend.name)
+    env = ContainerEnvironment(
+        engine=engine,
+        image=await base_image(engine),
+        workdir=WORKDIR,
+        batch_id=f"test-{uuid.uuid4().hex[:8]}",
+        run_name="plain",
+        helper=False,
+    )
+    with live_batch(env.labels["io.runner.batch"]):
+        try:
+            await env.start()
+            done = await env.exec(["sh", "-c", "cat; pwd; exit 3"], stdin=b"in\n", timeout_s=30)
+            assert (done.exit_code, done.output) == (3, f"in\n{WORKDIR}\n".encode())
+            done = await env.exec(["sleep", "30"], timeout_s=1)
+            assert done.timed_out and done.exit_code == 124
+            await env.write_file("f", b"data")
+            assert await env.read_file("f", max_bytes=10) == b"data"
+        finally:
+            await env.stop()
