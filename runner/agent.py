@@ -308,11 +308,19 @@ class Thread:
         try:
             resp = await call(prompt)
         except ModelError as exc:
-            # Kept when the loop goes on (a compaction answers an overflow) or when the
-            # server billed the failed answer, so the run's tokens add up.
-            if cp.is_context_overflow(exc) or exc.usage is not None:
+            # Kept when the loop goes on (a compaction answers an overflow), when the
+            # server billed the failed answer (so the run's tokens add up) or when it was
+            # resent (so the run's retries add up).
+            if cp.is_context_overflow(exc) or exc.usage is not None or exc.retries:
                 self._record(
-                    replace(sent, duration_s=time.monotonic() - t0, usage=exc.usage, error=str(exc))
+                    replace(
+                        sent,
+                        duration_s=time.monotonic() - t0,
+                        usage=exc.usage,
+                        error=str(exc),
+                        retries=exc.retries,
+                        retry_wait_s=exc.retry_wait_s,
+                    )
                 )
             raise
         self._last_outputs = resp.items
@@ -324,6 +332,8 @@ class Thread:
                 request_bytes=resp.request_bytes,
                 response_id=resp.response_id,
                 output_types=[i.type for i in resp.items],
+                retries=resp.retries,
+                retry_wait_s=resp.retry_wait_s,
             )
         )
         return sent.index, resp

@@ -38,14 +38,32 @@ async def run_batch(
     on_event: EventHandler | None = None,
     env: Mapping[str, str] | None = None,
     resume: bool = False,
+    force: bool = False,
+    retry_errored: bool = False,
 ) -> BatchResult:
     """Run `runs` (from `load_runs`) and write report.json and the other reports in
     `out_dir`. `on_event` gets every event of every run as it comes, tagged with its run
     (`task`) and time (`ts`). `env` is the environment the runs see (default this
     process's). The result lists every run's report entry and the exit code the CLI
-    would give."""
+    would give.
+
+    As the CLI's flags: `resume` (`--resume`) keeps the runs an earlier session of the
+    batch in `out_dir` finished; `retry_errored` (`--retry-errored`, with `resume` only)
+    runs its errored ones again too; `force` (`--force`) lets a new batch replace a
+    finished one in `out_dir` (else refused)."""
     if not runs:
         raise ConfigError([Problem("(api)", None, "runs", "no run to start")])
+    if retry_errored and not resume:
+        raise ConfigError(
+            [
+                Problem(
+                    "(api)",
+                    None,
+                    "retry_errored",
+                    "goes with resume=True (it reruns a batch's errored runs)",
+                )
+            ]
+        )
     if concurrency < 1:
         raise ConfigError([Problem("(api)", None, "concurrency", "must be at least 1")])
     if concurrency > 1:
@@ -61,6 +79,8 @@ async def run_batch(
         out_dir=Path(out_dir),
         concurrency=concurrency,
         resume=resume,
+        force=force,
+        retry_errored=retry_errored,
         env=env,
         events=_Events(on_event) if on_event is not None else None,
     )

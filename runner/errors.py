@@ -102,6 +102,10 @@ class ModelError(RemoteError):
     usage: Usage | None = None
     """What the server billed for the failed answer (an incomplete or length-capped one),
     so the run's token counts still add up."""
+    retries: int = 0
+    retry_wait_s: float = 0.0
+    """The resends and seconds of waiting the request cost before it failed for good
+    (set by the retry policy), so a failed request's retries reach the report too."""
     partial_output: str | None = None
     """What the model wrote before `max_output_tokens` cut it off: kept for the report,
     since a cut-off answer is otherwise invisible."""

@@ -27,8 +27,8 @@ from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_text
 from runner.vocabulary import NOT_WORKING, RunStatus, Verdict
 
-if TYPE_CHECKING:
-    from runner.reports.model import RunReport  # loaded by `entries`, not at start-up
+if TYPE_CHECKING:  # loaded by `entries`, not at start-up
+    from runner.reports.model import RedoneReport, RunReport
 
 REDO_STATUSES = frozenset({RunStatus.INTERRUPTED})
 """Finished runs with these statuses are run again by `--resume`; a run skipped by the
@@ -44,6 +44,9 @@ class Entry:
     commit: str | None = None
     """The result commit, recorded before its branch is made: resume deletes the
     branch only while it still points there."""
+    redone: RedoneReport | None = None
+    """What attempts before this one spent (a `started` record carries it, so a redo
+    killed in its turn does not lose it)."""
 
 
 def _batch_id(meta: Any) -> Any:
@@ -58,6 +61,8 @@ class Journal:
     def __init__(self, out_dir: Path) -> None:
         self.dir = out_dir / "journal"
         self.runs = self.dir / "runs"
+        self._redone: dict[str, dict[str, Any]] = {}
+        """The earlier attempts' spend of each redone run, repeated in its records."""
 
     def start_batch(
         self, *, batch_id: str, task_file: str, resume: bool, batch: dict[str, Any] | None = None
@@ -129,7 +134,7 @@ class Journal:
 
     def entries(self) -> dict[str, Entry]:
         """Every readable record by fingerprint; an unreadable one counts as absent."""
-        from runner.reports.model import RunReport
+        from runner.reports.model import RedoneReport, RunReport
 
         out: dict[str, Entry] = {}
         if not self.runs.is_dir():
@@ -151,12 +156,18 @@ class Journal:
                     data.get("branch"),
                     report,
                     commit if isinstance(commit, str) else None,
+                    RedoneReport.model_validate(data["redone"]) if data.get("redone") else None,
                 )
             except (OSError, ValueError, RecursionError, KeyError, TypeError, ValidationError):
                 continue
         return out
 
-    def started(self, fingerprint: str, run: str, branch: str | None) -> None:
+    def started(
+        self, fingerprint: str, run: str, branch: str | None, redone: RedoneReport | None = None
+    ) -> None:
+        """`redone`: what the run's earlier attempts spent, kept until its report has it."""
+        if redone is not None:
+            self._redone[fingerprint] = redone.model_dump(mode="json")
         self._write(fingerprint, {"state": "started", "run": run, "branch": branch, "report": None})
 
     def branching(self, fingerprint: str, run: str, branch: str, commit: str) -> None:
@@ -179,6 +190,8 @@ class Journal:
         )
 
     def _write(self, fingerprint: str, data: dict[str, Any]) -> None:
+        if data["report"] is None and fingerprint in self._redone:
+            data = {**data, "redone": self._redone[fingerprint]}
         atomic_write_text(self.runs / f"{fingerprint}.json", json.dumps(data) + "\n")
 
 
@@ -189,6 +202,23 @@ def done(entry: Entry | None, *, retry_errored: bool = False) -> RunReport | Non
         return None
     redo = REDO_STATUSES | NOT_WORKING if retry_errored else REDO_STATUSES
     return None if entry.report.status in redo else entry.report
+
+
+def earlier_spend(entry: Entry | None) -> RedoneReport | None:
+    """What a run's attempts before this one spent, for `--resume` to run it again
+    without losing it: a finished attempt's usage and cost, plus what it carried. A
+    killed attempt (no report) carries only what came before it: its own spend is not
+    known."""
+    if entry is None:
+        return None
+    if entry.report is None:
+        return entry.redone
+    from runner.reports.model import RedoneReport
+    from runner.reports.totals import sum_redone
+
+    r = entry.report
+    this = RedoneReport(attempts=1, usage=r.usage, cost_usd=r.cost_usd)
+    return sum_redone([r.redone, this])
 
 
 def resume_note(batch_id: str, kept: Sequence[RunReport], runs: int) -> str:

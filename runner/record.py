@@ -17,7 +17,7 @@ from runner.vocabulary import RunStatus, SkipReason
 if TYPE_CHECKING:
     from runner.agent import Outcome
     from runner.config import Run
-    from runner.reports.model import RunReport
+    from runner.reports.model import RedoneReport, RunReport
     from runner.workspace import Result, Workspace
 
 
@@ -59,6 +59,8 @@ class RunRecord:
     inputs: dict[str, str] | None = None
     """The run's exact input as files of the out dir (`reports.inputs`): the rendered
     prompt, the instructions, the tool schemas; None until its thread is made."""
+    redone: RedoneReport | None = None
+    """What the run's earlier attempts spent, when `--resume` runs it again."""
     notes: tuple[str, ...] = ()
     """What went wrong or was left out, in the order it happened: the report's `error`
     joins them after the status's own reason."""

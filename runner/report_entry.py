@@ -95,6 +95,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "index": order.get(run.fingerprint),
         "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
         "inputs": rec.inputs,
+        "redone": rec.redone,
     }
     if o is None:
         return RunReport(
@@ -121,6 +122,8 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
             prefix=PrefixReport(**dataclasses.asdict(r.prefix)),
             kind=r.kind,
             error=r.error,
+            retries=r.retries,
+            retry_wait_s=round(r.retry_wait_s, 3),
         )
         for r in o.requests
     ]
@@ -139,6 +142,8 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         requests=requests,
         prefix_breaks=sum(not r.prefix.extends_previous for r in requests),
         compactions=compactions,
+        retries=sum(r.retries for r in o.requests),
+        retry_wait_s=round(sum(r.retry_wait_s for r in o.requests), 3),
         output=rec.output,
         truncated_output=o.truncated_output,
     )

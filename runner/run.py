@@ -33,7 +33,7 @@ from runner.errors import (
     UnsafeFileError,
 )
 from runner.items import Usage
-from runner.journal import Entry, Journal
+from runner.journal import Entry, Journal, earlier_spend
 from runner.output_schema import check_answer
 from runner.progress import EventSink
 from runner.record import CheckResult, Finished, RunRecord, status_of
@@ -160,8 +160,10 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     workspace). `rec` is only ever rebound to a new record, so the shielded wind-up sees
     every step that returned, and the one a signal cut short."""
     t = rec.run
-    await _forget_attempt(b.previous.get(t.fingerprint), t.repo)
-    b.journal.started(t.fingerprint, t.name, branch_for(t, b.batch_id))
+    earlier = b.previous.get(t.fingerprint)
+    await _forget_attempt(earlier, t.repo)
+    rec = rec.but(redone=earlier_spend(earlier))
+    b.journal.started(t.fingerprint, t.name, branch_for(t, b.batch_id), rec.redone)
     try:
         log = EventLog(
             b.out_dir / rec.events_file,

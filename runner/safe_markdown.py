@@ -126,7 +126,7 @@ def inert_line(escaped: str) -> str:
 
 
 def inert_text(markdown: str) -> str:
-    """Markdown whose run-derived parts are already escaped (`reports.markdown.inline` /
+    """Markdown whose run-derived parts are already escaped (`reports.fmt.inline` /
     `cell`), made inert line by line for the job summary: `inert_line` on every line,
     controls replaced, and no line starting with `::` (a workflow command, should the
     text be printed to a log)."""

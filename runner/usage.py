@@ -144,4 +144,9 @@ class RequestRecord:
     output_types: list[str] = field(default_factory=list)
     error: str | None = None
     """Why the server refused it: kept for context-window overflows, which the loop
-    answers with a compaction (other failures end the run and are its `error`)."""
+    answers with a compaction, and for failures that were billed or resent (other
+    failures end the run and are its `error`)."""
+    retries: int = 0
+    """Attempts resent before the answer (or the final failure)."""
+    retry_wait_s: float = 0.0
+    """Seconds waited before its attempts: backoff, Retry-After, a held rate gate."""

@@ -13,7 +13,7 @@ import pytest
 
 import runner
 from tests.support.fixtures import LoopbackFactory, make_git_repo
-from tests.support.loopback import reply_message
+from tests.support.loopback import reply_http_error, reply_message
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +91,60 @@ async def test_load_and_run_a_batch_in_process(loopback: LoopbackFactory, tmp_pa
 async def test_run_batch_refuses_nothing_to_run(tmp_path: Path) -> None:
     with pytest.raises(runner.ConfigError, match="runs: no run to start"):
         await runner.run_batch((), tmp_path / "out")
+
+
+def _flaky_tasks(tmp_path: Path, base_url: str) -> Path:
+    make_git_repo(tmp_path / "repo")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers:\n  fake: {{base_url: '{base_url}', request_max_retries: 0}}\n"
+        "defaults: {model: fake/m}\n"
+        "tasks:\n"
+        "  - {id: steady, prompt: say steady, repo: repo}\n"
+        "  - {id: flaky, prompt: say flaky, repo: repo}\n"
+    )
+    return tasks
+
+
+async def test_force_and_retry_errored_match_the_cli_flags(
+    loopback: LoopbackFactory, tmp_path: Path
+) -> None:
+    """`retry_errored` (with `resume`) reruns the errored run and keeps the other;
+    `force` lets a new batch replace a finished one, which is refused without it."""
+    outage = {"on": True}
+
+    def script(req: Any, i: int) -> Any:
+        if outage["on"] and "flaky" in json.dumps(req.input):
+            return reply_http_error(503)
+        return reply_message("done")
+
+    srv = await loopback(script)
+    runs = runner.load_runs(_flaky_tasks(tmp_path, srv.base_url))
+    out = tmp_path / "out"
+    first = await runner.run_batch(runs, out, concurrency=1)
+    assert [r.status for r in first.runs] == [runner.RunStatus.COMPLETED, runner.RunStatus.ERROR]
+    assert first.exit_code == 3
+    asked = len(srv.requests)
+
+    with pytest.raises(runner.ConfigError, match="retry_errored: goes with resume=True"):
+        await runner.run_batch(runs, out, retry_errored=True)
+    kept = await runner.run_batch(runs, out, resume=True)
+    assert [r.status for r in kept.runs] == [runner.RunStatus.COMPLETED, runner.RunStatus.ERROR]
+    assert len(srv.requests) == asked  # plain resume keeps the errored run
+
+    outage["on"] = False
+    again = await runner.run_batch(runs, out, resume=True, retry_errored=True)
+    assert [r.status for r in again.runs] == [runner.RunStatus.COMPLETED] * 2
+    new = srv.requests[asked:]
+    assert len(new) == 1 and "flaky" in json.dumps(new[0].input)
+    report = runner.Report.model_validate_json((out / "report.json").read_text())
+    assert report.totals.errored == 0
+    assert report.runs[1].redone is not None and report.runs[1].redone.attempts == 1
+
+    with pytest.raises(runner.ConfigError, match="--force"):
+        await runner.run_batch(runs, out)
+    fresh = await runner.run_batch(runs, out, force=True)
+    assert fresh.exit_code == 0
+    replaced = runner.Report.model_validate_json((out / "report.json").read_text())
+    assert replaced.batch_id != report.batch_id and replaced.totals.redone is None

@@ -2,7 +2,8 @@
 name file, line and field, and resolution into runs.
 
     schema.py      frozen pydantic models: what a task file may say; each setting's
-                   type and default (`RunSettings`, shared by `Settings` and `Run`)
+                   type and default (`RunSettings`, shared by `Settings`, `Run` and,
+                   for the settings a matrix variant may write, `Variant`)
     yaml_lines.py  YAML text to data plus a map from field path to line
     messages.py    pydantic's errors, said in the task file's words
     load.py        text or file to a validated `TaskFile` (pure but for reading the file)
@@ -14,6 +15,7 @@ name file, line and field, and resolution into runs.
     preflight.py   what would fail late (names, branches, prices, keys, repos), found now
     runs.py        the one pass: file and flags in, checked runs out (`load`, `load_runs`)
     codex_config.py  Codex's config.toml providers, read as ours
+    pins.py        the pinned day and zone (`current_date`, `timezone`): what is valid
     text.py        small wording helpers shared by the above
 
 Data flows down that list; nothing here runs a model or a sandbox (preflight asks git
@@ -22,6 +24,7 @@ whether each repository's base names a commit).
 
 from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_file
 from runner.config.matrix import expand, fingerprint, resolve
+from runner.config.pins import timezone_problem
 from runner.config.resolve import read_text_file
 from runner.config.resolved import Origin, Run, branch_fields
 from runner.config.runs import Loaded, load, load_runs
@@ -47,7 +50,6 @@ from runner.config.schema import (
     field_line,
     pin_problems,
     source_sha256,
-    timezone_problem,
     written,
 )
 from runner.config.select import Selection, parse_shard, select

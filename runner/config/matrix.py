@@ -264,7 +264,7 @@ def _variant_values(values: dict[str, Any], v: Variant, text: Any) -> dict[str, 
         "developer_instructions": first_set(
             v.developer_instructions, values["developer_instructions"]
         ),
-        "tools": first_set(v.tools, values["tools"]),
+        "tools": v.tools if written(v, "tools") else values["tools"],
         "model_options": opts,
         "environment": merged_layers(EnvironmentSettings, values["environment"], v.environment),
     }

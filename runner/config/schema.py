@@ -9,13 +9,13 @@ docstrings are the reference documentation.
 
 from __future__ import annotations
 
-import datetime
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     AliasChoices,
+    BaseModel,
     BeforeValidator,
     Field,
     PrivateAttr,
@@ -27,7 +27,8 @@ from pydantic_core import PydanticCustomError
 from runner import sizes
 from runner.config.base import Frozen, PathText, StrictBool, StrictFloat, StrictInt
 from runner.config.environment import EnvironmentSettings
-from runner.config.text import Path_, describe, esc, line_for, short
+from runner.config.pins import IsoDate, TimeZone, iso_date, timezone_problem
+from runner.config.text import Path_, describe, line_for
 from runner.errors import Problem
 from runner.models import Price
 from runner.vocabulary import Auth, ReasoningEffort, SandboxMode
@@ -63,56 +64,12 @@ def _env_name(v: str) -> str:
     return v
 
 
-def _iso_date(v: object) -> object:
-    """YAML reads an unquoted 2026-01-31 as a date: the prompt wants its ISO text. A
-    timestamp, a number or text that is not a real calendar day is refused."""
-    if isinstance(v, datetime.datetime):
-        raise ValueError("must be a day, YYYY-MM-DD, without a time")
-    if isinstance(v, datetime.date):
-        return v.isoformat()
-    if isinstance(v, str):
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
-            raise ValueError(f"must be a day written YYYY-MM-DD, e.g. 2026-01-31, got {v!r}")
-        try:
-            datetime.date.fromisoformat(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not a day of the calendar") from None
-    return v
-
-
-TIMEZONE_RE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,3}$"
-"""The shape of an IANA name (Europe/Paris, UTC, Etc/GMT+3)."""
-
-
-def timezone_problem(name: str) -> str | None:
-    """Why `name` is not an IANA zone, or None. Checked against the `tzdata` package's
-    database as well as the system's, so a file valid on one machine is valid on all."""
-    if len(name) > 64 or not re.fullmatch(TIMEZONE_RE, name):
-        return f"must be an IANA zone name such as UTC or Europe/Paris, got {esc(short(name))!r}"
-    import zoneinfo
-
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
-        return (
-            f"{name!r} is not a zone of the IANA database; use a name such as UTC or Europe/Paris"
-        )
-    return None
-
-
-def _timezone(v: str) -> str:
-    wrong = timezone_problem(v)
-    if wrong is not None:
-        raise ValueError(wrong)
-    return v
-
-
 def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem]:
     """What is wrong with `--date` / `--timezone`, in the task file's words."""
     problems = []
     if current_date is not None:
         try:
-            _iso_date(current_date)
+            iso_date(current_date)
         except ValueError as exc:
             problems.append(Problem(COMMAND_LINE, None, "--date", str(exc)))
     wrong = timezone_problem(timezone) if timezone is not None else None
@@ -122,8 +79,6 @@ def pin_problems(current_date: str | None, timezone: str | None) -> list[Problem
 
 
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
-IsoDate = Annotated[str, BeforeValidator(_iso_date)]
-TimeZone = Annotated[str, AfterValidator(_timezone)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
@@ -362,22 +317,37 @@ class McpServerConfig(Frozen):
 DEFAULT_TOOLS: tuple[ToolName, ...] = ("shell", "apply_patch", "update_plan")
 
 
-class RunSettings(Frozen):
+class VariantSettings(Frozen):
+    """The settings a matrix variant may write too, declared here once (`RunSettings`)."""
+
+    developer_instructions: str | None = None
+    tools: tuple[ToolName, ...] = DEFAULT_TOOLS
+    model_options: ModelOptions = ModelOptions()
+    """Merged field by field, like `limits`, over the model's own defaults."""
+    environment: EnvironmentSettings = EnvironmentSettings()
+    """Where the run's commands happen: `local` (default) or a container image. Merged
+    field by field, like `limits`, and by a variant's own."""
+
+    @field_validator("tools")
+    @classmethod
+    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("each tool may be listed once")
+        return v
+
+
+class RunSettings(VariantSettings):
     """The settings a run uses as the task file writes them, each declared here once with
     its built-in default. `Settings` (what `defaults:` and a task may write) and `Run` (what
     the config pass hands over) both inherit them, so a new one is one field here: the
     config pass carries it from the file to the run without naming it."""
 
-    developer_instructions: str | None = None
-    tools: tuple[ToolName, ...] = DEFAULT_TOOLS
     sandbox: SandboxMode = "workspace-write"
     network_access: StrictBool = False
     """Whether sandboxed commands reach the network. `danger-full-access` has no
     sandbox, so there it is always on."""
     limits: Limits = Limits()
     """Merged field by field: the task's fields over the defaults' over the built-in ones."""
-    model_options: ModelOptions = ModelOptions()
-    """Merged field by field, like `limits`, over the model's own defaults."""
     shell_timeout_ms: Annotated[StrictInt, Field(ge=1, le=24 * 3600 * 1000)] = 10_000
     apply_patch_tool: Literal["function", "freeform"] = "function"
     """`freeform` offers apply_patch as a custom grammar tool (models that support it)."""
@@ -399,19 +369,24 @@ class RunSettings(Frozen):
     Pin it, with `timezone`, for prompts that are byte-identical on any day."""
     timezone: TimeZone | None = None
     """The IANA zone `<environment_context>` tells the model (None: this machine's)."""
-    environment: EnvironmentSettings = EnvironmentSettings()
-    """Where the run's commands happen: `local` (default) or a container image. Merged
-    field by field, like `limits`, and by a variant's own."""
 
 
-class Sources(Frozen):
+class ModelSource(Frozen):
+    model: str = Field(default="local/smollm2", pattern=MODEL_RE)
+
+
+class VariantSources(Frozen):
+    """The source a matrix variant may write too, declared here once (`Sources`)."""
+
+    instructions_file: PathText | None = None
+
+
+class Sources(VariantSources, ModelSource):
     """The settings that name something the config pass looks up: a provider/model, files
     and folders. A run holds what they lead to (a provider, paths, texts, skills, a schema)
     under the same names, typed by `Run`. Unwritten, they are None (`model`: the default
-    model)."""
+    model). The last base's fields come first: `model`, then `instructions_file`."""
 
-    model: str = Field(default="local/smollm2", pattern=MODEL_RE)
-    instructions_file: PathText | None = None
     writable_roots: tuple[PathText, ...] | None = None
     """Directories besides the workspace that commands may change in `workspace-write`,
     relative to the task file's directory."""
@@ -435,24 +410,21 @@ class Settings(RunSettings, Sources):
     @model_validator(mode="before")
     @classmethod
     def _null_is_unset(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if v is not None or k not in _SETTING_NAMES}
-        return data
-
-    @field_validator("tools")
-    @classmethod
-    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(v)) != len(v):
-            raise ValueError("each tool may be listed once")
-        return v
+        return _nulls_unwritten(data)
 
 
 _SETTING_NAMES = frozenset(Settings.model_fields)
 """Not a task's own fields (`prompt: null` stays a wrong prompt)."""
 
 
-def written(layer: Settings, name: str) -> bool:
-    """Whether the file wrote `name` in this task or `defaults` (not null)."""
+def _nulls_unwritten(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if v is not None or k not in _SETTING_NAMES}
+    return data
+
+
+def written(layer: BaseModel, name: str) -> bool:
+    """Whether the file wrote `name` in this task, `defaults` or variant (not null)."""
     return name in layer.model_fields_set
 
 
@@ -489,19 +461,20 @@ class LineMap:
         return f"LineMap({len(self.lines)} paths)"
 
 
-class Variant(Frozen):
-    """A named set of overrides, so a matrix compares prompts and settings, not only models."""
+class Variant(VariantSettings, VariantSources):
+    """A named set of overrides, so a matrix compares prompts and settings, not only models.
+    Its settings are declared once, with the task's; one counts when written (`written`)."""
 
     name: str = Field(pattern=ID_RE)
-    instructions_file: PathText | None = None
-    developer_instructions: str | None = None
     prompt_template: str | None = None
     """The task prompt is put where `{prompt}` stands, e.g. "Think first.\n\n{prompt}"."""
     reasoning_effort: ReasoningEffort | None = None
-    tools: tuple[ToolName, ...] | None = None
-    model_options: ModelOptions | None = None
-    environment: EnvironmentSettings | None = None
-    """Over the task's, field by field: e.g. the same tasks in two images."""
+    """Short for `model_options: {reasoning_effort: ...}`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        return _nulls_unwritten(data)
 
     @field_validator("prompt_template")
     @classmethod

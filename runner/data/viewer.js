@@ -34,6 +34,7 @@
     ["Output tokens", (r) => r.output, (r) => num(r.output)],
     ["Cost", (r) => (r.cost === null ? -1 : r.cost), (r) => money(r.cost)],
     ["Time", (r) => r.time, (r) => secs(r.time)],
+    ["Retries", (r) => r.retries, (r) => num(r.retries)],
   ];
   RUNS.forEach((r, i) => { r.n = i; });
 
@@ -160,11 +161,14 @@
   function csvText() {
     const head = ["run", "task", "model", "variant", "repeat", "status", "verdict", "skip_reason",
       "requests", "tool_calls", "input_tokens", "cached_tokens", "output_tokens", "cost_usd",
-      "duration_s", "error"];
+      "duration_s", "error", "retries", "retry_wait_s", "redone_attempts", "redone_tokens",
+      "redone_cost_usd"];
     const lines = [head.join(",")];
     for (const r of shown) {
+      const redo = r.redone || [null, null, null];
       lines.push([r.run, D.tasks[r.task], model(r), variant(r), r.repeat, r.status, r.verdict, r.skip,
-        r.requests, r.tools, r.input, r.cached, r.output, r.cost, r.time, r.error].map(csvField).join(","));
+        r.requests, r.tools, r.input, r.cached, r.output, r.cost, r.time, r.error, r.retries, r.wait,
+        redo[0], redo[1], redo[2]].map(csvField).join(","));
     }
     return lines.join("\r\n") + "\r\n";
   }
@@ -237,6 +241,9 @@
       num(r.turns) + " user turns", num(r.tools) + " tool calls",
       num(r.input) + " input tokens (" + (r.hit === null ? "n/a" : (100 * r.hit).toFixed(1) + "%") + " cached)",
       num(r.output) + " output", "cost " + money(r.cost), secs(r.time)]
+      .concat(r.retries || r.wait ? [num(r.retries) + " retries, " + secs(r.wait) + " waiting"] : [])
+      .concat(r.redone ? ["redone " + num(r.redone[0]) + "x before: " + num(r.redone[1]) +
+        " tokens, cost " + money(r.redone[2])] : [])
       .concat(r.branch ? ["branch " + r.branch] : []).join(" - ");
   }
 

@@ -49,6 +49,10 @@ class ModelResponse:
     response_id: str | None = None
     request_bytes: int = 0
     """Size of the request body, for the prefix audit and reports."""
+    retries: int = 0
+    """Attempts resent before this answer came (set by the retry policy)."""
+    retry_wait_s: float = 0.0
+    """Seconds waited before its attempts: backoff, Retry-After, a held rate gate."""
 
 
 class ModelClient(Protocol):

@@ -43,7 +43,15 @@ from runner.errors import (
 from runner.items import Usage
 from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
 
-__all__ = ["RateGate", "RateLimited", "Retry", "RetryingClient", "backoff_s", "decide"]
+__all__ = [
+    "RateGate",
+    "RateLimited",
+    "Retry",
+    "RetryingClient",
+    "Tally",
+    "backoff_s",
+    "decide",
+]
 
 BASE_DELAY_S = 0.2
 MAX_DELAY_S = 10.0
@@ -80,6 +88,19 @@ def backoff_s(n: int, base_s: float = BASE_DELAY_S) -> float:
     return min(MAX_DELAY_S, base_s * 2.0 ** (n - 1)) * random.uniform(0.9, 1.1)
 
 
+@dataclass
+class Tally:
+    """What one request cost in resends and waiting: handed to `RetryingClient.call` by
+    its caller and read back by it, so the counts travel with the request (into its
+    `ModelResponse` or `ModelError`), never through a shared counter."""
+
+    retries: int = 0
+    """Attempts resent after a failed one (connect failures, 5xx, 429, cut streams)."""
+    wait_s: float = 0.0
+    """Seconds spent waiting before attempts: backoff, the server's Retry-After, and a
+    provider's rate gate held by another run's 429."""
+
+
 class RateGate:
     """When a provider may next be sent a request. One per provider, shared by all its
     runs: after a 429 one run's wait holds every run, so twenty runs do not each spend
@@ -92,8 +113,10 @@ class RateGate:
     def hold(self, seconds: float) -> None:
         self.opens_at = max(self.opens_at, anyio.current_time() + seconds)
 
-    async def wait(self, max_wait_s: float) -> None:
-        """Return when the gate is open; raise `RateLimited` rather than wait too long."""
+    async def wait(self, max_wait_s: float) -> float:
+        """Return when the gate is open, with the seconds waited; raise `RateLimited`
+        rather than wait too long."""
+        began = anyio.current_time()
         while (left := self.opens_at - anyio.current_time()) > 0:
             if left > max_wait_s:
                 raise RateLimited(
@@ -101,6 +124,7 @@ class RateGate:
                     f"more than the {max_wait_s:g} s cap (max_retry_wait_s)"
                 )
             await anyio.sleep(left)
+        return anyio.current_time() - began
 
 
 class _Attempts:
@@ -171,14 +195,13 @@ class RetryingClient:
         self.max_wait_s = max_wait_s
         self.key_env = key_env
         self.gate = RateGate()
-        self.retries = 0
-        """Attempts resent, over every call (for reports and tests)."""
 
     async def generate(self, prompt: Prompt) -> ModelResponse:
         """One request under the policy. Attempts the server billed before failing
         (incomplete, failed mid-stream) are added to the usage returned or raised, so a
-        run's tokens match what was paid for."""
+        run's tokens match what was paid for; so are the resends and waits (`Tally`)."""
         billed: list[Usage] = []
+        tally = Tally()
 
         async def attempt() -> ModelResponse:
             try:
@@ -189,28 +212,30 @@ class RetryingClient:
                 raise
 
         try:
-            resp = await self.call(attempt)
+            resp = await self.call(attempt, tally)
         except ModelError as exc:
             if billed:
                 exc.usage = sum(billed, Usage())
+            exc.retries, exc.retry_wait_s = tally.retries, tally.wait_s
             raise
-        if not billed:
-            return resp
-        return replace(resp, usage=sum(billed, resp.usage or Usage()))
+        usage = sum(billed, resp.usage or Usage()) if billed else resp.usage
+        return replace(resp, usage=usage, retries=tally.retries, retry_wait_s=tally.wait_s)
 
-    async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run `attempt` under the policy: any model request of this provider can use it."""
+    async def call(self, attempt: Callable[[], Awaitable[T]], tally: Tally | None = None) -> T:
+        """Run `attempt` under the policy: any model request of this provider can use it.
+        Its resends and waits are added to `tally`, when given."""
+        tally = Tally() if tally is None else tally
         tries = _Attempts(self.limits, self.max_wait_s, self.base_delay_s, self.gate)
         try:
             async for state in AsyncRetrying(
                 retry=retry_if_exception(tries.allow),
                 stop=stop_never,
                 wait=tries.wait,
-                sleep=self._sleep(tries),
+                sleep=self._sleep(tries, tally),
                 reraise=True,
             ):
                 with state:
-                    await self.gate.wait(self.max_wait_s)
+                    tally.wait_s += await self.gate.wait(self.max_wait_s)
                     return await attempt()
         except AuthFailed as exc:
             hint = (
@@ -232,15 +257,20 @@ class RetryingClient:
         inner = find_compactor(self.inner)
         if inner is None:
             raise ModelError("this provider has no compaction endpoint")
-        await self.gate.wait(self.max_wait_s)
-        return await inner.compact(prompt)
+        waited = await self.gate.wait(self.max_wait_s)
+        resp = await inner.compact(prompt)
+        return replace(resp, retry_wait_s=waited)
 
-    def _sleep(self, tries: _Attempts) -> Callable[[float], Awaitable[None]]:
+    def _sleep(self, tries: _Attempts, tally: Tally) -> Callable[[float], Awaitable[None]]:
         async def sleep(seconds: float) -> None:
-            self.retries += 1
+            tally.retries += 1
             if tries.last is not None and tries.last.holds_provider:
                 self.gate.hold(seconds)
-            await anyio.sleep(seconds)
+            began = anyio.current_time()
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                tally.wait_s += anyio.current_time() - began
 
         return sleep
 

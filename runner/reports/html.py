@@ -33,6 +33,7 @@ from runner.reports.summary import (
     headline_cost,
     partial_text,
     skip_reasons,
+    spend_notes,
     task_matrix,
 )
 from runner.reports.viewer_data import embed_json, viewer_data
@@ -272,8 +273,8 @@ def render_html(report: Report, out_dir: Path) -> str:
         + (f" ({why})" if why else "")
         + f", {t.errored} errored - "
         f"{tokens(t.usage.total_tokens)} tokens - cache hit {percent(t.usage.cache_hit_ratio)}"
-        f" - cost {headline_cost(report.runs) if report.runs else 'n/a'} - "
-        f"{duration(report.duration_s)}"
+        f" - cost {headline_cost(report.runs, t.redone) if report.runs else 'n/a'} - "
+        f"{duration(report.duration_s)}" + "".join(f" - {n}" for n in spend_notes(report))
     )
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',

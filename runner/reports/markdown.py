@@ -35,6 +35,7 @@ from runner.reports.summary import (
     headline_cost,
     partial_text,
     skip_reasons,
+    spend_notes,
     task_matrix,
 )
 from runner.vocabulary import RunStatus
@@ -179,7 +180,7 @@ def _headline(report: Report) -> list[str]:
     ratio = "n/a" if t.usage.cache_hit_ratio is None else percent(t.usage.cache_hit_ratio)
     if t.usage.ideal_cache_ratio is not None:
         ratio += f" (prefix reuse {percent(t.usage.ideal_cache_ratio)})"
-    cost = f" - cost {headline_cost(report.runs)}" if report.runs else ""
+    cost = f" - cost {headline_cost(report.runs, t.redone)}" if report.runs else ""
     rate = "" if t.pass_rate is None else f" ({percent(t.pass_rate)})"
     why = skip_reasons(report.runs)
     lines = [
@@ -188,7 +189,8 @@ def _headline(report: Report) -> list[str]:
         f"**{t.completed} of {t.finished} finished runs passed{rate}** - {t.runs} runs: "
         f"{t.finished} finished, {t.skipped} skipped{f' ({why})' if why else ''}, "
         f"{t.errored} errored - {tokens(t.usage.total_tokens)} tokens"
-        f" - cache hit {ratio}{cost} - {duration(report.duration_s)}",
+        f" - cache hit {ratio}{cost} - {duration(report.duration_s)}"
+        + "".join(f" - {n}" for n in spend_notes(report)),
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
         f" finished {inline(report.finished_at)}.",
@@ -235,6 +237,7 @@ def _cut_note(hidden: int, what: str, max_chars: int | None) -> list[str]:
 def _run_rows(report: Report) -> list[list[str]]:
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
+    retried = any(t.retries for t in report.runs)
     rows = []
     for t in report.runs:
         row = [cell(_name(t)), cell(t.model)]
@@ -253,7 +256,12 @@ def _run_rows(report: Report) -> list[list[str]]:
         ]
         if compacted:
             row.append(str(len(t.compactions)))
-        row += [money(t.cost_usd), duration(t.duration_s), _branch(t)]
+        if retried:
+            row.append(f"{t.retries} ({duration(t.retry_wait_s)})")
+        cost = money(t.cost_usd)
+        if t.redone is not None:
+            cost += f" (+{money(t.redone.cost_usd)} redone)"
+        row += [cost, duration(t.duration_s), _branch(t)]
         rows.append(row)
     return rows
 
@@ -261,11 +269,13 @@ def _run_rows(report: Report) -> list[list[str]]:
 def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None) -> list[str]:
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
+    retried = any(t.retries for t in report.runs)
     header = (
         ["Run", "Model"]
         + (["Variant"] if variants else [])
         + ["Status", "User turns", "Requests", "Tool calls", "Tokens", "Cached / prefix reuse"]
         + (["Compactions"] if compacted else [])
+        + (["Retries (waiting)"] if retried else [])
         + ["Cost", "Time", "Branch"]
     )
     align = (
@@ -273,6 +283,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
         + (["---"] if variants else [])
         + ["---", "--:", "--:", "--:", "--:", "--:"]
         + (["--:"] if compacted else [])
+        + (["--:"] if retried else [])
         + ["--:", "--:", "---"]
     )
     return [

@@ -9,11 +9,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.1"
-READS = frozenset({"runner.report/1", "runner.report/2", "runner.report/3", SCHEMA_VERSION})
+SCHEMA_VERSION = "runner.report/3.2"
+READS = frozenset(
+    {
+        "runner.report/1",
+        "runner.report/2",
+        "runner.report/3",
+        "runner.report/3.1",
+        SCHEMA_VERSION,
+    }
+)
 """/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
-and the status `max_requests` `max_turns`; /3 lacked `runner`, `runs[].inputs` and the
-retry counts (all optional). Older reports are read and written back as /3.1."""
+and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs`; /3.1
+lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
+attempts (`redone`). All of these are optional, read as 0 or null. Older reports are read
+and written back as /3.2."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -102,8 +112,26 @@ class RequestReport(Strict):
     kind: Literal["turn", "compaction"] = "turn"
     """`compaction`: a hand-off summary request or a call of `/responses/compact`."""
     error: str | None = None
-    """Set when the server refused the request because the context window was full; the
-    run went on with a compaction (or stopped, as its `error` says)."""
+    """Set when the server refused the request: the context window was full (the run went
+    on with a compaction, or stopped, as its `error` says), or a failure it billed or that
+    was resent before the run gave up."""
+    retries: int = 0
+    """Attempts resent before the answer or the final failure: connect failures, 5xx, 429,
+    cut streams (see README, Reliability)."""
+    retry_wait_s: float = 0.0
+    """Seconds waited before its attempts: backoff, the server's Retry-After, and the
+    provider's rate gate held after another run's 429."""
+
+
+class RedoneReport(Strict):
+    """What earlier attempts of runs cost, attempts that `--resume` (or `--resume
+    --retry-errored`) ran again: paid for, though their results were replaced."""
+
+    attempts: int
+    """Earlier attempts replaced by a later one."""
+    usage: UsageReport
+    cost_usd: float | None = None
+    """Null when any such attempt's cost is unknown."""
 
 
 class CompactionReport(Strict):
@@ -225,6 +253,13 @@ class RunReport(Strict):
     inputs: RunInputs | None = None
     """Where the run's exact input is kept; null for a run that never started (and in
     reports before /3.1)."""
+    retries: int = 0
+    """Attempts resent over all of the run's requests (see `requests[].retries`)."""
+    retry_wait_s: float = 0.0
+    """Seconds the run's requests spent waiting to be sent or resent."""
+    redone: RedoneReport | None = None
+    """What this run's earlier attempts spent, when `--resume` ran it again; not in its
+    own `usage` and `cost_usd`, which are this attempt's alone. Null when it ran once."""
 
 
 class Totals(Strict):
@@ -247,8 +282,17 @@ class Totals(Strict):
     requests: int
     tool_calls: int
     usage: UsageReport
+    """Every token the batch paid for: the runs' and their redone attempts' (`redone`)."""
     cost_usd: float | None = None
-    """Sum over runs; null when any run's cost is unknown."""
+    """Sum over runs and redone attempts; null when any of their costs is unknown."""
+    retries: int = 0
+    """Attempts resent, over every request of every run."""
+    retry_wait_s: float = 0.0
+    """Seconds runs spent waiting to send or resend requests (summed over runs, so
+    concurrent waits add up)."""
+    redone: RedoneReport | None = None
+    """The part of `usage` and `cost_usd` spent on attempts `--resume` ran again: shown
+    apart, since no run's result reflects it. Null when no run was redone."""
 
     @model_validator(mode="before")
     @classmethod

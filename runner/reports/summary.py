@@ -11,8 +11,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.reports.fmt import money
-from runner.reports.model import Report, RunReport
+from runner.reports.fmt import duration, money, tokens
+from runner.reports.model import RedoneReport, Report, RunReport
 from runner.reports.stats import mean_pass_at_k, wilson_interval
 from runner.reports.totals import finished_runs, sum_cost
 from runner.vocabulary import RunStatus, Verdict
@@ -134,14 +134,33 @@ def task_matrix(
     return list(rows), list(cols), cells
 
 
-def headline_cost(tasks: Sequence[RunReport]) -> str:
+def headline_cost(tasks: Sequence[RunReport], redone: RedoneReport | None = None) -> str:
     """`$0.41` when every run that sent a request has a price; `>= $0.41` when some do not
-    (the known part, marked as a lower bound); `n/a` when none does."""
+    (the known part, marked as a lower bound); `n/a` when none does. `redone`: what
+    attempts `--resume` ran again spent, part of the batch's cost."""
     costs = [t.cost_usd for t in tasks if t.requests]
+    if redone is not None:
+        costs.append(redone.cost_usd)
     known = [c for c in costs if c is not None]
     if not known:
         return "n/a"
     return ("" if len(known) == len(costs) else ">= ") + money(sum(known))
+
+
+def spend_notes(report: Report) -> list[str]:
+    """What the headline says besides the runs' own spend: the retries and waits, and the
+    redone attempts' part of the tokens and cost (shown apart, counted in the totals)."""
+    t = report.totals
+    notes = []
+    if t.retries or t.retry_wait_s:
+        notes.append(f"{t.retries:,} retries, {duration(t.retry_wait_s)} waiting")
+    if t.redone is not None:
+        r = t.redone
+        notes.append(
+            f"of which redone: {r.attempts:,} earlier attempt(s), "
+            f"{tokens(r.usage.total_tokens)} tokens, cost {money(r.cost_usd)}"
+        )
+    return notes
 
 
 def skip_reasons(tasks: Sequence[RunReport]) -> str:

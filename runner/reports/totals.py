@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from runner.reports.model import RunReport, Totals, UsageReport
+from runner.reports.model import RedoneReport, RunReport, Totals, UsageReport
 from runner.vocabulary import RunStatus, Verdict
 
 
@@ -61,8 +61,24 @@ def finished_runs(tasks: Iterable[RunReport]) -> list[RunReport]:
     return [t for t in tasks if t.status.verdict in (Verdict.PASSED, Verdict.FAILED)]
 
 
+def sum_redone(parts: Iterable[RedoneReport | None]) -> RedoneReport | None:
+    """Redone attempts added up; None when there are none."""
+    got = [p for p in parts if p is not None and p.attempts]
+    if not got:
+        return None
+    return RedoneReport(
+        attempts=sum(p.attempts for p in got),
+        usage=sum_usage(p.usage for p in got),
+        cost_usd=sum_cost(p.cost_usd for p in got),
+    )
+
+
 def compute_totals(tasks: Sequence[RunReport]) -> Totals:
+    """The batch's counts. Its usage and cost hold what redone attempts spent too
+    (`redone`, shown apart): money paid does not vanish because a run was run again."""
     done = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
+    redone = sum_redone(t.redone for t in tasks)
+    spent = [redone] if redone is not None else []
     kinds = [t.status.verdict for t in tasks]
     finished = kinds.count(Verdict.PASSED) + kinds.count(Verdict.FAILED)
     return Totals(
@@ -75,6 +91,9 @@ def compute_totals(tasks: Sequence[RunReport]) -> Totals:
         pass_rate=round(done / finished, 4) if finished else None,
         requests=sum(len(t.requests) for t in tasks),
         tool_calls=sum(t.tool_calls for t in tasks),
-        usage=sum_usage(t.usage for t in tasks),
-        cost_usd=sum_cost(t.cost_usd for t in tasks),
+        usage=sum_usage([*(t.usage for t in tasks), *(r.usage for r in spent)]),
+        cost_usd=sum_cost([*(t.cost_usd for t in tasks), *(r.cost_usd for r in spent)]),
+        retries=sum(t.retries for t in tasks),
+        retry_wait_s=round(sum(t.retry_wait_s for t in tasks), 3),
+        redone=redone,
     )

@@ -212,6 +212,11 @@ def run_data(
         "hit": u.cache_hit_ratio,
         "cost": run.cost_usd,
         "time": round(run.duration_s, 3),
+        "retries": run.retries,
+        "wait": run.retry_wait_s,
+        "redone": None
+        if run.redone is None
+        else [run.redone.attempts, run.redone.usage.total_tokens, run.redone.cost_usd],
         "branch": printable(run.result.branch) if run.result and run.result.branch else None,
         "error": cut(run.error) if run.error else None,
         "final": cut(run.final_message) if run.final_message else None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
+from importlib import resources
 
 SECRET_NAME = re.compile(
     r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|_(?:PAT|AUTH|PWD|PASS)$", re.IGNORECASE
@@ -65,3 +66,25 @@ def login_profile(path: str) -> str:
     shell reads next, puts back the PATH the command was given (the runner's, minus what
     the sandbox hides), so the agent finds the tools the check finds."""
     return f"PATH={shlex.quote(path)}\nexport PATH\n"
+
+
+LOGIN_PATH = "RUNNER_LOGIN_PATH"
+"""The PATH a login shell of an unsandboxed command puts back (see `keep_login_path`)."""
+EARLIER_BASH_ENV = "RUNNER_BASH_ENV"
+"""The BASH_ENV the command was given, read first by the runner's own."""
+
+
+def keep_login_path(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for an unsandboxed command, whose login shell reads the user's real home. The
+    sandbox writes its own `.profile` (`login_profile`); here nothing may be written to
+    the user's home, so bash is pointed through BASH_ENV, which a non-interactive login
+    shell reads after the profiles, at a file of the runner's own (`data/login_path.sh`)
+    that puts this PATH back in front. A BASH_ENV already set is read first, as before."""
+    script = resources.files("runner").joinpath("data", "login_path.sh")
+    if "PATH" not in env or not script.is_file():
+        return dict(env)
+    out = {k: v for k, v in env.items() if k not in (LOGIN_PATH, EARLIER_BASH_ENV)}
+    if env.get("BASH_ENV"):
+        out[EARLIER_BASH_ENV] = env["BASH_ENV"]
+    out.update({"BASH_ENV": str(script), LOGIN_PATH: env["PATH"]})
+    return out

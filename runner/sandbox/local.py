@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from runner.sandbox.env import keep_login_path
 from runner.sandbox.environment import ExecResult
 from runner.sandbox.process import Capture, run_process
 
@@ -25,5 +26,8 @@ class LocalExecutor:
     async def run(
         self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
     ) -> ExecResult:
+        """`env` as given, but a login shell keeps its PATH (`keep_login_path`)."""
         supervised = [sys.executable, "-I", "-S", str(REAPER), *argv]
-        return await run_process(supervised, cwd=cwd, timeout_s=timeout_s, env=env, supervised=True)
+        return await run_process(
+            supervised, cwd=cwd, timeout_s=timeout_s, env=keep_login_path(env), supervised=True
+        )

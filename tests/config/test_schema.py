@@ -1,6 +1,6 @@
 """Each setting is declared once (`RunSettings`, with its default) and the config pass
 carries it from the task file to the run without naming it: a setting added to `Settings`
-alone, or redeclared on `Run`, fails here."""
+alone, or redeclared on `Run` or on a matrix `Variant`, fails here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from runner.config import Run, RunSettings, Settings, Sources, load_runs
+from runner.config import Run, RunSettings, Settings, Sources, Variant, load_runs
 
 SAMPLES: dict[str, tuple[Any, Any]] = {
     "developer_instructions": ("from defaults", "from the task"),
@@ -53,6 +53,53 @@ def test_settings_and_runs_take_each_setting_from_its_one_declaration() -> None:
         declared = _fields(RunSettings, name)
         assert _fields(Settings, name) == declared, f"Settings redeclares {name}"
         assert _fields(Run, name) == declared, f"Run redeclares {name}"
+
+
+VARIANT_OWN = {"name", "prompt_template", "reasoning_effort"}
+"""What only a variant says: its name, a template for the prompt, and a shorthand for
+`model_options.reasoning_effort`; every other field of a variant is a setting."""
+
+
+def test_a_variant_takes_its_settings_from_their_one_declaration() -> None:
+    settings = {**Sources.model_fields, **RunSettings.model_fields}
+    overrides = set(Variant.model_fields) - VARIANT_OWN
+    assert overrides == {
+        "instructions_file",
+        "developer_instructions",
+        "tools",
+        "model_options",
+        "environment",
+    }
+    for name in overrides:
+        assert _fields(Variant, name) == _fields(Settings, name), f"Variant redeclares {name}"
+        assert name in settings
+    assert not VARIANT_OWN & set(Settings.model_fields)
+
+
+def test_a_variant_overrides_only_what_it_writes(tmp_path: Path) -> None:
+    """A setting a variant leaves out, or writes null, is the task's; one it writes wins,
+    even when it writes the built-in default."""
+    data = {
+        "version": 1,
+        "defaults": {"tools": ["shell"], "developer_instructions": "from defaults"},
+        "matrix": {
+            "variant": [
+                {"name": "plain"},
+                {"name": "nulls", "tools": None, "developer_instructions": None},
+                {"name": "own", "tools": ["shell", "apply_patch", "update_plan"]},
+            ]
+        },
+        "tasks": [{"id": "t", "prompt": "p", "model": "openai/gpt-5.5"}],
+    }
+    found = load_runs(_write(tmp_path / "v.yaml", data), offline=True, env={})
+    got = {r.variant: (r.tools, r.developer_instructions) for r in found}
+    assert got == {
+        "plain": (("shell",), "from defaults"),
+        "nulls": (("shell",), "from defaults"),
+        "own": (("shell", "apply_patch", "update_plan"), "from defaults"),
+    }
+    with pytest.raises(ValueError, match="each tool may be listed once"):
+        Variant.model_validate({"name": "v", "tools": ["shell", "shell"]})
 
 
 def test_every_other_setting_is_one_the_config_pass_resolves() -> None:

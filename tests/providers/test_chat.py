@@ -149,7 +149,7 @@ async def test_k_failed_streams_cost_k_plus_1_requests(
     client = retrying(srv.base_url)
     res = await generate(client)
     assert answer_text(res) == "done"
-    assert len(srv.requests) == k + 1 and client.retries == k
+    assert len(srv.requests) == k + 1 and res.retries == k
     assert {r.path for r in srv.requests} == {"/v1/chat/completions"}
     assert len({r.raw for r in srv.requests}) == 1  # the same request every time
 
@@ -161,7 +161,7 @@ async def test_six_failed_streams_fail_the_call(loopback: LoopbackFactory, kind:
     with pytest.raises(StreamFailure) as info:
         await generate(retrying(srv.base_url))
     assert info.value.retryable  # transient, but the budget (5) is spent
-    assert len(srv.requests) == 6
+    assert len(srv.requests) == 6 and info.value.retries == 5
 
 
 @pytest.mark.anyio
@@ -171,13 +171,13 @@ async def test_server_closing_before_answering_is_resent_once_at_once(
     """llama.cpp closes the connection after each stream: a request sent on it is resent
     at once within the same attempt; a second such close is an ordinary request retry."""
     srv = await loopback([reply_raw(b""), GOOD])
-    client = retrying(srv.base_url)
-    assert answer_text(await generate(client)) == "done"
-    assert (len(srv.requests), client.retries) == (2, 0)
+    res = await generate(retrying(srv.base_url))
+    assert answer_text(res) == "done"
+    assert (len(srv.requests), res.retries) == (2, 0)
     srv = await loopback([reply_raw(b""), reply_raw(b""), GOOD])
-    client = retrying(srv.base_url)
-    assert answer_text(await generate(client)) == "done"
-    assert (len(srv.requests), client.retries) == (3, 1)
+    res = await generate(retrying(srv.base_url))
+    assert answer_text(res) == "done"
+    assert (len(srv.requests), res.retries) == (3, 1)
 
 
 # ------------------------------------------------------------------ idle and deadline

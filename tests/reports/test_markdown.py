@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from runner.reports.fmt import PR_COMMENT_MAX_CHARS, cell, inline, money, truncate
-from runner.reports.markdown import duration, render_markdown
+from runner.reports.fmt import PR_COMMENT_MAX_CHARS
+from runner.reports.markdown import render_markdown
 from runner.reports.model import RunReport
 from runner.reports.summary import group_stats
 from tests.support.reports import (
@@ -363,18 +363,6 @@ def test_max_chars_below_the_comparisons_still_holds(limit: int) -> None:
     assert len(cut) <= limit
 
 
-def test_cell_escapes_pipes_newlines_and_markup() -> None:
-    assert cell("a | b") == "a \\| b"
-    assert cell("one\ntwo\r\nthree") == "one<br>two<br>three"
-    assert cell("<script>") == "\\<script\\>"
-    assert cell("`x` *y* _z_ [l](u) ~s~ &amp; \\") == (
-        "\\`x\\` \\*y\\* \\_z\\_ \\[l\\](u) \\~s\\~ \\&amp; \\\\"
-    )
-    assert cell("") == " "
-    assert inline("a\n|b") == "a \\|b"
-    assert inline("\x00\x1b[0m\ud800") == "\\\\x00\\\\x1b\\[0m\\\\ud800"
-
-
 def test_pipes_in_task_text_do_not_add_columns() -> None:
     md = render_markdown(
         report(
@@ -388,30 +376,6 @@ def test_pipes_in_task_text_do_not_add_columns() -> None:
     assert len(runs) == 2 and all(len(r) == 12 for r in runs)
     assert runs[0][0] == "a\\|b"
     assert all(len(r) == 12 for r in _rows(md, "By variant"))
-
-
-def test_truncate() -> None:
-    assert truncate("short") == "short"
-    assert truncate("a\n\n b") == "a b"
-    cut = truncate("word " * 100)
-    assert len(cut) <= 200 and cut.endswith("\u2026")
-
-
-def test_duration() -> None:
-    assert duration(0) == "0.0s"
-    assert duration(59.94) == "59.9s"
-    assert duration(61) == "1m 01s"
-    assert duration(3599.6) == "1h 00m"
-    assert duration(3725) == "1h 02m"
-    assert duration(float("nan")) == "-" and duration(float("inf")) == "-"
-
-
-def test_money() -> None:
-    assert money(None) == "n/a"
-    assert money(0.0) == "$0.0000"
-    assert money(0.01234) == "$0.0123"
-    assert money(1234.5) == "$1,234.50"
-    assert money(float("nan")) == "n/a"
 
 
 def test_no_cache_data_and_median() -> None:

@@ -105,3 +105,37 @@ def test_other_commands_run_as_given(box: Box, tmp_path: Path) -> None:
     )
     assert run_tool(ctx, ["bash", "-c", 'echo "[$GREETING]"']) == "[]\n"
     assert "login_env" not in ctx.state and not (home / "sourced").exists()
+
+
+def test_unsandboxed_login_shell_keeps_path_and_an_earlier_bash_env(
+    box: Box, tmp_path: Path
+) -> None:
+    """danger-full-access reads the user's own profile, which resets PATH: the command's
+    PATH goes back in front (the profile's additions stay after it); a BASH_ENV the user
+    had is still read; a shell that is not a login shell keeps the PATH it was given."""
+    home = make_home(tmp_path, 'PATH="$HOME/bin:/usr/bin:/bin"\n')
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "mine").write_text("#!/bin/sh\necho mine\n")
+    (tools / "mine").chmod(0o755)
+    earlier = tmp_path / "earlier.sh"
+    earlier.write_text("export FROM_EARLIER=yes\n")
+    env = child_env(
+        {
+            **os.environ,
+            "HOME": str(home),
+            "PATH": f"{tools}:/usr/bin:/bin",
+            "BASH_ENV": str(earlier),
+        }
+    )
+    executor = make_executor(box.policy("danger-full-access"))
+
+    def run(argv: list[str]) -> str:
+        res = anyio.run(lambda: executor.run(argv, cwd=box.path, timeout_s=20, env=env))
+        return res.output.decode()
+
+    out = run(["bash", "-lc", "command -v mine; command -v tool-from-profile; echo $FROM_EARLIER"])
+    assert out.splitlines() == [f"{tools}/mine", f"{home}/bin/tool-from-profile", "yes"]
+    moved = run(["bash", "-c", 'PATH=/opt/elsewhere:$PATH bash -c "echo \\$PATH"'])
+    assert moved.startswith("/opt/elsewhere:")
+    assert sorted(p.name for p in home.iterdir()) == [".bash_profile", "bin"]

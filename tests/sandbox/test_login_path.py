@@ -19,7 +19,7 @@ TOOL = "ruff"
 """A tool of this project's venv only: found through the PATH the runner is given."""
 
 
-@pytest.mark.parametrize("sandbox", ["workspace-write", "read-only"])
+@pytest.mark.parametrize("sandbox", ["workspace-write", "read-only", "danger-full-access"])
 def test_login_shell_and_check_find_the_same_tool(
     loopback_thread: ThreadFactory, tmp_path: Path, sandbox: str
 ) -> None:
@@ -43,9 +43,17 @@ def test_login_shell_and_check_find_the_same_tool(
         f"tasks:\n  - {{id: a, prompt: go, repo: ., check: 'command -v {TOOL}'}}\n"
     )
     path = f"{venv_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    home = tmp_path / "home"  # a login shell reads its .profile; nothing may be written there
+    home.mkdir()
+    (home / ".profile").write_text("PATH=/usr/bin:/bin\n")
     res = subprocess.run(
         [sys.executable, "-m", "runner", "run", tasks, "--out", tmp_path / "out"],
-        env={**os.environ, "PATH": path, "FAKE_API_KEY": "sk-canary-path-0123456789"},
+        env={
+            **os.environ,
+            "PATH": path,
+            "HOME": str(home),
+            "FAKE_API_KEY": "sk-canary-path-0123456789",
+        },
         capture_output=True,
         text=True,
         timeout=120,
@@ -54,3 +62,5 @@ def test_login_shell_and_check_find_the_same_tool(
     assert run["check"]["exit_code"] == 0, run
     assert f"{venv_bin}/{TOOL}" in run["final_message"], run["final_message"]
     assert res.returncode == 0, res.stderr
+    assert [p.name for p in home.iterdir()] == [".profile"]
+    assert (home / ".profile").read_text() == "PATH=/usr/bin:/bin\n"
