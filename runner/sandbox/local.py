@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from runner.sandbox.environment import ExecResult
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 from runner.sandbox.process import Capture, run_process
 
 __all__ = ["Capture", "LocalExecutor"]
@@ -23,7 +23,22 @@ class LocalExecutor:
         self.limit_notes: list[str] = []
 
     async def run(
-        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_s: float,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        output_cap: int = EXECUTOR_OUTPUT_CAP,
     ) -> ExecResult:
         supervised = [sys.executable, "-I", "-S", str(REAPER), *argv]
-        return await run_process(supervised, cwd=cwd, timeout_s=timeout_s, env=env, supervised=True)
+        return await run_process(
+            supervised,
+            cwd=cwd,
+            timeout_s=timeout_s,
+            env=env,
+            supervised=True,
+            stdin=stdin,
+            output_cap=output_cap,
+        )
