@@ -13,6 +13,7 @@ protected names the sandbox mounts read-only for commands, are off limits here t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -156,10 +157,10 @@ class LocalEnvironment:
                 return parts[i - 1]
         return None
 
-    def _writable(self, path: str, *, folder: bool = False) -> str:
+    def _writable(self, path: str, *, folder: bool = False) -> tuple[str, str]:
         if self.read_only:
             raise PathRefused(path, "the sandbox is read-only, so no file can be changed")
-        return self._locate(path, folder=folder)[1]
+        return self._locate(path, folder=folder)
 
     # ------------------------------------------------------------------ files
 
@@ -191,11 +192,11 @@ class LocalEnvironment:
         return data
 
     def _write(self, path: str, data: bytes) -> None:
-        real = self._writable(path)
+        rel, real = self._writable(path)
         above = self._under_file(real)
         if above is not None:
-            raise UnsafeFileError(f"cannot write {path}: {above} is a file, not a directory")
-        fd = self._open_for_write(real, path)
+            raise UnsafeFileError(f"cannot write {rel}: {above} is a file, not a directory")
+        fd = self._open_for_write(real, rel)
         try:
             view = memoryview(data)
             while view:
@@ -208,6 +209,16 @@ class LocalEnvironment:
         truncated: a link, FIFO, device or directory is refused, never followed or
         blocked on. What is made belongs to whoever owns its directory (hostfs)."""
         with hostfs.open_parent(Path(self._real), real, create=True) as (dir_fd, name):
+            with contextlib.suppress(FileNotFoundError):
+                st_mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+                if stat.S_ISDIR(st_mode):
+                    raise UnsafeFileError(
+                        f"cannot write {shown}: a directory with that name exists"
+                    )
+                if not stat.S_ISREG(st_mode):
+                    raise UnsafeFileError(
+                        f"{shown}: is a {hostfs.kind(st_mode)}, not a regular file"
+                    )
             try:
                 fd = os.open(name, _WRITE_FLAGS & ~os.O_CREAT, dir_fd=dir_fd)
             except FileNotFoundError:
@@ -220,6 +231,8 @@ class LocalEnvironment:
                     ) from None
                 if exc.errno == errno.ELOOP:
                     raise UnsafeFileError(f"{shown}: is a symbolic link; not written") from None
+                if exc.errno == errno.ENXIO:  # swapped for a FIFO nobody reads
+                    raise UnsafeFileError(f"{shown}: is a FIFO, not a regular file") from None
                 raise
         try:
             st_mode = os.fstat(fd).st_mode
@@ -257,7 +270,7 @@ class LocalEnvironment:
     def _put_dir(self, src: Path, dest: str) -> None:
         """Copy the host folder `src` (links and special files refused, modes kept, at
         most MAX_PUT_BYTES) to `dest`, relative to the workdir."""
-        top = self._writable(dest, folder=True)
+        _, top = self._writable(dest, folder=True)
         total = 0
         for rel, kind, mode in _walk(src, str(src)):
             target = rel if top == "." else top if rel == "." else f"{top}/{rel}"
