@@ -26,6 +26,8 @@ from runner import compaction as cp  # noqa: E402
 from runner import prompt as prompts  # noqa: E402
 from runner.agent import Outcome, Thread, ThreadSpec  # noqa: E402
 from runner.providers.responses import ResponsesClient  # noqa: E402
+from runner.sandbox.local import LocalExecutor  # noqa: E402
+from runner.sandbox.localenv import LocalEnvironment  # noqa: E402
 from runner.tools import ToolCall, ToolContext, ToolResult  # noqa: E402
 from runner.tools.apply_patch import ApplyPatchTool  # noqa: E402
 from runner.tools.plan import PlanTool  # noqa: E402
@@ -95,7 +97,7 @@ async def thread(base_url: str, steps: int, cwd: Path) -> Outcome:
         compaction=cp.CompactionSettings(limit=LIMIT),
     )
     client = ResponsesClient(base_url)
-    ctx = ToolContext(cwd=cwd, executor=None, env={})  # type: ignore[arg-type]
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), cwd), env={})
     try:
         tools = [FixedShell(), PlanTool(), ApplyPatchTool()]
         return await Thread(spec, client, tools, ctx, NullSink()).run()

@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 from runner import items as it  # noqa: E402
 from runner.agent import Thread, ThreadSpec  # noqa: E402
 from runner.providers.responses import ResponsesClient  # noqa: E402
+from runner.sandbox.local import LocalExecutor  # noqa: E402
+from runner.sandbox.localenv import LocalEnvironment  # noqa: E402
 from runner.tools import ToolCall, ToolContext, ToolResult  # noqa: E402
 from tests.support.fixtures import make_git_repo  # noqa: E402
 from tests.support.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
@@ -88,7 +90,7 @@ async def one_thread(base_url: str, n_items: int) -> tuple[float, float, list[fl
         max_requests=STEPS + 5,
         timeout_s=600,
     )
-    ctx = ToolContext(cwd=Path("."), executor=None, env={})  # type: ignore[arg-type]
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), Path(".")), env={})
     thread = Thread(spec, client, [Noop()], ctx, NullSink())
     cpu0, wall0 = time.process_time(), time.perf_counter()
     outcome = await thread.run()

@@ -30,6 +30,7 @@
     ├── WorkspaceError         a workspace could not be prepared, kept, pushed or removed
     │   └── GitError             a git command failed (its stderr, secrets removed)
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
+    │   └── PathRefused          a path an environment never reaches (outside, or protected)
     ├── ReportError            counts no batch can produce, given to a report's statistics
     └── UnsupportedSchema      an answer schema the budgeted grammar cannot express
 
@@ -356,3 +357,15 @@ class UnsafeFileError(RunnerError):
     """The runner refused to touch a file in a workspace or repository on the host: a
     symbolic link out of its root, a FIFO or device, or a file over the size limit. The
     message names the file and what is allowed."""
+
+
+class PathRefused(UnsafeFileError):
+    """A path an environment's file methods never reach, whatever is there: outside its
+    workdir (by `..` or through a link), or into `.git` (in any spelling git folds) or
+    another protected name. `reason` says why, without the path, for a caller that names
+    the path its own way (apply_patch: "refused path 'x': <reason>")."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

@@ -41,8 +41,9 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog
 from runner.reports.inputs import record_inputs
-from runner.sandbox import make_executor, user_folder
+from runner.sandbox import make_environment, user_folder
 from runner.sandbox.env import child_env
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
 from runner.vocabulary import RunStatus
@@ -62,10 +63,19 @@ async def run_check(
     agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
     if t.check is None:
         return None
-    executor = make_executor(sandbox_policy(t, cwd, hidden), objects=objects)
-    res = await executor.run(
-        ["bash", "-c", t.check], cwd=cwd, timeout_s=t.check_timeout_s, env=child_env(env)
-    )
+    policy = sandbox_policy(t, cwd, hidden)
+    environment = make_environment(policy, workdir=cwd, objects=objects)
+    await environment.start()
+    try:
+        res = await environment.exec(
+            ["bash", "-c", t.check],
+            env=child_env(env),
+            timeout_s=t.check_timeout_s,
+            output_cap=EXECUTOR_OUTPUT_CAP,
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await environment.stop()
     text = res.output.decode("utf-8", "replace")
     if res.timed_out:
         text += f"\n[check timed out after {t.check_timeout_s:g} s]"
@@ -190,7 +200,7 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
             except anyio.get_cancelled_exc_class():
                 rec = rec.but(outcome=thread.interrupted(INTERRUPTED))
                 raise
-            limits = dict.fromkeys(thread.ctx.executor.limit_notes)
+            limits = dict.fromkeys(thread.ctx.environment.limit_notes)
             rec = _noted(rec, log, *(b.redact(n) for n in limits))
         rec = with_output(rec)
     except FAILURES as exc:

@@ -24,9 +24,9 @@ from runner.output_schema import text_format
 from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
 from runner.providers.health import MAX_CONNECT_FAILURES, Health, Watched
 from runner.redact import Redactor
-from runner.sandbox import make_executor, make_policy
+from runner.sandbox import make_environment, make_policy
 from runner.sandbox.env import child_env
-from runner.sandbox.policy import PROTECTED_NAMES, Policy
+from runner.sandbox.policy import Policy
 from runner.sizes import SizeCaps
 from runner.skills import Staged
 from runner.tools import Tool, ToolCall, ToolContext, ToolResult
@@ -201,7 +201,8 @@ def make_thread(
     extra, reasoning, text = sampling(t.model_options)
     # One policy for what the sandbox enforces and what the model is told.
     policy = sandbox_policy(t, cwd, hidden, staged.mounts)
-    executor = make_executor(policy)  # SandboxError where bubblewrap cannot run
+    child = child_env(env)
+    environment = make_environment(policy, workdir=cwd, env=child)  # SandboxError: no bwrap
     context, notes = prompts.initial_context(
         cwd=cwd,
         sandbox=t.sandbox,
@@ -242,13 +243,7 @@ def make_thread(
             request_bytes=t.limits.max_request_bytes,
         ),
     )
-    ctx = ToolContext(
-        cwd=cwd,
-        executor=executor,
-        env=child_env(env),
-        read_only=policy.mode == "read-only",
-        protected=PROTECTED_NAMES if policy.sandboxed else (),
-    )
+    ctx = ToolContext(environment=environment, env=child, read_only=policy.mode == "read-only")
     tools: list[Tool] = [*make_tools(t), *extra_tools]
     if redact:
         tools = [Redacting(tool, redact) for tool in tools]

@@ -16,6 +16,7 @@ from runner.errors import ToolArgumentsError, ToolError
 from runner.providers.responses import ResponsesClient
 from runner.sandbox.env import child_env
 from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolContext
 from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.plan import PlanTool, parse_plan
@@ -76,7 +77,9 @@ async def run_thread(
         timeout_s=timeout_s,
     )
     client = ResponsesClient(base_url)
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env=child_env(os.environ))
+    ctx = ToolContext(
+        environment=LocalEnvironment(LocalExecutor(), tmp_path), env=child_env(os.environ)
+    )
     try:
         outcome = await Thread(
             spec, client, [ShellTool(), PlanTool(), ApplyPatchTool()], ctx, sink
@@ -461,7 +464,7 @@ async def _run_with(base_url: str, tool: Any, cwd: Path) -> Any:
         timeout_s=30,
     )
     client = ResponsesClient(base_url)
-    ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env={})
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), cwd), env={})
     try:
         return await Thread(spec, client, [tool], ctx, ListSink()).run()
     finally:

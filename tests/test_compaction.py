@@ -21,6 +21,7 @@ from runner.providers import find_compactor
 from runner.providers.responses import ResponsesClient
 from runner.sandbox.env import child_env
 from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolContext
 from runner.tools.shell import ShellTool
 from tests.support.cache_stable import assert_cache_stable, cache_problems
@@ -109,7 +110,7 @@ async def run_long(
         compaction=cp.CompactionSettings(limit=limit),
         compactor=find_compactor(client) if remote else None,
     )
-    ctx = ToolContext(cwd=cwd, executor=LocalExecutor(), env=child_env(os.environ))
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), cwd), env=child_env(os.environ))
     try:
         return await Thread(spec, client, [ShellTool()], ctx, sink or ListSink()).run()
     finally:

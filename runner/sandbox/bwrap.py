@@ -49,7 +49,7 @@ import anyio.to_thread
 from runner import hostfs
 from runner.errors import SandboxError
 from runner.sandbox.env import login_profile, sandbox_env
-from runner.sandbox.environment import ExecResult
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 from runner.sandbox.hostview import (
     CREDENTIALS,
     existing,
@@ -335,7 +335,14 @@ class BwrapExecutor:
                 return why
 
     async def run(
-        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_s: float,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        output_cap: int = EXECUTOR_OUTPUT_CAP,
     ) -> ExecResult:
         layout = self.layout()
         alternates_fd = None
@@ -377,6 +384,8 @@ class BwrapExecutor:
                 env=inner,
                 pass_fds=fds,
                 watch=watch,
+                stdin=stdin,
+                output_cap=output_cap,
             )
         finally:
             os.close(args_fd)

@@ -20,10 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["DEFAULT_OUTPUT_CAP", "Environment", "ExecResult", "Executor"]
+__all__ = ["DEFAULT_OUTPUT_CAP", "EXECUTOR_OUTPUT_CAP", "Environment", "ExecResult", "Executor"]
 
 DEFAULT_OUTPUT_CAP = 10 << 20
 """Bytes of interleaved output one `exec` keeps (Inspect caps each stream at 10 MiB)."""
+
+EXECUTOR_OUTPUT_CAP = 1 << 20
+"""What an executor keeps of one command's output unless told otherwise: the shell tool
+shows the model 10 kB of it, so 1 MiB of head and tail is plenty."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,14 @@ class Executor(Protocol):
     run's report: the model sees it in the command's output, the user in `error`."""
 
     async def run(
-        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_s: float,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        output_cap: int = EXECUTOR_OUTPUT_CAP,
     ) -> ExecResult: ...
 
 

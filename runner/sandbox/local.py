@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runner.sandbox.env import keep_login_path
-from runner.sandbox.environment import ExecResult
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 from runner.sandbox.process import Capture, run_process
 
 __all__ = ["Capture", "LocalExecutor"]
@@ -24,10 +24,23 @@ class LocalExecutor:
         self.limit_notes: list[str] = []
 
     async def run(
-        self, argv: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str]
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_s: float,
+        env: Mapping[str, str],
+        stdin: bytes | None = None,
+        output_cap: int = EXECUTOR_OUTPUT_CAP,
     ) -> ExecResult:
         """`env` as given, but a login shell keeps its PATH (`keep_login_path`)."""
         supervised = [sys.executable, "-I", "-S", str(REAPER), *argv]
         return await run_process(
-            supervised, cwd=cwd, timeout_s=timeout_s, env=keep_login_path(env), supervised=True
+            supervised,
+            cwd=cwd,
+            timeout_s=timeout_s,
+            env=keep_login_path(env),
+            supervised=True,
+            stdin=stdin,
+            output_cap=output_cap,
         )

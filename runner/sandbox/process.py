@@ -18,9 +18,9 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from runner.sandbox.environment import ExecResult
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 
-CAPTURE_CAP_BYTES = 1024 * 1024
+CAPTURE_CAP_BYTES = EXECUTOR_OUTPUT_CAP
 EOF_GRACE_S = 0.2
 """After the command exits, how long to wait for its pipe to close before killing what it
 left behind (a backgrounded child holding stdout would otherwise block us until timeout)."""
@@ -82,21 +82,25 @@ async def run_process(
     pass_fds: Sequence[int] = (),
     watch: Callable[[], Awaitable[str]] | None = None,
     supervised: bool = False,
+    stdin: bytes | None = None,
+    output_cap: int = CAPTURE_CAP_BYTES,
 ) -> ExecResult:
     """Run `argv` in a new session; on timeout or cancellation kill its process group.
 
     (A root runner's commands change user inside the sandbox, through `setpriv`.) `watch`
     runs alongside: when it returns (a reason), the command is killed like on a timeout
-    and ends with exit `STOPPED_EXIT` and the reason in its output.
+    and ends with exit `STOPPED_EXIT` and the reason in its output. `stdin` is fed to the
+    command and then closed (without it the command reads an empty stdin); `output_cap`
+    bounds the captured output.
     """
     start = time.monotonic()
-    capture = Capture()
+    capture = Capture(output_cap)
     try:
         proc = await anyio.open_process(
             list(argv),
             cwd=cwd,
             env=dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -112,6 +116,8 @@ async def run_process(
             eof = anyio.Event()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_pump, proc, capture, eof)
+                if stdin is not None:
+                    tg.start_soon(_feed, proc, stdin)
                 if watch is not None:
                     tg.start_soon(_watch, watch, stopped, scope)
                 await proc.wait()
@@ -147,6 +153,17 @@ async def run_process(
         truncated_bytes=capture.dropped,
         total_lines=lines,
     )
+
+
+async def _feed(proc: Process, data: bytes) -> None:
+    """Write `data` to the command's stdin and close it; a command that exits or closes
+    its stdin early just does not get the rest."""
+    assert proc.stdin is not None
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        for at in range(0, len(data), 1 << 16):
+            await proc.stdin.send(data[at : at + (1 << 16)])
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await proc.stdin.aclose()
 
 
 async def _pump(proc: Process, capture: Capture, eof: anyio.Event) -> None:

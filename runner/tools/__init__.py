@@ -1,8 +1,8 @@
 """The tool seam: what the agent loop knows about tools.
 
-The loop sees only `Tool` and `ToolCall`/`ToolResult`; tools that run commands go
-through the `Executor` protocol, so the same tool code runs unsandboxed now and under
-bubblewrap later.
+The loop sees only `Tool` and `ToolCall`/`ToolResult`; tools that run commands or edit
+files go through the `Environment` protocol, so the same tool code runs over the host
+workspace (bubblewrap, or unsandboxed) or in a container.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from runner.sandbox.environment import ExecResult, Executor
+from runner.sandbox.environment import Environment, ExecResult, Executor
 
 __all__ = [
     "CallKind",
+    "Environment",
     "ExecResult",
     "Executor",
     "Tool",
@@ -47,18 +48,19 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    """What a tool may touch: the workspace and the command executor."""
+    """What a tool may touch: the run's environment, and the variables its commands get."""
 
-    cwd: Path
-    executor: Executor
+    environment: Environment
     env: Mapping[str, str]
     state: dict[str, Any] = field(default_factory=dict)
     read_only: bool = False
-    """The sandbox lets nothing be changed: tools that edit files in-process (apply_patch)
-    must refuse, as the sandbox refuses commands."""
-    protected: tuple[str, ...] = ()
-    """Directory names (`.git`, `.runner`) that in-process edits may not touch, as the
-    sandbox mounts them read-only for commands."""
+    """The sandbox lets nothing be changed: tools that edit files (apply_patch) refuse
+    with that reason up front, as the sandbox refuses commands."""
+
+    @property
+    def cwd(self) -> Path:
+        """The environment's workdir: where commands start and patch paths are taken from."""
+        return Path(self.environment.workdir)
 
 
 class Tool(Protocol):

@@ -7,8 +7,10 @@ pure and live in patch_format.py):
   lenient, because models are trained on that leniency);
 * `plan_patch` computes every new file body from a `read` callback (pure: no I/O), using
   the same four-pass fuzzy line matching as Codex so patches that work there work here;
-* `apply_patch` confines every path to the workspace root, plans the whole patch before
-  touching the disk (all-or-nothing), then writes.
+* `apply_patch` confines every path to the workdir, reads what is there through the
+  run's `Environment` (which refuses links out, FIFOs, devices and protected names),
+  plans the whole patch before writing anything (all-or-nothing), then writes through
+  the environment too, never a host path.
 
 `extract_shell_patch` recognises the patch when a model sends it through the shell tool
 instead, and `ApplyPatchTool` wraps it all behind the `Tool` protocol.
@@ -20,19 +22,13 @@ security boundary, read together.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import stat
 from collections.abc import Sequence
-from functools import partial
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
-import anyio.to_thread
-
-from runner import gitnames, hostfs
-from runner.errors import PatchError, UnsafeFileError
-from runner.tools import ToolCall, ToolContext, ToolResult
+from runner.errors import PatchError, PathRefused, UnsafeFileError
+from runner.tools import Environment, ToolCall, ToolContext, ToolResult
 from runner.tools.patch_format import (
     SUCCESS_HEADER,
     AddFile,
@@ -70,17 +66,24 @@ __all__ = [
 
 # --------------------------------------------------------------------------- applier
 
+MAX_PATCHED_FILE_BYTES = 32 * 1024 * 1024
+"""Largest file apply_patch reads or replaces: a patch is planned in memory, so a bigger
+file is for the shell (sed, a script), not for this tool."""
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+MODE_TIMEOUT_S = 10.0
+"""For the one command a move runs in the environment: giving the new path the old
+path's mode (`chmod --reference`), so a renamed script stays executable."""
+
+_Found = bytes | None | Exception
+"""What a path held before the patch: its bytes, nothing, or why it could not be read."""
 
 
-def _resolve(root: Path, real_root: str, base: str, path: str) -> tuple[Path, str]:
-    """Map a patch path to (location on disk, root-relative POSIX path) or refuse it.
+def _resolve(base: str, path: str) -> str:
+    """A patch path as a workdir-relative POSIX path, or refused.
 
-    Checked lexically first (for a precise message), then with every symlink followed,
-    so neither `..` nor a link (final component or a parent directory) can leave root.
-    """
+    Only the spelling is judged here (absolute, `..` out of the root, the root itself);
+    where a path leads through links, and whether it may be touched at all (`.git`, a
+    protected name), is the environment's to decide, since only it can see its files."""
     if not path or "\0" in path:
         raise PatchError(f"invalid path {path!r}")
     if PurePath(path).is_absolute() or path.startswith(("/", "\\")):
@@ -96,194 +99,120 @@ def _resolve(root: Path, real_root: str, base: str, path: str) -> tuple[Path, st
             f"refused path '{path}': it leads outside the workspace root; use a relative "
             "path inside it"
         )
-    real = os.path.realpath(root / rel)
-    if not _inside(real, real_root):
-        raise PatchError(
-            f"refused path '{path}': it resolves through a symbolic link to a location "
-            "outside the workspace root"
-        )
-    # By its own spelling or through a link (`g -> '.git '`): one rule, runner/gitnames.py.
-    for part in [*rel.split("/"), *os.path.relpath(real, real_root).split("/")]:
-        if part != ".git" and gitnames.component_is_dotgit(part):
-            raise PatchError(
-                f"refused path '{path}': '{part}' is `.git` in another case "
-                "or spelling (trailing dots or spaces, `git~1`, characters "
-                "HFS+ ignores), which git refuses to commit"
-            )
-    # The real location: a link inside the workspace is resolved once, here, and every
-    # later open is O_NOFOLLOW relative to the root, so nothing swapped in can redirect it.
-    return Path(real), rel
+    return rel
 
 
-MAX_PATCHED_FILE_BYTES = 32 * 1024 * 1024
-"""Largest file apply_patch reads or replaces: a patch is planned in memory, so a bigger
-file is for the shell (sed, a script), not for this tool."""
-
-
-def _protected_hit(rel: str, real: Path, real_root: str, protected: tuple[str, ...]) -> str | None:
-    """The protected name `rel` reaches, by its own spelling or through a link
-    (`g -> .git`), compared without case."""
-    names = {p.lower() for p in protected}
-    parts = [*rel.split("/"), *os.path.relpath(real, real_root).split("/")]
-    return next((p for p in parts if p.lower() in names), None)
-
-
-def _open_existing(location: Path, real_root: str, shown: str) -> int | None:
-    """An fd for the regular file at `location` (never a link, FIFO or device), or None
-    when there is nothing there."""
-    rel = os.path.relpath(location, real_root)
-    try:
-        with hostfs.open_parent(Path(real_root), rel) as (dir_fd, name):
-            try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None
-            if stat.S_ISDIR(st.st_mode):
-                raise PatchError(f"{shown} is a directory, not a file")
-            fd = hostfs.open_regular(name, dir_fd, shown)
-    except FileNotFoundError:
-        return None
-    except UnsafeFileError as exc:
-        raise PatchError(str(exc)) from None
-    if os.fstat(fd).st_size > MAX_PATCHED_FILE_BYTES:
-        os.close(fd)
-        raise PatchError(
-            f"cannot patch {shown}: it is larger than {MAX_PATCHED_FILE_BYTES >> 20} "
-            "MiB; change it with a shell command instead"
-        )
-    return fd
-
-
-def _read_existing(location: Path, real_root: str, shown: str) -> bytes | None:
-    fd = _open_existing(location, real_root, shown)
-    if fd is None:
-        return None
-    try:
-        return hostfs.read_bytes(fd, MAX_PATCHED_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-
-
-def _resolve_workdir(root: Path, real_root: str, workdir: str) -> str:
+def _resolve_workdir(workdir: str) -> str:
     """The root-relative form of a `cd DIR` target; it must stay inside root too."""
     if PurePath(workdir).is_absolute() or workdir.startswith(("/", "\\")):
         raise PatchError(
             f"refused working directory '{workdir}': it must be relative to the workspace root"
         )
     rel = posixpath.normpath(workdir) if workdir else "."
-    escapes = rel == ".." or rel.startswith("../")
-    if escapes or not _inside(os.path.realpath(root / rel), real_root):
+    if rel == ".." or rel.startswith("../"):
         raise PatchError(f"refused working directory '{workdir}': it is outside the workspace root")
     return rel
 
 
-def _read_text(location: Path, real_root: str, shown: str) -> str | None:
-    try:
-        data = _read_existing(location, real_root, shown)
-    except OSError as exc:
-        raise PatchError(f"cannot read {shown}: {exc.strerror or exc}") from exc
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PatchError(f"cannot patch {shown}: it is not UTF-8 text") from exc
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        detail = str(exc.strerror or exc)
+        return detail if exc.filename is None else f"{detail} ({exc.filename})"
+    return str(exc)
 
 
-def _check_writable(location: Path, root: Path, shown: str) -> None:
-    """Refuse, before anything is written, targets that are dirs or sit under a file."""
-    if location.is_dir():
-        raise PatchError(f"cannot write {shown}: a directory with that name exists")
-    parent = location.parent
-    while parent != root and parent != parent.parent:
-        if parent.exists() and not parent.is_dir():
-            raise PatchError(f"cannot write {shown}: {parent.name} is a file, not a directory")
-        parent = parent.parent
+class _Files:
+    """The patch's view of the environment: every path read once, before anything is
+    written, and a journal of what was there so a failed write can be undone."""
 
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.found: dict[str, _Found] = {}
+        self.saved: dict[str, bytes | None] = {}
+        self.made: list[str] = []
+        """Directories a write will make (none there before the patch), for the undo."""
 
-class _Journal:
-    """Remembers what was on disk so a failed write can be undone."""
+    def at(self, rel: str) -> str:
+        return posixpath.join(self.env.workdir, rel)
 
-    def __init__(self, real_root: str) -> None:
-        self.real_root = real_root
-        self.saved: dict[Path, bytes | None] = {}
-        self.dirs: list[Path] = []
+    async def look(self, rel: str) -> None:
+        """Read `rel` once; PathRefused (never reachable) is raised, anything else kept
+        for the step that needs the file (the plan reads, the journal remembers)."""
+        if rel in self.found:
+            return
+        try:
+            self.found[rel] = await self.env.read_file(
+                self.at(rel), max_bytes=MAX_PATCHED_FILE_BYTES
+            )
+        except PathRefused:
+            raise
+        except (UnsafeFileError, OSError) as exc:
+            self.found[rel] = exc
 
-    def remember(self, location: Path) -> None:
-        if location not in self.saved:
+    def text(self, rel: str, shown: str) -> str | None:
+        got = self.found[rel]
+        if isinstance(got, UnsafeFileError):
+            raise PatchError(str(got))
+        if isinstance(got, Exception):
+            raise PatchError(f"cannot read {shown}: {_reason(got)}")
+        if got is None:
+            return None
+        try:
+            return got.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PatchError(f"cannot patch {shown}: it is not UTF-8 text") from exc
+
+    async def check_parents(self, rel: str, shown: str) -> None:
+        """Refuse, before anything is written, a new file under a file; note the
+        directories its write will make."""
+        if self.found[rel] is not None:
+            return
+        parent = posixpath.dirname(rel)
+        while parent and parent not in self.found:
             try:
-                self.saved[location] = _read_existing(
-                    location, self.real_root, os.path.relpath(location, self.real_root)
-                )
-            except PatchError as exc:
-                raise OSError(exc.message) from None
+                got: _Found = await self.env.read_file(self.at(parent), max_bytes=0)
+            except (UnsafeFileError, OSError) as exc:
+                got = exc  # a directory (or something a write will name)
+            self.found[parent] = got
+            if isinstance(got, bytes):
+                name = posixpath.basename(parent)
+                raise PatchError(f"cannot write {shown}: {name} is a file, not a directory")
+            if got is not None:
+                return
+            self.made.append(parent)
+            parent = posixpath.dirname(parent)
 
-    def make_parents(self, location: Path) -> None:
-        missing = [p for p in reversed(location.parents) if not p.exists()]
-        for directory in missing:
-            rel = os.path.relpath(directory, self.real_root)
-            try:
-                with hostfs.open_parent(Path(self.real_root), rel) as (dir_fd, name):
-                    os.mkdir(name, 0o755, dir_fd=dir_fd)
-                    self.dirs.append(directory)
-                    hostfs.own_like_parent(name, dir_fd)
-            except UnsafeFileError as exc:
-                raise OSError(str(exc)) from None
+    def remember(self, rel: str) -> None:
+        if rel not in self.saved:
+            got = self.found[rel]
+            if isinstance(got, Exception):
+                raise got
+            self.saved[rel] = got
 
-    def undo(self) -> bool:
+    async def write(self, rel: str, text: str) -> None:
+        self.remember(rel)
+        await self.env.write_file(self.at(rel), text.encode("utf-8"))
+
+    async def remove(self, rel: str) -> None:
+        self.remember(rel)
+        await self.env.remove_file(self.at(rel))
+
+    async def undo(self) -> bool:
         ok = True
-        for location, data in reversed(list(self.saved.items())):
+        for rel, data in reversed(list(self.saved.items())):
             try:
                 if data is None:
-                    location.unlink(missing_ok=True)
+                    await self.env.remove_file(self.at(rel))
                 else:
-                    _write_bytes(location, self.real_root, data)
-            except OSError:
+                    await self.env.write_file(self.at(rel), data)
+            except (UnsafeFileError, OSError):
                 ok = False
-        for directory in reversed(self.dirs):
+        for rel in sorted(self.made, key=lambda d: d.count("/"), reverse=True):
             try:
-                directory.rmdir()
-            except OSError:
+                await self.env.remove_file(self.at(rel))
+            except (UnsafeFileError, OSError):
                 ok = False
         return ok
-
-
-def _write(journal: _Journal, location: Path, text: str) -> None:
-    journal.remember(location)
-    journal.make_parents(location)
-    _write_bytes(location, journal.real_root, text.encode("utf-8"))
-
-
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def _write_bytes(location: Path, real_root: str, data: bytes) -> None:
-    """Write a regular file in place: relative to the root, no link followed, and a FIFO
-    or device refused rather than blocked on (O_NONBLOCK, then fstat)."""
-    try:
-        with hostfs.open_parent(Path(real_root), os.path.relpath(location, real_root)) as (
-            dir_fd,
-            name,
-        ):
-            try:
-                fd = os.open(name, _WRITE_FLAGS & ~os.O_CREAT, dir_fd=dir_fd)
-            except FileNotFoundError:
-                # New: made as the sandbox's user would have made it (hostfs).
-                fd = os.open(name, _WRITE_FLAGS | os.O_EXCL, 0o644, dir_fd=dir_fd)
-                hostfs.own_like_parent(name, dir_fd)
-    except UnsafeFileError as exc:
-        raise OSError(str(exc)) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(f"{location.name} is a {hostfs.kind(mode)}, not a regular file")
-        os.set_blocking(fd, True)
-        os.ftruncate(fd, 0)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
 
 
 def _failure(message: str, changes: list[dict[str, str]]) -> ApplyResult:
@@ -312,21 +241,20 @@ def _event_changes(patch: Patch, names: dict[str, str]) -> list[dict[str, str]]:
     return [{"path": names.get(h.path, h.path), "kind": kinds[type(h)]} for h in patch.hunks]
 
 
-def apply_patch(
-    root: Path,
+async def apply_patch(
+    env: Environment,
     text: str,
     *,
     workdir: str | None = None,
     read_only: bool = False,
-    protected: tuple[str, ...] = (),
 ) -> ApplyResult:
-    """Parse, plan and apply `text` inside `root`; never raises for a bad patch.
+    """Parse, plan and apply `text` in `env`'s workdir; never raises for a bad patch.
 
-    Paths are taken relative to `root` (or to `workdir`, itself inside root, when the
-    patch came from `cd DIR && apply_patch`). Nothing is written unless every hunk
-    plans cleanly; if a write still fails, earlier writes are rolled back. The sandbox's
-    rules hold here too, since this runs in the runner's process: nothing is written when
-    `read_only`, and nothing under a directory named in `protected`.
+    Paths are taken relative to the workdir (or to `workdir`, itself inside it, when the
+    patch came from `cd DIR && apply_patch`), and every file is read and written through
+    the environment's file methods, never a host path. Nothing is written unless every
+    path is allowed and every hunk plans cleanly; if a write still fails, earlier writes
+    are rolled back. Nothing is written when `read_only`, as the sandbox refuses it.
     """
     try:
         patch = parse_patch(text)
@@ -338,43 +266,40 @@ def apply_patch(
             _event_changes(patch, {}),
         )
 
-    root = Path(os.path.abspath(root))
-    real_root = os.path.realpath(root)
-    locations: dict[str, Path] = {}
     names: dict[str, str] = {}
     try:
-        base = "." if workdir is None else _resolve_workdir(root, real_root, workdir)
+        base = "." if workdir is None else _resolve_workdir(workdir)
         for hunk in patch.hunks:
             paths = [hunk.path]
             if isinstance(hunk, UpdateFile) and hunk.move_to is not None:
                 paths.append(hunk.move_to)
             for p in paths:
-                locations[p], names[p] = _resolve(root, real_root, base, p)
-                hit = _protected_hit(names[p], locations[p], real_root, protected)
-                if hit is not None:
-                    raise PatchError(f"refused path '{p}': {hit} is read-only in the sandbox")
+                names[p] = _resolve(base, p)
     except PatchError as exc:
         return _failure(exc.message, _event_changes(patch, names))
     changes = _event_changes(patch, names)
 
+    files = _Files(env)
+    for p, rel in names.items():
+        try:
+            await files.look(rel)
+        except PathRefused as exc:
+            return _failure(f"refused path '{p}': {exc.reason}", changes)
     try:
-        plan = plan_patch(patch, lambda p: _read_text(locations[p], real_root, p))
+        plan = plan_patch(patch, lambda p: files.text(names[p], p))
         for change in plan:
             target = change.move_to if change.move_to is not None else change.path
             if change.kind != "delete":
-                _check_writable(locations[target], Path(real_root), target)
+                await files.check_parents(names[target], target)
     except PatchError as exc:
         return _failure(exc.message, changes)
 
-    journal = _Journal(real_root)
     try:
         for change in plan:
-            _carry_out(change, journal, root, locations, names)
-    except OSError as exc:
-        restored = journal.undo()
-        detail = f"writing failed: {exc.strerror or exc}" + (
-            "" if exc.filename is None else f" ({exc.filename})"
-        )
+            await _carry_out(change, files, names)
+    except (UnsafeFileError, OSError) as exc:
+        restored = await files.undo()
+        detail = f"writing failed: {_reason(exc)}"
         if restored:
             return _failure(detail, changes)
         return ApplyResult(
@@ -387,33 +312,28 @@ def apply_patch(
     return ApplyResult(output=_summary(plan), success=True, changes=changes)
 
 
-def _carry_out(
-    change: FileChange,
-    journal: _Journal,
-    root: Path,
-    locations: dict[str, Path],
-    names: dict[str, str],
-) -> None:
-    """One planned change on disk, remembered in `journal` so a later failure can undo it."""
-    source = locations[change.path]
+async def _carry_out(change: FileChange, files: _Files, names: dict[str, str]) -> None:
+    """One planned change, remembered by `files` so a later failure can undo it."""
+    source = names[change.path]
     if change.kind == "delete":
-        # The entry itself goes (a link, not its target): its directory resolved.
-        lexical = root / names[change.path]
-        entry = Path(os.path.realpath(lexical.parent)) / lexical.name
-        journal.remember(source)
-        entry.unlink()
+        await files.remove(source)  # the entry itself: a link goes, not its target
     elif change.move_to is not None:
         assert change.contents is not None
-        dest = locations[change.move_to]
-        _write(journal, dest, change.contents)
+        dest = names[change.move_to]
+        await files.write(dest, change.contents)
         if path_key(change.move_to) != path_key(change.path):
-            journal.remember(source)
-            mode = stat.S_IMODE(source.stat().st_mode)
-            dest.chmod(mode)  # a renamed script stays executable
-            source.unlink()
+            res = await files.env.exec(
+                ["chmod", "--reference", files.at(source), "--", files.at(dest)],
+                timeout_s=MODE_TIMEOUT_S,
+                output_cap=4096,
+            )
+            if res.exit_code != 0:
+                said = res.output.decode("utf-8", "replace").strip()
+                raise OSError(f"cannot give {change.move_to} the mode of {change.path}: {said}")
+            await files.remove(source)
     else:
         assert change.contents is not None
-        _write(journal, source, change.contents)
+        await files.write(source, change.contents)
 
 
 def _summary(plan: Sequence[FileChange]) -> str:
@@ -550,9 +470,7 @@ class ApplyPatchTool:
             if isinstance(text_or_error, ToolResult):
                 return text_or_error
             text = text_or_error
-        result = await anyio.to_thread.run_sync(
-            partial(apply_patch, ctx.cwd, text, read_only=ctx.read_only, protected=ctx.protected)
-        )
+        result = await apply_patch(ctx.environment, text, read_only=ctx.read_only)
         return ToolResult(
             output=result.output,
             success=result.success,

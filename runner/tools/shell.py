@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.errors import ToolArgumentsError
 from runner.items import dumps
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP
 from runner.tools import ToolCall, ToolContext, ToolResult
 from runner.tools.apply_patch import apply_patch, extract_shell_patch, patch_started
 
@@ -171,14 +172,15 @@ class ShellTool:
             return ToolResult(f"invalid shell call: {exc}", success=False)
         intercepted = extract_shell_patch(args.command)
         if intercepted is not None:
-            return _apply_patch_via_shell(ctx, intercepted, args.workdir, self.plain_output)
-        cwd = ctx.cwd / args.workdir if args.workdir else ctx.cwd
-        if not cwd.is_dir():
-            return ToolResult(
-                f"invalid shell call: workdir {args.workdir!r} is not a directory", success=False
-            )
+            return await _apply_patch_via_shell(ctx, intercepted, args.workdir, self.plain_output)
         argv = await login_argv(args.command, ctx)
-        res = await ctx.executor.run(argv, cwd=cwd, timeout_s=args.timeout_ms / 1000, env=ctx.env)
+        res = await ctx.environment.exec(
+            argv,
+            cwd=args.workdir or None,
+            env=ctx.env,
+            timeout_s=args.timeout_ms / 1000,
+            output_cap=EXECUTOR_OUTPUT_CAP,
+        )
         text = res.output.decode("utf-8", "replace")
         if res.timed_out:
             text = f"command timed out after {int(args.timeout_ms)} milliseconds\n{text}"
@@ -232,8 +234,11 @@ async def login_argv(argv: list[str], ctx: ToolContext) -> list[str]:
 
 
 async def _snapshot(ctx: ToolContext) -> list[str] | None:
-    res = await ctx.executor.run(
-        ["bash", "-lc", SNAPSHOT_SCRIPT], cwd=ctx.cwd, timeout_s=SNAPSHOT_TIMEOUT_S, env=ctx.env
+    res = await ctx.environment.exec(
+        ["bash", "-lc", SNAPSHOT_SCRIPT],
+        env=ctx.env,
+        timeout_s=SNAPSHOT_TIMEOUT_S,
+        output_cap=EXECUTOR_OUTPUT_CAP,
     )
     mark = f"\0{SNAPSHOT_MARK}\0".encode()
     if res.exit_code != 0 or res.truncated_bytes or mark not in res.output:
@@ -254,7 +259,7 @@ def _display(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-def _apply_patch_via_shell(
+async def _apply_patch_via_shell(
     ctx: ToolContext, found: tuple[str, str | None], workdir: str | None, plain: bool
 ) -> ToolResult:
     """`apply_patch` typed into the shell is applied as a patch, as Codex does: models
@@ -262,9 +267,7 @@ def _apply_patch_via_shell(
     patch, cd = found
     start = time.monotonic()
     where = "/".join(p for p in (workdir, cd) if p) or None
-    res = apply_patch(
-        ctx.cwd, patch, workdir=where, read_only=ctx.read_only, protected=ctx.protected
-    )
+    res = await apply_patch(ctx.environment, patch, workdir=where, read_only=ctx.read_only)
     event = {
         "type": "file_change",
         "changes": res.changes,

@@ -17,6 +17,7 @@ from runner.items import message
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import RetryingClient
 from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolContext
 from tests.support.cli import run_cli, write_tasks
 from tests.support.fixtures import LoopbackFactory, ThreadFactory
@@ -51,7 +52,7 @@ def spec(thread_id: str = "t", prompt: str = "go") -> ThreadSpec:
 
 
 async def run_thread(client: RetryingClient, tmp_path: Path, thread_id: str = "t") -> Outcome:
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), tmp_path), env={})
     return await Thread(spec(thread_id), client, [], ctx, Sink()).run()
 
 

@@ -31,6 +31,7 @@ from runner.providers.refusals import http_error, stream_error
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import Retry, RetryingClient, backoff_s, decide
 from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolContext
 from tests.support.fixtures import LoopbackFactory
 from tests.support.loopback import (
@@ -195,7 +196,7 @@ async def run(base_url: str, tmp_path: Path, **kw: Any) -> tuple[Outcome, float]
         max_requests=5,
         timeout_s=30,
     )
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), tmp_path), env={})
     t0 = time.monotonic()
     outcome = await Thread(spec, client, [], ctx, Sink()).run()
     await client.aclose()
@@ -374,7 +375,7 @@ async def test_request_deadline(loopback: LoopbackFactory, tmp_path: Path) -> No
         max_requests=5,
         timeout_s=30,
     )
-    ctx = ToolContext(cwd=tmp_path, executor=LocalExecutor(), env={})
+    ctx = ToolContext(environment=LocalEnvironment(LocalExecutor(), tmp_path), env={})
     outcome = await Thread(spec, client, [], ctx, Sink()).run()
     await client.aclose()
     assert outcome.status == "completed" and outcome.final_message == "done"

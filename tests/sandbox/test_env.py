@@ -12,6 +12,7 @@ import pytest
 
 from runner.sandbox import make_executor
 from runner.sandbox.env import child_env
+from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolCall, ToolContext
 from runner.tools.shell import ShellTool
 from tests.support.sandbox import Box
@@ -55,13 +56,16 @@ def test_profile_is_read_once_and_results_are_unchanged(box: Box, tmp_path: Path
         lambda: executor.run(["bash", "-lc", PROBE], cwd=box.path, timeout_s=20, env=env)
     )
     (home / "sourced").unlink()
-    ctx = ToolContext(cwd=box.path, executor=executor, env=env)
+    ctx = ToolContext(environment=LocalEnvironment(executor, box.path), env=env)
     outs = [run_tool(ctx, ["bash", "-lc", PROBE]) for _ in range(3)]
     assert outs == [literal.output.decode()] * 3
     assert "greet you" in outs[0] and "tool ran" in outs[0]
     assert (home / "sourced").read_text() == "profile ran\n"  # once for the thread
     # A new thread (a new tool context) takes its own snapshot.
-    run_tool(ToolContext(cwd=box.path, executor=executor, env=env), ["bash", "-lc", "true"])
+    run_tool(
+        ToolContext(environment=LocalEnvironment(executor, box.path), env=env),
+        ["bash", "-lc", "true"],
+    )
     assert (home / "sourced").read_text().count("profile ran") == 2
 
 
@@ -75,7 +79,7 @@ def test_sandboxed_commands_get_the_sandbox_login_environment(box: Box, mode: st
     literal = anyio.run(
         lambda: executor.run(["bash", "-lc", probe], cwd=box.path, timeout_s=20, env=env)
     )
-    ctx = ToolContext(cwd=box.path, executor=executor, env=env)
+    ctx = ToolContext(environment=LocalEnvironment(executor, box.path), env=env)
     ours = run_tool(ctx, ["bash", "-lc", probe])
     assert ours == literal.output.decode()
     assert "CANARY_VISIBLE" not in ours
@@ -86,7 +90,8 @@ def test_a_broken_profile_falls_back_to_literal_commands(box: Box, tmp_path: Pat
     home = make_home(tmp_path, PROFILE + "exit 7\n")
     env = child_env({**os.environ, "HOME": str(home)})
     ctx = ToolContext(
-        cwd=box.path, executor=make_executor(box.policy("danger-full-access")), env=env
+        environment=LocalEnvironment(make_executor(box.policy("danger-full-access")), box.path),
+        env=env,
     )
     raw = anyio.run(
         ShellTool().run,
@@ -101,7 +106,8 @@ def test_other_commands_run_as_given(box: Box, tmp_path: Path) -> None:
     home = make_home(tmp_path)
     env = child_env({**os.environ, "HOME": str(home)})
     ctx = ToolContext(
-        cwd=box.path, executor=make_executor(box.policy("danger-full-access")), env=env
+        environment=LocalEnvironment(make_executor(box.policy("danger-full-access")), box.path),
+        env=env,
     )
     assert run_tool(ctx, ["bash", "-c", 'echo "[$GREETING]"']) == "[]\n"
     assert "login_env" not in ctx.state and not (home / "sourced").exists()

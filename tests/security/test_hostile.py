@@ -23,6 +23,7 @@ from runner.providers.refusals import stream_error
 from runner.providers.responses import ResponsesClient
 from runner.providers.retry import RetryingClient
 from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.sse import Assembler, Framer
 from runner.tools import ToolContext
 from runner.tools.apply_patch import (
@@ -78,8 +79,7 @@ async def run_thread(
         timeout_s=60,
     )
     ctx = ToolContext(
-        cwd=tmp_path,
-        executor=LocalExecutor(),
+        environment=LocalEnvironment(LocalExecutor(), tmp_path),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
     toolset = [ShellTool(), ApplyPatchTool()] if tools else []

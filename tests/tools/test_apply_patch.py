@@ -36,13 +36,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolCall, ToolContext, ToolResult
 from runner.tools import apply_patch as ap
 from runner.tools.apply_patch import (
     LARK_GRAMMAR,
     ApplyPatchTool,
+    ApplyResult,
     PatchError,
-    apply_patch,
 )
 from runner.tools.patch_format import (
     AddFile,
@@ -57,6 +59,14 @@ from runner.tools.patch_format import (
 )
 
 PATCHES = Path(__file__).parent / "patches"
+
+
+def apply_patch(root: Path, text: str, *, workdir: str | None = None) -> ApplyResult:
+    """The applier over the `local` environment of `root`, unsandboxed (only a move runs
+    a command there, to keep the file's mode)."""
+    env = LocalEnvironment(LocalExecutor(), root, env={"PATH": os.environ.get("PATH", "")})
+    return asyncio.run(ap.apply_patch(env, text, workdir=workdir))
+
 
 # --------------------------------------------------------------------------- golden
 
@@ -597,12 +607,15 @@ def test_heredoc_ends_at_first_delimiter_line() -> None:
 
 
 class _NoExecutor:
+    limit_notes: list[str] = []
+
     async def run(self, *args: object, **kwargs: object) -> object:
         raise AssertionError("apply_patch must not run commands")
 
 
 def _ctx(root: Path) -> ToolContext:
-    return ToolContext(cwd=root, executor=_NoExecutor(), env={})  # type: ignore[arg-type]
+    env = LocalEnvironment(_NoExecutor(), root)  # type: ignore[arg-type]
+    return ToolContext(environment=env, env={})
 
 
 def _run(tool: ApplyPatchTool, call: ToolCall, root: Path) -> ToolResult:

@@ -44,7 +44,7 @@ def call(name: str, args: Any) -> ToolCall:
     return ToolCall("call_1", name, args if isinstance(args, str) else json.dumps(args))
 
 
-CTX = ToolContext(cwd=Path("."), executor=None, env={})  # type: ignore[arg-type]
+CTX = ToolContext(environment=None, env={})  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- names and results
