@@ -8,7 +8,9 @@ calls that are safe to repeat (inspect, rm, images, a start by a fixed name).
 podman is pointed at the project's own `containers.conf` (runc, rlimits within the host's:
 crun cannot start a container in a VM without CAP_SYS_RESOURCE), so the machine's own
 configuration is neither read nor changed. The CLI gets a minimal environment: the
-runner's secrets never reach it.
+runner's secrets never reach it. What says which daemon to talk to (`DOCKER_HOST`,
+`DOCKER_CONTEXT`, `CONTAINER_HOST`: a remote or rootless daemon) does, for the engine that
+reads it, and so may an explicit `extra_env`, less any secret-looking name.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from runner.errors import EnvironmentFault
+from runner.sandbox.env import SECRET_NAME
 
 CONTAINERS_CONF = Path(__file__).resolve().parent.parent / "data" / "containers.conf"
 CALL_TIMEOUT_S = 60.0
@@ -39,13 +42,25 @@ _PASSED = (
     "XDG_RUNTIME_DIR",
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
-    "DOCKER_HOST",
-    "DOCKER_CONFIG",
-    "DOCKER_CONTEXT",
-    "CONTAINER_HOST",
-    "CONTAINERS_STORAGE_CONF",
-    "CONTAINERS_REGISTRIES_CONF",
 )
+_PASSED_TO = {
+    "docker": (
+        "DOCKER_HOST",
+        "DOCKER_CONTEXT",
+        "DOCKER_CONFIG",
+        "DOCKER_CERT_PATH",
+        "DOCKER_TLS_VERIFY",
+        "DOCKER_API_VERSION",
+    ),
+    "podman": (
+        "CONTAINER_HOST",
+        "CONTAINER_CONNECTION",
+        "CONTAINERS_STORAGE_CONF",
+        "CONTAINERS_REGISTRIES_CONF",
+    ),
+}
+"""Per engine, the variables naming its daemon and its own configuration files: paths
+and addresses, never a credential (docker keeps those in `DOCKER_CONFIG`'s file)."""
 
 OWNER_LABEL = "io.runner.owner"
 OWNER = "runner"
@@ -77,6 +92,9 @@ class Engine:
     call_timeout_s: float = CALL_TIMEOUT_S
     retries: int = RETRIES
     base_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Set for every call over `base_env` (say `DOCKER_HOST` of a daemon started for the
+    purpose); a secret-looking name is dropped all the same."""
 
     @property
     def kind(self) -> str:
@@ -84,7 +102,9 @@ class Engine:
         return "podman" if "podman" in Path(self.executable).name else "docker"
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in self.base_env.items() if k in _PASSED}
+        passed = (*_PASSED, *_PASSED_TO[self.kind])
+        env = {k: v for k, v in self.base_env.items() if k in passed}
+        env.update((k, v) for k, v in self.extra_env.items() if not SECRET_NAME.search(k))
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
         if self.kind == "podman":
             env["CONTAINERS_CONF"] = str(CONTAINERS_CONF)

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
+from runner.sandbox.engine import Engine
+
 INSPECT_TIMEOUT_S = 30.0
 """How long `image inspect` may take before the engine counts as not answering."""
 
@@ -22,12 +24,13 @@ def which(name: str, env: Mapping[str, str]) -> str | None:
 
 def image_missing(program: str, image: str, env: Mapping[str, str]) -> str | None:
     """Why `image` is not usable on this machine, or None when `program image inspect`
-    finds it. podman and docker both answer `image inspect` (exit 0: there)."""
+    finds it. podman and docker both answer `image inspect` (exit 0: there). The engine
+    sees what a run's calls would (engine.py): the same daemon, none of the secrets."""
     tool = os.path.basename(program)
     try:
         done = subprocess.run(
             [program, "image", "inspect", "--format", "{{.Id}}", image],
-            env=dict(env),
+            env=Engine(program, base_env=env).env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=INSPECT_TIMEOUT_S,

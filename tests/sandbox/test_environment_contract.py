@@ -33,7 +33,7 @@ from tests.support.environments import (
 
 # The first test of a fresh machine builds the base image (about 2 min).
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(900)]
-backends = pytest.mark.parametrize("backend", BACKENDS)
+backends = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 
 
 async def sh(box: Environment, script: str, env: dict[str, str] | None = None) -> str:
@@ -177,7 +177,7 @@ async def test_a_killed_environment_raises_lost(backend: Backend, tmp_path: Path
 
 # -- container backends only ----------------------------------------------------------
 
-containers = pytest.mark.parametrize("backend", CONTAINER_BACKENDS)
+containers = pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
 
 _CHILD = textwrap.dedent(
     """
@@ -201,11 +201,13 @@ _CHILD = textwrap.dedent(
 
 @containers
 async def test_orphans_of_a_killed_batch_are_reaped(backend: Backend, tmp_path: Path) -> None:
-    engine = Engine(backend.name)
+    engine = backend.engine
     image = await base_image(engine)
     doomed = f"test-doomed-{uuid.uuid4().hex[:8]}"
     child = await anyio.open_process(
-        [sys.executable, "-c", _CHILD, backend.name, image, doomed], stderr=None
+        [sys.executable, "-c", _CHILD, engine.executable, image, doomed],
+        stderr=None,
+        env={**os.environ, **engine.extra_env},
     )
     try:
         assert child.stdout is not None
@@ -260,7 +262,7 @@ async def test_every_container_carries_the_runners_labels(backend: Backend, tmp_
 
 @containers
 async def test_without_the_helper_each_command_is_an_exec(backend: Backend, tmp_path: Path) -> None:
-    engine = Engine(backend.name)
+    engine = backend.engine
     env = ContainerEnvironment(
         engine=engine,
         image=await base_image(engine),

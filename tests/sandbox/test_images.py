@@ -1,5 +1,6 @@
 """Images: the apt mirror found in both source formats, build folders keyed by their
-content (links refused), and a folder built once and then reused (real podman)."""
+content (links refused), and a folder built once and then reused (real podman and
+docker)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from runner.errors import EnvironmentFault, UnsafeFileError
-from runner.sandbox.engine import Engine
 from runner.sandbox.images import (
     BUILD_REPO,
     Builder,
@@ -18,7 +18,7 @@ from runner.sandbox.images import (
     parse_deb822,
     parse_one_line,
 )
-from tests.support.environments import base_image, engine_answers
+from tests.support.environments import CONTAINER_BACKENDS, Backend, base_image
 
 
 def test_one_line_sources() -> None:
@@ -80,9 +80,9 @@ def test_context_hash_follows_content_and_refuses_links(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not engine_answers("podman"), reason="podman is not installed")
-async def test_a_folder_is_built_once_and_reused(tmp_path: Path) -> None:
-    engine = Engine("podman")
+@pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
+async def test_a_folder_is_built_once_and_reused(backend: Backend, tmp_path: Path) -> None:
+    engine = backend.engine
     base = await base_image(engine)
     ctx = tmp_path / "task"
     ctx.mkdir()

@@ -5,6 +5,11 @@ Each backend is a `Backend`: how to make an environment over a test's temp dir, 
 kill it from outside (the container removed behind the runner's back). Container backends
 need their engine to answer and the base image, which is built the first time a test needs
 it (about 2 min with mmdebstrap) and found by its recipe label after that.
+
+`docker` needs a Docker API. Where a daemon answers (GitHub CI) that one is used; where
+none does but podman is installed (this machine), `podman system service` serves the API
+on a socket in a temp dir for the session, over podman's own storage, so the base image
+is the same one. The docker cases are skipped only without the docker CLI.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import socket
 import subprocess
+import tempfile
+import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,15 +69,14 @@ async def base_image(engine: Engine) -> str:
 @dataclass(frozen=True)
 class Backend:
     name: str
+    engine: Engine
     make: Callable[[Path, str], Awaitable[Environment]]
     """`await make(tmp_path, batch_id)`: an environment, not started."""
     kill: Callable[[Environment], Awaitable[None]]
     """End the environment from outside, as a crash or an operator would."""
 
 
-def _container_backend(executable: str) -> Backend:
-    engine = Engine(executable)
-
+def container_backend(engine: Engine) -> Backend:
     async def make(tmp_path: Path, batch_id: str) -> Environment:
         image = await base_image(engine)
         return ContainerEnvironment(
@@ -85,7 +92,76 @@ def _container_backend(executable: str) -> Backend:
         assert isinstance(env, ContainerEnvironment)
         await engine.check(remove_args(engine, [env.name]))
 
-    return Backend(executable, make, kill)
+    return Backend(engine.kind, engine, make, kill)
+
+
+SERVICE_START_S = 30.0
+
+
+@contextmanager
+def podman_docker_api() -> Iterator[str]:
+    """`podman system service` on a socket in a fresh temp dir, as a `DOCKER_HOST`
+    value; the service is ended and the folder removed on the way out, whatever happens."""
+    podman = Engine("podman")
+    folder = tempfile.mkdtemp(prefix="runner-docker-api-")  # short: a socket path <= 107
+    sock = os.path.join(folder, "api.sock")
+    try:
+        with open(os.path.join(folder, "service.log"), "wb") as log:
+            proc = subprocess.Popen(
+                podman.argv(["system", "service", "--time=0", f"unix://{sock}"]),
+                env=podman.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        _wait_for_socket(sock, proc)
+        yield f"unix://{sock}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_for_socket(sock: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + SERVICE_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            said = Path(sock).with_name("service.log").read_text(errors="replace")
+            raise RuntimeError(
+                f"podman system service ended (exit {proc.returncode}): {said[-2000:]}"
+            )
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(sock)
+                return
+            except OSError:
+                pass
+        time.sleep(0.05)
+    raise RuntimeError(f"podman system service made no socket within {SERVICE_START_S:g} s")
+
+
+@contextmanager
+def docker_engine() -> Iterator[Engine]:
+    """The docker CLI, pointed at a daemon that answers (see the module's docstring).
+    Skips when there is no docker CLI, or neither a daemon nor podman to serve one."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is not installed")
+    if engine_answers("docker"):
+        yield Engine("docker")
+        return
+    if shutil.which("podman") is None:
+        pytest.skip("no docker daemon answers, and no podman is installed to serve its API")
+    with podman_docker_api() as host:
+        yield Engine("docker", extra_env={"DOCKER_HOST": host})
 
 
 def _needs(executable: str) -> pytest.MarkDecorator:
@@ -95,13 +171,14 @@ def _needs(executable: str) -> pytest.MarkDecorator:
 
 
 CONTAINER_BACKENDS = [
-    pytest.param(_container_backend("podman"), id="podman", marks=_needs("podman")),
-    # Runs where a docker daemon answers (the GitHub CI workflow); skipped here.
-    pytest.param(_container_backend("docker"), id="docker", marks=_needs("docker")),
+    pytest.param("podman", id="podman", marks=_needs("podman")),
+    pytest.param("docker", id="docker"),
 ]
+"""Names, made `Backend`s by the `backend` fixture (tests/sandbox/conftest.py): the
+docker one needs the session's `docker` fixture."""
 BACKENDS = [
     *CONTAINER_BACKENDS,
-    # local: pytest.param(_local_backend(), id="local") once runner/sandbox/localenv.py lands.
+    # local: pytest.param("local", id="local") once runner/sandbox/localenv.py lands.
 ]
 
 
