@@ -53,17 +53,26 @@ MAX_DIR_BYTES = 1 << 30
 _READ = r"""p=$1
 if [ -L "$p" ]; then echo "a symbolic link" >&2; exit 3; fi
 if [ ! -e "$p" ]; then exit 4; fi
-if [ ! -f "$p" ]; then echo "not a regular file" >&2; exit 3; fi
+if [ -d "$p" ]; then echo "a directory, not a regular file" >&2; exit 3; fi
+if [ ! -f "$p" ]; then echo "a FIFO, device or socket" >&2; exit 3; fi
 exec head -c "$2" -- "$p"
 """
 _WRITE = r"""p=$1; d=$(dirname -- "$p")
+a=$d; while [ "$a" != / ] && [ "$a" != . ] && [ ! -e "$a" ]; do a=$(dirname -- "$a"); done
+if [ -e "$a" ] && [ ! -d "$a" ]; then echo "$a is a file, not a directory" >&2; exit 3; fi
 mkdir -p -- "$d" || exit 1
 if [ -d "$p" ] && [ ! -L "$p" ]; then echo "a directory" >&2; exit 3; fi
+if [ -e "$p" ] && [ ! -L "$p" ] && [ ! -f "$p" ]; then
+  echo "a FIFO, device or socket" >&2; exit 3
+fi
 t="$d/.runner-write.$$"
 if cat > "$t"; then rm -f -- "$p"; mv -f -- "$t" "$p"; else rm -f -- "$t"; exit 1; fi
 """
 _REMOVE = r"""p=$1
-if [ -d "$p" ] && [ ! -L "$p" ]; then echo "a directory" >&2; exit 3; fi
+if [ -d "$p" ] && [ ! -L "$p" ]; then
+  rmdir -- "$p" 2>/dev/null || { echo "a directory that is not empty" >&2; exit 3; }
+  exit 0
+fi
 exec rm -f -- "$p"
 """
 _PUT = r"""mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner"""
@@ -296,7 +305,7 @@ class ContainerEnvironment:
     ) -> dict[str, Any]:
         if not self._started or self._stopped:
             raise EnvironmentFault(f"{self.name}: the environment is not running")
-        where = cwd or self.workdir
+        where = self.workdir if cwd is None else self._path(cwd)
         async with self._lock:
             if self.use_helper:
                 req = {"argv": list(argv), "cwd": where, "env": dict(env or {})}

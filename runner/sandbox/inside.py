@@ -99,10 +99,14 @@ def run(req: Dict[str, Any], data: bytes, out: IO[bytes]) -> Dict[str, Any]:
     env = dict(os.environ)
     env.update(req.get("env") or {})
     split = bool(req.get("split"))
+    cwd = req.get("cwd") or None
+    if cwd is not None and not os.path.isdir(cwd):
+        send(out, b"o", ("cannot run in %s: not a directory\n" % cwd).encode())
+        return {"code": 1, "timed_out": False}
     try:
         proc = subprocess.Popen(
             req["argv"],
-            cwd=req.get("cwd") or None,
+            cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -178,7 +182,10 @@ def run(req: Dict[str, Any], data: bytes, out: IO[bytes]) -> Dict[str, Any]:
 def main() -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # A command that exits before reading all its stdin must not take the helper with
+    # it: EPIPE is an OSError here, and each command gets SIGPIPE back (Popen's
+    # restore_signals).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
     send(out, b"R", b"")
