@@ -82,7 +82,8 @@ class LocalEnvironment:
     ) -> ExecResult:
         where = Path(self.workdir if cwd is None else posixpath.join(self.workdir, cwd))
         if not await anyio.Path(where).is_dir():
-            return ExecResult(1, f"cannot run in {where}: not a directory\n".encode(), 0.0)
+            said = f"cannot run in {where}: not a directory\n".encode()
+            return ExecResult(1, said, 0.0, total_lines=1)
         return await self.executor.run(
             argv,
             cwd=where,
@@ -112,10 +113,14 @@ class LocalEnvironment:
 
     # ------------------------------------------------------------------ paths
 
-    def _locate(self, path: str, *, folder: bool = False) -> tuple[str, str]:
+    def _locate(
+        self, path: str, *, folder: bool = False, follow_last: bool = True
+    ) -> tuple[str, str]:
         """(the path relative to the workdir as spelled, the same with every link
         resolved), or PathRefused. Relative paths are taken from the workdir; the
-        workdir itself is a path only for a `folder` method."""
+        workdir itself is a path only for a `folder` method. Without `follow_last` a link
+        in the last place is left as it is (only its directory resolved): what `remove`
+        takes away is the link, wherever it points."""
         if not path or "\0" in path:
             raise PathRefused(repr(path), "not a valid path")
         full = posixpath.normpath(posixpath.join(self.workdir, path))
@@ -126,7 +131,12 @@ class LocalEnvironment:
             raise PathRefused(path, "it leads outside the workspace root")
         if rel == "." and not folder:
             raise PathRefused(path, "it names the workspace root, not a file")
-        real = _relative(os.path.realpath(os.path.join(self._real, rel)), self._real)
+        if follow_last:
+            resolved = os.path.realpath(os.path.join(self._real, rel))
+        else:
+            head, name = posixpath.split(rel)
+            resolved = os.path.join(os.path.realpath(os.path.join(self._real, head)), name)
+        real = _relative(resolved, self._real)
         if real is None:
             raise PathRefused(
                 path, "it resolves through a symbolic link to a location outside the workspace root"
@@ -246,15 +256,12 @@ class LocalEnvironment:
         return fd
 
     def _remove(self, path: str) -> None:
-        rel, _ = self._locate(path)
         if self.read_only:
             raise PathRefused(path, "the sandbox is read-only, so no file can be changed")
         # The entry itself goes: its directory resolved, its own name not followed.
-        parent, name = posixpath.split(rel)
-        where = _relative(os.path.realpath(os.path.join(self._real, parent)), self._real)
-        if where is None:
-            raise PathRefused(path, "its directory is outside the workspace root")
-        entry = name if where == "." else f"{where}/{name}"
+        rel, entry = self._locate(path, follow_last=False)
+        if self._under_file(entry) is not None:
+            return  # under a regular file: nothing can be there
         try:
             with hostfs.open_parent(Path(self._real), entry) as (dir_fd, last):
                 st = os.stat(last, dir_fd=dir_fd, follow_symlinks=False)
@@ -264,6 +271,12 @@ class LocalEnvironment:
                     os.unlink(last, dir_fd=dir_fd)
         except FileNotFoundError:
             return
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise UnsafeFileError(
+                    f"{rel}: is a directory that is not empty; not removed"
+                ) from None
+            raise
 
     # ------------------------------------------------------------------ folders
 
