@@ -18,6 +18,7 @@ milliseconds, and it never holds the runner's environment (it gets the command's
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
 import sys
@@ -105,10 +106,16 @@ def main(argv: list[str]) -> int:
     if pid == 0:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        # Python ignores these for itself, and an ignored signal stays ignored across
+        # exec: without this, `yes | head` would never see its SIGPIPE.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
         try:
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(2, f"failed to start {argv[0]!r}: {exc.strerror or exc}\n".encode())
+            # As a shell says it: 127 nothing by that name, 126 found but not runnable.
+            os._exit(127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126)
         os._exit(127)
     status = 0
     try:
