@@ -22,7 +22,7 @@ from runner.sandbox.bwrap import Limits
 from runner.sandbox.engine import Engine
 from runner.sandbox.env import child_env
 from runner.tools import ExecResult
-from tests.support.environments import Backend, container_backend, docker_engine
+from tests.support.environments import Backend, docker_engine, make_backend
 from tests.support.fixtures import make_git_repo
 from tests.support.sandbox import Box, HostService, Runner
 
@@ -104,6 +104,4 @@ def docker() -> Iterator[Engine]:
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> Backend:
     """The backend named by the test's parameter (`BACKENDS`, `CONTAINER_BACKENDS`)."""
-    name = str(request.param)
-    engine = request.getfixturevalue("docker") if name == "docker" else Engine(name)
-    return container_backend(engine)
+    return make_backend(str(request.param), lambda: request.getfixturevalue("docker"))

@@ -1,12 +1,18 @@
 """The Environment contract, the same tests against every backend (real engines, real
-images): commands, files, folders, timeouts, output caps, hostile links, a dead
-environment, and the orphans of a batch killed with SIGKILL."""
+images, the real bubblewrap sandbox): commands, files, folders, timeouts, output caps,
+hostile links, a dead environment, and the orphans of a batch killed with SIGKILL.
+
+Where the backends differ by design, the shared test says what all of them must do and
+the difference is tested apart: `local` works on the host, so its file methods stay inside
+the workdir (following a link that stays inside, refusing one that leads out), while a
+container's are the agent's own and refuse every link in the last place."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import secrets
 import signal
 import sys
 import textwrap
@@ -17,7 +23,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from runner.errors import EnvironmentFault, EnvironmentLost, UnsafeFileError
+from runner.errors import EnvironmentFault, EnvironmentLost, PathRefused, UnsafeFileError
 from runner.sandbox.container import ContainerEnvironment
 from runner.sandbox.engine import Engine
 from runner.sandbox.environment import Environment
@@ -25,9 +31,11 @@ from runner.sandbox.orphans import live_batch, reap_orphans, remove_args, runner
 from tests.support.environments import (
     BACKENDS,
     CONTAINER_BACKENDS,
+    LOCAL_BACKENDS,
     WORKDIR,
     Backend,
     base_image,
+    kill_container,
     started,
 )
 
@@ -45,19 +53,29 @@ async def sh(box: Environment, script: str, env: dict[str, str] | None = None) -
 @backends
 async def test_exec_argv_cwd_env_and_exit_codes(backend: Backend, tmp_path: Path) -> None:
     async with started(backend, tmp_path) as env:
+        work = env.workdir
         done = await env.exec(["printf", "%s|", "two words", "$HOME"], timeout_s=30)
         assert (done.exit_code, done.output) == (0, b"two words|$HOME|")
-        assert (await env.exec(["pwd"], timeout_s=30)).output == f"{WORKDIR}\n".encode()
-        await sh(env, "mkdir -p sub")
-        assert (await env.exec(["pwd"], cwd=f"{WORKDIR}/sub", timeout_s=30)).output.strip() == (
-            f"{WORKDIR}/sub".encode()
-        )
-        assert await sh(env, 'echo "$GREETING"', env={"GREETING": "hi there"}) == "hi there\n"
+        assert (await env.exec(["pwd"], timeout_s=30)).output == f"{work}\n".encode()
+        await sh(env, "mkdir -p sub && echo 'echo hi' > plain.sh")
+        for cwd in ("sub", f"{work}/sub"):  # relative to the workdir, or absolute
+            done = await env.exec(["pwd"], cwd=cwd, timeout_s=30)
+            assert done.output == f"{work}/sub\n".encode(), cwd
+        assert (await env.exec(["pwd"], cwd="/", timeout_s=30)).output == b"/\n"
+        for cwd in ("nowhere", "plain.sh"):
+            done = await env.exec(["true"], cwd=cwd, timeout_s=30)
+            assert done.exit_code != 0 and f"{work}/{cwd}".encode() in done.output, done
+        # TZ: a variable every backend passes on (bubblewrap keeps an allowlist).
+        assert await sh(env, 'echo "$TZ"', env={"TZ": "Europe/Paris"}) == "Europe/Paris\n"
         done = await env.exec(["sh", "-c", "echo out; echo err >&2; exit 7"], timeout_s=30)
         assert done.exit_code == 7 and not done.timed_out
         assert sorted(done.output.split()) == [b"err", b"out"]
         assert done.total_lines == 2
+        # As a shell says it: 127 nothing by that name, 126 there but not runnable.
         assert (await env.exec(["no-such-command-here"], timeout_s=30)).exit_code == 127
+        assert (await env.exec(["./plain.sh"], timeout_s=30)).exit_code == 126
+        assert (await env.exec(["sh", "-c", "kill -9 $$"], timeout_s=30)).exit_code == 137
+    await env.stop()  # again: nothing to do
 
 
 @backends
@@ -67,6 +85,11 @@ async def test_exec_feeds_stdin(backend: Backend, tmp_path: Path) -> None:
         done = await env.exec(["sha256sum"], stdin=data, timeout_s=30)
         assert done.output.split()[0].decode() == hashlib.sha256(data).hexdigest()
         assert (await env.exec(["cat"], timeout_s=30)).output == b""  # no stdin: EOF
+        assert (await env.exec(["cat"], stdin=b"", timeout_s=30)).output == b""
+        done = await env.exec(["true"], stdin=data * 8, timeout_s=30)  # never read
+        assert done.exit_code == 0 and not done.timed_out
+        # ... and the command's own children get SIGPIPE as usual (no "Broken pipe").
+        assert (await env.exec(["sh", "-c", "yes | head -n 1"], timeout_s=30)).output == b"y\n"
 
 
 @backends
@@ -74,33 +97,106 @@ async def test_files_are_written_read_and_removed(backend: Backend, tmp_path: Pa
     async with started(backend, tmp_path) as env:
         await env.write_file("deep/er/a.txt", b"one\n")
         assert await env.read_file("deep/er/a.txt", max_bytes=100) == b"one\n"
-        await env.write_file(f"{WORKDIR}/deep/er/a.txt", b"\x00two")
+        await env.write_file(f"{env.workdir}/deep/er/a.txt", b"\x00two")
         assert await env.read_file("deep/er/a.txt", max_bytes=100) == b"\x00two"
-        with pytest.raises(UnsafeFileError, match="over 3 bytes"):
+        assert await sh(env, "cat deep/er/a.txt") == "\x00two"
+        with pytest.raises(UnsafeFileError, match="3 bytes"):
             await env.read_file("deep/er/a.txt", max_bytes=3)
-        with pytest.raises(UnsafeFileError, match="regular"):
+        with pytest.raises(UnsafeFileError, match="deep/er"):
             await env.read_file("deep/er", max_bytes=100)
+        with pytest.raises(UnsafeFileError, match="deep/er"):
+            await env.write_file("deep/er", b"x")
+        # Nothing can be under a regular file: nothing there to read or remove, and no
+        # write (its parent cannot be made).
+        assert await env.read_file("deep/er/a.txt/x", max_bytes=100) is None
+        await env.remove_file("deep/er/a.txt/x")
+        with pytest.raises(UnsafeFileError, match="a.txt"):
+            await env.write_file("deep/er/a.txt/x", b"x")
         await env.remove_file("deep/er/a.txt")
         assert await env.read_file("deep/er/a.txt", max_bytes=100) is None
         await env.remove_file("deep/er/a.txt")  # already gone: nothing to do
+        # An empty directory goes too (an undo takes back the directories a write made);
+        # one with something in it stays.
+        with pytest.raises(UnsafeFileError, match="deep"):
+            await env.remove_file("deep")
+        await env.remove_file("deep/er")
+        await env.remove_file("deep")
+        assert await sh(env, "ls -A") == ""
 
 
 @backends
-async def test_hostile_links_are_refused(backend: Backend, tmp_path: Path) -> None:
+async def test_links_out_of_the_workdir_are_never_followed(
+    backend: Backend, tmp_path: Path
+) -> None:
     async with started(backend, tmp_path) as env:
-        await sh(env, "echo secret > /outside.txt && ln -s /outside.txt link && mkfifo fifo")
-        await sh(env, "mkdir -p tree/sub && echo a > tree/a && ln -s /etc tree/sub/etc")
-        with pytest.raises(UnsafeFileError, match="symbolic link"):
+        outside = await backend.put_outside(env, b"secret\n")
+        await sh(env, f"ln -s '{outside}' link && mkfifo fifo")
+        await sh(env, f"mkdir -p tree/sub && echo a > tree/a && ln -s '{outside}' tree/sub/out")
+        with pytest.raises(UnsafeFileError, match="link"):
             await env.read_file("link", max_bytes=1000)
-        with pytest.raises(UnsafeFileError, match="regular"):
+        with pytest.raises(UnsafeFileError, match="FIFO"):
             await env.read_file("fifo", max_bytes=1000)
-        await env.write_file("link", b"replaced")  # the link is replaced, not followed
-        assert await sh(env, "cat /outside.txt") == "secret\n"
-        assert await env.read_file("link", max_bytes=100) == b"replaced"
+        with pytest.raises(UnsafeFileError, match="FIFO"):
+            await env.write_file("fifo", b"never blocks")
+        try:  # refused (local), or the link itself replaced (containers)
+            await env.write_file("link", b"replaced")
+        except UnsafeFileError:
+            pass
+        else:
+            assert await env.read_file("link", max_bytes=100) == b"replaced"
+        assert await backend.read_outside(env, outside) == b"secret\n"
         dest = tmp_path / "out"
         with pytest.raises(UnsafeFileError, match="link"):
             await env.get_dir("tree", dest, max_bytes=1 << 20)
-        assert not (dest / "sub" / "etc").exists()
+        assert not (dest / "sub" / "out").exists()
+        # Removing a link removes the link, never what it points at.
+        await env.remove_file("tree/sub/out")
+        await env.remove_file("link")
+        assert await sh(env, "ls -A tree/sub; test ! -e link && test ! -L link && echo gone") == (
+            "gone\n"
+        )
+        assert await backend.read_outside(env, outside) == b"secret\n"
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS[:1], indirect=True)
+async def test_local_follows_links_only_while_they_stay_inside(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The host's own files are never the agent's: every path, however spelled, resolves
+    inside the workdir or is refused; a link that stays inside is followed, as a command
+    would follow it."""
+    async with started(backend, tmp_path) as env:
+        outside = await backend.put_outside(env, b"secret\n")
+        out_dir = os.path.dirname(outside)
+        await sh(env, f"echo in > real.txt && ln -s real.txt inlink && ln -s '{out_dir}' outdir")
+        assert await env.read_file("inlink", max_bytes=100) == b"in\n"
+        await env.write_file("inlink", b"through\n")
+        assert await sh(env, "cat real.txt; test -L inlink && echo still-a-link") == (
+            "through\nstill-a-link\n"
+        )
+        for path in (outside, "../outside.txt", "outdir/outside.txt"):
+            with pytest.raises(PathRefused):
+                await env.read_file(path, max_bytes=100)
+            with pytest.raises(PathRefused):
+                await env.write_file(path, b"x")
+        assert await backend.read_outside(env, outside) == b"secret\n"
+
+
+@pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
+async def test_a_containers_files_are_its_own_and_no_link_is_read(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The whole container is the agent's: an absolute path anywhere in it is reached, and
+    a link in the last place is never read, wherever it points; a write replaces it."""
+    async with started(backend, tmp_path) as env:
+        await sh(env, "echo in > real.txt && ln -s real.txt inlink")
+        with pytest.raises(UnsafeFileError, match="link"):
+            await env.read_file("inlink", max_bytes=100)
+        await env.write_file("inlink", b"replaced\n")
+        assert await sh(env, "cat real.txt; test ! -L inlink && cat inlink") == ("in\nreplaced\n")
+        await env.write_file("/etc/runner-test.txt", b"anywhere\n")
+        assert await env.read_file("/etc/runner-test.txt", max_bytes=100) == b"anywhere\n"
+        assert await env.read_file("../etc/runner-test.txt", max_bytes=100) == b"anywhere\n"
 
 
 @backends
@@ -120,7 +216,7 @@ async def test_folders_are_copied_in_and_out(backend: Backend, tmp_path: Path) -
         assert (out / "a" / "new.txt").read_text() == "new\n"
         assert os.access(out / "a" / "b" / "run.sh", os.X_OK)
         assert (out / "empty").is_dir()
-        with pytest.raises(UnsafeFileError, match="over 5 bytes"):
+        with pytest.raises(UnsafeFileError, match="5 bytes"):
             await env.get_dir("copied", tmp_path / "small", max_bytes=5)
     link_src = tmp_path / "linked"
     link_src.mkdir()
@@ -130,21 +226,47 @@ async def test_folders_are_copied_in_and_out(backend: Backend, tmp_path: Path) -
             await env.put_dir(link_src, "linked")
 
 
+def _host_processes_with(token: str) -> list[str]:
+    """Every process of this machine whose command line holds `token`: every backend here
+    runs on this kernel, so a process an environment failed to end shows up."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if token in line:
+                found.append(f"{proc.name}: {line}")
+    return found
+
+
+async def _none_left(token: str) -> list[str]:
+    """The processes holding `token` after a short grace (a PID namespace ends at once,
+    but its last processes are reaped by the kernel a moment later)."""
+    for _ in range(50):
+        left = _host_processes_with(token)
+        if not left:
+            return []
+        await anyio.sleep(0.1)
+    return left
+
+
 @backends
 async def test_timeout_kills_the_whole_tree(backend: Backend, tmp_path: Path) -> None:
-    script = "sleep 300 & setsid sleep 301 & echo started; sleep 302"
+    token = f"{secrets.randbelow(10**6) + 10**6}"  # in sleep's seconds: found only here
+    script = f"sleep 3{token} & setsid sleep 4{token} & echo started; sleep 5{token}"
     async with started(backend, tmp_path) as env:
         done = await env.exec(["sh", "-c", script], timeout_s=1.0)
         assert done.timed_out and done.exit_code == 124
         assert done.output == b"started\n"
         assert done.duration_s < 10
-        # Nothing it started is left (the container's own `sleep infinity` aside).
+        assert await _none_left(token) == []
         left = await sh(env, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
-        assert "sleep 30" not in left
+        assert token not in left
         # And a command that left a child behind on a clean exit: the child is ended too.
-        await sh(env, "setsid sleep 303 >/dev/null 2>&1 &")
-        left = await sh(env, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
-        assert "sleep 303" not in left
+        await sh(env, f"setsid sleep 6{token} >/dev/null 2>&1 &")
+        assert await _none_left(token) == []
 
 
 @backends
@@ -161,11 +283,19 @@ async def test_output_is_capped_while_streaming(backend: Backend, tmp_path: Path
         assert done.total_lines == 2
 
 
-@backends
+# -- container backends only ----------------------------------------------------------
+
+containers = pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
+
+
+@containers
 async def test_a_killed_environment_raises_lost(backend: Backend, tmp_path: Path) -> None:
+    """Containers only: a `local` environment is the host's own folder and processes,
+    which nothing outside the runner ends as a unit, so it has no `EnvironmentLost`."""
+    assert backend.engine is not None
     async with started(backend, tmp_path) as env:
         assert (await env.exec(["true"], timeout_s=30)).exit_code == 0
-        await backend.kill(env)
+        await kill_container(backend.engine, env)
         with pytest.raises(EnvironmentLost, match="gone"):
             await env.exec(["true"], timeout_s=30)
         with pytest.raises(EnvironmentLost):
@@ -174,10 +304,6 @@ async def test_a_killed_environment_raises_lost(backend: Backend, tmp_path: Path
     with pytest.raises(EnvironmentFault, match="not running"):
         await env.exec(["true"], timeout_s=30)
 
-
-# -- container backends only ----------------------------------------------------------
-
-containers = pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
 
 _CHILD = textwrap.dedent(
     """
@@ -201,7 +327,10 @@ _CHILD = textwrap.dedent(
 
 @containers
 async def test_orphans_of_a_killed_batch_are_reaped(backend: Backend, tmp_path: Path) -> None:
+    """Containers only: `local` leaves nothing behind a SIGKILL of the runner (each
+    command's processes end with their sandbox or supervisor)."""
     engine = backend.engine
+    assert engine is not None
     image = await base_image(engine)
     doomed = f"test-doomed-{uuid.uuid4().hex[:8]}"
     child = await anyio.open_process(
@@ -263,6 +392,7 @@ async def test_every_container_carries_the_runners_labels(backend: Backend, tmp_
 @containers
 async def test_without_the_helper_each_command_is_an_exec(backend: Backend, tmp_path: Path) -> None:
     engine = backend.engine
+    assert engine is not None
     env = ContainerEnvironment(
         engine=engine,
         image=await base_image(engine),

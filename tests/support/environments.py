@@ -1,8 +1,10 @@
 """Environments of every backend for the contract suite
-(tests/sandbox/test_environment_contract.py).
+(tests/sandbox/test_environment_contract.py) and for what is built on the protocol
+(tests/sandbox/test_changes.py).
 
 Each backend is a `Backend`: how to make an environment over a test's temp dir, and how to
-kill it from outside (the container removed behind the runner's back). Container backends
+put a file outside its workdir. `local` is bubblewrap over `tmp_path/work`, the rest of
+`tmp_path` hidden; `local-full-access` the same folder with no sandbox. Container backends
 need their engine to answer and the base image, which is built the first time a test needs
 it (about 2 min with mmdebstrap) and found by its recipe label after that.
 
@@ -30,11 +32,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from runner.sandbox import make_environment, make_policy
 from runner.sandbox.container import ContainerEnvironment
 from runner.sandbox.engine import Engine
+from runner.sandbox.env import child_env
 from runner.sandbox.environment import Environment
 from runner.sandbox.images import BASE_IMAGE, ensure_base_image
 from runner.sandbox.orphans import live_batch, remove_args
+from runner.vocabulary import SandboxMode
 
 WORKDIR = "/work"
 
@@ -69,11 +74,15 @@ async def base_image(engine: Engine) -> str:
 @dataclass(frozen=True)
 class Backend:
     name: str
-    engine: Engine
     make: Callable[[Path, str], Awaitable[Environment]]
     """`await make(tmp_path, batch_id)`: an environment, not started."""
-    kill: Callable[[Environment], Awaitable[None]]
-    """End the environment from outside, as a crash or an operator would."""
+    put_outside: Callable[[Environment, bytes], Awaitable[str]]
+    """Put a file outside the workdir, where the environment's own commands need not
+    reach; its path as the environment sees it."""
+    read_outside: Callable[[Environment, str], Awaitable[bytes]]
+    """That file's bytes now."""
+    engine: Engine | None = None
+    """The container engine (None: `local`)."""
 
 
 def container_backend(engine: Engine) -> Backend:
@@ -88,11 +97,45 @@ def container_backend(engine: Engine) -> Backend:
             memory_mb=512,
         )
 
-    async def kill(env: Environment) -> None:
-        assert isinstance(env, ContainerEnvironment)
-        await engine.check(remove_args(engine, [env.name]))
+    async def put_outside(env: Environment, data: bytes) -> str:
+        await env.write_file("/outside.txt", data)
+        return "/outside.txt"
 
-    return Backend(engine.kind, engine, make, kill)
+    async def read_outside(env: Environment, path: str) -> bytes:
+        return (await env.exec(["cat", path], timeout_s=30)).output
+
+    return Backend(engine.kind, make, put_outside, read_outside, engine)
+
+
+async def kill_container(engine: Engine, env: Environment) -> None:
+    """End a container from outside, as a crash or an operator would."""
+    assert isinstance(env, ContainerEnvironment)
+    await engine.check(remove_args(engine, [env.name]))
+
+
+def local_backend(mode: SandboxMode) -> Backend:
+    """The host workspace `tmp_path/work`, the rest of `tmp_path` hidden from commands."""
+
+    async def make(tmp_path: Path, batch_id: str) -> Environment:
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        policy = make_policy(mode, workspace=work, hidden=[tmp_path])
+        return make_environment(policy, env=child_env(os.environ))
+
+    async def put_outside(env: Environment, data: bytes) -> str:
+        outside = Path(env.workdir).parent / "outside.txt"
+        await anyio.Path(outside).write_bytes(data)
+        return str(outside)
+
+    async def read_outside(env: Environment, path: str) -> bytes:
+        return await anyio.Path(path).read_bytes()
+
+    return Backend(
+        "local" if mode != "danger-full-access" else "local-full-access",
+        make,
+        put_outside,
+        read_outside,
+    )
 
 
 SERVICE_START_S = 30.0
@@ -176,10 +219,21 @@ CONTAINER_BACKENDS = [
 ]
 """Names, made `Backend`s by the `backend` fixture (tests/sandbox/conftest.py): the
 docker one needs the session's `docker` fixture."""
-BACKENDS = [
-    *CONTAINER_BACKENDS,
-    # local: pytest.param("local", id="local") once runner/sandbox/localenv.py lands.
+LOCAL_BACKENDS = [
+    pytest.param("local", id="local"),
+    pytest.param("local-full-access", id="local-full-access"),
 ]
+"""bubblewrap over the host (`workspace-write`), and the host itself."""
+BACKENDS = [*LOCAL_BACKENDS, *CONTAINER_BACKENDS]
+
+
+def make_backend(name: str, docker: Callable[[], Engine]) -> Backend:
+    """The `Backend` of a parameter's name; `docker()` gives the session's docker engine."""
+    if name == "local":
+        return local_backend("workspace-write")
+    if name == "local-full-access":
+        return local_backend("danger-full-access")
+    return container_backend(docker() if name == "docker" else Engine(name))
 
 
 @asynccontextmanager
