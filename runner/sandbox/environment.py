@@ -66,7 +66,9 @@ class Environment(Protocol):
     """One run's environment, from `start` to `stop`.
 
     `stop` is safe to call more than once and after a failed `start`; the caller calls it
-    on every exit path (completion, error, timeout, cancellation)."""
+    on every exit path (completion, error, timeout, cancellation). Only a container (or
+    Pod) can die under the run, which raises `EnvironmentLost`; `local` has nothing to
+    lose. tests/sandbox/test_environment_contract.py holds every backend to this."""
 
     backend: str
     """`local`, `podman`, `docker` or `kubernetes`: recorded in the report."""
@@ -86,24 +88,45 @@ class Environment(Protocol):
         timeout_s: float,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
-        """Run `argv` (no shell unless argv asks for one) with `cwd` (default: workdir).
-        A command that outlives `timeout_s` is killed with everything it started and comes
-        back with `timed_out=True`; output past `output_cap` is dropped and counted."""
+        """Run `argv` (no shell unless argv asks for one) in `cwd`: the workdir by default,
+        a relative one taken from the workdir; one that is not a directory is a non-zero
+        exit naming it. `env` is what the command's environment is made from: `local`
+        takes it whole (bubblewrap keeps only its allowlist, sandbox/env.py), a container
+        adds it to the image's own. Without `stdin` the command reads EOF; one that stops
+        reading early just does not get the rest. Exit codes are a shell's: 127 nothing
+        by that name, 126 there but not runnable, 128+N killed by signal N. A command
+        that outlives `timeout_s` is killed with everything it started and comes back
+        with `timed_out=True` and exit 124; so is whatever it left running when it ended.
+        Output past `output_cap` is dropped and counted."""
         ...
 
     async def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
-        """The bytes of a regular file, or None when nothing is there. Raises
-        `UnsafeFileError` for a link, FIFO, device or directory, or past `max_bytes`."""
+        """The bytes of a regular file, or None when nothing is there (also under a
+        regular file). Raises `UnsafeFileError` for a link that leads out of the workdir,
+        a FIFO, device or directory, or past `max_bytes`.
+
+        Relative paths, here and in every file method, are taken from the workdir. Where
+        the backends differ: `local` works on the host, so its paths must resolve inside
+        the workdir (`PathRefused` otherwise) and a link that stays inside is followed,
+        as a command would follow it; a container is the agent's own, so any absolute
+        path in it is reached and a link in the last place is never read."""
         ...
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace a regular file (parents made), never through a link."""
+        """Create or replace a regular file (parents made), never writing through a link
+        out of the workdir: `local` refuses one, a container replaces the link itself.
+        `UnsafeFileError` for a directory, a FIFO or device, or a path under a file."""
         ...
 
-    async def remove_file(self, path: str) -> None: ...
+    async def remove_file(self, path: str) -> None:
+        """Remove the entry at `path`: a file, a link (never what it points at), or an
+        empty directory, so an undo can take back the directories a write made.
+        Nothing there is not an error; a directory with something in it is
+        `UnsafeFileError`."""
+        ...
 
     async def put_dir(self, src: Path, dest: str) -> None:
-        """Copy a host folder into the environment at `dest`."""
+        """Copy a host folder into the environment at `dest`, refusing links."""
         ...
 
     async def get_dir(self, src: str, dest: Path, *, max_bytes: int) -> None:
