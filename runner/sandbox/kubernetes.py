@@ -69,16 +69,22 @@ size=$(wc -c < "$f") || exit 1
 if [ "$size" -gt "$2" ]; then echo "$size" >&2; exit 6; fi
 exec cat -- "$f"
 """
-# A link in the file's place is removed, not written through.
+# A link in the file's place is removed, not written through; exit 5: why not, on stderr.
 _WRITE = """printf '\\001'
 f=$1
-if [ -d "$f" ] && [ ! -L "$f" ]; then exit 5; fi
+if [ -d "$f" ] && [ ! -L "$f" ]; then echo 'a directory' >&2; exit 5; fi
+if [ -e "$f" ] && [ ! -L "$f" ] && [ ! -f "$f" ]; then
+  echo 'a FIFO, device or socket' >&2; exit 5
+fi
+a=$(dirname -- "$f")
+while [ "$a" != / ] && [ "$a" != . ] && [ ! -e "$a" ]; do a=$(dirname -- "$a"); done
+if [ -e "$a" ] && [ ! -d "$a" ]; then echo "under $a, a file, not a directory" >&2; exit 5; fi
 mkdir -p -- "$(dirname -- "$f")" || exit 1
 if [ -L "$f" ]; then rm -f -- "$f" || exit 1; fi
 exec cat > "$f"
 """
 _REMOVE = """printf '\\001'
-if [ -d "$1" ] && [ ! -L "$1" ]; then exit 5; fi
+if [ -d "$1" ] && [ ! -L "$1" ]; then rmdir -- "$1" 2>/dev/null || exit 5; exit 0; fi
 exec rm -f -- "$1"
 """
 _PUT = """printf '\\001'
@@ -310,7 +316,7 @@ class PodEnvironment:
             _WRITE, [path], sink=lambda: Bounded(4096), stdin=data, timeout_s=FILE_TIMEOUT_S
         )
         if code == 5:
-            raise UnsafeFileError(f"{path} (in {self.shown}): is a directory")
+            raise UnsafeFileError(f"{path} (in {self.shown}): is {said}; only regular files")
         if code != 0:
             raise EnvironmentFault(f"cannot write {path} in {self.shown} (exit {code}): {said}")
 
@@ -319,7 +325,9 @@ class PodEnvironment:
             _REMOVE, [path], sink=lambda: Bounded(4096), stdin=None, timeout_s=FILE_TIMEOUT_S
         )
         if code == 5:
-            raise UnsafeFileError(f"{path} (in {self.shown}): is a directory, not a file")
+            raise UnsafeFileError(
+                f"{path} (in {self.shown}): is a directory that is not empty; not removed"
+            )
         if code != 0:
             raise EnvironmentFault(f"cannot remove {path} in {self.shown} (exit {code}): {said}")
 

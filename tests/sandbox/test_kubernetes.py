@@ -126,6 +126,17 @@ def test_files_are_read_written_and_removed_never_through_links(pod: PodEnvironm
     assert go(pod.read_file, "/work/deep/new.txt", max_bytes=100) is None
     with pytest.raises(UnsafeFileError, match="directory"):
         go(pod.remove_file, "/work/deep")
+    # As the contract suite asks of the other backends (test_environment_contract.py).
+    assert go(pod.exec, ["mkfifo", "/work/deep/fifo"], timeout_s=30).exit_code == 0
+    with pytest.raises(UnsafeFileError, match="FIFO"):
+        go(pod.write_file, "/work/deep/fifo", b"never blocks")
+    with pytest.raises(UnsafeFileError, match="a file, not a directory"):
+        go(pod.write_file, "/work/deep/link/under", b"x")
+    for name in ("fifo", "link"):
+        go(pod.remove_file, f"/work/deep/{name}")
+    go(pod.remove_file, "/work/deep/under/a/file")  # nothing there: nothing to do
+    go(pod.remove_file, "/work/deep")  # empty now: an undo takes it back
+    assert go(pod.exec, ["ls", "-A", "/work"], timeout_s=30).output == b""
 
 
 def test_folders_go_in_and_out_as_checked_tar_streams(pod: PodEnvironment, tmp_path: Path) -> None:

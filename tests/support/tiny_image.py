@@ -19,7 +19,7 @@ from pathlib import Path
 TOOLS = (
     "sh", "bash", "sleep", "cat", "mkdir", "rm", "dirname", "wc", "timeout", "env", "mv",
     "ls", "tar", "head", "id", "touch", "seq", "true", "false", "ln", "printf", "yes",
-    "chmod", "kill", "ps", "test", "tr",
+    "chmod", "kill", "ps", "test", "tr", "rmdir", "mkfifo",
 )  # fmt: skip
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _LIB = re.compile(r"(/\S+\.so[^\s]*)")
