@@ -8,9 +8,11 @@ state is recorded inside the environment, through its `exec` alone:
   /tmp, the repository's own objects borrowed as an alternate: the image's branch, index,
   refs and object store are never written. At the end the same is done again and git
   diffs the two trees, leaving out files over `PATCH_FILE_MAX_BYTES` as today's patches do;
-- otherwise one `tar` of workdir is read into memory at start and again at the end, and the
-  patch is written here in git's format (text hunks, `GIT binary patch` literals). A
-  workdir whose tar is over `SNAPSHOT_MAX_BYTES` has no diff, and says so.
+- otherwise, or where /tmp does not last from one command to the next (bubblewrap gives
+  each command its own), one `tar` of workdir (`.git` left out) is read into memory at
+  start and again at the end, and the patch is written here in git's format (text hunks,
+  `GIT binary patch` literals). A workdir whose tar is over `SNAPSHOT_MAX_BYTES` has no
+  diff, and says so.
 
 Every exec has a timeout and an output cap; the patch is at most `PATCH_MAX_BYTES`.
 """
@@ -104,7 +106,9 @@ async def snapshot(env: Environment) -> Snapshot:
     made = await _sh(env, "mktemp -d /tmp/runner-changes.XXXXXX 2>/dev/null", cap=4096)
     state = made.output.decode(errors="replace").strip()
     if made.exit_code == 0 and state.startswith("/tmp/runner-changes."):
-        got = await _sh(env, f'mkdir -p "$2/objects"\n{_SNAPSHOT}', work, state, cap=1 << 16)
+        # Gone already where each command has its own /tmp (bubblewrap): tar, then.
+        script = f'mkdir "$2/objects" || exit 9\n{_SNAPSHOT}'
+        got = await _sh(env, script, work, state, cap=1 << 16)
         lines = [x for x in got.output.decode(errors="replace").splitlines() if x]
         if got.exit_code == 0 and len(lines) >= 2 and _is_oid(lines[-2]):
             return Snapshot(workdir=work, tree=lines[-2], state=state, top=lines[-1])
@@ -184,7 +188,9 @@ async def _read_tree(
     env: Environment, work: str
 ) -> tuple[dict[str, tuple[str, bytes]] | None, str]:
     """workdir's files and links, read through one tar, or None and why not."""
-    got = await _sh(env, 'tar -C "$1" -cf - . 2>/dev/null', work, cap=SNAPSHOT_MAX_BYTES)
+    got = await _sh(
+        env, 'tar -C "$1" --exclude=.git -cf - . 2>/dev/null', work, cap=SNAPSHOT_MAX_BYTES
+    )
     if got.truncated_bytes:
         return None, (
             f"over {size(SNAPSHOT_MAX_BYTES)} and not in a git repository: no diff "

@@ -74,8 +74,9 @@ async def base_image(engine: Engine) -> str:
 @dataclass(frozen=True)
 class Backend:
     name: str
-    make: Callable[[Path, str], Awaitable[Environment]]
-    """`await make(tmp_path, batch_id)`: an environment, not started."""
+    make: Callable[[Path, str, str], Awaitable[Environment]]
+    """`await make(tmp_path, batch_id, sub)`: an environment, not started, its workdir the
+    backend's usual one or the folder `sub` below it."""
     put_outside: Callable[[Environment, bytes], Awaitable[str]]
     """Put a file outside the workdir, where the environment's own commands need not
     reach; its path as the environment sees it."""
@@ -86,12 +87,12 @@ class Backend:
 
 
 def container_backend(engine: Engine) -> Backend:
-    async def make(tmp_path: Path, batch_id: str) -> Environment:
+    async def make(tmp_path: Path, batch_id: str, sub: str) -> Environment:
         image = await base_image(engine)
         return ContainerEnvironment(
             engine=engine,
             image=image,
-            workdir=WORKDIR,
+            workdir=f"{WORKDIR}/{sub}" if sub else WORKDIR,
             batch_id=batch_id,
             run_name="contract",
             memory_mb=512,
@@ -114,11 +115,12 @@ async def kill_container(engine: Engine, env: Environment) -> None:
 
 
 def local_backend(mode: SandboxMode) -> Backend:
-    """The host workspace `tmp_path/work`, the rest of `tmp_path` hidden from commands."""
+    """The host workspace `tmp_path/work` (or a folder below it), the rest of `tmp_path`
+    hidden from commands."""
 
-    async def make(tmp_path: Path, batch_id: str) -> Environment:
-        work = tmp_path / "work"
-        work.mkdir(exist_ok=True)
+    async def make(tmp_path: Path, batch_id: str, sub: str) -> Environment:
+        work = tmp_path / "work" / sub
+        work.mkdir(parents=True, exist_ok=True)
         policy = make_policy(mode, workspace=work, hidden=[tmp_path])
         return make_environment(policy, env=child_env(os.environ))
 
@@ -237,11 +239,11 @@ def make_backend(name: str, docker: Callable[[], Engine]) -> Backend:
 
 
 @asynccontextmanager
-async def started(backend: Backend, tmp_path: Path) -> AsyncIterator[Environment]:
+async def started(backend: Backend, tmp_path: Path, sub: str = "") -> AsyncIterator[Environment]:
     """A started environment of a live batch, stopped at the end whatever happens."""
     batch_id = f"test-{uuid.uuid4().hex[:12]}"
     with live_batch(batch_id):
-        env = await backend.make(tmp_path, batch_id)
+        env = await backend.make(tmp_path, batch_id, sub)
         try:
             await env.start()
             yield env
