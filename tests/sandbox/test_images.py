@@ -83,6 +83,7 @@ def test_context_hash_follows_content_and_refuses_links(tmp_path: Path) -> None:
 @pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
 async def test_a_folder_is_built_once_and_reused(backend: Backend, tmp_path: Path) -> None:
     engine = backend.engine
+    assert engine is not None
     base = await base_image(engine)
     ctx = tmp_path / "task"
     ctx.mkdir()
