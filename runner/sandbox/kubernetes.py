@@ -70,15 +70,16 @@ if [ "$size" -gt "$2" ]; then echo "$size" >&2; exit 6; fi
 exec cat -- "$f"
 """
 # A link in the file's place is removed, not written through; exit 5: why not, on stderr.
+# A refusal reads its stdin first: an exec whose stdin is left unread can lose the
+# command's output (the marker with it) on the way back.
 _WRITE = """printf '\\001'
 f=$1
-if [ -d "$f" ] && [ ! -L "$f" ]; then echo 'a directory' >&2; exit 5; fi
-if [ -e "$f" ] && [ ! -L "$f" ] && [ ! -f "$f" ]; then
-  echo 'a FIFO, device or socket' >&2; exit 5
-fi
+no() { echo "$1" >&2; cat >/dev/null; exit 5; }
+if [ -d "$f" ] && [ ! -L "$f" ]; then no 'a directory'; fi
+if [ -e "$f" ] && [ ! -L "$f" ] && [ ! -f "$f" ]; then no 'a FIFO, device or socket'; fi
 a=$(dirname -- "$f")
 while [ "$a" != / ] && [ "$a" != . ] && [ ! -e "$a" ]; do a=$(dirname -- "$a"); done
-if [ -e "$a" ] && [ ! -d "$a" ]; then echo "under $a, a file, not a directory" >&2; exit 5; fi
+if [ -e "$a" ] && [ ! -d "$a" ]; then no "under $a, a file, not a directory"; fi
 mkdir -p -- "$(dirname -- "$f")" || exit 1
 if [ -L "$f" ]; then rm -f -- "$f" || exit 1; fi
 exec cat > "$f"
