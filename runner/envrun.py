@@ -75,6 +75,7 @@ class Environments:
         self._engines: dict[str, Engine] = {}
         self._builders: dict[str, Builder] = {}
         self._reaped: set[str] = set()
+        self._folder_locks: dict[Path, anyio.Lock] = {}
 
     def engine(self, t: Run) -> Engine:
         exe = t.environment.executable or t.environment.backend
@@ -89,6 +90,16 @@ class Environments:
                 engine, max_parallel=MAX_PARALLEL_BUILDS, timeout_s=t.environment.timeout_s
             )
         return self._builders[engine.executable]
+
+    async def build(self, t: Run) -> tuple[str, bool]:
+        """The tag of the run's `build:` image, and whether this call built it (one run
+        of the folder does; the others wait for it and find it)."""
+        assert t.build_dir is not None
+        builder = self.builder(t)
+        async with self._folder_locks.setdefault(t.build_dir, anyio.Lock()):
+            before = len(builder.built)
+            image = await builder.image(t.build_dir)
+            return image, image in builder.built[before:]
 
     async def reap(self, tasks: Sequence[Run]) -> list[str]:
         """Remove the containers of this user's dead batches, for each engine the batch
@@ -146,10 +157,7 @@ class RunEnvironment:
             image = s.image
             if s.backend in CONTAINER_BACKENDS and t.build_dir is not None:
                 began = time.monotonic()
-                builder = self.envs.builder(t)
-                before = len(builder.built)
-                image = await builder.image(t.build_dir)
-                built = len(builder.built) > before and builder.built[-1] == image
+                image, built = await self.envs.build(t)
                 self.info = dataclasses.replace(
                     self.info,
                     image=image,
