@@ -236,14 +236,15 @@ def test_a_container_killed_mid_run_makes_the_run_an_error(
     assert containers_of(name) == []
 
 
-def test_sigterm_mid_run_leaves_no_container(
+def test_sigterm_mid_run_leaves_no_container_and_resume_starts_a_fresh_one(
     loopback_thread: ThreadFactory, tmp_path: Path, image: str
 ) -> None:
     name = f"term-{uuid.uuid4().hex[:8]}"
+    resumed: list[bool] = []
 
     def script(req: RecordedRequest, i: int) -> Reply:
         if i == 0:
-            return shell("sleep 120", "c0")
+            return shell("echo again > r.txt" if resumed else "sleep 120", "c0")
         return reply_message("done")
 
     srv = loopback_thread(per_conversation(script))
@@ -276,6 +277,13 @@ def test_sigterm_mid_run_leaves_no_container(
     run = report_of(out)["runs"][0]
     assert run["status"] == "interrupted"
     assert run["environment"]["backend"] == "podman"
+    resumed.append(True)
+    res = run_cli("run", tasks, "--out", out, "--resume")
+    assert res.returncode == 0, res.stderr
+    run = report_of(out)["runs"][0]
+    assert run["status"] == "completed" and run["redone"] is not None
+    assert "+again" in (out / run["environment"]["patch"]).read_text()
+    assert containers_of(name) == []
 
 
 def test_max_environments_caps_live_containers_below_concurrency(
