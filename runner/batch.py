@@ -29,7 +29,8 @@ from runner.budget import BatchSpend
 from runner.config import BatchLimits, Run
 from runner.config.preflight import FULL_ACCESS
 from runner.config.secrets import secrets_from_env, without_secrets
-from runner.errors import ConfigError, Problem, RunnerError
+from runner.envrun import Environments, uses_environment
+from runner.errors import ConfigError, EnvironmentFault, Problem, RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, done, resume_note
 from runner.progress import EventSink, QuietProgress
@@ -38,6 +39,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.run import BatchContext, live
 from runner.sandbox import RUN_DIRS, registry, user_folder
+from runner.sandbox.orphans import live_batch
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -116,13 +118,16 @@ async def run_batch(
     events: EventSink | None = None,
     force: bool = False,
     retry_errored: bool = False,
+    max_environments: int | None = None,
 ) -> BatchResult:
     """Run `tasks`, as the config pass made and checked them (`config.load`): nothing is
     checked again here. `env` is the runner's environment (default os.environ);
     `secret_vars` name variables of it that are secrets whatever their names
     (`--secret-fd`). `events` hears everything the batch does while it runs. The out
     dir is held for the batch's life (`outdir.claim`); `force` lets a fresh batch replace
-    an earlier one there; `retry_errored` makes `resume` redo the errored runs too."""
+    an earlier one there; `retry_errored` makes `resume` redo the errored runs too;
+    `max_environments` caps the containers and Pods alive at once (default: as many as
+    `concurrency`)."""
     with outdir.claim(out_dir, resume=resume, force=force):
         return await _run_batch(
             tasks,
@@ -135,6 +140,7 @@ async def run_batch(
             secret_vars=secret_vars,
             events=events,
             retry_errored=retry_errored,
+            max_environments=max_environments or concurrency,
         )
 
 
@@ -150,6 +156,7 @@ async def _run_batch(
     secret_vars: Collection[str],
     events: EventSink | None,
     retry_errored: bool,
+    max_environments: int,
 ) -> BatchResult:
     env = dict(os.environ if env is None else env)
     task_file = tasks[0].origins[""].file if tasks else ""
@@ -216,6 +223,7 @@ async def _run_batch(
     stop = anyio.Event()
     with _work_root(out_dir, task_file, tasks) as work_root:
         async with AsyncExitStack() as stack:
+            envs = await _environments(tasks, batch_id, max_environments, env, show, stack)
             ctx = BatchContext(
                 out_dir=out_dir,
                 batch_id=batch_id,
@@ -234,6 +242,7 @@ async def _run_batch(
                 runner_home=runner_home,
                 stop=stop,
                 finished=finished,
+                environments=envs,
                 hidden=(work_root.parent, out_dir, *_own_dirs(env), *_task_places(task_file)),
             )
             async with anyio.create_task_group() as outer:
@@ -258,6 +267,31 @@ async def _run_batch(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
     return BatchResult(runs, report_path, interrupted=stop.is_set())
+
+
+async def _environments(
+    tasks: Sequence[Run],
+    batch_id: str,
+    max_environments: int,
+    env: Mapping[str, str],
+    show: EventSink,
+    stack: AsyncExitStack,
+) -> Environments | None:
+    """The batch's containers and Pods, when any run has one: first the containers a
+    killed batch of this user's left behind are removed (a resumed batch's own among
+    them, before it marks its id alive), then the batch is marked alive for its life."""
+    if not any(uses_environment(t) for t in tasks):
+        return None
+    envs = Environments(batch_id, max_environments, env)
+    try:
+        gone = await envs.reap(tasks)
+    except EnvironmentFault as exc:
+        show.note(f"runner: warning: could not look for containers left behind: {exc}")
+    else:
+        if gone:
+            show.note(f"runner: removed {len(gone)} container(s) a killed batch left behind")
+    stack.enter_context(live_batch(batch_id))
+    return envs
 
 
 def _warn_unisolated(tasks: Sequence[Run], concurrency: int, show: EventSink) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -132,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="start a new batch in a used --out, deleting the earlier batch's results",
     )
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
+    run.add_argument(
+        "--max-environments",
+        type=int,
+        metavar="N",
+        help="containers or Pods alive at once (default: the task file's max_environments, "
+        "else --concurrency)",
+    )
     run.add_argument(
         "--sandbox",
         choices=SANDBOX_MODES,
@@ -412,11 +418,13 @@ def _run(args: argparse.Namespace) -> int:
     from runner.journal import retry_hint
     from runner.progress import CommandLineEvents, SafeStream, make_progress
     from runner.reports.events import JsonStream
-    from runner.secret_env import hide_own
+    from runner.secret_env import hide_own, read_secret_fd
 
     if args.retry_errored and not args.resume:
         raise _problem("--retry-errored", "goes with --resume (it reruns a batch's errored runs)")
-    secrets = _read_secrets(args.secret_fd) if args.secret_fd is not None else {}
+    if args.max_environments is not None and args.max_environments < 1:
+        raise _problem("--max-environments", "must be at least 1")
+    secrets = read_secret_fd(args.secret_fd) if args.secret_fd is not None else {}
     env = {**os.environ, **secrets}
     loaded, plan = _load(
         args, env=env, concurrency=args.concurrency, secret_vars=frozenset(secrets)
@@ -445,6 +453,7 @@ def _run(args: argparse.Namespace) -> int:
             events=events,
             force=args.force,
             retry_errored=args.retry_errored,
+            max_environments=args.max_environments or loaded.task_file.max_environments,
         )
     )
     if json_out is None:
@@ -474,41 +483,6 @@ def _run(args: argparse.Namespace) -> int:
     if os.environ.get("RUNNER_DEBUG"):
         _say(f"exit code {result.exit_code}", stream=err)
     return result.exit_code
-
-
-SECRET_FD_MAX = 64 * 1024
-"""Bytes read from `--secret-fd` at most (a pipe's buffer)."""
-
-
-def _read_secrets(fd: int) -> dict[str, str]:
-    """`--secret-fd`: NAME=VALUE lines from a pipe, kept in this process's memory only.
-
-    Why not the environment: /proc/<pid>/environ shows the environment a process started
-    with to every process of the same user, and an unsandboxed agent is one. So the
-    GitHub Action hands the key over through a pipe, and the runner never puts it into
-    os.environ (which its git children inherit). A problem names the line, never a value."""
-    chunks: list[bytes] = []
-    try:
-        while chunk := os.read(fd, SECRET_FD_MAX):
-            chunks.append(chunk)
-            if sum(map(len, chunks)) > SECRET_FD_MAX:
-                raise _problem("--secret-fd", f"more than {SECRET_FD_MAX} bytes")
-        os.close(fd)
-    except OSError as exc:
-        raise _problem("--secret-fd", f"cannot read file descriptor {fd}: {exc.strerror}") from None
-    try:
-        text = b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError:
-        raise _problem("--secret-fd", "is not UTF-8 text") from None
-    found: dict[str, str] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        name, sep, value = line.partition("=")
-        if not line.strip():
-            continue
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise _problem("--secret-fd", f"line {n} is not NAME=VALUE (NAME: letters, digits, _)")
-        found[name] = value
-    return found
 
 
 def _report_merge(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ import functools
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from runner import hostfs
 from runner.agents_md import agents_md
@@ -297,6 +298,7 @@ def initial_context(
     timezone: str,
     permission_notes: Sequence[str] = (),
     skills: str | None = None,
+    docs_from: Path | None | Literal[False] = None,
 ) -> tuple[list[Item], list[str]]:
     """The two context messages that open a conversation (and follow a compaction), and
     a note for each AGENTS.md that was skipped (`agents_md`).
@@ -305,7 +307,9 @@ def initial_context(
     `skills` block (`skills_instructions`) if any. User message: AGENTS.md instructions if
     any, then the environment context. One `input_text` part per section, as Codex sends
     them. `writable_roots` are the roots beyond cwd (cwd is always writable in
-    workspace-write and is listed first).
+    workspace-write and is listed first). `docs_from`: where AGENTS.md is looked for when
+    that is not cwd (a container's work copied from a host folder); False: nowhere but
+    the runner's home (an image's own work is not on the host).
     """
     developer = [
         permissions_text(
@@ -320,7 +324,10 @@ def initial_context(
     if skills:
         developer.append(skills)
     user: list[str] = []
-    docs, notes = agents_md(cwd=cwd, runner_home=runner_home)
+    if docs_from is False:
+        docs, notes = agents_md(cwd=cwd, runner_home=runner_home, max_bytes=0)
+    else:
+        docs, notes = agents_md(cwd=docs_from or cwd, runner_home=runner_home)
     if docs is not None:
         user.append(user_instructions_text(cwd, docs))
     user.append(

@@ -31,6 +31,31 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class EnvironmentInfo:
+    """Where a run's commands ran, when not on the host (runner/envrun.py)."""
+
+    backend: str
+    image: str | None = None
+    image_id: str | None = None
+    workdir: str | None = None
+    build_s: float | None = None
+    """Seconds this run waited for its image to be built (None: no `build:`)."""
+    built: bool = False
+    """This run built the image; the batch's other runs of the same folder found it."""
+    start_s: float | None = None
+    """Seconds from asking for the environment to its workdir ready (copied in, snapshot
+    taken); None when it never got there."""
+    patch: str | None = None
+    """The patch of its workdir, relative to the out dir; None when nothing changed."""
+    left_out: tuple[str, ...] = ()
+    artifacts: str | None = None
+    """The folder its artifacts were copied to, relative to the out dir."""
+    fault: str | None = None
+    """Why the environment could not be built, started or kept (EnvironmentFault, or
+    EnvironmentLost mid-run): the run is an error whatever the agent did."""
+
+
+@dataclass(frozen=True)
 class RunRecord:
     run: Run
     events_file: str
@@ -61,6 +86,8 @@ class RunRecord:
     prompt, the instructions, the tool schemas; None until its thread is made."""
     redone: RedoneReport | None = None
     """What the run's earlier attempts spent, when `--resume` runs it again."""
+    environment: EnvironmentInfo | None = None
+    """Its container or Pod; None for a run on the host (`local`)."""
     notes: tuple[str, ...] = ()
     """What went wrong or was left out, in the order it happened: the report's `error`
     joins them after the status's own reason."""
@@ -89,11 +116,14 @@ INTERRUPTED_BEFORE_CHECK = "interrupted by a signal before its check finished; t
 
 
 def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
-    """The run's status and the reason it gives, by one precedence rule: a run that could
-    not start or keep its work; changes outside the allowed scope; then, for a completed
+    """The run's status and the reason it gives, by one precedence rule: an environment
+    that could not be built, started or kept (never a score); a run that could not start
+    or keep its work; changes outside the allowed scope; then, for a completed
     loop, a final answer that breaks the schema, a stop before the check, a failed check;
     else how the loop ended."""
     o = r.outcome
+    if r.environment is not None and r.environment.fault is not None:
+        return RunStatus.ERROR, r.environment.fault
     if o is None:
         return (RunStatus.SKIPPED if r.skipped else RunStatus.ERROR), None
     if r.not_kept:

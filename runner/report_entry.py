@@ -96,6 +96,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
         "inputs": rec.inputs,
         "redone": rec.redone,
+        "environment": _environment(rec),
     }
     if o is None:
         return RunReport(
@@ -147,6 +148,15 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         output=rec.output,
         truncated_output=o.truncated_output,
     )
+
+
+def _environment(rec: RunRecord) -> dict[str, Any] | None:
+    e = rec.environment
+    if e is None:
+        return None
+    data = dataclasses.asdict(e)
+    del data["fault"]  # in `error`
+    return {**data, "left_out": list(e.left_out)}
 
 
 def run_report(

@@ -21,17 +21,20 @@ import anyio
 
 from runner import exec_events as ev
 from runner import workspace
-from runner.agent import Thread
+from runner.agent import Outcome, Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, Run, branch_fields
+from runner.envrun import Environments, RunEnvironment, uses_environment
 from runner.errors import (
     ConfigError,
     EngineError,
+    EnvironmentFault,
     McpError,
     SandboxError,
     SkillError,
     UnsafeFileError,
 )
+from runner.hostfs import remove_tree
 from runner.items import Usage
 from runner.journal import Entry, Journal, earlier_spend
 from runner.output_schema import check_answer
@@ -43,7 +46,7 @@ from runner.reports.events import EventLog
 from runner.reports.inputs import record_inputs
 from runner.sandbox import make_environment, user_folder
 from runner.sandbox.env import child_env
-from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
 from runner.vocabulary import RunStatus
@@ -76,6 +79,12 @@ async def run_check(
     finally:
         with anyio.CancelScope(shield=True):
             await environment.stop()
+    return check_result(t, res)
+
+
+def check_result(t: Run, res: ExecResult) -> CheckResult:
+    """What the report keeps of the check's run: its exit code and output's tail."""
+    assert t.check is not None
     text = res.output.decode("utf-8", "replace")
     if res.timed_out:
         text += f"\n[check timed out after {t.check_timeout_s:g} s]"
@@ -139,6 +148,9 @@ class BatchContext:
     finished: dict[str, Finished] = field(default_factory=dict)
     """Runs done with, by fingerprint: those `--resume` kept, then each run `live` ends.
     The one place the batch reads runs from."""
+    environments: Environments | None = None
+    """The batch's containers and Pods (builds, the `max_environments` cap); None when
+    every run is local."""
 
 
 def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
@@ -152,6 +164,7 @@ def hidden_for(b: BatchContext, ws: workspace.Workspace) -> list[Path]:
 FAILURES = (
     ConfigError,
     EngineError,
+    EnvironmentFault,
     SandboxError,
     McpError,
     SkillError,
@@ -186,17 +199,28 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
         return
     b.show.run_started(t.name, f"{t.provider_name}/{t.model}")
     sink = RunSink(log, t.price, b.spend)
+    renv: RunEnvironment | None = None
     try:
-        ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.name)
+        ws = None
+        if not uses_environment(t) or t.repo_named:
+            ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.name)
         rec = rec.but(
             workspace=ws, current_date=t.current_date or b.today, timezone=t.timezone or b.tz
         )
+        if uses_environment(t):
+            assert b.environments is not None
+            renv = RunEnvironment(b.environments, t, b.out_dir)
+            await renv.prepare(None if ws is None else ws.path)
+            rec = rec.but(environment=renv.info)
+            if renv.fault is not None:
+                return  # an error naming the backend; the wind-up still runs
         model = await b.clients.get(t)
-        async with McpSessions(t.mcp_servers, cwd=ws.path, env=b.env, emit=sink.emit) as mcp:
-            thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b)
+        here = ws.path if ws is not None else _scratch(b, t)
+        async with McpSessions(t.mcp_servers, cwd=here, env=b.env, emit=sink.emit) as mcp:
+            thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b, renv)
             rec = _noted(rec.but(inputs=_inputs(rec.run, thread, b)), log, *notes)
             try:
-                rec = rec.but(outcome=await thread.run())
+                rec = rec.but(outcome=await _run_thread(thread, renv))
             except anyio.get_cancelled_exc_class():
                 rec = rec.but(outcome=thread.interrupted(INTERRUPTED))
                 raise
@@ -209,19 +233,62 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
         rec = _failed(rec, log, _internal(exc))
     finally:
         with anyio.CancelScope(shield=True):
-            _finished(await _wind_up(rec, b, log), b)
+            _finished(await _wind_up(rec, b, log, renv), b)
+
+
+async def _run_thread(thread: Thread, renv: RunEnvironment | None) -> Outcome:
+    """The thread, its environment started beside the first model request (the first
+    tool call waits for it). A lost environment ends the thread at once."""
+    if renv is None:
+        return await thread.run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(renv.start)
+        with anyio.CancelScope() as scope:
+            renv.thread_scope = scope
+            outcome = await thread.run()
+        renv.thread_scope = None
+        if scope.cancelled_caught:
+            outcome = thread.interrupted(renv.fault or "the environment was lost")
+    return outcome
+
+
+def _scratch(b: BatchContext, t: Run) -> Path:
+    """A run without a host workspace still gives its MCP servers a folder of its own."""
+    path = b.work_root / t.name
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
 
 
 def _thread_for(
     rec: RunRecord,
-    ws: workspace.Workspace,
+    ws: workspace.Workspace | None,
     model: Any,
     tools: Sequence[Any],
     sink: RunSink,
     b: BatchContext,
+    renv: RunEnvironment | None = None,
 ) -> tuple[Thread, list[str]]:
     """The run's thread, and the notes its making left (redacted)."""
     t = rec.run
+    if renv is not None:
+        assert renv.info.workdir is not None
+        thread, notes = make_thread(
+            t,
+            Path(renv.info.workdir),
+            model,
+            b.agent_env,
+            sink,
+            today=rec.current_date or b.today,
+            tz=rec.timezone or b.tz,
+            runner_home=b.runner_home,
+            budget=RunBudget(t.limits, t.price, b.spend),
+            extra_tools=tools,
+            redact=b.redact,
+            environment=renv.guarded(),
+            docs_from=None if ws is None else ws.path,
+        )
+        return thread, [b.redact(n) for n in notes]
+    assert ws is not None
     thread, notes = make_thread(
         t,
         ws.path,
@@ -261,31 +328,45 @@ def _staged(t: Run, ws: workspace.Workspace) -> Staged | None:
     return stage(t.skills, ws.private_dir / "skills")
 
 
-async def _wind_up(rec: RunRecord, b: BatchContext, log: EventLog) -> RunRecord:
+async def _wind_up(
+    rec: RunRecord, b: BatchContext, log: EventLog, renv: RunEnvironment | None = None
+) -> RunRecord:
     """Runs shielded, whatever stopped the run: keep its work, run its check, then clean
     up. Commit first: files the check creates (caches, build output) must not land on the
-    branch."""
+    branch. A container's changes are its workdir's diff, applied to the host workspace
+    (when it has one) before the commit; its artifacts are copied out after the check,
+    and it is removed last."""
     ws = rec.workspace
     try:
+        if renv is not None:
+            notes = await renv.finish(None if ws is None else ws.path, b.redact)
+            rec = _noted(rec.but(environment=renv.info), log, *notes)
         if ws is not None:
             rec = await keep(rec, ws, b.out_dir, b.batch_id, b.redact, b.env, log, b.journal)
-            if rec.outcome is not None:
-                rec = await _check_unless_stopped(rec, ws, b)
-                if rec.check is not None:
-                    log.emit(
-                        {
-                            "type": "check.completed",
-                            "exit_code": rec.check.exit_code,
-                            "passed": rec.check.passed,
-                            "output_tail": rec.check.output_tail,
-                        }
-                    )
+        if (ws is not None or renv is not None) and rec.outcome is not None:
+            rec = await _check_unless_stopped(rec, ws, b, renv)
+            if rec.check is not None:
+                log.emit(
+                    {
+                        "type": "check.completed",
+                        "exit_code": rec.check.exit_code,
+                        "passed": rec.check.passed,
+                        "output_tail": rec.check.output_tail,
+                    }
+                )
+        if renv is not None:
+            rec = _noted(rec, log, *await renv.artifacts(b.redact))
     except Exception as exc:
         rec = _failed(rec.but(not_kept=True), log, _internal(exc))
     finally:
         try:
+            if renv is not None:
+                await renv.stop()
+                rec = rec.but(environment=renv.info)
             if ws is not None:
                 await workspace.cleanup(ws)
+            elif renv is not None:
+                await anyio.to_thread.run_sync(remove_tree, b.work_root / rec.run.name)
         finally:
             log.close()
     return rec
@@ -341,7 +422,7 @@ async def _forget_attempt(entry: Entry | None, repo: Path) -> None:
 
 
 async def _check_unless_stopped(
-    rec: RunRecord, ws: workspace.Workspace, b: BatchContext
+    rec: RunRecord, ws: workspace.Workspace | None, b: BatchContext, renv: RunEnvironment | None
 ) -> RunRecord:
     """Runs the check inside the shielded cleanup, yet in a scope a signal cancels (which
     kills its process group): Ctrl-C must not wait for a long check. A run the signal
@@ -352,14 +433,27 @@ async def _check_unless_stopped(
         with anyio.CancelScope() as scope:
             b.checks.add(scope)
             try:
-                check = await run_check(
-                    rec.run, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
-                )
+                if renv is not None:
+                    check = await renv_check(rec.run, renv)
+                else:
+                    assert ws is not None
+                    check = await run_check(
+                        rec.run, ws.path, b.agent_env, ws.sandbox_objects, hidden_for(b, ws)
+                    )
             finally:
                 b.checks.discard(scope)
         if not scope.cancelled_caught:
             return rec.but(check=check)
     return rec.but(stopped_before_check=True)
+
+
+async def renv_check(t: Run, renv: RunEnvironment) -> CheckResult | None:
+    """The task's check inside the run's container: None when there is no check or the
+    environment is gone (the run is then an error, never a score)."""
+    if t.check is None:
+        return None
+    res = await renv.check(t.check, t.check_timeout_s)
+    return None if res is None else check_result(t, res)
 
 
 def with_output(rec: RunRecord) -> RunRecord:

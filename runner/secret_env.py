@@ -8,7 +8,13 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 from collections.abc import Sequence
+
+from runner.errors import ConfigError, Problem
+
+COMMAND_LINE = "(command line)"
+"""As config/schema.py names it, without loading the config models."""
 
 PR_SET_DUMPABLE = 4
 
@@ -53,3 +59,42 @@ def _zero_initial_block(names: set[bytes]) -> None:
             if entry.split(b"=", 1)[0] in names:
                 ctypes.memset(start + offset, 0, len(entry))
             offset += len(entry) + 1
+
+
+SECRET_FD_MAX = 64 * 1024
+"""Bytes read from `--secret-fd` at most (a pipe's buffer)."""
+
+
+def read_secret_fd(fd: int) -> dict[str, str]:
+    """`--secret-fd`: NAME=VALUE lines from a pipe, kept in this process's memory only.
+
+    Why not the environment: /proc/<pid>/environ shows the environment a process started
+    with to every process of the same user, and an unsandboxed agent is one. So the
+    GitHub Action hands the key over through a pipe, and the runner never puts it into
+    os.environ (which its git children inherit). A problem names the line, never a value."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, SECRET_FD_MAX):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > SECRET_FD_MAX:
+                raise _fd_problem(f"more than {SECRET_FD_MAX} bytes")
+        os.close(fd)
+    except OSError as exc:
+        raise _fd_problem(f"cannot read file descriptor {fd}: {exc.strerror}") from None
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _fd_problem("is not UTF-8 text") from None
+    found: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        name, sep, value = line.partition("=")
+        if not line.strip():
+            continue
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise _fd_problem(f"line {n} is not NAME=VALUE (NAME: letters, digits, _)")
+        found[name] = value
+    return found
+
+
+def _fd_problem(message: str) -> ConfigError:
+    return ConfigError([Problem(COMMAND_LINE, None, "--secret-fd", message)])

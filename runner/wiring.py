@@ -26,6 +26,7 @@ from runner.providers.health import MAX_CONNECT_FAILURES, Health, Watched
 from runner.redact import Redactor
 from runner.sandbox import make_environment, make_policy
 from runner.sandbox.env import child_env
+from runner.sandbox.environment import Environment
 from runner.sandbox.policy import Policy
 from runner.sizes import SizeCaps
 from runner.skills import Staged
@@ -191,31 +192,55 @@ def make_thread(
     redact: Redactor | None = None,
     hidden: Sequence[Path] = (),
     skills: Staged | None = None,
+    environment: Environment | None = None,
+    docs_from: Path | None = None,
 ) -> tuple[Thread, list[str]]:
     """The run's thread, and a note for each AGENTS.md the prompt left out. `hidden`:
     what the sandbox hides besides the runs' directory (see `sandbox_policy`); `skills`:
-    the task's skills as a sandboxed run sees them (`skills.stage`), else where they are."""
+    the task's skills as a sandboxed run sees them (`skills.stage`), else where they are.
+    `environment`: a container or Pod (runner/envrun.py) instead of the host, `cwd` its
+    workdir; its commands get the image's own variables, none of the host's, and the
+    AGENTS.md of `docs_from` (the host folder copied in), if any."""
     from runner import compaction
 
     staged = skills if skills is not None else Staged(t.skills, ())
     extra, reasoning, text = sampling(t.model_options)
-    # One policy for what the sandbox enforces and what the model is told.
-    policy = sandbox_policy(t, cwd, hidden, staged.mounts)
-    child = child_env(env)
-    environment = make_environment(policy, workdir=cwd, env=child)  # SandboxError: no bwrap
-    context, notes = prompts.initial_context(
-        cwd=cwd,
-        sandbox=t.sandbox,
-        network=policy.network,
-        writable_roots=list(policy.prompt_roots()),
-        developer_instructions=t.developer_instructions,
-        runner_home=runner_home,
-        shell="bash",
-        current_date=today,
-        timezone=tz,
-        permission_notes=[*policy.notes(), *([MCP_NOTE] if extra_tools else [])],
-        skills=prompts.skills_instructions(staged.skills, context_window=t.context_window),
-    )
+    mcp_notes = [MCP_NOTE] if extra_tools else []
+    if environment is None:
+        # One policy for what the sandbox enforces and what the model is told.
+        policy = sandbox_policy(t, cwd, hidden, staged.mounts)
+        child = child_env(env)
+        environment = make_environment(policy, workdir=cwd, env=child)  # SandboxError
+        context, notes = prompts.initial_context(
+            cwd=cwd,
+            sandbox=t.sandbox,
+            network=policy.network,
+            writable_roots=list(policy.prompt_roots()),
+            developer_instructions=t.developer_instructions,
+            runner_home=runner_home,
+            shell="bash",
+            current_date=today,
+            timezone=tz,
+            permission_notes=[*policy.notes(), *mcp_notes],
+            skills=prompts.skills_instructions(staged.skills, context_window=t.context_window),
+        )
+        read_only = policy.mode == "read-only"
+    else:
+        child = {}
+        context, notes = prompts.initial_context(
+            cwd=cwd,
+            sandbox="danger-full-access",
+            network=t.environment.network != "none",
+            writable_roots=[],
+            developer_instructions=t.developer_instructions,
+            runner_home=runner_home,
+            shell="bash",
+            current_date=today,
+            timezone=tz,
+            permission_notes=[container_note(t), *mcp_notes],
+            docs_from=docs_from or False,
+        )
+        read_only = False
     if t.output_schema is not None:
         text = {**(text or {}), "format": text_format(t.output_schema)}
     spec = ThreadSpec(
@@ -243,11 +268,19 @@ def make_thread(
             request_bytes=t.limits.max_request_bytes,
         ),
     )
-    ctx = ToolContext(environment=environment, env=child, read_only=policy.mode == "read-only")
+    ctx = ToolContext(environment=environment, env=child, read_only=read_only)
     tools: list[Tool] = [*make_tools(t), *extra_tools]
     if redact:
         tools = [Redacting(tool, redact) for tool in tools]
     return Thread(spec, model, tools, ctx, log), notes
+
+
+def container_note(t: Run) -> str:
+    """What the model is told of a container run: the whole container is its own."""
+    env = t.environment
+    where = "a Kubernetes Pod" if env.backend == "kubernetes" else f"a {env.backend} container"
+    net = "with no network" if env.network == "none" else "with network access"
+    return f"Commands run in {where} {net}: everything in it is yours to change."
 
 
 def sandbox_policy(

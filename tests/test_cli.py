@@ -46,7 +46,7 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     assert step_summary.read_text() == "earlier step\n" + summary + "\n"
     assert "all done" in res.stdout
     report = json.loads((out / "report.json").read_text())
-    assert report["schema_version"] == "runner.report/3.2"
+    assert report["schema_version"] == "runner.report/3.3"
     assert report["totals"]["runs"] == 2 and report["totals"]["completed"] == 2
     assert report["totals"]["requests"] == 4
     by_id = {t["id"]: t for t in report["runs"]}
@@ -208,3 +208,20 @@ def test_answers_on_stdout_cannot_issue_workflow_commands(
     ]
     plain = run_cli("run", tasks, "--out", tmp_path / "p", env={"GITHUB_ACTIONS": ""})
     assert plain.stdout.splitlines() == lines
+
+
+def test_max_environments_below_one_is_refused_up_front(tmp_path: Path) -> None:
+    res = run_cli("run", tmp_path / "missing.yaml", "--max-environments", "0")
+    assert res.returncode == 2
+    assert "--max-environments: must be at least 1" in res.stderr
+
+
+def test_max_environments_in_the_task_file_is_checked_with_its_line(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nmax_environments: 0\ndefaults: {model: openai/gpt-5}\n"
+        "tasks:\n  - {id: a, prompt: p}\n"
+    )
+    res = run_cli("validate", tasks, "--offline")
+    assert res.returncode == 2
+    assert "tasks.yaml:2" in res.stderr and "max_environments" in res.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import Run
-from runner.record import CheckResult, RunRecord, error_of, status_of, verdict
+from runner.record import CheckResult, EnvironmentInfo, RunRecord, error_of, status_of, verdict
 from runner.redact import Redactor
 from runner.run import left_out_note, with_output
 from runner.vocabulary import RunStatus
@@ -80,6 +80,41 @@ def test_the_status_table_over_every_combination(task: Run) -> None:
         seen.add(want)
     assert seen == set(RunStatus) - {RunStatus.SKIPPED}
     assert len(LOOP_ENDS) == 12
+
+
+LOST = EnvironmentInfo(
+    "podman", image="localhost/x", fault="podman: the container runner-x is gone: exec failed"
+)
+
+
+def test_a_dead_or_unstartable_environment_is_an_error_whatever_else_happened(task: Run) -> None:
+    """inspect_ai#4709: a dead sandbox scored as a pass. Here every row of the table, a
+    passing check and a clean loop included, is an error naming the backend."""
+    for (loop, why), check, violation, stopped in itertools.product(
+        LOOP_ENDS, (None, PASS, FAIL), (False, True), (False, True)
+    ):
+        rec = RunRecord(
+            task,
+            "f",
+            outcome=outcome(loop, why),
+            check=check,
+            result=result(("a.yml: forbidden",) if violation else ()),
+            stopped_before_check=stopped,
+            environment=LOST,
+        )
+        assert verdict(rec)[0] is RunStatus.ERROR, (loop, check, violation, stopped)
+        assert (error_of(rec) or "").startswith("podman: the container runner-x is gone")
+    never = RunRecord(
+        task, "f", environment=EnvironmentInfo("docker", fault="docker: build failed")
+    )
+    assert verdict(never) == (RunStatus.ERROR, "docker: build failed")
+
+
+def test_a_healthy_environment_changes_nothing_in_the_table(task: Run) -> None:
+    fine = EnvironmentInfo("podman", image="localhost/x", start_s=0.3)
+    for (loop, why), check in itertools.product(LOOP_ENDS, (None, PASS, FAIL)):
+        rec = RunRecord(task, "f", outcome=outcome(loop, why), check=check)
+        assert verdict(rec.but(environment=fine)) == verdict(rec)
 
 
 def test_a_run_that_never_ran_is_skipped_or_an_error(task: Run) -> None:

@@ -512,6 +512,9 @@ class TaskFile(Frozen):
     """Context window, compaction limit and price per provider/model, over the built-in
     table."""
     budget: BatchLimits | None = None
+    max_environments: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
+    """Containers or Pods alive at once, over the whole batch (default: `--concurrency`);
+    `--max-environments` overrides it."""
     secrets: tuple[EnvName, ...] = ()
     """Environment variables whose values are secrets: kept from the agent's commands and
     redacted from every report, log, commit and patch. Provider keys (`env_key`) and push

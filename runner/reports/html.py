@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+from collections import Counter
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,7 @@ from runner.reports.model import Report, RunReport
 from runner.reports.stats import wilson_interval
 from runner.reports.summary import (
     column_name,
+    environment_label,
     group_stats,
     headline_cost,
     partial_text,
@@ -302,6 +304,10 @@ def render_html(report: Report, out_dir: Path) -> str:
         "skipped runs never started and errored runs were broken or stopped by the "
         "infrastructure.</p>",
     ]
+    envs = Counter(environment_label(r) for r in report.runs if r.environment is not None)
+    if envs:
+        shown = ", ".join(f"{label} ({n} runs)" for label, n in sorted(envs.items()))
+        parts.append(f'<p class="note">Commands ran in: {esc(shown)}; the others on the host.</p>')
     if not report.runs:
         parts.append("<p>No runs.</p></body></html>")
         return "".join(parts) + "\n"

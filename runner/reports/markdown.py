@@ -31,6 +31,7 @@ from runner.reports.fmt import (
 )
 from runner.reports.model import Report, RunReport
 from runner.reports.summary import (
+    environment_label,
     group_stats,
     headline_cost,
     partial_text,
@@ -238,11 +239,14 @@ def _run_rows(report: Report) -> list[list[str]]:
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
+    envs = any(t.environment is not None for t in report.runs)
     rows = []
     for t in report.runs:
         row = [cell(_name(t)), cell(t.model)]
         if variants:
             row.append(cell(t.variant or "-"))
+        if envs:
+            row.append(cell(environment_label(t)))
         cached = percent(t.usage.cache_hit_ratio)
         if t.usage.ideal_cache_ratio is not None:
             cached += f" / {percent(t.usage.ideal_cache_ratio)}"
@@ -270,9 +274,11 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
+    envs = any(t.environment is not None for t in report.runs)
     header = (
         ["Run", "Model"]
         + (["Variant"] if variants else [])
+        + (["Environment"] if envs else [])
         + ["Status", "User turns", "Requests", "Tool calls", "Tokens", "Cached / prefix reuse"]
         + (["Compactions"] if compacted else [])
         + (["Retries (waiting)"] if retried else [])
@@ -281,6 +287,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     align = (
         ["---", "---"]
         + (["---"] if variants else [])
+        + (["---"] if envs else [])
         + ["---", "--:", "--:", "--:", "--:", "--:"]
         + (["--:"] if compacted else [])
         + (["--:"] if retried else [])

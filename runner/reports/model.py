@@ -9,21 +9,22 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.2"
+SCHEMA_VERSION = "runner.report/3.3"
 READS = frozenset(
     {
         "runner.report/1",
         "runner.report/2",
         "runner.report/3",
         "runner.report/3.1",
+        "runner.report/3.2",
         SCHEMA_VERSION,
     }
 )
 """/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
 and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs`; /3.1
 lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
-attempts (`redone`). All of these are optional, read as 0 or null. Older reports are read
-and written back as /3.2."""
+attempts (`redone`); /3.2 lacked `runs[].environment`. All of these are optional, read
+as 0 or null. Older reports are read and written back as /3.3."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -177,6 +178,35 @@ class ResultReport(Strict):
     """The remote ref the branch was pushed to, when `git.push` is set."""
 
 
+class EnvironmentReport(Strict):
+    """Where a run's commands and check ran, when not on the host: a container or Pod."""
+
+    backend: str
+    """`podman`, `docker` or `kubernetes`."""
+    image: str | None = None
+    """The image as named, or the tag `build:` was built under."""
+    image_id: str | None = None
+    """The engine's id of that image (podman and docker), cut to 19 characters."""
+    workdir: str | None = None
+    """Where the work was inside it."""
+    build_s: float | None = None
+    """Seconds the run waited for its `build:` image (built, or found built by another
+    run); null without `build:`. Not part of `duration_s`."""
+    built: bool = False
+    """This run built the image; the batch's other runs of the same folder reused it."""
+    start_s: float | None = None
+    """Seconds from asking for the environment to its work ready (started, copied in,
+    start state recorded), beside the run's first model request."""
+    patch: str | None = None
+    """The patch of the workdir against its start, relative to the report directory,
+    when the task names no `repo:` (with one, `result.patch` holds the changes)."""
+    left_out: list[str] = []
+    """Changes the patch does not hold, with why."""
+    artifacts: str | None = None
+    """The folder the task's `artifacts:` were copied to, relative to the report
+    directory."""
+
+
 class CheckReport(Strict):
     command: str
     exit_code: int
@@ -260,6 +290,8 @@ class RunReport(Strict):
     redone: RedoneReport | None = None
     """What this run's earlier attempts spent, when `--resume` ran it again; not in its
     own `usage` and `cost_usd`, which are this attempt's alone. Null when it ran once."""
+    environment: EnvironmentReport | None = None
+    """Its container or Pod; null for a run on the host (backend `local`)."""
 
 
 class Totals(Strict):

@@ -88,6 +88,12 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
     )
 
 
+def environment_label(t: RunReport) -> str:
+    """`podman: image` for a run in a container or Pod, `local` for one on the host."""
+    e = t.environment
+    return "local" if e is None else f"{e.backend}: {e.image or '?'}"
+
+
 def column_name(t: RunReport) -> str:
     """A task x model matrix column: the model, with the variant when there is one."""
     return t.model if t.variant is None else f"{t.model} / {t.variant}"

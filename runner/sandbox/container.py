@@ -262,6 +262,12 @@ class ContainerEnvironment:
             await self._close_helper()
             what = "hung" if isinstance(exc, TimeoutError) else "ended"
             raise await self._lost(f"its command channel {what}") from None
+        except anyio.get_cancelled_exc_class():
+            # Cut mid-command (a signal, the run's timeout): the helper is still busy with
+            # it and its frames would answer the next request; a fresh one serves the
+            # wind-up (the diff, the check) while `stop` ends the container.
+            await self._close_helper()
+            raise
 
     async def _exec_cli(
         self,
