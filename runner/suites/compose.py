@@ -43,7 +43,6 @@ class ComposeService:
     build (a `${...}` the harness fills in)."""
     env: tuple[tuple[str, str], ...]
     working_dir: str | None
-    no_network: bool
 
 
 class _Reducer:
@@ -113,7 +112,6 @@ class _Reducer:
             image=image,
             env=self.environment((*path, "environment"), svc.get("environment")),
             working_dir=working_dir,
-            no_network=network == "none",
         )
 
     def build(self, path: KeyPath, build: Any) -> tuple[str | None, str | None]:
