@@ -57,6 +57,9 @@ class Verifier:
     pass_to_pass: tuple[str, ...] = ()
     test_patch: str | None = None
     """SWE-bench: applied before the tests run."""
+    extra_files: tuple[tuple[Path, str], ...] = ()
+    """Files copied in beside the tests (host path, path inside), e.g. Terminal-Bench's
+    `run-tests.sh`, which lives beside `tests/` but runs as `/tests/run-tests.sh`."""
     repo: str | None = None
     """SWE-bench: `owner/name`, which picks the official log parser."""
 
@@ -70,6 +73,8 @@ class Solution:
     `/solution` and run with bash."""
     patch: str | None = None
     """SWE-bench's gold `patch`, applied in the workdir."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Harbor's `[solution].env`: set for the solution script only."""
 
 
 @dataclass(frozen=True)
