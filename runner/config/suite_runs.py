@@ -113,8 +113,10 @@ class _At:
         return None
 
     def problem(self, field: str, message: str) -> Problem:
-        dotted = ".".join(str(p) for p in (*self.path, field))
-        return Problem(self.file, self.line(field), dotted, message)
+        """`field` dotted below the entry, e.g. `select.ids.0`."""
+        sub = tuple(int(p) if p.isdigit() else p for p in field.split("."))
+        dotted = ".".join(str(p) for p in (*self.path, *sub))
+        return Problem(self.file, self.line(*sub), dotted, message)
 
     def lend(self, task: Path_) -> None:
         n = len(self.path)
