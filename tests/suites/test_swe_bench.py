@@ -243,7 +243,7 @@ def test_the_fixture_repository_is_at_base_commit_and_both_patches_apply(tmp_pat
         timeout=60, check=True, env={**os.environ, "HOME": str(tmp_path)},
     ).stdout.strip()  # fmt: skip
     assert built == GOOD["base_commit"]
-    assert f'test "$(sh /tmp/build_repo.sh /testbed)" = {built}' in (
+    assert f'test "$(sh /build_repo.sh /testbed)" = {built}' in (
         (FIXTURE / "Dockerfile").read_text()
     )
     _git(repo, "apply", "--check", "-", stdin=GOOD["patch"])
