@@ -17,6 +17,10 @@ from tests.support.loopback import (
     ThreadedServer,
 )
 
+collect_ignore_glob = ["fixtures/suites/*"]
+"""The suites written for the tests hold the suites' own tests (test_*.py), which run inside
+their environments, never in this session."""
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:

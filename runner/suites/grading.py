@@ -37,9 +37,16 @@ class Reward:
 
 def reward_from_files(reward_json: bytes | None, reward_txt: bytes | None) -> Reward:
     """Harbor's grading: `reward.json` (an object of named numbers) when the verifier
-    wrote one, else `reward.txt` (one number); the test script's exit code plays no part."""
+    wrote one, else `reward.txt` (one number); the test script's exit code plays no part.
+    As Harbor reads them: fields of reward.json that are not numbers (a detailed report
+    beside the scores) are left out, and when it names no `reward`, reward.txt gives it."""
     if reward_json is not None:
-        return _from_json(reward_json)
+        named = _from_json(reward_json)
+        if MAIN_REWARD not in dict(named.named) and reward_txt is not None:
+            named = Reward((*named.named, *_from_txt(reward_txt).named))
+        if not named.named:
+            raise VerifierFailed("reward.json names no numeric reward")
+        return named
     if reward_txt is not None:
         return _from_txt(reward_txt)
     raise VerifierFailed(
@@ -56,12 +63,10 @@ def _from_json(raw: bytes) -> Reward:
         raise VerifierFailed(
             f"reward.json must be an object of named numbers, not {type(data).__name__}"
         )
-    if not data:
-        raise VerifierFailed("reward.json is an empty object: it names no reward")
     named: list[tuple[str, float]] = []
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise VerifierFailed(f"reward.json: {_short(key)!r} is not a number")
+            continue
         number = float(value)
         if not math.isfinite(number):
             raise VerifierFailed(f"reward.json: {_short(key)!r} is not a finite number")

@@ -61,7 +61,12 @@ class Verifier:
     """Files copied in beside the tests (host path, path inside), e.g. Terminal-Bench's
     `run-tests.sh`, which lives beside `tests/` but runs as `/tests/run-tests.sh`."""
     repo: str | None = None
-    """SWE-bench: `owner/name`, which picks the official log parser."""
+    """SWE-bench: `owner/name` (some grading rules go by repo: FAIL_ONLY_REPOS)."""
+    log_parser: str | None = None
+    """SWE-bench: the name of the official log parser in swebench's `PARSER_REGISTRY`
+    (swebench 5 names it per instance instead of deriving it from the repo)."""
+    eval_type: str | None = None
+    """SWE-bench: `pass_and_fail` or `fail_only`; None → by repo, as the harness does."""
 
 
 @dataclass(frozen=True)

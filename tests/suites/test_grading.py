@@ -48,16 +48,26 @@ BROKEN_REWARDS: list[tuple[bytes | None, bytes | None, str]] = [
     (b"{", None, "not JSON"),
     (b"[1]", None, "object of named numbers, not list"),
     (b"1", None, "object of named numbers, not int"),
-    (b"{}", None, "names no reward"),
-    (b'{"reward": "1"}', None, "'reward' is not a number"),
-    (b'{"reward": true}', None, "'reward' is not a number"),
-    (b'{"reward": null}', None, "'reward' is not a number"),
+    (b"{}", None, "names no numeric reward"),
+    (b'{"reward": "1"}', None, "names no numeric reward"),
+    (b'{"reward": true}', None, "names no numeric reward"),
+    (b'{"reward": null}', None, "names no numeric reward"),
     (b'{"reward": NaN}', None, "not JSON"),
     (b'{"reward": Infinity}', None, "not JSON"),
     (b'{"reward": 1e999}', None, "not a finite number"),
-    (b'{"reward": {"x": 1}}', None, "'reward' is not a number"),
+    (b'{"reward": {"x": 1}}', None, "names no numeric reward"),
     (b"\xff\xfe", b"1", "not JSON"),  # a broken JSON file is not passed over for the text
 ]
+
+
+def test_reward_json_as_harbor_reads_it() -> None:
+    """Harbor leaves out reward.json's fields that are not numbers (a report beside the
+    scores), and takes `reward` from reward.txt when the JSON names none."""
+    got = reward_from_files(b'{"tests": 3, "detail": "ok", "flag": true}', b"0.5")
+    assert got.named == (("tests", 3.0), ("reward", 0.5))
+    assert got.value == 0.5
+    only = reward_from_files(b'{"reward": 1, "detail": [1]}', b"0")
+    assert only.named == (("reward", 1.0),)
 
 
 @pytest.mark.parametrize(("json_", "txt", "says"), BROKEN_REWARDS)
