@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.3"
+SCHEMA_VERSION = "runner.report/3.4"
 READS = frozenset(
     {
         "runner.report/1",
@@ -17,14 +17,16 @@ READS = frozenset(
         "runner.report/3",
         "runner.report/3.1",
         "runner.report/3.2",
+        "runner.report/3.3",
         SCHEMA_VERSION,
     }
 )
 """/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
 and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs`; /3.1
 lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
-attempts (`redone`); /3.2 lacked `runs[].environment`. All of these are optional, read
-as 0 or null. Older reports are read and written back as /3.3."""
+attempts (`redone`); /3.2 lacked `runs[].environment`; /3.3 lacked a suite task's grade
+(`reward`, `rewards`, `resolution`, `verifier`). All of these are optional, read as 0 or
+null. Older reports are read and written back as /3.4."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -207,6 +209,20 @@ class EnvironmentReport(Strict):
     directory."""
 
 
+class VerifierReport(Strict):
+    """A suite task's verifier run (after the agent's phase, out of its sight)."""
+
+    exit_code: int | None = None
+    """The test command's exit code (Harbor ignores it; the reward file decides)."""
+    duration_s: float = 0.0
+    """Copying the tests in, running them and grading: not part of `duration_s`."""
+    output_tail: str = ""
+    """The last 4,000 characters of its output."""
+    error: str | None = None
+    """Why it gave no grade (no reward file, no test summary, a timeout, a lost
+    container): the run is then an error, never a score."""
+
+
 class CheckReport(Strict):
     command: str
     exit_code: int
@@ -292,6 +308,24 @@ class RunReport(Strict):
     own `usage` and `cost_usd`, which are this attempt's alone. Null when it ran once."""
     environment: EnvironmentReport | None = None
     """Its container or Pod; null for a run on the host (backend `local`)."""
+    suite: str | None = None
+    """`<format>:<id>` of the benchmark task the run came from (`suites:`); null for a
+    task of the file's own."""
+    agent: Literal["model", "oracle", "nop"] = "model"
+    """Who did the work: the model, or (suite runs) the task's own solution (`oracle`) or
+    nothing (`nop`), which call no model."""
+    reward: float | None = None
+    """The suite task's reward from its verifier: Harbor's `reward` (or only) value,
+    1 or 0 for Terminal-Bench and SWE-bench (resolved or not). Null for other runs, and
+    for a suite run without a grade (see `verifier.error`)."""
+    rewards: dict[str, float] = {}
+    """Every named reward the verifier gave (Harbor's reward.json; SWE-bench's
+    `fail_to_pass` and `pass_to_pass` shares of passing tests)."""
+    resolution: Literal["resolved", "partial", "not"] | None = None
+    """SWE-bench's verdict (resolved: every FAIL_TO_PASS and PASS_TO_PASS test passes;
+    partial: some FAIL_TO_PASS do); Terminal-Bench's resolved or not; null for Harbor."""
+    verifier: VerifierReport | None = None
+    """The verifier's run; null for runs of no suite, and for a suite run stopped first."""
 
 
 class Totals(Strict):
