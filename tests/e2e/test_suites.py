@@ -1,0 +1,136 @@
+"""A benchmark suite end to end in podman: a scripted model on the loopback server solves
+a Harbor task, graded by the task's own verifier after the agent's phase; `runner suite
+check` runs oracle and nop over the fixture suite of each format."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runner.sandbox.engine import Engine
+from tests.support.cli import run_cli
+from tests.support.environments import base_image, engine_answers
+from tests.support.fixtures import ThreadFactory
+from tests.support.loopback import (
+    RecordedRequest,
+    Reply,
+    per_conversation,
+    reply_function_call,
+    reply_message,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not engine_answers("podman"), reason="podman does not answer here"),
+]
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return anyio.run(base_image, Engine("podman"))
+
+
+def shell(cmd: str, call_id: str) -> Reply:
+    return reply_function_call("shell", {"command": ["bash", "-lc", cmd]}, call_id=call_id)
+
+
+def solver(req: RecordedRequest, i: int) -> Reply:
+    """Looks for the tests (they are not there yet), then writes the answer."""
+    if i == 0:
+        return shell("ls /tests /logs/verifier /solution 2>&1; pwd", "c0")
+    if i == 1:
+        return shell("echo 'Hello, world!' > hello.txt", "c1")
+    return reply_message("done")
+
+
+def report_of(out: Path) -> dict[str, Any]:
+    return dict(json.loads((out / "report.json").read_text()))
+
+
+def test_a_scripted_model_solves_a_harbor_task(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    srv = loopback_thread(per_conversation(solver))
+    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "matrix: {repeat: 2}\n"
+        "suites:\n"
+        "  - {format: harbor, path: harbor, select: {ids: [hello]}, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    runs = report_of(out)["runs"]
+    assert [r["run"] for r in runs] == ["hello.r1", "hello.r2"]
+    for run in runs:
+        assert run["status"] == "completed", run["error"]
+        assert run["suite"] == "harbor:hello" and run["agent"] == "model"
+        # Graded twice, the same work gets the same grade.
+        assert (run["reward"], run["rewards"]) == (1.0, {"reward": 1.0, "file_exists": 1.0})
+        assert run["verifier"]["exit_code"] == 0 and run["usage"]["total_tokens"] > 0
+        patch = (out / run["environment"]["patch"]).read_text()
+        assert "b/hello.txt" in patch and "test.sh" not in patch  # the tests are not the work
+    outputs = [i for r in srv.requests for i in r.input if i.get("type") == "function_call_output"]
+    seen = json.dumps(outputs)
+    assert "/tests" in seen and "No such file or directory" in seen  # hidden during the work
+    summary = (out / "summary.md").read_text()
+    assert "Mean reward (95% CI)" in summary and "1.00 (" in summary
+
+
+def test_a_model_that_does_nothing_fails_and_a_planted_reward_does_not_count(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    def cheat(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt", "c0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(cheat))
+    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "suites:\n"
+        "  - {format: harbor, path: harbor, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 3, res.stderr  # broken-verifier errored
+    runs = {r["id"]: r for r in report_of(out)["runs"]}
+    assert runs["hello"]["status"] == "check_failed" and runs["hello"]["reward"] == 0.0
+    broken = runs["broken-verifier"]
+    assert broken["status"] == "error" and broken["reward"] is None
+    assert "neither /logs/verifier/reward.json nor" in broken["error"]
+
+
+@pytest.mark.parametrize(
+    ("suite", "flags", "code", "broken"),
+    [
+        ("harbor", (), 1, ["broken-verifier: oracle", "broken-verifier: nop"]),
+        ("terminal-bench", (), 1, ["broken-verifier: oracle", "broken-verifier: nop"]),
+        ("swe-bench/instances.jsonl", ("--build", "swe-bench"), 0, []),
+    ],
+)
+def test_suite_check_on_the_fixtures(
+    tmp_path: Path, image: str, suite: str, flags: tuple[str, ...], code: int, broken: list[str]
+) -> None:
+    args = [a if a != "swe-bench" else str(FIXTURES / a) for a in flags]
+    res = run_cli("suite", "check", FIXTURES / suite, "--out", tmp_path / "out", *args)
+    assert res.returncode == code, res.stdout + res.stderr
+    listed = [ln.strip() for ln in res.stdout.splitlines() if ln.startswith("  ")]
+    assert [ln.split(" got")[0] for ln in listed] == broken
+    runs = report_of(tmp_path / "out")["runs"]
+    assert {r["usage"]["total_tokens"] for r in runs} == {0}  # no model was called
+    assert {r["reward"] for r in runs if "hello" in r["id"] or "tinycalc" in r["id"]} == {0.0, 1.0}
