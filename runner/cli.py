@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "validate":
             return _validate(args)
         if args.command in ("suite", "images"):
-            return run_command(args)
+            return run_command(args, main)
         if args.command == "report" and args.report_command == "branches":
             return _report_branches(args)
         if args.command == "report" and args.report_command == "compare":

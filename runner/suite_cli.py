@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,11 @@ def add_commands(sub: Any) -> None:
     prune.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
+    """`main`: the CLI's own entry point, which `suite check` runs its batch through."""
     if args.command == "images":
         return _prune(args)
-    return _check(args)
+    return _check(args, main)
 
 
 def guess_format(path: Path) -> str | None:
@@ -114,9 +116,7 @@ def broken_tasks(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _check(args: argparse.Namespace) -> int:
-    from runner.cli import main
-
+def _check(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
     fmt = args.format or guess_format(args.path)
     if fmt is None:
         print(

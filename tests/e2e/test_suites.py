@@ -84,6 +84,10 @@ def test_a_scripted_model_solves_a_harbor_task(
     outputs = [i for r in srv.requests for i in r.input if i.get("type") == "function_call_output"]
     seen = json.dumps(outputs)
     assert "/tests" in seen and "No such file or directory" in seen  # hidden during the work
+    trial = out / "harbor" / "hello" / "hello.r1"
+    assert json.loads((trial / "verifier" / "reward.json").read_text())["reward"] == 1.0
+    assert "exact=1" in (trial / "verifier" / "test-stdout.txt").read_text()
+    assert json.loads((trial / "result.json").read_text())["status"] == "completed"
     summary = (out / "summary.md").read_text()
     assert "Mean reward (95% CI)" in summary and "1.00 (" in summary
 
@@ -134,3 +138,10 @@ def test_suite_check_on_the_fixtures(
     runs = report_of(tmp_path / "out")["runs"]
     assert {r["usage"]["total_tokens"] for r in runs} == {0}  # no model was called
     assert {r["reward"] for r in runs if "hello" in r["id"] or "tinycalc" in r["id"]} == {0.0, 1.0}
+    if suite.startswith("swe-bench"):
+        oracle = (tmp_path / "out" / "predictions" / "agent__oracle.jsonl").read_text()
+        (line,) = [json.loads(x) for x in oracle.splitlines()]
+        assert line["instance_id"] == "runner-fixtures__tinycalc-1"
+        assert "raise ValueError" in line["model_patch"]  # the gold patch, as the diff saw it
+        nop = (tmp_path / "out" / "predictions" / "agent__nop.jsonl").read_text()
+        assert json.loads(nop)["model_patch"] == ""
