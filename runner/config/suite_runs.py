@@ -196,6 +196,10 @@ def _spec(
         limits = merged_layers(Limits, entry.limits, Limits(timeout_s=task.agent_timeout_s))
     try:
         env = suite_environment(task, entry, tf.defaults.environment, base_dir)
+        if env.backend == "local":
+            why = "a suite's tasks run in their image: backend podman, docker or kubernetes"
+            problems.append(at.problem("environment.backend", why))
+            return None
         data = {
             **own,
             "id": tid,

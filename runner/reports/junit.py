@@ -263,9 +263,7 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[RunReport]]]:
                 xml_safe(case_name(task)), classname=xml_safe(task.id), elapsed_sec=task.duration_s
             )
             pairs = [
-                p
-                for p in run_properties(task)
-                if p[0] in CASE_OUTPUT or p[0].startswith("reward.")
+                p for p in run_properties(task) if p[0] in CASE_OUTPUT or p[0].startswith("reward.")
             ]
             case.stdout = "\n".join(f"{name}={xml_safe(value)}" for name, value in pairs)
             kind = task.status.verdict

@@ -164,3 +164,9 @@ def test_agent_flag_without_suites_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tasks.yaml"
     path.write_text(HEAD + "tasks:\n  - {id: a, prompt: hi}\n")
     assert any("--agent" in p for p in problems(path, agent="nop"))
+
+
+def test_a_suite_runs_in_its_image_not_on_the_host(tmp_path: Path) -> None:
+    text = "suites:\n  - format: harbor\n    path: harbor\n    environment: {backend: local}\n"
+    found = problems(suite_dir(tmp_path, text))
+    assert any("suites.0.environment.backend" in p and "backend podman" in p for p in found)
