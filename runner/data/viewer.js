@@ -28,8 +28,6 @@
     ["Model", model, model],
     ["Variant", (r) => variant(r) || "", (r) => variant(r) || ""],
     ["Status", (r) => r.status, (r) => r.status + (r.skip ? " (" + r.skip + ")" : "")],
-    ["Reward", (r) => (r.reward === null ? -1 : r.reward),
-      (r) => (r.reward === null ? "" : String(r.reward)) + (r.resolution ? " " + r.resolution : "")],
     ["Requests", (r) => r.requests, (r) => num(r.requests)],
     ["Tool calls", (r) => r.tools, (r) => num(r.tools)],
     ["Input tokens", (r) => r.input, (r) => num(r.input)],
@@ -37,6 +35,8 @@
     ["Cost", (r) => (r.cost === null ? -1 : r.cost), (r) => money(r.cost)],
     ["Time", (r) => r.time, (r) => secs(r.time)],
     ["Retries", (r) => r.retries, (r) => num(r.retries)],
+    ["Reward", (r) => (r.reward === null ? -1 : r.reward),
+      (r) => (r.reward === null ? "" : String(r.reward)) + (r.resolution ? " " + r.resolution : "")],
   ];
   RUNS.forEach((r, i) => { r.n = i; });
 
