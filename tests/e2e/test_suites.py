@@ -1,6 +1,7 @@
 """A benchmark suite end to end in podman: a scripted model on the loopback server solves
-a Harbor task, graded by the task's own verifier after the agent's phase; `runner suite
-check` runs oracle and nop over the fixture suite of each format."""
+a task of each format (Harbor, Terminal-Bench, SWE-bench), graded by the task's own
+verifier after the agent's phase; `runner suite check` runs oracle and nop over the
+fixture suite of each format."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.support.loopback import (
     RecordedRequest,
     Reply,
     per_conversation,
+    reply_custom_tool_call,
     reply_function_call,
     reply_message,
 )
@@ -90,6 +92,114 @@ def test_a_scripted_model_solves_a_harbor_task(
     assert json.loads((trial / "result.json").read_text())["status"] == "completed"
     summary = (out / "summary.md").read_text()
     assert "Mean reward (95% CI)" in summary and "1.00 (" in summary
+
+
+def test_a_scripted_model_solves_a_terminal_bench_task(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    def write(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell("ls /tests 2>&1; pwd", "c0")
+        if i == 1:
+            return shell("printf 'Hello, world!\\n' > /app/hello.txt", "c1")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(write))
+    shutil.copytree(FIXTURES / "terminal-bench", tmp_path / "tb")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "suites:\n"
+        "  - {format: terminal-bench, path: tb, select: {ids: [hello]}, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    (run,) = report_of(out)["runs"]
+    assert run["status"] == "completed", run["error"]
+    assert run["suite"] == "terminal-bench:hello" and run["agent"] == "model"
+    assert (run["reward"], run["resolution"]) == (1.0, "resolved")
+    assert run["verifier"]["exit_code"] == 0 and run["usage"]["total_tokens"] > 0
+    patch = (out / run["environment"]["patch"]).read_text()
+    assert "b/hello.txt" in patch and "test_outputs" not in patch
+    outputs = [i for r in srv.requests for i in r.input if i.get("type") == "function_call_output"]
+    assert "No such file or directory" in json.dumps(outputs)  # the tests came after
+    trial = out / "harbor" / "hello" / run["run"]
+    stdout = (trial / "verifier" / "test-stdout.txt").read_text()
+    assert "PASSED" in stdout and "test_file_content" in stdout
+
+
+FIX = """\
+*** Begin Patch
+*** Update File: tinycalc/ops.py
+@@ def clamp(value, low, high):
++    if low > high:
++        raise ValueError("low is above high")
+     if value < low:
+         return low
+*** End Patch"""
+
+
+def test_a_scripted_model_resolves_a_swe_bench_instance(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    """Half the fix through the shell, the other half through apply_patch, in /testbed;
+    graded by the official grading and written to predictions.jsonl as the harness reads
+    it."""
+
+    def fix(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            cmd = (
+                "python3 - <<'EOF'\n"
+                "from pathlib import Path\n"
+                "p = Path('tinycalc/ops.py')\n"
+                "s = p.read_text()\n"
+                "s = s.replace('        return low\\n', "
+                "'        return low\\n    if value > high:\\n        return high\\n')\n"
+                "p.write_text(s)\n"
+                "EOF\n"
+                "pwd; git status --short"
+            )
+            return shell(cmd, "c0")
+        if i == 1:
+            return reply_custom_tool_call("apply_patch", FIX, call_id="c1")
+        if i == 2:
+            return shell("python3 -m unittest discover -s tests -t . 2>&1 | tail -1", "c2")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(fix))
+    shutil.copytree(FIXTURES / "swe-bench", tmp_path / "swe")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "suites:\n"
+        "  - format: swe-bench\n"
+        "    path: swe/instances.jsonl\n"
+        "    model: fake/m\n"
+        "    apply_patch_tool: freeform\n"
+        "    environment: {build: swe}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    (run,) = report_of(out)["runs"]
+    instance = "runner-fixtures__tinycalc-1"
+    assert run["status"] == "completed", run["error"]
+    assert run["suite"] == f"swe-bench:{instance}" and run["agent"] == "model"
+    assert (run["reward"], run["resolution"]) == (1.0, "resolved")
+    assert run["rewards"] == {"reward": 1.0, "fail_to_pass": 1.0, "pass_to_pass": 1.0}
+    outputs = [i for r in srv.requests for i in r.input if "output" in i]
+    seen = json.dumps(outputs)
+    assert "/testbed" in seen and "M tinycalc/ops.py" in seen
+    patch = (out / run["environment"]["patch"]).read_text()
+    assert "raise ValueError" in patch and "return high" in patch
+    assert "test_bounds" not in patch  # the test patch is the verifier's, not the work
+    lines = (out / "predictions" / "fake__m.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in lines] == [
+        {"instance_id": instance, "model_name_or_path": "fake/m", "model_patch": patch}
+    ]
 
 
 def test_a_model_that_does_nothing_fails_and_a_planted_reward_does_not_count(
