@@ -3,7 +3,9 @@
 The tests reach the environment only now, so the agent never saw them; whatever the agent
 left at the tests' place or in `/logs/verifier` is removed first, so it cannot plant a
 reward. The command runs with its own timeout and a pinned zone, locale and hash seed, so
-the same work is graded the same way twice. Then the format's grading reads the result:
+the same work is graded the same way twice. It runs as the task's verifier user when the
+task names one (Harbor's `[verifier].user`; podman and docker only), else as the
+environment's. Then the format's grading reads the result:
 Harbor's reward files, Terminal-Bench's pytest summary, SWE-bench's test log.
 
 A verifier that gives nothing to grade (no reward file, no summary, a timeout, a lost
@@ -22,6 +24,7 @@ from runner.errors import ConfigError, EnvironmentFault, UnsafeFileError, Verifi
 from runner.record import Grade, RunRecord
 from runner.redact import Redactor
 from runner.reports.events import EventLog
+from runner.sandbox.container import ContainerEnvironment
 from runner.sandbox.environment import Environment
 from runner.suites.grading import pytest_summary, reward_from_files
 from runner.suites.model import SuiteTask
@@ -85,13 +88,22 @@ async def verify(env: Environment, task: SuiteTask) -> Grade:
     began = time.monotonic()
     try:
         await _prepare(env, task)
-        res = await env.exec(
-            list(v.command),
-            cwd=env.workdir,
-            env={**dict(task.environment.env), **dict(v.env), **PINNED_ENV},
-            timeout_s=v.timeout_s,
-            output_cap=OUTPUT_CAP,
-        )
+        argv = list(v.command)
+        run_env = {**dict(task.environment.env), **dict(v.env), **PINNED_ENV}
+        if v.user is None:
+            res = await env.exec(
+                argv, cwd=env.workdir, env=run_env, timeout_s=v.timeout_s, output_cap=OUTPUT_CAP
+            )
+        else:
+            container = await _hand_over(env, v.user, v.tests_at)
+            res = await container.exec(
+                argv,
+                cwd=env.workdir,
+                env=run_env,
+                timeout_s=v.timeout_s,
+                output_cap=OUTPUT_CAP,
+                user=v.user,
+            )
     except (EnvironmentFault, UnsafeFileError, OSError) as exc:
         raise VerifierFailed(f"the tests could not run: {exc}") from None
     log = res.output.decode("utf-8", "replace")
@@ -129,6 +141,28 @@ async def _prepare(env: Environment, task: SuiteTask) -> None:
     for host, inside in v.extra_files:
         data = await anyio.to_thread.run_sync(host.read_bytes)
         await env.write_file(inside, data)
+
+
+async def _hand_over(env: Environment, user: str, tests_at: str) -> ContainerEnvironment:
+    """The tests and `/logs/verifier` given to the task's verifier user (by root, since
+    the agent's user may not own them), for a backend that can run one command as another
+    user; `validate` refuses a verifier user on kubernetes before any run."""
+    if not isinstance(env, ContainerEnvironment):
+        raise VerifierFailed(
+            f"the task's verifier runs as user {user!r}, which backend {env.backend} "
+            "cannot do (podman and docker can)"
+        )
+    done = await env.exec(
+        ["chown", "-R", "--", user, LOGS, tests_at],
+        cwd="/",
+        timeout_s=60,
+        output_cap=1 << 16,
+        user="0",
+    )
+    if done.exit_code != 0:
+        said = done.output.decode(errors="replace").strip()[-300:]
+        raise VerifierFailed(f"cannot give {LOGS} and {tests_at} to user {user!r}: {said}")
+    return env
 
 
 async def _reward_file(env: Environment, name: str) -> bytes | None:

@@ -200,6 +200,14 @@ def _spec(
             why = "a suite's tasks run in their image: backend podman, docker or kubernetes"
             problems.append(at.problem("environment.backend", why))
             return None
+        if env.backend == "kubernetes" and task.verifier.user is not None:
+            why = (
+                f"{task.id}: its verifier runs as user {task.verifier.user!r} "
+                f"({task.source}), and kubectl exec cannot run a command as another user "
+                "than the pod's: use backend podman or docker for this suite"
+            )
+            problems.append(at.problem("environment.backend", why))
+            return None
         data = {
             **own,
             "id": tid,

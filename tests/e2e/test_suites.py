@@ -255,3 +255,32 @@ def test_suite_check_on_the_fixtures(
         assert "raise ValueError" in line["model_patch"]  # the gold patch, as the diff saw it
         nop = (tmp_path / "out" / "predictions" / "agent__nop.jsonl").read_text()
         assert json.loads(nop)["model_patch"] == ""
+
+
+def test_the_verifier_runs_as_the_task_s_verifier_user(tmp_path: Path, image: str) -> None:
+    """Harbor's `[verifier].user`: the tests run as that user, the work stays the agent's;
+    a user the image does not know is the verifier's error, not a score."""
+    for name, user in (("as-nobody", "nobody"), ("as-ghost", "no-such-user")):
+        task = tmp_path / "harbor" / name
+        shutil.copytree(FIXTURES / "harbor" / "hello", task)
+        toml = task / "task.toml"
+        toml.write_text(toml.read_text().replace("[verifier]\n", f"[verifier]\nuser = '{user}'\n"))
+        (task / "tests" / "test.sh").write_text(
+            "#!/bin/bash\n"
+            'echo "{\\"reward\\": 1, \\"uid\\": $(id -u)}" > /logs/verifier/reward.json\n'
+            'echo "work=$(stat -c %U /app/hello.txt) tests=$(stat -c %U /tests/test.sh)"\n'
+        )
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("version: 1\nsuites:\n  - {format: harbor, path: harbor, agent: oracle}\n")
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 3, res.stdout + res.stderr  # the ghost's run errored
+    runs = {r["id"]: r for r in report_of(out)["runs"]}
+    nobody = runs["as-nobody"]
+    assert nobody["status"] == "completed", nobody["error"]
+    assert nobody["rewards"] == {"reward": 1.0, "uid": 65534.0}
+    said = out / "harbor" / "as-nobody" / "as-nobody" / "verifier" / "test-stdout.txt"
+    assert said.read_text().split() == ["work=root", "tests=nobody"]
+    ghost = runs["as-ghost"]
+    assert ghost["status"] == "error" and ghost["reward"] is None
+    assert "to user 'no-such-user'" in ghost["error"]

@@ -170,3 +170,21 @@ def test_a_suite_runs_in_its_image_not_on_the_host(tmp_path: Path) -> None:
     text = "suites:\n  - format: harbor\n    path: harbor\n    environment: {backend: local}\n"
     found = problems(suite_dir(tmp_path, text))
     assert any("suites.0.environment.backend" in p and "backend podman" in p for p in found)
+
+
+def test_a_verifier_user_on_kubernetes_is_refused_and_located(tmp_path: Path) -> None:
+    """kubectl exec runs as the pod's user only: a task whose verifier must run as another
+    user cannot be graded there as its suite defines."""
+    text = (
+        "suites:\n  - format: harbor\n    path: harbor\n    select: {ids: [hello]}\n"
+        "    environment: {backend: kubernetes, image: 'registry.example/hello:1'}\n"
+    )
+    path = suite_dir(tmp_path, text)
+    toml = tmp_path / "harbor" / "hello" / "task.toml"
+    toml.write_text(toml.read_text().replace("[verifier]\n", "[verifier]\nuser = 'nobody'\n"))
+    (found,) = [p for p in problems(path) if "kubectl" in p]
+    assert ":10:" in found and "suites.0.environment.backend" in found
+    assert "hello" in found and "'nobody'" in found and "podman or docker" in found
+    path.write_text(HEAD + text.replace("backend: kubernetes", "backend: podman"))
+    (run,) = load(path, offline=True).runs
+    assert run.suite is not None and run.suite.verifier.user == "nobody"
