@@ -19,10 +19,11 @@ Unknown fields are refused rather than ignored, so a misspelt `test_cmd` is seen
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from string import Formatter
 from typing import Any
@@ -264,6 +265,22 @@ def _records(path: Path, text: str) -> Iterator[tuple[str, int | None, object]]:
         yield "", number, item
 
 
+def _other_columns(
+    raw: dict[object, object], bad: Callable[[str, str], None]
+) -> tuple[tuple[str, str], ...]:
+    """Datasets carry columns runner has no use for (SWE-bench Verified's `difficulty`):
+    those are kept as metadata. A name a letter or two from one runner reads is a
+    misspelling that would silently drop a setting, so it is refused."""
+    extra: list[tuple[str, str]] = []
+    for key in sorted(set(raw) - ALLOWED, key=str):
+        near = difflib.get_close_matches(str(key), sorted(ALLOWED), n=1, cutoff=0.8)
+        if near:
+            bad(str(key), f"not a SWE-bench field runner reads; did you mean {near[0]}?")
+        elif isinstance(raw[key], str | int | float | bool):
+            extra.append((str(key)[:64], str(raw[key])[:200]))
+    return tuple(extra)
+
+
 def _task(
     raw: object,
     path: Path,
@@ -284,8 +301,7 @@ def _task(
         bad("(instance)", f"expected an object with the SWE-bench fields, got {_kind(raw)}")
         problems.extend(found)
         return None
-    for key in sorted(set(raw) - ALLOWED, key=str):
-        bad(str(key), "not a SWE-bench field runner reads; allowed: " + ", ".join(sorted(ALLOWED)))
+    extra = _other_columns(raw, bad)
     text: dict[str, str] = {}
     for key in (*REQUIRED, *OPTIONAL_TEXT):
         if key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
@@ -334,10 +350,13 @@ def _task(
         image = render(image_template, values)
     else:
         image = text.get("image") or render(DEFAULT_IMAGE_TEMPLATE, values)
-    metadata = tuple(
-        (key, text[key])
-        for key in ("repo", "version", "base_commit", "environment_setup_commit", "created_at")
-        if text.get(key)
+    metadata = (
+        tuple(
+            (key, text[key])
+            for key in ("repo", "version", "base_commit", "environment_setup_commit", "created_at")
+            if text.get(key)
+        )
+        + extra
     )
     return SuiteTask(
         id=text["instance_id"],

@@ -154,7 +154,8 @@ BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
     ("p2p object", {**GOOD, "PASS_TO_PASS": {"a": 1}}, "PASS_TO_PASS", "got an object"),
     ("p2p missing", _without("PASS_TO_PASS"), "PASS_TO_PASS", "missing"),
     ("null text", {**GOOD, "problem_statement": None}, "problem_statement", "missing"),
-    ("unknown field", {**GOOD, "test_command": "x"}, "test_command", "not a SWE-bench field"),
+    ("misspelt field", {**GOOD, "test_cmdd": "x"}, "test_cmdd", "did you mean test_cmd?"),
+    ("misspelt list", {**GOOD, "PASS_TO_PAS": "[]"}, "PASS_TO_PAS", "did you mean PASS_TO_PASS?"),
     ("parser name", {**GOOD, "log_parser": "pytest"}, "log_parser", "PARSER_REGISTRY"),
     ("eval type", {**GOOD, "eval_type": "both"}, "eval_type", "pass_and_fail, fail_only"),
     ("no way to test", _without("test_cmd"), "eval_script",
@@ -467,3 +468,12 @@ async def test_gold_partial_and_nop_graded_live_in_the_fixture_image(task: Any) 
 
 def _untimed(log: str) -> str:
     return "\n".join(line for line in log.splitlines() if not line.startswith("Ran "))
+
+
+def test_dataset_columns_runner_does_not_read_are_kept_as_metadata(tmp_path: Path) -> None:
+    """SWE-bench Verified's rows carry `difficulty`; a public dataset must read as it is."""
+    path = tmp_path / "verified.jsonl"
+    path.write_text(json.dumps({**GOOD, "difficulty": "15 min - 1 hour", "nested": {"a": 1}}) + "\n")
+    (task,) = read_swe_bench(path)
+    assert ("difficulty", "15 min - 1 hour") in task.metadata
+    assert all(key != "nested" for key, _ in task.metadata)
