@@ -473,7 +473,8 @@ def _untimed(log: str) -> str:
 def test_dataset_columns_runner_does_not_read_are_kept_as_metadata(tmp_path: Path) -> None:
     """SWE-bench Verified's rows carry `difficulty`; a public dataset must read as it is."""
     path = tmp_path / "verified.jsonl"
-    path.write_text(json.dumps({**GOOD, "difficulty": "15 min - 1 hour", "nested": {"a": 1}}) + "\n")
+    row = {**GOOD, "difficulty": "15 min - 1 hour", "nested": {"a": 1}}
+    path.write_text(json.dumps(row) + "\n")
     (task,) = read_swe_bench(path)
     assert ("difficulty", "15 min - 1 hour") in task.metadata
     assert all(key != "nested" for key, _ in task.metadata)
