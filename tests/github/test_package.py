@@ -8,7 +8,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +34,7 @@ from runner.github.task_input import inline_tasks
 from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
 from tests.support import golden_files
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.gha import (
     ACTION,
@@ -658,13 +658,7 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     uses = "".join(p.read_text() for p in examples_dir.glob("*.yml"))
 
     def validates(task_file: str) -> None:
-        res = subprocess.run(
-            [sys.executable, "-m", "runner", "validate", "--offline", task_file],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        res = run_cli("validate", "--offline", task_file, cwd=repo)
         assert res.returncode == 0, res.stderr
         assert f"repo {repo.resolve()}" in res.stdout
 
