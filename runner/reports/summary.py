@@ -169,6 +169,15 @@ def spend_notes(report: Report) -> list[str]:
     return notes
 
 
+def runner_text(report: Report) -> str:
+    """`Runner 0.1.0, commit <sha>`: which code made the report (the version alone is the
+    same on every commit)."""
+    who = report.runner
+    version = (who.version if who else None) or "of unknown version"
+    commit = who.commit if who else None
+    return f"Runner {version}, " + (f"commit {commit}" if commit else "commit unknown")
+
+
 def skip_reasons(tasks: Sequence[RunReport]) -> str:
     """`budget 2, interrupted 1`: why runs never started."""
     counts: dict[str, int] = {}
