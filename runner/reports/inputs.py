@@ -1,5 +1,6 @@
 """Every run's exact input on record: the task prompt as sent (after the variant's
-`prompt_template`) with its follow-up turns, the instructions, and the tool schemas.
+`prompt_template`) with its follow-up turns, the instructions, the tool schemas, and the
+AGENTS.md text the model was given.
 Each value is stored once per batch directory, as `inputs/<sha256>.json` named by the
 hash of its bytes (written atomically, 0600, secrets redacted first), and each run's
 report entry names its files (`RunReport.inputs`). A thousand runs of one prompt under
@@ -22,7 +23,7 @@ from runner.fsutil import atomic_write_text
 from runner.redact import Redactor
 from runner.reports.named import INPUTS_DIR
 
-KINDS = ("prompt", "instructions", "tools")
+KINDS = ("prompt", "instructions", "tools", "agents_md")
 """What each run's `inputs` names, in this order."""
 
 
@@ -45,8 +46,11 @@ def record_inputs(
     instructions: str,
     developer_instructions: str | None,
     tools: list[dict[str, Any]],
+    agents_md: str | None = None,
 ) -> dict[str, str]:
-    """Stores a run's three inputs; returns `{kind: path}` for its report entry."""
+    """Stores a run's inputs; returns `{kind: path}` for its report entry. `agents_md`:
+    the AGENTS.md text of the contextual user message, without its wrapper (which names
+    the workspace's path on this machine); null when there was none."""
     values = {
         "prompt": {"prompts": prompts},
         "instructions": {
@@ -54,6 +58,7 @@ def record_inputs(
             "developer_instructions": developer_instructions,
         },
         "tools": {"tools": tools},
+        "agents_md": {"agents_md": agents_md},
     }
     return {kind: stored(out_dir, values[kind], redact) for kind in KINDS}
 

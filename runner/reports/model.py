@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.3"
+SCHEMA_VERSION = "runner.report/3.4"
 READS = frozenset(
     {
         "runner.report/1",
@@ -17,14 +17,16 @@ READS = frozenset(
         "runner.report/3",
         "runner.report/3.1",
         "runner.report/3.2",
+        "runner.report/3.3",
         SCHEMA_VERSION,
     }
 )
 """/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
 and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs`; /3.1
 lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
-attempts (`redone`); /3.2 lacked `runs[].environment`. All of these are optional, read
-as 0 or null. Older reports are read and written back as /3.3."""
+attempts (`redone`); /3.2 lacked `runs[].environment`; /3.3 lacked `runs[].api_model`,
+`runs[].inputs.agents_md` and the retries of redone attempts. All of these are optional,
+read as 0 or null. Older reports are read and written back as /3.4."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -49,6 +51,10 @@ class RunInputs(Strict):
     with every request and the task's developer instructions."""
     tools: str = Field(pattern=INPUT_FILE)
     """`{"tools": [...]}`: the tool schemas sent with every request."""
+    agents_md: str | None = Field(default=None, pattern=INPUT_FILE)
+    """`{"agents_md": ...}`: the AGENTS.md text the model was given (null inside when
+    there was none), without the wrapper naming the workspace's path. Null in reports
+    before /3.4."""
 
 
 class RunnerIdentity(Strict):
@@ -224,6 +230,9 @@ class RunReport(Strict):
     repeat: int = 1
     model: str
     """provider/model as written in the task file."""
+    api_model: str | None = None
+    """The model name sent to the provider: differs from `model` under a `models:` alias
+    (`fake/warm: {model: mA}` sends `mA`). Null for reports before /3.4."""
     variant: str | None = None
     """The matrix variant (a named set of prompt/settings overrides), if any."""
     tags: list[str] = []

@@ -164,11 +164,13 @@ distinct file is in the page once, however many runs share it."""
 
 
 def _inputs(out_dir: Path, run: RunReport, kept: dict[str, str]) -> list[str] | None:
-    """The run's prompt, instructions and tools files, each read into `kept` (by name)
+    """The run's prompt, instructions, tools (and AGENTS.md) files, each read into `kept` (by name)
     the first time a run names it."""
     if run.inputs is None:
         return None
     names = [run.inputs.prompt, run.inputs.instructions, run.inputs.tools]
+    if run.inputs.agents_md is not None:
+        names.append(run.inputs.agents_md)
     for name in names:
         if name in kept:
             continue
