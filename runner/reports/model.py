@@ -139,6 +139,10 @@ class RedoneReport(Strict):
     usage: UsageReport
     cost_usd: float | None = None
     """Null when any such attempt's cost is unknown."""
+    retries: int = 0
+    """Their resent attempts (0 in reports before /3.4)."""
+    retry_wait_s: float = 0.0
+    """Their seconds of waiting to send or resend."""
 
 
 class CompactionReport(Strict):

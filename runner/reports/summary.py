@@ -165,6 +165,8 @@ def spend_notes(report: Report) -> list[str]:
         notes.append(
             f"of which redone: {r.attempts:,} earlier attempt(s), "
             f"{tokens(r.usage.total_tokens)} tokens, cost {money(r.cost_usd)}"
+            + (f", {r.retries:,} retries" if r.retries else "")
+            + (f", {duration(r.retry_wait_s)} waiting" if r.retry_wait_s else "")
         )
     return notes
 
