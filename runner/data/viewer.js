@@ -35,6 +35,8 @@
     ["Cost", (r) => (r.cost === null ? -1 : r.cost), (r) => money(r.cost)],
     ["Time", (r) => r.time, (r) => secs(r.time)],
     ["Retries", (r) => r.retries, (r) => num(r.retries)],
+    ["Reward", (r) => (r.reward === null ? -1 : r.reward),
+      (r) => (r.reward === null ? "" : String(r.reward)) + (r.resolution ? " " + r.resolution : "")],
   ];
   RUNS.forEach((r, i) => { r.n = i; });
 
@@ -162,13 +164,13 @@
     const head = ["run", "task", "model", "variant", "repeat", "status", "verdict", "skip_reason",
       "requests", "tool_calls", "input_tokens", "cached_tokens", "output_tokens", "cost_usd",
       "duration_s", "error", "retries", "retry_wait_s", "redone_attempts", "redone_tokens",
-      "redone_cost_usd"];
+      "redone_cost_usd", "reward", "resolution"];
     const lines = [head.join(",")];
     for (const r of shown) {
       const redo = r.redone || [null, null, null];
       lines.push([r.run, D.tasks[r.task], model(r), variant(r), r.repeat, r.status, r.verdict, r.skip,
         r.requests, r.tools, r.input, r.cached, r.output, r.cost, r.time, r.error, r.retries, r.wait,
-        redo[0], redo[1], redo[2]].map(csvField).join(","));
+        redo[0], redo[1], redo[2], r.reward, r.resolution].map(csvField).join(","));
     }
     return lines.join("\r\n") + "\r\n";
   }

@@ -34,6 +34,7 @@ from runner.reports.summary import (
     group_stats,
     headline_cost,
     partial_text,
+    reward_text,
     runner_text,
     skip_reasons,
     spend_notes,
@@ -224,10 +225,12 @@ def _totals(report: Report) -> str:
     for t in report.runs:
         groups.setdefault(column_name(t), []).append(t)
     rows = []
+    rewards = any(t.reward is not None for t in report.runs)
     for name, runs in groups.items():
         g = group_stats(runs)
         ci = "-" if g.interval is None else f"{g.interval[0]:.0%}-{g.interval[1]:.0%}"
         rate = f"{g.passed}/{g.runs} {g.passed / g.runs:.0%}" if g.runs else "-"
+        reward = [reward_text(g.mean_reward, g.reward_interval, g.rewarded)] if rewards else []
         rows.append(
             [
                 name,
@@ -236,6 +239,7 @@ def _totals(report: Report) -> str:
                 str(g.errored),
                 rate,
                 ci,
+                *reward,
                 tokens(g.input_tokens),
                 tokens(g.output_tokens),
                 percent(g.cache_hit),
@@ -250,6 +254,7 @@ def _totals(report: Report) -> str:
         "Errored",
         "Pass rate",
         "95% CI",
+        *(["Mean reward (95% CI)"] if rewards else []),
         "Input tokens",
         "Output tokens",
         "Cache hit",

@@ -220,6 +220,8 @@ def run_data(
         "repeat": run.repeat,
         "status": str(run.status),
         "verdict": str(run.status.verdict),
+        "reward": run.reward,
+        "resolution": run.resolution,
         "skip": run.skip_reason,
         "requests": len(run.requests),
         "turns": run.turns_completed,

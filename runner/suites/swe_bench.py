@@ -8,18 +8,22 @@ takes them from there. An instance built locally (a tiny repository, a private f
 `test_cmd` instead of `eval_script`: the shell command that runs its tests in `/testbed`,
 around which runner writes an eval script of the official shape (test files reset to
 `base_commit`, `test_patch` applied, the output between the harness's markers, the test
-command's exit status recorded after them). Every instance must name its `log_parser` (a
-name of swebench's `PARSER_REGISTRY`), since the parser is what grading reads the log with.
+command's exit status recorded after them). An instance may name its `log_parser` (a name
+of swebench's `PARSER_REGISTRY`); one that does not (the classic datasets) gets the parser
+the swebench package maps its `repo` to, since the parser is what grading reads the log
+with. The test command is not defaulted that way: the 5.x package no longer holds one per
+repo and version.
 
 Unknown fields are refused rather than ignored, so a misspelt `test_cmd` is seen.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from string import Formatter
 from typing import Any
@@ -27,6 +31,7 @@ from typing import Any
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.hostfs import read_regular
 from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
+from runner.suites.swe_grading import default_log_parser
 
 MAX_INSTANCES_FILE_BYTES = 512 << 20
 """The full SWE-bench test split is about 100 MB as JSONL; five times that is a mistake."""
@@ -80,7 +85,6 @@ REQUIRED = (
     "problem_statement",
     "FAIL_TO_PASS",
     "PASS_TO_PASS",
-    "log_parser",
 )
 OPTIONAL_TEXT = (
     "hints_text",
@@ -91,6 +95,7 @@ OPTIONAL_TEXT = (
     "eval_script",
     "test_cmd",
     "eval_type",
+    "log_parser",
 )
 ALLOWED = frozenset({*REQUIRED, *OPTIONAL_TEXT, "image_assets"})
 EVAL_TYPES = ("pass_and_fail", "fail_only")
@@ -260,6 +265,22 @@ def _records(path: Path, text: str) -> Iterator[tuple[str, int | None, object]]:
         yield "", number, item
 
 
+def _other_columns(
+    raw: dict[object, object], bad: Callable[[str, str], None]
+) -> tuple[tuple[str, str], ...]:
+    """Datasets carry columns runner has no use for (SWE-bench Verified's `difficulty`):
+    those are kept as metadata. A name a letter or two from one runner reads is a
+    misspelling that would silently drop a setting, so it is refused."""
+    extra: list[tuple[str, str]] = []
+    for key in sorted(set(raw) - ALLOWED, key=str):
+        near = difflib.get_close_matches(str(key), sorted(ALLOWED), n=1, cutoff=0.8)
+        if near:
+            bad(str(key), f"not a SWE-bench field runner reads; did you mean {near[0]}?")
+        elif isinstance(raw[key], str | int | float | bool):
+            extra.append((str(key)[:64], str(raw[key])[:200]))
+    return tuple(extra)
+
+
 def _task(
     raw: object,
     path: Path,
@@ -280,8 +301,7 @@ def _task(
         bad("(instance)", f"expected an object with the SWE-bench fields, got {_kind(raw)}")
         problems.extend(found)
         return None
-    for key in sorted(set(raw) - ALLOWED, key=str):
-        bad(str(key), "not a SWE-bench field runner reads; allowed: " + ", ".join(sorted(ALLOWED)))
+    extra = _other_columns(raw, bad)
     text: dict[str, str] = {}
     for key in (*REQUIRED, *OPTIONAL_TEXT):
         if key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
@@ -298,6 +318,8 @@ def _task(
     f2p = _test_ids(raw, "FAIL_TO_PASS", bad)
     p2p = _test_ids(raw, "PASS_TO_PASS", bad)
     _check_shapes(raw, text, bad)
+    if not found and "log_parser" not in text:
+        _default_parser(text, bad)
     if found:
         problems.extend(found)
         return None
@@ -328,10 +350,13 @@ def _task(
         image = render(image_template, values)
     else:
         image = text.get("image") or render(DEFAULT_IMAGE_TEMPLATE, values)
-    metadata = tuple(
-        (key, text[key])
-        for key in ("repo", "version", "base_commit", "environment_setup_commit", "created_at")
-        if text.get(key)
+    metadata = (
+        tuple(
+            (key, text[key])
+            for key in ("repo", "version", "base_commit", "environment_setup_commit", "created_at")
+            if text.get(key)
+        )
+        + extra
     )
     return SuiteTask(
         id=text["instance_id"],
@@ -396,8 +421,9 @@ def _check_shapes(raw: dict[str, Any], text: dict[str, str], bad: Any) -> None:
         bad(
             "eval_script",
             "missing, and so is `test_cmd`: runner cannot know how to run this "
-            "instance's tests (the swebench 5 datasets carry `eval_script`; an instance "
-            "built locally says `test_cmd`)",
+            "instance's tests. The swebench 5.x package no longer derives the test command "
+            "from the repo and version, so the instance must carry its `eval_script`, as "
+            "the 5.x datasets do (an instance built locally may say `test_cmd` instead)",
         )
     if "eval_script" in text and END_TEST_OUTPUT not in text["eval_script"]:
         bad("eval_script", f"does not print {END_TEST_OUTPUT!r}, so no grading can read it")
@@ -405,6 +431,27 @@ def _check_shapes(raw: dict[str, Any], text: dict[str, str], bad: Any) -> None:
         bad("image_assets", "binary test assets (SWE-bench Multimodal) are not supported")
     if "test_patch" in text and not _DIFF_HEADER.search(text["test_patch"]):
         bad("test_patch", "not a git diff (no `diff --git a/... b/...` line)")
+
+
+def _default_parser(text: dict[str, str], bad: Any) -> None:
+    """`log_parser` from the swebench package's repo → parser maps, into `text`."""
+    try:
+        name = default_log_parser(text["repo"])
+    except ConfigError as exc:
+        bad(
+            "log_parser",
+            "missing, and runner takes the default from the swebench package's repo map: "
+            + exc.problems[0].message,
+        )
+        return
+    if name is None:
+        bad(
+            "log_parser",
+            f"missing, and the swebench package maps no parser to {text['repo']!r}; name one "
+            "of its PARSER_REGISTRY, e.g. parse_log_pytest",
+        )
+        return
+    text["log_parser"] = name
 
 
 def _eval_script(text: dict[str, str]) -> str:

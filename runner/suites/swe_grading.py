@@ -67,6 +67,44 @@ def swebench_problem() -> Problem | None:
     return None
 
 
+def default_log_parser(repo: str) -> str | None:
+    """The name of the parser the swebench package maps `repo` to, for an instance that
+    does not name its own (the classic datasets do not); None when the package maps no
+    parser to it. ConfigError when the package is missing.
+
+    The package keeps one repo → parser map per language (`MAP_REPO_TO_PARSER_PY`, `_JS`...
+    in `harness/log_parsers/*.py`), holding functions; the name is the one
+    `PARSER_REGISTRY` files that same function under (aliases share one function, and so
+    grade alike)."""
+    _grading()
+    parsers = importlib.import_module("swebench.harness.log_parsers")
+    registry = cast(dict[str, Any], parsers.PARSER_REGISTRY)
+    for found in _repo_maps(parsers):
+        parser = found.get(repo)
+        if parser is None:
+            continue
+        own = getattr(parser, "__name__", "")
+        if registry.get(own) is parser:
+            return str(own)
+        for name, value in registry.items():
+            if value is parser:
+                return name
+    return None
+
+
+def _repo_maps(parsers: ModuleType) -> list[dict[str, Any]]:
+    """Every `MAP_REPO_TO_PARSER*` of the package: a combined one first if the package
+    has it, then each language's module."""
+    maps = [v for k, v in vars(parsers).items() if k.startswith("MAP_REPO_TO_PARSER")]
+    folder = Path(cast(str, parsers.__file__)).parent
+    for source in sorted(folder.glob("*.py")):
+        if source.stem.startswith("_"):
+            continue
+        module = importlib.import_module(f"swebench.harness.log_parsers.{source.stem}")
+        maps += [v for k, v in vars(module).items() if k.startswith("MAP_REPO_TO_PARSER")]
+    return [m for m in maps if isinstance(m, dict)]
+
+
 def grade_swe_log(log: str, task: SuiteTask) -> SweGrade:
     """The graded result of `task` from its verifier's whole output (eval script log).
 

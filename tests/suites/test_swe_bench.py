@@ -144,7 +144,8 @@ def _without(key: str) -> dict[str, Any]:
 BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
     ("missing repo", _without("repo"), "repo", "missing"),
     ("missing patch", _without("patch"), "patch", "missing"),
-    ("missing log parser", _without("log_parser"), "log_parser", "missing"),
+    ("no parser for the repo", _without("log_parser"), "log_parser",
+     "maps no parser to 'runner-fixtures/tinycalc'"),
     ("repo shape", {**GOOD, "repo": "tinycalc"}, "repo", "is not owner/name"),
     ("id shape", {**GOOD, "instance_id": "../x"}, "instance_id", "letters, digits"),
     ("commit", {**GOOD, "base_commit": "HEAD"}, "base_commit", "commit id"),
@@ -153,10 +154,12 @@ BROKEN: list[tuple[str, dict[str, Any], str, str]] = [
     ("p2p object", {**GOOD, "PASS_TO_PASS": {"a": 1}}, "PASS_TO_PASS", "got an object"),
     ("p2p missing", _without("PASS_TO_PASS"), "PASS_TO_PASS", "missing"),
     ("null text", {**GOOD, "problem_statement": None}, "problem_statement", "missing"),
-    ("unknown field", {**GOOD, "test_command": "x"}, "test_command", "not a SWE-bench field"),
+    ("misspelt field", {**GOOD, "test_cmdd": "x"}, "test_cmdd", "did you mean test_cmd?"),
+    ("misspelt list", {**GOOD, "PASS_TO_PAS": "[]"}, "PASS_TO_PAS", "did you mean PASS_TO_PASS?"),
     ("parser name", {**GOOD, "log_parser": "pytest"}, "log_parser", "PARSER_REGISTRY"),
     ("eval type", {**GOOD, "eval_type": "both"}, "eval_type", "pass_and_fail, fail_only"),
-    ("no way to test", _without("test_cmd"), "eval_script", "runner cannot know how"),
+    ("no way to test", _without("test_cmd"), "eval_script",
+     "no longer derives the test command from the repo and version"),
     ("both ways", {**GOOD, "eval_script": "echo '>>>>> End Test Output'"}, "test_cmd", "not both"),
     ("unmarked script", {**_without("test_cmd"), "eval_script": "pytest"}, "eval_script",
      "does not print '>>>>> End Test Output'"),
@@ -176,6 +179,66 @@ def test_a_broken_instance_is_located(
     found = problems_of(path)
     assert len(found) == 1, found
     assert found[0].startswith(f"{path}:2: {field}: ") and says in found[0], found[0]
+
+
+@pytest.mark.parametrize(
+    ("repo", "parser"),
+    [
+        ("django/django", "parse_log_django"),
+        ("sympy/sympy", "parse_log_sympy"),
+        ("pytest-dev/pytest", "parse_log_pytest"),
+        ("redis/redis", "parse_log_redis"),
+        ("burntsushi/ripgrep", "parse_log_cargo"),
+    ],
+)
+def test_a_classic_instance_gets_the_parser_its_repo_maps_to(
+    tmp_path: Path, repo: str, parser: str
+) -> None:
+    """The classic datasets name no parser; the swebench package's own per-language maps
+    give it by repo (its name as PARSER_REGISTRY files that function)."""
+    (task,) = read_swe_bench(write_jsonl(tmp_path, {**_without("log_parser"), "repo": repo}))
+    assert task.verifier.log_parser == parser
+
+
+def test_an_aliased_parser_is_named_as_the_registry_files_it(tmp_path: Path) -> None:
+    """astropy's parser is an alias of another function: whichever registry name comes
+    back, it is the very function the package's map gives for the repo."""
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+    from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY
+
+    instance = {**_without("log_parser"), "repo": "astropy/astropy"}
+    (task,) = read_swe_bench(write_jsonl(tmp_path, instance))
+    assert task.verifier.log_parser is not None
+    assert PARSER_REGISTRY[task.verifier.log_parser] is MAP_REPO_TO_PARSER_PY["astropy/astropy"]
+
+
+def test_an_instance_naming_its_parser_keeps_it(tmp_path: Path) -> None:
+    instance = {**GOOD, "repo": "django/django", "log_parser": "parse_log_pytest"}
+    (task,) = read_swe_bench(write_jsonl(tmp_path, instance))
+    assert task.verifier.log_parser == "parse_log_pytest"
+
+
+def test_without_swebench_a_classic_instance_says_how_to_get_its_parser(tmp_path: Path) -> None:
+    """A fresh interpreter in which the swebench package cannot be imported."""
+    path = write_jsonl(tmp_path, {**_without("log_parser"), "repo": "django/django"})
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "sys.modules['swebench'] = None\n"
+        "from runner.errors import ConfigError\n"
+        "from runner.suites.swe_bench import read_swe_bench\n"
+        "try:\n"
+        f"    read_swe_bench(Path({str(path)!r}))\n"
+        "except ConfigError as exc:\n"
+        "    print(*exc.problems, sep='\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        timeout=120, check=True, cwd=paths.ROOT,
+    )  # fmt: skip
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"{path}:1: log_parser: missing, and runner takes the default"), line
+    assert "swebench package is not installed" in line and "pip install" in line
 
 
 def test_every_problem_of_a_file_is_told_at_once(tmp_path: Path) -> None:
@@ -405,3 +468,13 @@ async def test_gold_partial_and_nop_graded_live_in_the_fixture_image(task: Any) 
 
 def _untimed(log: str) -> str:
     return "\n".join(line for line in log.splitlines() if not line.startswith("Ran "))
+
+
+def test_dataset_columns_runner_does_not_read_are_kept_as_metadata(tmp_path: Path) -> None:
+    """SWE-bench Verified's rows carry `difficulty`; a public dataset must read as it is."""
+    path = tmp_path / "verified.jsonl"
+    row = {**GOOD, "difficulty": "15 min - 1 hour", "nested": {"a": 1}}
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = read_swe_bench(path)
+    assert ("difficulty", "15 min - 1 hour") in task.metadata
+    assert all(key != "nested" for key, _ in task.metadata)
