@@ -79,6 +79,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "run": run.name,
         "repeat": run.repeat,
         "model": name,
+        "api_model": run.api_model or run.model,
         "model_options": options,
         "status": status,
         "error": error_of(rec),

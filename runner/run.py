@@ -39,6 +39,7 @@ from runner.items import Usage
 from runner.journal import Entry, Journal, earlier_spend
 from runner.output_schema import check_answer
 from runner.progress import EventSink
+from runner.prompt import agents_md_of
 from runner.record import CheckResult, Finished, RunRecord, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
@@ -345,6 +346,7 @@ def _inputs(t: Run, thread: Thread, b: BatchContext) -> dict[str, str]:
         instructions=thread.spec.instructions,
         developer_instructions=t.developer_instructions,
         tools=[dict(t) for t in thread.tool_specs],
+        agents_md=agents_md_of(thread.spec.context),
     )
 
 

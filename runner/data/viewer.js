@@ -268,11 +268,12 @@
     if (full) { box.appendChild(el("h4", null, "Tokens per request")); box.appendChild(tokenChart(r)); }
     if (r.inputs) {
       const input = el("div");
-      ["Prompt", "Instructions", "Tool schemas"].forEach((label, k) => {
+      ["Prompt", "Instructions", "Tool schemas", "AGENTS.md"].forEach((label, k) => {
+        if (k >= r.inputs.length) return;
         input.appendChild(el("h4", null, label + " (" + r.inputs[k] + ")"));
         input.appendChild(pre(D.inputs[r.inputs[k]] || "(not in this page)"));
       });
-      box.appendChild(details("Input: prompt, instructions, tool schemas", input, false));
+      box.appendChild(details("Input: prompt, instructions, tool schemas, AGENTS.md", input, false));
     }
     box.appendChild(el("h4", null, "Final message"));
     box.appendChild(pre(r.final || "(none)"));

@@ -35,6 +35,7 @@ from runner.reports.summary import (
     headline_cost,
     partial_text,
     reward_text,
+    runner_text,
     skip_reasons,
     spend_notes,
     task_matrix,
@@ -304,6 +305,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         f'<p id="headline"><b>{esc(head)}</b></p>',
         f'<p class="note">Task file {esc(report.task_file)}, started '
         f"{esc(report.started_at)}, finished {esc(report.finished_at)}"
+        + f"; {esc(runner_text(report))}"
         + (f"; merged from {len(report.shards)} shards" if report.shards else "")
         + ". Rates, intervals and medians are over finished runs (passed or failed); "
         "skipped runs never started and errored runs were broken or stopped by the "

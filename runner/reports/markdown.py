@@ -36,6 +36,7 @@ from runner.reports.summary import (
     headline_cost,
     partial_text,
     reward_text,
+    runner_text,
     skip_reasons,
     spend_notes,
     task_matrix,
@@ -200,7 +201,7 @@ def _headline(report: Report) -> list[str]:
         + "".join(f" - {n}" for n in spend_notes(report)),
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
-        f" finished {inline(report.finished_at)}.",
+        f" finished {inline(report.finished_at)}. {inline(runner_text(report))}.",
     ]
     if report.batch is not None and report.batch.not_selected:
         lines[-1] += (

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.4"
+SCHEMA_VERSION = "runner.report/3.5"
 READS = frozenset(
     {
         "runner.report/1",
@@ -18,6 +18,7 @@ READS = frozenset(
         "runner.report/3.1",
         "runner.report/3.2",
         "runner.report/3.3",
+        "runner.report/3.4",
         SCHEMA_VERSION,
     }
 )
@@ -25,8 +26,9 @@ READS = frozenset(
 and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs`; /3.1
 lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
 attempts (`redone`); /3.2 lacked `runs[].environment`; /3.3 lacked a suite task's grade
-(`reward`, `rewards`, `resolution`, `verifier`). All of these are optional, read as 0 or
-null. Older reports are read and written back as /3.4."""
+(`reward`, `rewards`, `resolution`, `verifier`); /3.4 lacked `runs[].api_model`,
+`runs[].inputs.agents_md` and the retries of redone attempts. All of these are optional,
+read as 0 or null. Older reports are read and written back as /3.5."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -51,6 +53,10 @@ class RunInputs(Strict):
     with every request and the task's developer instructions."""
     tools: str = Field(pattern=INPUT_FILE)
     """`{"tools": [...]}`: the tool schemas sent with every request."""
+    agents_md: str | None = Field(default=None, pattern=INPUT_FILE)
+    """`{"agents_md": ...}`: the AGENTS.md text the model was given (null inside when
+    there was none), without the wrapper naming the workspace's path. Null in reports
+    before /3.5."""
 
 
 class RunnerIdentity(Strict):
@@ -135,6 +141,10 @@ class RedoneReport(Strict):
     usage: UsageReport
     cost_usd: float | None = None
     """Null when any such attempt's cost is unknown."""
+    retries: int = 0
+    """Their resent attempts (0 in reports before /3.5)."""
+    retry_wait_s: float = 0.0
+    """Their seconds of waiting to send or resend."""
 
 
 class CompactionReport(Strict):
@@ -240,6 +250,9 @@ class RunReport(Strict):
     repeat: int = 1
     model: str
     """provider/model as written in the task file."""
+    api_model: str | None = None
+    """The model name sent to the provider: differs from `model` under a `models:` alias
+    (`fake/warm: {model: mA}` sends `mA`). Null for reports before /3.5."""
     variant: str | None = None
     """The matrix variant (a named set of prompt/settings overrides), if any."""
     tags: list[str] = []

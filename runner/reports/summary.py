@@ -182,8 +182,19 @@ def spend_notes(report: Report) -> list[str]:
         notes.append(
             f"of which redone: {r.attempts:,} earlier attempt(s), "
             f"{tokens(r.usage.total_tokens)} tokens, cost {money(r.cost_usd)}"
+            + (f", {r.retries:,} retries" if r.retries else "")
+            + (f", {duration(r.retry_wait_s)} waiting" if r.retry_wait_s else "")
         )
     return notes
+
+
+def runner_text(report: Report) -> str:
+    """`Runner 0.1.0, commit <sha>`: which code made the report (the version alone is the
+    same on every commit)."""
+    who = report.runner
+    version = (who.version if who else None) or "of unknown version"
+    commit = who.commit if who else None
+    return f"Runner {version}, " + (f"commit {commit}" if commit else "commit unknown")
 
 
 def skip_reasons(tasks: Sequence[RunReport]) -> str:
