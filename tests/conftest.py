@@ -113,8 +113,8 @@ SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
 
 
 def measured_slow() -> frozenset[str]:
-    """The tests measured to take 0.5 s or more under load (tests/slow_tests.txt): marked `slow` here, so
-    the default `pytest` leaves them out by their cost, not by their kind."""
+    """The tests measured to take 0.5 s or more under load (tests/slow_tests.txt): marked
+    `slow` here, so the default `pytest` leaves them out by their cost, not by their kind."""
     lines = SLOW_LIST.read_text().splitlines() if SLOW_LIST.exists() else []
     return frozenset(s for line in lines if (s := line.strip()) and not s.startswith("#"))
 
