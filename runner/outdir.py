@@ -50,8 +50,8 @@ def claim(
     """Hold `out_dir` for one batch. ConfigError (exit 2) when it is a place no batch may
     write (see the module docstring; `holds` are the task file and repositories), when
     another live runner holds it, or when a fresh batch (neither `resume` nor `force`)
-    would mix with what is there. A fresh batch with `force` deletes the earlier batch's
-    files first, and only those."""
+    would mix with what is there. A fresh batch with `force` deletes an earlier batch's
+    files first, and only those (without one, every file there is someone else's)."""
     _refuse_place(out_dir, holds)
     lock = out_dir / LOCK_NAME
     try:
@@ -81,11 +81,11 @@ def claim(
             ) from None
         if resume:
             _refuse_unjournaled(out_dir)
-        elif force:
+        elif not force:
+            _refuse_used(out_dir)
+        elif _has_batch(out_dir):
             for name in BATCH_FILES:
                 remove_tree(out_dir / name)
-        else:
-            _refuse_used(out_dir)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
