@@ -32,7 +32,7 @@ from runner.config.secrets import secrets_from_env, without_secrets
 from runner.envrun import Environments, uses_environment
 from runner.errors import ConfigError, EnvironmentFault, Problem, RunnerError
 from runner.hostfs import remove_tree
-from runner.journal import Journal, done, resume_note
+from runner.journal import Journal, Pins, done, pin_note, resume_note
 from runner.progress import EventSink, QuietProgress
 from runner.record import Finished, RunRecord
 from runner.redact import Redactor
@@ -128,7 +128,8 @@ async def run_batch(
     an earlier one there; `retry_errored` makes `resume` redo the errored runs too;
     `max_environments` caps the containers and Pods alive at once (default: as many as
     `concurrency`)."""
-    with outdir.claim(out_dir, resume=resume, force=force):
+    holds = [Path(tasks[0].origins[""].file), *{t.repo for t in tasks}] if tasks else []
+    with outdir.claim(out_dir, resume=resume, force=force, holds=holds):
         return await _run_batch(
             tasks,
             out_dir=out_dir,
@@ -168,12 +169,18 @@ async def _run_batch(
     journal = Journal(out_dir)
     if plan is None:
         plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
+    here = await _pins_here(tasks)
     batch_id = journal.start_batch(
-        batch_id=uuid.uuid4().hex[:12], task_file=task_file, resume=resume, batch=plan.identity()
+        batch_id=uuid.uuid4().hex[:12],
+        task_file=task_file,
+        resume=resume,
+        batch=plan.identity(),
+        pins=here,
     )
     previous = journal.entries() if resume else {}
     started = dt.datetime.now(dt.UTC)
-    today, tz = clock.today(), clock.local_timezone()
+    pins = journal.pins(here) if resume else here
+    today, tz = pins.today, pins.tz
     runner_home = Path(env["RUNNER_HOME"]) if env.get("RUNNER_HOME") else None
     order = {f: i for i, f in enumerate(plan.fingerprints)}
     finished: dict[str, Finished] = {}
@@ -188,6 +195,8 @@ async def _run_batch(
     spend = BatchSpend(budget)
     if resume:
         show.note(resume_note(batch_id, [f.report for f in finished.values()], len(tasks)))
+        if (changed := pin_note(pins, here)) is not None and resumed < len(tasks):
+            show.note(changed)
     show.start(len(tasks) - resumed)
 
     def report_of(tasks: list[RunReport], pending: int = 0) -> Report:
@@ -239,6 +248,7 @@ async def _run_batch(
                 work_root=work_root,
                 today=today,
                 tz=tz,
+                bases=pins,
                 runner_home=runner_home,
                 stop=stop,
                 finished=finished,
@@ -267,6 +277,30 @@ async def _run_batch(
         report, out_dir, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY")
     )
     return BatchResult(runs, report_path, interrupted=stop.is_set())
+
+
+async def _pins_here(tasks: Sequence[Run]) -> Pins:
+    """This machine's day and zone now, the pinned ones, and the commit each repository's
+    `git.base` names now: what a fresh batch records for `--resume` (`journal.Pins`)."""
+    from runner import workspace
+
+    def commits() -> tuple[tuple[str, str, str], ...]:
+        found: dict[tuple[str, str], str] = {}
+        for t in tasks:
+            key = (str(t.repo), t.git.base)
+            if key in found or (uses_environment(t) and not t.repo_named):
+                continue
+            with contextlib.suppress(workspace.WorkspaceError):  # the run says why
+                found[key] = workspace.check_base(t.repo, t.git.base)
+        return tuple((r, b, sha) for (r, b), sha in found.items())
+
+    return Pins(
+        clock.today(),
+        clock.local_timezone(),
+        tuple(sorted({t.current_date for t in tasks if t.current_date})),
+        tuple(sorted({t.timezone for t in tasks if t.timezone})),
+        await anyio.to_thread.run_sync(commits),
+    )
 
 
 async def _environments(

@@ -129,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--force",
         action="store_true",
-        help="start a new batch in a used --out, deleting the earlier batch's results",
+        help="start a new batch in a used --out: the earlier batch's files there are "
+        "deleted, other files kept",
     )
     run.add_argument("--concurrency", type=int, default=4, help="threads at once (default 4)")
     run.add_argument(
@@ -202,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--partial",
         action="store_true",
         help="merge even with shards missing (the result says it is partial)",
+    )
+    merge.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier batch's or merge's files in --out (other files are kept)",
     )
     br = rep_sub.add_parser("branches", help="list (or delete) the branches a batch created")
     br.add_argument("dir", type=Path, metavar="DIR", help="the batch's report directory")
@@ -480,16 +486,30 @@ def _run(args: argparse.Namespace) -> int:
     if not_started or stopped:
         _say(
             f"runner: {not_started} run(s) never started, {stopped} stopped; "
-            f"finish the batch with: runner run {args.tasks} --out {out} "
-            "--resume (same flags; finished runs are kept)",
+            f"finish the batch with: {_again(args)} --resume (finished runs are kept)",
             stream=err,
             one_line=True,
         )
-    if hint := retry_hint([r.status for r in result.runs], f"runner run {args.tasks} --out {out}"):
+    if hint := retry_hint([r.status for r in result.runs], _again(args)):
         _say(hint, stream=err, one_line=True)
     if os.environ.get("RUNNER_DEBUG"):
         _say(f"exit code {result.exit_code}", stream=err)
     return result.exit_code
+
+
+def _again(args: argparse.Namespace) -> str:
+    """`runner run` with this batch's task file, out dir and every flag that selects or
+    pins its runs: the hint to finish or retry it works when copied as it is."""
+    import shlex
+
+    words = ["runner", "run", str(args.tasks), "--out", str(args.out)]
+    selecting = ("model", "only", "tag", "shard", "sandbox", "reasoning_effort")
+    for flag in (*selecting, "date", "timezone"):
+        values = getattr(args, flag)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None:
+                words += [f"--{flag.replace('_', '-')}", value]
+    return shlex.join(words)
 
 
 def _report_merge(args: argparse.Namespace) -> int:
@@ -498,7 +518,7 @@ def _report_merge(args: argparse.Namespace) -> int:
     from runner.reports.merge import merge_command
     from runner.reports.summary import partial_text
 
-    report = merge_command(args.dirs, args.out, partial=args.partial)
+    report = merge_command(args.dirs, args.out, partial=args.partial, force=args.force)
     t = report.totals
     if report.partial:
         _warn(f"PARTIAL merge: {partial_text(report)}; every output is marked partial")

@@ -49,6 +49,85 @@ class Entry:
     killed in its turn does not lose it)."""
 
 
+@dataclass(frozen=True)
+class Pins:
+    """What a batch's runs see besides their settings: the day and zone
+    `<environment_context>` states when the task pins none, and the commit each
+    repository's `git.base` named when the batch began. Kept in `batch.json`, so a resumed
+    batch runs its remaining runs on what the finished ones ran on, not on the machine's
+    new day, `$TZ` or a commit made since. `dates` and `zones` are the pinned values
+    (`--date`, `--timezone`, the task file's), only to name them when they changed."""
+
+    today: str
+    tz: str
+    dates: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    bases: tuple[tuple[str, str, str], ...] = ()
+    """(repository, `git.base` as written, the commit it named)."""
+
+    def base(self, repo: Path, base: str) -> str:
+        """The commit to start a run from: the recorded one, else `base` as written."""
+        for r, b, sha in self.bases:
+            if r == str(repo) and b == base:
+                return sha
+        return base
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "today": self.today,
+            "timezone": self.tz,
+            "dates": list(self.dates),
+            "zones": list(self.zones),
+            "bases": [list(b) for b in self.bases],
+        }
+
+    @classmethod
+    def read(cls, data: Any, now: Pins) -> Pins:
+        """The recorded pins, each one missing (a journal before pins) taken from `now`."""
+        if not isinstance(data, dict):
+            return now
+        today, tz = data.get("today"), data.get("timezone")
+        bases = {(r, b): sha for r, b, sha in now.bases}
+        recorded = data.get("bases")
+        if isinstance(recorded, list) and all(_strs(b, 3) for b in recorded):
+            bases.update({(r, b): sha for r, b, sha in recorded})
+        return cls(
+            today if isinstance(today, str) else now.today,
+            tz if isinstance(tz, str) else now.tz,
+            tuple(data["dates"]) if _strs(data.get("dates")) else now.dates,
+            tuple(data["zones"]) if _strs(data.get("zones")) else now.zones,
+            tuple((r, b, sha) for (r, b), sha in bases.items()),
+        )
+
+
+def _strs(value: Any, length: int | None = None) -> bool:
+    return (
+        isinstance(value, list)
+        and all(isinstance(x, str) for x in value)
+        and (length is None or len(value) == length)
+    )
+
+
+def pin_note(kept: Pins, now: Pins) -> str | None:
+    """What `--resume` keeps of the batch's start that this machine now says otherwise."""
+    said = []
+    if kept.today != now.today:
+        said.append(f"date {kept.today} (today here: {now.today})")
+    if kept.tz != now.tz:
+        said.append(f"zone {kept.tz} (here now: {now.tz})")
+    heads = {(r, b): sha for r, b, sha in now.bases}
+    for r, b, sha in kept.bases:
+        if heads.get((r, b), sha) != sha:
+            said.append(f"{r} at {sha[:12]} ({b} is now {heads[(r, b)][:12]})")
+    if not said:
+        return None
+    return (
+        "runner: the remaining runs use what the batch started with: "
+        + "; ".join(said)
+        + "; to run on what is here now, start a new batch with --force"
+    )
+
+
 def _batch_id(meta: Any) -> Any:
     """The batch id a journal's batch.json holds: `run_id` in journals written before
     the rename, so `--resume` still continues a batch an older runner started."""
@@ -65,7 +144,13 @@ class Journal:
         """The earlier attempts' spend of each redone run, repeated in its records."""
 
     def start_batch(
-        self, *, batch_id: str, task_file: str, resume: bool, batch: dict[str, Any] | None = None
+        self,
+        *,
+        batch_id: str,
+        task_file: str,
+        resume: bool,
+        batch: dict[str, Any] | None = None,
+        pins: Pins | None = None,
     ) -> str:
         """The batch's id: a resumed batch keeps the one it started with, so branch
         names of redone runs are the names their killed attempts would have used.
@@ -74,13 +159,14 @@ class Journal:
         directory holding another batch or another shard is refused: its finished runs
         would silently drop out of the report. A fresh batch in a directory an earlier
         batch wrote clears that batch's `threads/` and `patches/` too, so the directory
-        holds one batch only."""
+        holds one batch only. `pins` are recorded by a fresh batch (see `Pins`); a resumed
+        batch reads them back with `pins`."""
         meta = self.dir / "batch.json"
         old: Any = None
         with contextlib.suppress(OSError, ValueError, RecursionError):
             old = json.loads(meta.read_text(encoding="utf-8"))
         if resume and isinstance(_batch_id(old), str):
-            theirs = old.get("batch")
+            theirs, their_pins = old.get("batch"), old.get("pins")
             if batch is not None and isinstance(theirs, dict) and theirs != batch:
                 raise ConfigError(
                     [
@@ -88,7 +174,7 @@ class Journal:
                             str(meta),
                             None,
                             "--resume",
-                            f"{self.dir.parent} holds {_other(theirs, batch)}; "
+                            f"{self.dir.parent} holds {_other(theirs, batch, their_pins, pins)}; "
                             "resume it with its own flags, or give this batch "
                             "a new --out",
                         )
@@ -108,11 +194,19 @@ class Journal:
                     "task_file": task_file,
                     "batch": batch,
                     "started_at": started,
+                    "pins": None if pins is None else pins.as_json(),
                 }
             )
             + "\n",
         )
         return batch_id
+
+    def pins(self, now: Pins) -> Pins:
+        """The pins this journal's batch recorded, filled in from `now` where it has none."""
+        data: Any = None
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            data = json.loads((self.dir / "batch.json").read_text(encoding="utf-8"))
+        return Pins.read(data.get("pins") if isinstance(data, dict) else None, now)
 
     def first_start(self, batch_id: str) -> str | None:
         """When batch `batch_id` began its first session, as this journal recorded it; a
@@ -242,15 +336,34 @@ def resume_note(batch_id: str, kept: Sequence[RunReport], runs: int) -> str:
     return text
 
 
-def _other(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+def _other(
+    theirs: dict[str, Any], ours: dict[str, Any], their_pins: Any, our_pins: Pins | None
+) -> str:
     """What the directory's batch is, said against this one."""
     if theirs.get("task_file_sha256") != ours.get("task_file_sha256"):
         return "a batch of another task file (or of this one before it changed)"
     if theirs.get("run_set") != ours.get("run_set"):
+        if our_pins is not None and isinstance(their_pins, dict):
+            for key, flag, what in (("dates", "--date", "day"), ("zones", "--timezone", "zone")):
+                was, now = their_pins.get(key), list(getattr(our_pins, key))
+                if isinstance(was, list) and _strs(was) and was != now:
+                    return _pinned(what, flag, was, now)
         return "a batch of another run set (--only, --tag, --model or the matrix differ)"
     return (
         f"shard {theirs.get('shard')}/{theirs.get('shards')} of this batch, not "
         f"{ours.get('shard')}/{ours.get('shards')}"
+    )
+
+
+def _pinned(what: str, flag: str, was: list[str], now: list[str]) -> str:
+    """A batch whose pinned day or zone differs from this command's, named as such."""
+    if not was:
+        return f"a batch that pinned no {what}, not {', '.join(now)}: resume it without {flag}"
+    said = f"{flag} {was[0]}" if len(was) == 1 else f"the {what}s it was started with"
+    theirs = ", ".join(was)
+    return (
+        f"a batch pinned to the {what} {theirs}, not {', '.join(now) or 'none'}: resume it "
+        f"with {said}"
     )
 
 
@@ -261,5 +374,5 @@ def retry_hint(statuses: Sequence[RunStatus], command: str) -> str | None:
         return None
     return (
         f"runner: {errored} run(s) errored; run them again with: {command} --resume "
-        "--retry-errored (same flags; the other runs are kept)"
+        "--retry-errored (the other runs are kept)"
     )

@@ -36,7 +36,7 @@ from runner.errors import (
 )
 from runner.hostfs import remove_tree
 from runner.items import Usage
-from runner.journal import Entry, Journal, earlier_spend
+from runner.journal import Entry, Journal, Pins, earlier_spend
 from runner.output_schema import check_answer
 from runner.progress import EventSink
 from runner.prompt import agents_md_of
@@ -141,6 +141,9 @@ class BatchContext:
     today: str
     tz: str
     runner_home: Path | None
+    bases: Pins | None = None
+    """The commit each repository's `git.base` named when the batch began (a resumed
+    batch's remaining runs start there too); None: resolve `git.base` per run."""
     hidden: tuple[Path, ...] = ()
     """What no run's sandbox shows besides its own run's: every batch's run directories,
     the out dir, the runner's own folders (see `BatchContext.hidden_for`)."""
@@ -206,7 +209,8 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     try:
         ws = None
         if not uses_environment(t) or t.repo_named:
-            ws = await workspace.prepare(t.repo, base=t.git.base, root=b.work_root, name=t.name)
+            base = b.bases.base(t.repo, t.git.base) if b.bases else t.git.base
+            ws = await workspace.prepare(t.repo, base=base, root=b.work_root, name=t.name)
         rec = rec.but(
             workspace=ws, current_date=t.current_date or b.today, timezone=t.timezone or b.tz
         )

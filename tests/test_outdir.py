@@ -1,7 +1,8 @@
 """An out dir belongs to one batch: a second live writer is refused naming the first's
-pid, and a used dir is never emptied without `--force`. The runner is called in-process
-against the loopback server; the first of two live writers is a real process, whose pid
-the second must name."""
+pid, a used dir is never emptied without `--force` (and `--force` deletes only a batch's
+files), `runner report merge` keeps the same rules, and some places are never an out dir.
+The runner is called in-process against the loopback server; the first of two live
+writers is a real process, whose pid the second must name."""
 
 from __future__ import annotations
 
@@ -132,3 +133,135 @@ def test_resume_of_a_used_dir_needs_no_force(
     res = run("run", tasks, "--out", out, "--resume")
     assert res.returncode == 0, res.stderr
     assert len(srv.requests) == 1  # the finished run was kept
+
+
+def two_tasks(tmp_path: Path, base_url: str) -> Path:
+    path = tasks_file(tmp_path, base_url)
+    path.write_text(
+        path.read_text().replace(
+            "tasks:\n  - {id: one, prompt: hi, repo: .}\n",
+            "tasks:\n  - {id: one, prompt: hi, repo: .}\n  - {id: two, prompt: yo, repo: .}\n",
+        )
+    )
+    return path
+
+
+def shards(tasks: Path, tmp_path: Path) -> list[Path]:
+    dirs = [tmp_path / "s1", tmp_path / "s2"]
+    for k, d in enumerate(dirs, 1):
+        res = run_cli("run", tasks, "--out", d, "--shard", f"{k}/2")
+        assert res.returncode == 0, res.stderr
+    return dirs
+
+
+def test_merge_into_a_live_batch_is_refused_naming_the_pid(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    asked, release = threading.Event(), threading.Event()
+
+    async def script(req: Any, i: int) -> Reply:
+        if "slow" in json.dumps(req.input):
+            asked.set()
+            await asyncio.to_thread(release.wait, 90)
+        return reply_message("done")
+
+    srv = loopback_thread(script)
+    tasks = two_tasks(tmp_path, srv.base_url)
+    dirs = shards(tasks, tmp_path)
+    slow = tasks.parent / "slow.yaml"
+    slow.write_text(tasks.read_text().replace("prompt: hi", "prompt: slow"))
+    out = tmp_path / "out"
+    first = subprocess.Popen(
+        cli("run", slow, "--out", out), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert asked.wait(60), "the batch never asked the model"
+        merged = run_cli("report", "merge", *dirs, "--out", out)
+        forced = run_cli("report", "merge", *dirs, "--out", out, "--force")
+    finally:
+        release.set()
+        first.communicate(timeout=60)
+    for res in (merged, forced):
+        assert res.returncode == 2, res.stderr
+        assert f"pid {first.pid}" in res.stderr and "Traceback" not in res.stderr
+    assert first.returncode == 0
+    report = json.loads((out / "report.json").read_text())
+    assert sorted(p.name for p in (out / "threads").iterdir()) == ["one.jsonl", "two.jsonl"]
+    assert sorted(r["id"] for r in report["runs"]) == ["one", "two"]
+    assert all(r["batch_id"] == report["batch_id"] for r in report["runs"] if "batch_id" in r)
+
+
+def test_merge_keeps_a_finished_batch_unless_forced(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    tasks = two_tasks(tmp_path, srv.base_url)
+    dirs = shards(tasks, tmp_path)
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out, "--only", "one").returncode == 0
+    (out / "notes.txt").write_text("mine\n")
+    before = (out / "report.json").read_text()
+    refused = run_cli("report", "merge", *dirs, "--out", out)
+    assert refused.returncode == 2, refused.stderr
+    assert "--force" in refused.stderr and str(out) in refused.stderr
+    assert (out / "report.json").read_text() == before
+    forced = run_cli("report", "merge", *dirs, "--out", out, "--force")
+    assert forced.returncode == 0, forced.stderr
+    merged = json.loads((out / "report.json").read_text())
+    assert sorted(r["id"] for r in merged["runs"]) == ["one", "two"]
+    assert not (out / "journal").exists()  # the earlier batch's journal went with it
+    assert (out / "notes.txt").read_text() == "mine\n"  # a file no batch wrote stays
+    for r in merged["runs"]:
+        shard = next(d for d in dirs if (d / r["events_file"]).is_file())
+        assert (out / r["events_file"]).read_bytes() == (shard / r["events_file"]).read_bytes()
+    # The merged dir has no journal: --resume cannot continue it and says so.
+    asked = len(srv.requests)
+    resumed = run_cli("run", tasks, "--out", out, "--resume")
+    assert resumed.returncode == 2, resumed.stderr
+    assert "journal" in resumed.stderr and "--force" in resumed.stderr
+    assert len(srv.requests) == asked
+
+
+def test_a_fifo_as_the_lock_file_is_named(tmp_path: Path) -> None:
+    tasks = tasks_file(tmp_path, "http://127.0.0.1:9/v1")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / ".runner.lock")
+    res = run_cli("run", tasks, "--out", out, "--force")
+    assert res.returncode == 2, res.stderr
+    assert ".runner.lock" in res.stderr and "FIFO" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_places_that_are_never_an_out_dir(tmp_path: Path) -> None:
+    tasks = tasks_file(tmp_path, "http://127.0.0.1:9/v1")
+    home = tmp_path / "home"
+    home.mkdir()
+    for out in (home, tmp_path / "repo", tmp_path, "/", "/usr"):
+        res = run_cli("run", tasks, "--out", out, "--force", env={"HOME": str(home)})
+        assert res.returncode == 2, (out, res.stderr)
+        assert "an out dir is a folder of its own" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    assert not (home / ".runner.lock").exists() and not (tmp_path / "report.json").exists()
+    assert not (tmp_path / "repo" / ".runner.lock").exists()
+
+
+def test_force_keeps_files_no_batch_wrote_and_says_so(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    tasks = tasks_file(tmp_path, srv.base_url)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    refused = run_cli("run", tasks, "--out", out)
+    assert refused.returncode == 2
+    assert "notes.txt" in refused.stderr and "delete" not in refused.stderr
+    assert "--force" in refused.stderr and "kept" in refused.stderr
+    forced = run_cli("run", tasks, "--out", out, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (out / "notes.txt").read_text() == "mine\n"
+    again = run_cli("run", tasks, "--out", out)
+    assert again.returncode == 2 and "keeps any other file" in again.stderr
+    assert run_cli("run", tasks, "--out", out, "--force").returncode == 0
+    assert (out / "notes.txt").read_text() == "mine\n"

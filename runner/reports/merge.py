@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from runner import hostfs
+from runner import hostfs, outdir
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_chunks
 from runner.redact import Redactor
@@ -441,6 +441,7 @@ def merge_dirs(
     redact: Redactor | None = None,
     step_summary: str | None = None,
     partial: bool = False,
+    force: bool = False,
 ) -> Report:
     """Read every shard directory, check them, then write the merged directory: copies of
     `threads/` and `patches/` (so every path in the report stays valid) and the three
@@ -463,14 +464,22 @@ def merge_dirs(
         raise ConfigError(errors)
     merged = merge_reports(shards, partial=partial)
     plan = _plan_copies(shards, out)
-    for dest, (shard, rel) in plan.items():
-        _copy(shard, rel, dest)
-    write_reports(merged, out, redact=redact or Redactor(), step_summary=step_summary)
+    # The merged dir is one batch's out dir like any other: no live writer beside it, and
+    # an earlier batch there replaced only with --force (`outdir.claim`).
+    with outdir.claim(out, resume=False, force=force):
+        for dest, (shard, rel) in plan.items():
+            _copy(shard, rel, dest)
+        write_reports(merged, out, redact=redact or Redactor(), step_summary=step_summary)
     return merged
 
 
 def merge_command(
-    dirs: Sequence[Path], out: Path, env: Mapping[str, str] | None = None, *, partial: bool = False
+    dirs: Sequence[Path],
+    out: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    partial: bool = False,
+    force: bool = False,
 ) -> Report:
     """`runner report merge` as the CLI runs it: secrets of this environment are masked in
     what is written (the shards masked theirs), and the summary goes to GitHub's step
@@ -480,5 +489,10 @@ def merge_command(
     env = os.environ if env is None else env
     redact = Redactor(secrets_from_env(env))
     return merge_dirs(
-        dirs, out, redact=redact, step_summary=env.get("GITHUB_STEP_SUMMARY"), partial=partial
+        dirs,
+        out,
+        redact=redact,
+        step_summary=env.get("GITHUB_STEP_SUMMARY"),
+        partial=partial,
+        force=force,
     )
