@@ -46,7 +46,8 @@ from runner.sandbox.container import ContainerEnvironment
 from runner.sandbox.engine import Engine
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, Environment, ExecResult
 from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder
-from runner.sandbox.orphans import reap_orphans
+from runner.sandbox.kubectl import Kubectl
+from runner.sandbox.orphans import batch_alive, reap_orphans
 from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
@@ -101,9 +102,14 @@ class Environments:
             image = await builder.image(t.build_dir)
             return image, image in builder.built[before:]
 
+    def kubectl(self) -> Kubectl:
+        """kubectl with the batch's environment (its PATH and KUBECONFIG, no secret)."""
+        return Kubectl(base_env=self._base_env)
+
     async def reap(self, tasks: Sequence[Run]) -> list[str]:
         """Remove the containers of this user's dead batches, for each engine the batch
-        uses: never another user's, another host's, or a live batch's (`live_batch`)."""
+        uses, and the Pods this host's dead batches left, in each namespace the batch
+        uses: never another user's or host's, nor a live batch's (`live_batch`)."""
         gone: list[str] = []
         for t in tasks:
             if t.environment.backend in CONTAINER_BACKENDS:
@@ -111,6 +117,15 @@ class Environments:
                 if engine.executable not in self._reaped:
                     self._reaped.add(engine.executable)
                     gone += await reap_orphans(engine)
+            elif t.environment.backend == "kubernetes":
+                ns = t.environment.namespace
+                if f"kubernetes:{ns}" not in self._reaped:
+                    from runner.sandbox.kubernetes import reap_orphans as reap_pods
+
+                    self._reaped.add(f"kubernetes:{ns}")
+                    gone += await reap_pods(
+                        self.kubectl(), namespace=ns, host=os.uname().nodename, alive=batch_alive
+                    )
         return gone
 
 
@@ -215,6 +230,7 @@ class RunEnvironment:
             network=s.network,
             start_timeout_s=s.timeout_s,
             owner_pod=owner_from_env(os.environ),
+            kubectl=self.envs.kubectl(),
         )
 
     # -- beside the first request ----------------------------------------------------------
