@@ -27,7 +27,9 @@ import io
 import json
 import os
 import posixpath
+import shutil
 import tarfile
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,6 +50,7 @@ from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, Environment, ExecResu
 from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder
 from runner.sandbox.kubectl import Kubectl
 from runner.sandbox.orphans import batch_alive, reap_orphans
+from runner.skills import Staged, stage
 from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
@@ -143,8 +146,12 @@ class RunEnvironment:
         self.snapshot: changes.Snapshot | None = None
         self.thread_scope: anyio.CancelScope | None = None
         """Cancelled when the environment is lost, so the thread stops at once."""
+        self.skills: Staged | None = None
+        """The task's skills as the environment shows them (`SKILLS_AT/<n>`, as in the
+        local sandbox), copied in by `start`; None without skills."""
         self._slot = False
         self._copy: bytes | None = None
+        self._skills_dir: str | None = None
 
     @property
     def fault(self) -> str | None:
@@ -166,6 +173,11 @@ class RunEnvironment:
         """The image (built if need be) and a slot; EnvironmentFault is recorded, not
         raised. `host_work`: the prepared host workspace to copy in, if the task has one."""
         t, s = self.run, self.settings
+        if t.skills:  # SkillError: the run's own error, before it holds anything
+            self._skills_dir = tempfile.mkdtemp(prefix="runner-skills-")
+            self.skills = await anyio.to_thread.run_sync(
+                stage, t.skills, Path(self._skills_dir, "skills")
+            )
         try:
             if host_work is not None:
                 self._copy = await _tar_of(host_work)
@@ -245,6 +257,8 @@ class RunEnvironment:
                 if self._copy is not None:
                     await _copy_in(self.inner, self._copy)
                     self._copy = None
+                for copy, at in self.skills.mounts if self.skills is not None else ():
+                    await self.inner.put_dir(copy, str(at))
                 self.snapshot = await changes.snapshot(self.inner)
                 self.info = dataclasses.replace(
                     self.info, start_s=round(time.monotonic() - began, 3)
@@ -354,6 +368,9 @@ class RunEnvironment:
                     self._slot = False
                     self.envs.live -= 1
                     self.envs.slots.release()
+                if self._skills_dir is not None:
+                    shutil.rmtree(self._skills_dir, ignore_errors=True)
+                    self._skills_dir = None
 
 
 class Guarded:

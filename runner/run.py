@@ -286,6 +286,7 @@ def _thread_for(
             redact=b.redact,
             environment=renv.guarded(),
             docs_from=None if ws is None else ws.path,
+            skills=renv.skills,
         )
         return thread, [b.redact(n) for n in notes]
     assert ws is not None
