@@ -152,6 +152,7 @@ class RunEnvironment:
         self._slot = False
         self._copy: bytes | None = None
         self._skills_dir: str | None = None
+        self._shell: str | None = None
 
     @property
     def fault(self) -> str | None:
@@ -276,13 +277,25 @@ class RunEnvironment:
 
     # -- the wind-up ------------------------------------------------------------------------
 
+    async def shell(self) -> str:
+        """`bash`, or `sh` in an image without bash (busybox, distroless-ish): asked of
+        the environment once, since an exit of 127 from the check itself means nothing."""
+        if self._shell is None:
+            assert self.inner is not None
+            probe = await self.inner.exec(["bash", "-c", ":"], env={}, timeout_s=30)
+            self._shell = "sh" if probe.exit_code in (126, 127) else "bash"
+        return self._shell
+
     async def check(self, command: str, timeout_s: float) -> ExecResult | None:
         """The task's check in the environment; None when it is not usable."""
         if self.inner is None or self.fault is not None or self.snapshot is None:
             return None
         try:
             return await self.inner.exec(
-                ["bash", "-c", command], env={}, timeout_s=timeout_s, output_cap=1 << 20
+                [await self.shell(), "-c", command],
+                env={},
+                timeout_s=timeout_s,
+                output_cap=1 << 20,
             )
         except EnvironmentFault as exc:
             self.failed(exc)

@@ -20,6 +20,7 @@ import pytest
 
 from runner.sandbox.engine import RUN_LABEL, Engine
 from runner.vocabulary import EXIT_INTERRUPTED
+from tests.support import tiny_image
 from tests.support.cli import KEY, run_cli
 from tests.support.environments import base_image, engine_answers
 from tests.support.fixtures import ThreadFactory, git, make_git_repo
@@ -363,4 +364,35 @@ def test_skills_are_copied_into_the_container_where_the_prompt_says(
     assert "Run greet.sh." in said
     patch = (out / run["environment"]["patch"]).read_text()
     assert "+greeted-from-the-skill" in patch and "SKILL.md" not in patch
+    assert containers_of(name) == []
+
+
+def test_the_check_runs_under_sh_in_an_image_without_bash(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    name = f"nobash-{uuid.uuid4().hex[:8]}"
+    image = tiny_image.ensure(without=("bash",))
+    probe = podman("run", "--rm", "--runtime", "runc", image, "sh", "-c", "command -v bash || :")
+    assert probe.strip() == ""  # sh only
+
+    def script(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            argv = ["sh", "-c", "echo made > made.txt"]
+            return reply_function_call("shell", {"command": argv}, call_id="c0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    check = 'test "$(cat made.txt)" = made && [ -n "${0##*bash*}" ]'  # not bash running it
+    tasks = task_file(
+        tmp_path,
+        srv.base_url,
+        f"  - {{id: {name}, prompt: 'work', check: '{check}'}}\n",
+        f"{{backend: podman, image: '{image}', workdir: /work}}",
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    run = report_of(out)["runs"][0]
+    assert run["status"] == "completed", run["error"]
+    assert run["check"]["passed"] is True, run["check"]
     assert containers_of(name) == []
