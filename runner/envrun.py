@@ -49,7 +49,10 @@ from runner.sandbox.engine import Engine
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, Environment, ExecResult
 from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder
 from runner.sandbox.kubectl import Kubectl
+from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
 from runner.sandbox.orphans import batch_alive, reap_orphans
+from runner.sandbox.policy import PROTECTED_NAMES
 from runner.skills import Staged, stage
 from runner.workspace.git import run_git
 
@@ -342,31 +345,11 @@ class RunEnvironment:
 
     async def _artifacts(self) -> list[str]:
         assert self.inner is not None
-        folder = Path("artifacts") / self.run.name
-        dest = self.out_dir / folder
-        left = ARTIFACTS_MAX_BYTES
-        notes: list[str] = []
-        for rel in self.settings.artifacts:
-            try:
-                data = await self.inner.read_file(rel, max_bytes=left)
-            except UnsafeFileError:
-                data = None
-                try:
-                    await self.inner.get_dir(rel, dest / rel, max_bytes=left)
-                    left -= hostfs.disk_usage(dest / rel)
-                    continue
-                except (UnsafeFileError, EnvironmentFault) as exc:
-                    if isinstance(exc, EnvironmentLost):
-                        raise
-                    notes.append(f"artifact {rel} not copied: {exc}")
-                    continue
-            if data is None:
-                notes.append(f"artifact {rel} not copied: nothing is there")
-                continue
-            left -= len(data)
-            await anyio.to_thread.run_sync(_write_inside, dest, rel, data)
-        if dest.exists():
-            self.info = dataclasses.replace(self.info, artifacts=str(folder))
+        folder, notes = await copy_artifacts(
+            self.inner, self.settings.artifacts, self.out_dir, self.run.name
+        )
+        if folder is not None:
+            self.info = dataclasses.replace(self.info, artifacts=folder)
         return notes
 
     async def stop(self) -> None:
@@ -469,6 +452,58 @@ class Guarded:
             raise
 
 
+# -- artifacts ------------------------------------------------------------------------------
+
+
+async def copy_artifacts(
+    env: Environment, paths: Sequence[str], out_dir: Path, run_name: str
+) -> tuple[str | None, list[str]]:
+    """`paths` (files or folders, relative to workdir) copied out of `env` to
+    `OUT/artifacts/<run>/`, `ARTIFACTS_MAX_BYTES` in all: that folder relative to the out
+    dir (None when nothing came), and a note for each path that could not be copied."""
+    folder = Path("artifacts") / run_name
+    dest = out_dir / folder
+    left = ARTIFACTS_MAX_BYTES
+    notes: list[str] = []
+    for rel in paths:
+        try:
+            data = await env.read_file(rel, max_bytes=left)
+        except UnsafeFileError:
+            data = None
+            try:
+                await env.get_dir(rel, dest / rel, max_bytes=left)
+                left -= hostfs.disk_usage(dest / rel)
+                continue
+            except (UnsafeFileError, EnvironmentFault) as exc:
+                if isinstance(exc, EnvironmentLost):
+                    raise
+                notes.append(f"artifact {rel} not copied: {exc}")
+                continue
+        if data is None:
+            notes.append(f"artifact {rel} not copied: nothing is there")
+            continue
+        left -= len(data)
+        await anyio.to_thread.run_sync(_write_inside, dest, rel, data)
+    return (str(folder) if dest.exists() else None), notes
+
+
+async def local_artifacts(
+    t: Run, work: Path, out_dir: Path, redact: Redactor
+) -> tuple[EnvironmentInfo | None, list[str]]:
+    """A host run's `artifacts:` copied out of its workspace by the runner's own reads
+    (runner/sandbox/localenv.py: a link out of the workspace is refused, `.git` and
+    `.runner` untouched), as a container's are: where they went (None without
+    `artifacts:`) and notes for what could not be."""
+    if not t.environment.artifacts:
+        return None, []
+    env = LocalEnvironment(LocalExecutor(), work, read_only=True, protected=PROTECTED_NAMES)
+    try:
+        folder, notes = await copy_artifacts(env, t.environment.artifacts, out_dir, t.name)
+    except OSError as exc:
+        return None, [redact(f"artifacts not copied: {exc}")]
+    return EnvironmentInfo(backend="local", artifacts=folder), [redact(n) for n in notes]
+
+
 # -- helpers ---------------------------------------------------------------------------------
 
 
@@ -555,4 +590,10 @@ def _write_inside(dest: Path, rel: str, data: bytes) -> None:
             f.write(data)
 
 
-__all__ = ["Environments", "RunEnvironment", "uses_environment"]
+__all__ = [
+    "Environments",
+    "RunEnvironment",
+    "copy_artifacts",
+    "local_artifacts",
+    "uses_environment",
+]

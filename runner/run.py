@@ -24,7 +24,7 @@ from runner import workspace
 from runner.agent import Outcome, Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, Run, branch_fields
-from runner.envrun import Environments, RunEnvironment, uses_environment
+from runner.envrun import Environments, RunEnvironment, local_artifacts, uses_environment
 from runner.errors import (
     ConfigError,
     EngineError,
@@ -357,6 +357,9 @@ async def _wind_up(
                 )
         if renv is not None:
             rec = _noted(rec, log, *await renv.artifacts(b.redact))
+        elif ws is not None:
+            info, notes = await local_artifacts(rec.run, ws.path, b.out_dir, b.redact)
+            rec = _noted(rec.but(environment=info), log, *notes)
     except Exception as exc:
         rec = _failed(rec.but(not_kept=True), log, _internal(exc))
     finally:

@@ -34,6 +34,7 @@ from runner.reports.summary import (
     environment_label,
     group_stats,
     headline_cost,
+    in_environment,
     partial_text,
     skip_reasons,
     spend_notes,
@@ -239,7 +240,7 @@ def _run_rows(report: Report) -> list[list[str]]:
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
-    envs = any(t.environment is not None for t in report.runs)
+    envs = any(in_environment(t) for t in report.runs)
     rows = []
     for t in report.runs:
         row = [cell(_name(t)), cell(t.model)]
@@ -274,7 +275,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
-    envs = any(t.environment is not None for t in report.runs)
+    envs = any(in_environment(t) for t in report.runs)
     header = (
         ["Run", "Model"]
         + (["Variant"] if variants else [])
