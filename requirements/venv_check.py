@@ -1,6 +1,7 @@
-"""Is this interpreter's environment exactly the locks (requirements/dev.lock and
-model.lock)? `make setup` asks after every install and makes the venv anew when the answer
-is no (a package uninstalled, added or changed by hand); `tests/project/test_locks.py` asserts it.
+"""Is this interpreter's environment exactly the locks (requirements/dev.lock, model.lock
+and swebench.lock)? `make setup` asks after every install and makes the venv anew when the
+answer is no (a package uninstalled, added or changed by hand); `tests/project/test_locks.py`
+asserts it.
 
     python requirements/venv_check.py             # exit 1 and say why when it is not
     python requirements/venv_check.py --snapshot  # after an install: remember each RECORD
@@ -24,7 +25,7 @@ from packaging.markers import Marker
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCKS = (ROOT / "requirements" / "dev.lock", ROOT / "requirements" / "model.lock")
+LOCKS = tuple(ROOT / "requirements" / f"{name}.lock" for name in ("dev", "model", "swebench"))
 SNAPSHOT = Path(sys.prefix) / "install-records.json"
 PROJECT = canonicalize_name(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"])
 

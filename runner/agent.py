@@ -308,20 +308,18 @@ class Thread:
         try:
             resp = await call(prompt)
         except ModelError as exc:
-            # Kept when the loop goes on (a compaction answers an overflow), when the
-            # server billed the failed answer (so the run's tokens add up) or when it was
-            # resent (so the run's retries add up).
-            if cp.is_context_overflow(exc) or exc.usage is not None or exc.retries:
-                self._record(
-                    replace(
-                        sent,
-                        duration_s=time.monotonic() - t0,
-                        usage=exc.usage,
-                        error=str(exc),
-                        retries=exc.retries,
-                        retry_wait_s=exc.retry_wait_s,
-                    )
+            # Always kept, with its error, resends and waits: a run that ended on a request
+            # nobody answered (a provider down) still shows what it tried and waited.
+            self._record(
+                replace(
+                    sent,
+                    duration_s=time.monotonic() - t0,
+                    usage=exc.usage,
+                    error=str(exc),
+                    retries=exc.retries,
+                    retry_wait_s=exc.retry_wait_s,
                 )
+            )
             raise
         self._last_outputs = resp.items
         self._record(

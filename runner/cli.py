@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from runner.errors import ConfigError, Problem, RunnerError
+from runner.suite_cli import add_agent_flag, add_commands, run_command
 from runner.vocabulary import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compactions, checks), each line tagged with task and ts",
     )
     _pin_flags(run)
+    add_agent_flag(run)
     val = sub.add_parser("validate", help="check a task file, list its runs and exit")
     val.add_argument("tasks", type=Path)
     for flag, kw in (
@@ -178,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--shard", metavar="K/N")
     val.add_argument("--sandbox", choices=SANDBOX_MODES, help="as for run")
     _pin_flags(val)
+    add_agent_flag(val)
     val.add_argument(
         "--offline",
         action="store_true",
@@ -251,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(BASE or NEW partial, or a model/variant with no finished run "
         "on one side: all errored or skipped); else 0",
     )
+    add_commands(sub)
     return p
 
 
@@ -313,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command in ("suite", "images"):
+            return run_command(args, main)
         if args.command == "report" and args.report_command == "branches":
             return _report_branches(args)
         if args.command == "report" and args.report_command == "compare":
@@ -364,6 +370,7 @@ def _config(args: argparse.Namespace, **kw: Any) -> Loaded:
         current_date=args.date,
         timezone=args.timezone,
         reasoning_effort=getattr(args, "reasoning_effort", None),
+        agent=args.agent,
         only=args.only,
         tags=args.tag,
         shard=args.shard,

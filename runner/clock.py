@@ -15,16 +15,34 @@ def today() -> str:
 
 
 def local_timezone() -> str:
-    """This machine's IANA zone: `$TZ` if it names one, else the zone /etc/localtime links
-    to, else UTC. Anything else in `$TZ` (a path, POSIX rules, junk) never reaches the
-    prompt or the report."""
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    try:
-        link = os.readlink("/etc/localtime")
-        candidates.append(link.split("zoneinfo/", 1)[1] if "zoneinfo/" in link else "")
-    except OSError:
-        pass
-    for name in candidates:
-        if name and timezone_problem(name) is None:
-            return name
-    return "UTC"
+    """The zone `today()` is read in, by a name the prompt can state: `$TZ` if it names
+    an IANA zone; else, when `$TZ` is set to anything else (POSIX rules such as
+    `UTC+12`, a file path, empty), the offset in effect now, as `Etc/GMT+12` (IANA's
+    signs are POSIX's: 12 hours behind UTC) or `UTC+05:30` when no whole-hour zone
+    exists; else the zone /etc/localtime links to, else UTC. The raw `$TZ` never reaches
+    the prompt or the report."""
+    tz = os.environ.get("TZ")
+    if tz is None:
+        try:
+            link = os.readlink("/etc/localtime")
+        except OSError:
+            link = ""
+        name = link.split("zoneinfo/", 1)[1] if "zoneinfo/" in link else ""
+        return name if name and timezone_problem(name) is None else "UTC"
+    name = tz.lstrip(":")
+    name = name.split("zoneinfo/", 1)[1] if "zoneinfo/" in name else name
+    if name and timezone_problem(name) is None:
+        return name
+    return offset_zone(dt.datetime.now().astimezone().utcoffset() or dt.timedelta())
+
+
+def offset_zone(offset: dt.timedelta) -> str:
+    """A fixed UTC offset by its IANA name when there is one (`Etc/GMT-14` to `Etc/GMT+12`,
+    signs inverted), else as `UTC+05:30`."""
+    minutes = round(offset.total_seconds() / 60)
+    if minutes == 0:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    if not rest and -12 * 60 <= minutes <= 14 * 60:
+        return f"Etc/GMT{'-' if minutes > 0 else '+'}{hours}"
+    return f"UTC{'+' if minutes > 0 else '-'}{hours:02d}:{rest:02d}"

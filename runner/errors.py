@@ -27,6 +27,7 @@
     ├── SandboxError           a sandboxed mode was asked for and bubblewrap cannot run here
     ├── EnvironmentFault       a container engine call failed: an image, a start, a copy
     │   └── EnvironmentLost      the environment died mid-run (the run is `error`)
+    ├── VerifierFailed         a suite's verifier gave no result (no reward file, no summary)
     ├── WorkspaceError         a workspace could not be prepared, kept, pushed or removed
     │   └── GitError             a git command failed (its stderr, secrets removed)
     ├── UnsafeFileError        a file of the workspace the runner refused to touch
@@ -346,6 +347,12 @@ class EnvironmentLost(EnvironmentFault):
     """The environment went away mid-run (its container killed or removed from outside,
     the engine gone): whatever the run did next would be judged against nothing, so the
     run ends as an `error`, never `failed` or `passed`."""
+
+
+class VerifierFailed(RunnerError):
+    """A benchmark suite's verifier ran but gave nothing to grade: no reward file, a
+    reward that is no finite number, a test log without pytest's summary. The run is an
+    `error`, never a score of 0: a broken verifier must not pass for a failed agent."""
 
 
 class ReportError(RunnerError):

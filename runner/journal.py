@@ -217,7 +217,13 @@ def earlier_spend(entry: Entry | None) -> RedoneReport | None:
     from runner.reports.totals import sum_redone
 
     r = entry.report
-    this = RedoneReport(attempts=1, usage=r.usage, cost_usd=r.cost_usd)
+    this = RedoneReport(
+        attempts=1,
+        usage=r.usage,
+        cost_usd=r.cost_usd,
+        retries=r.retries,
+        retry_wait_s=r.retry_wait_s,
+    )
     return sum_redone([r.redone, this])
 
 

@@ -336,6 +336,25 @@ def initial_context(
     return [message("developer", *developer), message("user", *user)], notes
 
 
+def agents_md_of(context: Sequence[Item]) -> str | None:
+    """The AGENTS.md text the context messages carry (`user_instructions_text`), without
+    its wrapper; None when they carry none."""
+    for item in context:
+        if item.type != "message" or item.role != "user":
+            continue
+        for part in item.data.get("content") or ():
+            text = part.get("text", "") if isinstance(part, dict) else ""
+            if not isinstance(text, str) or not text.startswith(USER_INSTRUCTIONS_PREFIX):
+                continue
+            _, sep, rest = text.partition("\n\n<INSTRUCTIONS>\n")
+            if sep and rest.endswith(_INSTRUCTIONS_CLOSE):
+                return rest.removesuffix(_INSTRUCTIONS_CLOSE)
+    return None
+
+
+_INSTRUCTIONS_CLOSE = "\n</INSTRUCTIONS>"
+
+
 def is_contextual_user_message(item: Item) -> bool:
     """True for the user messages we inject (AGENTS.md, environment context).
 

@@ -56,6 +56,29 @@ class EnvironmentInfo:
 
 
 @dataclass(frozen=True)
+class Grade:
+    """What a suite task's verifier made of the run (runner/verify.py)."""
+
+    reward: float | None
+    """The run's reward: Harbor's `reward` (or only) value, 1.0 or 0.0 for a test run
+    that passed or not; None when reward.json names several and none is `reward`."""
+    rewards: tuple[tuple[str, float], ...] = ()
+    """Every named reward the verifier wrote, in its order."""
+    resolution: str | None = None
+    """SWE-bench's `resolved`, `partial` or `not`; Terminal-Bench's `resolved` or `not`;
+    None for a Harbor reward."""
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    output_tail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        if self.resolution is not None:
+            return self.resolution == "resolved"
+        return self.reward is not None and self.reward >= 1.0
+
+
+@dataclass(frozen=True)
 class RunRecord:
     run: Run
     events_file: str
@@ -88,6 +111,11 @@ class RunRecord:
     """What the run's earlier attempts spent, when `--resume` runs it again."""
     environment: EnvironmentInfo | None = None
     """Its container or Pod; None for a run on the host (`local`)."""
+    grade: Grade | None = None
+    """A suite task's grade; None for other runs, and when the verifier gave none."""
+    verifier_error: str | None = None
+    """Why a suite task's verifier gave no grade (no reward file, a timeout, a lost
+    container): the run is an error, never a score."""
     notes: tuple[str, ...] = ()
     """What went wrong or was left out, in the order it happened: the report's `error`
     joins them after the status's own reason."""
@@ -119,8 +147,9 @@ def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
     """The run's status and the reason it gives, by one precedence rule: an environment
     that could not be built, started or kept (never a score); a run that could not start
     or keep its work; changes outside the allowed scope; then, for a completed
-    loop, a final answer that breaks the schema, a stop before the check, a failed check;
-    else how the loop ended."""
+    loop, a final answer that breaks the schema, a stop before the check, a suite task's
+    grade (passed at reward >= 1 or resolved, failed below, an error without a grade), a
+    failed check; else how the loop ended."""
     o = r.outcome
     if r.environment is not None and r.environment.fault is not None:
         return RunStatus.ERROR, r.environment.fault
@@ -135,11 +164,28 @@ def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
             return RunStatus.FAILED, r.output_error
         if r.stopped_before_check:
             return RunStatus.INTERRUPTED, INTERRUPTED_BEFORE_CHECK
+        if r.run.suite is not None:
+            return _graded(r)
         if r.check is not None and not r.check.passed:
             return RunStatus.CHECK_FAILED, (
                 f"check failed with exit code {r.check.exit_code}: {r.check.command}"
             )
     return o.status, o.error
+
+
+def _graded(r: RunRecord) -> tuple[RunStatus, str | None]:
+    """A completed suite run: its verifier's grade decides, and no grade is an error."""
+    if r.verifier_error is not None:
+        return RunStatus.ERROR, f"verifier failed: {r.verifier_error}"
+    g = r.grade
+    if g is None:
+        return RunStatus.ERROR, "the verifier did not run"
+    if g.passed:
+        return RunStatus.COMPLETED, None
+    said = f"reward {g.reward:g}" if g.reward is not None else "no main reward"
+    if g.resolution is not None:
+        said = f"{g.resolution} ({said})"
+    return RunStatus.CHECK_FAILED, f"graded {said} by the suite's verifier"
 
 
 def status_of(r: RunRecord) -> RunStatus:

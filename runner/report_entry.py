@@ -79,6 +79,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "run": run.name,
         "repeat": run.repeat,
         "model": name,
+        "api_model": run.api_model or run.model,
         "model_options": options,
         "status": status,
         "error": error_of(rec),
@@ -97,6 +98,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "inputs": rec.inputs,
         "redone": rec.redone,
         "environment": _environment(rec),
+        **_graded(rec),
     }
     if o is None:
         return RunReport(
@@ -148,6 +150,28 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         output=rec.output,
         truncated_output=o.truncated_output,
     )
+
+
+def _graded(rec: RunRecord) -> dict[str, Any]:
+    """A suite run's grade, and the verifier's own run."""
+    run, g = rec.run, rec.grade
+    if run.suite is None:
+        return {}
+    out: dict[str, Any] = {"suite": f"{run.suite.format}:{run.suite.id}", "agent": run.agent}
+    if g is not None:
+        out |= {
+            "reward": g.reward,
+            "rewards": dict(g.rewards),
+            "resolution": g.resolution,
+            "verifier": {
+                "exit_code": g.exit_code,
+                "duration_s": g.duration_s,
+                "output_tail": g.output_tail,
+            },
+        }
+    elif rec.verifier_error is not None:
+        out["verifier"] = {"error": rec.verifier_error}
+    return out
 
 
 def _environment(rec: RunRecord) -> dict[str, Any] | None:

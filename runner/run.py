@@ -39,6 +39,7 @@ from runner.items import Usage
 from runner.journal import Entry, Journal, earlier_spend
 from runner.output_schema import check_answer
 from runner.progress import EventSink
+from runner.prompt import agents_md_of
 from runner.record import CheckResult, Finished, RunRecord, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
@@ -47,8 +48,10 @@ from runner.reports.inputs import record_inputs
 from runner.sandbox import make_environment, user_folder
 from runner.sandbox.env import child_env
 from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
+from runner.sanity import run_sanity_agent
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
+from runner.verify import graded
 from runner.vocabulary import RunStatus
 from runner.wiring import Clients, make_thread, sandbox_policy
 
@@ -214,18 +217,11 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
             rec = rec.but(environment=renv.info)
             if renv.fault is not None:
                 return  # an error naming the backend; the wind-up still runs
-        model = await b.clients.get(t)
-        here = ws.path if ws is not None else _scratch(b, t)
-        async with McpSessions(t.mcp_servers, cwd=here, env=b.env, emit=sink.emit) as mcp:
-            thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b, renv)
-            rec = _noted(rec.but(inputs=_inputs(rec.run, thread, b)), log, *notes)
-            try:
-                rec = rec.but(outcome=await _run_thread(thread, renv))
-            except anyio.get_cancelled_exc_class():
-                rec = rec.but(outcome=thread.interrupted(INTERRUPTED))
-                raise
-            limits = dict.fromkeys(thread.ctx.environment.limit_notes)
-            rec = _noted(rec, log, *(b.redact(n) for n in limits))
+        if t.agent != "model":
+            assert renv is not None  # the config pass puts suite tasks in a container
+            rec = rec.but(outcome=await _sanity(t, renv, sink))
+        else:
+            rec = await _model_phase(rec, ws, renv, sink, log, b)
         rec = with_output(rec)
     except FAILURES as exc:
         rec = _failed(rec, log, str(exc))
@@ -234,6 +230,39 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             _finished(await _wind_up(rec, b, log, renv), b)
+
+
+async def _model_phase(
+    rec: RunRecord,
+    ws: workspace.Workspace | None,
+    renv: RunEnvironment | None,
+    sink: RunSink,
+    log: EventLog,
+    b: BatchContext,
+) -> RunRecord:
+    """The agent's phase with a model: its thread, with the MCP servers it names."""
+    t = rec.run
+    model = await b.clients.get(t)
+    here = ws.path if ws is not None else _scratch(b, t)
+    async with McpSessions(t.mcp_servers, cwd=here, env=b.env, emit=sink.emit) as mcp:
+        thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b, renv)
+        rec = _noted(rec.but(inputs=_inputs(rec.run, thread, b)), log, *notes)
+        try:
+            rec = rec.but(outcome=await _run_thread(thread, renv))
+        except anyio.get_cancelled_exc_class():
+            rec = rec.but(outcome=thread.interrupted(INTERRUPTED))
+            raise
+        limits = dict.fromkeys(thread.ctx.environment.limit_notes)
+        return _noted(rec, log, *(b.redact(n) for n in limits))
+
+
+async def _sanity(t: Run, renv: RunEnvironment, sink: RunSink) -> Outcome:
+    """`agent: oracle` or `nop` in the run's environment, started here (no model request
+    to start it beside)."""
+    await renv.start()
+    if renv.fault is not None:
+        raise EnvironmentFault(renv.fault)
+    return await run_sanity_agent(t, renv.guarded(), sink.emit)
 
 
 async def _run_thread(thread: Thread, renv: RunEnvironment | None) -> Outcome:
@@ -318,6 +347,7 @@ def _inputs(t: Run, thread: Thread, b: BatchContext) -> dict[str, str]:
         instructions=thread.spec.instructions,
         developer_instructions=t.developer_instructions,
         tools=[dict(t) for t in thread.tool_specs],
+        agents_md=agents_md_of(thread.spec.context),
     )
 
 
@@ -355,6 +385,8 @@ async def _wind_up(
                         "output_tail": rec.check.output_tail,
                     }
                 )
+        if renv is not None and rec.run.suite is not None and rec.outcome is not None:
+            rec = await graded(rec, renv, stop=b.stop, checks=b.checks, redact=b.redact, log=log)
         if renv is not None:
             rec = _noted(rec, log, *await renv.artifacts(b.redact))
         elif ws is not None:

@@ -17,6 +17,10 @@ from tests.support.loopback import (
     ThreadedServer,
 )
 
+collect_ignore_glob = ["fixtures/suites/*"]
+"""The suites written for the tests hold the suites' own tests (test_*.py), which run inside
+their environments, never in this session."""
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
@@ -109,7 +113,7 @@ SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
 
 
 def measured_slow() -> frozenset[str]:
-    """The tests measured to take 2 s or more (tests/slow_tests.txt): marked `slow` here, so
+    """The tests measured to take 0.5 s or more under load (tests/slow_tests.txt): marked `slow` here, so
     the default `pytest` leaves them out by their cost, not by their kind."""
     lines = SLOW_LIST.read_text().splitlines() if SLOW_LIST.exists() else []
     return frozenset(s for line in lines if (s := line.strip()) and not s.startswith("#"))

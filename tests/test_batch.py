@@ -275,7 +275,6 @@ def _wait_for(cond: Any, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
         time.sleep(0.005)
 
 
-@pytest.mark.slow
 def test_kill_9_at_ten_points_then_resume_gives_one_result_per_run(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:

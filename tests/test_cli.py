@@ -1,4 +1,6 @@
-"""The `runner` command as a user runs it: a real subprocess against the loopback server."""
+"""The `runner` command as a user runs it, against the loopback server. Exit statuses and
+the `--json` stream are read from a real process (`run_cli_process`); the rest calls the
+command in-process (`run_cli`)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli_process as run_cli
-from tests.support.cli import shell, write_tasks
+from tests.support.cli import run_cli, run_cli_process, shell, write_tasks
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import (
     Reply,
@@ -46,7 +47,7 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     assert step_summary.read_text() == "earlier step\n" + summary + "\n"
     assert "all done" in res.stdout
     report = json.loads((out / "report.json").read_text())
-    assert report["schema_version"] == "runner.report/3.3"
+    assert report["schema_version"] == "runner.report/3.5"
     assert report["totals"]["runs"] == 2 and report["totals"]["completed"] == 2
     assert report["totals"]["requests"] == 4
     by_id = {t["id"]: t for t in report["runs"]}
@@ -83,7 +84,7 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
 def test_json_stream_on_stdout(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     srv = loopback_thread(per_conversation(script))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: one, prompt: hi}\n")
-    res = run_cli("run", tasks, "--out", tmp_path / "o", "--json")
+    res = run_cli_process("run", tasks, "--out", tmp_path / "o", "--json")
     assert res.returncode == 0, res.stderr
     events = [json.loads(line) for line in res.stdout.splitlines()]
     types = [e["type"] for e in events]
@@ -124,7 +125,7 @@ def test_limit_gives_exit_1_and_keeps_report(
     tasks = write_tasks(
         tmp_path, srv.base_url, "  - {id: loop, prompt: hi, limits: {max_requests: 2}}\n"
     )
-    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    res = run_cli_process("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 1
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["runs"][0]["status"] == "max_requests"
@@ -137,7 +138,7 @@ def test_provider_down_is_exit_3(tmp_path: Path) -> None:
         "env_key: FAKE_API_KEY", "env_key: FAKE_API_KEY, request_max_retries: 1"
     )
     tasks.write_text(text)
-    res = run_cli("run", tasks, "--out", tmp_path / "o")
+    res = run_cli_process("run", tasks, "--out", tmp_path / "o")
     assert res.returncode == 3, res.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["runs"][0]["status"] == "error"
@@ -147,7 +148,7 @@ def test_provider_down_is_exit_3(tmp_path: Path) -> None:
 def test_missing_key_is_exit_2(loopback_thread: ThreadFactory, tmp_path: Path) -> None:
     srv = loopback_thread([])
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: one, prompt: hi}\n")
-    res = run_cli("run", tasks, env={"FAKE_API_KEY": ""})
+    res = run_cli_process("run", tasks, env={"FAKE_API_KEY": ""})
     assert res.returncode == 2
     assert "FAKE_API_KEY" in res.stderr and "providers.fake.env_key" in res.stderr
 

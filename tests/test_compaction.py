@@ -25,6 +25,7 @@ from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolContext
 from runner.tools.shell import ShellTool
 from tests.support.cache_stable import assert_cache_stable, cache_problems
+from tests.support.cli import run_cli
 from tests.support.events import ListSink
 from tests.support.fixtures import LoopbackFactory
 from tests.support.loopback import (
@@ -561,8 +562,6 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
     """`runner run` with `auto_compact_limit` and a `compact_prompt_file` from the task
     file: the report lists each compaction, marks its requests, and still holds the cache
     check; the event log has the compaction events."""
-    import subprocess
-    import sys
 
     from tests.support.fixtures import make_git_repo
     from tests.support.loopback import per_conversation
@@ -585,12 +584,7 @@ def test_runner_run_compacts_and_reports_it(loopback_thread: Any, tmp_path: Path
         f"  - {{id: long, prompt: go, repo: {repo}}}\n"
     )
     out = tmp_path / "out"
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = run_cli("run", tasks, "--out", out)
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())
     task = report["runs"][0]
@@ -632,8 +626,6 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
     """`configs/long.yaml` on the real embedded model: through a compaction to a final
     message, with the summary request served from the engine's KV cache."""
     import shutil
-    import subprocess
-    import sys
 
     from tests.support.fixtures import make_git_repo
 
@@ -645,20 +637,7 @@ def test_long_yaml_compacts_on_the_embedded_model(tmp_path: Path) -> None:
     )
     shutil.copytree(root / "configs", tmp_path / "configs")
     out = tmp_path / "out"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "run",
-            str(tmp_path / "configs" / "long.yaml"),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=880,
-    )
+    res = run_cli("run", tmp_path / "configs" / "long.yaml", "--out", out)
     assert "Traceback" not in res.stderr
     task = json.loads((out / "report.json").read_text())["runs"][0]
     assert task["status"] == "completed", (task["error"], res.stderr)

@@ -1,6 +1,7 @@
 """An out dir belongs to one batch: a second live writer is refused naming the first's
-pid, and a used dir is never emptied without `--force`. Real `runner` subprocesses
-against the loopback server."""
+pid, and a used dir is never emptied without `--force`. The runner is called in-process
+against the loopback server; the first of two live writers is a real process, whose pid
+the second must name."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import Reply, reply_message
 
@@ -42,7 +44,7 @@ ENV = {**os.environ, "FAKE_API_KEY": KEY}
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli(*args), env=ENV, capture_output=True, text=True, timeout=60)
+    return run_cli(*args, env={"FAKE_API_KEY": KEY})
 
 
 def test_second_live_writer_is_refused_naming_the_pid(

@@ -5,9 +5,7 @@ report, a bad answer failing the run."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from runner.output_schema import check_answer, text_format
 from runner.providers import Prompt
 from runner.providers.chat_wire import build_body, items_from_constrained
 from runner.providers.constrained import Constrained
+from tests.support.cli import run_cli
 from tests.support.loopback import reply_function_call, reply_message
 
 SCHEMA: dict[str, Any] = {
@@ -147,13 +146,7 @@ defaults: {{model: fake/m, model_options: {{verbosity: low}}}}
 tasks:
   - {{id: judge, repo: "{git_repo}", prompt: Judge it., output_schema: verdict.json}}
 """)
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-    )
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
     assert res.returncode == (0 if status == "completed" else 1), res.stderr
     assert all(
         r.json["text"] == {"verbosity": "low", "format": text_format(SCHEMA)} for r in srv.requests

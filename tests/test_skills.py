@@ -4,9 +4,6 @@ and the `<skills_instructions>` block of the developer message within its budget
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from runner.config import parse_task_file, resolve
 from runner.errors import ConfigError
 from runner.skills import Skill, SkillError, load_skills, read_skill
 from tests.support import golden_files
+from tests.support.cli import run_cli
 from tests.support.loopback import reply_message
 
 GOLDEN = Path(__file__).parent / "golden" / "prompt"
@@ -190,13 +188,7 @@ defaults: {{model: fake/m, skills: [skills]}}
 tasks:
   - {{id: a, repo: "{git_repo}", prompt: say ok}}
 """)
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-    )
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
     assert res.returncode == 0, res.stderr
     developer = srv.requests[0].json["input"][0]["content"]
     # The sandbox shows the runner's copy of the skill at a fixed path (issue 25).

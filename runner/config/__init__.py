@@ -44,15 +44,13 @@ from runner.config.schema import (
     RunSettings,
     Settings,
     Sources,
-    TaskFile,
     TaskSpec,
     Variant,
-    field_line,
     pin_problems,
-    source_sha256,
     written,
 )
 from runner.config.select import Selection, parse_shard, select
+from runner.config.taskfile import TaskFile, field_line, source_sha256
 from runner.config.text import dotted
 from runner.vocabulary import ReasoningEffort, SandboxMode
 

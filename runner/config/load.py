@@ -16,7 +16,8 @@ from pydantic import (
 )
 
 from runner.config.messages import validation_problems
-from runner.config.schema import BUILTIN_PROVIDERS, LineMap, TaskFile, written
+from runner.config.schema import BUILTIN_PROVIDERS, LineMap, written
+from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, describe, dotted, esc, line_for
 from runner.config.yaml_lines import (
     LineIndex,

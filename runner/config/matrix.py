@@ -4,7 +4,7 @@ run's values were chosen. Every run is built once, complete: nothing is copied l
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,11 @@ from runner.config.schema import (
     Limits,
     ModelOptions,
     Settings,
-    TaskFile,
     Variant,
     written,
 )
+from runner.config.suite_runs import Bound
+from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted, line_for
 from runner.errors import ConfigError, Problem
 from runner.vocabulary import ReasoningEffort, SandboxMode
@@ -133,12 +134,14 @@ def expand(
     current_date: str | None = None,
     timezone: str | None = None,
     reasoning_effort: ReasoningEffort | None = None,
+    suites: Mapping[str, Bound] | None = None,
 ) -> list[Run]:
     """The runs of a task file: each task × model (`--model` flags, else `matrix.model`,
     else the task's own) × variant × repeat, named so that no two runs share files or
     branches. `sandbox` (`--sandbox`), `current_date` (`--date`) and `timezone`
     (`--timezone`) replace every task's own, e.g. read-only on PRs; `reasoning_effort`
-    (`--reasoning-effort`) every run's effort. Each user file is read once."""
+    (`--reasoning-effort`) every run's effort. `suites`: the tasks `suites:` made, by id
+    (`suite_runs.with_suites`). Each user file is read once."""
     from_flags = bool(models)
     chosen: list[str | None] = list(models) or list(tf.matrix.model if tf.matrix else ())
     from_matrix = bool(chosen) and not from_flags
@@ -201,6 +204,7 @@ def expand(
                 if mi == 0:  # the same for every model: said once
                     env_problems += environment_problems(values["environment"], origins)
                 build_dir = build_dirs.get(base_dir, values["environment"].build, origins)
+                bound = (suites or {}).get(base["id"])
                 for rep in range(1, repeat + 1):
                     runs.append(
                         Run(
@@ -222,6 +226,8 @@ def expand(
                                 "timezone": timezone or values["timezone"],
                                 "origins": origins,
                                 "build_dir": build_dir,
+                                "suite": None if bound is None else bound.task,
+                                "agent": "model" if bound is None else bound.agent,
                             }
                         )
                     )

@@ -12,7 +12,8 @@ from pydantic import (
     ValidationError,
 )
 
-from runner.config.schema import ID_RE, PROVIDER_NAME_RE, TaskFile
+from runner.config.schema import ID_RE, PROVIDER_NAME_RE
+from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, describe, dotted, esc, line_for
 from runner.errors import Problem
 

@@ -78,7 +78,8 @@ def problems(
     found += _output_caps(runs)
     found += _local_models(runs)
     if not offline:
-        found += _keys(runs, env)
+        found += _keys([t for t in runs if t.agent == "model"], env)  # oracle, nop: no model
+        found += _suite_graders(runs)
         found += _repos([t for t in runs if t.repo_named or t.environment.backend == "local"])
         found += engine_problems(runs, env)
         found += mcp_secrets(runs, env, concurrency or 1, secret_vars)
@@ -188,6 +189,17 @@ def _local_models(tasks: Sequence[Run]) -> list[Problem]:
         for t in tasks
         if t.provider_name == "local" and t.api_model != MODEL_NAME
     ]
+
+
+def _suite_graders(tasks: Sequence[Run]) -> list[Problem]:
+    """SWE-bench runs are graded by the swebench package: missing, say so before any run."""
+    swe = [t for t in tasks if t.suite is not None and t.suite.format == "swe-bench"]
+    if not swe:
+        return []
+    from runner.suites.swe_grading import swebench_problem
+
+    wrong = swebench_problem()
+    return [] if wrong is None else [_say(swe[0].at("prompt"), wrong.message)]
 
 
 def _keys(tasks: Sequence[Run], env: Mapping[str, str]) -> list[Problem]:

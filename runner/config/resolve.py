@@ -31,10 +31,10 @@ from runner.config.schema import (
     ProviderConfig,
     RunSettings,
     Settings,
-    TaskFile,
     TaskSpec,
     written,
 )
+from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted, esc, line_for, short
 from runner.errors import ConfigError, Problem, SkillError
 from runner.models import codex_defaults

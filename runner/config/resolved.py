@@ -13,9 +13,11 @@ from typing import Any
 from runner.config.base import Frozen
 from runner.config.environment import EnvironmentSettings
 from runner.config.schema import ProviderConfig, RunSettings
+from runner.config.suite_entry import AgentKind
 from runner.errors import Problem
 from runner.models import Price
 from runner.skills import Skill
+from runner.suites.model import SuiteTask
 
 
 class Origin(Frozen):
@@ -76,6 +78,10 @@ class Run(RunSettings):
     output_schema: dict[str, Any] | None
     origins: dict[str, Origin]
     """Dotted field path -> where its value was chosen; "" is the task itself."""
+    suite: SuiteTask | None = None
+    """The benchmark task this run came from (`suites:`): its verifier grades the run."""
+    agent: AgentKind = "model"
+    """`oracle` or `nop` (suite runs only): no model is called."""
 
     def at(self, *path: str | int) -> Origin:
         """Where the value at `path` (e.g. "limits", "max_cost_usd") was chosen: its own
@@ -122,6 +128,8 @@ _NOT_IN_FINGERPRINT = {
     "origins",
     "repo_named",
     "build_dir",
+    "suite",
+    "agent",
 }
 
 
@@ -146,6 +154,10 @@ def fingerprint(t: Run) -> str:
             data.pop(unset, None)
     if data.get("environment") == _LOCAL:  # as before `environment:` existed
         data.pop("environment", None)
+    if t.suite is not None:  # its id and format; its files count through the prompt and image
+        data["suite"] = f"{t.suite.format}:{t.suite.id}"
+    if t.agent != "model":
+        data["agent"] = t.agent
     if t.instructions_sha256 is not None:
         data["instructions"] = t.instructions_sha256
     if t.compact_prompt_sha256 is not None:

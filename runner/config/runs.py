@@ -15,8 +15,11 @@ from runner.config import preflight
 from runner.config.load import load_task_file
 from runner.config.matrix import expand
 from runner.config.resolved import Origin, Run
-from runner.config.schema import COMMAND_LINE, TaskFile, field_line, pin_problems
+from runner.config.schema import COMMAND_LINE, pin_problems
 from runner.config.select import Selection, select
+from runner.config.suite_entry import AgentKind
+from runner.config.suite_runs import with_suites
+from runner.config.taskfile import TaskFile, field_line
 from runner.errors import ConfigError, Problem
 from runner.vocabulary import ReasoningEffort, SandboxMode
 
@@ -47,6 +50,7 @@ def load(
     offline: bool = False,
     concurrency: int | None = None,
     secret_vars: Collection[str] = (),
+    agent: AgentKind | None = None,
 ) -> Loaded:
     """Read, resolve, select and check, in that order; each stage needs the one before
     it, so a stage's problems end the pass, joined to what the flags got wrong. `env` is
@@ -60,8 +64,13 @@ def load(
         tf = load_task_file(path)
     except ConfigError as exc:
         raise ConfigError([*flags, *exc.problems]) from None
+    try:
+        suites = with_suites(tf, path.resolve().parent, file=file, agent=agent)
+    except ConfigError as exc:
+        raise ConfigError([*flags, *exc.problems]) from None
     if flags:
         raise ConfigError(flags)
+    tf = suites.tf
     runs = expand(
         tf,
         path.resolve().parent,
@@ -71,6 +80,7 @@ def load(
         current_date=current_date,
         timezone=timezone,
         reasoning_effort=reasoning_effort,
+        suites=suites.bound,
     )
     chosen = select(runs, file=file, only=only, tags=tags, shard=shard, env=env)
     budget_at = Origin(

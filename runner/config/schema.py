@@ -16,19 +16,16 @@ from pydantic import (
     AfterValidator,
     AliasChoices,
     BaseModel,
-    BeforeValidator,
     Field,
-    PrivateAttr,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from runner import sizes
 from runner.config.base import Frozen, PathText, StrictBool, StrictFloat, StrictInt
 from runner.config.environment import EnvironmentSettings
 from runner.config.pins import IsoDate, TimeZone, iso_date, timezone_problem
-from runner.config.text import Path_, describe, line_for
+from runner.config.text import Path_, describe
 from runner.errors import Problem
 from runner.models import Price
 from runner.vocabulary import Auth, ReasoningEffort, SandboxMode
@@ -48,7 +45,7 @@ def _not_blank(v: str) -> str:
     return v
 
 
-def _version(v: object) -> object:
+def check_version(v: object) -> object:
     # Literal[1] alone would take `true` and `1.0`, which compare equal to 1.
     if isinstance(v, (bool, float)):
         raise ValueError(f"must be 1, got {describe(v)}")
@@ -501,58 +498,3 @@ class Matrix(Frozen):
         if dup:
             raise ValueError(f"variant name {dup[0]!r} is used twice; names must be unique")
         return v
-
-
-class TaskFile(Frozen):
-    version: Annotated[Literal[1], BeforeValidator(_version)]
-    providers: dict[Annotated[str, Field(pattern=PROVIDER_NAME_RE)], ProviderConfig] = {}
-    defaults: Settings = Settings()
-    matrix: Matrix | None = None
-    models: dict[Annotated[str, Field(pattern=MODEL_RE)], ModelConfig] = {}
-    """Context window, compaction limit and price per provider/model, over the built-in
-    table."""
-    budget: BatchLimits | None = None
-    max_environments: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
-    """Containers or Pods alive at once, over the whole batch (default: `--concurrency`);
-    `--max-environments` overrides it."""
-    secrets: tuple[EnvName, ...] = ()
-    """Environment variables whose values are secrets: kept from the agent's commands and
-    redacted from every report, log, commit and patch. Provider keys (`env_key`) and push
-    tokens (`token_env`) are secrets without being listed."""
-    codex_config: StrictBool | PathText | None = None
-    """Also read `[model_providers.*]` from Codex's config.toml: `true` for
-    `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`), or a path."""
-    tasks: tuple[TaskSpec, ...]
-
-    _lines: LineMap = PrivateAttr(default_factory=LineMap)
-
-    @field_validator("tasks")
-    @classmethod
-    def _unique_ids(cls, v: tuple[TaskSpec, ...]) -> tuple[TaskSpec, ...]:
-        if not v:
-            raise ValueError("at least one task is needed")
-        first: dict[str, int] = {}
-        for i, t in enumerate(v):
-            if t.id in first:
-                # The context lets parse_task_file blame the second id, not the whole list.
-                raise PydanticCustomError(
-                    "duplicate_task_id",
-                    "task id {id} is used twice; ids must be unique",
-                    {"id": repr(t.id), "index": i, "first": first[t.id]},
-                )
-            first[t.id] = i
-        return v
-
-
-def source_sha256(tf: TaskFile) -> str:
-    """The hash of the bytes `tf` was loaded from ("" for text parsed directly)."""
-    return tf._lines.sha256
-
-
-def field_line(tf: TaskFile, path: Path_, *, exact: bool = False) -> int | None:
-    """The line of `path` in the file `tf` was parsed from; with `exact`, None unless that
-    very field is written there (else the nearest enclosing one's line)."""
-    lines = tf._lines.lines
-    if exact:
-        return lines.get(path)
-    return line_for(path, lines)

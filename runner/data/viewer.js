@@ -35,6 +35,8 @@
     ["Cost", (r) => (r.cost === null ? -1 : r.cost), (r) => money(r.cost)],
     ["Time", (r) => r.time, (r) => secs(r.time)],
     ["Retries", (r) => r.retries, (r) => num(r.retries)],
+    ["Reward", (r) => (r.reward === null ? -1 : r.reward),
+      (r) => (r.reward === null ? "" : String(r.reward)) + (r.resolution ? " " + r.resolution : "")],
   ];
   RUNS.forEach((r, i) => { r.n = i; });
 
@@ -162,13 +164,13 @@
     const head = ["run", "task", "model", "variant", "repeat", "status", "verdict", "skip_reason",
       "requests", "tool_calls", "input_tokens", "cached_tokens", "output_tokens", "cost_usd",
       "duration_s", "error", "retries", "retry_wait_s", "redone_attempts", "redone_tokens",
-      "redone_cost_usd"];
+      "redone_cost_usd", "reward", "resolution"];
     const lines = [head.join(",")];
     for (const r of shown) {
       const redo = r.redone || [null, null, null];
       lines.push([r.run, D.tasks[r.task], model(r), variant(r), r.repeat, r.status, r.verdict, r.skip,
         r.requests, r.tools, r.input, r.cached, r.output, r.cost, r.time, r.error, r.retries, r.wait,
-        redo[0], redo[1], redo[2]].map(csvField).join(","));
+        redo[0], redo[1], redo[2], r.reward, r.resolution].map(csvField).join(","));
     }
     return lines.join("\r\n") + "\r\n";
   }
@@ -266,11 +268,12 @@
     if (full) { box.appendChild(el("h4", null, "Tokens per request")); box.appendChild(tokenChart(r)); }
     if (r.inputs) {
       const input = el("div");
-      ["Prompt", "Instructions", "Tool schemas"].forEach((label, k) => {
+      ["Prompt", "Instructions", "Tool schemas", "AGENTS.md"].forEach((label, k) => {
+        if (k >= r.inputs.length) return;
         input.appendChild(el("h4", null, label + " (" + r.inputs[k] + ")"));
         input.appendChild(pre(D.inputs[r.inputs[k]] || "(not in this page)"));
       });
-      box.appendChild(details("Input: prompt, instructions, tool schemas", input, false));
+      box.appendChild(details("Input: prompt, instructions, tool schemas, AGENTS.md", input, false));
     }
     box.appendChild(el("h4", null, "Final message"));
     box.appendChild(pre(r.final || "(none)"));

@@ -28,6 +28,7 @@ from runner.reports.fmt import cell, duration, money, percent, table
 from runner.reports.model import Report, RunReport
 from runner.reports.stats import fisher_exact, holm, stratified_test
 from runner.reports.summary import column_name, partial_text
+from runner.reports.task_drift import changed_tasks
 from runner.reports.totals import finished_runs
 from runner.vocabulary import Verdict
 
@@ -68,7 +69,8 @@ class Row(BaseModel):
     side has no finished run."""
     stratified_p_value: float | None = None
     """Per task: the exact conditional Cochran-Mantel-Haenszel test, one stratum per task
-    (and model/variant); on the overall and model/variant rows only."""
+    (and model/variant); on the overall and model/variant rows only. Null when no task
+    has finished runs on both sides (`tasks_compared` 0): then there is no test."""
     stratified_exact: bool | None = None
     """False when the counts were too large for the exact law (see `reports.stats`): then
     `stratified_p_value` is the classic chi-squared CMH test, continuity-corrected."""
@@ -214,13 +216,15 @@ def _stratified(
         (*_pass_fail(x.get(k, [])), *_pass_fail(y.get(k, []))) for k in dict.fromkeys([*x, *y])
     ]
     both = [(a, b, c, d) for a, b, c, d in tables if a + b and c + d]
-    mean = statistics.fmean(c / (c + d) - a / (a + b) for a, b, c, d in both) if both else None
+    if not both:  # no stratum can tell the sides apart: there is no test, not p = 1
+        return {"stratified_p_value": None, "stratified_exact": None, "tasks_compared": 0}
+    mean = statistics.fmean(c / (c + d) - a / (a + b) for a, b, c, d in both)
     p, exact = stratified_test(tables)
     return {
         "stratified_p_value": round(p, 6),
         "stratified_exact": exact,
         "tasks_compared": len(both),
-        "mean_task_change_pp": None if mean is None else round(mean * 100, 2),
+        "mean_task_change_pp": round(mean * 100, 2),
     }
 
 
@@ -376,6 +380,18 @@ def compare(
         notes.append(
             "no model/variant ran on both sides, so no row is comparable; "
             "to compare two models give --base-model and --new-model"
+        )
+    notes += [
+        f"{r.name}: no per-task test, as no task has finished runs on both sides "
+        "(the pooled test compares different tasks)"
+        for r in [overall, *groups]
+        if r.tasks_compared == 0
+    ]
+    changed = changed_tasks(a, b, by_variant=by_variant)
+    if changed:
+        notes.append(
+            f"task(s) {', '.join(changed)}: the same id ran another prompt or check on each "
+            "side (another task file?), so their rows compare different tasks"
         )
     why = [
         f"{name} is partial ({_partial(r)})"

@@ -22,7 +22,8 @@ def write_reports(
     page: bool = True,
 ) -> Path:
     """`report.json`, `junit.xml` for CI systems, `summary.md` and (with `page`)
-    `report.html` for people, each written atomically; the summary is also appended to
+    `report.html` for people, each written atomically, and (with `page`) the files
+    the suites' own tools take (`suite_outputs`); the summary is also appended to
     GitHub's step summary file when one is given, cut to fit its 1 MiB limit. Returns the
     path of `report.json`."""
     path = out_dir / "report.json"
@@ -32,7 +33,9 @@ def write_reports(
     atomic_write_text(out_dir / "summary.md", redact(summary))
     if page:
         from runner.reports.html import render_html
+        from runner.reports.suite_outputs import write_suite_outputs
 
+        write_suite_outputs(report, out_dir, redact)
         atomic_write_text(out_dir / "report.html", redact(render_html(report, out_dir)))
     if step_summary:
         if len(summary) > STEP_SUMMARY_MAX_CHARS:

@@ -35,6 +35,8 @@ from runner.reports.summary import (
     headline_cost,
     in_environment,
     partial_text,
+    reward_text,
+    runner_text,
     skip_reasons,
     spend_notes,
     task_matrix,
@@ -224,10 +226,12 @@ def _totals(report: Report) -> str:
     for t in report.runs:
         groups.setdefault(column_name(t), []).append(t)
     rows = []
+    rewards = any(t.reward is not None for t in report.runs)
     for name, runs in groups.items():
         g = group_stats(runs)
         ci = "-" if g.interval is None else f"{g.interval[0]:.0%}-{g.interval[1]:.0%}"
         rate = f"{g.passed}/{g.runs} {g.passed / g.runs:.0%}" if g.runs else "-"
+        reward = [reward_text(g.mean_reward, g.reward_interval, g.rewarded)] if rewards else []
         rows.append(
             [
                 name,
@@ -236,6 +240,7 @@ def _totals(report: Report) -> str:
                 str(g.errored),
                 rate,
                 ci,
+                *reward,
                 tokens(g.input_tokens),
                 tokens(g.output_tokens),
                 percent(g.cache_hit),
@@ -250,6 +255,7 @@ def _totals(report: Report) -> str:
         "Errored",
         "Pass rate",
         "95% CI",
+        *(["Mean reward (95% CI)"] if rewards else []),
         "Input tokens",
         "Output tokens",
         "Cache hit",
@@ -300,6 +306,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         f'<p id="headline"><b>{esc(head)}</b></p>',
         f'<p class="note">Task file {esc(report.task_file)}, started '
         f"{esc(report.started_at)}, finished {esc(report.finished_at)}"
+        + f"; {esc(runner_text(report))}"
         + (f"; merged from {len(report.shards)} shards" if report.shards else "")
         + ". Rates, intervals and medians are over finished runs (passed or failed); "
         "skipped runs never started and errored runs were broken or stopped by the "

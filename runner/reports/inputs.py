@@ -1,5 +1,6 @@
 """Every run's exact input on record: the task prompt as sent (after the variant's
-`prompt_template`) with its follow-up turns, the instructions, and the tool schemas.
+`prompt_template`) with its follow-up turns, the instructions, the tool schemas, and the
+AGENTS.md text the model was given.
 Each value is stored once per batch directory, as `inputs/<sha256>.json` named by the
 hash of its bytes (written atomically, 0600, secrets redacted first), and each run's
 report entry names its files (`RunReport.inputs`). A thousand runs of one prompt under
@@ -13,16 +14,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from runner.checkout import runner_commit
 from runner.fsutil import atomic_write_text
 from runner.redact import Redactor
 from runner.reports.named import INPUTS_DIR
 
-KINDS = ("prompt", "instructions", "tools")
+KINDS = ("prompt", "instructions", "tools", "agents_md")
 """What each run's `inputs` names, in this order."""
 
 
@@ -45,8 +46,11 @@ def record_inputs(
     instructions: str,
     developer_instructions: str | None,
     tools: list[dict[str, Any]],
+    agents_md: str | None = None,
 ) -> dict[str, str]:
-    """Stores a run's three inputs; returns `{kind: path}` for its report entry."""
+    """Stores a run's inputs; returns `{kind: path}` for its report entry. `agents_md`:
+    the AGENTS.md text of the contextual user message, without its wrapper (which names
+    the workspace's path on this machine); null when there was none."""
     values = {
         "prompt": {"prompts": prompts},
         "instructions": {
@@ -54,6 +58,7 @@ def record_inputs(
             "developer_instructions": developer_instructions,
         },
         "tools": {"tools": tools},
+        "agents_md": {"agents_md": agents_md},
     }
     return {kind: stored(out_dir, values[kind], redact) for kind in KINDS}
 
@@ -61,47 +66,12 @@ def record_inputs(
 @functools.cache
 def runner_identity() -> dict[str, str | None]:
     """`{"version": ..., "commit": ...}`: the installed distribution's version, and the
-    commit of the git checkout this package is imported from (None when it is installed
-    from a wheel). Read from the checkout's files, never a path."""
+    commit it was built from or the checkout it is imported from (`checkout`)."""
     try:
         version: str | None = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         version = None
-    return {"version": version, "commit": _commit(Path(__file__).resolve().parents[2])}
+    return {"version": version, "commit": runner_commit()}
 
 
 DISTRIBUTION = "headless-agent-runner"
-
-
-_SHA = re.compile(r"[0-9a-f]{40}")
-
-
-def _commit(root: Path) -> str | None:
-    """HEAD of the checkout at `root` (a worktree's `.git` file is followed), or None."""
-    try:
-        git = root / ".git"
-        if git.is_file():
-            line = git.read_text().strip()
-            if not line.startswith("gitdir: "):
-                return None
-            git = (root / line.removeprefix("gitdir: ")).resolve()
-        common = git
-        if (git / "commondir").is_file():
-            common = (git / (git / "commondir").read_text().strip()).resolve()
-        head = (git / "HEAD").read_text().strip()
-        if _SHA.fullmatch(head):
-            return head
-        ref = head.removeprefix("ref: ")
-        for place in (git, common):
-            if (place / ref).is_file():
-                sha = (place / ref).read_text().strip()
-                return sha if _SHA.fullmatch(sha) else None
-        packed = common / "packed-refs"
-        if packed.is_file():
-            for entry in packed.read_text().splitlines():
-                sha, _, name = entry.partition(" ")
-                if name == ref and _SHA.fullmatch(sha):
-                    return sha
-    except (OSError, UnicodeDecodeError):
-        return None
-    return None

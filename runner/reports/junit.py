@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, RunReport, UsageReport
-from runner.reports.totals import compute_totals
+from runner.reports.stats import mean_interval
+from runner.reports.totals import compute_totals, finished_runs
 from runner.vocabulary import RunStatus, Verdict
 
 REASONS: dict[RunStatus, str] = {
@@ -142,6 +144,9 @@ def run_properties(task: RunReport) -> list[tuple[str, str]]:
             ("branch", branch),
             ("check", check),
             ("prefix_breaks", str(task.prefix_breaks)),
+            ("reward", None if task.reward is None else f"{task.reward:g}"),
+            *((f"reward.{k}", f"{v:g}") for k, v in task.rewards.items() if k != "reward"),
+            ("resolution", task.resolution),
         ]
     )
 
@@ -155,6 +160,8 @@ CASE_OUTPUT = (
     "cost_usd",
     "duration_s",
     "branch",
+    "reward",
+    "resolution",
 )
 """The run properties repeated in a testcase's `system-out`."""
 
@@ -177,8 +184,23 @@ def suite_properties(tasks: list[RunReport]) -> list[tuple[str, str]]:
             ("user_turns", str(sum(t.turns_completed for t in tasks))),
             ("tool_calls", str(totals.tool_calls)),
             ("duration_s", _time(sum(t.duration_s for t in tasks))),
+            *_reward_pairs(tasks),
         ]
     )
+
+
+def _reward_pairs(tasks: list[RunReport]) -> list[tuple[str, str | None]]:
+    """Mean reward over finished graded runs, with its 95% interval (`mean_interval`)."""
+    rewards = [t.reward for t in finished_runs(tasks) if t.reward is not None]
+    if not rewards:
+        return []
+    ci = mean_interval(rewards)
+    return [
+        ("mean_reward", f"{statistics.fmean(rewards):.4f}"),
+        ("mean_reward_ci_low", None if ci is None else f"{ci[0]:.4f}"),
+        ("mean_reward_ci_high", None if ci is None else f"{ci[1]:.4f}"),
+        ("rewarded", str(len(rewards))),
+    ]
 
 
 def _first_line(text: str | None) -> str:
@@ -191,6 +213,8 @@ def _first_line(text: str | None) -> str:
 def failure_message(task: RunReport) -> str:
     """One line: the reason for the status, then the first line of the error if any."""
     reason = REASONS.get(task.status, "")
+    if task.suite is not None and task.status is RunStatus.CHECK_FAILED:
+        reason = "the suite's verifier did not pass it"
     detail = _first_line(task.error)
     if not detail and task.check is not None and not task.check.passed:
         detail = f"`{task.check.command}` exited {task.check.exit_code}"
@@ -238,7 +262,9 @@ def _suites(report: Report) -> tuple[list[TestSuite], list[list[RunReport]]]:
             case = TestCase(
                 xml_safe(case_name(task)), classname=xml_safe(task.id), elapsed_sec=task.duration_s
             )
-            pairs = [p for p in run_properties(task) if p[0] in CASE_OUTPUT]
+            pairs = [
+                p for p in run_properties(task) if p[0] in CASE_OUTPUT or p[0].startswith("reward.")
+            ]
             case.stdout = "\n".join(f"{name}={xml_safe(value)}" for name, value in pairs)
             kind = task.status.verdict
             if kind is Verdict.SKIPPED:

@@ -36,6 +36,8 @@ from runner.reports.summary import (
     headline_cost,
     in_environment,
     partial_text,
+    reward_text,
+    runner_text,
     skip_reasons,
     spend_notes,
     task_matrix,
@@ -74,11 +76,14 @@ def _comparison(
     for t in report.runs:
         groups.setdefault(key(t), []).append(t)
     rows = []
+    rewards = any(t.reward is not None for t in report.runs)
     for name, tasks in groups.items():
         g = group_stats(tasks)
         ci = "" if g.interval is None else f" ({_pct(g.interval[0])}-{_pct(g.interval[1])})"
         rate = f"{g.passed}/{g.runs} {_pct(g.passed / g.runs)}{ci}" if g.runs else "-"
         row = [cell(name), str(g.runs), str(g.skipped), str(g.errored), rate]
+        if rewards:
+            row.append(reward_text(g.mean_reward, g.reward_interval, g.rewarded))
         if repeats:
             row += [_pct(g.pass_at_1), f"{_pct(g.pass_at_n)} (n={g.repeats})"]
         hit = percent(g.cache_hit)
@@ -94,7 +99,8 @@ def _comparison(
             duration(g.time),
         ]
         rows.append(row)
-    header = [label, "Finished", "Skipped", "Errored", "Pass rate (95% CI)"] + (
+    header = [label, "Finished", "Skipped", "Errored", "Pass rate (95% CI)"]
+    header += (["Mean reward (95% CI)"] if rewards else []) + (
         ["pass@1", "pass@n"] if repeats else []
     )
     header += [
@@ -106,7 +112,8 @@ def _comparison(
         "Cost",
         "Time",
     ]
-    align = ["---", "--:", "--:", "--:", "--:"] + ["--:"] * (2 if repeats else 0) + ["--:"] * 7
+    extra = (2 if repeats else 0) + (1 if rewards else 0)
+    align = ["---", "--:", "--:", "--:", "--:"] + ["--:"] * extra + ["--:"] * 7
     return [f"## {title}", "", *table(header, align, rows)]
 
 
@@ -195,7 +202,7 @@ def _headline(report: Report) -> list[str]:
         + "".join(f" - {n}" for n in spend_notes(report)),
         "",
         f"Task file {inline(report.task_file)}, started {inline(report.started_at)},"
-        f" finished {inline(report.finished_at)}.",
+        f" finished {inline(report.finished_at)}. {inline(runner_text(report))}.",
     ]
     if report.batch is not None and report.batch.not_selected:
         lines[-1] += (
@@ -241,6 +248,7 @@ def _run_rows(report: Report) -> list[list[str]]:
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
     envs = any(in_environment(t) for t in report.runs)
+    graded = any(t.suite is not None for t in report.runs)
     rows = []
     for t in report.runs:
         row = [cell(_name(t)), cell(t.model)]
@@ -251,8 +259,10 @@ def _run_rows(report: Report) -> list[list[str]]:
         cached = percent(t.usage.cache_hit_ratio)
         if t.usage.ideal_cache_ratio is not None:
             cached += f" / {percent(t.usage.ideal_cache_ratio)}"
+        row.append(mark(t.status))
+        if graded:
+            row.append(_grade(t))
         row += [
-            mark(t.status),
             str(t.turns_completed),
             str(len(t.requests)),
             str(t.tool_calls),
@@ -271,16 +281,27 @@ def _run_rows(report: Report) -> list[list[str]]:
     return rows
 
 
+def _grade(t: RunReport) -> str:
+    """`1`, `0.5`, `resolved (1)`; `-` without a grade (the error says why)."""
+    if t.reward is None and t.resolution is None:
+        return "-"
+    value = "?" if t.reward is None else f"{t.reward:g}"
+    return value if t.resolution is None else f"{t.resolution} ({value})"
+
+
 def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | None) -> list[str]:
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
     envs = any(in_environment(t) for t in report.runs)
+    graded = any(t.suite is not None for t in report.runs)
     header = (
         ["Run", "Model"]
         + (["Variant"] if variants else [])
         + (["Environment"] if envs else [])
-        + ["Status", "User turns", "Requests", "Tool calls", "Tokens", "Cached / prefix reuse"]
+        + ["Status"]
+        + (["Reward"] if graded else [])
+        + ["User turns", "Requests", "Tool calls", "Tokens", "Cached / prefix reuse"]
         + (["Compactions"] if compacted else [])
         + (["Retries (waiting)"] if retried else [])
         + ["Cost", "Time", "Branch"]
@@ -289,7 +310,9 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
         ["---", "---"]
         + (["---"] if variants else [])
         + (["---"] if envs else [])
-        + ["---", "--:", "--:", "--:", "--:", "--:"]
+        + ["---"]
+        + (["--:"] if graded else [])
+        + ["--:", "--:", "--:", "--:", "--:"]
         + (["--:"] if compacted else [])
         + (["--:"] if retried else [])
         + ["--:", "--:", "---"]

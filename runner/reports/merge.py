@@ -29,6 +29,7 @@ from runner import hostfs
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.fsutil import atomic_write_chunks
 from runner.redact import Redactor
+from runner.reports.entries import repeated_runs
 from runner.reports.files import write_reports
 from runner.reports.model import READS, SCHEMA_VERSION, Report, RunReport
 from runner.reports.named import (
@@ -123,7 +124,7 @@ def load_shard(directory: Path) -> Shard:
         raise ConfigError(
             [Problem(file, None, _loc(e["loc"]), e["msg"]) for e in exc.errors()]
         ) from None
-    problems = check_named(directory, report, file)
+    problems = repeated_runs(report, file) + check_named(directory, report, file)
     if problems:
         raise ConfigError(problems)
     return Shard(str(directory), report)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.3"
+SCHEMA_VERSION = "runner.report/3.5"
 READS = frozenset(
     {
         "runner.report/1",
@@ -17,14 +17,18 @@ READS = frozenset(
         "runner.report/3",
         "runner.report/3.1",
         "runner.report/3.2",
+        "runner.report/3.3",
+        "runner.report/3.4",
         SCHEMA_VERSION,
     }
 )
 """/1 called `totals.runs` `totals.tasks`; /2 called `batch_id` `run_id`, `runs` `tasks`
 and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs`; /3.1
 lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
-attempts (`redone`); /3.2 lacked `runs[].environment`. All of these are optional, read
-as 0 or null. Older reports are read and written back as /3.3."""
+attempts (`redone`); /3.2 lacked `runs[].environment`; /3.3 lacked a suite task's grade
+(`reward`, `rewards`, `resolution`, `verifier`); /3.4 lacked `runs[].api_model`,
+`runs[].inputs.agents_md` and the retries of redone attempts. All of these are optional,
+read as 0 or null. Older reports are read and written back as /3.5."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -49,6 +53,10 @@ class RunInputs(Strict):
     with every request and the task's developer instructions."""
     tools: str = Field(pattern=INPUT_FILE)
     """`{"tools": [...]}`: the tool schemas sent with every request."""
+    agents_md: str | None = Field(default=None, pattern=INPUT_FILE)
+    """`{"agents_md": ...}`: the AGENTS.md text the model was given (null inside when
+    there was none), without the wrapper naming the workspace's path. Null in reports
+    before /3.5."""
 
 
 class RunnerIdentity(Strict):
@@ -133,6 +141,10 @@ class RedoneReport(Strict):
     usage: UsageReport
     cost_usd: float | None = None
     """Null when any such attempt's cost is unknown."""
+    retries: int = 0
+    """Their resent attempts (0 in reports before /3.5)."""
+    retry_wait_s: float = 0.0
+    """Their seconds of waiting to send or resend."""
 
 
 class CompactionReport(Strict):
@@ -208,6 +220,20 @@ class EnvironmentReport(Strict):
     directory."""
 
 
+class VerifierReport(Strict):
+    """A suite task's verifier run (after the agent's phase, out of its sight)."""
+
+    exit_code: int | None = None
+    """The test command's exit code (Harbor ignores it; the reward file decides)."""
+    duration_s: float = 0.0
+    """Copying the tests in, running them and grading: not part of `duration_s`."""
+    output_tail: str = ""
+    """The last 4,000 characters of its output."""
+    error: str | None = None
+    """Why it gave no grade (no reward file, no test summary, a timeout, a lost
+    container): the run is then an error, never a score."""
+
+
 class CheckReport(Strict):
     command: str
     exit_code: int
@@ -225,6 +251,9 @@ class RunReport(Strict):
     repeat: int = 1
     model: str
     """provider/model as written in the task file."""
+    api_model: str | None = None
+    """The model name sent to the provider: differs from `model` under a `models:` alias
+    (`fake/warm: {model: mA}` sends `mA`). Null for reports before /3.5."""
     variant: str | None = None
     """The matrix variant (a named set of prompt/settings overrides), if any."""
     tags: list[str] = []
@@ -294,6 +323,24 @@ class RunReport(Strict):
     environment: EnvironmentReport | None = None
     """Its container or Pod; for a run on the host, null unless it copied artifacts
     (then backend `local` and `artifacts` alone)."""
+    suite: str | None = None
+    """`<format>:<id>` of the benchmark task the run came from (`suites:`); null for a
+    task of the file's own."""
+    agent: Literal["model", "oracle", "nop"] = "model"
+    """Who did the work: the model, or (suite runs) the task's own solution (`oracle`) or
+    nothing (`nop`), which call no model."""
+    reward: float | None = None
+    """The suite task's reward from its verifier: Harbor's `reward` (or only) value,
+    1 or 0 for Terminal-Bench and SWE-bench (resolved or not). Null for other runs, and
+    for a suite run without a grade (see `verifier.error`)."""
+    rewards: dict[str, float] = {}
+    """Every named reward the verifier gave (Harbor's reward.json; SWE-bench's
+    `fail_to_pass` and `pass_to_pass` shares of passing tests)."""
+    resolution: Literal["resolved", "partial", "not"] | None = None
+    """SWE-bench's verdict (resolved: every FAIL_TO_PASS and PASS_TO_PASS test passes;
+    partial: some FAIL_TO_PASS do); Terminal-Bench's resolved or not; null for Harbor."""
+    verifier: VerifierReport | None = None
+    """The verifier's run; null for runs of no suite, and for a suite run stopped first."""
 
 
 class Totals(Strict):

@@ -127,12 +127,14 @@ def named_lines(root: Path, value: str, folder: str) -> Iterator[str]:
 def named_files(report: Report) -> Iterator[tuple[str, str, str]]:
     """`(field, value, folder)` for every file the report names."""
     for i, t in enumerate(report.runs):
-        yield f"tasks[{i}].events_file", t.events_file, EVENTS_DIR
+        yield f"runs[{i}].events_file", t.events_file, EVENTS_DIR
         if t.result is not None:
-            yield f"tasks[{i}].result.patch", t.result.patch, PATCHES_DIR
+            yield f"runs[{i}].result.patch", t.result.patch, PATCHES_DIR
         if t.inputs is not None:
-            for kind in ("prompt", "instructions", "tools"):
-                yield f"tasks[{i}].inputs.{kind}", getattr(t.inputs, kind), INPUTS_DIR
+            for kind in ("prompt", "instructions", "tools", "agents_md"):
+                value = getattr(t.inputs, kind)
+                if value is not None:
+                    yield f"runs[{i}].inputs.{kind}", value, INPUTS_DIR
 
 
 def check_named(root: Path, report: Report, file: str) -> list[Problem]:

@@ -59,6 +59,26 @@ def wilson_interval(passed: int, runs: int, z: float = Z_95) -> tuple[float, flo
     return low, high
 
 
+def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float] | None:
+    """A 95% interval for the mean of rewards in [0, 1]: the Wilson score interval with
+    the mean in place of a pass rate. For 0/1 rewards it is exactly the pass rate's
+    Wilson interval; for rewards in between the true variance is at most m(1 - m), so the
+    interval is conservative (wider than it needs to be), never too narrow. No t or
+    bootstrap: a few repeats give no usable variance estimate. None without values, or
+    when a reward lies outside [0, 1] (the bound would not hold)."""
+    n = len(values)
+    if n == 0 or any(not 0.0 <= v <= 1.0 for v in values):
+        return None
+    m = statistics.fmean(values)
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (m + z2 / (2 * n)) / denom
+    half = z * math.sqrt(m * (1 - m) / n + z2 / (4 * n * n)) / denom
+    low = 0.0 if m == 0.0 else max(0.0, centre - half)
+    high = 1.0 if m == 1.0 else min(1.0, centre + half)
+    return low, high
+
+
 Table = tuple[int, int, int, int]
 """A 2x2 table [[a, b], [c, d]]: (base passed, base failed, new passed, new failed)."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from runner.reports.fmt import duration, money, tokens
 from runner.reports.model import RedoneReport, Report, RunReport
-from runner.reports.stats import mean_pass_at_k, wilson_interval
+from runner.reports.stats import mean_interval, mean_pass_at_k, wilson_interval
 from runner.reports.totals import finished_runs, sum_cost
 from runner.vocabulary import RunStatus, Verdict
 
@@ -49,6 +49,11 @@ class GroupStats:
     """Total over every run of the group that sent a request (errored ones cost too)."""
     time: float
     """Total run time of every run of the group."""
+    rewarded: int = 0
+    """Finished runs with a reward (suite runs graded by their verifier)."""
+    mean_reward: float | None = None
+    reward_interval: tuple[float, float] | None = None
+    """95% interval of the mean reward (`stats.mean_interval`)."""
 
 
 def group_stats(every: Sequence[RunReport]) -> GroupStats:
@@ -65,6 +70,7 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
     cached = sum(t.usage.cached_tokens for t in tasks)
     sent = sum(t.usage.input_tokens for t in tasks)
     cost = sum_cost(t.cost_usd for t in tasks)
+    rewards = [t.reward for t in tasks if t.reward is not None]
     return GroupStats(
         runs=len(tasks),
         passed=passed,
@@ -85,7 +91,18 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
         output_tokens=sum(t.usage.output_tokens for t in every),
         cost=sum_cost(t.cost_usd for t in every if t.requests),
         time=sum(t.duration_s for t in every),
+        rewarded=len(rewards),
+        mean_reward=statistics.fmean(rewards) if rewards else None,
+        reward_interval=mean_interval(rewards),
     )
+
+
+def reward_text(mean: float | None, interval: tuple[float, float] | None, n: int) -> str:
+    """`0.67 (0.21-0.94) n=3`: the mean reward of graded runs with its 95% interval."""
+    if mean is None:
+        return "-"
+    ci = "" if interval is None else f" ({interval[0]:.2f}-{interval[1]:.2f})"
+    return f"{mean:.2f}{ci} n={n}"
 
 
 def environment_label(t: RunReport) -> str:
@@ -171,8 +188,19 @@ def spend_notes(report: Report) -> list[str]:
         notes.append(
             f"of which redone: {r.attempts:,} earlier attempt(s), "
             f"{tokens(r.usage.total_tokens)} tokens, cost {money(r.cost_usd)}"
+            + (f", {r.retries:,} retries" if r.retries else "")
+            + (f", {duration(r.retry_wait_s)} waiting" if r.retry_wait_s else "")
         )
     return notes
+
+
+def runner_text(report: Report) -> str:
+    """`Runner 0.1.0, commit <sha>`: which code made the report (the version alone is the
+    same on every commit)."""
+    who = report.runner
+    version = (who.version if who else None) or "of unknown version"
+    commit = who.commit if who else None
+    return f"Runner {version}, " + (f"commit {commit}" if commit else "commit unknown")
 
 
 def skip_reasons(tasks: Sequence[RunReport]) -> str:

@@ -70,12 +70,15 @@ def sum_redone(parts: Iterable[RedoneReport | None]) -> RedoneReport | None:
         attempts=sum(p.attempts for p in got),
         usage=sum_usage(p.usage for p in got),
         cost_usd=sum_cost(p.cost_usd for p in got),
+        retries=sum(p.retries for p in got),
+        retry_wait_s=round(sum(p.retry_wait_s for p in got), 3),
     )
 
 
 def compute_totals(tasks: Sequence[RunReport]) -> Totals:
-    """The batch's counts. Its usage and cost hold what redone attempts spent too
-    (`redone`, shown apart): money paid does not vanish because a run was run again."""
+    """The batch's counts. Its usage, cost, retries and waits hold what redone attempts
+    spent too (`redone`, shown apart): money paid and time waited do not vanish because a
+    run was run again."""
     done = sum(1 for t in tasks if t.status is RunStatus.COMPLETED)
     redone = sum_redone(t.redone for t in tasks)
     spent = [redone] if redone is not None else []
@@ -93,7 +96,9 @@ def compute_totals(tasks: Sequence[RunReport]) -> Totals:
         tool_calls=sum(t.tool_calls for t in tasks),
         usage=sum_usage([*(t.usage for t in tasks), *(r.usage for r in spent)]),
         cost_usd=sum_cost([*(t.cost_usd for t in tasks), *(r.cost_usd for r in spent)]),
-        retries=sum(t.retries for t in tasks),
-        retry_wait_s=round(sum(t.retry_wait_s for t in tasks), 3),
+        retries=sum(t.retries for t in tasks) + sum(r.retries for r in spent),
+        retry_wait_s=round(
+            sum(t.retry_wait_s for t in tasks) + sum(r.retry_wait_s for r in spent), 3
+        ),
         redone=redone,
     )

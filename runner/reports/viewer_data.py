@@ -75,18 +75,33 @@ Entry = list[str]
 item (the page styles each)."""
 
 
-def _file_changes(item: dict[str, Any]) -> str:
+def _file_changes(item: dict[str, Any], run: RunReport) -> str:
     changes = item.get("changes")
     if not isinstance(changes, list):
         return json.dumps({k: v for k, v in item.items() if k != "id"}, ensure_ascii=False)
     lines = []
     for c in changes:
         if isinstance(c, dict):
-            lines.append(f"{c.get('kind', 'change')} {c.get('path', '?')}")
+            path = str(c.get("path", "?"))
+            lines.append(f"{c.get('kind', 'change')} {in_workspace(path, run)}")
     return "\n".join(lines)
 
 
-def _entry(event: dict[str, Any]) -> Entry | None:
+def in_workspace(path: str, run: RunReport) -> str:
+    """A changed file as the workspace names it. The events keep the absolute path (as
+    `codex exec --json` does), which on the host names the run's private folder
+    (`.../runner-work.../<run>/...`) and in a container its workdir."""
+    workdir = (run.environment.workdir or "").rstrip("/") if run.environment else ""
+    if workdir and path.startswith(f"{workdir}/"):
+        return path[len(workdir) + 1 :]
+    parts = path.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if part == (run.run or run.id) and any(p.startswith("runner-work") for p in parts[:i]):
+            return "/".join(parts[i + 1 :])
+    return path
+
+
+def _entry(event: dict[str, Any], run: RunReport) -> Entry | None:
     kind = event.get("type")
     if kind == "turn.started":
         return ["note", "turn started", ""]
@@ -110,7 +125,7 @@ def _entry(event: dict[str, Any]) -> Entry | None:
     if it == "reasoning":
         return ["think", "reasoning", cut(str(item.get("text", "")), 1000)]
     if it == "file_change":
-        return ["item", "file change", cut(_file_changes(item))]
+        return ["item", "file change", cut(_file_changes(item, run))]
     body = {k: v for k, v in item.items() if k != "id"}
     return ["item", cut(str(it), 80), cut(json.dumps(body, ensure_ascii=False))]
 
@@ -119,7 +134,8 @@ def transcript(out_dir: Path, run: RunReport, budget: int) -> tuple[list[Entry],
     """The run's transcript entries, at most ITEMS_LIMIT and `budget` characters, taken
     alternately from both ends (the start and the end of a thread matter most); and how
     many entries were left out."""
-    entries = [e for e in map(_entry, _events(out_dir, run.events_file)) if e is not None]
+    events = _events(out_dir, run.events_file)
+    entries = [e for e in (_entry(event, run) for event in events) if e is not None]
     head: list[Entry] = []
     tail: list[Entry] = []
     size = 0
@@ -164,11 +180,13 @@ distinct file is in the page once, however many runs share it."""
 
 
 def _inputs(out_dir: Path, run: RunReport, kept: dict[str, str]) -> list[str] | None:
-    """The run's prompt, instructions and tools files, each read into `kept` (by name)
+    """The run's prompt, instructions, tools (and AGENTS.md) files, each read into `kept` (by name)
     the first time a run names it."""
     if run.inputs is None:
         return None
     names = [run.inputs.prompt, run.inputs.instructions, run.inputs.tools]
+    if run.inputs.agents_md is not None:
+        names.append(run.inputs.agents_md)
     for name in names:
         if name in kept:
             continue
@@ -202,6 +220,8 @@ def run_data(
         "repeat": run.repeat,
         "status": str(run.status),
         "verdict": str(run.status.verdict),
+        "reward": run.reward,
+        "resolution": run.resolution,
         "skip": run.skip_reason,
         "requests": len(run.requests),
         "turns": run.turns_completed,

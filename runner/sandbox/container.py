@@ -277,9 +277,12 @@ class ContainerEnvironment:
         stdin: bytes | None,
         timeout_s: float,
         sink: _Sink,
+        user: str | None = None,
     ) -> dict[str, Any]:
         """Without the helper: one `exec` under `timeout`, output kept up to the cap."""
         args = ["exec", "-i", "-w", cwd]
+        if user is not None:
+            args += ["--user", user]
         for key, value in env.items():
             args += ["-e", f"{key}={value}"]
         secs = f"{max(timeout_s, 0.001):.3f}"
@@ -308,15 +311,16 @@ class ContainerEnvironment:
         stdin: bytes | None,
         timeout_s: float,
         sink: _Sink,
+        user: str | None = None,
     ) -> dict[str, Any]:
         if not self._started or self._stopped:
             raise EnvironmentFault(f"{self.name}: the environment is not running")
         where = self.workdir if cwd is None else self._path(cwd)
         async with self._lock:
-            if self.use_helper:
+            if self.use_helper and user is None:
                 req = {"argv": list(argv), "cwd": where, "env": dict(env or {})}
                 return await self._ask({**req, "split": sink.split}, stdin or b"", timeout_s, sink)
-            return await self._exec_cli(argv, where, env or {}, stdin, timeout_s, sink)
+            return await self._exec_cli(argv, where, env or {}, stdin, timeout_s, sink, user)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -329,10 +333,17 @@ class ContainerEnvironment:
         stdin: bytes | None = None,
         timeout_s: float,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        user: str | None = None,
     ) -> ExecResult:
+        """`user` (a name or uid[:gid], as `exec --user` takes it) runs this one command
+        as another user than the container's, e.g. a suite's verifier; it is not in the
+        Environment protocol, since kubectl's exec cannot. Such a command bypasses the
+        helper (which runs as the container's user) and goes through the engine's CLI."""
         start = time.monotonic()
         sink = _Sink(output_cap, split=False)
-        end = await self._run(argv, cwd=cwd, env=env, stdin=stdin, timeout_s=timeout_s, sink=sink)
+        end = await self._run(
+            argv, cwd=cwd, env=env, stdin=stdin, timeout_s=timeout_s, sink=sink, user=user
+        )
         capture = sink.capture
         lines = capture.newlines + (0 if capture.last == b"\n" else 1)
         return ExecResult(

@@ -321,6 +321,47 @@ class Builder:
             )
 
 
+# -- pruning ---------------------------------------------------------------------------------
+
+
+async def prune_built(
+    engine: Engine, dry_run: bool = False, keep_base: bool = True
+) -> tuple[list[str], list[str]]:
+    """Remove the images runner built (labelled `io.runner.owner=runner`), never another
+    image; the base image is kept unless `keep_base` is false (it takes minutes to make).
+    Returns what was (or, with `dry_run`, would be) removed, and what the engine refused
+    to remove (an image a container still uses), each with the engine's reason."""
+    done = await engine.call(
+        [
+            "images",
+            "--filter",
+            f"label={OWNER_LABEL}={OWNER}",
+            "--format",
+            "{{.ID}} {{.Repository}}:{{.Tag}}",
+        ]
+    )
+    if done.code != 0:
+        raise EnvironmentFault(f"cannot list images ({engine.executable} said: {done.said()})")
+    found: dict[str, list[str]] = {}
+    for line in done.text.splitlines():
+        image_id, _, name = line.strip().partition(" ")
+        if image_id:
+            found.setdefault(image_id, []).append(name)
+    gone: list[str] = []
+    refused: list[str] = []
+    for image_id, names in sorted(found.items(), key=lambda kv: sorted(kv[1])):
+        if keep_base and BASE_IMAGE in names:
+            continue
+        shown = ", ".join(sorted(n for n in names if not n.startswith("<none>"))) or image_id
+        if not dry_run:
+            rm = await engine.call(["rmi", image_id], retry=False)
+            if rm.code != 0:
+                refused.append(f"{shown}: {rm.said()}")
+                continue
+        gone.append(shown)
+    return gone, refused
+
+
 def main() -> None:
     """`python -m runner.sandbox.images` (`make base-image`): the base image made unless
     it is there with the current recipe, so a Dockerfile can say `FROM` it. The engine is

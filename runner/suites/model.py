@@ -57,8 +57,16 @@ class Verifier:
     pass_to_pass: tuple[str, ...] = ()
     test_patch: str | None = None
     """SWE-bench: applied before the tests run."""
+    extra_files: tuple[tuple[Path, str], ...] = ()
+    """Files copied in beside the tests (host path, path inside), e.g. Terminal-Bench's
+    `run-tests.sh`, which lives beside `tests/` but runs as `/tests/run-tests.sh`."""
     repo: str | None = None
-    """SWE-bench: `owner/name`, which picks the official log parser."""
+    """SWE-bench: `owner/name` (some grading rules go by repo: FAIL_ONLY_REPOS)."""
+    log_parser: str | None = None
+    """SWE-bench: the name of the official log parser in swebench's `PARSER_REGISTRY`
+    (swebench 5 names it per instance instead of deriving it from the repo)."""
+    eval_type: str | None = None
+    """SWE-bench: `pass_and_fail` or `fail_only`; None → by repo, as the harness does."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,8 @@ class Solution:
     `/solution` and run with bash."""
     patch: str | None = None
     """SWE-bench's gold `patch`, applied in the workdir."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Harbor's `[solution].env`: set for the solution script only."""
 
 
 @dataclass(frozen=True)

@@ -4,23 +4,15 @@ and label the results `local/foo`."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.cli import run_cli
 from tests.support.fixtures import make_git_repo
 
 
 def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def write(tmp_path: Path, model: str) -> Path:

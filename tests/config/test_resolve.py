@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,11 +108,6 @@ def _params(paths: list[Path]) -> list[Any]:
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         out.append(pytest.param(p, id=p.stem, marks=marks))
     return out
-
-
-def _runner_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("runner")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runner"]
 
 
 def file_env(path: Path) -> dict[str, str]:
@@ -257,14 +251,8 @@ def test_run_refuses_what_validate_refuses_before_any_work(name: str, tmp_path: 
     path = CORPUS / f"{name}.yaml"
     checked = run_validate(path)
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    ran = subprocess.run(
-        [*_runner_cmd(), "run", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    keys = tuple(k for k in os.environ if k.endswith("_API_KEY")) + ("FAKE_API_KEY",)
+    ran = run_cli("run", path, "--out", out, unset=keys)
     assert checked.returncode == ran.returncode == 2, ran.stderr
     assert ran.stderr == checked.stderr and ran.stderr.startswith(f"error: {path}:")
     assert not out.exists()
@@ -281,20 +269,7 @@ def test_offline_validate_skips_only_what_needs_this_machine() -> None:
 def test_run_model_override_with_unknown_provider_names_the_flag(tmp_path: Path) -> None:
     task_file = tmp_path / "t.yaml"
     task_file.write_text("version: 1\ntasks: [{id: a, prompt: p}]\n", encoding="utf-8")
-    res = subprocess.run(
-        [
-            *_runner_cmd(),
-            "run",
-            str(task_file),
-            "--model",
-            "nosuch/x",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_cli("run", task_file, "--model", "nosuch/x", "--out", tmp_path / "out")
     _no_traceback(res)
     assert res.returncode == 2
     assert "--model" in res.stderr and "tasks[0].model" not in res.stderr

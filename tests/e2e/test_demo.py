@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support import paths
+from tests.support.cli import run_cli
 from tests.support.fixtures import make_git_repo
 
 ROOT = paths.ROOT
@@ -79,22 +78,8 @@ def test_quickstart_on_embedded_model(tmp_path: Path, where: int) -> None:
     tmp = tmp_path / LOCATIONS[where]
     tmp.mkdir(parents=True)
     day = (dt.date(2026, 11, 23) + dt.timedelta(days=37 * where)).isoformat()
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "run",
-            str(configs / "quickstart.yaml"),
-            "--out",
-            str(out),
-            "--date",
-            day,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "TMPDIR": str(tmp)},
+    res = run_cli(
+        "run", configs / "quickstart.yaml", "--out", out, "--date", day, env={"TMPDIR": str(tmp)}
     )
     assert "Traceback" not in res.stderr
     assert res.returncode == 0, res.stderr
@@ -123,12 +108,7 @@ def test_quickstart_on_sixty_consecutive_dates(tmp_path: Path) -> None:
     walk = configs / "walk.yaml"
     walk.write_text(yaml.safe_dump(quick, sort_keys=False))
     out = tmp_path / "out"
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(walk), "--out", str(out), "--concurrency", "2"],
-        capture_output=True,
-        text=True,
-        timeout=1700,
-    )
+    res = run_cli("run", walk, "--out", out, "--concurrency", "2")
     assert "Traceback" not in res.stderr
     report = json.loads((out / "report.json").read_text())
     assert [t["current_date"] for t in report["runs"]] == days
@@ -151,23 +131,8 @@ def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
     configs = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", configs)
     out = tmp_path / "out"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "run",
-            str(configs / "benchmark.yaml"),
-            "--only",
-            "touch",
-            "--out",
-            str(out),
-            "--concurrency",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    res = run_cli(
+        "run", configs / "benchmark.yaml", "--only", "touch", "--out", out, "--concurrency", "2"
     )
     assert res.returncode in (0, 1), res.stderr
     report = json.loads((out / "report.json").read_text())
@@ -192,23 +157,8 @@ def test_benchmark_config_on_embedded_model(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert branches == ""  # git.keep: patch
-    cmp = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "report",
-            "compare",
-            str(out),
-            str(out),
-            "--base-variant",
-            "plain",
-            "--new-variant",
-            "steps",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    cmp = run_cli(
+        "report", "compare", out, out, "--base-variant", "plain", "--new-variant", "steps"
     )
     assert cmp.returncode == 0, cmp.stderr
     assert "| local/smollm2 | " in cmp.stdout and "Fisher's exact test" in cmp.stdout

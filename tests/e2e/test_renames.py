@@ -5,8 +5,6 @@ with `run_id`, `tasks` and status `max_turns`, a journal with `run_id`, a task f
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from runner.reports.model import SCHEMA_VERSION, Report
 from runner.vocabulary import RunStatus
 from runner.workspace import branch_name
 from tests.support import paths
+from tests.support.cli import run_cli
 
 OLD_REPORT = paths.FIXTURES / "report_v2.json"
 
@@ -84,9 +83,7 @@ def test_max_turns_and_max_requests_together_are_refused_located(tmp_path: Path)
     [p] = info.value.problems
     assert (p.file, p.line, p.field) == (str(path), 5, "tasks[0].limits")
     assert "max_requests or max_turns" in p.message
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "validate", str(path)], capture_output=True, text=True
-    )
+    res = run_cli("validate", path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"{path}:5: tasks[0].limits: give max_requests or max_turns" in res.stderr
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import run_cli, run_cli_process
+from tests.support.cli import run_cli
 from tests.support.loopback import reply_message
 
 FAR_EAST, FAR_WEST = "Pacific/Kiritimati", "Etc/GMT+12"
@@ -62,7 +62,7 @@ def run_on(
     # keeps the temp dir it found first and `time` the TZ it started with.
     private = tmp_path / "tmp"
     private.mkdir(exist_ok=True)
-    res = run_cli_process(
+    res = run_cli(
         "run", tasks, "--out", tmp_path / name, *flags, env={"TZ": tz, "TMPDIR": str(private)}
     )
     assert res.returncode == 0, res.stderr
@@ -152,7 +152,7 @@ def test_a_builtin_provider_is_overridden_field_by_field(
     )
     missing = run_cli("run", tasks, "--out", tmp_path / "none", env={"OPENAI_API_KEY": ""})
     assert missing.returncode == 2 and "OPENAI_API_KEY" in missing.stderr
-    res = run_cli_process(
+    res = run_cli(
         "run", tasks, "--out", tmp_path / "o", env={"OPENAI_API_KEY": "sk-proxy-0123456789abcdef"}
     )
     assert res.returncode == 0, res.stderr

@@ -140,3 +140,34 @@ def test_spend_of_a_redone_attempt_stays_in_the_totals_shown_apart(
     twice = _report(out)["totals"]["redone"]
     assert twice["attempts"] == 2
     assert twice["usage"]["total_tokens"] == spent_tokens + run["usage"]["total_tokens"]
+
+
+def test_retries_of_a_redone_attempt_stay_in_the_totals(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """An errored attempt resent its request twice and waited; `--resume --retry-errored`
+    replaces it, and its retries and waits stay in the totals, shown apart in `redone`."""
+    outage = {"on": True}
+
+    def script(req: Any, i: int) -> Reply:
+        return reply_http_error(503) if outage["on"] else reply_message("done")
+
+    srv = loopback_thread(script)
+    tasks = _tasks(tmp_path, srv.base_url, 2)
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 3
+    (failed,) = _report(out)["runs"]
+    assert failed["retries"] == 2 and failed["retry_wait_s"] > 0
+    outage["on"] = False
+    again = run_cli("run", tasks, "--out", out, "--resume", "--retry-errored")
+    assert again.returncode == 0, again.stderr
+    report = _report(out)
+    (run,) = report["runs"]
+    assert run["retries"] == 0  # this attempt's own
+    for where in (run["redone"], report["totals"]["redone"]):
+        assert (where["retries"], where["retry_wait_s"]) == (2, failed["retry_wait_s"])
+    totals = report["totals"]
+    assert totals["retries"] == 2
+    assert totals["retry_wait_s"] == round(run["retry_wait_s"] + failed["retry_wait_s"], 3)
+    summary = (out / "summary.md").read_text()
+    assert "of which redone: 1 earlier attempt(s)" in summary and ", 2 retries, " in summary

@@ -4,24 +4,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import Reply, reply_http_error, reply_message
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        env={**os.environ, "FAKE_API_KEY": "sk-canary-retry-0123456789"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(*args, env={"FAKE_API_KEY": "sk-canary-retry-0123456789"})
 
 
 def test_retry_errored_reruns_only_the_errored_runs(

@@ -12,8 +12,6 @@ counts. llama.cpp's server does have `/v1/responses`, but it ignores `tools`,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from runner.items import Item
 from runner.providers import Prompt
 from runner.providers.chat import ChatClient
 from runner.providers.local import LocalEngine
+from tests.support.cli import run_cli
 from tests.support.loopback import RecordedRequest, Reply, reply_items
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,26 +104,17 @@ tasks:
     prompt: Call the mcp__calc__add tool to add 19 and 23, then reply with the sum.
 """)
     out = tmp_path / "out"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "run",
-            str(tasks),
-            "--out",
-            str(out),
-            "--model",
-            "engine/smollm2",
-            "--model",
-            "bridge/smollm2",
-            "--concurrency",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        env=dict(os.environ),
+    res = run_cli(
+        "run",
+        tasks,
+        "--out",
+        out,
+        "--model",
+        "engine/smollm2",
+        "--model",
+        "bridge/smollm2",
+        "--concurrency",
+        "1",
     )
     assert res.returncode == 0, res.stderr
     report = json.loads((out / "report.json").read_text())

@@ -384,7 +384,6 @@ def pr_job(
     )
 
 
-@pytest.mark.slow
 def test_pr_review_workflow_is_two_steps_and_reads_the_base_agents_md(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -440,7 +439,6 @@ def test_pr_review_workflow_is_two_steps_and_reads_the_base_agents_md(
     assert comment["body"].startswith(MARKER) and "<h2>Findings</h2>" in comment["body"]
 
 
-@pytest.mark.slow
 def test_pr_workflow_same_repository(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -481,7 +479,6 @@ def test_pr_workflow_same_repository(
     assert not re.search(r"(?m)^\s*::", body)
 
 
-@pytest.mark.slow
 def test_pr_workflow_from_forks(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -544,7 +541,6 @@ def test_pr_workflow_from_forks(
     assert len(srv.requests) == asked  # skipped runs sent nothing to the model
 
 
-@pytest.mark.slow
 def test_pr_workflow_first_config_pr_and_a_bot(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -588,7 +584,6 @@ def test_pr_workflow_first_config_pr_and_a_bot(
 # ------------------------------------------------------------------ comment commands
 
 
-@pytest.mark.slow
 def test_comment_command_workflow_answers_on_the_pr_head_read_only(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -678,7 +673,6 @@ NIGHTLY_EVENT = {
 }
 
 
-@pytest.mark.slow
 def test_nightly_workflow_pushes_and_updates_one_pr(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -731,7 +725,6 @@ def test_nightly_workflow_pushes_and_updates_one_pr(
     assert "<p>docs-refresh: README.md now says how to test.</p>" in pr["body"]
 
 
-@pytest.mark.slow
 def test_nightly_workflow_works_without_the_pull_request_setting(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -788,7 +781,6 @@ def remote_tip(origin: Path, branch: str) -> str:
 # ------------------------------------------------------------------ benchmark
 
 
-@pytest.mark.slow
 def test_benchmark_workflow_shards_then_merge(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:

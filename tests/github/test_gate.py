@@ -28,6 +28,7 @@ import pytest
 from runner.github import main
 from runner.github.launch import run_runner
 from runner.github.workflow_io import annotate
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.gha import (
     FORK_TOKEN,
@@ -1327,14 +1328,12 @@ def test_only_the_runners_own_errors_become_a_few_annotations(
     ],
 )
 def test_secret_fd_refuses_what_is_not_name_value(tmp_path: Path, given: str, problem: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-I", "-m", "runner", "run", "x.yaml", "--secret-fd", "0"],
-        input=given,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    read, write = os.pipe()
+    os.write(write, given.encode())
+    os.close(write)
+    # The runner closes the pipe once read whole (closing it here again could close some
+    # other file that reused the number).
+    proc = run_cli("run", "x.yaml", "--secret-fd", str(read), cwd=tmp_path)
     assert proc.returncode == 2 and problem in proc.stderr and "--secret-fd" in proc.stderr
     assert "sk-value" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
 

@@ -8,7 +8,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +34,7 @@ from runner.github.task_input import inline_tasks
 from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
 from tests.support import golden_files
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.gha import (
     ACTION,
@@ -160,7 +160,6 @@ def normalise_comment(body: str, report: Report) -> str:
 # ------------------------------------------------------------------ tests
 
 
-@pytest.mark.slow
 def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -273,7 +272,6 @@ def test_pull_request_run_outputs_summary_comment_and_no_secrets(
     )
 
 
-@pytest.mark.slow
 def test_nightly_pushes_branch_and_keeps_one_pr_per_task(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -595,7 +593,6 @@ def test_action_structure() -> None:
     assert [s.get("id") for s in steps if "inputs.api-key }}" in json.dumps(s)] == ["run"]
 
 
-@pytest.mark.slow
 def test_benchmark_shards_then_merge(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -658,13 +655,7 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     uses = "".join(p.read_text() for p in examples_dir.glob("*.yml"))
 
     def validates(task_file: str) -> None:
-        res = subprocess.run(
-            [sys.executable, "-m", "runner", "validate", "--offline", task_file],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        res = run_cli("validate", "--offline", task_file, cwd=repo)
         assert res.returncode == 0, res.stderr
         assert f"repo {repo.resolve()}" in res.stdout
 
@@ -988,7 +979,6 @@ def tree_files(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.slow
 def test_pr_runs_read_only_the_base_branchs_runner_config(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -1447,7 +1437,6 @@ def test_actions_pin_third_party_actions_by_commit() -> None:
 # ------------------------------------------------------------------ inline prompt, inputs
 
 
-@pytest.mark.slow
 def test_inline_prompt_runs_one_task_with_the_given_model_options(
     loopback_thread: ThreadFactory, github: FakeGitHub, tmp_path: Path
 ) -> None:

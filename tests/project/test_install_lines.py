@@ -223,7 +223,8 @@ def test_the_actions_install_line_installs_this_project(tmp_path: Path) -> None:
     (line,) = [x for x in joined.splitlines() if "--no-index" in x]
     checkout = tmp_path / "checkout"
     tracked = subprocess.run(
-        ["git", "ls-files", "-z", "--", "pyproject.toml", "README.md", "runner", "actions"],
+        ["git", "ls-files", "-z", "--", "pyproject.toml", "setup.py", "README.md", "runner"]
+        + ["actions"],
         cwd=ROOT,
         check=True,
         capture_output=True,

@@ -5,13 +5,11 @@ different `--model` into two out dirs, then `runner report compare ... --base-mo
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.support import paths
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import RecordedRequest, per_conversation, reply_message
 
@@ -51,13 +49,9 @@ def test_the_readme_model_ab_runs_as_written(
         "  - {id: fix, prompt: fix it, repo: ., check: 'true'}\n"
         "  - {id: doc, prompt: write docs, repo: ., check: 'true'}\n"
     )
-    env = {**os.environ, "FAKE_API_KEY": "sk-canary-0123456789abcdef"}
     results = []
     for command in commands:
-        argv = [sys.executable, "-m", "runner", *shlex.split(command)[1:]]
-        done = subprocess.run(
-            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-        )
+        done = run_cli(*shlex.split(command)[1:], cwd=tmp_path)
         assert "Traceback" not in done.stderr, done.stderr
         results.append(done)
     run_a, run_b, compare = results

@@ -59,6 +59,11 @@ def test_a_dead_provider_is_skipped_and_the_others_go_on(
     # The first run spends the three attempts; every later one is never started.
     assert len(errored) == 1 and len(skipped) == 7
     assert "provider 'dead' at http://127.0.0.1:9/v1 is down" in errored[0]["error"]
+    # Its failed request is on record with the attempts it resent and the time it waited.
+    (request,) = errored[0]["requests"]
+    assert "is down" in request["error"] and request["retries"] == 2, request
+    assert errored[0]["retries"] == 2 and errored[0]["retry_wait_s"] > 0
+    assert request["retry_wait_s"] == errored[0]["retry_wait_s"]
     for r in skipped:
         assert r["skip_reason"] == "provider_down"
         assert "provider 'dead' at http://127.0.0.1:9/v1 is down" in r["error"]
@@ -88,3 +93,24 @@ def test_max_connect_failures_is_checked(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert "tasks.yaml:" in res.stderr and "max_connect_failures" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_runs_in_flight_keep_their_unanswered_requests(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """Runs sending at once share the count: a run whose first attempt made the provider
+    down still reports that request, its error and its waits, not `requests: []`."""
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    tasks = _tasks(tmp_path, srv.base_url, 4)
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out, "--concurrency", "8")
+    assert res.returncode == 3, res.stderr
+    started = [r for r in _runs(out) if r["model"] == "dead/m" and r["status"] == "error"]
+    assert started, res.stderr
+    for r in started:
+        assert "requests in a row got no answer" in r["error"]
+        assert r["requests"], r  # what it sent, though nobody answered
+        assert r["requests"][-1]["error"] in r["error"]
+        assert r["retries"] == sum(q["retries"] for q in r["requests"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["totals"]["requests"] >= len(started) + 4  # the dead ones and the live ones

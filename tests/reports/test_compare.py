@@ -363,3 +363,73 @@ def test_changes_say_pp_or_percent() -> None:
         "| 1,500 (+500, +50%) | 20.0% (-30.0 pp) | $0.0100 (-$0.0100, -50%) | 15.0s (+5.0s, +50%) |"
         in row
     )
+
+
+def test_no_task_on_both_sides_has_no_per_task_p_value(tmp_path: Path) -> None:
+    """Each side finished a different task: the pooled row compares, but no stratum can,
+    so there is no per-task p-value (not p = 1), and a note says why."""
+    base = report([task("a", "p/m", "completed"), task("b", "p/m", "error")])
+    new = report([task("a", "p/m", "error"), task("b", "p/m", "check_failed")])
+    res = _cli(_write(tmp_path / "b", base), _write(tmp_path / "n", new), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    overall = json.loads(res.stdout)["overall"]
+    assert overall["tasks_compared"] == 0 and overall["p_value"] is not None
+    assert overall["stratified_p_value"] is None and overall["mean_task_change_pp"] is None
+    md = render_compare(compare(base, new))
+    assert "| all runs | 1/1 100% | 0/1 0% | -100.0 pp | 1.000 | no significant change | - |" in md
+    assert "> all runs: no per-task test, as no task has finished runs on both sides" in md
+
+
+def test_a_run_listed_twice_is_refused(tmp_path: Path) -> None:
+    """An edited report that repeats an entry would double n: refused where it is read,
+    naming the entry, for compare and merge alike."""
+    runs = [
+        task(i, "p/m", "completed", run=f"{i}.r{r}", repeat=r, fingerprint=f"{i}{r}")
+        for i in "ab"
+        for r in (1, 2)
+    ]
+    good = _write(tmp_path / "good", report(runs))
+    edited = _write(tmp_path / "edited", report([*runs, runs[1]]))
+    for res in (_cli(good, edited), run_cli("report", "merge", edited, "--out", tmp_path / "m")):
+        assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+        assert f"{edited / 'report.json'}: runs[4]: is run 'a.r2' again (first at runs[1]" in (
+            res.stderr
+        ), res.stderr
+    assert _cli(good, good).returncode == 0
+
+
+def test_the_same_task_ids_from_another_task_file_are_noted(
+    loopback_thread: Any, tmp_path: Path
+) -> None:
+    """Two task files with the same ids but another prompt or check: the comparison says
+    which tasks changed (read from each run's recorded prompt and check command)."""
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    first = write_tasks(
+        tmp_path / "one",
+        srv.base_url,
+        "  - {id: a, prompt: fix it, repo: ., check: 'true'}\n"
+        "  - {id: b, prompt: explain it, repo: ., check: 'true'}\n",
+    )
+    second = write_tasks(
+        tmp_path / "two",
+        srv.base_url,
+        "  - {id: a, prompt: fix it, repo: ., check: 'true'}\n"
+        "  - {id: b, prompt: explain something else, repo: ., check: 'true'}\n",
+    )
+    third = write_tasks(
+        tmp_path / "three",
+        srv.base_url,
+        "  - {id: a, prompt: fix it, repo: ., check: 'test -e nothing'}\n"
+        "  - {id: b, prompt: explain it, repo: ., check: 'true'}\n",
+    )
+    outs = []
+    for tasks in (first, second, third):
+        outs.append(tasks.parent / "out")
+        run_cli("run", tasks, "--out", outs[-1])
+    note = "the same id ran another prompt or check on each side (another task file?)"
+    same = _cli(outs[0], outs[0])
+    assert same.returncode == 0 and note not in same.stdout
+    prompt = _cli(outs[0], outs[1])
+    assert prompt.returncode == 0 and f"> task(s) b: {note}" in prompt.stdout, prompt.stdout
+    check = _cli(outs[0], outs[2], "--format", "json")
+    assert any(n.startswith(f"task(s) a: {note}") for n in json.loads(check.stdout)["notes"])

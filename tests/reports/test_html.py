@@ -20,6 +20,9 @@ from runner.reports.files import write_reports
 from runner.reports.html import asset, cost_chart, render_html
 from runner.reports.model import Report
 from tests.support.chromium import chromium
+from tests.support.cli import run_cli, write_tasks
+from tests.support.fixtures import ThreadFactory
+from tests.support.loopback import per_conversation, reply_custom_tool_call, reply_message
 from tests.support.reports import benchmark_report, report, request, result, task, usage
 
 DATA = re.compile(r'<script type="application/json" id="runner-data">(.*?)</script>', re.S)
@@ -204,3 +207,35 @@ def test_scatter_labels_of_close_configurations_do_not_overlap_and_x_has_ticks()
     assert len(ys) == 3 and all(b - a >= 12 for a, b in itertools.pairwise(ys))
     ticks = re.findall(r'class="xtick"[^>]*>([^<]*)<', svg)
     assert ticks == ["$0.0000", "$0.0028", "$0.0055", "$0.0083", "$0.0110"]  # span 1.1 x max
+
+
+def test_a_file_change_shows_its_path_in_the_workspace(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The thread log keeps the absolute path (as `codex exec --json` does); the page
+    shows it as the workspace names it, not the run's private folder on this machine."""
+    patch = "*** Begin Patch\n*** Add File: docs/hello.txt\n+hi\n*** End Patch"
+    srv = loopback_thread(
+        per_conversation(
+            lambda req, i: (
+                reply_custom_tool_call("apply_patch", patch, call_id="p")
+                if i == 0
+                else reply_message("done")
+            )
+        )
+    )
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: add a file, repo: .}\n",
+        defaults="  apply_patch_tool: freeform\n",
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    (run,) = json.loads((out / "report.json").read_text())["runs"]
+    log = (out / run["events_file"]).read_text()
+    assert "runner-work" in log and "/docs/hello.txt" in log  # absolute in the log
+    page = (out / "report.html").read_text()
+    assert "add docs/hello.txt" in page
+    assert "runner-work" not in page

@@ -31,6 +31,7 @@ def test_a_run_shows_its_prompt_instructions_and_tools(tmp_path: Path) -> None:
         instructions="You are a coding agent.",
         developer_instructions="Prefer small diffs.",
         tools=[{"type": "function", "name": "shell", "description": "Runs a command"}],
+        agents_md=f"Run the tests first. {HOSTILE}",
     )
     assert "sk-canary" not in "".join((out / n).read_text() for n in names.values())
     run = task("a", "p/m", "completed", run="a.r1").model_copy(
@@ -61,6 +62,7 @@ def test_a_run_shows_its_prompt_instructions_and_tools(tmp_path: Path) -> None:
         assert json.dumps(f"Be brief. fix it {HOSTILE}", ensure_ascii=False) in shown
         assert "[REDACTED]" in shown
         assert "You are a coding agent." in shown and "Prefer small diffs." in shown
+        assert "AGENTS.md (inputs/" in shown and "Run the tests first." in shown
         assert '"name": "shell"' in shown and names["tools"] in shown
         assert "not shown: missing, or not a plain file under inputs/" in missing
         assert browser.js(f"typeof {CANARY}") == "undefined"

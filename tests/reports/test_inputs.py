@@ -44,12 +44,13 @@ def test_inputs_are_stored_once_and_named_from_each_run(
     res = run_cli("run", tasks, "--out", out)
     assert res.returncode == 0, res.stderr
     report = _report(out)
-    assert report["schema_version"] == "runner.report/3.3"
+    assert report["schema_version"] == "runner.report/3.5"
     runs = report["runs"]
     assert len(runs) == 8
     files = sorted(p.name for p in (out / "inputs").iterdir())
-    # 2 tasks x 2 variants render 4 prompts; one set of instructions, one of tools.
-    assert len(files) == 6, files
+    # 2 tasks x 2 variants render 4 prompts; one set of instructions, one of tools, one
+    # AGENTS.md (none: `{"agents_md": null}`).
+    assert len(files) == 7, files
     for p in (out / "inputs").iterdir():
         assert p.name == hashlib.sha256(p.read_bytes()).hexdigest() + ".json"
         assert stat.S_IMODE(p.stat().st_mode) == 0o600
@@ -101,7 +102,8 @@ def test_an_input_path_is_data_and_checked(loopback_thread: ThreadFactory, tmp_p
     (out / "report.json").write_text(json.dumps(report))
     res = run_cli("report", "merge", out, "--out", tmp_path / "m")
     assert res.returncode == 2
-    assert "runs[0].inputs.prompt" in res.stderr or "inputs.prompt" in res.stderr, res.stderr
+    # Named as the report names the field (`runs`; `tasks` is its name before /3).
+    assert "runs[0].inputs.prompt" in res.stderr and "tasks[" not in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
     # Two shards naming one input file with different bytes are refused, not mixed.
     both = write_tasks(tmp_path / "two", srv.base_url, BODY)
@@ -114,3 +116,34 @@ def test_an_input_path_is_data_and_checked(loopback_thread: ThreadFactory, tmp_p
     res = run_cli("report", "merge", *shards, "--out", tmp_path / "m2")
     assert res.returncode == 2
     assert rel in res.stderr and "two shards wrote the same file" in res.stderr, res.stderr
+
+
+def test_the_agents_md_and_the_wire_model_are_on_record(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The AGENTS.md text that reached the model is an input like the others, and a
+    `models:` alias records the name the provider was sent."""
+    srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
+    guide = "Always run pytest before you stop. Never touch vendor/."
+    (tmp_path / "AGENTS.md").write_text(guide + "\n")
+    tasks = write_tasks(
+        tmp_path,
+        srv.base_url,
+        "  - {id: a, prompt: fix it, repo: ., model: fake/warm}\n"
+        "  - {id: b, prompt: fix it too, repo: ., model: fake/warm}\n",
+        defaults="models:\n  fake/warm: {model: mA}\n",
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    runs = _report(out)["runs"]
+    sent = json.dumps(srv.requests[0].input)
+    assert guide in sent  # what is recorded below is what the model was given
+    for r in runs:
+        assert r["model"] == "fake/warm" and r["api_model"] == "mA"
+        assert _json(out, r["inputs"]["agents_md"]) == {"agents_md": guide + "\n"}
+        assert str(tmp_path) not in (out / r["inputs"]["agents_md"]).read_text()
+    assert runs[0]["inputs"]["agents_md"] == runs[1]["inputs"]["agents_md"]  # stored once
+    assert {req.json["model"] for req in srv.requests} == {"mA"}
+    page = (out / "report.html").read_text()
+    assert "Never touch vendor/." in page and "AGENTS.md" in page

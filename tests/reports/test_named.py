@@ -10,6 +10,7 @@ import xmlschema
 from runner.github import outputs_for
 from runner.reports.junit import render_junit
 from runner.reports.model import Report
+from tests.support.cli import run_cli
 from tests.support.reports import report, task
 
 GOLDEN_XSD = Path(__file__).resolve().parent.parent / "golden" / "reports" / "junit.xsd"
@@ -50,29 +51,11 @@ def test_junit_root_has_no_skipped_attribute_because_the_schema_forbids_it() -> 
 
 
 def test_reports_of_schema_1_are_still_read(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     data = json.loads(_mixed().model_dump_json())
     data["schema_version"] = "runner.report/1"
     data["totals"]["runs"] = data["totals"].pop("runs")
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "report.json").write_text(json.dumps(data))
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "report",
-            "compare",
-            tmp_path / "old",
-            tmp_path / "old",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_cli("report", "compare", tmp_path / "old", tmp_path / "old", "--format", "json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["overall"]["base"]["runs"] == 5

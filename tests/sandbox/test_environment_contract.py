@@ -412,3 +412,18 @@ async def test_without_the_helper_each_command_is_an_exec(backend: Backend, tmp_
             assert await env.read_file("f", max_bytes=10) == b"data"
         finally:
             await env.stop()
+
+
+@containers
+async def test_one_command_runs_as_another_user(backend: Backend, tmp_path: Path) -> None:
+    """`exec(user=...)` (a suite's verifier user; containers only) changes that command's
+    user alone: the next one runs as the container's again, through the helper."""
+    async with started(backend, tmp_path) as env:
+        assert isinstance(env, ContainerEnvironment)
+        done = await env.exec(["sh", "-c", "id -u; pwd"], timeout_s=30, user="nobody")
+        assert (done.exit_code, done.output) == (0, f"65534\n{WORKDIR}\n".encode())
+        done = await env.exec(["id", "-u"], timeout_s=30, user="65534:65534")
+        assert done.output == b"65534\n"
+        assert await sh(env, "id -u") == "0\n"
+        done = await env.exec(["sleep", "30"], timeout_s=1, user="nobody")
+        assert done.timed_out and done.exit_code == 124

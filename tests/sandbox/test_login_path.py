@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import Reply, per_conversation, reply_function_call, reply_message
 
@@ -46,17 +46,12 @@ def test_login_shell_and_check_find_the_same_tool(
     home = tmp_path / "home"  # a login shell reads its .profile; nothing may be written there
     home.mkdir()
     (home / ".profile").write_text("PATH=/usr/bin:/bin\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "runner", "run", tasks, "--out", tmp_path / "out"],
-        env={
-            **os.environ,
-            "PATH": path,
-            "HOME": str(home),
-            "FAKE_API_KEY": "sk-canary-path-0123456789",
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
+    res = run_cli(
+        "run",
+        tasks,
+        "--out",
+        tmp_path / "out",
+        env={"PATH": path, "HOME": str(home), "FAKE_API_KEY": "sk-canary-path-0123456789"},
     )
     (run,) = json.loads((tmp_path / "out" / "report.json").read_text())["runs"]
     assert run["check"]["exit_code"] == 0, run

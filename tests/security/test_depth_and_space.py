@@ -16,7 +16,7 @@ from runner.hostfs import remove_tree
 from runner.sandbox import make_executor, make_policy
 from runner.sandbox.env import child_env
 from runner.sandbox.mounts import MAX_SHM_BYTES
-from tests.support.cli import run_cli_process
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import per_conversation, reply_message
 from tests.support.security import runs, sh, tasks
@@ -64,8 +64,8 @@ def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) 
 
     srv = loopback_thread(per_conversation(script))  # type: ignore[arg-type]
     out = tmp_path / "o"
-    env = {"TMPDIR": str(tmpdir)}  # a real process: `tempfile` caches the temp dir
-    res = run_cli_process(
+    env = {"TMPDIR": str(tmpdir)}
+    res = run_cli(
         "run", tasks(tmp_path, srv.base_url, repo, ["deep", "healthy"]), "--out", out, env=env
     )
     assert res.returncode == 0, res.stderr
@@ -75,7 +75,7 @@ def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) 
     assert found["deep"]["result"]["files_changed"] == 1
     assert list((tmpdir / "runner-work").glob("*/*")) == []  # nothing left behind
     # The next batch in the same place starts as usual.
-    res = run_cli_process(
+    res = run_cli(
         "run", tasks(tmp_path, srv.base_url, repo, ["healthy"]), "--out", tmp_path / "o2", env=env
     )
     assert res.returncode == 0, res.stderr

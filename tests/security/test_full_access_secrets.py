@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import runner
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import Reply, Script, per_conversation, reply_message
 from tests.support.security import KEY, sh
@@ -329,8 +330,8 @@ def _mcp_task_file(dir_: Path, repo: Path, *, own: bool) -> Path:
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FAKE_API_KEY": KEY, "GITHUB_TOKEN": GITHUB_TOKEN}
-    return _run([sys.executable, "-m", "runner", *map(str, args)], env)
+    """A refusal before anything runs: the command in-process is enough."""
+    return run_cli(*args, env={"FAKE_API_KEY": KEY, "GITHUB_TOKEN": GITHUB_TOKEN})
 
 
 def test_a_secret_mcp_env_var_beside_a_full_access_run_is_refused_before_anything_runs(

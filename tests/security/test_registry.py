@@ -101,19 +101,15 @@ def test_a_squatted_work_root_falls_back_to_one_named_for_the_uid(tmp_path: Path
 
 
 def test_tmpdir_inside_a_tasks_repository_is_refused(tmp_path: Path) -> None:
-    """Finding 6: the repository's path would be every command's cwd. A real process:
-    Python's `tempfile` keeps the temp dir it found first, so an in-process call would
-    never see this TMPDIR."""
-    from tests.support.cli import run_cli_process
+    """Finding 6: the repository's path would be every command's cwd."""
+    from tests.support.cli import run_cli
     from tests.support.fixtures import make_git_repo
     from tests.support.security import tasks
 
     repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n"})
     (repo / "tmp").mkdir()
     task_file = tasks(tmp_path, "http://127.0.0.1:9", repo, ["t"])
-    res = run_cli_process(
-        "run", task_file, "--out", tmp_path / "out", env={"TMPDIR": str(repo / "tmp")}
-    )
+    res = run_cli("run", task_file, "--out", tmp_path / "out", env={"TMPDIR": str(repo / "tmp")})
     assert res.returncode == 2, res.stderr
     assert f"TMPDIR: {repo}/tmp lies inside the repository {repo}" in res.stderr
     assert "Traceback" not in res.stderr and not (repo / "tmp" / "runner-work").exists()

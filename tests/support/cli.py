@@ -7,6 +7,8 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from runner.cli import main
@@ -47,15 +49,19 @@ def run_cli(
     environment. Starting Python and importing the runner again for each call was most of
     the suite's time; what only a real process shows (its exit status, signals, --json on a
     real pipe) is tested with `run_cli_process`. `timeout` is the subprocess one's, kept
-    so the two are called alike; pytest-timeout bounds a call here."""
+    so the two are called alike; pytest-timeout bounds a call here. The temp dir and the
+    local time zone are looked up again from the environment given, as a new process would
+    (`tempfile` keeps the first temp dir it found, the C library the first `TZ`)."""
     del timeout
     argv = [str(a) for a in args]
-    saved = dict(os.environ)
+    saved, saved_temp = dict(os.environ), tempfile.tempdir
+    tempfile.tempdir = None
     out, err = io.StringIO(), io.StringIO()
     os.environ["FAKE_API_KEY"] = KEY
     for name in unset:
         os.environ.pop(name, None)
     os.environ.update(env or {})
+    time.tzset()
     here = Path.cwd()
     if cwd is not None:
         os.chdir(cwd)
@@ -69,6 +75,8 @@ def run_cli(
         os.chdir(here)
         os.environ.clear()
         os.environ.update(saved)
+        tempfile.tempdir = saved_temp
+        time.tzset()
     return subprocess.CompletedProcess(["runner", *argv], code, out.getvalue(), err.getvalue())
 
 

@@ -4,7 +4,6 @@ and streamable HTTP, and a whole `runner run` whose scripted model calls one."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from runner.tools.mcp import (
     tool_spec,
 )
 from tests.support import paths
+from tests.support.cli import run_cli
 from tests.support.loopback import RecordedRequest, Reply, reply_function_call, reply_message
 
 SERVER = paths.TESTS / "support" / "mcp_server.py"
@@ -232,14 +232,7 @@ tasks:
     prompt: Add 19 and 23 with the calc tool.
 """)
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=110,
-    )
+    proc = run_cli("run", task_file, "--out", out, env={"PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
     task = report["runs"][0]

@@ -1,0 +1,74 @@
+"""The task file's `suites:` entries: a benchmark suite read as it is, its tasks made into
+ordinary runs (issue 27). Only what one value can be checked for is checked here; reading
+the suite's own files is the config pass's (`suite_runs.py`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from runner.config.base import Frozen, PathText, StrictInt
+from runner.config.schema import ID_RE, Settings
+
+AgentKind = Literal["model", "oracle", "nop"]
+"""Who does a suite task's work: the model (default); `oracle`, which applies the task's
+own solution instead of calling a model; `nop`, which does nothing. The last two check a
+suite (oracle must score 1, nop 0) before money is spent on it."""
+
+AGENT_KINDS: tuple[str, ...] = ("model", "oracle", "nop")
+
+
+class SuiteSelect(Frozen):
+    """Which of the suite's tasks run; unset: all. `ids`, `globs` and `tags` keep a task
+    that any of them names; `count` then draws that many, the same ones on every machine
+    for one `seed`."""
+
+    ids: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    globs: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    """fnmatch patterns over task ids, e.g. `django__*`."""
+    tags: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    count: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    seed: StrictInt = 0
+    """For `count`: the draw is a function of the seed and the sorted ids alone."""
+
+
+class SuiteEntry(Settings):
+    """One suite: its tasks run as tasks written here would, with the settings this entry
+    writes (model, limits, environment overrides such as backend or cpus, ...) over
+    `defaults`; the suite supplies each task's prompt, image and timeouts."""
+
+    format: Literal["harbor", "terminal-bench", "swe-bench"]
+    path: PathText
+    """The suite's folder (harbor, terminal-bench), or instances file (swe-bench),
+    relative to the task file."""
+    select: SuiteSelect = SuiteSelect()
+    agent: AgentKind = "model"
+    id_prefix: Annotated[str, Field(pattern=ID_RE)] | None = None
+    """Put before each task id (with a '.'), when two suites share ids."""
+    prompt_template: str | None = None
+    """swe-bench: the prompt, with `{problem_statement}` and the instance's other fields."""
+    image_template: str | None = None
+    """swe-bench: the image name, with `{image_id}`, `{instance_id}`, `{repo}`, `{version}`
+    (default: the official `sweb.eval` naming)."""
+    variables: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
+    """harbor, terminal-bench: values for `${VAR}` and `${VAR:-default}` in the tasks'
+    `env` tables and compose files (never the host's environment)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
+    @model_validator(mode="after")
+    def _format_fields(self) -> SuiteEntry:
+        swe_only = [n for n in ("prompt_template", "image_template") if getattr(self, n)]
+        if self.format != "swe-bench" and swe_only:
+            raise ValueError(f"{swe_only[0]} is for format swe-bench, not {self.format}")
+        if self.format == "swe-bench" and self.variables:
+            raise ValueError("variables are for formats harbor and terminal-bench")
+        if "check" in self.model_fields_set:
+            raise ValueError("a suite's tasks are graded by their own verifier: remove `check`")
+        return self

@@ -1,0 +1,252 @@
+"""The task file's `suites:` made into tasks: each benchmark task becomes a `TaskSpec` as
+if the file had written it (its prompt the task's instruction, its `environment:` the
+task's image or Dockerfile, workdir, cpus, memory, network and env, its `limits.timeout_s`
+the suite's agent timeout), with the settings its `suites:` entry writes on top. From there
+the matrix, variants, repeats, limits, shards, `--resume` and `validate` treat it as any
+task; the run keeps its `SuiteTask` (`Run.suite`) for the verifier.
+
+Why a rewrite of the file rather than a second kind of run: every rule the config pass
+has (defaults, origins, providers, environment checks) then holds for suite runs too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runner.config.environment import EnvironmentSettings
+from runner.config.messages import validation_problems
+from runner.config.resolve import check_path, merged_layers
+from runner.config.schema import COMMAND_LINE, ID_RE, Limits, LineMap, Settings, TaskSpec
+from runner.config.suite_entry import AgentKind, SuiteEntry
+from runner.config.taskfile import TaskFile
+from runner.config.text import Path_
+from runner.errors import ConfigError, Problem
+from runner.suites.model import SuiteTask
+from runner.suites.read import read_suite
+
+_NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a suite's task brings to its runs beyond a task's fields."""
+
+    task: SuiteTask
+    agent: AgentKind
+
+
+@dataclass(frozen=True)
+class WithSuites:
+    tf: TaskFile
+    """The file with each suite task appended to `tasks` (its lines those of its entry)."""
+    bound: Mapping[str, Bound]
+    """Task id -> its suite task, for the tasks that came from `suites:`."""
+
+
+def with_suites(
+    tf: TaskFile, base_dir: Path, *, file: str, agent: AgentKind | None = None
+) -> WithSuites:
+    """`tf` with its suites' tasks as tasks; ConfigError with every problem of every suite
+    (the suites' own files located in them, the entries' fields in the task file).
+    `agent` (`--agent`) replaces every entry's own."""
+    problems: list[Problem] = []
+    if agent is not None and not tf.suites:
+        problems.append(
+            Problem(COMMAND_LINE, None, "--agent", "applies to `suites:` runs; this file has none")
+        )
+    lines = dict(tf._lines.lines)
+    ids = {t.id for t in tf.tasks}
+    specs: list[TaskSpec] = []
+    bound: dict[str, Bound] = {}
+    for s, entry in enumerate(tf.suites):
+        at = _At(file, lines, ("suites", s))
+        tasks = _read(entry, base_dir, at, problems)
+        for task in _selected(tasks, entry, at, problems):
+            tid = _task_id(task.id, entry.id_prefix)
+            if tid in ids:
+                problems.append(at.problem("path", f"task id {tid!r} is used twice; set id_prefix"))
+                continue
+            kind = agent or entry.agent
+            if kind == "oracle" and task.solution is None:
+                why = f"{task.id}: agent oracle needs the task's solution; it has none"
+                problems.append(at.problem("agent", why))
+                continue
+            spec = _spec(tf, entry, task, tid, base_dir, at, problems)
+            if spec is None:
+                continue
+            ids.add(tid)
+            i = len(tf.tasks) + len(specs)
+            at.lend(("tasks", i))
+            specs.append(spec)
+            bound[tid] = Bound(task, kind)
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))
+    if not tf.suites:
+        return WithSuites(tf, {})
+    out = tf.model_copy(update={"tasks": (*tf.tasks, *specs)})
+    out._lines = LineMap(lines, tf._lines.sha256)
+    return WithSuites(out, bound)
+
+
+class _At:
+    """A suite entry's place in the task file, and its lines lent to the tasks it makes,
+    so a problem with one of them names the entry's line."""
+
+    def __init__(self, file: str, lines: dict[Path_, int], path: Path_) -> None:
+        self.file, self.lines, self.path = file, lines, path
+
+    def line(self, *sub: str | int) -> int | None:
+        here: Path_ = (*self.path, *sub)
+        while here:
+            if here in self.lines:
+                return self.lines[here]
+            here = here[:-1]
+        return None
+
+    def problem(self, field: str, message: str) -> Problem:
+        """`field` dotted below the entry, e.g. `select.ids.0`."""
+        sub = tuple(int(p) if p.isdigit() else p for p in field.split("."))
+        dotted = ".".join(str(p) for p in (*self.path, *sub))
+        return Problem(self.file, self.line(*sub), dotted, message)
+
+    def lend(self, task: Path_) -> None:
+        n = len(self.path)
+        for sub, line in list(self.lines.items()):
+            if sub[:n] == self.path:
+                self.lines[(*task, *sub[n:])] = line
+
+
+def _read(entry: SuiteEntry, base_dir: Path, at: _At, problems: list[Problem]) -> list[SuiteTask]:
+    path, wrong = check_path(base_dir, entry.path, want_dir=entry.format != "swe-bench")
+    if wrong is not None or path is None:
+        problems.append(at.problem("path", wrong or "not found"))
+        return []
+    try:
+        return read_suite(
+            entry.format,
+            path,
+            prompt_template=entry.prompt_template,
+            image_template=entry.image_template,
+            variables=entry.variables,
+        )
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return []
+
+
+def _selected(
+    tasks: list[SuiteTask], entry: SuiteEntry, at: _At, problems: list[Problem]
+) -> list[SuiteTask]:
+    """The entry's `select`, in the suite's order; `count` draws from the ids sorted, so
+    the draw is the same whatever order the suite's files were listed in."""
+    sel = entry.select
+    known = {t.id for t in tasks}
+    if tasks:
+        for k, wanted in enumerate(sel.ids):
+            if wanted not in known:
+                problems.append(at.problem(f"select.ids.{k}", f"no task {wanted!r} in the suite"))
+    picked = tasks
+    if sel.ids or sel.globs or sel.tags:
+        picked = [
+            t
+            for t in tasks
+            if t.id in sel.ids
+            or any(fnmatch.fnmatchcase(t.id, g) for g in sel.globs)
+            or set(sel.tags) & set(t.tags)
+        ]
+    if sel.count is not None and sel.count < len(picked):
+        drawn = set(random.Random(sel.seed).sample(sorted(t.id for t in picked), sel.count))
+        picked = [t for t in picked if t.id in drawn]
+    return picked
+
+
+def _task_id(raw: str, prefix: str | None) -> str:
+    """The suite's id as a task id (letters, digits, '.', '_', '-'; 64 at most)."""
+    tid = _NOT_AN_ID.sub("-", f"{prefix}.{raw}" if prefix else raw).strip(".-_") or "task"
+    return tid[:64]
+
+
+def _tag(raw: str) -> str | None:
+    tag = _NOT_AN_ID.sub("-", raw).strip(".-_")[:64]
+    return tag if re.fullmatch(ID_RE, tag) else None
+
+
+def _spec(
+    tf: TaskFile,
+    entry: SuiteEntry,
+    task: SuiteTask,
+    tid: str,
+    base_dir: Path,
+    at: _At,
+    problems: list[Problem],
+) -> TaskSpec | None:
+    written = entry.model_fields_set & set(Settings.model_fields)
+    own: dict[str, Any] = {name: getattr(entry, name) for name in written}
+    limits: Limits = entry.limits
+    if task.agent_timeout_s is not None and "timeout_s" not in entry.limits.model_fields_set:
+        limits = merged_layers(Limits, entry.limits, Limits(timeout_s=task.agent_timeout_s))
+    try:
+        env = suite_environment(task, entry, tf.defaults.environment, base_dir)
+        if env.backend == "local":
+            why = "a suite's tasks run in their image: backend podman, docker or kubernetes"
+            problems.append(at.problem("environment.backend", why))
+            return None
+        if env.backend == "kubernetes" and task.verifier.user is not None:
+            why = (
+                f"{task.id}: its verifier runs as user {task.verifier.user!r} "
+                f"({task.source}), and kubectl exec cannot run a command as another user "
+                "than the pod's: use backend podman or docker for this suite"
+            )
+            problems.append(at.problem("environment.backend", why))
+            return None
+        data = {
+            **own,
+            "id": tid,
+            "prompt": task.instruction,
+            "tags": tuple(t for t in map(_tag, task.tags) if t),
+            "limits": limits,
+            "environment": env,
+        }
+        return TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        for p in validation_problems(exc, str(task.source), {}):
+            problems.append(at.problem("path", f"{task.id}: {p.field}: {p.message}"))
+        return None
+
+
+def suite_environment(
+    task: SuiteTask, entry: SuiteEntry, defaults: EnvironmentSettings, base_dir: Path
+) -> EnvironmentSettings:
+    """The task's own environment as an `environment:` section (podman unless the entry or
+    `defaults` name a container backend), the entry's section over it. The build folder
+    is written relative to the task file, as a user would, so the run's fingerprint holds
+    no path of this machine."""
+    e = task.environment
+    backend = defaults.backend if defaults.backend != "local" else "podman"
+    base: dict[str, Any] = {"backend": backend, "workdir": e.workdir, "network": e.network}
+    if e.build_dir is not None:
+        base["build"] = os.path.relpath(e.build_dir, base_dir)
+    elif e.image is not None:
+        base["image"] = e.image
+    if e.cpus is not None:
+        base["cpus"] = float(e.cpus)
+    if e.memory_mb is not None:
+        base["memory_mb"] = e.memory_mb
+    if e.user is not None:
+        base["user"] = e.user
+    if e.env:
+        base["run_args"] = tuple(f"--env={k}={v}" for k, v in e.env)
+    if task.build_timeout_s is not None:
+        base["timeout_s"] = float(task.build_timeout_s)
+    return merged_layers(
+        EnvironmentSettings, EnvironmentSettings.model_validate(base), entry.environment
+    )

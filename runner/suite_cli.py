@@ -1,0 +1,167 @@
+"""The commands of benchmark suites and their images (issue 27), apart from cli.py:
+`runner suite check PATH` and `runner images prune`, and the `--agent` flag of `run` and
+`validate`.
+
+`suite check` is a batch like any other (the same config pass, containers, verifier and
+report), run through `runner run` on a task file written for it: every task of the suite
+once with `agent: oracle` and once with `agent: nop`. A task whose oracle does not score 1
+or whose nop does not score 0 is listed: its grading is broken, or its solution is."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from runner.config.suite_entry import AGENT_KINDS
+from runner.vocabulary import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNNER, EXIT_TASK_FAILED
+
+FORMATS = ("harbor", "terminal-bench", "swe-bench")
+CHECK_PROVIDER = "agent"
+"""The provider the check's task file names: the runs call no model, and the report shows
+`agent/oracle` and `agent/nop` as their models."""
+
+
+def add_agent_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--agent",
+        choices=AGENT_KINDS,
+        help="who does the work of every suite task: the model (default), `oracle` (the "
+        "task's own solution) or `nop` (nothing); no model is called for the last two",
+    )
+
+
+def add_commands(sub: Any) -> None:
+    suite = sub.add_parser("suite", help="work with benchmark suites")
+    suite_sub = suite.add_subparsers(dest="suite_command", required=True)
+    check = suite_sub.add_parser(
+        "check",
+        help="run oracle and nop on every task of a suite; list the tasks where oracle does "
+        "not score 1 or nop does not score 0",
+    )
+    check.add_argument("path", type=Path, help="the suite's folder, or SWE-bench instances file")
+    check.add_argument("--format", choices=FORMATS, help="default: guessed from the path")
+    check.add_argument(
+        "--out", type=Path, help="keep the batch's report here (default: a temp dir)"
+    )
+    check.add_argument("--backend", choices=("podman", "docker"), default="podman")
+    check.add_argument(
+        "--build",
+        type=Path,
+        metavar="DIR",
+        help="swe-bench: build every instance's image from this folder's Dockerfile",
+    )
+    check.add_argument("--concurrency", type=int, default=2, help="runs at once (default 2)")
+    images = sub.add_parser("images", help="work with the images runner built")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    prune = images_sub.add_parser("prune", help="remove the images runner built (by its label)")
+    prune.add_argument("--engine", default="podman", help="podman (default) or docker")
+    prune.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+
+
+def run_command(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
+    """`main`: the CLI's own entry point, which `suite check` runs its batch through."""
+    if args.command == "images":
+        return _prune(args)
+    return _check(args, main)
+
+
+def guess_format(path: Path) -> str | None:
+    if path.is_file():
+        return "swe-bench"
+    if (path / "task.toml").is_file() or any(path.glob("*/task.toml")):
+        return "harbor"
+    if (path / "task.yaml").is_file() or any(path.glob("*/task.yaml")):
+        return "terminal-bench"
+    return None
+
+
+def check_file(path: Path, fmt: str, backend: str, build: Path | None = None) -> str:
+    """The task file of a check: the suite twice, once per sanity agent."""
+    env = f"backend: {backend}" + (f", build: {json.dumps(str(build.resolve()))}" if build else "")
+    entries = "".join(
+        f"  - format: {fmt}\n"
+        f"    path: {json.dumps(str(path.resolve()))}\n"
+        f"    agent: {agent}\n"
+        f"    model: {CHECK_PROVIDER}/{agent}\n"
+        f"    id_prefix: {agent}\n"
+        f"    environment: {{{env}}}\n"
+        for agent in ("oracle", "nop")
+    )
+    return (
+        "version: 1\n"
+        f"providers: {{{CHECK_PROVIDER}: {{base_url: 'http://127.0.0.1:9/v1', auth: none}}}}\n"
+        f"suites:\n{entries}"
+    )
+
+
+def broken_tasks(report: dict[str, Any]) -> list[str]:
+    """One line per task whose oracle did not score 1 or whose nop did not score 0 (an
+    error, e.g. a verifier that gave no grade, counts as not scoring)."""
+    lines: list[str] = []
+    for run in report.get("runs", []):
+        agent = str(run.get("model", "")).partition("/")[2]
+        want = 1.0 if agent == "oracle" else 0.0
+        reward = run.get("reward")
+        if reward == want and run.get("status") != "error":
+            continue
+        task = str(run.get("id", "")).partition(".")[2]
+        got = "no reward" if reward is None else f"reward {reward:g}"
+        why = f": {run['error']}" if run.get("error") else ""
+        lines.append(f"{task}: {agent} got {got}, wants {want:g} ({run.get('status')}){why}")
+    return lines
+
+
+def _check(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
+    fmt = args.format or guess_format(args.path)
+    if fmt is None:
+        print(
+            f"error: {args.path}: not a suite runner knows (give --format)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    with tempfile.TemporaryDirectory(prefix="runner-suite-check-") as tmp:
+        task_file = Path(tmp) / "check.yaml"
+        task_file.write_text(check_file(args.path, fmt, args.backend, args.build))
+        out = args.out or Path(tmp) / "out"
+        argv = ["run", str(task_file), "--out", str(out), "--concurrency", str(args.concurrency)]
+        if args.out is not None:
+            argv.append("--force")
+        code = main(argv)
+        if code == EXIT_BAD_INPUT or not (out / "report.json").is_file():
+            return code if code != EXIT_OK else EXIT_RUNNER  # an errored run is listed below
+        report = json.loads((out / "report.json").read_text())
+    broken = broken_tasks(report)
+    runs = len(report.get("runs", []))
+    if broken:
+        print(f"suite check: {len(broken)} of {runs} runs do not score as they should:")
+        for line in broken:
+            print(f"  {line}")
+        return EXIT_TASK_FAILED
+    print(f"suite check: all {runs // 2} tasks score 1 with oracle and 0 with nop")
+    return EXIT_OK
+
+
+def _prune(args: argparse.Namespace) -> int:
+    import anyio
+
+    from runner.errors import EnvironmentFault
+    from runner.sandbox.engine import Engine
+    from runner.sandbox.images import prune_built
+
+    try:
+        gone, refused = anyio.run(prune_built, Engine(args.engine), args.dry_run)
+    except EnvironmentFault as exc:
+        print(f"runner: {exc}", file=sys.stderr)
+        return EXIT_RUNNER
+    verb = "would remove" if args.dry_run else "removed"
+    for image in gone:
+        print(f"{verb} {image}")
+    print(f"{verb} {len(gone)} image(s) runner built")
+    for why in refused:
+        print(f"runner: not removed: {why}", file=sys.stderr)
+    return EXIT_RUNNER if refused else EXIT_OK

@@ -1,0 +1,163 @@
+"""Reading a suite's task folder: bounded regular files, no link out of the suite, every
+refusal kept as a located `Problem` so one `validate` lists all of a suite's faults."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from runner.errors import ConfigError, Problem
+
+MAX_TEXT_BYTES = 1 << 20
+"""An instruction, task.toml, task.yaml or compose file: far more than any suite writes."""
+
+
+class TaskFolder:
+    """One task's folder and the problems found in it so far."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.problems: list[Problem] = []
+
+    def refuse(self, rel: str, line: int | None, field: str, message: str) -> None:
+        self.problems.append(Problem(str(self.root / rel), line, field, message))
+
+    def lexists(self, rel: str) -> bool:
+        return os.path.lexists(self.root / rel)
+
+    def file(self, rel: str) -> Path | None:
+        """`rel` when it is a regular file (not a link); None when absent; refused else."""
+        path = self.root / rel
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.refuse(rel, None, "(file)", f"cannot read: {exc.strerror or exc}")
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            self.refuse(rel, None, "(file)", "a symbolic link; a task's files must be real files")
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            self.refuse(rel, None, "(file)", "not a regular file")
+            return None
+        return path
+
+    def folder(self, rel: str) -> Path | None:
+        """`rel` when it is a real folder with no link leaving the task; None when absent."""
+        path = self.root / rel
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.refuse(rel, None, "(folder)", f"cannot read: {exc.strerror or exc}")
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            self.refuse(rel, None, "(folder)", "not a folder (a link or a file)")
+            return None
+        return path if self._links_stay_inside(rel) else None
+
+    def _links_stay_inside(self, rel: str) -> bool:
+        root = self.root.resolve()
+        for top, dirs, files in os.walk(self.root / rel):
+            for name in dirs + files:
+                entry = Path(top) / name
+                if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+                    shown = entry.relative_to(self.root).as_posix()
+                    self.refuse(shown, None, "(file)", "a symbolic link out of the task folder")
+                    return False
+        return True
+
+    def text(self, rel: str) -> str | None:
+        """The UTF-8 text of a regular file, at most MAX_TEXT_BYTES; None when absent."""
+        path = self.file(rel)
+        if path is None:
+            return None
+        try:
+            raw = _read_regular(path, MAX_TEXT_BYTES + 1)
+        except OSError as exc:
+            self.refuse(rel, None, "(file)", f"cannot read: {exc.strerror or exc}")
+            return None
+        if len(raw) > MAX_TEXT_BYTES:
+            self.refuse(rel, None, "(file)", f"larger than {MAX_TEXT_BYTES} bytes")
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.refuse(rel, None, "(file)", f"not UTF-8 text (byte {exc.start})")
+            return None
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks, left = [], limit
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def task_folders(path: Path, marker: str, fmt: str) -> list[Path]:
+    """`path` itself when it holds `marker`, else each of its folders (hidden ones left
+    out), sorted by name; a folder without the marker is refused, not skipped."""
+    if not path.is_dir():
+        raise ConfigError([Problem(str(path), None, "path", f"not a folder of {fmt} tasks")])
+    if os.path.lexists(path / marker):
+        return [path]
+    folders, problems = [], []
+    for entry in sorted(path.iterdir()):
+        if entry.name.startswith(".") or not entry.is_dir() or entry.is_symlink():
+            continue
+        if os.path.lexists(entry / marker):
+            folders.append(entry)
+        else:
+            problems.append(
+                Problem(str(entry), None, "(folder)", f"not a {fmt} task: it has no {marker}")
+            )
+    if not folders and not problems:
+        problems.append(Problem(str(path), None, "path", f"holds no {fmt} task (no {marker})"))
+    if problems:
+        raise ConfigError(problems)
+    return folders
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
+
+
+def expand(value: str, variables: Mapping[str, str]) -> str:
+    """`${VAR}` and `${VAR:-default}` taken from `variables` (never the whole host
+    environment: the caller passes what the user named). A `${VAR}` that is not given
+    raises KeyError naming it; anything else with a `$` is left as written."""
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(3)
+        given = variables.get(name)
+        if default is not None:
+            return given if given else default
+        if given is None:
+            raise KeyError(name)
+        return given
+
+    return _VAR.sub(one, value)
+
+
+_WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def dockerfile_workdir(dockerfile: str) -> str | None:
+    """The Dockerfile's last plain absolute `WORKDIR`: where its author meant the work to
+    be (one with a variable or a relative path is not guessed at)."""
+    found = [m.group(1).strip("\"'") for m in _WORKDIR.finditer(dockerfile)]
+    if not found or "$" in found[-1] or not found[-1].startswith("/"):
+        return None
+    return found[-1]

@@ -1,0 +1,222 @@
+"""Terminal-Bench 1.x task folders read as `SuiteTask`s.
+
+A task is `task.yaml` (the instruction and timeouts), a `Dockerfile` or a one-service
+`docker-compose.yaml`, `run-tests.sh` with `tests/` (copied to `/tests` after the agent's
+phase and run as `bash /tests/run-tests.sh`, graded by pytest's short summary) and
+`solution.sh` for the oracle. What runner cannot run as Terminal-Bench would is refused,
+located: `solution.yaml` (a tmux keystroke script), tests in the agent's own shell, a
+parser other than pytest, a compose file that is more than one plain container."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runner.errors import ConfigError, Problem
+from runner.suites.compose import ComposeService, reduce_compose
+from runner.suites.folder import TaskFolder, dockerfile_workdir, task_folders
+from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
+from runner.suites.yaml_text import KeyPath, dotted, line_of, load_yaml
+
+AGENT_TIMEOUT_S = 360.0
+TEST_TIMEOUT_S = 60.0
+TESTS_AT = "/tests"
+DEFAULT_WORKDIR = "/app"
+
+HARNESS_VARIABLES = {
+    "T_BENCH_TEST_DIR": TESTS_AT,
+    "T_BENCH_CONTAINER_LOGS_PATH": "/logs",
+    "T_BENCH_CONTAINER_AGENT_LOGS_PATH": "/agent-logs",
+}
+"""What Terminal-Bench's harness sets for a compose file and means inside the container."""
+_COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
+LOG_MOUNTS = frozenset({"${T_BENCH_TASK_LOGS_PATH}", "${T_BENCH_TASK_AGENT_LOGS_PATH}"})
+
+_METADATA = (
+    "difficulty",
+    "category",
+    "author_name",
+    "estimated_duration_sec",
+    "expert_time_estimate_min",
+    "junior_time_estimate_min",
+)
+_ACCEPTED = {
+    "instruction",
+    "author_email",
+    "tags",
+    "parser_name",
+    "max_agent_timeout_sec",
+    "max_test_timeout_sec",
+    "run_tests_in_same_shell",
+    "disable_asciinema",  # recording only: runner records its own transcript
+    *_METADATA,
+}
+
+
+def read_terminal_bench(path: Path, variables: Mapping[str, str] | None = None) -> list[SuiteTask]:
+    """Every task under `path` (a task folder, or a folder of them), or one ConfigError
+    listing every problem of every task. `variables` fill `${VAR}` in compose files."""
+    given = dict(variables or {})
+    tasks, problems = [], []
+    for folder in task_folders(path, "task.yaml", "Terminal-Bench"):
+        task, found = _read_task(folder, given)
+        problems += found
+        if task is not None:
+            tasks.append(task)
+    if problems:
+        raise ConfigError(problems)
+    return tasks
+
+
+class _Yaml:
+    def __init__(self, folder: TaskFolder, data: dict[str, Any], lines: dict[KeyPath, int]):
+        self.folder = folder
+        self.data = data
+        self.lines = lines
+
+    def refuse(self, key: str, message: str) -> None:
+        path: KeyPath = (key,)
+        self.folder.refuse("task.yaml", line_of(path, self.lines), dotted(path), message)
+
+    def seconds(self, key: str, default: float) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            self.refuse(key, "must be a number of seconds above 0")
+            return default
+        return float(value)
+
+
+def _read_task(root: Path, variables: dict[str, str]) -> tuple[SuiteTask | None, list[Problem]]:
+    folder = TaskFolder(root)
+    text = folder.text("task.yaml")
+    if text is None:
+        if not folder.problems:
+            folder.refuse("task.yaml", None, "(file)", "missing")
+        return None, folder.problems
+    data, lines, problems = load_yaml(text, str(root / "task.yaml"))
+    if problems:
+        return None, problems
+    if not isinstance(data, dict):
+        folder.refuse("task.yaml", 1, "(top level)", "must be a mapping with `instruction:`")
+        return None, folder.problems
+    doc = _Yaml(folder, data, lines)
+    for key in data:
+        if str(key) not in _ACCEPTED:
+            doc.refuse(str(key), "unknown field; allowed: " + ", ".join(sorted(_ACCEPTED)))
+    instruction = data.get("instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        doc.refuse("instruction", "required: the task's instruction, as text")
+    parser = data.get("parser_name", "pytest")
+    if parser != "pytest":
+        doc.refuse("parser_name", "only `pytest` is supported")
+    if data.get("run_tests_in_same_shell", False) is not False:
+        doc.refuse(
+            "run_tests_in_same_shell",
+            "only `false` is supported: runner runs the tests in a fresh shell after the "
+            "agent's phase, never in the agent's own",
+        )
+    tags = data.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        doc.refuse("tags", "must be a list of strings")
+        tags = []
+    agent_s = doc.seconds("max_agent_timeout_sec", AGENT_TIMEOUT_S)
+    test_s = doc.seconds("max_test_timeout_sec", TEST_TIMEOUT_S)
+    environment = _environment(folder, variables)
+    verifier = _verifier(folder, test_s)
+    solution = _solution(folder)
+    if folder.problems or environment is None or verifier is None:
+        return None, folder.problems
+    metadata = tuple((key, str(data[key])) for key in _METADATA if data.get(key) not in (None, ""))
+    return (
+        SuiteTask(
+            id=root.name,
+            format="terminal-bench",
+            source=root,
+            instruction=str(instruction),
+            environment=environment,
+            verifier=verifier,
+            solution=solution,
+            agent_timeout_s=agent_s,
+            tags=tuple(tags),
+            metadata=metadata,
+        ),
+        [],
+    )
+
+
+def _environment(folder: TaskFolder, variables: dict[str, str]) -> SuiteEnvironment | None:
+    service: ComposeService | None = None
+    name = next((n for n in _COMPOSE_NAMES if folder.lexists(n)), None)
+    compose = folder.text(name) if name else None
+    if name is not None and compose is not None:
+        service, problems = reduce_compose(
+            compose,
+            str(folder.root / name),
+            {**variables, **HARNESS_VARIABLES},
+            log_mounts=LOG_MOUNTS,
+        )
+        folder.problems += problems
+    if name is not None and service is None:
+        return None
+    env = service.env if service else ()
+    if service is not None and service.context is None and service.image is not None:
+        # a named image, nothing built
+        return SuiteEnvironment(
+            image=service.image, workdir=service.working_dir or DEFAULT_WORKDIR, env=env
+        )
+    if service is not None and (
+        (service.context or ".").rstrip("/") not in (".", "") or service.dockerfile != "Dockerfile"
+    ):
+        folder.refuse(
+            str(name),
+            None,
+            f"services.{service.name}.build",
+            "only the task folder's own Dockerfile can be built (context `.`, dockerfile "
+            "`Dockerfile`)",
+        )
+        return None
+    dockerfile = folder.text("Dockerfile")
+    if dockerfile is None:
+        if not folder.problems:
+            folder.refuse(
+                "Dockerfile", None, "(file)", "missing: the task's image is built from it"
+            )
+        return None
+    if folder.folder(".") is None:  # the build context: no link out of the task
+        return None
+    workdir = (service.working_dir if service else None) or dockerfile_workdir(dockerfile)
+    return SuiteEnvironment(build_dir=folder.root, workdir=workdir or DEFAULT_WORKDIR, env=env)
+
+
+def _verifier(folder: TaskFolder, timeout_s: float) -> Verifier | None:
+    run_tests = folder.file("run-tests.sh")
+    if run_tests is None:
+        if not folder.lexists("run-tests.sh"):
+            folder.refuse("run-tests.sh", None, "(file)", "missing: it runs the task's tests")
+        return None
+    tests = folder.folder("tests")
+    return Verifier(
+        grading="pytest-summary",
+        tests_dir=tests,
+        command=("bash", f"{TESTS_AT}/run-tests.sh"),
+        tests_at=TESTS_AT,
+        timeout_s=timeout_s,
+        env=(("TEST_DIR", TESTS_AT),),
+        extra_files=((run_tests, f"{TESTS_AT}/run-tests.sh"),),
+    )
+
+
+def _solution(folder: TaskFolder) -> Solution | None:
+    script = folder.file("solution.sh")
+    if script is not None:
+        return Solution(script=script)
+    if folder.lexists("solution.yaml"):
+        folder.refuse(
+            "solution.yaml",
+            None,
+            "(file)",
+            "not supported: it scripts keystrokes into Terminal-Bench's tmux session; give "
+            "the solution as solution.sh",
+        )
+    return None

@@ -1,0 +1,199 @@
+"""A suite task's verifier, run in the run's environment after the agent's phase (issue 27).
+
+The tests reach the environment only now, so the agent never saw them; whatever the agent
+left at the tests' place or in `/logs/verifier` is removed first, so it cannot plant a
+reward. The command runs with its own timeout and a pinned zone, locale and hash seed, so
+the same work is graded the same way twice. It runs as the task's verifier user when the
+task names one (Harbor's `[verifier].user`; podman and docker only), else as the
+environment's. Then the format's grading reads the result:
+Harbor's reward files, Terminal-Bench's pytest summary, SWE-bench's test log.
+
+A verifier that gives nothing to grade (no reward file, no summary, a timeout, a lost
+container) raises `VerifierFailed`: the run is an error, never a score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import anyio
+
+from runner.envrun import RunEnvironment
+from runner.errors import ConfigError, EnvironmentFault, UnsafeFileError, VerifierFailed
+from runner.record import Grade, RunRecord
+from runner.redact import Redactor
+from runner.reports.events import EventLog
+from runner.sandbox.container import ContainerEnvironment
+from runner.sandbox.environment import Environment
+from runner.suites.grading import pytest_summary, reward_from_files
+from runner.suites.model import SuiteTask
+from runner.vocabulary import RunStatus
+
+PINNED_ENV = {"TZ": "UTC", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+"""Set for every verifier run, over the task's own variables: grading must not depend on
+the machine's zone, locale or Python's hash order."""
+LOGS = "/logs/verifier"
+REWARD_MAX_BYTES = 1 << 16
+OUTPUT_CAP = 8 << 20
+"""The verifier's output kept for grading (SWE-bench logs of big suites run to MBs)."""
+TAIL_CHARS = 4000
+
+
+async def graded(
+    rec: RunRecord,
+    renv: RunEnvironment,
+    *,
+    stop: anyio.Event,
+    checks: set[anyio.CancelScope],
+    redact: Redactor,
+    log: EventLog,
+) -> RunRecord:
+    """`rec` with its grade or why there is none. Called in the shielded wind-up after
+    the diff was taken (the tests are not part of the work), in a scope a signal cancels,
+    as the check is: a run stopped before its grade is `interrupted`, never scored."""
+    assert rec.outcome is not None and rec.run.suite is not None
+    if rec.outcome.status is RunStatus.INTERRUPTED or stop.is_set():
+        return rec.but(stopped_before_check=True)
+    if renv.inner is None or renv.fault is not None or renv.snapshot is None:
+        return rec  # an error naming the backend already
+    with anyio.CancelScope() as scope:
+        checks.add(scope)
+        try:
+            grade = await verify(renv.inner, rec.run.suite)
+        except VerifierFailed as exc:
+            note = redact(str(exc))
+            log.emit({"type": "verifier.completed", "error": note})
+            return rec.but(verifier_error=note)
+        finally:
+            checks.discard(scope)
+    if scope.cancelled_caught:
+        return rec.but(stopped_before_check=True)
+    log.emit(
+        {
+            "type": "verifier.completed",
+            "reward": grade.reward,
+            "rewards": dict(grade.rewards),
+            "resolution": grade.resolution,
+            "exit_code": grade.exit_code,
+            "duration_s": grade.duration_s,
+        }
+    )
+    return rec.but(grade=dataclasses.replace(grade, output_tail=redact(grade.output_tail)))
+
+
+async def verify(env: Environment, task: SuiteTask) -> Grade:
+    """The grade of the work now in `env`; VerifierFailed when there is none."""
+    v = task.verifier
+    began = time.monotonic()
+    try:
+        await _prepare(env, task)
+        argv = list(v.command)
+        run_env = {**dict(task.environment.env), **dict(v.env), **PINNED_ENV}
+        if v.user is None:
+            res = await env.exec(
+                argv, cwd=env.workdir, env=run_env, timeout_s=v.timeout_s, output_cap=OUTPUT_CAP
+            )
+        else:
+            container = await _hand_over(env, v.user, v.tests_at)
+            res = await container.exec(
+                argv,
+                cwd=env.workdir,
+                env=run_env,
+                timeout_s=v.timeout_s,
+                output_cap=OUTPUT_CAP,
+                user=v.user,
+            )
+    except (EnvironmentFault, UnsafeFileError, OSError) as exc:
+        raise VerifierFailed(f"the tests could not run: {exc}") from None
+    log = res.output.decode("utf-8", "replace")
+    tail = log[-TAIL_CHARS:]
+    if res.timed_out:
+        raise VerifierFailed(f"the tests timed out after {v.timeout_s:g} s; output: {tail[-500:]}")
+    took = round(time.monotonic() - began, 3)
+    if v.grading == "reward-file":
+        got = reward_from_files(
+            await _reward_file(env, "reward.json"), await _reward_file(env, "reward.txt")
+        )
+        return Grade(got.value, got.named, None, res.exit_code, took, tail)
+    if v.grading == "pytest-summary":
+        summary = pytest_summary(log)
+        resolution = "resolved" if summary.resolved else "not"
+        reward = 1.0 if summary.resolved else 0.0
+        return Grade(reward, (("reward", reward),), resolution, res.exit_code, took, tail)
+    return _swe_grade(log, task, res.exit_code, took, tail)
+
+
+async def _prepare(env: Environment, task: SuiteTask) -> None:
+    """Fresh `/logs/verifier` and tests folder, then the tests copied in."""
+    v = task.verifier
+    fresh = ["rm", "-rf", "--", LOGS, v.tests_at]
+    done = await env.exec([*fresh], cwd="/", timeout_s=60, output_cap=1 << 16)
+    if done.exit_code == 0:
+        done = await env.exec(
+            ["mkdir", "-p", "--", LOGS, v.tests_at], cwd="/", timeout_s=60, output_cap=1 << 16
+        )
+    if done.exit_code != 0:
+        said = done.output.decode(errors="replace").strip()[-300:]
+        raise VerifierFailed(f"cannot make {LOGS} and {v.tests_at}: {said}")
+    if v.tests_dir is not None:
+        await env.put_dir(v.tests_dir, v.tests_at)
+    for host, inside in v.extra_files:
+        data = await anyio.to_thread.run_sync(host.read_bytes)
+        await env.write_file(inside, data)
+
+
+async def _hand_over(env: Environment, user: str, tests_at: str) -> ContainerEnvironment:
+    """The tests and `/logs/verifier` given to the task's verifier user (by root, since
+    the agent's user may not own them), for a backend that can run one command as another
+    user; `validate` refuses a verifier user on kubernetes before any run."""
+    if not isinstance(env, ContainerEnvironment):
+        raise VerifierFailed(
+            f"the task's verifier runs as user {user!r}, which backend {env.backend} "
+            "cannot do (podman and docker can)"
+        )
+    done = await env.exec(
+        ["chown", "-R", "--", user, LOGS, tests_at],
+        cwd="/",
+        timeout_s=60,
+        output_cap=1 << 16,
+        user="0",
+    )
+    if done.exit_code != 0:
+        said = done.output.decode(errors="replace").strip()[-300:]
+        raise VerifierFailed(f"cannot give {LOGS} and {tests_at} to user {user!r}: {said}")
+    return env
+
+
+async def _reward_file(env: Environment, name: str) -> bytes | None:
+    try:
+        return await env.read_file(f"{LOGS}/{name}", max_bytes=REWARD_MAX_BYTES)
+    except UnsafeFileError as exc:
+        raise VerifierFailed(f"{LOGS}/{name}: {exc}") from None
+    except EnvironmentFault as exc:
+        raise VerifierFailed(f"cannot read {LOGS}/{name}: {exc}") from None
+
+
+def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:
+    """SWE-bench: the official grading over the eval script's log. A log the harness
+    reads as a broken environment is a verifier failure; one whose tests did not run for
+    the patch's sake (it does not apply) is `not` resolved, as the harness says."""
+    from runner.suites.swe_grading import grade_swe_log
+
+    try:
+        g = grade_swe_log(log, task)
+    except ConfigError as exc:  # the swebench package is missing (validate says so first)
+        raise VerifierFailed("; ".join(p.message for p in exc.problems)) from None
+    if g.infra_failure is not None:
+        raise VerifierFailed(f"the test environment broke: {g.infra_failure}")
+    named = (
+        ("reward", g.reward),
+        ("fail_to_pass", _share(g.fail_to_pass)),
+        ("pass_to_pass", _share(g.pass_to_pass)),
+    )
+    return Grade(g.reward, named, g.resolution, exit_code, took, tail)
+
+
+def _share(split: tuple[tuple[str, ...], tuple[str, ...]]) -> float:
+    passed, failed = len(split[0]), len(split[1])
+    return round(passed / (passed + failed), 6) if passed + failed else 1.0

@@ -1,0 +1,286 @@
+"""A benchmark suite end to end in podman: a scripted model on the loopback server solves
+a task of each format (Harbor, Terminal-Bench, SWE-bench), graded by the task's own
+verifier after the agent's phase; `runner suite check` runs oracle and nop over the
+fixture suite of each format."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runner.sandbox.engine import Engine
+from tests.support.cli import run_cli
+from tests.support.environments import base_image, engine_answers
+from tests.support.fixtures import ThreadFactory
+from tests.support.loopback import (
+    RecordedRequest,
+    Reply,
+    per_conversation,
+    reply_custom_tool_call,
+    reply_function_call,
+    reply_message,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not engine_answers("podman"), reason="podman does not answer here"),
+]
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return anyio.run(base_image, Engine("podman"))
+
+
+def shell(cmd: str, call_id: str) -> Reply:
+    return reply_function_call("shell", {"command": ["bash", "-lc", cmd]}, call_id=call_id)
+
+
+def solver(req: RecordedRequest, i: int) -> Reply:
+    """Looks for the tests (they are not there yet), then writes the answer."""
+    if i == 0:
+        return shell("ls /tests /logs/verifier /solution 2>&1; pwd", "c0")
+    if i == 1:
+        return shell("echo 'Hello, world!' > hello.txt", "c1")
+    return reply_message("done")
+
+
+def report_of(out: Path) -> dict[str, Any]:
+    return dict(json.loads((out / "report.json").read_text()))
+
+
+def test_a_scripted_model_solves_a_harbor_task(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    srv = loopback_thread(per_conversation(solver))
+    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "matrix: {repeat: 2}\n"
+        "suites:\n"
+        "  - {format: harbor, path: harbor, select: {ids: [hello]}, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    runs = report_of(out)["runs"]
+    assert [r["run"] for r in runs] == ["hello.r1", "hello.r2"]
+    for run in runs:
+        assert run["status"] == "completed", run["error"]
+        assert run["suite"] == "harbor:hello" and run["agent"] == "model"
+        # Graded twice, the same work gets the same grade.
+        assert (run["reward"], run["rewards"]) == (1.0, {"reward": 1.0, "file_exists": 1.0})
+        assert run["verifier"]["exit_code"] == 0 and run["usage"]["total_tokens"] > 0
+        patch = (out / run["environment"]["patch"]).read_text()
+        assert "b/hello.txt" in patch and "test.sh" not in patch  # the tests are not the work
+    outputs = [i for r in srv.requests for i in r.input if i.get("type") == "function_call_output"]
+    seen = json.dumps(outputs)
+    assert "/tests" in seen and "No such file or directory" in seen  # hidden during the work
+    trial = out / "harbor" / "hello" / "hello.r1"
+    assert json.loads((trial / "verifier" / "reward.json").read_text())["reward"] == 1.0
+    assert "exact=1" in (trial / "verifier" / "test-stdout.txt").read_text()
+    assert json.loads((trial / "result.json").read_text())["status"] == "completed"
+    summary = (out / "summary.md").read_text()
+    assert "Mean reward (95% CI)" in summary and "1.00 (" in summary
+
+
+def test_a_scripted_model_solves_a_terminal_bench_task(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    def write(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell("ls /tests 2>&1; pwd", "c0")
+        if i == 1:
+            return shell("printf 'Hello, world!\\n' > /app/hello.txt", "c1")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(write))
+    shutil.copytree(FIXTURES / "terminal-bench", tmp_path / "tb")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "suites:\n"
+        "  - {format: terminal-bench, path: tb, select: {ids: [hello]}, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    (run,) = report_of(out)["runs"]
+    assert run["status"] == "completed", run["error"]
+    assert run["suite"] == "terminal-bench:hello" and run["agent"] == "model"
+    assert (run["reward"], run["resolution"]) == (1.0, "resolved")
+    assert run["verifier"]["exit_code"] == 0 and run["usage"]["total_tokens"] > 0
+    patch = (out / run["environment"]["patch"]).read_text()
+    assert "b/hello.txt" in patch and "test_outputs" not in patch
+    outputs = [i for r in srv.requests for i in r.input if i.get("type") == "function_call_output"]
+    assert "No such file or directory" in json.dumps(outputs)  # the tests came after
+    trial = out / "harbor" / "hello" / run["run"]
+    stdout = (trial / "verifier" / "test-stdout.txt").read_text()
+    assert "PASSED" in stdout and "test_file_content" in stdout
+
+
+FIX = """\
+*** Begin Patch
+*** Update File: tinycalc/ops.py
+@@ def clamp(value, low, high):
++    if low > high:
++        raise ValueError("low is above high")
+     if value < low:
+         return low
+*** End Patch"""
+
+
+def test_a_scripted_model_resolves_a_swe_bench_instance(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    """Half the fix through the shell, the other half through apply_patch, in /testbed;
+    graded by the official grading and written to predictions.jsonl as the harness reads
+    it."""
+
+    def fix(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            cmd = (
+                "python3 - <<'EOF'\n"
+                "from pathlib import Path\n"
+                "p = Path('tinycalc/ops.py')\n"
+                "s = p.read_text()\n"
+                "s = s.replace('        return low\\n', "
+                "'        return low\\n    if value > high:\\n        return high\\n')\n"
+                "p.write_text(s)\n"
+                "EOF\n"
+                "pwd; git status --short"
+            )
+            return shell(cmd, "c0")
+        if i == 1:
+            return reply_custom_tool_call("apply_patch", FIX, call_id="c1")
+        if i == 2:
+            return shell("python3 -m unittest discover -s tests -t . 2>&1 | tail -1", "c2")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(fix))
+    shutil.copytree(FIXTURES / "swe-bench", tmp_path / "swe")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "suites:\n"
+        "  - format: swe-bench\n"
+        "    path: swe/instances.jsonl\n"
+        "    model: fake/m\n"
+        "    apply_patch_tool: freeform\n"
+        "    environment: {build: swe}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    (run,) = report_of(out)["runs"]
+    instance = "runner-fixtures__tinycalc-1"
+    assert run["status"] == "completed", run["error"]
+    assert run["suite"] == f"swe-bench:{instance}" and run["agent"] == "model"
+    assert (run["reward"], run["resolution"]) == (1.0, "resolved")
+    assert run["rewards"] == {"reward": 1.0, "fail_to_pass": 1.0, "pass_to_pass": 1.0}
+    outputs = [i for r in srv.requests for i in r.input if "output" in i]
+    seen = json.dumps(outputs)
+    assert "/testbed" in seen and "M tinycalc/ops.py" in seen
+    patch = (out / run["environment"]["patch"]).read_text()
+    assert "raise ValueError" in patch and "return high" in patch
+    assert "test_bounds" not in patch  # the test patch is the verifier's, not the work
+    lines = (out / "predictions" / "fake__m.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in lines] == [
+        {"instance_id": instance, "model_name_or_path": "fake/m", "model_patch": patch}
+    ]
+
+
+def test_a_model_that_does_nothing_fails_and_a_planted_reward_does_not_count(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    def cheat(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt", "c0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(cheat))
+    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "suites:\n"
+        "  - {format: harbor, path: harbor, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 3, res.stderr  # broken-verifier errored
+    runs = {r["id"]: r for r in report_of(out)["runs"]}
+    assert runs["hello"]["status"] == "check_failed" and runs["hello"]["reward"] == 0.0
+    broken = runs["broken-verifier"]
+    assert broken["status"] == "error" and broken["reward"] is None
+    assert "neither /logs/verifier/reward.json nor" in broken["error"]
+
+
+@pytest.mark.parametrize(
+    ("suite", "flags", "code", "broken"),
+    [
+        ("harbor", (), 1, ["broken-verifier: oracle", "broken-verifier: nop"]),
+        ("terminal-bench", (), 1, ["broken-verifier: oracle", "broken-verifier: nop"]),
+        ("swe-bench/instances.jsonl", ("--build", "swe-bench"), 0, []),
+    ],
+)
+def test_suite_check_on_the_fixtures(
+    tmp_path: Path, image: str, suite: str, flags: tuple[str, ...], code: int, broken: list[str]
+) -> None:
+    args = [a if a != "swe-bench" else str(FIXTURES / a) for a in flags]
+    res = run_cli("suite", "check", FIXTURES / suite, "--out", tmp_path / "out", *args)
+    assert res.returncode == code, res.stdout + res.stderr
+    listed = [ln.strip() for ln in res.stdout.splitlines() if ln.startswith("  ")]
+    assert [ln.split(" got")[0] for ln in listed] == broken
+    runs = report_of(tmp_path / "out")["runs"]
+    assert {r["usage"]["total_tokens"] for r in runs} == {0}  # no model was called
+    assert {r["reward"] for r in runs if "hello" in r["id"] or "tinycalc" in r["id"]} == {0.0, 1.0}
+    if suite.startswith("swe-bench"):
+        oracle = (tmp_path / "out" / "predictions" / "agent__oracle.jsonl").read_text()
+        (line,) = [json.loads(x) for x in oracle.splitlines()]
+        assert line["instance_id"] == "runner-fixtures__tinycalc-1"
+        assert "raise ValueError" in line["model_patch"]  # the gold patch, as the diff saw it
+        nop = (tmp_path / "out" / "predictions" / "agent__nop.jsonl").read_text()
+        assert json.loads(nop)["model_patch"] == ""
+
+
+def test_the_verifier_runs_as_the_task_s_verifier_user(tmp_path: Path, image: str) -> None:
+    """Harbor's `[verifier].user`: the tests run as that user, the work stays the agent's;
+    a user the image does not know is the verifier's error, not a score."""
+    for name, user in (("as-nobody", "nobody"), ("as-ghost", "no-such-user")):
+        task = tmp_path / "harbor" / name
+        shutil.copytree(FIXTURES / "harbor" / "hello", task)
+        toml = task / "task.toml"
+        toml.write_text(toml.read_text().replace("[verifier]\n", f"[verifier]\nuser = '{user}'\n"))
+        (task / "tests" / "test.sh").write_text(
+            "#!/bin/bash\n"
+            'echo "{\\"reward\\": 1, \\"uid\\": $(id -u)}" > /logs/verifier/reward.json\n'
+            'echo "work=$(stat -c %U /app/hello.txt) tests=$(stat -c %U /tests/test.sh)"\n'
+        )
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("version: 1\nsuites:\n  - {format: harbor, path: harbor, agent: oracle}\n")
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 3, res.stdout + res.stderr  # the ghost's run errored
+    runs = {r["id"]: r for r in report_of(out)["runs"]}
+    nobody = runs["as-nobody"]
+    assert nobody["status"] == "completed", nobody["error"]
+    assert nobody["rewards"] == {"reward": 1.0, "uid": 65534.0}
+    said = out / "harbor" / "as-nobody" / "as-nobody" / "verifier" / "test-stdout.txt"
+    assert said.read_text().split() == ["work=root", "tests=nobody"]
+    ghost = runs["as-ghost"]
+    assert ghost["status"] == "error" and ghost["reward"] is None
+    assert "to user 'no-such-user'" in ghost["error"]

@@ -1,0 +1,77 @@
+"""The files the suites' own tools take, written beside the reports: SWE-bench's
+predictions per model and variant, and Harbor's trial layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runner.redact import Redactor
+from runner.reports.files import write_reports
+from runner.reports.model import EnvironmentReport, RunReport, VerifierReport
+from tests.support.reports import report, task
+
+
+def swe(instance: str, model: str, patch: str | None, out: Path, **extra: object) -> RunReport:
+    t = task(instance, model, "completed", requests=1)
+    rel = None
+    if patch is not None:
+        rel = f"patches/{extra.get('run', instance)}.patch"
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(patch)
+    env = EnvironmentReport(backend="podman", image="img", start_s=0.5, build_s=1.0, patch=rel)
+    return t.model_copy(
+        update={
+            "suite": f"swe-bench:{instance}",
+            "reward": 1.0,
+            "rewards": {"reward": 1.0, "fail_to_pass": 1.0, "pass_to_pass": 1.0},
+            "resolution": "resolved",
+            "environment": env,
+            "verifier": VerifierReport(
+                exit_code=0, duration_s=2.0, output_tail="ok sk-secret-0123456789abcdef"
+            ),
+            **extra,
+        }
+    )
+
+
+def test_predictions_per_model_and_variant_and_the_harbor_layout(tmp_path: Path) -> None:
+    runs = [
+        swe("i-1", "p/x", "diff --git a/f b/f\n", tmp_path),
+        swe("i-2", "p/x", None, tmp_path),
+        swe("i-1", "p/x", "diff --git a/g b/g\n", tmp_path, variant="v", run="i-1.v"),
+    ]
+    write_reports(report(runs), tmp_path, redact=Redactor(["sk-secret-0123456789abcdef"]))
+    lines = [
+        json.loads(x) for x in (tmp_path / "predictions" / "p__x.jsonl").read_text().splitlines()
+    ]
+    assert lines == [
+        {"instance_id": "i-1", "model_name_or_path": "p/x", "model_patch": "diff --git a/f b/f\n"},
+        {"instance_id": "i-2", "model_name_or_path": "p/x", "model_patch": ""},
+    ]
+    (variant,) = (tmp_path / "predictions" / "p__x.v.jsonl").read_text().splitlines()
+    assert json.loads(variant)["model_name_or_path"] == "p/x.v"
+    trial = tmp_path / "harbor" / "i-1" / "i-1"
+    assert json.loads((trial / "verifier" / "reward.json").read_text())["fail_to_pass"] == 1.0
+    assert "sk-secret-0123456789abcdef" not in (trial / "verifier" / "test-stdout.txt").read_text()
+    result = json.loads((trial / "result.json").read_text())
+    assert (result["task_name"], result["reward"], result["resolution"]) == ("i-1", 1.0, "resolved")
+    assert result["timing_s"] == {"build": 1.0, "start": 0.5, "agent": 12.5, "verify": 2.0}
+
+
+def test_one_reward_is_reward_txt_and_no_suite_writes_nothing(tmp_path: Path) -> None:
+    t = task("h", "p/x", "completed").model_copy(
+        update={
+            "suite": "harbor:h",
+            "reward": 0.5,
+            "rewards": {"reward": 0.5},
+            "verifier": VerifierReport(exit_code=1),
+        }
+    )
+    write_reports(report([t]), tmp_path, redact=Redactor([]))
+    assert (tmp_path / "harbor" / "h" / "h" / "verifier" / "reward.txt").read_text() == "0.5\n"
+    assert not (tmp_path / "predictions").exists()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    write_reports(report([task("a", "p/x", "completed")]), plain, redact=Redactor([]))
+    assert not (plain / "harbor").exists() and not (plain / "predictions").exists()
