@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 OUT ?= build/demo
 
-.PHONY: setup bubblewrap chromium containers demo benchmark test lint typecheck unit bench clean lock \
+.PHONY: setup bubblewrap chromium containers base-image demo demo-container benchmark test lint typecheck unit bench clean lock \
 	upgrade lock-check action-docs
 
 LOCKED := $(VENV)/.locked-stamp
@@ -98,6 +98,11 @@ containers:
 	  $$sudo apt-get install -y -q $$pkgs || \
 	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q $$pkgs; }; }
 
+# The base image Dockerfiles start FROM (localhost/runner-base:bookworm): made once with
+# mmdebstrap from the Debian mirror apt uses (about 2 min), then found by its recipe label.
+base-image: setup containers
+	$(BIN)/python -m runner.sandbox.images
+
 build/sample-repo: examples/sample-repo
 	rm -rf $@ && mkdir -p build && cp -r examples/sample-repo $@
 	git -C $@ init -q -b main
@@ -107,6 +112,13 @@ build/sample-repo: examples/sample-repo
 demo: setup build/sample-repo
 	$(BIN)/runner run configs/quickstart.yaml --out $(OUT)
 	@echo "demo done: report $(OUT)/report.json, events $(OUT)/threads/, patch $(OUT)/patches/;"
+	@echo "the result branch is in build/sample-repo: git -C build/sample-repo branch --list 'runner/*'"
+
+# The quickstart with its commands and check in a podman container built from
+# examples/container (configs/quickstart-container.yaml); the model stays on the host.
+demo-container: setup containers base-image build/sample-repo
+	$(BIN)/runner run configs/quickstart-container.yaml --out $(OUT)-container
+	@echo "demo-container done: report $(OUT)-container/report.json, patch $(OUT)-container/patches/;"
 	@echo "the result branch is in build/sample-repo: git -C build/sample-repo branch --list 'runner/*'"
 
 benchmark: setup build/sample-repo

@@ -323,7 +323,9 @@ async def _environments(
         show.note(f"runner: warning: could not look for containers left behind: {exc}")
     else:
         if gone:
-            show.note(f"runner: removed {len(gone)} container(s) a killed batch left behind")
+            show.note(
+                f"runner: removed {len(gone)} container(s) or Pod(s) a killed batch left behind"
+            )
     stack.enter_context(live_batch(batch_id))
     return envs
 

@@ -27,7 +27,9 @@ import io
 import json
 import os
 import posixpath
+import shutil
 import tarfile
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,7 +48,12 @@ from runner.sandbox.container import ContainerEnvironment
 from runner.sandbox.engine import Engine
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, Environment, ExecResult
 from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder
-from runner.sandbox.orphans import reap_orphans
+from runner.sandbox.kubectl import Kubectl
+from runner.sandbox.local import LocalExecutor
+from runner.sandbox.localenv import LocalEnvironment
+from runner.sandbox.orphans import batch_alive, reap_orphans
+from runner.sandbox.policy import PROTECTED_NAMES
+from runner.skills import Staged, stage
 from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
@@ -101,9 +108,14 @@ class Environments:
             image = await builder.image(t.build_dir)
             return image, image in builder.built[before:]
 
+    def kubectl(self) -> Kubectl:
+        """kubectl with the batch's environment (its PATH and KUBECONFIG, no secret)."""
+        return Kubectl(base_env=self._base_env)
+
     async def reap(self, tasks: Sequence[Run]) -> list[str]:
         """Remove the containers of this user's dead batches, for each engine the batch
-        uses: never another user's, another host's, or a live batch's (`live_batch`)."""
+        uses, and the Pods this host's dead batches left, in each namespace the batch
+        uses: never another user's or host's, nor a live batch's (`live_batch`)."""
         gone: list[str] = []
         for t in tasks:
             if t.environment.backend in CONTAINER_BACKENDS:
@@ -111,6 +123,15 @@ class Environments:
                 if engine.executable not in self._reaped:
                     self._reaped.add(engine.executable)
                     gone += await reap_orphans(engine)
+            elif t.environment.backend == "kubernetes":
+                ns = t.environment.namespace
+                if f"kubernetes:{ns}" not in self._reaped:
+                    from runner.sandbox.kubernetes import reap_orphans as reap_pods
+
+                    self._reaped.add(f"kubernetes:{ns}")
+                    gone += await reap_pods(
+                        self.kubectl(), namespace=ns, host=os.uname().nodename, alive=batch_alive
+                    )
         return gone
 
 
@@ -128,8 +149,13 @@ class RunEnvironment:
         self.snapshot: changes.Snapshot | None = None
         self.thread_scope: anyio.CancelScope | None = None
         """Cancelled when the environment is lost, so the thread stops at once."""
+        self.skills: Staged | None = None
+        """The task's skills as the environment shows them (`SKILLS_AT/<n>`, as in the
+        local sandbox), copied in by `start`; None without skills."""
         self._slot = False
         self._copy: bytes | None = None
+        self._skills_dir: str | None = None
+        self._shell: str | None = None
 
     @property
     def fault(self) -> str | None:
@@ -151,6 +177,11 @@ class RunEnvironment:
         """The image (built if need be) and a slot; EnvironmentFault is recorded, not
         raised. `host_work`: the prepared host workspace to copy in, if the task has one."""
         t, s = self.run, self.settings
+        if t.skills:  # SkillError: the run's own error, before it holds anything
+            self._skills_dir = tempfile.mkdtemp(prefix="runner-skills-")
+            self.skills = await anyio.to_thread.run_sync(
+                stage, t.skills, Path(self._skills_dir, "skills")
+            )
         try:
             if host_work is not None:
                 self._copy = await _tar_of(host_work)
@@ -215,6 +246,7 @@ class RunEnvironment:
             network=s.network,
             start_timeout_s=s.timeout_s,
             owner_pod=owner_from_env(os.environ),
+            kubectl=self.envs.kubectl(),
         )
 
     # -- beside the first request ----------------------------------------------------------
@@ -229,6 +261,8 @@ class RunEnvironment:
                 if self._copy is not None:
                     await _copy_in(self.inner, self._copy)
                     self._copy = None
+                for copy, at in self.skills.mounts if self.skills is not None else ():
+                    await self.inner.put_dir(copy, str(at))
                 self.snapshot = await changes.snapshot(self.inner)
                 self.info = dataclasses.replace(
                     self.info, start_s=round(time.monotonic() - began, 3)
@@ -246,13 +280,25 @@ class RunEnvironment:
 
     # -- the wind-up ------------------------------------------------------------------------
 
+    async def shell(self) -> str:
+        """`bash`, or `sh` in an image without bash (busybox, distroless-ish): asked of
+        the environment once, since an exit of 127 from the check itself means nothing."""
+        if self._shell is None:
+            assert self.inner is not None
+            probe = await self.inner.exec(["bash", "-c", ":"], env={}, timeout_s=30)
+            self._shell = "sh" if probe.exit_code in (126, 127) else "bash"
+        return self._shell
+
     async def check(self, command: str, timeout_s: float) -> ExecResult | None:
         """The task's check in the environment; None when it is not usable."""
         if self.inner is None or self.fault is not None or self.snapshot is None:
             return None
         try:
             return await self.inner.exec(
-                ["bash", "-c", command], env={}, timeout_s=timeout_s, output_cap=1 << 20
+                [await self.shell(), "-c", command],
+                env={},
+                timeout_s=timeout_s,
+                output_cap=1 << 20,
             )
         except EnvironmentFault as exc:
             self.failed(exc)
@@ -299,31 +345,11 @@ class RunEnvironment:
 
     async def _artifacts(self) -> list[str]:
         assert self.inner is not None
-        folder = Path("artifacts") / self.run.name
-        dest = self.out_dir / folder
-        left = ARTIFACTS_MAX_BYTES
-        notes: list[str] = []
-        for rel in self.settings.artifacts:
-            try:
-                data = await self.inner.read_file(rel, max_bytes=left)
-            except UnsafeFileError:
-                data = None
-                try:
-                    await self.inner.get_dir(rel, dest / rel, max_bytes=left)
-                    left -= hostfs.disk_usage(dest / rel)
-                    continue
-                except (UnsafeFileError, EnvironmentFault) as exc:
-                    if isinstance(exc, EnvironmentLost):
-                        raise
-                    notes.append(f"artifact {rel} not copied: {exc}")
-                    continue
-            if data is None:
-                notes.append(f"artifact {rel} not copied: nothing is there")
-                continue
-            left -= len(data)
-            await anyio.to_thread.run_sync(_write_inside, dest, rel, data)
-        if dest.exists():
-            self.info = dataclasses.replace(self.info, artifacts=str(folder))
+        folder, notes = await copy_artifacts(
+            self.inner, self.settings.artifacts, self.out_dir, self.run.name
+        )
+        if folder is not None:
+            self.info = dataclasses.replace(self.info, artifacts=folder)
         return notes
 
     async def stop(self) -> None:
@@ -338,6 +364,9 @@ class RunEnvironment:
                     self._slot = False
                     self.envs.live -= 1
                     self.envs.slots.release()
+                if self._skills_dir is not None:
+                    shutil.rmtree(self._skills_dir, ignore_errors=True)
+                    self._skills_dir = None
 
 
 class Guarded:
@@ -421,6 +450,58 @@ class Guarded:
         except EnvironmentLost as exc:
             self._owner.failed(exc)
             raise
+
+
+# -- artifacts ------------------------------------------------------------------------------
+
+
+async def copy_artifacts(
+    env: Environment, paths: Sequence[str], out_dir: Path, run_name: str
+) -> tuple[str | None, list[str]]:
+    """`paths` (files or folders, relative to workdir) copied out of `env` to
+    `OUT/artifacts/<run>/`, `ARTIFACTS_MAX_BYTES` in all: that folder relative to the out
+    dir (None when nothing came), and a note for each path that could not be copied."""
+    folder = Path("artifacts") / run_name
+    dest = out_dir / folder
+    left = ARTIFACTS_MAX_BYTES
+    notes: list[str] = []
+    for rel in paths:
+        try:
+            data = await env.read_file(rel, max_bytes=left)
+        except UnsafeFileError:
+            data = None
+            try:
+                await env.get_dir(rel, dest / rel, max_bytes=left)
+                left -= hostfs.disk_usage(dest / rel)
+                continue
+            except (UnsafeFileError, EnvironmentFault) as exc:
+                if isinstance(exc, EnvironmentLost):
+                    raise
+                notes.append(f"artifact {rel} not copied: {exc}")
+                continue
+        if data is None:
+            notes.append(f"artifact {rel} not copied: nothing is there")
+            continue
+        left -= len(data)
+        await anyio.to_thread.run_sync(_write_inside, dest, rel, data)
+    return (str(folder) if dest.exists() else None), notes
+
+
+async def local_artifacts(
+    t: Run, work: Path, out_dir: Path, redact: Redactor
+) -> tuple[EnvironmentInfo | None, list[str]]:
+    """A host run's `artifacts:` copied out of its workspace by the runner's own reads
+    (runner/sandbox/localenv.py: a link out of the workspace is refused, `.git` and
+    `.runner` untouched), as a container's are: where they went (None without
+    `artifacts:`) and notes for what could not be."""
+    if not t.environment.artifacts:
+        return None, []
+    env = LocalEnvironment(LocalExecutor(), work, read_only=True, protected=PROTECTED_NAMES)
+    try:
+        folder, notes = await copy_artifacts(env, t.environment.artifacts, out_dir, t.name)
+    except OSError as exc:
+        return None, [redact(f"artifacts not copied: {exc}")]
+    return EnvironmentInfo(backend="local", artifacts=folder), [redact(n) for n in notes]
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -509,4 +590,10 @@ def _write_inside(dest: Path, rel: str, data: bytes) -> None:
             f.write(data)
 
 
-__all__ = ["Environments", "RunEnvironment", "uses_environment"]
+__all__ = [
+    "Environments",
+    "RunEnvironment",
+    "copy_artifacts",
+    "local_artifacts",
+    "uses_environment",
+]

@@ -24,7 +24,7 @@ from runner import workspace
 from runner.agent import Outcome, Thread
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, Run, branch_fields
-from runner.envrun import Environments, RunEnvironment, uses_environment
+from runner.envrun import Environments, RunEnvironment, local_artifacts, uses_environment
 from runner.errors import (
     ConfigError,
     EngineError,
@@ -319,6 +319,7 @@ def _thread_for(
             redact=b.redact,
             environment=renv.guarded(),
             docs_from=None if ws is None else ws.path,
+            skills=renv.skills,
         )
         return thread, [b.redact(n) for n in notes]
     assert ws is not None
@@ -392,6 +393,9 @@ async def _wind_up(
             rec = await graded(rec, renv, stop=b.stop, checks=b.checks, redact=b.redact, log=log)
         if renv is not None:
             rec = _noted(rec, log, *await renv.artifacts(b.redact))
+        elif ws is not None:
+            info, notes = await local_artifacts(rec.run, ws.path, b.out_dir, b.redact)
+            rec = _noted(rec.but(environment=info), log, *notes)
     except Exception as exc:
         rec = _failed(rec.but(not_kept=True), log, _internal(exc))
     finally:

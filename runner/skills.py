@@ -26,7 +26,8 @@ MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 MAX_SKILL_FILE_BYTES = 1024 * 1024
 SKILLS_AT = Path("/tmp/.runner/skills")
-"""Where a sandbox shows the skills: `<SKILLS_AT>/<n>` is the n-th skill's folder."""
+"""Where a sandbox, a container or a Pod shows the skills: `<SKILLS_AT>/<n>` is the n-th
+skill's folder (bind-mounted by bubblewrap, copied in by runner/envrun.py)."""
 MAX_STAGED_BYTES = 64 << 20
 """What one skill folder may hold, all files together, to be copied for the sandbox."""
 MAX_STAGED_FILES = 10_000

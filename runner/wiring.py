@@ -200,7 +200,8 @@ def make_thread(
     the task's skills as a sandboxed run sees them (`skills.stage`), else where they are.
     `environment`: a container or Pod (runner/envrun.py) instead of the host, `cwd` its
     workdir; its commands get the image's own variables, none of the host's, and the
-    AGENTS.md of `docs_from` (the host folder copied in), if any."""
+    AGENTS.md of `docs_from` (the host folder copied in), if any; `skills` there are the
+    copies envrun puts in it (none when not given: the host's paths mean nothing there)."""
     from runner import compaction
 
     staged = skills if skills is not None else Staged(t.skills, ())
@@ -239,6 +240,9 @@ def make_thread(
             timezone=tz,
             permission_notes=[container_note(t), *mcp_notes],
             docs_from=docs_from or False,
+            skills=prompts.skills_instructions(
+                skills.skills if skills is not None else (), context_window=t.context_window
+            ),
         )
         read_only = False
     if t.output_schema is not None:

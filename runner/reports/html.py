@@ -33,6 +33,7 @@ from runner.reports.summary import (
     environment_label,
     group_stats,
     headline_cost,
+    in_environment,
     partial_text,
     reward_text,
     runner_text,
@@ -311,7 +312,7 @@ def render_html(report: Report, out_dir: Path) -> str:
         "skipped runs never started and errored runs were broken or stopped by the "
         "infrastructure.</p>",
     ]
-    envs = Counter(environment_label(r) for r in report.runs if r.environment is not None)
+    envs = Counter(environment_label(r) for r in report.runs if in_environment(r))
     if envs:
         shown = ", ".join(f"{label} ({n} runs)" for label, n in sorted(envs.items()))
         parts.append(f'<p class="note">Commands ran in: {esc(shown)}; the others on the host.</p>')

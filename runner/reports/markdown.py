@@ -34,6 +34,7 @@ from runner.reports.summary import (
     environment_label,
     group_stats,
     headline_cost,
+    in_environment,
     partial_text,
     reward_text,
     runner_text,
@@ -246,7 +247,7 @@ def _run_rows(report: Report) -> list[list[str]]:
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
-    envs = any(t.environment is not None for t in report.runs)
+    envs = any(in_environment(t) for t in report.runs)
     graded = any(t.suite is not None for t in report.runs)
     rows = []
     for t in report.runs:
@@ -292,7 +293,7 @@ def _runs(report: Report, rows: list[list[str]], keep: int, max_chars: int | Non
     variants = any(t.variant is not None for t in report.runs)
     compacted = any(t.compactions for t in report.runs)
     retried = any(t.retries for t in report.runs)
-    envs = any(t.environment is not None for t in report.runs)
+    envs = any(in_environment(t) for t in report.runs)
     graded = any(t.suite is not None for t in report.runs)
     header = (
         ["Run", "Model"]

@@ -191,10 +191,11 @@ class ResultReport(Strict):
 
 
 class EnvironmentReport(Strict):
-    """Where a run's commands and check ran, when not on the host: a container or Pod."""
+    """Where a run's commands and check ran, when not on the host: a container or Pod.
+    For a run on the host (backend `local`), only where its artifacts went."""
 
     backend: str
-    """`podman`, `docker` or `kubernetes`."""
+    """`podman`, `docker` or `kubernetes`; `local` for a host run's artifacts."""
     image: str | None = None
     """The image as named, or the tag `build:` was built under."""
     image_id: str | None = None
@@ -320,7 +321,8 @@ class RunReport(Strict):
     """What this run's earlier attempts spent, when `--resume` ran it again; not in its
     own `usage` and `cost_usd`, which are this attempt's alone. Null when it ran once."""
     environment: EnvironmentReport | None = None
-    """Its container or Pod; null for a run on the host (backend `local`)."""
+    """Its container or Pod; for a run on the host, null unless it copied artifacts
+    (then backend `local` and `artifacts` alone)."""
     suite: str | None = None
     """`<format>:<id>` of the benchmark task the run came from (`suites:`); null for a
     task of the file's own."""

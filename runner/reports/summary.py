@@ -108,7 +108,13 @@ def reward_text(mean: float | None, interval: tuple[float, float] | None, n: int
 def environment_label(t: RunReport) -> str:
     """`podman: image` for a run in a container or Pod, `local` for one on the host."""
     e = t.environment
-    return "local" if e is None else f"{e.backend}: {e.image or '?'}"
+    return "local" if e is None or e.backend == "local" else f"{e.backend}: {e.image or '?'}"
+
+
+def in_environment(t: RunReport) -> bool:
+    """The run's commands ran in a container or Pod (a host run with artifacts has an
+    `environment` too, of backend `local`)."""
+    return t.environment is not None and t.environment.backend != "local"
 
 
 def column_name(t: RunReport) -> str:

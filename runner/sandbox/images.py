@@ -21,6 +21,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -359,3 +360,22 @@ async def prune_built(
                 continue
         gone.append(shown)
     return gone, refused
+
+
+def main() -> None:
+    """`python -m runner.sandbox.images` (`make base-image`): the base image made unless
+    it is there with the current recipe, so a Dockerfile can say `FROM` it. The engine is
+    `RUNNER_ENGINE` (podman by default); `RUNNER_DEBIAN_MIRROR` names a mirror for a
+    machine whose apt serves no Debian."""
+    engine = Engine(os.environ.get("RUNNER_ENGINE") or "podman")
+    mirror = os.environ.get("RUNNER_DEBIAN_MIRROR") or None
+    try:
+        built = anyio.run(lambda: ensure_base_image(engine, mirror=mirror))
+    except EnvironmentFault as exc:
+        print(f"{BASE_IMAGE}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"{BASE_IMAGE}: {'built' if built else 'present, current recipe'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -20,6 +20,7 @@ import pytest
 
 from runner.sandbox.engine import RUN_LABEL, Engine
 from runner.vocabulary import EXIT_INTERRUPTED
+from tests.support import tiny_image
 from tests.support.cli import KEY, run_cli
 from tests.support.environments import base_image, engine_answers
 from tests.support.fixtures import ThreadFactory, git, make_git_repo
@@ -323,3 +324,75 @@ def test_max_environments_caps_live_containers_below_concurrency(
     assert set().union(*seen) == set(names)  # both ran, each in a container
     assert max(len(s) for s in seen) == 1  # never two at once
     assert len(srv.requests) == 4
+
+
+def test_skills_are_copied_into_the_container_where_the_prompt_says(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    name = f"skills-{uuid.uuid4().hex[:8]}"
+    folder = tmp_path / "skills" / "greeter"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: greeter\ndescription: Greets in style.\n---\n\nRun greet.sh.\n"
+    )
+    (folder / "greet.sh").write_text("#!/bin/sh\necho greeted-from-the-skill\n")
+    (folder / "greet.sh").chmod(0o755)
+    at = "/tmp/.runner/skills/0"
+
+    def script(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell(f"cat {at}/SKILL.md; {at}/greet.sh > greeted.txt", "c0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    tasks = task_file(
+        tmp_path,
+        srv.base_url,
+        f"  - {{id: {name}, prompt: 'work', skills: [skills], check: 'test -s greeted.txt'}}\n",
+        f"{{backend: podman, image: '{image}', workdir: /work}}",
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    run = report_of(out)["runs"][0]
+    assert run["status"] == "completed", run["error"]
+    assert run["check"]["passed"] is True
+    first = json.dumps(srv.requests[0].input)
+    assert f"{at}/SKILL.md" in first and "Greets in style." in first
+    assert str(tmp_path) not in first  # the host's path of the skill is not the model's
+    said = json.dumps(srv.requests[1].input[-1])
+    assert "Run greet.sh." in said
+    patch = (out / run["environment"]["patch"]).read_text()
+    assert "+greeted-from-the-skill" in patch and "SKILL.md" not in patch
+    assert containers_of(name) == []
+
+
+def test_the_check_runs_under_sh_in_an_image_without_bash(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    name = f"nobash-{uuid.uuid4().hex[:8]}"
+    image = tiny_image.ensure(without=("bash",))
+    probe = podman("run", "--rm", "--runtime", "runc", image, "sh", "-c", "command -v bash || :")
+    assert probe.strip() == ""  # sh only
+
+    def script(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            argv = ["sh", "-c", "echo made > made.txt"]
+            return reply_function_call("shell", {"command": argv}, call_id="c0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    check = 'test "$(cat made.txt)" = made && [ -n "${0##*bash*}" ]'  # not bash running it
+    tasks = task_file(
+        tmp_path,
+        srv.base_url,
+        f"  - {{id: {name}, prompt: 'work', check: '{check}'}}\n",
+        f"{{backend: podman, image: '{image}', workdir: /work}}",
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    run = report_of(out)["runs"][0]
+    assert run["status"] == "completed", run["error"]
+    assert run["check"]["passed"] is True, run["check"]
+    assert containers_of(name) == []

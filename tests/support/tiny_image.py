@@ -25,10 +25,10 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _LIB = re.compile(r"(/\S+\.so[^\s]*)")
 
 
-def _files() -> dict[str, Path]:
+def _files(without: tuple[str, ...] = ()) -> dict[str, Path]:
     """Path in the image -> host file."""
     found: dict[str, Path] = {}
-    for tool in TOOLS:
+    for tool in (t for t in TOOLS if t not in without):
         where = shutil.which(tool)
         if where is None:
             continue
@@ -86,9 +86,10 @@ def _rootfs(files: dict[str, Path]) -> bytes:
     return buf.getvalue()
 
 
-def ensure() -> str:
-    """The image's tag, imported into podman's store if missing."""
-    files = _files()
+def ensure(without: tuple[str, ...] = ()) -> str:
+    """The image's tag, imported into podman's store if missing. `without`: tools left
+    out (`("bash",)`: an image with `sh` only, as busybox ones are)."""
+    files = _files(without)
     digest = hashlib.sha256()
     for name, host in sorted(files.items()):
         digest.update(name.encode() + b"\0" + host.read_bytes())
