@@ -225,7 +225,14 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
             assert renv is not None  # the config pass puts suite tasks in a container
             rec = rec.but(outcome=await _sanity(t, renv, sink))
         else:
-            rec = await _model_phase(rec, ws, renv, sink, log, b)
+            # A signal cancels the phase mid-way: what it had recorded by then (the
+            # thread's interrupted outcome) comes back through `kept`, not a return.
+            kept = [rec]
+            try:
+                rec = await _model_phase(kept, ws, renv, sink, log, b)
+            except anyio.get_cancelled_exc_class():
+                rec = kept[0]
+                raise
         rec = with_output(rec)
     except FAILURES as exc:
         rec = _failed(rec, log, str(exc))
@@ -237,24 +244,26 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
 
 
 async def _model_phase(
-    rec: RunRecord,
+    kept: list[RunRecord],
     ws: workspace.Workspace | None,
     renv: RunEnvironment | None,
     sink: RunSink,
     log: EventLog,
     b: BatchContext,
 ) -> RunRecord:
-    """The agent's phase with a model: its thread, with the MCP servers it names."""
+    """The agent's phase with a model: its thread, with the MCP servers it names.
+    `kept[0]` is the record as far as the phase got (read when a signal cancels it)."""
+    rec = kept[0]
     t = rec.run
     model = await b.clients.get(t)
     here = ws.path if ws is not None else _scratch(b, t)
     async with McpSessions(t.mcp_servers, cwd=here, env=b.env, emit=sink.emit) as mcp:
         thread, notes = _thread_for(rec, ws, model, mcp.tools, sink, b, renv)
-        rec = _noted(rec.but(inputs=_inputs(rec.run, thread, b)), log, *notes)
+        rec = kept[0] = _noted(rec.but(inputs=_inputs(rec.run, thread, b)), log, *notes)
         try:
             rec = rec.but(outcome=await _run_thread(thread, renv))
         except anyio.get_cancelled_exc_class():
-            rec = rec.but(outcome=thread.interrupted(INTERRUPTED))
+            kept[0] = rec.but(outcome=thread.interrupted(INTERRUPTED))
             raise
         limits = dict.fromkeys(thread.ctx.environment.limit_notes)
         return _noted(rec, log, *(b.redact(n) for n in limits))
