@@ -225,8 +225,7 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
             assert renv is not None  # the config pass puts suite tasks in a container
             rec = rec.but(outcome=await _sanity(t, renv, sink))
         else:
-            # A signal cancels the phase mid-way: what it had recorded by then (the
-            # thread's interrupted outcome) comes back through `kept`, not a return.
+            # A signal cancels the phase: its record so far comes back through `kept`.
             kept = [rec]
             try:
                 rec = await _model_phase(kept, ws, renv, sink, log, b)
