@@ -128,6 +128,13 @@ def read_bytes(fd: int, max_bytes: int) -> bytes:
     return bytes(out)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd`: one `os.write` may take only part of it."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def read_inside(root: Path, path: Path, max_bytes: int) -> bytes:
     """The first `max_bytes` of `path`, a regular file that must lie inside `root`.
 

@@ -47,7 +47,7 @@ from runner.reports.events import EventLog
 from runner.reports.inputs import record_inputs
 from runner.sandbox import make_environment, user_folder
 from runner.sandbox.env import child_env
-from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
+from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, Environment, ExecResult
 from runner.sanity import run_sanity_agent
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
@@ -311,29 +311,19 @@ def _thread_for(
 ) -> tuple[Thread, list[str]]:
     """The run's thread, and the notes its making left (redacted)."""
     t = rec.run
+    hidden: list[Path] = []
+    environment: Environment | None = None
+    docs_from: Path | None = None
     if renv is not None:
         assert renv.info.workdir is not None
-        thread, notes = make_thread(
-            t,
-            Path(renv.info.workdir),
-            model,
-            b.agent_env,
-            sink,
-            today=rec.current_date or b.today,
-            tz=rec.timezone or b.tz,
-            runner_home=b.runner_home,
-            budget=RunBudget(t.limits, t.price, b.spend),
-            extra_tools=tools,
-            redact=b.redact,
-            environment=renv.guarded(),
-            docs_from=None if ws is None else ws.path,
-            skills=renv.skills,
-        )
-        return thread, [b.redact(n) for n in notes]
-    assert ws is not None
+        cwd, skills = Path(renv.info.workdir), renv.skills
+        environment, docs_from = renv.guarded(), None if ws is None else ws.path
+    else:
+        assert ws is not None
+        cwd, skills, hidden = ws.path, _staged(t, ws), hidden_for(b, ws)
     thread, notes = make_thread(
         t,
-        ws.path,
+        cwd,
         model,
         b.agent_env,
         sink,
@@ -343,8 +333,10 @@ def _thread_for(
         budget=RunBudget(t.limits, t.price, b.spend),
         extra_tools=tools,
         redact=b.redact,
-        hidden=hidden_for(b, ws),
-        skills=_staged(t, ws),
+        hidden=hidden,
+        skills=skills,
+        environment=environment,
+        docs_from=docs_from,
     )
     return thread, [b.redact(n) for n in notes]
 

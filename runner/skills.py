@@ -241,9 +241,7 @@ def _copy_file(path: Path, dst: Path, inside: Path, budget: list[int]) -> None:
 def _write(dst: Path, data: bytes, *, executable: bool) -> None:
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        hostfs.write_all(fd, data)
         os.fchmod(fd, 0o755 if executable else 0o644)
     finally:
         os.close(fd)

@@ -15,6 +15,7 @@ from pydantic import (
     ValidationError,
 )
 
+from runner import hostfs
 from runner.config.messages import validation_problems
 from runner.config.schema import BUILTIN_PROVIDERS, LineMap, written
 from runner.config.taskfile import TaskFile
@@ -165,11 +166,7 @@ def _read_regular(path: Path, limit: int) -> bytes:
                 if kind == "a directory"
                 else "not a regular file (a FIFO, device or socket)",
             )
-        chunks, left = [], limit
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return hostfs.read_bytes(fd, limit)
     finally:
         os.close(fd)
 

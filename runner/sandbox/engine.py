@@ -16,15 +16,12 @@ reads it, and so may an explicit `extra_env`, less any secret-looking name.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import anyio
-from anyio.abc import ByteReceiveStream, ByteSendStream
-
 from runner.errors import EnvironmentFault
+from runner.sandbox.cli_call import Bounded, run_once
 from runner.sandbox.env import SECRET_NAME
 
 CONTAINERS_CONF = Path(__file__).resolve().parent.parent / "data" / "containers.conf"
@@ -154,58 +151,18 @@ class Engine:
     async def _once(
         self, args: Sequence[str], limit: float, stdin: bytes | None, cap: int
     ) -> Called | None:
-        try:
-            proc = await anyio.open_process(
-                self.argv(args),
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.env(),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise EnvironmentFault(
-                f"cannot run the container engine {self.executable!r}: {exc.strerror or exc}"
-            ) from None
-        out = bytearray()
-        err = bytearray()
-        try:
-            with anyio.move_on_after(limit):
-                async with anyio.create_task_group() as tg:
-                    if stdin is not None:
-                        tg.start_soon(_feed, proc.stdin, stdin)
-                    tg.start_soon(_drain, proc.stdout, out, cap)
-                    tg.start_soon(_drain, proc.stderr, err, cap)
-                    await proc.wait()
-                return Called(proc.returncode or 0, bytes(out), bytes(err))
+        # One byte over the cap, so a caller that must have all of it can tell it got too much.
+        out, err = Bounded(cap + 1), Bounded(cap + 1)
+        code = await run_once(
+            self.argv(args),
+            self.env(),
+            stdin=stdin,
+            stdout=out,
+            stderr=err,
+            limit=limit,
+            kill_group=False,
+            what=f"the container engine {self.executable!r}",
+        )
+        if code is None:
             return None
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            with anyio.CancelScope(shield=True):
-                await proc.wait()
-                await proc.aclose()
-
-
-async def _feed(stream: ByteSendStream | None, data: bytes) -> None:
-    assert stream is not None
-    try:
-        for at in range(0, len(data), 1 << 16):
-            await stream.send(data[at : at + (1 << 16)])
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
-    finally:
-        await stream.aclose()
-
-
-async def _drain(stream: ByteReceiveStream | None, into: bytearray, cap: int) -> None:
-    """Read to the end, keeping at most `cap` bytes and one more, so a caller that must
-    have all of it can tell it got too much."""
-    assert stream is not None
-    try:
-        async for chunk in stream:
-            room = cap + 1 - len(into)
-            if room > 0:
-                into += chunk[:room]
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-        pass
+        return Called(code, bytes(out.data), bytes(err.data))

@@ -12,19 +12,14 @@ runner's secrets never reach it or the cluster's audit log.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import anyio
-from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from runner.errors import EnvironmentFault
+from runner.sandbox.cli_call import Bounded, Sink, run_once
 
 CALL_TIMEOUT_S = 60.0
 RETRIES = 2
@@ -58,25 +53,6 @@ _TRANSIENT = re.compile(
     r"|too many requests",
     re.IGNORECASE,
 )
-
-
-class Sink(Protocol):
-    def add(self, chunk: bytes) -> None: ...
-
-
-class Bounded:
-    """Keeps the first `cap` bytes whole and counts the rest: for output that is parsed
-    (JSON, a tar stream), where a head and tail with a gap would be worse than a refusal."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.over = 0
-
-    def add(self, chunk: bytes) -> None:
-        room = max(self.cap - len(self.data), 0)
-        self.data += chunk[:room]
-        self.over += len(chunk) - min(room, len(chunk))
 
 
 @dataclass(frozen=True)
@@ -133,32 +109,21 @@ class Kubectl:
         """One attempt: stdout streams into `stdout`, stderr is kept (bounded)."""
         limit = timeout_s if timeout_s is not None else self.call_timeout_s
         start = time.monotonic()
-        try:
-            # anyio's defaults are pipes for all three streams; stdin is closed at once
-            # when there is nothing to send, so kubectl reads an end of file.
-            proc = await anyio.open_process(self.argv(args), env=self.env(), start_new_session=True)
-        except OSError as exc:
-            raise EnvironmentFault(
-                f"cannot run kubectl {self.executable!r}: {exc.strerror or exc}"
-            ) from None
         err = Bounded(STDERR_CAP)
-        try:
-            with anyio.move_on_after(limit):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_feed, proc.stdin, stdin or b"")
-                    tg.start_soon(_drain, proc.stdout, stdout)
-                    tg.start_soon(_drain, proc.stderr, err)
-                    await proc.wait()
-                return Done(proc.returncode, bytes(err.data), time.monotonic() - start)
-            return Done(None, bytes(err.data), time.monotonic() - start)
-        finally:
-            if proc.returncode is None:
-                # The whole group: kubectl may run a credential plugin of its own.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            with anyio.CancelScope(shield=True):
-                await proc.wait()
-                await proc.aclose()
+        # stdin is a pipe closed at once when there is nothing to send, so kubectl reads
+        # an end of file; on a timeout the whole group goes: kubectl may run a credential
+        # plugin of its own.
+        code = await run_once(
+            self.argv(args),
+            self.env(),
+            stdin=stdin or b"",
+            stdout=stdout,
+            stderr=err,
+            limit=limit,
+            kill_group=True,
+            what=f"kubectl {self.executable!r}",
+        )
+        return Done(code, bytes(err.data), time.monotonic() - start)
 
     async def call(
         self,
@@ -184,23 +149,3 @@ class Kubectl:
         if done.code is None:
             raise EnvironmentFault(f"{what} did not answer in time, {attempts} times")
         raise EnvironmentFault(f"{what} failed {attempts} times: {done.said}")
-
-
-async def _feed(stream: ByteSendStream | None, data: bytes) -> None:
-    assert stream is not None
-    try:
-        for at in range(0, len(data), 1 << 16):
-            await stream.send(data[at : at + (1 << 16)])
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
-    finally:
-        await stream.aclose()
-
-
-async def _drain(stream: ByteReceiveStream | None, into: Sink) -> None:
-    assert stream is not None
-    try:
-        async for chunk in stream:
-            into.add(chunk)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-        pass

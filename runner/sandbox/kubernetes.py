@@ -27,8 +27,9 @@ from typing import Any, TypeVar
 
 from runner.errors import EnvironmentFault, EnvironmentLost, SandboxError, UnsafeFileError
 from runner.sandbox import podspec, tarstream
+from runner.sandbox.cli_call import Bounded
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, ExecResult
-from runner.sandbox.kubectl import Bounded, Kubectl
+from runner.sandbox.kubectl import Kubectl
 from runner.sandbox.process import Capture
 
 MARK = b"\x01"

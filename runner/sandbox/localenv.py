@@ -208,9 +208,7 @@ class LocalEnvironment:
             raise UnsafeFileError(f"cannot write {rel}: {above} is a file, not a directory")
         fd = self._open_for_write(real, rel)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            hostfs.write_all(fd, data)
         finally:
             os.close(fd)
 
@@ -382,9 +380,7 @@ def _copy(in_fd: int, out_fd: int, total: int, cap: int, shown: str) -> int:
         total += len(chunk)
         if total > cap:
             raise UnsafeFileError(f"{shown}: holds more than {_size(cap)}, the most copied")
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(out_fd, view) :]
+        hostfs.write_all(out_fd, chunk)
     return total
 
 

@@ -113,8 +113,6 @@ def _write(dest: Path, rel: str, data: bytes, mode: int) -> None:
         except OSError as exc:
             raise UnsafeFileError(f"{dest / rel}: cannot write ({exc.strerror})") from None
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view) :]
+            hostfs.write_all(out, data)
         finally:
             os.close(out)

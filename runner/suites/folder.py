@@ -7,10 +7,14 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
+from runner import hostfs
 from runner.errors import ConfigError, Problem
+
+_T = TypeVar("_T")
 
 MAX_TEXT_BYTES = 1 << 20
 """An instruction, task.toml, task.yaml or compose file: far more than any suite writes."""
@@ -29,15 +33,21 @@ class TaskFolder:
     def lexists(self, rel: str) -> bool:
         return os.path.lexists(self.root / rel)
 
-    def file(self, rel: str) -> Path | None:
-        """`rel` when it is a regular file (not a link); None when absent; refused else."""
-        path = self.root / rel
+    def _lstat(self, rel: str, field: str) -> os.stat_result | None:
+        """`rel`'s own status (a link not followed); None when absent or refused."""
         try:
-            st = path.lstat()
+            return (self.root / rel).lstat()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            self.refuse(rel, None, "(file)", f"cannot read: {exc.strerror or exc}")
+            self.refuse(rel, None, field, f"cannot read: {exc.strerror or exc}")
+            return None
+
+    def file(self, rel: str) -> Path | None:
+        """`rel` when it is a regular file (not a link); None when absent; refused else."""
+        path = self.root / rel
+        st = self._lstat(rel, "(file)")
+        if st is None:
             return None
         if stat.S_ISLNK(st.st_mode):
             self.refuse(rel, None, "(file)", "a symbolic link; a task's files must be real files")
@@ -50,12 +60,8 @@ class TaskFolder:
     def folder(self, rel: str) -> Path | None:
         """`rel` when it is a real folder with no link leaving the task; None when absent."""
         path = self.root / rel
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            self.refuse(rel, None, "(folder)", f"cannot read: {exc.strerror or exc}")
+        st = self._lstat(rel, "(folder)")
+        if st is None:
             return None
         if not stat.S_ISDIR(st.st_mode):
             self.refuse(rel, None, "(folder)", "not a folder (a link or a file)")
@@ -98,11 +104,7 @@ def _read_regular(path: Path, limit: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        chunks, left = [], limit
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return hostfs.read_bytes(fd, limit)
     finally:
         os.close(fd)
 
@@ -129,6 +131,22 @@ def task_folders(path: Path, marker: str, fmt: str) -> list[Path]:
     if problems:
         raise ConfigError(problems)
     return folders
+
+
+def read_tasks(
+    path: Path, marker: str, fmt: str, read: Callable[[Path], tuple[_T | None, list[Problem]]]
+) -> list[_T]:
+    """`read` of every task folder under `path`, or one ConfigError listing every problem
+    of every task: a user fixes a whole suite in one pass, not one task a run."""
+    tasks, problems = [], []
+    for folder in task_folders(path, marker, fmt):
+        task, found = read(folder)
+        problems += found
+        if task is not None:
+            tasks.append(task)
+    if problems:
+        raise ConfigError(problems)
+    return tasks
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.errors import ConfigError, Problem
-from runner.suites.folder import TaskFolder, dockerfile_workdir, expand, task_folders
+from runner.errors import Problem
+from runner.suites.folder import TaskFolder, dockerfile_workdir, expand, read_tasks
 from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
 
 VERIFIER_TIMEOUT_S = 600.0
@@ -54,15 +54,7 @@ def read_harbor(path: Path, variables: Mapping[str, str] | None = None) -> list[
     listing every problem of every task. `variables` fill `${VAR}` and `${VAR:-default}`
     in the `env` tables: what the user gave, never the whole host environment."""
     given = dict(variables or {})
-    tasks, problems = [], []
-    for folder in task_folders(path, "task.toml", "Harbor"):
-        task, found = _read_task(folder, given)
-        problems += found
-        if task is not None:
-            tasks.append(task)
-    if problems:
-        raise ConfigError(problems)
-    return tasks
+    return read_tasks(path, "task.toml", "Harbor", lambda folder: _read_task(folder, given))
 
 
 # -- task.toml: lines of keys ---------------------------------------------------------------

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runner.errors import ConfigError, Problem
+from runner.errors import Problem
 from runner.suites.compose import ComposeService, reduce_compose
-from runner.suites.folder import TaskFolder, dockerfile_workdir, task_folders
+from runner.suites.folder import TaskFolder, dockerfile_workdir, read_tasks
 from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
 from runner.suites.yaml_text import KeyPath, dotted, line_of, load_yaml
 
@@ -58,15 +58,7 @@ def read_terminal_bench(path: Path, variables: Mapping[str, str] | None = None) 
     """Every task under `path` (a task folder, or a folder of them), or one ConfigError
     listing every problem of every task. `variables` fill `${VAR}` in compose files."""
     given = dict(variables or {})
-    tasks, problems = [], []
-    for folder in task_folders(path, "task.yaml", "Terminal-Bench"):
-        task, found = _read_task(folder, given)
-        problems += found
-        if task is not None:
-            tasks.append(task)
-    if problems:
-        raise ConfigError(problems)
-    return tasks
+    return read_tasks(path, "task.yaml", "Terminal-Bench", lambda folder: _read_task(folder, given))
 
 
 class _Yaml:
