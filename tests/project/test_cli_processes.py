@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tests.support import paths
 
-MAX_PROCESS_TESTS = 44
+MAX_PROCESS_TESTS = 45
 """When pinned: 17 outside tests/security/ (4 exit statuses and --json, 5 closed pipes, 6
 signals or kill -9, a second live batch, a fresh interpreter's imports) and 22 inside
 (runners as another user, /proc/<pid>/environ, peak memory, kill -9 and resume). There
