@@ -9,9 +9,11 @@ looked at by envcheck.py, for the config pass's preflight.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
@@ -92,34 +94,146 @@ def _artifact(v: str) -> str:
     return v
 
 
-REFUSED_RUN_ARGS: dict[str, str] = {
-    "privileged": "gives the container every capability and device of the host",
-    "cap-add": "gives the container capabilities it does not have",
-    "security-opt": "can switch off seccomp, AppArmor or SELinux",
-    "device": "hands a host device to the container",
-    "device-cgroup-rule": "opens host devices to the container",
-    "pid": "can share the host's processes",
-    "ipc": "can share the host's IPC namespace",
-    "uts": "can share the host's hostname namespace",
-    "userns": "can share the host's user namespace",
-    "cgroupns": "can share the host's cgroup namespace",
-    "network": "is the `network:` field's (none or bridge)",
-    "net": "is the `network:` field's (none or bridge)",
-    "volumes-from": "mounts another container's volumes, which may be host folders",
-    "env-host": "would hand the runner's environment, API keys included, to the container",
-    "rootfs": "would run a host folder as the container",
-    "user": "is the `user:` field's",
-    "workdir": "is the `workdir:` field's",
-    "cpus": "is the `cpus:` field's",
-    "memory": "is the `memory_mb:` field's",
-    "name": "is the runner's: it names each container after its batch and run",
-    "label": "is the runner's: its labels find orphans to reap",
-    "rm": "is the runner's: it removes every container itself",
-    "detach": "is the runner's",
-    "entrypoint": "is the runner's: the container must idle until the run's commands come",
+MAX_ULIMITS: dict[str, int] = {
+    "nofile": 1 << 20,
+    "nproc": 1 << 22,
+    "core": 1 << 36,
+    "stack": 1 << 30,
 }
-"""Options `run_args` may not give, and why: each defeats the isolation a run relies on,
-or is a setting the runner or another field owns."""
+"""The limits `--ulimit` may set, and the highest value of each (no `unlimited`)."""
+
+_TMPFS_FLAGS = frozenset({"rw", "ro", "exec", "noexec", "nosuid", "nodev", "notmpcopyup"})
+_TMPFS_VALUES = {
+    "size": r"[0-9]{1,12}[kmgKMG%]?",
+    "mode": r"[0-7]{3,4}",
+    "uid": r"[0-9]{1,10}",
+    "gid": r"[0-9]{1,10}",
+    "nr_inodes": r"[0-9]{1,12}[kmgKMG]?",
+}
+_NAME = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = rf"{_NAME}(\.{_NAME})*"
+
+RUN_ARGS_ALLOWED = (
+    "--tmpfs=/PATH[:OPTS]",
+    "--shm-size=SIZE",
+    "--ulimit=nofile|nproc|core|stack=SOFT[:HARD]",
+    "--add-host=NAME:IP",
+    "--hostname=NAME",
+    "--dns=IP",
+    "--platform=OS/ARCH",
+    "--pull=never|missing",
+    "--read-only",
+    "--read-only-tmpfs",
+    "--cap-drop=CAP[,CAP]",
+    "--security-opt=no-new-privileges",
+    "--env=NAME=VALUE",
+)
+"""What `run_args` may hold: options that only shape the inside of the container. Every
+other option is refused, since most reach the host some way (a mount, a hook, a file the
+engine reads or writes as its own user, a host namespace or device)."""
+
+
+def _path_in_container(v: str) -> str | None:
+    if not v.startswith("/") or posixpath.normpath(v) != v or v.startswith("//"):
+        return "must be an absolute path inside the container written plainly, such as /scratch"
+    if v == "/" or not re.fullmatch(r"[A-Za-z0-9._/@+-]+", v):
+        return "must be a folder below / named with letters, digits and . _ / @ + -"
+    return None
+
+
+def _tmpfs(v: str) -> str | None:
+    path, _, opts = v.partition(":")
+    wrong = _path_in_container(path)
+    if wrong is not None:
+        return wrong
+    for opt in opts.split(",") if opts else ():
+        key, eq, val = opt.partition("=")
+        if not eq and key in _TMPFS_FLAGS:
+            continue
+        if eq and key in _TMPFS_VALUES and re.fullmatch(_TMPFS_VALUES[key], val):
+            continue
+        return (
+            f"option {esc(short(opt))!r} is not one of "
+            f"{', '.join(sorted(_TMPFS_FLAGS))}, {'=N, '.join(_TMPFS_VALUES)}=N"
+        )
+    return None
+
+
+def _ulimit(v: str) -> str | None:
+    m = re.fullmatch(r"([a-z]+)=([0-9]{1,20})(:([0-9]{1,20}))?", v)
+    if m is None or m.group(1) not in MAX_ULIMITS:
+        return f"must be NAME=SOFT[:HARD] with NAME one of {', '.join(MAX_ULIMITS)}"
+    top = MAX_ULIMITS[m.group(1)]
+    soft = int(m.group(2))
+    hard = int(m.group(4)) if m.group(4) else soft
+    lowest = 0 if m.group(1) == "core" else 1
+    if not lowest <= soft <= hard <= top:
+        return f"{m.group(1)} must be {lowest}..{top}, soft no more than hard"
+    return None
+
+
+def _ip(v: str) -> str | None:
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        return "must be an IPv4 or IPv6 address"
+    return None
+
+
+def _add_host(v: str) -> str | None:
+    name, colon, ip = v.partition(":")
+    if not colon or not re.fullmatch(_HOST, name) or len(name) > 253:
+        return "must be NAME:IP, such as db.local:10.0.0.5"
+    return _ip(ip)
+
+
+def _hostname(v: str) -> str | None:
+    return None if re.fullmatch(_HOST, v) and len(v) <= 253 else "must be a host name"
+
+
+def _platform(v: str) -> str | None:
+    ok = re.fullmatch(r"[a-z0-9]{1,16}/[a-z0-9_]{1,16}(/[a-z0-9]{1,16})?", v)
+    return None if ok else "must be OS/ARCH[/VARIANT], such as linux/amd64"
+
+
+def _cap_drop(v: str) -> str | None:
+    caps = v.split(",")
+    ok = all(re.fullmatch(r"(CAP_)?[A-Z_]{2,32}|ALL", c.upper()) for c in caps)
+    return None if ok else "must be capability names, such as ALL or NET_RAW,MKNOD"
+
+
+def _env(v: str) -> str | None:
+    # --env=NAME alone (or NAME*) copies the runner's own variable, API keys included.
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}=[^\0\n]*", v, flags=re.DOTALL):
+        return "must be NAME=VALUE (a name alone would copy the runner's own variable)"
+    return None
+
+
+def _one_of(*values: str) -> Callable[[str], str | None]:
+    def check(v: str) -> str | None:
+        return None if v in values else f"must be {' or '.join(values)}"
+
+    return check
+
+
+_RUN_ARG_VALUES: dict[str, Callable[[str], str | None] | None] = {
+    "tmpfs": _tmpfs,
+    "shm-size": lambda v: (
+        None if re.fullmatch(r"[0-9]{1,12}[bkmgBKMG]?", v) else ("must be a size such as 256m")
+    ),
+    "ulimit": _ulimit,
+    "add-host": _add_host,
+    "hostname": _hostname,
+    "dns": _ip,
+    "platform": _platform,
+    "pull": _one_of("never", "missing"),
+    "read-only": None,
+    "read-only-tmpfs": None,
+    "cap-drop": _cap_drop,
+    "security-opt": _one_of("no-new-privileges", "no-new-privileges:true"),
+    "env": _env,
+}
+"""Each allowed option and the check of its value; None: a flag that takes no value."""
 
 
 def _run_arg(v: str) -> str:
@@ -127,21 +241,23 @@ def _run_arg(v: str) -> str:
     if m is None:
         raise ValueError(
             f"{esc(short(v))!r}: each entry must be one long option, --name or --name=value "
-            "(short options and separate values are refused: write --volume=NAME:/path)"
+            "(short options and separate values are refused: write --tmpfs=/scratch)"
         )
-    name, value = m.group(1), m.group(3) or ""
-    if name in REFUSED_RUN_ARGS:
-        raise ValueError(f"--{name} is refused: it {REFUSED_RUN_ARGS[name]}")
-    if name == "volume" and ":" in value and value.split(":", 1)[0][:1] in ("/", ".", "~"):
+    name, value = m.group(1), m.group(3)
+    allowed = "; allowed: " + ", ".join(RUN_ARGS_ALLOWED)
+    if name not in _RUN_ARG_VALUES:
         raise ValueError(
-            f"--volume={esc(short(value))} is refused: it mounts a host path; a named "
-            "volume (--volume=NAME:/path) or --tmpfs=/path is allowed"
+            f"--{name} is refused: run_args takes only options that stay inside the "
+            f"container{allowed}"
         )
-    if name == "mount" and not re.search(r"(^|,)type=(volume|tmpfs)(,|$)", value):
-        raise ValueError(
-            f"--mount={esc(short(value))} is refused: only type=volume or type=tmpfs "
-            "mounts are allowed (a bind mount exposes the host)"
-        )
+    check = _RUN_ARG_VALUES[name]
+    if check is None:
+        if value is not None:
+            raise ValueError(f"--{name} takes no value, got {esc(short(v))!r}{allowed}")
+        return v
+    wrong = "needs a value (--name=value)" if value is None else check(value)
+    if wrong is not None:
+        raise ValueError(f"{esc(short(v))!r} is refused: --{name} {wrong}{allowed}")
     return v
 
 
@@ -177,8 +293,8 @@ class EnvironmentSettings(Frozen):
     user: Annotated[str, AfterValidator(_user)] | None = None
     """Who runs the commands (default: the image's USER); numeric uid[:gid] for kubernetes."""
     run_args: tuple[Annotated[str, AfterValidator(_run_arg)], ...] = ()
-    """Extra options of `podman run` / `docker run`, each one long option (`--name=value`);
-    those that defeat isolation or belong to another field are refused (README)."""
+    """Extra options of `podman run` / `docker run`, each one long option (`--name=value`),
+    from the short list RUN_ARGS_ALLOWED; every other is refused (README)."""
     executable: Annotated[str, AfterValidator(_executable)] | None = None
     """The podman or docker program (default: the backend's name, found on PATH)."""
     namespace: Annotated[str, AfterValidator(_dns_label)] | None = None

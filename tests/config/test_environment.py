@@ -4,6 +4,7 @@ files, real programs on PATH and, where installed, the real podman."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -261,3 +262,91 @@ def test_a_task_repo_that_is_named_is_still_checked_for_a_container_run(tmp_path
     )
     found = _problems(path, env={"PATH": str(engines)})
     assert any("tasks[0].git.base" in p for p in found), found
+
+
+BYPASSES = [
+    "--mount=type=volume,src=v,dst=/h,volume-opt=type=none,volume-opt=o=bind,volume-opt=device=/",
+    "--mount=type=tmpfs,dst=/t",
+    "--volume=v:/data",
+    "--hooks-dir=/tmp/hooks",
+    "--env-file=/etc/shadow",
+    "--cidfile=/etc/cron.d/x",
+    "--pidfile=/etc/cron.d/x",
+    "--conmon-pidfile=/etc/cron.d/x",
+    "--log-opt=path=/etc/cron.d/x",
+    "--pids-limit=-1",
+    "--cgroup-parent=/",
+    "--label-file=/etc/shadow",
+    "--authfile=/root/.docker/config.json",
+    "--decryption-key=/root/key.pem",
+    "--init-path=/tmp/evil",
+    "--seccomp-policy=image",
+    "--sysctl=kernel.core_pattern=|/tmp/x",
+    "--chrootdirs=/",
+    "--preserve-fds=5",
+    "--image-volume=bind",
+    "--uidmap=0:0:65536",
+    "--privileged",
+    "--security-opt=seccomp=unconfined",
+    "--env=OPENAI_API_KEY",
+    "--env=OPENAI*",
+    "--tmpfs=/t:size=1m,dev",
+    "--tmpfs=/t:suid",
+    "--tmpfs=../t",
+    "--tmpfs=/",
+    "--ulimit=nofile=-1:-1",
+    "--ulimit=nproc=unlimited",
+    "--ulimit=rtprio=99",
+    "--ulimit=nofile=20000:10000",
+    "--add-host=h:host-gateway",
+    "--dns=example.com",
+    "--pull=always",
+    "--read-only=false",
+    "--cap-drop",
+]
+
+
+@pytest.mark.parametrize("arg", BYPASSES)
+def test_run_args_outside_the_allow_list_are_refused_and_located(tmp_path: Path, arg: str) -> None:
+    path = _file(
+        tmp_path,
+        "version: 1\ntasks:\n  - id: a\n    prompt: p\n"
+        "    environment:\n      backend: podman\n      image: localhost/x\n"
+        f"      run_args:\n        - --read-only\n        - {json.dumps(arg)}\n",
+    )
+    (wrong,) = _problems(path, offline=True, env={})
+    assert f"{path}:10: tasks[0].environment.run_args[1]: " in wrong, wrong
+    assert "is refused" in wrong or "takes no value" in wrong, wrong
+    assert "allowed: --tmpfs=/PATH[:OPTS], --shm-size=SIZE" in wrong, wrong
+    proc = run_cli(["validate", "--offline", str(path)], env={})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_allowed_run_args_pass_as_written(tmp_path: Path) -> None:
+    allowed = [
+        "--tmpfs=/scratch",
+        "--tmpfs=/run/t:rw,noexec,nosuid,nodev,size=64m,mode=1777",
+        "--shm-size=256m",
+        "--ulimit=nofile=20000:20000",
+        "--ulimit=core=0",
+        "--add-host=db.local:10.0.0.5",
+        "--add-host=v6:::1",
+        "--hostname=box",
+        "--dns=10.0.0.53",
+        "--platform=linux/arm64/v8",
+        "--pull=never",
+        "--read-only",
+        "--read-only-tmpfs",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--env=LANG=C.UTF-8",
+        "--env=EMPTY=",
+    ]
+    path = _file(
+        tmp_path,
+        "version: 1\ntasks:\n  - id: a\n    prompt: p\n"
+        "    environment:\n      backend: podman\n      image: localhost/x\n"
+        f"      run_args: {json.dumps(allowed)}\n",
+    )
+    (run,) = load_runs(path, offline=True, env={})
+    assert run.environment is not None and run.environment.run_args == tuple(allowed)
