@@ -322,8 +322,11 @@ class RunEnvironment:
                 self.info = dataclasses.replace(
                     self.info, patch=str(path.relative_to(self.out_dir)), left_out=got.left_out
                 )
-            elif patch and host_work is not None:
-                await _apply(host_work, patch)
+            elif host_work is not None:
+                # The host workspace's commit writes the patch; what it lacks is named here.
+                self.info = dataclasses.replace(self.info, left_out=got.left_out)
+                if patch:
+                    await _apply(host_work, patch)
         except (EnvironmentFault, UnsafeFileError, WorkspaceError) as exc:
             if isinstance(exc, EnvironmentLost):
                 self.failed(exc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -378,6 +378,11 @@ async def _wind_up(
             rec = _noted(rec.but(environment=renv.info), log, *notes)
         if ws is not None:
             rec = await keep(rec, ws, b.out_dir, b.batch_id, b.redact, b.env, log, b.journal)
+            kept = rec.result.patch_path if rec.result is not None else None
+            if renv is not None and kept is not None and kept.is_relative_to(b.out_dir):
+                # The container's diff became the workspace's commit: one patch, named in both.
+                renv.info = replace(renv.info, patch=str(kept.relative_to(b.out_dir)))
+                rec = rec.but(environment=renv.info)
         if (ws is not None or renv is not None) and rec.outcome is not None:
             rec = await _check_unless_stopped(rec, ws, b, renv)
             if rec.check is not None:

@@ -8,11 +8,14 @@ state is recorded inside the environment, through its `exec` alone:
   /tmp, the repository's own objects borrowed as an alternate: the image's branch, index,
   refs and object store are never written. At the end the same is done again and git
   diffs the two trees, leaving out files over `PATCH_FILE_MAX_BYTES` as today's patches do;
-- otherwise, or where /tmp does not last from one command to the next (bubblewrap gives
-  each command its own), one `tar` of workdir (`.git` left out) is read into memory at
-  start and again at the end, and the patch is written here in git's format (text hunks,
-  `GIT binary patch` literals). A workdir whose tar is over `SNAPSHOT_MAX_BYTES` has no
-  diff, and says so.
+- where workdir is in no repository but the image has git (a host checkout is copied in
+  without its `.git`), the same is done with a private repository made for it under /tmp,
+  so a workdir of any size keeps its diff and its big files are named, not lost;
+- otherwise (no git in the image), or where /tmp does not last from one command to the
+  next (bubblewrap gives each command its own), one `tar` of workdir (`.git` left out) is
+  read into memory at start and again at the end, and the patch is written here in git's
+  format (text hunks, `GIT binary patch` literals). A workdir whose tar is over
+  `SNAPSHOT_MAX_BYTES` has no diff, and says so.
 
 Every exec has a timeout and an output cap; the patch is at most `PATCH_MAX_BYTES`.
 """
@@ -43,14 +46,25 @@ _GIT = "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c safe.director
 _STATE = f"""
 set -e
 cd "$1"
-top=$({_GIT} rev-parse --show-toplevel)
-common=$(cd "$({_GIT} rev-parse --git-common-dir)" && pwd)
+if [ -d "$2/repo" ]; then
+  top="$1"
+  export GIT_DIR="$2/repo" GIT_WORK_TREE="$1"
+else
+  top=$({_GIT} rev-parse --show-toplevel)
+  common=$(cd "$({_GIT} rev-parse --git-common-dir)" && pwd)
+  export GIT_ALTERNATE_OBJECT_DIRECTORIES="$common/objects"
+fi
 export GIT_INDEX_FILE="$2/index" GIT_OBJECT_DIRECTORY="$2/objects"
-export GIT_ALTERNATE_OBJECT_DIRECTORIES="$common/objects"
 cd "$top"
 """
-"""Enters workdir's repository with the private index and object store of folder $2."""
-_SNAPSHOT = f"""{_STATE}
+"""Enters workdir's repository with the private index and object store of folder $2; or,
+where workdir is in no repository, the private one made for it in $2/repo."""
+_SNAPSHOT = f"""
+cd "$1" || exit 9
+if ! {_GIT} rev-parse --show-toplevel >/dev/null 2>&1; then
+  {_GIT} init -q --bare "$2/repo" >/dev/null || exit 9
+fi
+{_STATE}
 if {_GIT} rev-parse -q --verify HEAD >/dev/null; then {_GIT} read-tree HEAD
 else {_GIT} read-tree --empty; fi
 {_GIT} add -A . 2>/dev/null

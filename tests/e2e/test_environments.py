@@ -162,6 +162,43 @@ def test_a_run_with_a_host_repo_works_on_a_copy_and_makes_a_branch(
     assert containers_of(name) == []
 
 
+def test_a_large_host_repo_keeps_the_small_change_and_names_the_big_file(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    """The checkout is copied in without `.git` and is over the tar snapshot's 32 MiB: the
+    start state is a private git tree in the container, so the one-line change still
+    makes the patch and the branch, and a 40 MB file the model writes is named."""
+    name = f"big-{uuid.uuid4().hex[:8]}"
+    repo = make_git_repo(tmp_path / "repo", {"a.txt": "one\n"})
+    (repo / "data.bin").write_bytes(os.urandom(40 << 20))
+    git(repo, "add", "data.bin")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "data")
+
+    def script(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell("echo two > a.txt; head -c 41943040 /dev/zero > written.bin", "c0")
+        return reply_message("done")
+
+    srv = loopback_thread(per_conversation(script))
+    tasks = task_file(
+        tmp_path,
+        srv.base_url,
+        f"  - {{id: {name}, prompt: 'work', repo: '{repo}'}}\n",
+        f"{{backend: podman, image: '{image}', workdir: /src}}",
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    run = report_of(out)["runs"][0]
+    assert run["status"] == "completed", run["error"]
+    assert run["result"]["files"] == ["a.txt"]
+    assert git(repo, "show", f"{run['result']['branch']}:a.txt") == "two\n"
+    e = run["environment"]
+    assert e["patch"] == run["result"]["patch"] and "+two" in (out / e["patch"]).read_text()
+    assert e["left_out"] == ["written.bin: over 16.0 MiB, left out of the patch"]
+    assert containers_of(name) == []
+
+
 def test_a_build_folder_is_built_once_for_two_runs(
     loopback_thread: ThreadFactory, tmp_path: Path, image: str
 ) -> None:
