@@ -469,6 +469,13 @@ async def copy_artifacts(
     left = ARTIFACTS_MAX_BYTES
     notes: list[str] = []
     for rel in paths:
+        link = await _link_in(env, rel)
+        if link is not None:
+            notes.append(
+                f"artifact {rel} not copied: {link} is a link, and artifacts are never "
+                "read through links (name the file or folder it points at)"
+            )
+            continue
         try:
             data = await env.read_file(rel, max_bytes=left)
         except UnsafeFileError:
@@ -488,6 +495,39 @@ async def copy_artifacts(
         left -= len(data)
         await anyio.to_thread.run_sync(_write_inside, dest, rel, data)
     return (str(folder) if dest.exists() else None), notes
+
+
+_LINK_IN = r"""cd -- "$1" 2>/dev/null || exit 0
+shift
+for p in "$@"; do
+  if [ -L "$p" ]; then printf '%s' "$p"; exit 0; fi
+done
+"""
+
+
+async def _link_in(env: Environment, rel: str) -> str | None:
+    """The first of `rel`'s leading parts (relative to workdir) that is a link, or None:
+    the one rule for artifacts on every backend. A container's `cd`/`tar` and a Pod's
+    would follow a link to a folder anywhere in the image; the local reads refuse only
+    links out of the workspace."""
+    parts = [x for x in rel.split("/") if x not in ("", ".")]
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    if isinstance(env, LocalEnvironment):
+        for p in prefixes:
+            if await anyio.Path(env.workdir, p).is_symlink():
+                return p
+        return None
+    done = await env.exec(
+        ["sh", "-c", _LINK_IN, "sh", env.workdir, *prefixes],
+        cwd="/",
+        env={},
+        timeout_s=60,
+        output_cap=4096,
+    )
+    said = done.output.decode("utf-8", "surrogateescape")
+    if done.exit_code != 0:
+        raise EnvironmentFault(f"cannot look for links in artifact {rel} (exit {done.exit_code})")
+    return said if said in prefixes else None
 
 
 async def local_artifacts(

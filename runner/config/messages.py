@@ -14,7 +14,7 @@ from pydantic import (
 
 from runner.config.schema import ID_RE, PROVIDER_NAME_RE
 from runner.config.taskfile import TaskFile
-from runner.config.text import Path_, describe, dotted, esc, line_for
+from runner.config.text import Path_, describe, dotted, esc, line_for, short
 from runner.errors import Problem
 
 
@@ -90,6 +90,10 @@ _WRONG_TYPE = {
 }
 """Error kinds whose message is what was wanted plus what was given."""
 
+_YAML12_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+")
+"""A number in e-notation that YAML 1.2 would read, and YAML 1.1 (PyYAML) reads as text
+when it lacks the '.' or the exponent's sign (`1e12`, `1.0e12`)."""
+
 
 def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
     kind = err["type"]
@@ -99,6 +103,12 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
     if kind in _FIXED:
         return _FIXED[kind]
     if kind in _WRONG_TYPE:
+        if isinstance(value, str) and _YAML12_FLOAT.fullmatch(value.strip()):
+            return (
+                f"{_WRONG_TYPE[kind]}, got the string {esc(short(value))!r}: YAML 1.1 reads a "
+                "number in e-notation as text unless it has a '.' and a signed exponent; "
+                "write 1.0e+12, or the number in full"
+            )
         return _WRONG_TYPE[kind] + got
     if kind == "extra_forbidden":
         return f"unknown field; allowed here: {', '.join(_allowed_fields(TaskFile, loc))}"
