@@ -127,7 +127,7 @@ def test_a_missing_engine_is_located_at_backend_or_executable(tmp_path: Path) ->
         "    environment:\n"
         "      backend: podman\n"
         "      image: localhost/x\n"
-        "      executable: /nonexistent/podman\n"
+        "      executable: podman-remote\n"
         "  - id: c\n"
         "    prompt: p\n"
         "    environment: {backend: kubernetes, image: registry.example/a:1}\n",
@@ -138,7 +138,7 @@ def test_a_missing_engine_is_located_at_backend_or_executable(tmp_path: Path) ->
         "which is not on PATH" in "\n".join(found)
     )
     assert any(
-        f"{path}:11: tasks[1].environment.executable: " in p and "not an executable file" in p
+        f"{path}:11: tasks[1].environment.executable: " in p and "podman-remote" in p
         for p in found
     )
     assert any(
@@ -350,3 +350,22 @@ def test_the_allowed_run_args_pass_as_written(tmp_path: Path) -> None:
     )
     (run,) = load_runs(path, offline=True, env={})
     assert run.environment is not None and run.environment.run_args == tuple(allowed)
+
+
+@pytest.mark.parametrize("program", ["/tmp/x/evil.sh", "/usr/bin/podman", "./podman", "sh"])
+def test_executable_names_an_engine_never_a_path(tmp_path: Path, program: str) -> None:
+    """`validate` and runs start the engine program: a task file (which a pull request may
+    change) names only an engine, found on the PATH of whoever starts runner."""
+    mark = tmp_path / "ran"
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\necho \"$@\" >> {mark}\necho podman\n")
+    evil.chmod(0o755)
+    path = _file(
+        tmp_path,
+        "version: 1\ntasks:\n  - id: a\n    prompt: p\n    environment:\n"
+        "      backend: podman\n      image: localhost/x\n"
+        f"      executable: {str(evil) if program == '/tmp/x/evil.sh' else program}\n",
+    )
+    (said,) = _problems(path)
+    assert f"{path}:8: tasks[0].environment.executable: must be one of podman, docker" in said
+    assert not mark.exists()
