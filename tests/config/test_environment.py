@@ -138,8 +138,7 @@ def test_a_missing_engine_is_located_at_backend_or_executable(tmp_path: Path) ->
         "which is not on PATH" in "\n".join(found)
     )
     assert any(
-        f"{path}:11: tasks[1].environment.executable: " in p and "podman-remote" in p
-        for p in found
+        f"{path}:11: tasks[1].environment.executable: " in p and "podman-remote" in p for p in found
     )
     assert any(
         f"{path}:14: tasks[2].environment.backend: " in p and "'kubectl'" in p for p in found
@@ -358,7 +357,7 @@ def test_executable_names_an_engine_never_a_path(tmp_path: Path, program: str) -
     change) names only an engine, found on the PATH of whoever starts runner."""
     mark = tmp_path / "ran"
     evil = tmp_path / "evil.sh"
-    evil.write_text(f"#!/bin/sh\necho \"$@\" >> {mark}\necho podman\n")
+    evil.write_text(f'#!/bin/sh\necho "$@" >> {mark}\necho podman\n')
     evil.chmod(0o755)
     path = _file(
         tmp_path,
