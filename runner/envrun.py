@@ -26,7 +26,6 @@ import functools
 import io
 import json
 import os
-import posixpath
 import shutil
 import tarfile
 import tempfile
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import anyio
 
-from runner import hostfs
+from runner.artifacts import copy_artifacts
 from runner.config import Run
 from runner.config.environment import CONTAINER_BACKENDS
 from runner.errors import EnvironmentFault, EnvironmentLost, UnsafeFileError, WorkspaceError
@@ -49,16 +48,12 @@ from runner.sandbox.engine import Engine
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, Environment, ExecResult
 from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder
 from runner.sandbox.kubectl import Kubectl
-from runner.sandbox.local import LocalExecutor
-from runner.sandbox.localenv import LocalEnvironment
 from runner.sandbox.orphans import batch_alive, reap_orphans
-from runner.sandbox.policy import PROTECTED_NAMES
 from runner.skills import Staged, stage
 from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
 """The host workspace copied into a container (a tar held in memory once)."""
-ARTIFACTS_MAX_BYTES = 64 << 20
 """What one run's artifacts may hold, all paths together."""
 DEFAULT_WORKDIR = "/work"
 """Where a host repository goes in an image that names no WORKDIR."""
@@ -455,98 +450,6 @@ class Guarded:
             raise
 
 
-# -- artifacts ------------------------------------------------------------------------------
-
-
-async def copy_artifacts(
-    env: Environment, paths: Sequence[str], out_dir: Path, run_name: str
-) -> tuple[str | None, list[str]]:
-    """`paths` (files or folders, relative to workdir) copied out of `env` to
-    `OUT/artifacts/<run>/`, `ARTIFACTS_MAX_BYTES` in all: that folder relative to the out
-    dir (None when nothing came), and a note for each path that could not be copied."""
-    folder = Path("artifacts") / run_name
-    dest = out_dir / folder
-    left = ARTIFACTS_MAX_BYTES
-    notes: list[str] = []
-    for rel in paths:
-        link = await _link_in(env, rel)
-        if link is not None:
-            notes.append(
-                f"artifact {rel} not copied: {link} is a link, and artifacts are never "
-                "read through links (name the file or folder it points at)"
-            )
-            continue
-        try:
-            data = await env.read_file(rel, max_bytes=left)
-        except UnsafeFileError:
-            data = None
-            try:
-                await env.get_dir(rel, dest / rel, max_bytes=left)
-                left -= hostfs.disk_usage(dest / rel)
-                continue
-            except (UnsafeFileError, EnvironmentFault) as exc:
-                if isinstance(exc, EnvironmentLost):
-                    raise
-                notes.append(f"artifact {rel} not copied: {exc}")
-                continue
-        if data is None:
-            notes.append(f"artifact {rel} not copied: nothing is there")
-            continue
-        left -= len(data)
-        await anyio.to_thread.run_sync(_write_inside, dest, rel, data)
-    return (str(folder) if dest.exists() else None), notes
-
-
-_LINK_IN = r"""cd -- "$1" 2>/dev/null || exit 0
-shift
-for p in "$@"; do
-  if [ -L "$p" ]; then printf '%s' "$p"; exit 0; fi
-done
-"""
-
-
-async def _link_in(env: Environment, rel: str) -> str | None:
-    """The first of `rel`'s leading parts (relative to workdir) that is a link, or None:
-    the one rule for artifacts on every backend. A container's `cd`/`tar` and a Pod's
-    would follow a link to a folder anywhere in the image; the local reads refuse only
-    links out of the workspace."""
-    parts = [x for x in rel.split("/") if x not in ("", ".")]
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    if isinstance(env, LocalEnvironment):
-        for p in prefixes:
-            if await anyio.Path(env.workdir, p).is_symlink():
-                return p
-        return None
-    done = await env.exec(
-        ["sh", "-c", _LINK_IN, "sh", env.workdir, *prefixes],
-        cwd="/",
-        env={},
-        timeout_s=60,
-        output_cap=4096,
-    )
-    said = done.output.decode("utf-8", "surrogateescape")
-    if done.exit_code != 0:
-        raise EnvironmentFault(f"cannot look for links in artifact {rel} (exit {done.exit_code})")
-    return said if said in prefixes else None
-
-
-async def local_artifacts(
-    t: Run, work: Path, out_dir: Path, redact: Redactor
-) -> tuple[EnvironmentInfo | None, list[str]]:
-    """A host run's `artifacts:` copied out of its workspace by the runner's own reads
-    (runner/sandbox/localenv.py: a link out of the workspace is refused, `.git` and
-    `.runner` untouched), as a container's are: where they went (None without
-    `artifacts:`) and notes for what could not be."""
-    if not t.environment.artifacts:
-        return None, []
-    env = LocalEnvironment(LocalExecutor(), work, read_only=True, protected=PROTECTED_NAMES)
-    try:
-        folder, notes = await copy_artifacts(env, t.environment.artifacts, out_dir, t.name)
-    except OSError as exc:
-        return None, [redact(f"artifacts not copied: {exc}")]
-    return EnvironmentInfo(backend="local", artifacts=folder), [redact(n) for n in notes]
-
-
 # -- helpers ---------------------------------------------------------------------------------
 
 
@@ -624,19 +527,8 @@ async def _apply(host_work: Path, patch: bytes) -> None:
         raise WorkspaceError(f"the environment's patch does not apply to the workspace: {said}")
 
 
-def _write_inside(dest: Path, rel: str, data: bytes) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    rel = posixpath.normpath(rel)
-    with hostfs.open_parent(dest, rel, create=True) as (fd, name):
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd)
-        with open(out, "wb") as f:
-            f.write(data)
-
-
 __all__ = [
     "Environments",
     "RunEnvironment",
-    "copy_artifacts",
-    "local_artifacts",
     "uses_environment",
 ]

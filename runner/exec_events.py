@@ -102,3 +102,27 @@ def request_completed(rec: RequestRecord) -> dict[str, Any]:
             "break_reason": prefix.break_reason,
         },
     }
+
+
+def verifier_completed(
+    *,
+    error: str | None = None,
+    reward: float | None = None,
+    rewards: tuple[tuple[str, float], ...] = (),
+    resolution: str | None = None,
+    exit_code: int | None = None,
+    duration_s: float = 0.0,
+) -> dict[str, Any]:
+    """A suite run's grade, or why there is none (`error`), after the agent's phase."""
+    said: dict[str, Any] = (
+        {"error": error}
+        if error is not None
+        else {
+            "reward": reward,
+            "rewards": dict(rewards),
+            "resolution": resolution,
+            "exit_code": exit_code,
+            "duration_s": duration_s,
+        }
+    )
+    return {"type": "verifier.completed", **said}

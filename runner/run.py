@@ -22,9 +22,10 @@ import anyio
 from runner import exec_events as ev
 from runner import workspace
 from runner.agent import Outcome, Thread
+from runner.artifacts import local_artifacts
 from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
 from runner.config import PriceConfig, Run, branch_fields
-from runner.envrun import Environments, RunEnvironment, local_artifacts, uses_environment
+from runner.envrun import Environments, RunEnvironment, uses_environment
 from runner.errors import (
     ConfigError,
     EngineError,

@@ -19,6 +19,7 @@ import time
 
 import anyio
 
+from runner import exec_events as ev
 from runner.envrun import RunEnvironment
 from runner.errors import ConfigError, EnvironmentFault, UnsafeFileError, VerifierFailed
 from runner.record import Grade, RunRecord
@@ -63,21 +64,20 @@ async def graded(
             grade = await verify(renv.inner, rec.run.suite)
         except VerifierFailed as exc:
             note = redact(str(exc))
-            log.emit({"type": "verifier.completed", "error": note})
+            log.emit(ev.verifier_completed(error=note))
             return rec.but(verifier_error=note)
         finally:
             checks.discard(scope)
     if scope.cancelled_caught:
         return rec.but(stopped_before_check=True)
     log.emit(
-        {
-            "type": "verifier.completed",
-            "reward": grade.reward,
-            "rewards": dict(grade.rewards),
-            "resolution": grade.resolution,
-            "exit_code": grade.exit_code,
-            "duration_s": grade.duration_s,
-        }
+        ev.verifier_completed(
+            reward=grade.reward,
+            rewards=grade.rewards,
+            resolution=grade.resolution,
+            exit_code=grade.exit_code,
+            duration_s=grade.duration_s,
+        )
     )
     return rec.but(grade=dataclasses.replace(grade, output_tail=redact(grade.output_tail)))
 

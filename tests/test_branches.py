@@ -42,9 +42,12 @@ def test_delete_spares_worktrees_forged_entries_and_foreign_commits(
     forged = json.loads(json.dumps(rep["runs"][0]))
     forged["result"].update(branch=mine, commit=main)
     forged["workspace"]["base"] = git(repo, "rev-parse", "main~0").strip()
+    # Entries of their own: a report lists each run once (a copy is refused as such).
+    forged.update(run="forged", fingerprint="f" * 16)
     rep["runs"].append(forged)
     other = json.loads(json.dumps(rep["runs"][0]))
     other["result"]["branch"] = "release"
+    other.update(run="other", fingerprint="e" * 16)
     rep["runs"].append(other)
     rep["shards"] = ["release"]
     git(repo, "branch", "release", rep["runs"][0]["result"]["commit"])

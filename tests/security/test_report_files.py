@@ -96,7 +96,7 @@ def test_a_report_cannot_name_a_file_outside_its_folders(
                 t["events_file"] = value
 
         _edit(shard, change)
-        where = f"{shard}/report.json: tasks[0].{field}: "
+        where = f"{shard}/report.json: runs[0].{field}: "
         merged = tmp_path / f"m{n}"
         for args in (
             ("report", "merge", shard, "--out", merged),
@@ -133,8 +133,8 @@ def test_no_link_is_read_where_a_report_file_should_be(
         (os.symlink if link == "symbolic" else os.link)(tmp_path / "secret.txt", shard / name)
     res = cli("report", "merge", shard, "--out", tmp_path / "m")
     assert res.returncode == 2, res.stderr
-    assert f"{shard}/report.json: tasks[0].result.patch: " in res.stderr, res.stderr
-    assert f"{shard}/report.json: tasks[0].events_file: " in res.stderr, res.stderr
+    assert f"{shard}/report.json: runs[0].result.patch: " in res.stderr, res.stderr
+    assert f"{shard}/report.json: runs[0].events_file: " in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "m").exists() or SECRET not in _everything_written(tmp_path / "m")
 
