@@ -93,6 +93,15 @@ def report_of(out: Path) -> dict[str, Any]:
     return dict(json.loads((out / "report.json").read_text()))
 
 
+def _completed(tasks: Path, out: Path) -> dict[str, Any]:
+    """`runner run TASKS --out OUT` in-process: exit 0 and its one run completed."""
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    run: dict[str, Any] = report_of(out)["runs"][0]
+    assert run["status"] == "completed", run["error"]
+    return run
+
+
 def test_a_run_without_a_repo_works_in_the_image_and_leaves_a_patch(
     loopback_thread: ThreadFactory, tmp_path: Path, image: str
 ) -> None:
@@ -106,10 +115,7 @@ def test_a_run_without_a_repo_works_in_the_image_and_leaves_a_patch(
         env,
     )
     out = tmp_path / "out"
-    res = run_cli("run", tasks, "--out", out)
-    assert res.returncode == 0, res.stderr
-    run = report_of(out)["runs"][0]
-    assert run["status"] == "completed", run["error"]
+    run = _completed(tasks, out)
     assert run["check"]["passed"] is True  # ran in the container: no host cwd has made.txt
     assert run["workspace"] is None and run["result"] is None  # no repo: no branch
     e = run["environment"]
@@ -148,10 +154,7 @@ def test_a_run_with_a_host_repo_works_on_a_copy_and_makes_a_branch(
         f"{{backend: podman, image: '{image}', workdir: /src}}",
     )
     out = tmp_path / "out"
-    res = run_cli("run", tasks, "--out", out)
-    assert res.returncode == 0, res.stderr
-    run = report_of(out)["runs"][0]
-    assert run["status"] == "completed", run["error"]
+    run = _completed(tasks, out)
     branch = run["result"]["branch"]
     assert branch and sorted(run["result"]["files"]) == ["a.txt", "both.txt"]
     assert git(repo, "show", f"{branch}:both.txt") == "from the host\nb\n"
@@ -187,10 +190,7 @@ def test_a_large_host_repo_keeps_the_small_change_and_names_the_big_file(
         f"{{backend: podman, image: '{image}', workdir: /src}}",
     )
     out = tmp_path / "out"
-    res = run_cli("run", tasks, "--out", out)
-    assert res.returncode == 0, res.stderr
-    run = report_of(out)["runs"][0]
-    assert run["status"] == "completed", run["error"]
+    run = _completed(tasks, out)
     assert run["result"]["files"] == ["a.txt"]
     assert git(repo, "show", f"{run['result']['branch']}:a.txt") == "two\n"
     e = run["environment"]
@@ -389,10 +389,7 @@ def test_skills_are_copied_into_the_container_where_the_prompt_says(
         f"{{backend: podman, image: '{image}', workdir: /work}}",
     )
     out = tmp_path / "out"
-    res = run_cli("run", tasks, "--out", out)
-    assert res.returncode == 0, res.stderr
-    run = report_of(out)["runs"][0]
-    assert run["status"] == "completed", run["error"]
+    run = _completed(tasks, out)
     assert run["check"]["passed"] is True
     first = json.dumps(srv.requests[0].input)
     assert f"{at}/SKILL.md" in first and "Greets in style." in first
@@ -427,9 +424,6 @@ def test_the_check_runs_under_sh_in_an_image_without_bash(
         f"{{backend: podman, image: '{image}', workdir: /work}}",
     )
     out = tmp_path / "out"
-    res = run_cli("run", tasks, "--out", out)
-    assert res.returncode == 0, res.stderr
-    run = report_of(out)["runs"][0]
-    assert run["status"] == "completed", run["error"]
+    run = _completed(tasks, out)
     assert run["check"]["passed"] is True, run["check"]
     assert containers_of(name) == []
