@@ -182,9 +182,11 @@ GIB = 1024 * 1024 * 1024
 
 
 @functools.cache
+@functools.cache
 def _gzip_bomb(layers: int, fill: bytes = b": keepalive\n\n") -> bytes:
     """1 GiB of `fill` (SSE comments by default), gzipped `layers` times: two layers
-    make about 2 kB, the attack review's body."""
+    make about 2 kB, the attack review's body. Made once per session (about 1 MB kept):
+    deflating the gigabyte costs seconds."""
     gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
     block = fill * (16 * 1024 * 1024 // len(fill))
     data = b"".join(gz.compress(block) for _ in range(GIB // len(block))) + gz.flush()
@@ -273,7 +275,7 @@ def _bomb_server(body: bytes, encoding: str) -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bomb)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/mcp"

@@ -216,11 +216,12 @@ def _needs(executable: str) -> pytest.MarkDecorator:
 
 
 CONTAINER_BACKENDS = [
-    pytest.param("podman", id="podman", marks=_needs("podman")),
-    pytest.param("docker", id="docker"),
+    pytest.param("podman", id="podman", marks=[_needs("podman"), pytest.mark.slow]),
+    pytest.param("docker", id="docker", marks=pytest.mark.slow),
 ]
 """Names, made `Backend`s by the `backend` fixture (tests/sandbox/conftest.py): the
-docker one needs the session's `docker` fixture."""
+docker one needs the session's `docker` fixture. Both are `slow`: a container costs
+0.3 to 6 s a test, so the default `pytest` leaves them to `make test`."""
 LOCAL_BACKENDS = [
     pytest.param("local", id="local"),
     pytest.param("local-full-access", id="local-full-access"),

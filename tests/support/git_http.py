@@ -106,7 +106,7 @@ def git_http_remote(dir_: Path, token: str, *, delay_s: float = 0.0) -> Iterator
     remote = GitRemote(url="", bare=bare)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(remote, token, delay_s))
     remote.url = f"http://127.0.0.1:{server.server_address[1]}/remote.git"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield remote
