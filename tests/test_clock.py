@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runner import clock
-from tests.support.cli import run_cli_process, write_tasks
+from tests.support.cli import run_cli, write_tasks
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import per_conversation, reply_message
 
@@ -78,7 +78,7 @@ def test_a_run_under_posix_tz_tells_its_day_and_zone_alike(
     srv = loopback_thread(per_conversation(lambda req, i: reply_message("done")))
     tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: hi, repo: .}\n")
     out = tmp_path / "out"
-    res = run_cli_process("run", tasks, "--out", out, env={"TZ": "UTC+12"})
+    res = run_cli("run", tasks, "--out", out, env={"TZ": "UTC+12"})
     assert res.returncode == 0, res.stderr
     (run,) = json.loads((out / "report.json").read_text())["runs"]
     assert run["timezone"] == "Etc/GMT+12"

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli, run_cli_process
+from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import Reply, reply_http_error, reply_message
 
@@ -49,14 +49,14 @@ def test_resume_keeps_the_batchs_commit_day_and_zone(
     tasks = flaky_tasks(tmp_path, srv.base_url)
     out = tmp_path / "out"
     # 26 hours apart: the two zones never share a date.
-    first = run_cli_process("run", tasks, "--out", out, env={"TZ": "Etc/GMT+12"})
+    first = run_cli("run", tasks, "--out", out, env={"TZ": "Etc/GMT+12"})
     assert first.returncode == 3, first.stderr
     (tmp_path / "later.txt").write_text("a commit made after the batch began\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "later.txt"], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "later"], cwd=tmp_path, check=True)
     outage["on"] = False
-    again = run_cli_process(
+    again = run_cli(
         "run", tasks, "--out", out, "--resume", "--retry-errored", env={"TZ": "Etc/GMT-14"}
     )
     assert again.returncode == 0, again.stderr
