@@ -17,8 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runner.config.suite_entry import AGENT_KINDS
-from runner.vocabulary import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNNER, EXIT_TASK_FAILED
+from runner.vocabulary import AGENT_KINDS, EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNNER, EXIT_TASK_FAILED
 
 FORMATS = ("harbor", "terminal-bench", "swe-bench")
 CHECK_PROVIDER = "agent"

@@ -92,3 +92,11 @@ NOT_WORKING = frozenset({RunStatus.ERROR, RunStatus.RATE_LIMITED, RunStatus.QUOT
 past the cap): the batch exits 3."""
 ERRORED = NOT_WORKING | {RunStatus.INTERRUPTED}
 """Runs that say nothing about the model: errored, not failed, in every statistic."""
+
+
+AgentKind = Literal["model", "oracle", "nop"]
+"""Who does a suite task's work: the model (default); `oracle`, which applies the task's
+own solution instead of calling a model; `nop`, which does nothing. The last two check a
+suite (oracle must score 1, nop 0) before money is spent on it. Here, not with the
+`suites:` entry, so `--agent` is parsed without importing the config models."""
+AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)

@@ -13,11 +13,11 @@ from typing import Any
 from runner.config.base import Frozen
 from runner.config.environment import EnvironmentSettings
 from runner.config.schema import ProviderConfig, RunSettings
-from runner.config.suite_entry import AgentKind
 from runner.errors import Problem
 from runner.models import Price
 from runner.skills import Skill
 from runner.suites.model import SuiteTask
+from runner.vocabulary import AgentKind
 
 
 class Origin(Frozen):

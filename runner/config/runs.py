@@ -17,11 +17,10 @@ from runner.config.matrix import expand
 from runner.config.resolved import Origin, Run
 from runner.config.schema import COMMAND_LINE, pin_problems
 from runner.config.select import Selection, select
-from runner.config.suite_entry import AgentKind
 from runner.config.suite_runs import with_suites
 from runner.config.taskfile import TaskFile, field_line
 from runner.errors import ConfigError, Problem
-from runner.vocabulary import ReasoningEffort, SandboxMode
+from runner.vocabulary import AgentKind, ReasoningEffort, SandboxMode
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,7 @@ from pydantic import Field, model_validator
 
 from runner.config.base import Frozen, PathText, StrictInt
 from runner.config.schema import ID_RE, Settings
-
-AgentKind = Literal["model", "oracle", "nop"]
-"""Who does a suite task's work: the model (default); `oracle`, which applies the task's
-own solution instead of calling a model; `nop`, which does nothing. The last two check a
-suite (oracle must score 1, nop 0) before money is spent on it."""
-
-AGENT_KINDS: tuple[str, ...] = ("model", "oracle", "nop")
+from runner.vocabulary import AgentKind
 
 
 class SuiteSelect(Frozen):

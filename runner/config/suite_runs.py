@@ -26,12 +26,13 @@ from runner.config.environment import EnvironmentSettings
 from runner.config.messages import validation_problems
 from runner.config.resolve import check_path, merged_layers
 from runner.config.schema import COMMAND_LINE, ID_RE, Limits, LineMap, Settings, TaskSpec
-from runner.config.suite_entry import AgentKind, SuiteEntry
+from runner.config.suite_entry import SuiteEntry
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_
 from runner.errors import ConfigError, Problem
 from runner.suites.model import SuiteTask
 from runner.suites.read import read_suite
+from runner.vocabulary import AgentKind
 
 _NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 

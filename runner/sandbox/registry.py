@@ -120,6 +120,22 @@ def registered() -> tuple[Path, ...]:
     return tuple(p for p in found if _usable(p))
 
 
+def version() -> frozenset[tuple[str, int]]:
+    """The registry's entries by name and inode: a batch that starts adds a name, and
+    `kept` is replaced whole, so what `registered` gives changes only when this does (a
+    live entry shrinking to its `keep` at exit aside: a reader that keeps hiding those
+    folders a while hides too much, never too little). Not the folder's mtime: its clock
+    ticks coarsely, and two changes within a tick would look like one."""
+    fd = _open_folder(create=False)
+    if fd is None:
+        return frozenset()
+    try:
+        with os.scandir(fd) as entries:
+            return frozenset((e.name, e.inode()) for e in entries)
+    finally:
+        os.close(fd)
+
+
 def _lines(paths: Sequence[Path]) -> bytes:
     return b"".join(os.fsencode(str(p)) + b"\n" for p in paths if "\n" not in str(p))
 
