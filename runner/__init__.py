@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from runner import version
+
+__version__ = version.VERSION
 
 _EXPORTS = {
     "load_runs": "runner.api",

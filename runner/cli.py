@@ -10,19 +10,23 @@ elsewhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
-from runner.errors import ConfigError, Problem, RunnerError
+from runner.cli_common import flag_problem, flush_quietly, say, warn
+from runner.errors import ConfigError, RunnerError
+from runner.report_cli import report_branches, report_compare, report_merge
 from runner.suite_cli import add_agent_flag, add_commands, run_command
 from runner.vocabulary import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUNNER,
-    EXIT_TASK_FAILED,
     REASONING_EFFORTS,
     SANDBOX_MODES,
     RunStatus,
@@ -33,48 +37,10 @@ if TYPE_CHECKING:
     from runner.config import Loaded
 
 
-def _say(text: str, *, stream: IO[str] | None = None, one_line: bool = False) -> None:
-    """Every line the CLI prints goes out here, through `reports.fmt.safe_text`: what comes
-    from a report, a run or an input file can never be a workflow command in a log."""
-    from runner.reports.fmt import safe_text
-
-    out = stream or sys.stdout
-    try:
-        out.write(safe_text(text, one_line=one_line) + "\n")
-    except BrokenPipeError:
-        _drop(out)
-
-
-def _drop(stream: IO[str]) -> None:
-    """Nobody reads `stream` any more (`runner ... | head -1`): what is left for it goes to
-    /dev/null, so the command still finishes its work and keeps its exit code, and
-    Python's final flush finds no broken pipe to complain about."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, stream.fileno())
-        os.close(null)
-    except (OSError, ValueError):
-        pass  # not a real file (a test's capture): nothing to redirect
-
-
-def _flush_quietly() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BrokenPipeError:
-            _drop(stream)
-        except (OSError, ValueError):
-            pass
-
-
-def _warn(text: str, *, one_line: bool = False) -> None:
-    _say(text, stream=sys.stderr, one_line=one_line)
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        _warn(f"runner: error: {message}")
+        warn(f"runner: error: {message}")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -326,26 +292,40 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("suite", "images"):
             return run_command(args, main)
         if args.command == "report" and args.report_command == "branches":
-            return _report_branches(args)
+            return report_branches(args)
         if args.command == "report" and args.report_command == "compare":
-            return _report_compare(args)
+            return report_compare(args)
         if args.command == "report":
-            return _report_merge(args)
+            return report_merge(args)
         return _run(args)
     except ConfigError as exc:
         for problem in exc.problems:
-            _warn(f"error: {problem}", one_line=True)
+            warn(f"error: {problem}", one_line=True)
         _failed_thread(args, "; ".join(str(p) for p in exc.problems))
         return EXIT_BAD_INPUT
     except RunnerError as exc:
-        _warn(f"runner: {exc}")
+        warn(f"runner: {exc}")
         _failed_thread(args, str(exc))
         return EXIT_RUNNER
     except KeyboardInterrupt:
-        _warn("runner: interrupted")
+        warn("runner: interrupted")
         return EXIT_INTERRUPTED
     finally:
-        _flush_quietly()
+        flush_quietly()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The imports and the config pass make objects that live as long as the batch: a
+    cyclic collection among them frees nothing and cost about 7% of the time to the
+    first request. Paused for them only, and set back as it was (tests call `main`)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _failed_thread(args: argparse.Namespace, message: str) -> None:
@@ -357,12 +337,8 @@ def _failed_thread(args: argparse.Namespace, message: str) -> None:
     from runner.reports.events import dumps, failed_thread
 
     for event in failed_thread(message):
-        _say(dumps(event))
+        say(dumps(event))
     sys.stdout.flush()
-
-
-def _problem(field: str, message: str) -> ConfigError:
-    return ConfigError([Problem("(command line)", None, field, message)])
 
 
 def _config(args: argparse.Namespace, **kw: Any) -> Loaded:
@@ -406,12 +382,12 @@ def _validate(args: argparse.Namespace) -> int:
     # machinery and the report model) is not needed to check a file.
     loaded = _config(args, offline=args.offline)
     for t in loaded.runs:
-        _say(
+        say(
             f"{t.name}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
             one_line=True,
         )
     ids = {t.id for t in loaded.runs}
-    _say(f"{loaded.file}: ok, {len(ids)} task(s), {len(loaded.runs)} run(s)", one_line=True)
+    say(f"{loaded.file}: ok, {len(ids)} task(s), {len(loaded.runs)} run(s)", one_line=True)
     return EXIT_OK
 
 
@@ -420,28 +396,31 @@ def _print_answers(answers: list[str]) -> None:
     hold workflow commands (`::add-mask::`, `::set-output`), and a log may reach GitHub
     Actions without `GITHUB_ACTIONS` set (a container step)."""
     for answer in answers:
-        _say(answer)
+        say(answer)
 
 
 def _run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from runner.batch import run_batch
-    from runner.config.secrets import secret_names
-    from runner.journal import retry_hint
-    from runner.progress import CommandLineEvents, SafeStream, make_progress
-    from runner.reports.events import JsonStream
-    from runner.secret_env import hide_own, read_secret_fd
-
     if args.retry_errored and not args.resume:
-        raise _problem("--retry-errored", "goes with --resume (it reruns a batch's errored runs)")
+        raise flag_problem(
+            "--retry-errored", "goes with --resume (it reruns a batch's errored runs)"
+        )
     if args.max_environments is not None and args.max_environments < 1:
-        raise _problem("--max-environments", "must be at least 1")
-    secrets = read_secret_fd(args.secret_fd) if args.secret_fd is not None else {}
-    env = {**os.environ, **secrets}
-    loaded, plan = _load(
-        args, env=env, concurrency=args.concurrency, secret_vars=frozenset(secrets)
-    )
+        raise flag_problem("--max-environments", "must be at least 1")
+    with _gc_paused():
+        import anyio
+
+        from runner.batch import run_batch
+        from runner.config.secrets import secret_names
+        from runner.journal import retry_hint
+        from runner.progress import CommandLineEvents, SafeStream, make_progress
+        from runner.reports.events import JsonStream
+        from runner.secret_env import hide_own, read_secret_fd
+
+        secrets = read_secret_fd(args.secret_fd) if args.secret_fd is not None else {}
+        env = {**os.environ, **secrets}
+        loaded, plan = _load(
+            args, env=env, concurrency=args.concurrency, secret_vars=frozenset(secrets)
+        )
     runs = loaded.runs
     # From here on the secrets live in `env` alone: not in what children inherit, nor in
     # what /proc shows of this process (danger-full-access commands look there).
@@ -480,20 +459,20 @@ def _run(args: argparse.Namespace) -> int:
                 and run.report.final_message
             ]
         )
-    _say(f"report: {result.report_path}", stream=err, one_line=True)
+    say(f"report: {result.report_path}", stream=err, one_line=True)
     not_started = sum(r.status is RunStatus.SKIPPED for r in result.runs)
     stopped = sum(r.status is RunStatus.INTERRUPTED for r in result.runs)
     if not_started or stopped:
-        _say(
+        say(
             f"runner: {not_started} run(s) never started, {stopped} stopped; "
             f"finish the batch with: {_again(args)} --resume (finished runs are kept)",
             stream=err,
             one_line=True,
         )
     if hint := retry_hint([r.status for r in result.runs], _again(args)):
-        _say(hint, stream=err, one_line=True)
+        say(hint, stream=err, one_line=True)
     if os.environ.get("RUNNER_DEBUG"):
-        _say(f"exit code {result.exit_code}", stream=err)
+        say(f"exit code {result.exit_code}", stream=err)
     return result.exit_code
 
 
@@ -510,90 +489,3 @@ def _again(args: argparse.Namespace) -> str:
             if value is not None:
                 words += [f"--{flag.replace('_', '-')}", value]
     return shlex.join(words)
-
-
-def _report_merge(args: argparse.Namespace) -> int:
-    """Exits as `runner run` would have for the same runs (0, 1 or 3)."""
-    from runner.batch import exit_code
-    from runner.reports.merge import merge_command
-    from runner.reports.summary import partial_text
-
-    report = merge_command(args.dirs, args.out, partial=args.partial, force=args.force)
-    t = report.totals
-    if report.partial:
-        _warn(f"PARTIAL merge: {partial_text(report)}; every output is marked partial")
-    _warn(
-        f"merged {len(report.shards)} shard(s): {t.runs} run(s): {t.finished} "
-        f"finished ({t.completed} passed), {t.skipped} skipped, {t.errored} errored"
-    )
-    _warn(f"report: {args.out / 'report.json'}", one_line=True)
-    return exit_code(r.status for r in report.runs)
-
-
-def _report_compare(args: argparse.Namespace) -> int:
-    """0; with --fail-on-regression 1 when a pass rate dropped significantly, 3 when the
-    inputs cannot tell (partial, or nothing finished on one side)."""
-    from runner.reports.compare import check_selection, compare, render_compare
-    from runner.reports.merge import load_shard
-
-    if not 0 < args.alpha < 1:
-        raise _problem("--alpha", "must be between 0 and 1, e.g. 0.05")
-    base, new = load_shard(args.base).report, load_shard(args.new).report
-    check_selection(base, new, args.base_variant, args.new_variant, args.base_model, args.new_model)
-    result = compare(
-        base,
-        new,
-        base_name=_label(args.base, args.base_variant, args.base_model),
-        new_name=_label(args.new, args.new_variant, args.new_model),
-        base_variant=args.base_variant,
-        new_variant=args.new_variant,
-        base_model=args.base_model,
-        new_model=args.new_model,
-        allow_different_tasks=args.allow_different_tasks,
-        alpha=args.alpha,
-    )
-    if args.format == "json":
-        _say(result.model_dump_json(indent=2))
-    else:
-        _say(render_compare(result).removesuffix("\n"))
-    if not args.fail_on_regression:
-        return EXIT_OK
-    for why in result.inconclusive:
-        _warn(f"compare: inconclusive: {why}", one_line=True)
-    return (
-        EXIT_TASK_FAILED if result.regressions else EXIT_RUNNER if result.inconclusive else EXIT_OK
-    )
-
-
-def _label(directory: Path, variant: str | None, model: str | None) -> str:
-    return directory.name + (f" {model}" if model else "") + (f" [{variant}]" if variant else "")
-
-
-def _report_branches(args: argparse.Namespace) -> int:
-    """One line per branch the batch recorded; only branches still at the run's commit are
-    deleted, so work someone added on top is never lost."""
-    from runner import workspace
-    from runner.reports.merge import load_shard
-
-    report = load_shard(args.dir).report
-    repo: Path = args.repo
-    if not repo.is_dir():
-        raise _problem("--repo", f"{repo} is not a directory; give the repository the runs used")
-    try:
-        workspace.check_base(repo, "HEAD")
-    except workspace.WorkspaceError as exc:
-        raise _problem("--repo", str(exc)) from None
-    from runner.branches import chosen_ids, review
-    from runner.journal import Journal
-
-    chosen = chosen_ids(report, args.batch_id, delete=args.delete)
-    first = Journal(args.dir).first_start(report.batch_id)
-    counts: dict[str, int] = {}
-    for v in review(repo, report, delete=args.delete, first_start=first, chosen=chosen):
-        counts[v.state] = counts.get(v.state, 0) + 1
-        _say(v.line(args.delete), one_line=True)
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no branches"
-    _warn(
-        f"{args.dir}: {summary} (batch {', '.join(sorted(chosen)) or 'ids: none'})", one_line=True
-    )
-    return EXIT_OK
