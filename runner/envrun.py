@@ -40,7 +40,7 @@ from runner.config import Run
 from runner.config.environment import CONTAINER_BACKENDS
 from runner.errors import EnvironmentFault, EnvironmentLost, UnsafeFileError, WorkspaceError
 from runner.fsutil import atomic_write_bytes
-from runner.record import EnvironmentInfo
+from runner.record import EnvironmentInfo, left_out_note
 from runner.redact import Redactor
 from runner.sandbox import changes
 from runner.sandbox.container import ContainerEnvironment
@@ -309,7 +309,7 @@ class RunEnvironment:
             got = await changes.diff(self.inner, self.snapshot)
             patch = _redacted(got.patch, redact)
             if got.left_out:
-                notes.append("not captured in the patch: " + "; ".join(got.left_out[:20]))
+                notes.append(left_out_note(got.left_out, redact, "patch"))
             if patch and host_work is None:
                 path = self.out_dir / "patches" / f"{self.run.name}.patch"
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ why they can be tested over their whole table without running anything."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,3 +198,16 @@ def error_of(r: RunRecord) -> str | None:
     reason = verdict(r)[1]
     parts = [p for p in (reason, *r.notes) if p]
     return "; ".join(dict.fromkeys(parts)) or None
+
+
+def left_out_note(entries: Sequence[str], redact: Callable[[str], str], kept_in: str) -> str:
+    """Entries the result could not hold (git must not record them, or too big) were left
+    out and the rest kept (`kept_in`: "result", "patch"); the report says which, as it
+    says why a push failed."""
+    shown = [redact(e) for e in entries[:LEFT_OUT_SHOWN]]
+    more = len(entries) - len(shown)
+    tail = f"; and {more} more" if more else ""
+    return f"not captured in the {kept_in}: " + "; ".join(shown) + tail
+
+
+LEFT_OUT_SHOWN = 20

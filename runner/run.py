@@ -41,7 +41,7 @@ from runner.journal import Entry, Journal, Pins, earlier_spend
 from runner.output_schema import check_answer
 from runner.progress import EventSink
 from runner.prompt import agents_md_of
-from runner.record import CheckResult, Finished, RunRecord, status_of
+from runner.record import CheckResult, Finished, RunRecord, left_out_note, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog
@@ -539,27 +539,30 @@ async def keep(
         max_diff_lines=g.max_diff_lines,
     )
     left_out: list[str] = []
+    fields = branch_fields(t, batch_id)
     try:
         result = await workspace.finish(
             ws,
             branch_template=g.branch,
             message=message,
             scope=scope,
-            create_branch=g.keep == "branch",
-            fields=branch_fields(t, batch_id),
+            create_branch=False,  # below, once the journal says which
+            fields=fields,
             patch_path=out_dir / "patches" / f"{t.name}.patch",
             redact=redact if redact else None,
-            before_branch=None
-            if journal is None
-            else functools.partial(journal.branching, t.fingerprint, t.name),
             on_left_out=left_out.extend,
         )
+        if result is not None and not result.violations and g.keep == "branch":
+            name = workspace.branch_name(g.branch, fields)
+            if journal is not None:  # first: a resume may then delete the branch
+                journal.branching(t.fingerprint, t.name, name, result.commit)
+            result = await workspace.make_branch(ws, result, name)
     except workspace.WorkspaceError as exc:
         note = f"could not keep the result: {exc}"
         log.emit(ev.error(note))
         return rec.but(not_kept=True).noted(note)
     if left_out:
-        rec = _noted(rec, log, left_out_note(left_out, redact))
+        rec = _noted(rec, log, left_out_note(left_out, redact, "result"))
     rec = rec.but(result=result)
     if result is None:
         return rec
@@ -584,15 +587,3 @@ async def keep(
         log.emit(ev.error(note))
         return rec.noted(note)
     return rec.but(pushed=pushed.ref)
-
-
-def left_out_note(entries: list[str], redact: Redactor) -> str:
-    """Entries git must not record were left out and the rest committed; the report
-    says which, as it says why a push failed."""
-    shown = [redact(e) for e in entries[:LEFT_OUT_SHOWN]]
-    more = len(entries) - len(shown)
-    tail = f"; and {more} more" if more else ""
-    return "not captured in the result: " + "; ".join(shown) + tail
-
-
-LEFT_OUT_SHOWN = 20

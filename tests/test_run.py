@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 
 from runner.config import Run
-from runner.record import CheckResult, EnvironmentInfo, RunRecord, error_of, status_of, verdict
+from runner.record import (
+    CheckResult,
+    EnvironmentInfo,
+    RunRecord,
+    error_of,
+    left_out_note,
+    status_of,
+    verdict,
+)
 from runner.redact import Redactor
-from runner.run import left_out_note, with_output
+from runner.run import with_output
 from runner.vocabulary import RunStatus
 from runner.workspace import Result
 from tests.support.records import a_task, outcome
@@ -174,7 +182,7 @@ def test_the_final_answer_is_checked_against_the_output_schema(tmp_path: Path) -
 
 def test_left_out_entries_are_redacted_and_counted() -> None:
     entries = [f"dir/secret-abcdefghijkl-{i}" for i in range(25)]
-    note = left_out_note(entries, Redactor(["secret-abcdefghijkl"]))
+    note = left_out_note(entries, Redactor(["secret-abcdefghijkl"]), "result")
     assert "secret-abcdefghijkl" not in note
     assert note.startswith("not captured in the result: dir/")
     assert note.endswith("; and 5 more")

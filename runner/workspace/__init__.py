@@ -79,7 +79,7 @@ config is read.
 """
 
 from runner.errors import GitError, WorkspaceError
-from runner.workspace.finish import finish, finish_sync, parse_raw_numstat
+from runner.workspace.finish import finish, finish_sync, make_branch, parse_raw_numstat
 from runner.workspace.git import (
     DEFAULT_FORBIDDEN,
     HARDENING,
@@ -140,6 +140,7 @@ __all__ = [
     "delete_branch_sync",
     "finish",
     "finish_sync",
+    "make_branch",
     "git_env",
     "parse_raw_numstat",
     "prepare",

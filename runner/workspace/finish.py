@@ -45,7 +45,6 @@ async def finish(
     create_branch: bool = True,
     scope: Scope | None = None,
     redact: Redactor | None = None,
-    before_branch: Callable[[str, str], None] | None = None,
     on_left_out: Callable[[list[str]], None] | None = None,
 ) -> Result | None:
     """Commit everything in the workspace, write its patch, and create a branch for it.
@@ -82,7 +81,6 @@ async def finish(
             create_branch=create_branch,
             scope=scope,
             redact=redact,
-            before_branch=before_branch,
             on_left_out=on_left_out,
         )
     )
@@ -98,7 +96,6 @@ def finish_sync(
     create_branch: bool = True,
     scope: Scope | None = None,
     redact: Redactor | None = None,
-    before_branch: Callable[[str, str], None] | None = None,
     on_left_out: Callable[[list[str]], None] | None = None,
 ) -> Result | None:
     """`finish` without the thread hop."""
@@ -186,12 +183,15 @@ def finish_sync(
         f"{path}: held the value of a secret (redacted in the commit and the patch)"
         for path in redacted
     ]
-    branch = None
-    if name is not None and not violations:
-        if before_branch is not None:
-            before_branch(name, commit)  # journaled first: resume may then delete it
-        branch = _create_branch(ws, name, commit)
+    branch = _create_branch(ws, name, commit) if name is not None and not violations else None
     return replace(result, branch=branch, violations=tuple(violations))
+
+
+async def make_branch(ws: Workspace, result: Result, name: str) -> Result:
+    """The branch of a result `finish` made without one: for a caller that first writes
+    down (in its journal) which branch it is about to make, so a resume may delete it."""
+    branch = await anyio.to_thread.run_sync(_create_branch, ws, name, result.commit)
+    return replace(result, branch=branch)
 
 
 ADD_CONFIG = (
