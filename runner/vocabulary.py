@@ -100,3 +100,13 @@ own solution instead of calling a model; `nop`, which does nothing. The last two
 suite (oracle must score 1, nop 0) before money is spent on it. Here, not with the
 `suites:` entry, so `--agent` is parsed without importing the config models."""
 AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)
+SANITY_PROVIDER = "agent"
+"""The provider part of an oracle or nop run's label: `agent/oracle`, `agent/nop`."""
+
+
+def model_label(model: str, agent: AgentKind) -> str:
+    """Who a run is counted as in reports, run names, branches and predictions files:
+    `model` (provider/model) for a model's run; `agent/oracle` or `agent/nop` for a run no
+    model worked on, whatever model the task file names (it is never called), so a
+    sanity run's score is never a model's."""
+    return model if agent == "model" else f"{SANITY_PROVIDER}/{agent}"
