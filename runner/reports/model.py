@@ -399,8 +399,8 @@ class Totals(Strict):
     `agent/nop`, never under the model the task file names). Empty when no run came from a
     suite, and in reports before /3.6."""
     reward_by_variant: dict[str, MeanReward] = {}
-    """The same per matrix variant (`(none)` for runs without one), over every model; empty
-    when no suite run has a variant."""
+    """The same per matrix variant (`(none)` for runs without one), over every model and
+    agent, as summary.md's "By variant"; empty when no suite run has a variant."""
 
     @model_validator(mode="before")
     @classmethod
