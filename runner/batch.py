@@ -69,8 +69,8 @@ class BatchResult:
 
 
 def exit_code(statuses: Iterable[RunStatus]) -> int:
-    """3 when any run could not work, else 0 when all completed, else 1; `runner run` and
-    `runner report merge` exit alike."""
+    """3 when any run could not be done or graded (a verifier's error too), else 0 when all
+    completed, else 1; `runner run` and `runner report merge` exit alike."""
     seen = set(statuses)
     if seen & NOT_WORKING:
         return EXIT_RUNNER

@@ -383,7 +383,7 @@ def _validate(args: argparse.Namespace) -> int:
     loaded = _config(args, offline=args.offline)
     for t in loaded.runs:
         say(
-            f"{t.name}: {t.provider_name}/{t.model}, {len(t.turns) + 1} turn(s), repo {t.repo}",
+            f"{t.name}: {t.label}, {len(t.turns) + 1} turn(s), repo {t.repo}",
             one_line=True,
         )
     ids = {t.id for t in loaded.runs}

@@ -38,7 +38,8 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
     from runner.usage import ideal_cached_tokens
 
     run, o = rec.run, rec.outcome
-    name = f"{run.provider_name}/{run.model}"
+    name = run.label
+    sanity = run.agent != "model"  # no request: nothing sent, nothing to pay
     ws = rec.workspace
     wsr = (
         WorkspaceReport(base=ws.base, base_dirty=ws.base_dirty, setup_s=round(ws.setup_s, 3))
@@ -79,8 +80,8 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "run": run.name,
         "repeat": run.repeat,
         "model": name,
-        "api_model": run.api_model or run.model,
-        "model_options": options,
+        "api_model": None if sanity else run.api_model or run.model,
+        "model_options": {} if sanity else options,
         "status": status,
         "error": error_of(rec),
         "events_file": rec.events_file,
@@ -92,7 +93,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "variant": run.variant,
         "tags": list(run.tags),
         "fingerprint": run.fingerprint,
-        "cost_usd": cost_usd(price_of(run.price), o.usage if o else Usage()),
+        "cost_usd": 0.0 if sanity else cost_usd(price_of(run.price), o.usage if o else Usage()),
         "index": order.get(run.fingerprint),
         "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
         "inputs": rec.inputs,

@@ -204,7 +204,7 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     except OSError as exc:
         _finished(rec.noted(f"cannot write its events file {rec.events_file}: {exc.strerror}"), b)
         return
-    b.show.run_started(t.name, f"{t.provider_name}/{t.model}")
+    b.show.run_started(t.name, t.label)
     sink = RunSink(log, t.price, b.spend)
     renv: RunEnvironment | None = None
     try:
@@ -529,7 +529,7 @@ async def keep(
     status = status_of(rec)  # before the check: what the loop and the output schema say
     final = (rec.outcome.final_message if rec.outcome else None) or ""
     message = redact(
-        f"runner: {t.id} with {t.provider_name}/{t.model}: {status}\n\n"
+        f"runner: {t.id} with {t.label}: {status}\n\n"
         f"{final[:4000]}\n\nRunner-Run: {batch_id}\nRunner-Status: {status}\n"
     )
     g = t.git

@@ -17,12 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runner.vocabulary import AGENT_KINDS, EXIT_BAD_INPUT, EXIT_OK, EXIT_RUNNER, EXIT_TASK_FAILED
+from runner.vocabulary import (
+    AGENT_KINDS,
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_RUNNER,
+    EXIT_TASK_FAILED,
+    SANITY_PROVIDER,
+)
 
 FORMATS = ("harbor", "terminal-bench", "swe-bench")
-CHECK_PROVIDER = "agent"
-"""The provider the check's task file names: the runs call no model, and the report shows
-`agent/oracle` and `agent/nop` as their models."""
 
 
 def add_agent_flag(p: argparse.ArgumentParser) -> None:
@@ -80,20 +84,22 @@ def guess_format(path: Path) -> str | None:
 
 
 def check_file(path: Path, fmt: str, backend: str, build: Path | None = None) -> str:
-    """The task file of a check: the suite twice, once per sanity agent."""
+    """The task file of a check: the suite twice, once per sanity agent. The runs are
+    labelled `agent/oracle` and `agent/nop` as any sanity run is; the model the file names
+    (the config pass resolves one for every task) is never called."""
     env = f"backend: {backend}" + (f", build: {json.dumps(str(build.resolve()))}" if build else "")
     entries = "".join(
         f"  - format: {fmt}\n"
         f"    path: {json.dumps(str(path.resolve()))}\n"
         f"    agent: {agent}\n"
-        f"    model: {CHECK_PROVIDER}/{agent}\n"
         f"    id_prefix: {agent}\n"
         f"    environment: {{{env}}}\n"
         for agent in ("oracle", "nop")
     )
     return (
         "version: 1\n"
-        f"providers: {{{CHECK_PROVIDER}: {{base_url: 'http://127.0.0.1:9/v1', auth: none}}}}\n"
+        f"providers: {{{SANITY_PROVIDER}: {{base_url: 'http://127.0.0.1:9/v1', auth: none}}}}\n"
+        f"defaults: {{model: {SANITY_PROVIDER}/none}}\n"
         f"suites:\n{entries}"
     )
 
@@ -103,12 +109,12 @@ def broken_tasks(report: dict[str, Any]) -> list[str]:
     error, e.g. a verifier that gave no grade, counts as not scoring)."""
     lines: list[str] = []
     for run in report.get("runs", []):
-        agent = str(run.get("model", "")).partition("/")[2]
+        agent = str(run.get("agent", ""))
         want = 1.0 if agent == "oracle" else 0.0
         reward = run.get("reward")
         if reward == want and run.get("status") != "error":
             continue
-        task = str(run.get("id", "")).partition(".")[2]
+        task = str(run.get("suite", "")).partition(":")[2]  # the suite's own id
         got = "no reward" if reward is None else f"reward {reward:g}"
         why = f": {run['error']}" if run.get("error") else ""
         lines.append(f"{task}: {agent} got {got}, wants {want:g} ({run.get('status')}){why}")

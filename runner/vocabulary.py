@@ -28,7 +28,8 @@ EXIT_TASK_FAILED = 1
 EXIT_BAD_INPUT = 2
 """The task file, a flag or another input is wrong: nothing ran."""
 EXIT_RUNNER = 3
-"""The runner itself could not go on (an internal error, no sandbox where one is needed)."""
+"""A run could not be done or graded (`NOT_WORKING`), or the runner itself could not go on
+(an internal error, no sandbox where one is needed): nothing to say about the agent."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM stopped the batch (128 + SIGINT, as shells report it)."""
 
@@ -88,8 +89,10 @@ class RunStatus(StrEnum):
 
 
 NOT_WORKING = frozenset({RunStatus.ERROR, RunStatus.RATE_LIMITED, RunStatus.QUOTA_EXHAUSTED})
-"""The runner could not work (a provider down after retries, out of quota, rate limited
-past the cap): the batch exits 3."""
+"""The run could not be done or graded (a provider down after retries, out of quota, rate
+limited past the cap; a container that did not start; a suite verifier that gave no grade;
+the runner's own fault): the batch exits 3, not 1, since no verdict on the agent was
+reached, and `--resume --retry-errored` runs it again."""
 ERRORED = NOT_WORKING | {RunStatus.INTERRUPTED}
 """Runs that say nothing about the model: errored, not failed, in every statistic."""
 
@@ -100,3 +103,13 @@ own solution instead of calling a model; `nop`, which does nothing. The last two
 suite (oracle must score 1, nop 0) before money is spent on it. Here, not with the
 `suites:` entry, so `--agent` is parsed without importing the config models."""
 AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)
+SANITY_PROVIDER = "agent"
+"""The provider part of an oracle or nop run's label: `agent/oracle`, `agent/nop`."""
+
+
+def model_label(model: str, agent: AgentKind) -> str:
+    """Who a run is counted as in reports, run names, branches and predictions files:
+    `model` (provider/model) for a model's run; `agent/oracle` or `agent/nop` for a run no
+    model worked on, whatever model the task file names (it is never called), so a
+    sanity run's score is never a model's."""
+    return model if agent == "model" else f"{SANITY_PROVIDER}/{agent}"

@@ -27,7 +27,7 @@ from runner.config.suite_runs import Bound
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted, line_for
 from runner.errors import ConfigError, Problem
-from runner.vocabulary import ReasoningEffort, SandboxMode
+from runner.vocabulary import AgentKind, ReasoningEffort, SandboxMode, model_label
 
 __all__ = ["expand", "fingerprint", "resolve"]
 
@@ -141,7 +141,9 @@ def expand(
     branches. `sandbox` (`--sandbox`), `current_date` (`--date`) and `timezone`
     (`--timezone`) replace every task's own, e.g. read-only on PRs; `reasoning_effort`
     (`--reasoning-effort`) every run's effort. `suites`: the tasks `suites:` made, by id
-    (`suite_runs.with_suites`). Each user file is read once."""
+    (`suite_runs.with_suites`); an oracle or nop task runs once, not once per model, and is
+    named as `agent/oracle` or `agent/nop` (no model works on it). Each user file is read
+    once."""
     from_flags = bool(models)
     chosen: list[str | None] = list(models) or list(tf.matrix.model if tf.matrix else ())
     from_matrix = bool(chosen) and not from_flags
@@ -173,6 +175,10 @@ def expand(
     for i in range(len(tf.tasks)):
         for mi, (m, tasks) in enumerate(zip(chosen, per_model, strict=True)):
             base = tasks[i]
+            bound = (suites or {}).get(base["id"])
+            agent: AgentKind = "model" if bound is None else bound.agent
+            if agent != "model" and mi > 0:
+                continue  # no model works on it: one run, not one per model
             model = f"{base['provider_name']}/{base['model']}"
             if from_flags:
                 model_at = Origin(file=COMMAND_LINE, line=None, field="--model")
@@ -204,7 +210,6 @@ def expand(
                 if mi == 0:  # the same for every model: said once
                     env_problems += environment_problems(values["environment"], origins)
                 build_dir = build_dirs.get(base_dir, values["environment"].build, origins)
-                bound = (suites or {}).get(base["id"])
                 for rep in range(1, repeat + 1):
                     runs.append(
                         Run(
@@ -213,7 +218,7 @@ def expand(
                                 "model_options": opts,
                                 "name": _run_name(
                                     base["id"],
-                                    model,
+                                    model_label(model, agent),
                                     v,
                                     rep,
                                     several_models=len(chosen) > 1,
@@ -227,7 +232,7 @@ def expand(
                                 "origins": origins,
                                 "build_dir": build_dir,
                                 "suite": None if bound is None else bound.task,
-                                "agent": "model" if bound is None else bound.agent,
+                                "agent": agent,
                             }
                         )
                     )

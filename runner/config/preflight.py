@@ -74,7 +74,7 @@ def problems(
     found: list[Problem] = []
     found += _collisions(runs)
     found += _branches(runs)
-    found += _prices(runs, budget, budget_at)
+    found += _prices([t for t in runs if t.agent == "model"], budget, budget_at)
     found += _output_caps(runs)
     found += _local_models(runs)
     if not offline:
@@ -94,7 +94,7 @@ def _collisions(tasks: Sequence[Run]) -> list[Problem]:
         other = first.setdefault(t.name, t)
         if other is t:
             continue
-        a, b = f"{other.provider_name}/{other.model}", f"{t.provider_name}/{t.model}"
+        a, b = other.label, t.label
         why = (
             f"{b!r} is listed twice"
             if a == b

@@ -17,7 +17,7 @@ from runner.errors import Problem
 from runner.models import Price
 from runner.skills import Skill
 from runner.suites.model import SuiteTask
-from runner.vocabulary import AgentKind
+from runner.vocabulary import AgentKind, model_label
 
 
 class Origin(Frozen):
@@ -94,6 +94,12 @@ class Run(RunSettings):
             parts.pop()
         return self.origins[""]
 
+    @property
+    def label(self) -> str:
+        """Who the run counts as: `provider/model`, or `agent/oracle` / `agent/nop` for a
+        sanity run (`vocabulary.model_label`)."""
+        return model_label(f"{self.provider_name}/{self.model}", self.agent)
+
     @functools.cached_property
     def fingerprint(self) -> str:
         """Hash of everything that defines the run except machine paths: equal on every
@@ -107,7 +113,7 @@ def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
         "batch": batch_id,
         "run": batch_id,  # the older spelling of {batch}: same value, same branches
         "task": t.id,
-        "model": f"{t.provider_name}/{t.model}",
+        "model": t.label,
         "repeat": str(t.repeat),
         "name": t.name,
         "variant": t.variant or "",

@@ -39,7 +39,8 @@ class SuiteEntry(Settings):
     select: SuiteSelect = SuiteSelect()
     agent: AgentKind = "model"
     id_prefix: Annotated[str, Field(pattern=ID_RE)] | None = None
-    """Put before each task id (with a '.'), when two suites share ids."""
+    """Put before each task id, when two suites share ids: `p` gives `p.<id>`; a prefix
+    ending in '.', '_' or '-' is put as it is (`oracle-` gives `oracle-<id>`)."""
     prompt_template: str | None = None
     """swe-bench: the prompt, with `{problem_statement}` and the instance's other fields."""
     image_template: str | None = None

@@ -171,8 +171,14 @@ def _selected(
 
 
 def _task_id(raw: str, prefix: str | None) -> str:
-    """The suite's id as a task id (letters, digits, '.', '_', '-'; 64 at most)."""
-    tid = _NOT_AN_ID.sub("-", f"{prefix}.{raw}" if prefix else raw).strip(".-_") or "task"
+    """The suite's id as a task id (letters, digits, '.', '_', '-'; 64 at most), after
+    `prefix` and a '.', or after `prefix` alone when it ends in one of '.', '_', '-'
+    (`oracle-` gives `oracle-django__django-1`, not `oracle-.django__django-1`). Two
+    entries that make one id are refused by the caller."""
+    joined = raw
+    if prefix:
+        joined = prefix + ("" if prefix[-1] in "._-" else ".") + raw
+    tid = _NOT_AN_ID.sub("-", joined).strip(".-_") or "task"
     return tid[:64]
 
 

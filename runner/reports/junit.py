@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, RunReport, UsageReport
-from runner.reports.stats import mean_interval
-from runner.reports.totals import compute_totals, finished_runs
+from runner.reports.totals import compute_totals, mean_reward
 from runner.vocabulary import RunStatus, Verdict
 
 REASONS: dict[RunStatus, str] = {
@@ -191,15 +189,14 @@ def suite_properties(tasks: list[RunReport]) -> list[tuple[str, str]]:
 
 def _reward_pairs(tasks: list[RunReport]) -> list[tuple[str, str | None]]:
     """Mean reward over finished graded runs, with its 95% interval (`mean_interval`)."""
-    rewards = [t.reward for t in finished_runs(tasks) if t.reward is not None]
-    if not rewards:
+    n, mean, ci = mean_reward(tasks)
+    if mean is None:
         return []
-    ci = mean_interval(rewards)
     return [
-        ("mean_reward", f"{statistics.fmean(rewards):.4f}"),
+        ("mean_reward", f"{mean:.4f}"),
         ("mean_reward_ci_low", None if ci is None else f"{ci[0]:.4f}"),
         ("mean_reward_ci_high", None if ci is None else f"{ci[1]:.4f}"),
-        ("rewarded", str(len(rewards))),
+        ("rewarded", str(n)),
     ]
 
 

@@ -42,6 +42,7 @@ from runner.reports.summary import (
     spend_notes,
     task_matrix,
 )
+from runner.reports.totals import NO_VARIANT
 from runner.vocabulary import RunStatus
 
 
@@ -118,7 +119,7 @@ def _comparison(
 
 
 def _variant(t: RunReport) -> str:
-    return t.variant or "(none)"
+    return t.variant or NO_VARIANT
 
 
 MATRIX_ROWS = 30

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.5"
+SCHEMA_VERSION = "runner.report/3.6"
 READS = frozenset(
     {
         "runner.report/1",
@@ -19,6 +19,7 @@ READS = frozenset(
         "runner.report/3.2",
         "runner.report/3.3",
         "runner.report/3.4",
+        "runner.report/3.5",
         SCHEMA_VERSION,
     }
 )
@@ -27,8 +28,9 @@ and the status `max_requests` `max_turns`; /3 lacked `runner` and `runs[].inputs
 lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of redone
 attempts (`redone`); /3.2 lacked `runs[].environment`; /3.3 lacked a suite task's grade
 (`reward`, `rewards`, `resolution`, `verifier`); /3.4 lacked `runs[].api_model`,
-`runs[].inputs.agents_md` and the retries of redone attempts. All of these are optional,
-read as 0 or null. Older reports are read and written back as /3.5."""
+`runs[].inputs.agents_md` and the retries of redone attempts; /3.5 lacked the mean reward
+per model and variant (`totals.reward_by_model`, `totals.reward_by_variant`). All of these
+are optional, read as 0, null or empty. Older reports are read and written back as /3.6."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -250,10 +252,12 @@ class RunReport(Strict):
     """This run's name: the id, plus model and repeat when a matrix makes several runs."""
     repeat: int = 1
     model: str
-    """provider/model as written in the task file."""
+    """provider/model as written in the task file; `agent/oracle` or `agent/nop` for a
+    suite run no model worked on (see `agent`), whatever model the file names."""
     api_model: str | None = None
     """The model name sent to the provider: differs from `model` under a `models:` alias
-    (`fake/warm: {model: mA}` sends `mA`). Null for reports before /3.5."""
+    (`fake/warm: {model: mA}` sends `mA`). Null for oracle and nop runs, which send
+    nothing, and for reports before /3.5."""
     variant: str | None = None
     """The matrix variant (a named set of prompt/settings overrides), if any."""
     tags: list[str] = []
@@ -264,7 +268,8 @@ class RunReport(Strict):
     """Stable hash of what defines the run (task, model, variant, repeat, settings): the
     key for `--resume` and `--shard`, equal on every machine."""
     cost_usd: float | None = None
-    """From the price table; null when the model's price is unknown (never a guess)."""
+    """From the price table; null when the model's price is unknown (never a guess); 0
+    for oracle and nop runs, which make no request."""
     status: RunStatus
     """completed | check_failed | max_requests | max_tool_calls | timeout | budget (token or
     cost limit) | skipped (never started: see `skip_reason`) | failed | error | interrupted
@@ -343,6 +348,21 @@ class RunReport(Strict):
     """The verifier's run; null for runs of no suite, and for a suite run stopped first."""
 
 
+class MeanReward(Strict):
+    """The mean reward of a group's graded runs (finished suite runs with a reward), with
+    its 95% interval: the numbers summary.md, report.html and junit.xml show."""
+
+    rewarded: int
+    """Finished runs with a reward: the n of the mean."""
+    mean: float | None = None
+    """Null when no run of the group was graded (every one errored or was skipped)."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    """The 95% interval of the mean (Wilson's score interval with the mean for the rate;
+    exact for 0/1 rewards, conservative between). Null without a graded run, or when a
+    reward lies outside [0, 1], where the bound would not hold."""
+
+
 class Totals(Strict):
     runs: int
     """Runs in the report (every task x model x variant x repeat), whatever their status.
@@ -374,6 +394,13 @@ class Totals(Strict):
     redone: RedoneReport | None = None
     """The part of `usage` and `cost_usd` spent on attempts `--resume` ran again: shown
     apart, since no run's result reflects it. Null when no run was redone."""
+    reward_by_model: dict[str, MeanReward] = {}
+    """Per model, over its suite runs (oracle and nop runs under `agent/oracle` and
+    `agent/nop`, never under the model the task file names). Empty when no run came from a
+    suite, and in reports before /3.6."""
+    reward_by_variant: dict[str, MeanReward] = {}
+    """The same per matrix variant (`(none)` for runs without one), over every model and
+    agent, as summary.md's "By variant"; empty when no suite run has a variant."""
 
     @model_validator(mode="before")
     @classmethod

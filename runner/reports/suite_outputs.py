@@ -4,7 +4,7 @@ report merge` writes them too:
 - `OUT/predictions/<model>[.<variant>][.r<n>].jsonl`: SWE-bench predictions
   (`instance_id`, `model_name_or_path`, `model_patch`) per model and variant (and repeat,
   since the harness keeps one prediction per instance), which the official harness
-  evaluates unchanged;
+  evaluates unchanged; of model runs only (an oracle's gold patch is no model's work);
 - `OUT/harbor/<task>/<run>/`: Harbor's trial layout for every graded suite run,
   `verifier/reward.json` (named rewards) or `verifier/reward.txt` (one), the verifier's
   output in `verifier/test-stdout.txt`, and `result.json` (fields in docs/report.md).
@@ -30,7 +30,9 @@ def write_suite_outputs(report: Report, out_dir: Path, redact: Redactor) -> None
     if not suite_runs:
         return
     _predictions(
-        [t for t in suite_runs if (t.suite or "").startswith("swe-bench:")], out_dir, redact
+        [t for t in suite_runs if (t.suite or "").startswith("swe-bench:") and t.agent == "model"],
+        out_dir,
+        redact,
     )
     for t in suite_runs:
         if t.verifier is not None:

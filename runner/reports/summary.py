@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from runner.reports.fmt import duration, money, tokens
 from runner.reports.model import RedoneReport, Report, RunReport
-from runner.reports.stats import mean_interval, mean_pass_at_k, wilson_interval
-from runner.reports.totals import finished_runs, sum_cost
+from runner.reports.stats import mean_pass_at_k, wilson_interval
+from runner.reports.totals import finished_runs, mean_reward, sum_cost
 from runner.vocabulary import RunStatus, Verdict
 
 
@@ -70,7 +70,7 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
     cached = sum(t.usage.cached_tokens for t in tasks)
     sent = sum(t.usage.input_tokens for t in tasks)
     cost = sum_cost(t.cost_usd for t in tasks)
-    rewards = [t.reward for t in tasks if t.reward is not None]
+    rewarded, reward, reward_ci = mean_reward(tasks)
     return GroupStats(
         runs=len(tasks),
         passed=passed,
@@ -91,9 +91,9 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
         output_tokens=sum(t.usage.output_tokens for t in every),
         cost=sum_cost(t.cost_usd for t in every if t.requests),
         time=sum(t.duration_s for t in every),
-        rewarded=len(rewards),
-        mean_reward=statistics.fmean(rewards) if rewards else None,
-        reward_interval=mean_interval(rewards),
+        rewarded=rewarded,
+        mean_reward=reward,
+        reward_interval=reward_ci,
     )
 
 

@@ -6,10 +6,16 @@ totals as one unsharded batch, number for number.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import statistics
+from collections.abc import Callable, Iterable, Sequence
 
-from runner.reports.model import RedoneReport, RunReport, Totals, UsageReport
+from runner.reports.model import MeanReward, RedoneReport, RunReport, Totals, UsageReport
+from runner.reports.stats import mean_interval
 from runner.vocabulary import RunStatus, Verdict
+
+NO_VARIANT = "(none)"
+"""The variant of runs without one, where variants are compared (no variant name has
+parentheses)."""
 
 
 def cache_hit_ratio(cached: int, sent: int) -> float | None:
@@ -61,6 +67,34 @@ def finished_runs(tasks: Iterable[RunReport]) -> list[RunReport]:
     return [t for t in tasks if t.status.verdict in (Verdict.PASSED, Verdict.FAILED)]
 
 
+def mean_reward(tasks: Iterable[RunReport]) -> tuple[int, float | None, tuple[float, float] | None]:
+    """(n, mean, 95% interval) of the rewards of finished runs the verifier graded: one
+    computation for report.json, the summaries and JUnit."""
+    rewards = [t.reward for t in finished_runs(tasks) if t.reward is not None]
+    return len(rewards), statistics.fmean(rewards) if rewards else None, mean_interval(rewards)
+
+
+def _mean_reward(tasks: Sequence[RunReport]) -> MeanReward:
+    n, mean, ci = mean_reward(tasks)
+    return MeanReward(
+        rewarded=n,
+        mean=None if mean is None else round(mean, 4),
+        ci_low=None if ci is None else round(ci[0], 4),
+        ci_high=None if ci is None else round(ci[1], 4),
+    )
+
+
+def reward_groups(
+    tasks: Sequence[RunReport], key: Callable[[RunReport], str]
+) -> dict[str, MeanReward]:
+    """The mean reward of each group of suite runs, in report order."""
+    groups: dict[str, list[RunReport]] = {}
+    for t in tasks:
+        if t.suite is not None:
+            groups.setdefault(key(t), []).append(t)
+    return {name: _mean_reward(runs) for name, runs in groups.items()}
+
+
 def sum_redone(parts: Iterable[RedoneReport | None]) -> RedoneReport | None:
     """Redone attempts added up; None when there are none."""
     got = [p for p in parts if p is not None and p.attempts]
@@ -101,4 +135,8 @@ def compute_totals(tasks: Sequence[RunReport]) -> Totals:
             sum(t.retry_wait_s for t in tasks) + sum(r.retry_wait_s for r in spent), 3
         ),
         redone=redone,
+        reward_by_model=reward_groups(tasks, lambda t: t.model),
+        reward_by_variant=reward_groups(tasks, lambda t: t.variant or NO_VARIANT)
+        if any(t.variant is not None for t in tasks if t.suite is not None)
+        else {},
     )

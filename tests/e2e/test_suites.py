@@ -141,33 +141,34 @@ FIX = """\
 *** End Patch"""
 
 
+def fix(req: RecordedRequest, i: int) -> Reply:
+    """Half the fix through the shell, the other half through apply_patch."""
+    if i == 0:
+        cmd = (
+            "python3 - <<'EOF'\n"
+            "from pathlib import Path\n"
+            "p = Path('tinycalc/ops.py')\n"
+            "s = p.read_text()\n"
+            "s = s.replace('        return low\\n', "
+            "'        return low\\n    if value > high:\\n        return high\\n')\n"
+            "p.write_text(s)\n"
+            "EOF\n"
+            "pwd; git status --short"
+        )
+        return shell(cmd, "c0")
+    if i == 1:
+        return reply_custom_tool_call("apply_patch", FIX, call_id="c1")
+    if i == 2:
+        return shell("python3 -m unittest discover -s tests -t . 2>&1 | tail -1", "c2")
+    return reply_message("done")
+
+
 def test_a_scripted_model_resolves_a_swe_bench_instance(
     loopback_thread: ThreadFactory, tmp_path: Path, image: str
 ) -> None:
     """Half the fix through the shell, the other half through apply_patch, in /testbed;
     graded by the official grading and written to predictions.jsonl as the harness reads
     it."""
-
-    def fix(req: RecordedRequest, i: int) -> Reply:
-        if i == 0:
-            cmd = (
-                "python3 - <<'EOF'\n"
-                "from pathlib import Path\n"
-                "p = Path('tinycalc/ops.py')\n"
-                "s = p.read_text()\n"
-                "s = s.replace('        return low\\n', "
-                "'        return low\\n    if value > high:\\n        return high\\n')\n"
-                "p.write_text(s)\n"
-                "EOF\n"
-                "pwd; git status --short"
-            )
-            return shell(cmd, "c0")
-        if i == 1:
-            return reply_custom_tool_call("apply_patch", FIX, call_id="c1")
-        if i == 2:
-            return shell("python3 -m unittest discover -s tests -t . 2>&1 | tail -1", "c2")
-        return reply_message("done")
-
     srv = loopback_thread(per_conversation(fix))
     shutil.copytree(FIXTURES / "swe-bench", tmp_path / "swe")
     tasks = tmp_path / "tasks.yaml"
@@ -200,6 +201,97 @@ def test_a_scripted_model_resolves_a_swe_bench_instance(
     assert [json.loads(x) for x in lines] == [
         {"instance_id": instance, "model_name_or_path": "fake/m", "model_patch": patch}
     ]
+
+
+SWE_HEAD = (
+    "version: 1\n"
+    "providers: {{fake: {{base_url: '{url}', env_key: FAKE_API_KEY}}}}\n"
+    "models: {{fake/m: {{price: {{input: 2.0, cached_input: 0.5, output: 8.0}}}}}}\n"
+)
+SWE_ENTRY = (
+    "  - format: swe-bench\n"
+    "    path: swe/instances.jsonl\n"
+    "    apply_patch_tool: freeform\n"
+    "    environment: {build: swe}\n"
+)
+
+
+def test_oracle_and_nop_beside_a_model_are_their_own_rows(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    """One suite three times (the model; oracle and nop under an id prefix): three models
+    in every report, each its own mean reward and cost; predictions for the model only."""
+    srv = loopback_thread(per_conversation(fix))
+    shutil.copytree(FIXTURES / "swe-bench", tmp_path / "swe")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        SWE_HEAD.format(url=srv.base_url)
+        + "defaults: {model: fake/m}\n"
+        + "suites:\n"
+        + SWE_ENTRY
+        + SWE_ENTRY
+        + "    agent: oracle\n    id_prefix: oracle-\n"
+        + SWE_ENTRY
+        + "    agent: nop\n    id_prefix: nop-\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 1, res.stdout + res.stderr  # nop's run fails, as it should
+    report = report_of(out)
+    instance = "runner-fixtures__tinycalc-1"
+    got = [(r["run"], r["model"], r["agent"], r["reward"]) for r in report["runs"]]
+    assert got == [
+        (instance, "fake/m", "model", 1.0),
+        (f"oracle-{instance}", "agent/oracle", "oracle", 1.0),
+        (f"nop-{instance}", "agent/nop", "nop", 0.0),
+    ]
+    model, oracle, nop = report["runs"]
+    assert model["cost_usd"] > 0 and model["api_model"] == "m"
+    for sanity in (oracle, nop):
+        assert sanity["cost_usd"] == 0.0 and sanity["api_model"] is None
+        assert sanity["usage"]["total_tokens"] == 0 and sanity["requests"] == []
+    assert report["totals"]["cost_usd"] == model["cost_usd"]
+    by_model = report["totals"]["reward_by_model"]
+    assert {k: (v["rewarded"], v["mean"]) for k, v in by_model.items()} == {
+        "fake/m": (1, 1.0),
+        "agent/oracle": (1, 1.0),
+        "agent/nop": (1, 0.0),
+    }
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == ["fake__m.jsonl"]
+    (line,) = (out / "predictions" / "fake__m.jsonl").read_text().splitlines()
+    assert json.loads(line)["model_name_or_path"] == "fake/m"
+    summary = (out / "summary.md").read_text()
+    by_model_table = summary.split("## By model")[1].split("##")[0]
+    rows = [ln.split("|")[1].strip() for ln in by_model_table.splitlines() if ln.startswith("| ")]
+    assert rows[1:] == ["fake/m", "agent/oracle", "agent/nop"]  # after the header
+    assert "| 1/1 100%" in by_model_table and "| 0/1 0%" in by_model_table
+    junit = (out / "junit.xml").read_text()
+    for label in ("fake/m", "agent/oracle", "agent/nop"):
+        assert junit.count(f'<testsuite name="{label}') == 1, label
+    assert "agent/oracle" in (out / "report.html").read_text()
+
+
+def test_agent_flag_runs_are_not_the_file_s_model(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    """`--agent oracle` on a file whose defaults name a model: the model is never called
+    nor named; no predictions file."""
+    srv = loopback_thread(per_conversation(fix))
+    shutil.copytree(FIXTURES / "swe-bench", tmp_path / "swe")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        SWE_HEAD.format(url=srv.base_url) + "defaults: {model: fake/m}\nsuites:\n" + SWE_ENTRY
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out, "--agent", "oracle")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (run,) = report_of(out)["runs"]
+    assert (run["model"], run["agent"], run["reward"]) == ("agent/oracle", "oracle", 1.0)
+    assert srv.requests == []
+    assert not (out / "predictions").exists()
+    assert "fake/m" not in (out / "summary.md").read_text()
+    assert "fake/m" not in (out / "junit.xml").read_text()
+    assert list(report_of(out)["totals"]["reward_by_model"]) == ["agent/oracle"]
 
 
 def test_a_model_that_does_nothing_fails_and_a_planted_reward_does_not_count(
@@ -248,13 +340,15 @@ def test_suite_check_on_the_fixtures(
     runs = report_of(tmp_path / "out")["runs"]
     assert {r["usage"]["total_tokens"] for r in runs} == {0}  # no model was called
     assert {r["reward"] for r in runs if "hello" in r["id"] or "tinycalc" in r["id"]} == {0.0, 1.0}
+    assert {(r["agent"], r["model"]) for r in runs} == {
+        ("oracle", "agent/oracle"),
+        ("nop", "agent/nop"),
+    }
     if suite.startswith("swe-bench"):
-        oracle = (tmp_path / "out" / "predictions" / "agent__oracle.jsonl").read_text()
-        (line,) = [json.loads(x) for x in oracle.splitlines()]
-        assert line["instance_id"] == "runner-fixtures__tinycalc-1"
-        assert "raise ValueError" in line["model_patch"]  # the gold patch, as the diff saw it
-        nop = (tmp_path / "out" / "predictions" / "agent__nop.jsonl").read_text()
-        assert json.loads(nop)["model_patch"] == ""
+        assert not (tmp_path / "out" / "predictions").exists()  # no model's work
+        (oracle,) = [r for r in runs if r["agent"] == "oracle"]
+        patch = (tmp_path / "out" / oracle["environment"]["patch"]).read_text()
+        assert "raise ValueError" in patch  # the gold patch, as the diff saw it
 
 
 def test_the_verifier_runs_as_the_task_s_verifier_user(tmp_path: Path, image: str) -> None:

@@ -4,6 +4,7 @@ junit.xml (schema-valid), and the interval's own properties."""
 
 from __future__ import annotations
 
+import datetime as dt
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -11,10 +12,12 @@ import pytest
 import xmlschema
 
 from runner.reports.html import render_html
+from runner.reports.json_report import build_report
 from runner.reports.junit import render_junit
 from runner.reports.markdown import render_markdown
-from runner.reports.model import Report, RunReport
+from runner.reports.model import READS, Report, RunReport
 from runner.reports.stats import mean_interval, wilson_interval
+from runner.reports.totals import compute_totals
 from tests.support.reports import GOLDEN, report, task
 
 
@@ -102,3 +105,70 @@ def test_mean_interval_bounds() -> None:
     low, high = mean_interval([0.5] * 4) or (0.0, 0.0)
     assert 0.0 < low < 0.5 < high < 1.0
     assert mean_interval([0.5] * 400)[1] - mean_interval([0.5] * 400)[0] < high - low  # type: ignore[index]
+
+
+def test_report_json_has_the_mean_reward_per_model_and_variant() -> None:
+    """The numbers summary.md and junit.xml show, in report.json's totals, from the runs
+    alone (so a merge of shards gets them too)."""
+    runs = [
+        *suite_report().runs,
+        graded("a", "agent/oracle", 1.0, "completed", agent="oracle"),
+        graded("c", "agent/oracle", 0.0, "check_failed", agent="oracle"),
+        task("plain", "p/z", "completed"),  # no suite run: no group
+    ]
+    built = build_report(
+        runs=runs,
+        batch_id="b",
+        task_file="t.yaml",
+        started=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        finished=dt.datetime(2026, 1, 1, 0, 1, tzinfo=dt.UTC),
+    )
+    by_model = built.totals.reward_by_model
+    assert list(by_model) == ["p/x", "p/y", "agent/oracle"]
+    x = by_model["p/x"]
+    ci = mean_interval([1.0, 0.5])
+    assert ci is not None
+    assert (x.rewarded, x.mean, x.ci_low, x.ci_high) == (
+        2,
+        0.75,
+        round(ci[0], 4),
+        round(ci[1], 4),
+    )
+    junit = ET.fromstring(render_junit(built))
+    props = {
+        s.attrib["name"]: {p.attrib["name"]: p.attrib["value"] for p in s.find("properties") or []}
+        for s in junit.iter("testsuite")
+    }
+    for model, group in by_model.items():
+        shown = next(v for k, v in props.items() if model in k)
+        assert shown["mean_reward"] == f"{group.mean:.4f}"
+        assert shown["mean_reward_ci_low"] == f"{group.ci_low:.4f}"
+    assert by_model["agent/oracle"].mean == 0.5
+    assert built.totals.reward_by_variant == {}  # no variants
+    again = Report.model_validate_json(built.model_dump_json())
+    assert again.totals.reward_by_model == by_model
+
+
+def test_reward_by_variant_and_ungraded_groups() -> None:
+    runs = [
+        graded("a", "p/x", 1.0, "completed", variant="terse"),
+        graded("a", "p/x", 0.0, "check_failed"),
+        graded("b", "p/y", None, "error", variant="terse", error="verifier failed"),
+    ]
+    totals = compute_totals(runs)
+    assert {k: (v.rewarded, v.mean) for k, v in totals.reward_by_variant.items()} == {
+        "terse": (1, 1.0),
+        "(none)": (1, 0.0),
+    }
+    y = totals.reward_by_model["p/y"]  # a suite run, never graded: said, with no mean
+    assert (y.rewarded, y.mean, y.ci_low, y.ci_high) == (0, None, None, None)
+
+
+def test_a_report_before_3_6_is_read_without_reward_groups() -> None:
+    old = suite_report().model_dump(mode="json")
+    old["schema_version"] = "runner.report/3.5"
+    old["totals"].pop("reward_by_model", None)
+    old["totals"].pop("reward_by_variant", None)
+    back = Report.model_validate(old)
+    assert back.totals.reward_by_model == {} and back.totals.reward_by_variant == {}
+    assert "runner.report/3.5" in READS

@@ -75,3 +75,20 @@ def test_one_reward_is_reward_txt_and_no_suite_writes_nothing(tmp_path: Path) ->
     plain.mkdir()
     write_reports(report([task("a", "p/x", "completed")]), plain, redact=Redactor([]))
     assert not (plain / "harbor").exists() and not (plain / "predictions").exists()
+
+
+def test_oracle_and_nop_runs_write_no_predictions(tmp_path: Path) -> None:
+    """Predictions are a model's work for the official harness: a gold patch applied by
+    the oracle, or nop's nothing, is not."""
+    runs = [
+        swe("i-1", "p/x", "diff --git a/f b/f\n", tmp_path),
+        swe("oracle-i-1", "agent/oracle", "diff --git a/g b/g\n", tmp_path, agent="oracle"),
+        swe("nop-i-1", "agent/nop", "", tmp_path, agent="nop"),
+    ]
+    write_reports(report(runs), tmp_path, redact=Redactor([]))
+    assert sorted(p.name for p in (tmp_path / "predictions").iterdir()) == ["p__x.jsonl"]
+    only = tmp_path / "only-sanity"
+    only.mkdir()
+    write_reports(report(runs[1:]), only, redact=Redactor([]))
+    assert not (only / "predictions").exists()
+    assert (only / "harbor" / "oracle-i-1").is_dir()  # the trial layout keeps every graded run

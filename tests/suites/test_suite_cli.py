@@ -15,7 +15,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
 
 def run(agent: str, task: str, reward: float | None, status: str, error: str | None = None) -> Any:
     return {
-        "id": f"{agent}.{task}",
+        "id": f"{agent}-{task}",  # the check's own prefix is not what names the task
+        "suite": f"harbor:{task}",
+        "agent": agent,
         "model": f"agent/{agent}",
         "reward": reward,
         "status": status,

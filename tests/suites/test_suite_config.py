@@ -63,7 +63,7 @@ def test_the_entry_settings_win_and_the_matrix_applies(tmp_path: Path) -> None:
         tmp_path,
         "matrix:\n  model: [p/a, p/b]\n  repeat: 2\n"
         "suites:\n  - format: harbor\n    path: harbor\n    select: {ids: [hello]}\n"
-        "    environment: {cpus: 2}\n    limits: {timeout_s: 30}\n    agent: nop\n",
+        "    environment: {cpus: 2}\n    limits: {timeout_s: 30}\n",
     )
     runs = load(path, offline=True).runs
     assert [r.name for r in runs] == [
@@ -72,12 +72,62 @@ def test_the_entry_settings_win_and_the_matrix_applies(tmp_path: Path) -> None:
         "hello.p-b.r1",
         "hello.p-b.r2",
     ]
-    assert {(r.environment.cpus, r.limits.timeout_s, r.agent) for r in runs} == {(2.0, 30.0, "nop")}
+    assert [r.label for r in runs] == ["p/a", "p/a", "p/b", "p/b"]
+    assert {(r.environment.cpus, r.limits.timeout_s, r.agent) for r in runs} == {
+        (2.0, 30.0, "model")
+    }
+
+
+def test_a_sanity_run_is_no_model_s_run_and_runs_once(tmp_path: Path) -> None:
+    """nop calls no model, so the matrix's models do not multiply it; it is labelled, and
+    named, as agent/nop."""
+    path = suite_dir(
+        tmp_path,
+        "matrix:\n  model: [p/a, p/b]\n  repeat: 2\n"
+        "suites:\n  - format: harbor\n    path: harbor\n    select: {ids: [hello]}\n"
+        "    limits: {timeout_s: 30}\n    agent: nop\n",
+    )
+    runs = load(path, offline=True).runs
+    assert [(r.name, r.label, r.agent) for r in runs] == [
+        ("hello.agent-nop.r1", "agent/nop", "nop"),
+        ("hello.agent-nop.r2", "agent/nop", "nop"),
+    ]
+    assert runs[0].limits.timeout_s == 30.0
 
 
 def test_agent_flag_replaces_the_entry_agent(tmp_path: Path) -> None:
     path = suite_dir(tmp_path, "suites:\n  - format: terminal-bench\n    path: tb\n")
-    assert {r.agent for r in load(path, offline=True, agent="oracle").runs} == {"oracle"}
+    runs = load(path, offline=True, agent="oracle").runs
+    assert {(r.agent, r.label) for r in runs} == {("oracle", "agent/oracle")}
+    assert {r.model for r in runs} == {"m"}  # the file's model, never called nor shown
+    done = run_cli("validate", path, "--offline", "--agent", "oracle")
+    assert done.returncode == 0, done.stderr
+    assert "hello: agent/oracle," in done.stdout and "p/m" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("prefix", "ids"),
+    [
+        ("h", ["h.broken-verifier", "h.hello"]),
+        ("oracle-", ["oracle-broken-verifier", "oracle-hello"]),
+        ("x_", ["x_broken-verifier", "x_hello"]),
+        ("v1.", ["v1.broken-verifier", "v1.hello"]),
+    ],
+)
+def test_id_prefix_reads_well(tmp_path: Path, prefix: str, ids: list[str]) -> None:
+    """A prefix ending in a separator is joined as it is: `oracle-hello`, not
+    `oracle-.hello`."""
+    text = f"suites:\n  - format: harbor\n    path: harbor\n    id_prefix: '{prefix}'\n"
+    assert sorted(r.id for r in load(suite_dir(tmp_path, text), offline=True).runs) == ids
+
+
+def test_two_prefixes_that_make_one_id_are_refused(tmp_path: Path) -> None:
+    text = (
+        "suites:\n"
+        "  - {format: harbor, path: harbor, select: {ids: [hello]}, id_prefix: 'a-'}\n"
+        "  - {format: harbor, path: harbor, select: {ids: [hello]}, id_prefix: 'a-'}\n"
+    )
+    assert any("'a-hello' is used twice" in p for p in problems(suite_dir(tmp_path, text)))
 
 
 def test_fingerprints_hold_no_machine_path(tmp_path: Path) -> None:
