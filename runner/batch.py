@@ -322,11 +322,14 @@ async def _environments(
     except EnvironmentFault as exc:
         show.note(f"runner: warning: could not look for containers left behind: {exc}")
     else:
+        images = [g for g in gone if g.startswith("image ")]
         if gone:
             show.note(
-                f"runner: removed {len(gone)} container(s) or Pod(s) a killed batch left behind"
+                f"runner: removed {len(gone) - len(images)} container(s) or Pod(s) and "
+                f"{len(images)} untagged build image(s) a killed batch left behind"
             )
-    stack.enter_context(live_batch(batch_id))
+    envs.mark = stack.enter_context(live_batch(batch_id))
+    await envs.reserve(tasks)
     return envs
 
 
