@@ -459,8 +459,12 @@ class Built:
     labels: dict[str, str]
 
     @property
+    def short_id(self) -> str:
+        return self.id.removeprefix("sha256:")[:12]
+
+    @property
     def shown(self) -> str:
-        return ", ".join(self.names) or self.id[:12]
+        return ", ".join(self.names) or self.short_id
 
 
 async def runner_images(engine: Engine, *, dangling: bool = False) -> list[Built]:
@@ -500,7 +504,7 @@ async def reap_builds(engine: Engine, folder: Path | None = None) -> list[str]:
         if why is not None and why[0]:
             done = await engine.call(["rmi", image.id], retry=False)
             if done.code == 0:
-                gone.append(f"image {image.id[:12]}")
+                gone.append(f"image {image.short_id}")
     return gone
 
 
@@ -512,7 +516,7 @@ def _removable(image: Built, in_use: set[str], folder: Path | None) -> tuple[boo
     if UID_LABEL not in got or BATCH_LABEL not in got:
         return False, (
             "built by an older runner, whose images name no user or batch; remove it by hand "
-            f"(rmi {image.id[:12]}) if no batch of yours uses it"
+            f"(rmi {image.short_id}) if no batch of yours uses it"
         )
     if got[UID_LABEL] != str(os.geteuid()):
         return False, f"built by another user (uid {got[UID_LABEL]})"
