@@ -322,11 +322,13 @@ async def _environments(
     except EnvironmentFault as exc:
         show.note(f"runner: warning: could not look for containers left behind: {exc}")
     else:
-        if gone:
-            show.note(
-                f"runner: removed {len(gone)} container(s) or Pod(s) a killed batch left behind"
-            )
-    stack.enter_context(live_batch(batch_id))
+        images = sum(g.startswith("image ") for g in gone)
+        parts = [f"{len(gone) - images} container(s) or Pod(s)"] if len(gone) > images else []
+        parts += [f"{images} untagged build image(s)"] if images else []
+        if parts:
+            show.note(f"runner: removed {' and '.join(parts)} a killed batch left behind")
+    envs.mark = stack.enter_context(live_batch(batch_id))
+    await envs.reserve(tasks)
     return envs
 
 

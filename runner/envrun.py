@@ -21,6 +21,7 @@ thread: whatever it did next would be judged against nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import io
@@ -46,9 +47,9 @@ from runner.sandbox import changes
 from runner.sandbox.container import ContainerEnvironment
 from runner.sandbox.engine import Engine
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, Environment, ExecResult
-from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder
+from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder, reap_builds
 from runner.sandbox.kubectl import Kubectl
-from runner.sandbox.orphans import batch_alive, reap_orphans
+from runner.sandbox.orphans import LiveBatch, batch_alive, reap_orphans
 from runner.skills import Staged, stage
 from runner.workspace.git import run_git
 
@@ -78,6 +79,8 @@ class Environments:
         self._builders: dict[str, Builder] = {}
         self._reaped: set[str] = set()
         self._folder_locks: dict[Path, anyio.Lock] = {}
+        self.mark: LiveBatch | None = None
+        """The batch's live mark (set once the batch holds it), where its images are listed."""
 
     def engine(self, t: Run) -> Engine:
         exe = t.environment.executable or t.environment.backend
@@ -89,9 +92,32 @@ class Environments:
         engine = self.engine(t)
         if engine.executable not in self._builders:
             self._builders[engine.executable] = Builder(
-                engine, max_parallel=MAX_PARALLEL_BUILDS, timeout_s=t.environment.timeout_s
+                engine,
+                max_parallel=MAX_PARALLEL_BUILDS,
+                timeout_s=t.environment.timeout_s,
+                batch_id=self.batch_id,
+                mark=self.mark,
             )
         return self._builders[engine.executable]
+
+    async def reserve(self, tasks: Sequence[Run]) -> None:
+        """List in the batch's mark the image every run will use (the tag of its build
+        folder, as it is now), so `runner images prune` keeps them while the batch lives.
+        A folder that cannot be read now is left to its run, which says why."""
+        assert self.mark is not None
+        seen: set[tuple[str, Path]] = set()
+        ids: dict[str, dict[str, str | None]] = {}
+        for t in tasks:
+            if t.environment.backend not in CONTAINER_BACKENDS:
+                continue
+            if t.environment.image:
+                self.mark.uses([t.environment.image])
+            exe = self.engine(t).executable
+            if t.build_dir is not None and (exe, t.build_dir) not in seen:
+                seen.add((exe, t.build_dir))
+                with contextlib.suppress(EnvironmentFault, UnsafeFileError, OSError):
+                    tag, _ = await self.builder(t).tag(t.build_dir, ids.setdefault(exe, {}))
+                    self.mark.uses([tag])
 
     async def build(self, t: Run) -> tuple[str, bool]:
         """The tag of the run's `build:` image, and whether this call built it (one run
@@ -108,9 +134,10 @@ class Environments:
         return Kubectl(base_env=self._base_env)
 
     async def reap(self, tasks: Sequence[Run]) -> list[str]:
-        """Remove the containers of this user's dead batches, for each engine the batch
-        uses, and the Pods this host's dead batches left, in each namespace the batch
-        uses: never another user's or host's, nor a live batch's (`live_batch`)."""
+        """Remove the containers and untagged build leftovers of this user's dead
+        batches, for each engine the batch uses, and the Pods this host's dead batches
+        left, in each namespace the batch uses: never another user's or host's, nor a live
+        batch's (`live_batch`)."""
         gone: list[str] = []
         for t in tasks:
             if t.environment.backend in CONTAINER_BACKENDS:
@@ -118,6 +145,7 @@ class Environments:
                 if engine.executable not in self._reaped:
                     self._reaped.add(engine.executable)
                     gone += await reap_orphans(engine)
+                    gone += await reap_builds(engine)
             elif t.environment.backend == "kubernetes":
                 ns = t.environment.namespace
                 if f"kubernetes:{ns}" not in self._reaped:

@@ -61,9 +61,17 @@ def add_commands(sub: Any) -> None:
     check.add_argument("--concurrency", type=int, default=2, help="runs at once (default 2)")
     images = sub.add_parser("images", help="work with the images runner built")
     images_sub = images.add_subparsers(dest="images_command", required=True)
-    prune = images_sub.add_parser("prune", help="remove the images runner built (by its label)")
+    prune = images_sub.add_parser(
+        "prune",
+        help="remove the images runner built for you on this host (by their labels), but "
+        "not one a running batch uses or will use, nor the base image",
+    )
     prune.add_argument("--engine", default="podman", help="podman (default) or docker")
-    prune.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+    prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would go and what stays, and why; remove nothing",
+    )
 
 
 def run_command(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
@@ -159,14 +167,16 @@ def _prune(args: argparse.Namespace) -> int:
     from runner.sandbox.images import prune_built
 
     try:
-        gone, refused = anyio.run(prune_built, Engine(args.engine), args.dry_run)
+        done = anyio.run(prune_built, Engine(args.engine), args.dry_run)
     except EnvironmentFault as exc:
         print(f"runner: {exc}", file=sys.stderr)
         return EXIT_RUNNER
     verb = "would remove" if args.dry_run else "removed"
-    for image in gone:
-        print(f"{verb} {image}")
-    print(f"{verb} {len(gone)} image(s) runner built")
-    for why in refused:
+    for line in done.gone:
+        print(f"{verb} {line}")
+    for line in done.kept:
+        print(f"kept {line}")
+    print(f"{verb} {len(done.gone)} image(s) runner built; kept {len(done.kept)}")
+    for why in done.refused:
         print(f"runner: not removed: {why}", file=sys.stderr)
-    return EXIT_RUNNER if refused else EXIT_OK
+    return EXIT_RUNNER if done.refused else EXIT_OK

@@ -49,10 +49,13 @@ async def run_once(
     limit: float,
     kill_group: bool,
     what: str,
+    grace_s: float | None = None,
 ) -> int | None:
     """The exit code, or None when the command outlived `limit` and was killed (its whole
-    process group with `kill_group`: a client may run helpers of its own). stdin None:
-    /dev/null. Raises EnvironmentFault naming `what` when it cannot be started."""
+    process group with `kill_group`: a client may run helpers of its own). With `grace_s`
+    it is first asked to stop (SIGTERM) and given that long: a supervisor that ends what
+    the command started (runner/sandbox/reaper.py). stdin None: /dev/null. Raises
+    EnvironmentFault naming `what` when it cannot be started."""
     try:
         proc = await anyio.open_process(
             argv,
@@ -75,6 +78,11 @@ async def run_once(
             return proc.returncode
         return None
     finally:
+        if proc.returncode is None and grace_s is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                await proc.wait()
         if proc.returncode is None:
             if kill_group:
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -16,6 +16,7 @@ reads it, and so may an explicit `extra_env`, less any secret-looking name.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,9 @@ from runner.sandbox.cli_call import Bounded, run_once
 from runner.sandbox.env import SECRET_NAME
 
 CONTAINERS_CONF = Path(__file__).resolve().parent.parent / "data" / "containers.conf"
+REAPER = Path(__file__).resolve().with_name("reaper.py")
+STOP_GRACE_S = 10.0
+"""How long a supervised call (a build) has, once stopped, to end what it started."""
 CALL_TIMEOUT_S = 60.0
 RETRIES = 2
 OUTPUT_CAP = 1 << 20
@@ -118,13 +122,17 @@ class Engine:
         stdin: bytes | None = None,
         retry: bool = True,
         cap: int = OUTPUT_CAP,
+        supervised: bool = False,
     ) -> Called:
         """Run `<engine> args` to completion. Raises EnvironmentFault when the engine
-        cannot be started or every attempt hung."""
+        cannot be started or every attempt hung. `supervised` (a build): the call runs
+        under runner/sandbox/reaper.py, which ends it and whatever it started (a `RUN`
+        step's processes) when it times out or when this process dies, even by SIGKILL;
+        a killed batch's build would otherwise run on, then race the next batch's."""
         limit = timeout_s if timeout_s is not None else self.call_timeout_s
         attempts = 1 + (self.retries if retry else 0)
         for _ in range(attempts):
-            done = await self._once(args, limit, stdin, cap)
+            done = await self._once(args, limit, stdin, cap, supervised)
             if done is not None:
                 return done
         raise EnvironmentFault(
@@ -149,19 +157,24 @@ class Engine:
         return done
 
     async def _once(
-        self, args: Sequence[str], limit: float, stdin: bytes | None, cap: int
+        self, args: Sequence[str], limit: float, stdin: bytes | None, cap: int, supervised: bool
     ) -> Called | None:
         # One byte over the cap, so a caller that must have all of it can tell it got too much.
         out, err = Bounded(cap + 1), Bounded(cap + 1)
+        argv = self.argv(args)
+        if supervised:
+            reaper = [sys.executable, "-I", "-S", str(REAPER), "--parent-death", str(os.getpid())]
+            argv = [*reaper, *argv]
         code = await run_once(
-            self.argv(args),
+            argv,
             self.env(),
             stdin=stdin,
             stdout=out,
             stderr=err,
             limit=limit,
-            kill_group=False,
+            kill_group=supervised,
             what=f"the container engine {self.executable!r}",
+            grace_s=STOP_GRACE_S if supervised else None,
         )
         if code is None:
             return None

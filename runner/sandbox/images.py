@@ -4,12 +4,18 @@ No registry is assumed. The base image (`localhost/runner-base:bookworm`: Debian
 with git, python3 and CA certificates) is made with mmdebstrap from the Debian mirror the
 machine's apt already uses, then imported; it carries the hash of its recipe as a label, so
 it is rebuilt only when the recipe changes. A task's own `build:` folder is built under a
-tag named by the hash of its content, so a batch builds it once however many runs use it,
-and a later batch finds it built. Builds have a timeout and a cap on how many run at once
-(per-sample rebuilds cost the peers' users gigabytes and hours).
+tag named by the hash of what it is built from: the folder's content, the id of the local
+image each `FROM` names (rebuilding the base image makes new tags for what is built on
+it). So a batch builds it once however many runs use it, and a later batch finds it
+built. Builds have a timeout and a cap on how many run at once (per-sample rebuilds cost
+the peers' users gigabytes and hours), and run under a supervisor that ends them when
+the batch dies, even by SIGKILL.
 
 Every image carries `io.runner.owner=runner`, so what the runner made can be told from
-anyone else's.
+anyone else's; a built one also names the uid, host and batch that built it, so `runner
+images prune` removes only the user's own, and never one a live batch uses or will use
+(the batch lists those in its live mark, `orphans.LiveBatch`). A batch at its start
+removes the untagged images a dead batch's builds left.
 """
 
 from __future__ import annotations
@@ -30,7 +36,15 @@ from pathlib import Path
 import anyio
 
 from runner.errors import EnvironmentFault, UnsafeFileError
-from runner.sandbox.engine import OWNER, OWNER_LABEL, RECIPE_LABEL, Engine
+from runner.sandbox.engine import (
+    BATCH_LABEL,
+    HOST_LABEL,
+    OWNER,
+    OWNER_LABEL,
+    RECIPE_LABEL,
+    Engine,
+)
+from runner.sandbox.orphans import UID_LABEL, LiveBatch, batch_alive, images_in_use
 
 BASE_IMAGE = "localhost/runner-base:bookworm"
 BASE_SUITE = "bookworm"
@@ -209,8 +223,9 @@ async def _mmdebstrap(tar: Path, mirror: str, timeout_s: float) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _build_lock(name: str) -> AsyncIterator[None]:
-    """An exclusive lock between this user's processes (pytest workers, two batches)."""
+async def _build_lock(name: str, *, shared: bool = False) -> AsyncIterator[None]:
+    """A lock between this user's processes (pytest workers, two batches), exclusive
+    unless `shared`."""
     folder = Path(tempfile.gettempdir(), f"runner-images-{os.geteuid()}")
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o700)
@@ -219,7 +234,8 @@ async def _build_lock(name: str) -> AsyncIterator[None]:
         raise EnvironmentFault(f"{folder}: not a folder of the runner's own")
     fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX, abandon_on_cancel=True)
+        op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        await anyio.to_thread.run_sync(fcntl.flock, fd, op, abandon_on_cancel=True)
         yield
     finally:
         os.close(fd)
@@ -272,9 +288,74 @@ def _walk(top: Path) -> Iterator[tuple[str, Path, int]]:
             yield rel, Path(entry.path), mode
 
 
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-+]([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def from_refs(dockerfile: str) -> list[str]:
+    """The images a Dockerfile's `FROM` lines name, in order: not `scratch`, not an
+    earlier stage, `$VAR`s filled from the `ARG` defaults before the first `FROM` (runner
+    passes no `--build-arg`). What cannot be filled stays as written, still a key."""
+    lines: list[str] = []
+    pending = ""
+    for raw in dockerfile.splitlines():
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        lines.append(pending + stripped)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    refs: list[str] = []
+    for line in lines:
+        words = line.split()
+        instruction = words[0].upper() if words else ""
+        if instruction == "ARG" and not refs and not stages:
+            for word in words[1:]:
+                name, _, default = word.partition("=")
+                args[name] = default.strip("\"'")
+        elif instruction == "FROM":
+            rest = [w for w in words[1:] if not w.startswith("--")]
+            if not rest:
+                continue
+            ref = _VAR.sub(lambda m: _fill(m, args), rest[0])
+            if ref.lower() != "scratch" and ref.lower() not in stages:
+                refs.append(ref)
+            if len(rest) >= 3 and rest[1].upper() == "AS":
+                stages.add(rest[2].lower())
+    return refs
+
+
+def _fill(m: re.Match[str], args: dict[str, str]) -> str:
+    name = m.group(1) or m.group(3)
+    value = args.get(name, "")
+    if m.group(2) is not None and not value:
+        return m.group(2)
+    return value if name in args else m.group(0)
+
+
+def build_key(context: str, bases: list[tuple[str, str | None]]) -> str:
+    """The tag of a build: the folder's hash and each `FROM` with the id it had here
+    (None: not here yet, the build pulls it). Not the build's network: a build that
+    succeeds without one makes what it would with one."""
+    text = json.dumps({"context": context, "from": bases})
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+async def image_id(engine: Engine, image: str) -> str | None:
+    """The id of a local image, or None when there is none by that name."""
+    done = await engine.call(["image", "inspect", "--format", "{{.Id}}", image])
+    return done.text or None if done.code == 0 else None
+
+
 class Builder:
     """Builds folders with a Dockerfile for one batch: each content once, `max_parallel`
-    at a time, each within `timeout_s`."""
+    at a time, each within `timeout_s`. `batch_id` labels what it builds; `mark` is the
+    batch's live mark, where the tags it looks for are listed first."""
 
     def __init__(
         self,
@@ -283,37 +364,71 @@ class Builder:
         max_parallel: int = MAX_PARALLEL_BUILDS,
         timeout_s: float = BUILD_TIMEOUT_S,
         network: str | None = None,
+        batch_id: str = "",
+        mark: LiveBatch | None = None,
     ) -> None:
         self.engine = engine
         self.timeout_s = timeout_s
         self.network = network
+        self.batch_id = batch_id
+        self.mark = mark
         self._slots = anyio.Semaphore(max_parallel)
         self._locks: dict[str, anyio.Lock] = {}
         self.built: list[str] = []
         """Tags this builder built (not found made)."""
 
-    async def image(self, folder: Path) -> str:
-        """The tag of `folder`'s image, built now unless an image of its content exists."""
+    async def tag(self, folder: Path, ids: dict[str, str | None] | None = None) -> tuple[str, bool]:
+        """The tag `folder`'s image has, and whether every `FROM` image is here (else the
+        build pulls one, and its id is known only after). `ids`: the `FROM` images' ids
+        already looked up, for many folders on one base."""
         if not (folder / "Dockerfile").is_file():
             raise EnvironmentFault(f"{folder}: no Dockerfile in the build folder")
         digest = await anyio.to_thread.run_sync(context_hash, folder)
-        tag = f"{BUILD_REPO}:{digest}"
+        text = (folder / "Dockerfile").read_text(errors="replace")  # within context_hash's cap
+        ids = {} if ids is None else ids
+        bases: list[tuple[str, str | None]] = []
+        for ref in from_refs(text):
+            if ref not in ids:
+                ids[ref] = await image_id(self.engine, ref)
+            bases.append((ref, ids[ref]))
+        key = build_key(digest, bases)
+        return f"{BUILD_REPO}:{key}", all(found for _, found in bases)
+
+    async def image(self, folder: Path) -> str:
+        """The tag of `folder`'s image, built now unless an image of its content exists."""
+        tag, complete = await self.tag(folder)
         lock = self._locks.setdefault(tag, anyio.Lock())
         async with lock:
-            if await image_labels(self.engine, tag) is not None:
-                return tag
+            async with _build_lock("use", shared=True):  # not while a prune runs
+                if self.mark is not None:
+                    self.mark.uses([tag])
+                if await image_labels(self.engine, tag) is not None:
+                    return tag
             async with self._slots:
-                await self._build(folder, tag, digest)
+                await self._build(folder, tag)
         self.built.append(tag)
+        if not complete:
+            # A base was pulled: the next batch finds it here, so it computes the tag with
+            # its id; the image gets that name too, lest that batch build it again.
+            again, _ = await self.tag(folder)
+            if again != tag:
+                if self.mark is not None:
+                    self.mark.uses([again])
+                await self.engine.call(["tag", tag, again])
         return tag
 
-    async def _build(self, folder: Path, tag: str, digest: str) -> None:
-        args = ["build", "-t", tag, "--label", f"{OWNER_LABEL}={OWNER}"]
-        args += ["--label", f"{RECIPE_LABEL}={digest}"]
+    async def _build(self, folder: Path, tag: str) -> None:
+        args = ["build", "-t", tag]
+        for key, value in build_labels(tag.rpartition(":")[2], self.batch_id).items():
+            args += ["--label", f"{key}={value}"]
         if self.network:
             args += ["--network", self.network]
         done = await self.engine.call(
-            [*args, str(folder)], timeout_s=self.timeout_s, retry=False, cap=64 << 10
+            [*args, str(folder)],
+            timeout_s=self.timeout_s,
+            retry=False,
+            cap=64 << 10,
+            supervised=True,
         )
         if done.code != 0:
             raise EnvironmentFault(
@@ -321,45 +436,142 @@ class Builder:
             )
 
 
-# -- pruning ---------------------------------------------------------------------------------
+def build_labels(key: str, batch_id: str) -> dict[str, str]:
+    """What a built image says of itself: the runner's, whose, from where and which batch."""
+    return {
+        OWNER_LABEL: OWNER,
+        RECIPE_LABEL: key,
+        UID_LABEL: str(os.geteuid()),
+        HOST_LABEL: os.uname().nodename,
+        BATCH_LABEL: batch_id,
+    }
+
+
+# -- what runner built, kept or removed ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Built:
+    """An image labelled as the runner's."""
+
+    id: str
+    names: tuple[str, ...]
+    labels: dict[str, str]
+
+    @property
+    def short_id(self) -> str:
+        return self.id.removeprefix("sha256:")[:12]
+
+    @property
+    def shown(self) -> str:
+        return ", ".join(self.names) or self.short_id
+
+
+async def runner_images(engine: Engine, *, dangling: bool = False) -> list[Built]:
+    """Every image labelled `io.runner.owner=runner` (only the untagged with `dangling`)."""
+    args = ["images", "-q", "--no-trunc", "--filter", f"label={OWNER_LABEL}={OWNER}"]
+    if dangling:
+        args += ["--filter", "dangling=true"]
+    done = await engine.call(args)
+    if done.code != 0:
+        raise EnvironmentFault(f"cannot list images ({engine.executable} said: {done.said()})")
+    ids = list(dict.fromkeys(done.text.split()))
+    if not ids:
+        return []
+    shown = await engine.call(["image", "inspect", *ids])
+    try:
+        data = json.loads(shown.stdout)
+    except ValueError:
+        data = []  # one went away between the two calls: found again next time
+    found: list[Built] = []
+    for item in data if isinstance(data, list) else []:
+        got = item.get("Labels") or (item.get("Config") or {}).get("Labels") or {}
+        tags = item.get("RepoTags") or []
+        names = tuple(sorted(str(t) for t in tags if not str(t).startswith("<none>")))
+        labels = {str(k): str(v) for k, v in got.items()}
+        if labels.get(OWNER_LABEL) == OWNER:
+            found.append(Built(str(item.get("Id", "")), names, labels))
+    return sorted(found, key=lambda b: (b.names, b.id))
+
+
+async def reap_builds(engine: Engine, folder: Path | None = None) -> list[str]:
+    """Remove the untagged images of this uid's and host's dead batches' builds (a build
+    killed with its batch may still have finished, then lost its tag to the next batch's
+    build of the same folder); what was removed."""
+    gone: list[str] = []
+    for image in await runner_images(engine, dangling=True):
+        why = _removable(image, images_in_use(folder), folder)
+        if why is not None and why[0]:
+            done = await engine.call(["rmi", image.id], retry=False)
+            if done.code == 0:
+                gone.append(f"image {image.short_id}")
+    return gone
+
+
+def _removable(image: Built, in_use: set[str], folder: Path | None) -> tuple[bool, str] | None:
+    """(whether prune may remove it, why), or None for the base image."""
+    got = image.labels
+    if BASE_IMAGE in image.names:
+        return None
+    if UID_LABEL not in got or BATCH_LABEL not in got:
+        return False, (
+            "built by an older runner, whose images name no user or batch; remove it by hand "
+            f"(rmi {image.short_id}) if no batch of yours uses it"
+        )
+    if got[UID_LABEL] != str(os.geteuid()):
+        return False, f"built by another user (uid {got[UID_LABEL]})"
+    if got.get(HOST_LABEL) != os.uname().nodename:
+        return False, f"built on {got.get(HOST_LABEL)!r}, whose live batches are not seen here"
+    if in_use & {image.id, *image.names}:
+        return False, "a live batch uses it"
+    if batch_alive(got[BATCH_LABEL], folder):
+        return False, f"built by batch {got[BATCH_LABEL]}, which is running"
+    if not image.names:
+        return True, f"left untagged by batch {got[BATCH_LABEL]}'s build, which is over"
+    return True, "yours, and no live batch uses it"
+
+
+@dataclass(frozen=True)
+class Pruned:
+    gone: list[str]
+    """`name: why`, removed (or, dry run, to be)."""
+    kept: list[str]
+    """`name: why` of every other image labelled as the runner's, the base image aside."""
+    refused: list[str]
+    """`name: the engine's reason` (a container still uses it)."""
 
 
 async def prune_built(
-    engine: Engine, dry_run: bool = False, keep_base: bool = True
-) -> tuple[list[str], list[str]]:
-    """Remove the images runner built (labelled `io.runner.owner=runner`), never another
-    image; the base image is kept unless `keep_base` is false (it takes minutes to make).
-    Returns what was (or, with `dry_run`, would be) removed, and what the engine refused
-    to remove (an image a container still uses), each with the engine's reason."""
-    done = await engine.call(
-        [
-            "images",
-            "--filter",
-            f"label={OWNER_LABEL}={OWNER}",
-            "--format",
-            "{{.ID}} {{.Repository}}:{{.Tag}}",
-        ]
-    )
-    if done.code != 0:
-        raise EnvironmentFault(f"cannot list images ({engine.executable} said: {done.said()})")
-    found: dict[str, list[str]] = {}
-    for line in done.text.splitlines():
-        image_id, _, name = line.strip().partition(" ")
-        if image_id:
-            found.setdefault(image_id, []).append(name)
+    engine: Engine, dry_run: bool = False, keep_base: bool = True, folder: Path | None = None
+) -> Pruned:
+    """Remove the images runner built for this user on this host, labelled so, that no
+    live batch of theirs uses or listed as one it will use; never another image. The base
+    image is kept unless `keep_base` is false (it takes minutes to make). `folder`: where
+    the live batches' marks are (`orphans.batch_folder()`)."""
     gone: list[str] = []
+    kept: list[str] = []
     refused: list[str] = []
-    for image_id, names in sorted(found.items(), key=lambda kv: sorted(kv[1])):
-        if keep_base and BASE_IMAGE in names:
-            continue
-        shown = ", ".join(sorted(n for n in names if not n.startswith("<none>"))) or image_id
-        if not dry_run:
-            rm = await engine.call(["rmi", image_id], retry=False)
-            if rm.code != 0:
-                refused.append(f"{shown}: {rm.said()}")
+    # Exclusive: a batch lists a tag and looks it up under the shared lock, so none finds
+    # an image here that is then removed under it.
+    async with _build_lock("use"):
+        in_use = images_in_use(folder)
+        for image in await runner_images(engine):
+            why = _removable(image, in_use, folder)
+            if why is None:
+                if keep_base:
+                    continue
+                why = (True, "the base image (asked for)")
+            removable, reason = why
+            if not removable:
+                kept.append(f"{image.shown}: {reason}")
                 continue
-        gone.append(shown)
-    return gone, refused
+            if not dry_run:
+                rm = await engine.call(["rmi", image.id], retry=False)
+                if rm.code != 0:
+                    refused.append(f"{image.shown}: {rm.said()}")
+                    continue
+            gone.append(f"{image.shown}: {reason}")
+    return Pruned(gone, kept, refused)
 
 
 def main() -> None:

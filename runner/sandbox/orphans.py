@@ -6,6 +6,9 @@ host that started it, its batch and its run; a live batch holds a lock on a file
 its batch id (`live_batch`), in a folder of its uid's beside the sandbox registry. At start
 a batch removes every container labelled as this uid's and this host's whose batch holds
 no lock: never one without the runner's labels, another user's, or a live batch's.
+
+The lock file also lists, a line each, the images the live batch uses or will use (its
+build tags, written before it looks for them), so `runner images prune` keeps them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from runner.errors import EnvironmentFault
@@ -66,21 +69,74 @@ def _open_folder(folder: Path) -> int:
     return fd
 
 
+class LiveBatch:
+    """A live batch's mark: the lock it holds, and the images it uses written in it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._written: set[str] = set()
+
+    def uses(self, images: Iterable[str]) -> None:
+        """Add `images` (names or ids) to what this batch uses, for `images_in_use`."""
+        new = [i for i in dict.fromkeys(images) if i and "\n" not in i and i not in self._written]
+        if new:
+            os.write(self._fd, "".join(f"{i}\n" for i in new).encode())
+            self._written.update(new)
+
+
 @contextlib.contextmanager
-def live_batch(batch_id: str, folder: Path | None = None) -> Iterator[None]:
+def live_batch(batch_id: str, folder: Path | None = None) -> Iterator[LiveBatch]:
     """Mark `batch_id` alive while the context lasts (and while this process lives: the
     kernel drops the lock of a killed process)."""
     dir_fd = _open_folder(folder or batch_folder())
     name = _lock_name(batch_id)
     try:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+        fd = os.open(
+            name, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd
+        )
     finally:
         os.close(dir_fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        os.ftruncate(fd, 0)  # what a killed run of this batch id used is no longer used
+        yield LiveBatch(fd)
     finally:
         os.close(fd)
+
+
+MAX_USES_BYTES = 1 << 22
+"""Of one live batch's list of images read back (a line per build folder)."""
+
+
+def images_in_use(folder: Path | None = None) -> set[str]:
+    """The images every live batch of this uid and host listed (`LiveBatch.uses`). A lock
+    that cannot be read is not a batch's: only the runner writes that folder."""
+    try:
+        dir_fd = _open_folder(folder or batch_folder())
+    except EnvironmentFault:
+        return set()
+    found: set[str] = set()
+    try:
+        for name in os.listdir(dir_fd):
+            if not name.endswith(".lock"):
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError:
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:  # held: a live batch
+                    data = os.pread(fd, MAX_USES_BYTES, 0)
+                    found.update(line for line in data.decode(errors="replace").split("\n") if line)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
+    return found
 
 
 def batch_alive(batch_id: str, folder: Path | None = None) -> bool:
@@ -154,4 +210,13 @@ def remove_args(engine: Engine, names: list[str]) -> list[str]:
     return ["rm", "-f", *names]
 
 
-__all__ = ["RUN_LABEL", "batch_alive", "labels", "live_batch", "reap_orphans", "remove_args"]
+__all__ = [
+    "RUN_LABEL",
+    "LiveBatch",
+    "batch_alive",
+    "images_in_use",
+    "labels",
+    "live_batch",
+    "reap_orphans",
+    "remove_args",
+]

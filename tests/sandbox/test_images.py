@@ -1,9 +1,10 @@
 """Images: the apt mirror found in both source formats, build folders keyed by their
-content (links refused), and a folder built once and then reused (real podman and
-docker)."""
+content (links refused) and by the images their `FROM` lines name, a folder built once and
+then reused (real podman and docker), and built again when its base image is."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,13 @@ from runner.sandbox.images import (
     Builder,
     apt_mirror,
     context_hash,
+    from_refs,
+    image_id,
     image_labels,
     parse_deb822,
     parse_one_line,
 )
-from tests.support.environments import CONTAINER_BACKENDS, Backend, base_image
+from tests.support.environments import CONTAINER_BACKENDS, Backend, base_image, engine_answers
 
 
 def test_one_line_sources() -> None:
@@ -103,3 +106,64 @@ async def test_a_folder_is_built_once_and_reused(backend: Backend, tmp_path: Pat
             await builder.image(ctx)
     finally:
         await engine.call(["rmi", "-f", tag])
+
+
+def test_from_refs_names_the_images_built_on() -> None:
+    text = (
+        "# syntax=docker/dockerfile:1\n"
+        "ARG BASE=localhost/runner-base:bookworm\n"
+        "ARG TAG\n"
+        "FROM --platform=linux/amd64 ${BASE} AS build\n"
+        "RUN make \\\n"
+        "  FROM not-an-instruction\n"
+        "FROM build AS test\n"
+        "FROM scratch\n"
+        "from python:${TAG:-3.12}-slim\n"
+        "FROM $UNSET/x\n"
+        "COPY --from=build /a /a\n"
+    )
+    assert from_refs(text) == [
+        "localhost/runner-base:bookworm",
+        "python:3.12-slim",
+        "$UNSET/x",
+    ]
+    assert from_refs("") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not engine_answers("podman"), reason="podman does not answer here")
+async def test_rebuilding_the_base_rebuilds_what_is_built_on_it(tmp_path: Path) -> None:
+    from runner.sandbox.engine import Engine
+
+    engine = Engine("podman")
+    base = await base_image(engine)
+    mine = f"localhost/runner-test-base-{uuid.uuid4().hex[:12]}:1"
+    folder = tmp_path / "base"
+    folder.mkdir()
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "Dockerfile").write_text(f"FROM {mine}\nRUN cat /version > /seen\n")
+    made: list[str] = []
+    try:
+        for version in ("one", "two"):
+            (folder / "Dockerfile").write_text(f"FROM {base}\nRUN echo {version} > /version\n")
+            await engine.check(["build", "-q", "--network", "none", "-t", mine, str(folder)])
+            made.append(str(await image_id(engine, mine)))
+        assert made[0] != made[1]
+        # Back to the first base: a build FROM it, then the same folder FROM the second.
+        await engine.check(["tag", made[0], mine])
+        builder = Builder(engine, network="none")
+        first = await builder.image(task)
+        made.append(first)
+        assert builder.built == [first]
+        assert await Builder(engine).image(task) == first  # found, not built
+        await engine.check(["tag", made[1], mine])
+        second = await builder.image(task)
+        made.append(second)
+        assert second != first and builder.built == [first, second]
+        seen = await engine.check(["run", "--rm", second, "cat", "/seen"])
+        assert seen.text == "two"
+    finally:
+        await engine.call(["rmi", "-f", *made[2:], mine, *made[:2]])
