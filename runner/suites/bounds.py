@@ -41,7 +41,9 @@ def shown(value: object) -> str:
         return repr(value)
     if isinstance(value, str):
         return repr(value if len(value) <= 60 else value[:60] + "...")
-    return {dict: "a table", list: "a list"}.get(type(value), type(value).__name__)
+    if isinstance(value, dict):
+        return "a table"
+    return "a list" if isinstance(value, list) else type(value).__name__
 
 
 def _kind(value: object) -> str:

@@ -401,6 +401,8 @@ def _environment(
 
 
 _CPUS = ("environment", "cpus")
+_MOST_MB = 1 << 62
+"""Any size past this is over every limit; no need to carry its digits."""
 
 
 def _megabytes(doc: _Toml, table: dict[str, Any], key: str, old: str) -> int | None:
@@ -412,11 +414,11 @@ def _megabytes(doc: _Toml, table: dict[str, Any], key: str, old: str) -> int | N
             said = doc.written.get(("environment", key)) or bounds.shown(value)
             doc.refuse(("environment", key), f"must be a whole number of MB above 0, got {said}")
             return None
-        return min(value, 1 << 62)
+        return min(value, _MOST_MB)
     text = table.get(old)
     if text is None:
         return None
-    match = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([GMK])\s*", str(text), re.IGNORECASE)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([GMK])\s*", str(text), re.IGNORECASE)
     if not match or not isinstance(text, str):
         doc.refuse(
             ("environment", old),
@@ -424,7 +426,8 @@ def _megabytes(doc: _Toml, table: dict[str, Any], key: str, old: str) -> int | N
         )
         return None
     scale = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}[match.group(2).upper()]
-    return int(float(match.group(1)) * scale)
+    megabytes = float(match.group(1)) * scale  # inf for digits past a float's range
+    return int(megabytes) if megabytes < _MOST_MB else _MOST_MB
 
 
 def _agent_network(doc: _Toml, env_t: dict[str, Any], agent: dict[str, Any]) -> Any:

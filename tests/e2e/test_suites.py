@@ -323,9 +323,7 @@ def test_a_sound_check_leaves_no_temp_dir(tmp_path: Path, image: str) -> None:
     assert [p.name for p in temp.iterdir() if p.name.startswith("runner-suite-check-")] == []
 
 
-def test_a_reward_file_over_the_cap_is_an_error_naming_it_once(
-    tmp_path: Path, image: str
-) -> None:
+def test_a_reward_file_over_the_cap_is_an_error_naming_it_once(tmp_path: Path, image: str) -> None:
     task = tmp_path / "harbor" / "big-reward"
     shutil.copytree(FIXTURES / "harbor" / "hello", task)
     (task / "tests" / "test.sh").write_text(
