@@ -449,3 +449,32 @@ def test_a_key_written_twice_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         read_swe_bench(listed)
     assert "the key 'patch' is written twice" in caught.value.problems[0].message
+
+
+def test_public_dataset_columns_are_read_and_others_kept_as_metadata(tmp_path: Path) -> None:
+    """The columns of SWE-bench and SWE-bench Verified read as they are; a column no
+    dataset runner knows of (a newer dataset's) is accepted and kept for the report, not
+    refused: a user must be able to run a newer dataset without waiting on runner."""
+    row = {
+        **GOOD,
+        "hints_text": "see the docs",
+        "created_at": "2024-01-01T00:00:00Z",
+        "version": "1.0",
+        "environment_setup_commit": GOOD["base_commit"],
+        "difficulty": "15 min - 1 hour",
+        "FAIL_TO_PASS": json.loads(GOOD["FAIL_TO_PASS"]),  # a real list reads too
+        "foo": 7,
+        "nested": {"kept": False},
+    }
+    path = tmp_path / "verified.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = read_swe_bench(path)
+    meta = dict(task.metadata)
+    assert meta["difficulty"] == "15 min - 1 hour" and meta["foo"] == "7"
+    assert meta["version"] == "1.0" and "nested" not in meta
+    path.write_text(json.dumps({**row, "hint_text": "x"}) + "\n")
+    with pytest.raises(ConfigError) as caught:
+        read_swe_bench(path)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (1, "hint_text")
+    assert "did you mean hints_text?" in problem.message
