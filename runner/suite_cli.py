@@ -5,12 +5,18 @@
 `suite check` is a batch like any other (the same config pass, containers, verifier and
 report), run through `runner run` on a task file written for it: every task of the suite
 once with `agent: oracle` and once with `agent: nop`. A task whose oracle does not score 1
-or whose nop does not score 0 is listed: its grading is broken, or its solution is."""
+or whose nop does not score 0 is listed: its grading is broken, or its solution is.
+
+The task file (`check.yaml`) and, unless `--out` names one, the out dir are in a temp dir
+kept unless every task scored as it should: the hints `runner run` prints (`--resume
+--retry-errored`) name both, and must work when copied. (An out dir may not hold the task
+file its batch reads, so the two are side by side.)"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -49,7 +55,10 @@ def add_commands(sub: Any) -> None:
     check.add_argument("path", type=Path, help="the suite's folder, or SWE-bench instances file")
     check.add_argument("--format", choices=FORMATS, help="default: guessed from the path")
     check.add_argument(
-        "--out", type=Path, help="keep the batch's report here (default: a temp dir)"
+        "--out",
+        type=Path,
+        help="keep the batch's report here (default: a temp dir, removed when every task "
+        "scores as it should)",
     )
     check.add_argument("--backend", choices=("podman", "docker"), default="podman")
     check.add_argument(
@@ -137,17 +146,29 @@ def _check(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    with tempfile.TemporaryDirectory(prefix="runner-suite-check-") as tmp:
-        task_file = Path(tmp) / "check.yaml"
-        task_file.write_text(check_file(args.path, fmt, args.backend, args.build))
-        out = args.out or Path(tmp) / "out"
-        argv = ["run", str(task_file), "--out", str(out), "--concurrency", str(args.concurrency)]
-        if args.out is not None:
-            argv.append("--force")
-        code = main(argv)
-        if code == EXIT_BAD_INPUT or not (out / "report.json").is_file():
-            return code if code != EXIT_OK else EXIT_RUNNER  # an errored run is listed below
-        report = json.loads((out / "report.json").read_text())
+    work = Path(tempfile.mkdtemp(prefix="runner-suite-check-"))
+    out = args.out or work / "out"
+    task_file = work / "check.yaml"
+    task_file.write_text(check_file(args.path, fmt, args.backend, args.build))
+    code = _check_batch(args, task_file, out, main)
+    if code == EXIT_OK or not (out / "journal").is_dir():
+        shutil.rmtree(work, ignore_errors=True)  # nothing to look at or to resume
+    else:
+        kept = "its task file" if args.out else "its task file and out dir"
+        print(f"suite check: {kept} are kept in {work}")
+    return code
+
+
+def _check_batch(
+    args: argparse.Namespace, task_file: Path, out: Path, main: Callable[[list[str]], int]
+) -> int:
+    argv = ["run", str(task_file), "--out", str(out), "--concurrency", str(args.concurrency)]
+    if args.out is not None:
+        argv.append("--force")
+    code = main(argv)
+    if code == EXIT_BAD_INPUT or not (out / "report.json").is_file():
+        return code if code != EXIT_OK else EXIT_RUNNER  # an errored run is listed below
+    report = json.loads((out / "report.json").read_text())
     broken = broken_tasks(report)
     runs = len(report.get("runs", []))
     if broken:

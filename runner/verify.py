@@ -166,12 +166,12 @@ async def _hand_over(env: Environment, user: str, tests_at: str) -> ContainerEnv
 
 
 async def _reward_file(env: Environment, name: str) -> bytes | None:
+    path = f"{LOGS}/{name}"
     try:
-        return await env.read_file(f"{LOGS}/{name}", max_bytes=REWARD_MAX_BYTES)
-    except UnsafeFileError as exc:
-        raise VerifierFailed(f"{LOGS}/{name}: {exc}") from None
-    except EnvironmentFault as exc:
-        raise VerifierFailed(f"cannot read {LOGS}/{name}: {exc}") from None
+        return await env.read_file(path, max_bytes=REWARD_MAX_BYTES)
+    except (UnsafeFileError, EnvironmentFault) as exc:
+        said = str(exc)  # the environments name the file they refuse or fail to read
+        raise VerifierFailed(said if path in said else f"{path}: {said}") from None
 
 
 def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:

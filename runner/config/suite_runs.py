@@ -199,9 +199,9 @@ def _spec(
     written = entry.model_fields_set & set(Settings.model_fields)
     own: dict[str, Any] = {name: getattr(entry, name) for name in written}
     limits: Limits = entry.limits
-    if task.agent_timeout_s is not None and "timeout_s" not in entry.limits.model_fields_set:
-        limits = merged_layers(Limits, entry.limits, Limits(timeout_s=task.agent_timeout_s))
     try:
+        if task.agent_timeout_s is not None and "timeout_s" not in entry.limits.model_fields_set:
+            limits = merged_layers(Limits, entry.limits, Limits(timeout_s=task.agent_timeout_s))
         env = suite_environment(task, entry, tf.defaults.environment, base_dir)
         if env.backend == "local":
             why = "a suite's tasks run in their image: backend podman, docker or kubernetes"
@@ -225,8 +225,12 @@ def _spec(
         }
         return TaskSpec.model_validate(data)
     except ValidationError as exc:
+        # The readers check what a suite writes against these models' bounds
+        # (runner/suites/bounds.py) and name it in the suite's own file; this is the net
+        # under them, naming the task as runner's field.
         for p in validation_problems(exc, str(task.source), {}):
-            problems.append(at.problem("path", f"{task.id}: {p.field}: {p.message}"))
+            said = f"{task.id} ({task.source}): runner's {p.field}: {p.message}"
+            problems.append(at.problem("path", said))
         return None
 
 

@@ -10,11 +10,13 @@ because running the task without it would grade a different task."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import Problem
+from runner.suites import bounds
 from runner.suites.folder import expand
 from runner.suites.yaml_text import KeyPath, dotted, line_of, load_yaml
 
@@ -36,7 +38,7 @@ _BUILD_KEYS = {"context", "dockerfile"}
 class ComposeService:
     name: str
     context: str | None
-    """The build context as written (relative to the compose file), or None: no build."""
+    """`.` (the compose file's own folder, the only context allowed), or None: no build."""
     dockerfile: str | None
     image: str | None
     """The image to run when nothing is built; None when the name is only the tag of the
@@ -92,18 +94,25 @@ class _Reducer:
                 if "${" in image and context is not None
                 else self.expand((*path, "image"), image)
             )
+        if image is not None and (wrong := bounds.image_problem(image)) is not None:
+            self.refuse((*path, "image"), wrong)
+            image = None
         self.command(path, svc.get("command"))
         self.volumes(path, svc.get("volumes"))
         network = svc.get("network_mode")
         if network is not None and network != "none":
             self.refuse((*path, "network_mode"), "only `none` is supported here")
         working_dir = svc.get("working_dir")
-        if working_dir is not None and not (
-            isinstance(working_dir, str) and working_dir.startswith("/")
-        ):
-            self.refuse((*path, "working_dir"), "must be an absolute path")
-            working_dir = None
-        if context is None and image is None:
+        if working_dir is not None:
+            wrong = (
+                bounds.workdir_problem(working_dir)
+                if isinstance(working_dir, str)
+                else "must be an absolute path"
+            )
+            if wrong is not None:
+                self.refuse((*path, "working_dir"), wrong)
+                working_dir = None
+        if svc.get("build") is None and svc.get("image") is None:
             self.refuse(path, "the service has neither `build` nor an `image` to run")
         return ComposeService(
             name=name,
@@ -115,22 +124,39 @@ class _Reducer:
         )
 
     def build(self, path: KeyPath, build: Any) -> tuple[str | None, str | None]:
+        """The build as (".", "Dockerfile"): the task folder's own Dockerfile is all that
+        is built, so a context elsewhere (`/`, `..`, a sibling) never reaches the engine."""
         where = (*path, "build")
         if build is None:
             return None, None
         if isinstance(build, str):
-            return build, "Dockerfile"
-        if not isinstance(build, dict):
+            build = {"context": build}
+            at_context = where
+        elif isinstance(build, dict):
+            at_context = (*where, "context")
+        else:
             self.refuse(where, "must be a context folder or a mapping of context and dockerfile")
             return None, None
         for key in build:
             if key not in _BUILD_KEYS:
                 self.refuse((*where, str(key)), "not supported; allowed: context, dockerfile")
         context, dockerfile = build.get("context", "."), build.get("dockerfile", "Dockerfile")
-        if not isinstance(context, str) or not isinstance(dockerfile, str):
-            self.refuse(where, "context and dockerfile must be strings")
-            return None, None
-        return context, dockerfile
+        ok = True
+        if not isinstance(context, str) or not _is_here(context):
+            self.refuse(
+                at_context,
+                f"{bounds.shown(context)} is refused: only the task folder itself can be the "
+                "build context (`.`)",
+            )
+            ok = False
+        if not isinstance(dockerfile, str) or posixpath.normpath(dockerfile) != "Dockerfile":
+            self.refuse(
+                (*where, "dockerfile"),
+                f"{bounds.shown(dockerfile)} is refused: only the task folder's own "
+                "`Dockerfile` can be built",
+            )
+            ok = False
+        return (".", "Dockerfile") if ok else (None, None)
 
     def command(self, path: KeyPath, command: Any) -> None:
         if command is None:
@@ -179,6 +205,9 @@ class _Reducer:
             self.refuse(path, "must be a mapping or a list of NAME=value")
         out: list[tuple[str, str]] = []
         for where, name, value in pairs:
+            if (wrong := bounds.env_name_problem(name)) is not None:
+                self.refuse(where, wrong)
+                continue
             if value is None:  # passed through from the harness's environment
                 if name not in self.variables:
                     self.refuse(where, f"{name} has no value; give it as a suite variable")
@@ -190,7 +219,9 @@ class _Reducer:
                 self.refuse(where, "must be a string or a number")
                 continue
             text = self.expand(where, str(value))
-            if text is not None:
+            if text is not None and (wrong := bounds.env_value_problem(text)) is not None:
+                self.refuse(where, wrong)
+            elif text is not None:
                 out.append((name, text))
         return tuple(out)
 
@@ -229,3 +260,8 @@ def reduce_compose(
     name, svc = next(iter(services.items()))
     service = reducer.service(str(name), svc)
     return (None if reducer.problems else service), reducer.problems
+
+
+def _is_here(context: str) -> bool:
+    """`context` names the compose file's own folder (`.`, `./`), written relative."""
+    return context != "" and not context.startswith("/") and posixpath.normpath(context) == "."

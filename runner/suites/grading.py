@@ -56,7 +56,7 @@ def reward_from_files(reward_json: bytes | None, reward_txt: bytes | None) -> Re
 
 def _from_json(raw: bytes) -> Reward:
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_once)
     except (UnicodeDecodeError, ValueError) as exc:
         raise VerifierFailed(f"reward.json is not JSON: {_short(str(exc))}") from None
     if not isinstance(data, dict):
@@ -72,6 +72,20 @@ def _from_json(raw: bytes) -> Reward:
             raise VerifierFailed(f"reward.json: {_short(key)!r} is not a finite number")
         named.append((key, number))
     return Reward(tuple(named))
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object whose keys are each written once: `{"reward": 0, "reward": 1}` is 1 to
+    one JSON reader and 0 to another, so it is no grade at all."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise VerifierFailed(
+                f"reward.json writes the key {_short(key)!r} twice; which one counts is "
+                "not for runner to guess"
+            )
+        out[key] = value
+    return out
 
 
 def _no_constant(name: str) -> float:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import Problem
+from runner.suites import bounds
 from runner.suites.folder import TaskFolder, dockerfile_workdir, expand, read_tasks
 from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
 
@@ -71,10 +72,14 @@ def _split_key(text: str) -> Key:
     return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
 
 
-def toml_lines(text: str) -> dict[Key, int]:
+_NUMBER = re.compile(r"([-+]?[0-9a-z_.+-]+)\s*(#.*)?", re.IGNORECASE)
+
+
+def toml_lines(text: str, written: dict[Key, str] | None = None) -> dict[Key, int]:
     """The line each table and key of a TOML text is written on, by a small scan (tomllib
     keeps no positions). Lines inside multi-line strings are skipped; an inline table's
-    keys share its line."""
+    keys share its line. `written` gains each number's text as written (`1e12`), for
+    messages to quote the file rather than Python's float."""
     lines: dict[Key, int] = {}
     table: Key = ()
     quote: str | None = None
@@ -91,8 +96,12 @@ def toml_lines(text: str) -> dict[Key, int]:
             continue
         assign = _ASSIGN.match(line)
         if assign:
-            lines.setdefault(table + _split_key(assign.group(1)), number)
+            key = table + _split_key(assign.group(1))
+            lines.setdefault(key, number)
             rest = line[assign.end() :]
+            bare = _NUMBER.fullmatch(rest.strip())
+            if written is not None and bare:
+                written.setdefault(key, bare.group(1))
             for q in ('"""', "'''"):
                 if rest.count(q) % 2 == 1:
                     quote = q
@@ -109,7 +118,7 @@ class _Toml:
     data: dict[str, Any]
     lines: dict[Key, int]
     variables: Mapping[str, str]
-    seen: set[Key] = field(default_factory=set)
+    written: dict[Key, str] = field(default_factory=dict)
 
     def line(self, key: Key) -> int | None:
         for n in range(len(key), 0, -1):
@@ -118,7 +127,7 @@ class _Toml:
         return None
 
     def refuse(self, key: Key, message: str) -> None:
-        self.folder.refuse("task.toml", self.line(key), ".".join(key), message)
+        self.folder.refuse("task.toml", self.line(key), _dotted(key), message)
 
     def table(self, name: str, allowed: set[str], refused: Mapping[str, str]) -> dict[str, Any]:
         value = self.data.get(name, {})
@@ -135,12 +144,15 @@ class _Toml:
                 )
         return value
 
-    def seconds(self, table: dict[str, Any], key: Key, default: float | None) -> float | None:
+    def seconds(
+        self, table: dict[str, Any], key: Key, default: float | None, most: float
+    ) -> float | None:
         value = table.get(key[-1])
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            self.refuse(key, "must be a number of seconds above 0")
+        wrong = bounds.seconds_problem(value, most, self.written.get(key))
+        if wrong is not None:
+            self.refuse(key, wrong)
             return default
         return float(value)
 
@@ -151,6 +163,10 @@ class _Toml:
         if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
             self.refuse(key, "must be a user name or a uid")
             return None
+        wrong = bounds.user_problem(str(value))
+        if wrong is not None:
+            self.refuse(key, wrong)
+            return None
         return str(value)
 
     def env(self, table: dict[str, Any], key: Key) -> tuple[tuple[str, str], ...]:
@@ -160,17 +176,26 @@ class _Toml:
             return ()
         out = []
         for name, text in value.items():
-            if not isinstance(text, str):
-                self.refuse((*key, name), "must be a string")
+            wrong = bounds.env_name_problem(name)
+            if wrong is None and not isinstance(text, str):
+                wrong = f"must be a string, got {bounds.shown(text)}"
+            if wrong is not None:
+                self.refuse((*key, name), wrong)
                 continue
             try:
-                out.append((name, expand(text, self.variables)))
+                expanded = expand(text, self.variables)
             except KeyError as exc:
                 self.refuse(
                     (*key, name),
                     f"${{{exc.args[0]}}} is not set and has no default (write "
                     f"${{{exc.args[0]}:-default}}, or give it as a suite variable)",
                 )
+                continue
+            wrong = bounds.env_value_problem(expanded)
+            if wrong is not None:
+                self.refuse((*key, name), wrong)
+                continue
+            out.append((name, expanded))
         return tuple(out)
 
     def network(self, table: dict[str, Any], key: Key) -> str | None:
@@ -188,6 +213,15 @@ class _Toml:
             self.refuse(key, "must be one of: public, no-network")
             return None
         return _NETWORKS[value]
+
+
+def _dotted(key: Key) -> str:
+    """A key as TOML writes it: `environment.env."A B"`."""
+    return ".".join(p if re.fullmatch(r"[A-Za-z0-9_-]+", p) else _quoted(p) for p in key)
+
+
+def _quoted(part: str) -> str:
+    return '"' + part.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
 
 
 def _read_task(root: Path, variables: Mapping[str, str]) -> tuple[SuiteTask | None, list[Problem]]:
@@ -209,7 +243,11 @@ def _read_task(root: Path, variables: Mapping[str, str]) -> tuple[SuiteTask | No
             f"not valid TOML: {exc}",
         )
         return None, folder.problems
-    doc = _Toml(folder, data, toml_lines(text), variables)
+    except ValueError as exc:  # an integer of more digits than Python converts
+        folder.refuse("task.toml", None, "(syntax)", f"not valid TOML: {exc}")
+        return None, folder.problems
+    written: dict[Key, str] = {}
+    doc = _Toml(folder, data, toml_lines(text, written), variables, written)
     if instruction is None and not folder.lexists("instruction.md"):
         folder.refuse("instruction.md", None, "(file)", "missing: it is the task's instruction")
     elif instruction is not None and not instruction.strip():
@@ -228,8 +266,10 @@ def _read_task(root: Path, variables: Mapping[str, str]) -> tuple[SuiteTask | No
     environment = _environment(doc, environment_t, agent)
     verifier = _verifier(doc, verifier_t)
     solution = _solution(doc, solution_t)
-    agent_s = doc.seconds(agent, ("agent", "timeout_sec"), None)
-    build_s = doc.seconds(environment_t, ("environment", "build_timeout_sec"), BUILD_TIMEOUT_S)
+    agent_s = doc.seconds(agent, ("agent", "timeout_sec"), None, bounds.MAX_AGENT_S)
+    build_s = doc.seconds(
+        environment_t, ("environment", "build_timeout_sec"), BUILD_TIMEOUT_S, bounds.MAX_BUILD_S
+    )
     if folder.problems or environment is None or verifier is None or instruction is None:
         return None, folder.problems
     return (
@@ -288,17 +328,31 @@ def _environment(
     if env_t.get("gpu_types"):
         doc.refuse(("environment", "gpu_types"), "GPUs are not supported")
     cpus = env_t.get("cpus")
-    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float)
-                             or cpus <= 0):  # fmt: skip
-        doc.refuse(("environment", "cpus"), "must be a number above 0")
+    wrong = None if cpus is None else bounds.cpus_problem(cpus, doc.written.get(_CPUS))
+    if wrong is not None:
+        doc.refuse(_CPUS, wrong)
         cpus = None
     cpus_f = float(cpus) if cpus is not None else None
     memory_mb = _megabytes(doc, env_t, "memory_mb", "memory")
+    if memory_mb is not None:
+        said = doc.written.get(("environment", "memory_mb"))
+        key = "memory_mb" if said is not None else "memory"
+        said = said or bounds.shown(env_t.get("memory"))
+        wrong = bounds.memory_problem(memory_mb, said)
+        if wrong is not None:
+            doc.refuse(("environment", key), wrong)
+            memory_mb = None
     _megabytes(doc, env_t, "storage_mb", "storage")  # checked; no cap runner can set
     workdir = env_t.get("workdir")
-    if workdir is not None and not (isinstance(workdir, str) and workdir.startswith("/")):
-        doc.refuse(("environment", "workdir"), "must be an absolute path")
-        workdir = None
+    if workdir is not None:
+        wrong = (
+            bounds.workdir_problem(workdir)
+            if isinstance(workdir, str)
+            else f"must be an absolute path, got {bounds.shown(workdir)}"
+        )
+        if wrong is not None:
+            doc.refuse(("environment", "workdir"), wrong)
+            workdir = None
     network = _agent_network(doc, env_t, agent)
     env = doc.env(env_t, ("environment", "env"))
     user = doc.user(agent, ("agent", "user"))
@@ -315,8 +369,13 @@ def _environment(
         return None
     image = env_t.get("docker_image")
     if image is not None:
-        if not isinstance(image, str) or not image.strip():
-            doc.refuse(("environment", "docker_image"), "must be an image name")
+        wrong = (
+            bounds.image_problem(image)
+            if isinstance(image, str)
+            else f"must be an image name, got {bounds.shown(image)}"
+        )
+        if wrong is not None:
+            doc.refuse(("environment", "docker_image"), wrong)
             return None
         return SuiteEnvironment(
             image=image, workdir=workdir or DEFAULT_WORKDIR, cpus=cpus_f, memory_mb=memory_mb,
@@ -341,23 +400,34 @@ def _environment(
     )  # fmt: skip
 
 
+_CPUS = ("environment", "cpus")
+_MOST_MB = 1 << 62
+"""Any size past this is over every limit; no need to carry its digits."""
+
+
 def _megabytes(doc: _Toml, table: dict[str, Any], key: str, old: str) -> int | None:
-    """`memory_mb`, or the older `memory = "2G"` Harbor still reads."""
+    """`memory_mb`, or the older `memory = "2G"` Harbor still reads; None when neither is
+    written or what is written is refused. Bounds are the caller's (memory has them)."""
     value = table.get(key)
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            doc.refuse(("environment", key), "must be a whole number of MB above 0")
+            said = doc.written.get(("environment", key)) or bounds.shown(value)
+            doc.refuse(("environment", key), f"must be a whole number of MB above 0, got {said}")
             return None
-        return value
+        return min(value, _MOST_MB)
     text = table.get(old)
     if text is None:
         return None
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([GMK])\s*", str(text), re.IGNORECASE)
-    if not match:
-        doc.refuse(("environment", old), f'must be a size such as "2G" (or write {key})')
+    if not match or not isinstance(text, str):
+        doc.refuse(
+            ("environment", old),
+            f'must be a size such as "2G", "512M" (or write {key}), got {bounds.shown(text)}',
+        )
         return None
     scale = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}[match.group(2).upper()]
-    return max(1, int(float(match.group(1)) * scale))
+    megabytes = float(match.group(1)) * scale  # inf for digits past a float's range
+    return int(megabytes) if megabytes < _MOST_MB else _MOST_MB
 
 
 def _agent_network(doc: _Toml, env_t: dict[str, Any], agent: dict[str, Any]) -> Any:
@@ -385,7 +455,9 @@ def _verifier(doc: _Toml, table: dict[str, Any]) -> Verifier | None:
             ("verifier", key),
             "a network of the verifier's own is not supported: it runs in the agent's container",
         )
-    timeout_s = doc.seconds(table, ("verifier", "timeout_sec"), VERIFIER_TIMEOUT_S)
+    timeout_s = doc.seconds(
+        table, ("verifier", "timeout_sec"), VERIFIER_TIMEOUT_S, bounds.MAX_VERIFY_S
+    )
     env = doc.env(table, ("verifier", "env"))
     user = doc.user(table, ("verifier", "user"))
     tests = doc.folder.folder("tests")

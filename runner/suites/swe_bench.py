@@ -14,7 +14,12 @@ the swebench package maps its `repo` to, since the parser is what grading reads 
 with. The test command is not defaulted that way: the 5.x package no longer holds one per
 repo and version.
 
-Unknown fields are refused rather than ignored, so a misspelt `test_cmd` is seen.
+Columns runner does not read are accepted, and kept in the report as the task's metadata
+when they are text or numbers: the public datasets add columns (SWE-bench Verified's
+`difficulty`, the newer datasets' own), and a user must be able to run a newer dataset as it
+is. What is refused is a name a letter or two from one runner reads (a misspelt `test_cmd`
+would otherwise drop a setting silently), a column runner knows it cannot honour
+(`image_assets`), and a key written twice in one object (JSON readers keep the last).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.hostfs import read_regular
+from runner.suites.bounds import image_problem
 from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
 from runner.suites.swe_grading import default_log_parser
 
@@ -228,16 +234,47 @@ def _read(path: Path) -> str:
         raise ConfigError([Problem(str(path), line, "(file)", "not UTF-8 text")]) from None
 
 
+class _Twice(ValueError):
+    """A key written twice in one JSON object."""
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Twice(key)
+        out[key] = value
+    return out
+
+
+def _twice(path: Path, line: int | None, exc: _Twice) -> ConfigError:
+    key = str(exc.args[0])
+    shown = repr(key if len(key) <= 60 else key[:60] + "...")
+    return ConfigError(
+        [
+            Problem(
+                str(path),
+                line,
+                "(file)" if line is None else "(line)",
+                f"the key {shown} is written twice in one object; a JSON reader silently "
+                "keeps only the last: keep one",
+            )
+        ]
+    )
+
+
 def _records(path: Path, text: str) -> Iterator[tuple[str, int | None, object]]:
     """(field prefix, JSONL line, instance) for each instance: a JSON list is told from
     JSONL by its first character."""
     if text.lstrip().startswith("["):
         try:
-            items = json.loads(text)
+            items = json.loads(text, object_pairs_hook=_once)
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 [Problem(str(path), exc.lineno, "(file)", f"not valid JSON: {exc.msg}")]
             ) from None
+        except _Twice as exc:
+            raise _twice(path, None, exc) from None
         except RecursionError:
             raise ConfigError([Problem(str(path), None, "(file)", "nested too deeply")]) from None
         for i, item in enumerate(items):
@@ -247,7 +284,9 @@ def _records(path: Path, text: str) -> Iterator[tuple[str, int | None, object]]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = json.loads(line, object_pairs_hook=_once)
+        except _Twice as exc:
+            raise _twice(path, number, exc) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 [
@@ -350,6 +389,11 @@ def _task(
         image = render(image_template, values)
     else:
         image = text.get("image") or render(DEFAULT_IMAGE_TEMPLATE, values)
+    if image is not None and (wrong := image_problem(image)) is not None:
+        field = "image" if image_template is None and "image" in text else "image_template"
+        bad(field, wrong if field == "image" else f"gives a name that is refused: {wrong}")
+        problems.extend(found)
+        return None
     metadata = (
         tuple(
             (key, text[key])

@@ -9,11 +9,13 @@ parser other than pytest, a compose file that is more than one plain container."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from runner.errors import Problem
+from runner.suites import bounds
 from runner.suites.compose import ComposeService, reduce_compose
 from runner.suites.folder import TaskFolder, dockerfile_workdir, read_tasks
 from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
@@ -71,12 +73,21 @@ class _Yaml:
         path: KeyPath = (key,)
         self.folder.refuse("task.yaml", line_of(path, self.lines), dotted(path), message)
 
-    def seconds(self, key: str, default: float) -> float:
+    def seconds(self, key: str, default: float, most: float) -> float:
         value = self.data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            self.refuse(key, "must be a number of seconds above 0")
+        wrong = bounds.seconds_problem(value, most)
+        if wrong is not None:
+            if isinstance(value, str) and _E_NOTATION.fullmatch(value.strip()):
+                wrong += (
+                    "; YAML 1.1 reads a number in e-notation as text unless it has a '.' "
+                    "and a signed exponent: write 1.0e+3, or the number in full"
+                )
+            self.refuse(key, wrong)
             return default
         return float(value)
+
+
+_E_NOTATION = re.compile(r"[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+")
 
 
 def _read_task(root: Path, variables: dict[str, str]) -> tuple[SuiteTask | None, list[Problem]]:
@@ -112,8 +123,8 @@ def _read_task(root: Path, variables: dict[str, str]) -> tuple[SuiteTask | None,
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         doc.refuse("tags", "must be a list of strings")
         tags = []
-    agent_s = doc.seconds("max_agent_timeout_sec", AGENT_TIMEOUT_S)
-    test_s = doc.seconds("max_test_timeout_sec", TEST_TIMEOUT_S)
+    agent_s = doc.seconds("max_agent_timeout_sec", AGENT_TIMEOUT_S, bounds.MAX_AGENT_S)
+    test_s = doc.seconds("max_test_timeout_sec", TEST_TIMEOUT_S, bounds.MAX_VERIFY_S)
     environment = _environment(folder, variables)
     verifier = _verifier(folder, test_s)
     solution = _solution(folder)
@@ -157,17 +168,6 @@ def _environment(folder: TaskFolder, variables: dict[str, str]) -> SuiteEnvironm
         return SuiteEnvironment(
             image=service.image, workdir=service.working_dir or DEFAULT_WORKDIR, env=env
         )
-    if service is not None and (
-        (service.context or ".").rstrip("/") not in (".", "") or service.dockerfile != "Dockerfile"
-    ):
-        folder.refuse(
-            str(name),
-            None,
-            f"services.{service.name}.build",
-            "only the task folder's own Dockerfile can be built (context `.`, dockerfile "
-            "`Dockerfile`)",
-        )
-        return None
     dockerfile = folder.text("Dockerfile")
     if dockerfile is None:
         if not folder.problems:

@@ -3,7 +3,9 @@ the line of each key. Pure: no I/O.
 
 The task file's loader (runner/config/yaml_lines.py) sits in a layer above the suites,
 so this is the small version a suite needs: a suite's YAML has no business with anchors
-and aliases, so they are refused outright rather than bounded."""
+and aliases, so they are refused outright rather than bounded. A key written twice in one
+mapping is refused too: YAML loaders keep the last silently, and which of two `volumes:`
+a harness honours is not for runner to guess."""
 
 from __future__ import annotations
 
@@ -34,23 +36,62 @@ def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int], list[Probl
         reason = " ".join(str(exc).split())[:200]
         return None, {}, [Problem(file, None, "(syntax)", f"not valid YAML: {reason}")]
     lines: dict[KeyPath, int] = {}
-    if node is not None:
-        _walk(node, (), lines, 0)
-    return data, lines, []
+    if node is None:
+        return data, lines, []
+    twice = _walk(node, lines, file)
+    return (None, {}, twice) if twice else (data, lines, [])
 
 
-def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], depth: int) -> None:
-    lines.setdefault(path, node.start_mark.line + 1)
-    if depth > 8:  # deep enough for any field a reader names
-        return
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            kpath = (*path, str(key.value))
-            lines.setdefault(kpath, key.start_mark.line + 1)
-            _walk(value, kpath, lines, depth + 1)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _walk(item, (*path, i), lines, depth + 1)
+_LINES_DEPTH = 8
+"""Deep enough for any field a reader names; duplicates are looked for at every depth."""
+
+
+def _walk(root: yaml.Node, lines: dict[KeyPath, int], file: str) -> list[Problem]:
+    """Fill `lines`; a Problem for each key written twice in one mapping."""
+    twice: list[Problem] = []
+    make = yaml.constructor.SafeConstructor()
+    stack: list[tuple[yaml.Node, KeyPath]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        deep = len(path) > _LINES_DEPTH
+        if not deep:
+            lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            first: dict[object, int] = {}
+            for key, value in node.value:
+                kpath = (*path, str(key.value))
+                line = key.start_mark.line + 1
+                same = _identity(key, make)
+                if same in first:
+                    twice.append(
+                        Problem(
+                            file,
+                            line,
+                            dotted(kpath),
+                            f"written twice in one mapping (first at line {first[same]}); "
+                            "a YAML loader silently keeps only the last: keep one",
+                        )
+                    )
+                first.setdefault(same, line)
+                if not deep:
+                    lines.setdefault(kpath, line)
+                stack.append((value, kpath))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*path, i)) for i, item in enumerate(node.value))
+    twice.sort(key=lambda p: p.line or 0)
+    return twice
+
+
+def _identity(key: yaml.Node, make: yaml.constructor.SafeConstructor) -> object:
+    """The key as the loader makes it (`yes` and `true` are one key), or its text."""
+    if isinstance(key, yaml.ScalarNode):
+        try:
+            value = make.construct_object(key, deep=True)
+            hash(value)
+            return (type(value).__name__, value)
+        except (yaml.YAMLError, TypeError, ValueError):
+            pass
+    return ("node", key.tag, str(key.value))
 
 
 def line_of(path: KeyPath, lines: dict[KeyPath, int]) -> int | None:

@@ -4,6 +4,9 @@
 Corpus files live in tests/config_corpus/. Each bad file starts with comment lines saying
 what `runner validate` must report:
 
+    # expect-file: suites/t1/task.toml      the file the problems are in, relative to
+                                            this one (omit: this file; a suite's own
+                                            files are named themselves)
     # expect-line: 7                        the problem's line (omit: any or none)
     # expect-field: tasks[0].limits.max_requests
     # expect-message: greater than or equal to 1      substring; may repeat
@@ -51,6 +54,7 @@ CORPUS = paths.TESTS / "config_corpus"
 
 @dataclass(frozen=True)
 class Expect:
+    file: str | None = None
     line: int | None = None
     field: str | None = None
     messages: tuple[str, ...] = ()
@@ -63,7 +67,7 @@ HEADERLESS = {
 }
 
 _HEADER = re.compile(
-    r"#\s*(expect-line|expect-field|expect-message|expect-no-message|xfail):"
+    r"#\s*(expect-file|expect-line|expect-field|expect-message|expect-no-message|xfail):"
     r"\s?(.*)"
 )
 
@@ -81,7 +85,9 @@ def read_expect(path: Path) -> Expect:
         if m is None:
             continue
         key, value = m.group(1), m.group(2)
-        if key == "expect-line":
+        if key == "expect-file":
+            got["file"] = value
+        elif key == "expect-line":
             got["line"] = int(value)
         elif key == "expect-field":
             got["field"] = value
@@ -154,9 +160,10 @@ def test_bad_file(path: Path, validated: dict[Path, subprocess.CompletedProcess[
     assert res.stdout == ""
     lines = res.stderr.splitlines()
     assert lines, "no error printed"
+    named = path.parent / exp.file if exp.file else path
     for line in lines:  # every line is one located problem, nothing else
-        assert line.startswith(f"error: {path}"), f"stray stderr line: {line!r}"
-    where = re.escape(str(path)) + (f":{exp.line}" if exp.line else r"(:\d+)?")
+        assert line.startswith(f"error: {named}"), f"stray stderr line: {line!r}"
+    where = re.escape(str(named)) + (f":{exp.line}" if exp.line else r"(:\d+)?")
     what = re.escape(exp.field) if exp.field else r"[^:]+"
     head = re.compile(rf"error: {where}: {what}: ")
     matching = [ln for ln in lines if head.match(ln)]

@@ -6,6 +6,7 @@ fixture suite of each format."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -378,3 +379,55 @@ def test_the_verifier_runs_as_the_task_s_verifier_user(tmp_path: Path, image: st
     ghost = runs["as-ghost"]
     assert ghost["status"] == "error" and ghost["reward"] is None
     assert "to user 'no-such-user'" in ghost["error"]
+
+
+@pytest.mark.parametrize("given_out", [False, True])
+def test_suite_check_s_hint_names_files_that_are_there_and_works(
+    tmp_path: Path, image: str, given_out: bool
+) -> None:
+    """A check with an errored run is kept: the retry line `runner run` printed names a
+    task file and out dir that exist after the check, and works as printed."""
+    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
+    out = ("--out", tmp_path / "out") if given_out else ()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    res = run_cli("suite", "check", tmp_path / "harbor", *out, env={"TMPDIR": str(temp)})
+    assert res.returncode == 1, res.stdout + res.stderr  # broken-verifier is listed
+    (hint,) = [ln for ln in res.stderr.splitlines() if "run them again with: " in ln]
+    words = shlex.split(hint.split("run them again with: ", 1)[1].split(" (", 1)[0])
+    assert words[:2] == ["runner", "run"] and words[-2:] == ["--resume", "--retry-errored"]
+    task_file, out_dir = Path(words[2]), Path(words[words.index("--out") + 1])
+    assert task_file.is_file() and (out_dir / "report.json").is_file()
+    assert task_file.parent.parent == temp and f"kept in {task_file.parent}" in res.stdout
+    again = run_cli(*words[1:])
+    assert again.returncode == 3, again.stdout + again.stderr  # the verifier still breaks
+    runs = report_of(out_dir)["runs"]
+    assert len(runs) == 4 and sorted(r["id"] for r in runs if r["status"] == "error") == [
+        "nop.broken-verifier",
+        "oracle.broken-verifier",
+    ]
+
+
+def test_a_sound_check_leaves_no_temp_dir(tmp_path: Path, image: str) -> None:
+    shutil.copytree(FIXTURES / "harbor" / "hello", tmp_path / "harbor" / "hello")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    res = run_cli("suite", "check", tmp_path / "harbor", env={"TMPDIR": str(temp)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [p.name for p in temp.iterdir() if p.name.startswith("runner-suite-check-")] == []
+
+
+def test_a_reward_file_over_the_cap_is_an_error_naming_it_once(tmp_path: Path, image: str) -> None:
+    task = tmp_path / "harbor" / "big-reward"
+    shutil.copytree(FIXTURES / "harbor" / "hello", task)
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nhead -c 70000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt\n"
+    )
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("version: 1\nsuites:\n  - {format: harbor, path: harbor, agent: nop}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
+    assert res.returncode == 3, res.stdout + res.stderr
+    (run,) = report_of(tmp_path / "out")["runs"]
+    assert run["status"] == "error" and run["reward"] is None
+    assert run["error"].count("/logs/verifier/reward.txt") == 1, run["error"]
+    assert "over 65536 bytes" in run["error"]

@@ -57,6 +57,8 @@ BROKEN_REWARDS: list[tuple[bytes | None, bytes | None, str]] = [
     (b'{"reward": 1e999}', None, "not a finite number"),
     (b'{"reward": {"x": 1}}', None, "names no numeric reward"),
     (b"\xff\xfe", b"1", "not JSON"),  # a broken JSON file is not passed over for the text
+    (b'{"reward": 0, "reward": 1}', None, "writes the key 'reward' twice"),
+    (b'{"a": 1, "detail": {"x": 1, "x": 2}}', b"1", "writes the key 'x' twice"),
 ]
 
 

@@ -171,7 +171,7 @@ REFUSED: list[tuple[str, str, int, str]] = [
     ('[[artifacts]]\npath = "/app/out"\n', "artifacts", 1, "artifact"),
     ('colour = "blue"\n', "colour", 1, "unknown field"),
     ("[agent]\ntimeout_sec = 10\nretries = 3\n", "agent.retries", 3, "unknown field"),
-    ('[environment]\n"quoted key" = 1\n', "environment.quoted key", 2, "unknown field"),
+    ('[environment]\n"quoted key" = 1\n', 'environment."quoted key"', 2, "unknown field"),
     ('[agent]\ntimeout_sec = "ten"\n', "agent.timeout_sec", 2, "seconds above 0"),
     ("[verifier]\ntimeout_sec = 0\n", "verifier.timeout_sec", 2, "seconds above 0"),
     ("[environment]\ncpus = -1\n", "environment.cpus", 2, "above 0"),

@@ -198,17 +198,17 @@ REFUSED: list[tuple[str, str | None, str, str, int | None, str]] = [
         "instruction: x\n",
         "services:\n  client:\n    build:\n      context: ../shared\n",
         "docker-compose.yaml",
-        "services.client.build",
-        None,
-        "own Dockerfile",
+        "services.client.build.context",
+        4,
+        "only the task folder itself can be the build context",
     ),  # fmt: skip
     (
         "instruction: x\n",
         "services:\n  client:\n    build:\n      dockerfile: Dockerfile.gpu\n",
         "docker-compose.yaml",
-        "services.client.build",
-        None,
-        "own Dockerfile",
+        "services.client.build.dockerfile",
+        4,
+        "own `Dockerfile`",
     ),  # fmt: skip
     (
         "instruction: x\n",

@@ -1,0 +1,1 @@
+pytest -rA $TEST_DIR
