@@ -14,12 +14,14 @@ container) raises `VerifierFailed`: the run is an error, never a score.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
 import anyio
 
 from runner import exec_events as ev
+from runner import swe_fresh
 from runner.envrun import RunEnvironment
 from runner.errors import ConfigError, EnvironmentFault, UnsafeFileError, VerifierFailed
 from runner.record import Grade, RunRecord
@@ -61,7 +63,10 @@ async def graded(
     with anyio.CancelScope() as scope:
         checks.add(scope)
         try:
-            grade = await verify(renv.inner, rec.run.suite)
+            if rec.run.suite.verifier.grading == "swe-bench":
+                grade = await swe_graded(rec, renv)
+            else:
+                grade = await verify(renv.inner, rec.run.suite)
         except VerifierFailed as exc:
             note = redact(str(exc))
             log.emit(ev.verifier_completed(error=note))
@@ -124,6 +129,76 @@ async def verify(env: Environment, task: SuiteTask) -> Grade:
     return _swe_grade(log, task, res.exit_code, took, tail)
 
 
+async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
+    """SWE-bench as its harness grades a prediction: a fresh environment of the run's
+    image, the instance's test_patch checked (one that does not apply is the verifier's
+    failure, never a score), the run's recorded patch applied (one that does not is `not`
+    resolved, no test run, as the harness says), then the eval script. A patch that left
+    a file out is not the whole work: graded as recorded, and never resolved."""
+    task = rec.run.suite
+    assert task is not None
+    began = time.monotonic()
+    patch, left_out = await swe_fresh.recorded_patch(rec, renv.out_dir)
+    env = renv.fresh()
+    try:
+        try:
+            await env.start()
+        except EnvironmentFault as exc:
+            raise VerifierFailed(f"{task.id}: no fresh environment to grade in: {exc}") from None
+        start_s = round(time.monotonic() - began, 3)
+        try:
+            problem = await swe_fresh.test_patch_problem(env, task)
+            if problem is not None:
+                raise VerifierFailed(
+                    f"{task.id}: the instance's test_patch does not apply at its "
+                    f"base_commit, so its tests cannot run: {problem}"
+                )
+            applied, said = (True, "") if not patch else await swe_fresh.apply_patch(env, patch)
+        except (EnvironmentFault, UnsafeFileError, OSError) as exc:
+            raise VerifierFailed(f"{task.id}: the patch could not be applied: {exc}") from None
+        if not applied:
+            why = (
+                "the run's patch did not apply to the instance at its base_commit "
+                "(every way the harness tries), so no test ran"
+            )
+            took = round(time.monotonic() - began, 3)
+            return Grade(
+                0.0,
+                (("reward", 0.0),),
+                "not",
+                None,
+                took,
+                said[-TAIL_CHARS:],
+                fresh=True,
+                start_s=start_s,
+                patch_applied=False,
+                why=why,
+            )
+        grade = await verify(env, task)
+    finally:
+        await _stopped(env)
+    took = round(time.monotonic() - began, 3)
+    grade = dataclasses.replace(
+        grade, duration_s=took, fresh=True, start_s=start_s, patch_applied=bool(patch) or None
+    )
+    if left_out:
+        return dataclasses.replace(
+            grade,
+            reward=0.0,
+            rewards=(("reward", 0.0), *[(k, v) for k, v in grade.rewards if k != "reward"]),
+            resolution="not",
+            why="the patch left out "
+            + "; ".join(left_out[:5])
+            + ", so it is not the whole work and the run is not resolved",
+        )
+    return grade
+
+
+async def _stopped(env: Environment) -> None:
+    with anyio.CancelScope(shield=True), contextlib.suppress(EnvironmentFault):
+        await env.stop()  # else the next batch reaps it (labelled as the run's)
+
+
 async def _prepare(env: Environment, task: SuiteTask) -> None:
     """Fresh `/logs/verifier` and tests folder, then the tests copied in."""
     v = task.verifier
@@ -178,6 +253,7 @@ def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str
     """SWE-bench: the official grading over the eval script's log. A log the harness
     reads as a broken environment is a verifier failure; one whose tests did not run for
     the patch's sake (it does not apply) is `not` resolved, as the harness says."""
+    from runner.suites.swe_bench import APPLY_PATCH_FAIL, END_TEST_OUTPUT, START_TEST_OUTPUT
     from runner.suites.swe_grading import grade_swe_log
 
     try:
@@ -186,6 +262,19 @@ def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str
         raise VerifierFailed("; ".join(p.message for p in exc.problems)) from None
     if g.infra_failure is not None:
         raise VerifierFailed(f"the test environment broke: {g.infra_failure}")
+    if not g.tests_ran:
+        if APPLY_PATCH_FAIL in log:  # the run's patch went in before: this is the test_patch
+            raise VerifierFailed(
+                f"{task.id}: the instance's test_patch did not apply, so its tests did not run"
+            )
+        if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
+            raise VerifierFailed(
+                f"{task.id}: the eval script's log lacks the harness's test markers "
+                f"({START_TEST_OUTPUT!r} ... {END_TEST_OUTPUT!r}), so no test result "
+                "can be read"
+            )
+        why = "the grading read no trustworthy test run from the log, as the harness does"
+        return Grade(0.0, (("reward", 0.0),), "not", exit_code, took, tail, why=why)
     named = (
         ("reward", g.reward),
         ("fail_to_pass", _share(g.fail_to_pass)),
