@@ -8,6 +8,12 @@ task names one (Harbor's `[verifier].user`; podman and docker only), else as the
 environment's. Then the format's grading reads the result:
 Harbor's reward files, Terminal-Bench's pytest summary, SWE-bench's test log.
 
+SWE-bench is graded as its harness grades a prediction, not in the agent's environment:
+the run's recorded patch (the gold patch for `agent: oracle`) applied in a fresh one of the
+same image, then the eval script (`swe_graded`, runner/swe_fresh.py). A run whose patch
+left a file out is never resolved; a test_patch that does not apply is the verifier's
+failure.
+
 A verifier that gives nothing to grade (no reward file, no summary, a timeout, a lost
 container) raises `VerifierFailed`: the run is an error, never a score.
 """
@@ -139,6 +145,10 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
     assert task is not None
     began = time.monotonic()
     patch, left_out = await swe_fresh.recorded_patch(rec, renv.out_dir)
+    if rec.run.agent == "oracle" and task.solution is not None and task.solution.patch:
+        # The gold prediction, as the harness evaluates it: one that does not apply is
+        # said so, not hidden behind the empty diff its failed apply left.
+        patch, left_out = task.solution.patch.encode("utf-8", "surrogateescape"), ()
     env = renv.fresh()
     try:
         try:
@@ -157,8 +167,9 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
         except (EnvironmentFault, UnsafeFileError, OSError) as exc:
             raise VerifierFailed(f"{task.id}: the patch could not be applied: {exc}") from None
         if not applied:
+            whose = "gold" if rec.run.agent == "oracle" else "run's"
             why = (
-                "the run's patch did not apply to the instance at its base_commit "
+                f"the {whose} patch did not apply to the instance at its base_commit "
                 "(every way the harness tries), so no test ran"
             )
             took = round(time.monotonic() - began, 3)
@@ -187,9 +198,8 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
             reward=0.0,
             rewards=(("reward", 0.0), *[(k, v) for k, v in grade.rewards if k != "reward"]),
             resolution="not",
-            why="the patch left out "
-            + "; ".join(left_out[:5])
-            + ", so it is not the whole work and the run is not resolved",
+            why=f"the patch is not the whole work ({'; '.join(left_out[:5])}), so the run "
+            "cannot be resolved",
         )
     return grade
 
