@@ -132,7 +132,7 @@ async def verify(env: Environment, task: SuiteTask) -> Grade:
         resolution = "resolved" if summary.resolved else "not"
         reward = 1.0 if summary.resolved else 0.0
         return Grade(reward, (("reward", reward),), resolution, res.exit_code, took, tail)
-    return _swe_grade(log, task, res.exit_code, took, tail)
+    return swe_log_grade(log, task, res.exit_code, took, tail)
 
 
 async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
@@ -259,7 +259,7 @@ async def _reward_file(env: Environment, name: str) -> bytes | None:
         raise VerifierFailed(f"cannot read {LOGS}/{name}: {exc}") from None
 
 
-def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:
+def swe_log_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:
     """SWE-bench: the official grading over the eval script's log. A log the harness
     reads as a broken environment is a verifier failure; one whose tests did not run for
     the patch's sake (it does not apply) is `not` resolved, as the harness says."""
