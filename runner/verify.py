@@ -260,10 +260,12 @@ async def _reward_file(env: Environment, name: str) -> bytes | None:
 
 
 def swe_log_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:
-    """SWE-bench: the official grading over the eval script's log. A log the harness
-    reads as a broken environment is a verifier failure; one whose tests did not run for
-    the patch's sake (it does not apply) is `not` resolved, as the harness says."""
-    from runner.suites.swe_bench import APPLY_PATCH_FAIL, END_TEST_OUTPUT, START_TEST_OUTPUT
+    """SWE-bench: the official grading over the eval script's log (the run's patch was
+    applied before it). A log the harness reads as a broken environment, or whose tests
+    never started (the test_patch did not apply), is a verifier failure; one whose test
+    run the grading cannot trust is `not` resolved, as the harness says, with no share of
+    tests it could not count."""
+    from runner.suites.swe_bench import APPLY_PATCH_FAIL, START_TEST_OUTPUT
     from runner.suites.swe_grading import grade_swe_log
 
     try:
@@ -273,17 +275,23 @@ def swe_log_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: 
     if g.infra_failure is not None:
         raise VerifierFailed(f"the test environment broke: {g.infra_failure}")
     if not g.tests_ran:
-        if APPLY_PATCH_FAIL in log:  # the run's patch went in before: this is the test_patch
+        # Before the tests start, no code of the patch has run: what fails there is the
+        # instance's. After, the patch's code could print any marker, so the harness's
+        # reading stands (not resolved) and the patch cannot turn its failure into an error.
+        before_tests = log.split(START_TEST_OUTPUT, 1)[0]
+        if APPLY_PATCH_FAIL in before_tests:
             raise VerifierFailed(
                 f"{task.id}: the instance's test_patch did not apply, so its tests did not run"
             )
-        if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
+        if START_TEST_OUTPUT not in log:
             raise VerifierFailed(
-                f"{task.id}: the eval script's log lacks the harness's test markers "
-                f"({START_TEST_OUTPUT!r} ... {END_TEST_OUTPUT!r}), so no test result "
-                "can be read"
+                f"{task.id}: the eval script never reached its tests (no "
+                f"{START_TEST_OUTPUT!r} in its log)"
             )
-        why = "the grading read no trustworthy test run from the log, as the harness does"
+        why = (
+            "the log holds no test run the grading can trust (cut short, no test parsed, or "
+            "the test command's exit status contradicts it): not resolved, as the harness says"
+        )
         return Grade(0.0, (("reward", 0.0),), "not", exit_code, took, tail, why=why)
     named = (
         ("reward", g.reward),

@@ -373,15 +373,21 @@ def test_the_verifier_errs_when_the_test_patch_failed_and_gives_no_share_of_no_t
     log = (LOGS / "gold.log").read_text()
     for bad, said in (
         (">>>>> Patch Apply Failed\n" + log, "test_patch did not apply"),
-        (log.replace(">>>>> End Test Output", ""), "lacks the harness's test markers"),
+        (log.replace(">>>>> Start Test Output", ""), "never reached its tests"),
     ):
         with pytest.raises(VerifierFailed, match=said) as caught:
             swe_log_grade(bad, task, 1, 0.1, bad[-100:])
         assert task.id in str(caught.value)
-    lying = log.replace(">>>>> Test Exit Code: 0", ">>>>> Test Exit Code: 1")
-    grade = swe_log_grade(lying, task, 1, 0.1, "")
-    assert (grade.resolution, grade.reward, grade.rewards) == ("not", 0.0, (("reward", 0.0),))
-    assert grade.why is not None and "no trustworthy test run" in grade.why
+    start = ">>>>> Start Test Output\n"
+    for untrusted in (
+        log.replace(">>>>> Test Exit Code: 0", ">>>>> Test Exit Code: 1"),
+        log.replace(">>>>> End Test Output", ""),  # cut short
+        # Printed by the patch's own code while the tests ran: its failure, not an error.
+        log.replace(start, start + ">>>>> Patch Apply Failed\n"),
+    ):
+        grade = swe_log_grade(untrusted, task, 1, 0.1, "")
+        assert (grade.resolution, grade.rewards) == ("not", (("reward", 0.0),))
+        assert grade.why is not None and "no test run the grading can trust" in grade.why
     good = swe_log_grade(log, task, 0, 0.1, "")
     assert good.rewards == (("reward", 1.0), ("fail_to_pass", 1.0), ("pass_to_pass", 1.0))
     assert good.passed and good.why is None
