@@ -238,15 +238,26 @@ class RunEnvironment:
         except (EnvironmentFault, UnsafeFileError, OSError) as exc:
             self.failed(exc if isinstance(exc, EnvironmentFault) else EnvironmentFault(str(exc)))
 
-    def _make(self, image: str, workdir: str) -> Environment:
+    def fresh(self) -> Environment:
+        """A new, unstarted environment of the run's own image and settings, beside the
+        agent's: SWE-bench grades a prediction by applying its patch to a container of the
+        instance image, so nothing else the agent did (files outside the patch, a planted
+        `usercustomize.py`, a process left running) can reach the grade. The caller starts
+        and stops it; a batch killed meanwhile leaves it labelled as the run's, and the
+        next batch reaps it."""
+        assert self.info.image is not None and self.info.workdir is not None
+        return self._make(self.info.image, self.info.workdir, f"{self.run.name}.grade")
+
+    def _make(self, image: str, workdir: str, name: str | None = None) -> Environment:
         t, s = self.run, self.settings
+        name = name or t.name
         if s.backend in CONTAINER_BACKENDS:
             return ContainerEnvironment(
                 engine=self.envs.engine(t),
                 image=image,
                 workdir=workdir,
                 batch_id=self.envs.batch_id,
-                run_name=t.name,
+                run_name=name,
                 network=s.network,
                 cpus=s.cpus,
                 memory_mb=s.memory_mb,
@@ -258,7 +269,7 @@ class RunEnvironment:
 
         return PodEnvironment(
             batch_id=self.envs.batch_id,
-            run_name=t.name,
+            run_name=name,
             image=image,
             workdir=workdir,
             namespace=s.namespace,
@@ -338,18 +349,19 @@ class RunEnvironment:
             patch = _redacted(got.patch, redact)
             if got.left_out:
                 notes.append(left_out_note(got.left_out, redact, "patch"))
+            # What the patch lacks is named even when nothing else changed: a grade made
+            # from the patch alone must know it is not the whole work.
+            self.info = dataclasses.replace(self.info, left_out=got.left_out)
             if patch and host_work is None:
                 path = self.out_dir / "patches" / f"{self.run.name}.patch"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 await anyio.to_thread.run_sync(atomic_write_bytes, path, patch)
                 self.info = dataclasses.replace(
-                    self.info, patch=str(path.relative_to(self.out_dir)), left_out=got.left_out
+                    self.info, patch=str(path.relative_to(self.out_dir))
                 )
-            elif host_work is not None:
-                # The host workspace's commit writes the patch; what it lacks is named here.
-                self.info = dataclasses.replace(self.info, left_out=got.left_out)
-                if patch:
-                    await _apply(host_work, patch)
+            elif host_work is not None and patch:
+                # The host workspace's commit writes the patch.
+                await _apply(host_work, patch)
         except (EnvironmentFault, UnsafeFileError, WorkspaceError) as exc:
             if isinstance(exc, EnvironmentLost):
                 self.failed(exc)

@@ -70,7 +70,19 @@ class Grade:
     None for a Harbor reward."""
     exit_code: int | None = None
     duration_s: float = 0.0
+    """The whole grading: a fresh environment started, the patch applied, the tests run."""
     output_tail: str = ""
+    fresh: bool = False
+    """Graded in an environment of its own, started from the run's image with only the
+    run's patch applied (SWE-bench, as its harness grades a prediction), not in the
+    agent's."""
+    start_s: float | None = None
+    """Seconds of `duration_s` that starting that fresh environment took."""
+    patch_applied: bool | None = None
+    """Whether the run's patch applied there; None when grading applies no patch."""
+    why: str | None = None
+    """Why the grade is what it is when the tests alone do not say: the patch did not
+    apply, or left a file out."""
 
     @property
     def passed(self) -> bool:
@@ -186,7 +198,8 @@ def _graded(r: RunRecord) -> tuple[RunStatus, str | None]:
     said = f"reward {g.reward:g}" if g.reward is not None else "no main reward"
     if g.resolution is not None:
         said = f"{g.resolution} ({said})"
-    return RunStatus.CHECK_FAILED, f"graded {said} by the suite's verifier"
+    why = f": {g.why}" if g.why else ""
+    return RunStatus.CHECK_FAILED, f"graded {said} by the suite's verifier{why}"
 
 
 def status_of(r: RunRecord) -> RunStatus:

@@ -168,6 +168,10 @@ def _graded(rec: RunRecord) -> dict[str, Any]:
                 "exit_code": g.exit_code,
                 "duration_s": g.duration_s,
                 "output_tail": g.output_tail,
+                "fresh_environment": g.fresh,
+                "start_s": g.start_s,
+                "patch_applied": g.patch_applied,
+                "note": g.why,
             },
         }
     elif rec.verifier_error is not None:

@@ -8,18 +8,26 @@ task names one (Harbor's `[verifier].user`; podman and docker only), else as the
 environment's. Then the format's grading reads the result:
 Harbor's reward files, Terminal-Bench's pytest summary, SWE-bench's test log.
 
+SWE-bench is graded as its harness grades a prediction, not in the agent's environment:
+the run's recorded patch (the gold patch for `agent: oracle`) applied in a fresh one of the
+same image, then the eval script (`swe_graded`, runner/swe_fresh.py). A run whose patch
+left a file out is never resolved; a test_patch that does not apply is the verifier's
+failure.
+
 A verifier that gives nothing to grade (no reward file, no summary, a timeout, a lost
 container) raises `VerifierFailed`: the run is an error, never a score.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
 import anyio
 
 from runner import exec_events as ev
+from runner import swe_fresh
 from runner.envrun import RunEnvironment
 from runner.errors import ConfigError, EnvironmentFault, UnsafeFileError, VerifierFailed
 from runner.record import Grade, RunRecord
@@ -61,7 +69,10 @@ async def graded(
     with anyio.CancelScope() as scope:
         checks.add(scope)
         try:
-            grade = await verify(renv.inner, rec.run.suite)
+            if rec.run.suite.verifier.grading == "swe-bench":
+                grade = await swe_graded(rec, renv)
+            else:
+                grade = await verify(renv.inner, rec.run.suite)
         except VerifierFailed as exc:
             note = redact(str(exc))
             log.emit(ev.verifier_completed(error=note))
@@ -121,7 +132,81 @@ async def verify(env: Environment, task: SuiteTask) -> Grade:
         resolution = "resolved" if summary.resolved else "not"
         reward = 1.0 if summary.resolved else 0.0
         return Grade(reward, (("reward", reward),), resolution, res.exit_code, took, tail)
-    return _swe_grade(log, task, res.exit_code, took, tail)
+    return swe_log_grade(log, task, res.exit_code, took, tail)
+
+
+async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
+    """SWE-bench as its harness grades a prediction: a fresh environment of the run's
+    image, the instance's test_patch checked (one that does not apply is the verifier's
+    failure, never a score), the run's recorded patch applied (one that does not is `not`
+    resolved, no test run, as the harness says), then the eval script. A patch that left
+    a file out is not the whole work: graded as recorded, and never resolved."""
+    task = rec.run.suite
+    assert task is not None
+    began = time.monotonic()
+    patch, left_out = await swe_fresh.recorded_patch(rec, renv.out_dir)
+    if rec.run.agent == "oracle" and task.solution is not None and task.solution.patch:
+        # The gold prediction, as the harness evaluates it: one that does not apply is
+        # said so, not hidden behind the empty diff its failed apply left.
+        patch, left_out = task.solution.patch.encode("utf-8", "surrogateescape"), ()
+    env = renv.fresh()
+    try:
+        try:
+            await env.start()
+        except EnvironmentFault as exc:
+            raise VerifierFailed(f"{task.id}: no fresh environment to grade in: {exc}") from None
+        start_s = round(time.monotonic() - began, 3)
+        try:
+            problem = await swe_fresh.test_patch_problem(env, task)
+            if problem is not None:
+                raise VerifierFailed(
+                    f"{task.id}: the instance's test_patch does not apply at its "
+                    f"base_commit, so its tests cannot run: {problem}"
+                )
+            applied, said = (True, "") if not patch else await swe_fresh.apply_patch(env, patch)
+        except (EnvironmentFault, UnsafeFileError, OSError) as exc:
+            raise VerifierFailed(f"{task.id}: the patch could not be applied: {exc}") from None
+        if not applied:
+            whose = "gold" if rec.run.agent == "oracle" else "run's"
+            why = (
+                f"the {whose} patch did not apply to the instance at its base_commit "
+                "(every way the harness tries), so no test ran"
+            )
+            took = round(time.monotonic() - began, 3)
+            return Grade(
+                0.0,
+                (("reward", 0.0),),
+                "not",
+                None,
+                took,
+                said[-TAIL_CHARS:],
+                fresh=True,
+                start_s=start_s,
+                patch_applied=False,
+                why=why,
+            )
+        grade = await verify(env, task)
+    finally:
+        await _stopped(env)
+    took = round(time.monotonic() - began, 3)
+    grade = dataclasses.replace(
+        grade, duration_s=took, fresh=True, start_s=start_s, patch_applied=bool(patch) or None
+    )
+    if left_out:
+        return dataclasses.replace(
+            grade,
+            reward=0.0,
+            rewards=(("reward", 0.0), *[(k, v) for k, v in grade.rewards if k != "reward"]),
+            resolution="not",
+            why=f"the patch is not the whole work ({'; '.join(left_out[:5])}), so the run "
+            "cannot be resolved",
+        )
+    return grade
+
+
+async def _stopped(env: Environment) -> None:
+    with anyio.CancelScope(shield=True), contextlib.suppress(EnvironmentFault):
+        await env.stop()  # else the next batch reaps it (labelled as the run's)
 
 
 async def _prepare(env: Environment, task: SuiteTask) -> None:
@@ -174,10 +259,13 @@ async def _reward_file(env: Environment, name: str) -> bytes | None:
         raise VerifierFailed(said if path in said else f"{path}: {said}") from None
 
 
-def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:
-    """SWE-bench: the official grading over the eval script's log. A log the harness
-    reads as a broken environment is a verifier failure; one whose tests did not run for
-    the patch's sake (it does not apply) is `not` resolved, as the harness says."""
+def swe_log_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str) -> Grade:
+    """SWE-bench: the official grading over the eval script's log (the run's patch was
+    applied before it). A log the harness reads as a broken environment, or whose tests
+    never started (the test_patch did not apply), is a verifier failure; one whose test
+    run the grading cannot trust is `not` resolved, as the harness says, with no share of
+    tests it could not count."""
+    from runner.suites.swe_bench import APPLY_PATCH_FAIL, START_TEST_OUTPUT
     from runner.suites.swe_grading import grade_swe_log
 
     try:
@@ -186,6 +274,25 @@ def _swe_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: str
         raise VerifierFailed("; ".join(p.message for p in exc.problems)) from None
     if g.infra_failure is not None:
         raise VerifierFailed(f"the test environment broke: {g.infra_failure}")
+    if not g.tests_ran:
+        # Before the tests start, no code of the patch has run: what fails there is the
+        # instance's. After, the patch's code could print any marker, so the harness's
+        # reading stands (not resolved) and the patch cannot turn its failure into an error.
+        before_tests = log.split(START_TEST_OUTPUT, 1)[0]
+        if APPLY_PATCH_FAIL in before_tests:
+            raise VerifierFailed(
+                f"{task.id}: the instance's test_patch did not apply, so its tests did not run"
+            )
+        if START_TEST_OUTPUT not in log:
+            raise VerifierFailed(
+                f"{task.id}: the eval script never reached its tests (no "
+                f"{START_TEST_OUTPUT!r} in its log)"
+            )
+        why = (
+            "the log holds no test run the grading can trust (cut short, no test parsed, or "
+            "the test command's exit status contradicts it): not resolved, as the harness says"
+        )
+        return Grade(0.0, (("reward", 0.0),), "not", exit_code, took, tail, why=why)
     named = (
         ("reward", g.reward),
         ("fail_to_pass", _share(g.fail_to_pass)),

@@ -228,7 +228,19 @@ class VerifierReport(Strict):
     exit_code: int | None = None
     """The test command's exit code (Harbor ignores it; the reward file decides)."""
     duration_s: float = 0.0
-    """Copying the tests in, running them and grading: not part of `duration_s`."""
+    """Copying the tests in, running them and grading (with a fresh environment, its start
+    and the patch applied too): not part of `duration_s`."""
+    fresh_environment: bool = False
+    """Graded in an environment started for it from the run's image, with only the run's
+    patch applied (SWE-bench, as its harness grades a prediction), not in the agent's."""
+    start_s: float | None = None
+    """Seconds of `duration_s` that starting the fresh environment took."""
+    patch_applied: bool | None = None
+    """Whether the run's patch applied in the fresh environment (false: not resolved, as
+    the harness says, and no test ran)."""
+    note: str | None = None
+    """Why the grade is what it is when the tests alone do not say (the patch did not
+    apply; a file was left out of it)."""
     output_tail: str = ""
     """The last 4,000 characters of its output."""
     error: str | None = None

@@ -192,6 +192,8 @@ def test_a_scripted_model_resolves_a_swe_bench_instance(
     assert run["suite"] == f"swe-bench:{instance}" and run["agent"] == "model"
     assert (run["reward"], run["resolution"]) == (1.0, "resolved")
     assert run["rewards"] == {"reward": 1.0, "fail_to_pass": 1.0, "pass_to_pass": 1.0}
+    # Graded as the harness grades the prediction: its patch alone, in a fresh container.
+    assert run["verifier"]["fresh_environment"] and run["verifier"]["patch_applied"]
     outputs = [i for r in srv.requests for i in r.input if "output" in i]
     seen = json.dumps(outputs)
     assert "/testbed" in seen and "M tinycalc/ops.py" in seen

@@ -1,0 +1,99 @@
+"""The steps of grading a SWE-bench run as the official harness grades a prediction
+(issue 27): in an environment of its own, started from the instance image, the test_patch
+checked, then the run's patch applied exactly as recorded (the text predictions.jsonl
+carries as `model_patch`), then the instance's eval script (runner/verify.py runs it).
+
+Nothing else the agent did in its own container (files outside the repository, a planted
+`usercustomize.py`, a process left running, a file left out of the patch) can reach the
+grade, so the report and predictions.jsonl cannot disagree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from runner.record import RunRecord
+from runner.sandbox.environment import Environment
+from runner.suites.model import SuiteTask
+
+PATCH_AT = "/tmp/patch.diff"
+"""Where the harness puts the prediction (`CONTAINER_PATCH_FILE`): outside the work."""
+TEST_PATCH_AT = "/tmp/runner-test-patch.diff"
+APPLY_TIMEOUT_S = 600.0
+OUTPUT_CAP = 1 << 20
+
+APPLIED = ">>>>> Applied Patch"
+APPLY_FAILED = ">>>>> Patch Apply Failed"
+"""The harness's markers (swebench.harness.constants)."""
+
+_APPLY = f"""
+tried=
+for cmd in "git apply --verbose" "git apply --verbose --3way" \\
+    "git apply --verbose --reject" "patch --batch --forward --fuzz=5 -p1 -i"; do
+  if [ -n "$tried" ]; then git checkout -- . ; git clean -fd; fi
+  tried=1
+  if $cmd {PATCH_AT}; then echo '{APPLIED}'; exit 0; fi
+done
+if git apply --check --reverse {PATCH_AT}; then echo '{APPLIED}: already applied'; exit 0; fi
+echo '{APPLY_FAILED}'
+exit 1
+"""
+"""The harness's tries, in its order (swebench.harness.run_evaluation, GIT_APPLY_CMDS):
+each from a pristine tree, then whether the patch is already there. Its module imports
+docker, so the sequence is restated here rather than called."""
+
+_CHECK_TEST_PATCH = f"""
+git apply --check {TEST_PATCH_AT}
+code=$?
+rm -f {TEST_PATCH_AT}
+exit $code
+"""
+
+
+async def recorded_patch(rec: RunRecord, out_dir: Path) -> tuple[bytes, tuple[str, ...]]:
+    """The run's patch as the out dir holds it (what predictions.jsonl is written from),
+    empty when it changed nothing, and what the patch left out."""
+    env = rec.environment
+    rel = env.patch if env is not None else None
+    path = out_dir / rel if rel is not None else None
+    if path is None and rec.result is not None:
+        path = rec.result.patch_path
+    left = env.left_out if env is not None else ()
+    if path is None:
+        return b"", left
+    return await anyio.to_thread.run_sync(path.read_bytes), left
+
+
+async def test_patch_problem(env: Environment, task: SuiteTask) -> str | None:
+    """Why the instance's test_patch does not apply to the fresh tree at base_commit, or
+    None. Checked before the run's patch goes in: the eval script resets the files the
+    test_patch touches to base_commit before applying it, so this is the tree it meets."""
+    patch = task.verifier.test_patch or ""
+    await env.write_file(TEST_PATCH_AT, patch.encode("utf-8", "surrogateescape"))
+    done = await env.exec(
+        ["bash", "-c", _CHECK_TEST_PATCH],
+        cwd=env.workdir,
+        env={},
+        timeout_s=APPLY_TIMEOUT_S,
+        output_cap=OUTPUT_CAP,
+    )
+    if done.exit_code == 0 and not done.timed_out:
+        return None
+    said = done.output.decode("utf-8", "replace").strip()
+    return said[-600:] or f"git apply --check exited {done.exit_code}"
+
+
+async def apply_patch(env: Environment, patch: bytes) -> tuple[bool, str]:
+    """The run's patch applied as the harness applies a prediction; (applied, output)."""
+    await env.write_file(PATCH_AT, patch)
+    done = await env.exec(
+        ["bash", "-c", _APPLY],
+        cwd=env.workdir,
+        env={},
+        timeout_s=APPLY_TIMEOUT_S,
+        output_cap=OUTPUT_CAP,
+    )
+    said = done.output.decode("utf-8", "replace")
+    return done.exit_code == 0 and not done.timed_out, said

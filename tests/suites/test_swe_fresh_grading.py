@@ -1,0 +1,206 @@
+"""SWE-bench graded as its harness grades a prediction: the run's recorded patch applied in
+a fresh container of the instance image, then the test_patch and the eval script. What
+the agent did outside the patch (a planted usercustomize.py, files outside the repo, a
+file left out of the patch) cannot reach the grade, so report.json and predictions.jsonl
+agree. Scripted models on the loopback server do the work, in podman."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runner.sandbox.engine import Engine
+from tests.support.cli import run_cli
+from tests.support.environments import base_image, engine_answers
+from tests.support.fixtures import ThreadFactory
+from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_function_call
+from tests.support.loopback import reply_message as message
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not engine_answers("podman"), reason="podman does not answer here"),
+]
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "suites" / "swe-bench"
+INSTANCE = "runner-fixtures__tinycalc-1"
+
+FIXED_OPS = """\
+cat > tinycalc/ops.py <<'EOF'
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def clamp(value, low, high):
+    if low > high:
+        raise ValueError("low is above high")
+    if value < low:
+        return low
+    if value > high:
+        return high
+    return value
+EOF
+"""
+
+
+def plant(body: str) -> str:
+    """A usercustomize.py in the agent's container: every later python3 of that
+    container runs it at start-up, tests included, yet it is outside the repository."""
+    return (
+        "d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\"\n"
+        "cat > \"$d/usercustomize.py\" <<'EOF'\n"
+        "import sys\n"
+        "sys.path.insert(0, '/testbed')\n"
+        "import tinycalc, tinycalc.ops\n"
+        f"{body}\n"
+        "EOF\n"
+        "echo planted > /root/outside-the-repo.txt\n"
+    )
+
+
+CHEAT = plant(
+    "def clamp(value, low, high):\n"
+    "    if low > high:\n"
+    "        raise ValueError('low is above high')\n"
+    "    return max(low, min(value, high))\n"
+    "tinycalc.clamp = tinycalc.ops.clamp = clamp"
+)
+"""Fixes nothing in the repo: clamp is replaced at import, in this container only."""
+SABOTAGE = FIXED_OPS + plant("tinycalc.add = tinycalc.ops.add = lambda a, b: 0")
+"""The right fix, and a planted add that breaks a PASS_TO_PASS test in this container."""
+BIG = FIXED_OPS + "python3 -c \"open('notes.txt', 'w').write('# filler\\n' * (2 << 20))\"\n"
+"""The right fix, and an 18 MiB file: over the patch's per-file cap, so left out."""
+
+SCRIPTS = {"fake/cheat": CHEAT, "fake/sabotage": SABOTAGE, "fake/big": BIG}
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return anyio.run(base_image, Engine("podman"))
+
+
+def by_model(req: RecordedRequest, i: int) -> Reply:
+    model = str(req.json.get("model", ""))
+    if i == 0:
+        script = (
+            SCRIPTS["fake/" + model] + "\ncd /testbed && python3 -B -m unittest discover -s tests"
+        )
+        return reply_function_call("shell", {"command": ["bash", "-c", script]}, call_id="c0")
+    return message("done")
+
+
+def report_of(out: Path) -> list[dict[str, Any]]:
+    return list(json.loads((out / "report.json").read_text())["runs"])
+
+
+def prediction(out: Path, model: str) -> dict[str, Any]:
+    name = model.replace("/", "__")
+    (line,) = (out / "predictions" / f"{name}.jsonl").read_text().splitlines()
+    return dict(json.loads(line))
+
+
+def test_only_the_recorded_patch_is_graded(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    srv = loopback_thread(per_conversation(by_model))
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    entries = "".join(
+        f"  - {{format: swe-bench, path: swe/instances.jsonl, model: {m}, "
+        f"id_prefix: {m.split('/')[1]}-, environment: {{build: swe}}}}\n"
+        for m in SCRIPTS
+    )
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        f"suites:\n{entries}"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 1, res.stdout + res.stderr  # cheat and big are not resolved
+    runs = {r["model"]: r for r in report_of(out)}
+    assert set(runs) == set(SCRIPTS)
+    for model, run in runs.items():
+        v = run["verifier"]
+        assert v["fresh_environment"] is True, model
+        assert v["start_s"] is not None and 0 < v["start_s"] <= v["duration_s"]
+        # The report graded exactly what the harness will read.
+        patch = prediction(out, model)["model_patch"]
+        recorded = run["environment"]["patch"]
+        assert patch == ((out / recorded).read_text() if recorded else "")
+        assert "usercustomize" not in patch and "outside-the-repo" not in patch
+
+    cheat = runs["fake/cheat"]
+    assert prediction(out, "fake/cheat")["model_patch"] == ""
+    assert cheat["status"] == "check_failed" and cheat["resolution"] == "not", cheat["error"]
+    assert cheat["rewards"]["fail_to_pass"] == 0.0
+    assert cheat["verifier"]["patch_applied"] is None  # an empty patch: nothing to apply
+
+    sabotage = runs["fake/sabotage"]
+    assert sabotage["status"] == "completed", sabotage["error"]
+    assert (sabotage["reward"], sabotage["resolution"]) == (1.0, "resolved")
+    assert sabotage["verifier"]["patch_applied"] is True
+    assert "return high" in prediction(out, "fake/sabotage")["model_patch"]
+
+    big = runs["fake/big"]
+    assert big["status"] == "check_failed" and big["resolution"] == "not"
+    assert big["reward"] == 0.0
+    assert "notes.txt: over 16.0 MiB" in big["error"] and "cannot be resolved" in big["error"]
+    assert big["verifier"]["note"] is not None and "notes.txt" in big["verifier"]["note"]
+    assert big["environment"]["left_out"] == ["notes.txt: over 16.0 MiB, left out of the patch"]
+    kept = prediction(out, "fake/big")["model_patch"]
+    assert "return high" in kept and "notes.txt" not in kept
+
+
+def broken_copy(tmp_path: Path, name: str, field: str, old: str, new: str) -> str:
+    """The fixture instance under a new id, one of its patches made not to apply."""
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    assert old in raw[field]
+    raw[field] = raw[field].replace(old, new)
+    raw["instance_id"] = f"{INSTANCE}-{name}"
+    (tmp_path / f"{name}.jsonl").write_text(json.dumps(raw) + "\n")
+    return (
+        f"  - {{format: swe-bench, path: {name}.jsonl, agent: oracle, "
+        "environment: {build: swe}}\n"
+    )
+
+
+def test_a_test_patch_that_does_not_apply_is_an_error_and_a_gold_patch_is_not_resolved(
+    tmp_path: Path, image: str
+) -> None:
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    entries = broken_copy(
+        tmp_path,
+        "badtest",
+        "test_patch",
+        "     def test_clamp_below(self):",
+        "     def gone(self):",
+    ) + broken_copy(tmp_path, "badgold", "patch", "     if value < low:", "     if value <= low:")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(f"version: 1\nsuites:\n{entries}")
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 3, res.stdout + res.stderr  # the verifier's error
+    runs = {r["id"]: r for r in report_of(out)}
+
+    bad_test = runs[f"{INSTANCE}-badtest"]
+    assert bad_test["status"] == "error" and bad_test["reward"] is None
+    assert bad_test["rewards"] is None or bad_test["rewards"] == {}
+    assert f"{INSTANCE}-badtest: the instance's test_patch does not apply" in bad_test["error"]
+    assert "tests/test_ops.py" in bad_test["error"]  # git's own words name the file
+
+    bad_gold = runs[f"{INSTANCE}-badgold"]
+    assert bad_gold["status"] == "check_failed" and bad_gold["resolution"] == "not"
+    assert bad_gold["rewards"] == {"reward": 0.0}  # no test ran: no share to give
+    assert "the gold patch did not apply" in bad_gold["error"]
+    assert bad_gold["verifier"]["patch_applied"] is False
+    assert "Patch Apply Failed" in bad_gold["verifier"]["output_tail"]
