@@ -13,12 +13,6 @@ from runner.items import Usage
 from runner.models import Price
 
 
-def price_of(p: Price | None) -> Price | None:
-    """Kept for callers written when a run's price had a type of its own: there is one
-    `Price` now, so this is the identity."""
-    return p
-
-
 def cost_usd(price: Price | None, usage: Usage, *, digits: int = 6) -> float | None:
     """The one cost rule: US dollars for `usage`, or None when it is unknown (no price,
     or an answer came without usage, which would make any sum too low)."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.budget import cost_usd, price_of
+from runner.budget import cost_usd
 from runner.items import Usage
 from runner.record import RunRecord, error_of, status_of
 from runner.redact import Redactor
@@ -93,7 +93,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "variant": run.variant,
         "tags": list(run.tags),
         "fingerprint": run.fingerprint,
-        "cost_usd": 0.0 if sanity else cost_usd(price_of(run.price), o.usage if o else Usage()),
+        "cost_usd": 0.0 if sanity else cost_usd(run.price, o.usage if o else Usage()),
         "index": order.get(run.fingerprint),
         "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
         "inputs": rec.inputs,

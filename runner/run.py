@@ -23,8 +23,8 @@ from runner import exec_events as ev
 from runner import workspace
 from runner.agent import Outcome, Thread
 from runner.artifacts import local_artifacts
-from runner.budget import BatchSpend, RunBudget, cost_usd, price_of
-from runner.config import PriceConfig, Run, branch_fields
+from runner.budget import BatchSpend, RunBudget, cost_usd
+from runner.config import Run, branch_fields
 from runner.envrun import Environments, RunEnvironment, uses_environment
 from runner.errors import (
     ConfigError,
@@ -38,6 +38,7 @@ from runner.errors import (
 from runner.hostfs import remove_tree
 from runner.items import Usage
 from runner.journal import Entry, Journal, Pins, earlier_spend
+from runner.models import Price
 from runner.output_schema import check_answer
 from runner.progress import EventSink
 from runner.prompt import agents_md_of
@@ -100,9 +101,9 @@ class RunSink:
     """Between a thread and its event log: adds each request's cost and feeds the
     batch's spend (for batch limits); the log hands each event on to the batch's sink."""
 
-    def __init__(self, log: EventLog, price: PriceConfig | None, spend: BatchSpend) -> None:
+    def __init__(self, log: EventLog, price: Price | None, spend: BatchSpend) -> None:
         self.log = log
-        self.price = price_of(price)
+        self.price = price
         self.spend = spend
 
     def emit(self, event: dict[str, Any]) -> None:

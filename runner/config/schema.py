@@ -216,10 +216,6 @@ class BatchLimits(Frozen):
     the count."""
 
 
-PriceConfig = Price
-"""The old name of `runner.models.Price`, kept while callers move to it."""
-
-
 class ModelConfig(Frozen):
     """Overrides for one provider/model over the built-in table."""
 
