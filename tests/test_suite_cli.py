@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from runner.suite_cli import broken_tasks, guess_format
+from tests.support import paths
 from tests.support.cli import run_cli
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
+FIXTURES = paths.FIXTURES / "suites"
 
 
 def run(agent: str, task: str, reward: float | None, status: str, error: str | None = None) -> Any:
