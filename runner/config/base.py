@@ -27,4 +27,4 @@ class Frozen(BaseModel):
     # The attribute docstrings below are for readers. Pydantic would read them into field
     # descriptions by re-parsing this file's source at import (~100 ms of every start), and
     # nothing uses those descriptions: no schema is generated from the task-file models.
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
