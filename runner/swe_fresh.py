@@ -70,30 +70,31 @@ async def test_patch_problem(env: Environment, task: SuiteTask) -> str | None:
     """Why the instance's test_patch does not apply to the fresh tree at base_commit, or
     None. Checked before the run's patch goes in: the eval script resets the files the
     test_patch touches to base_commit before applying it, so this is the tree it meets."""
-    patch = task.verifier.test_patch or ""
-    await env.write_file(TEST_PATCH_AT, patch.encode("utf-8", "surrogateescape"))
-    done = await env.exec(
-        ["bash", "-c", _CHECK_TEST_PATCH],
-        cwd=env.workdir,
-        env={},
-        timeout_s=APPLY_TIMEOUT_S,
-        output_cap=OUTPUT_CAP,
-    )
-    if done.exit_code == 0 and not done.timed_out:
+    patch = (task.verifier.test_patch or "").encode("utf-8", "surrogateescape")
+    ok, said, code = await _with_file(env, TEST_PATCH_AT, patch, _CHECK_TEST_PATCH)
+    if ok:
         return None
-    said = done.output.decode("utf-8", "replace").strip()
-    return said[-600:] or f"git apply --check exited {done.exit_code}"
+    return said.strip()[-600:] or f"git apply --check exited {code}"
 
 
 async def apply_patch(env: Environment, patch: bytes) -> tuple[bool, str]:
     """The run's patch applied as the harness applies a prediction; (applied, output)."""
-    await env.write_file(PATCH_AT, patch)
+    ok, said, _ = await _with_file(env, PATCH_AT, patch, _APPLY)
+    return ok, said
+
+
+async def _with_file(
+    env: Environment, path: str, data: bytes, script: str
+) -> tuple[bool, str, int]:
+    """`data` written to `path`, then `script` run on it in the workdir: (it succeeded in
+    time, its output, its exit code)."""
+    await env.write_file(path, data)
     done = await env.exec(
-        ["bash", "-c", _APPLY],
+        ["bash", "-c", script],
         cwd=env.workdir,
         env={},
         timeout_s=APPLY_TIMEOUT_S,
         output_cap=OUTPUT_CAP,
     )
-    said = done.output.decode("utf-8", "replace")
-    return done.exit_code == 0 and not done.timed_out, said
+    ok = done.exit_code == 0 and not done.timed_out
+    return ok, done.output.decode("utf-8", "replace"), done.exit_code

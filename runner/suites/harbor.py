@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -343,16 +343,7 @@ def _environment(
             doc.refuse(("environment", key), wrong)
             memory_mb = None
     _megabytes(doc, env_t, "storage_mb", "storage")  # checked; no cap runner can set
-    workdir = env_t.get("workdir")
-    if workdir is not None:
-        wrong = (
-            bounds.workdir_problem(workdir)
-            if isinstance(workdir, str)
-            else f"must be an absolute path, got {bounds.shown(workdir)}"
-        )
-        if wrong is not None:
-            doc.refuse(("environment", "workdir"), wrong)
-            workdir = None
+    workdir = _text(doc, env_t, "workdir", bounds.workdir_problem, "an absolute path")
     network = _agent_network(doc, env_t, agent)
     env = doc.env(env_t, ("environment", "env"))
     user = doc.user(agent, ("agent", "user"))
@@ -367,15 +358,9 @@ def _environment(
             "environment/Dockerfile or [environment].docker_image",
         )
         return None
-    image = env_t.get("docker_image")
-    if image is not None:
-        wrong = (
-            bounds.image_problem(image)
-            if isinstance(image, str)
-            else f"must be an image name, got {bounds.shown(image)}"
-        )
-        if wrong is not None:
-            doc.refuse(("environment", "docker_image"), wrong)
+    if "docker_image" in env_t:
+        image = _text(doc, env_t, "docker_image", bounds.image_problem, "an image name")
+        if image is None:
             return None
         return SuiteEnvironment(
             image=image, workdir=workdir or DEFAULT_WORKDIR, cpus=cpus_f, memory_mb=memory_mb,
@@ -403,6 +388,23 @@ def _environment(
 _CPUS = ("environment", "cpus")
 _MOST_MB = 1 << 62
 """Any size past this is over every limit; no need to carry its digits."""
+
+
+def _text(
+    doc: _Toml, env_t: dict[str, Any], key: str, check: Callable[[str], str | None], kind: str
+) -> str | None:
+    """`[environment].key` when it is text `check` finds nothing wrong with; else None,
+    refused at its line (or not written)."""
+    value = env_t.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        doc.refuse(("environment", key), f"must be {kind}, got {bounds.shown(value)}")
+        return None
+    if (wrong := check(value)) is not None:
+        doc.refuse(("environment", key), wrong)
+        return None
+    return value
 
 
 def _megabytes(doc: _Toml, table: dict[str, Any], key: str, old: str) -> int | None:
