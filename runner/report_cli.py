@@ -29,8 +29,9 @@ def report_merge(args: argparse.Namespace) -> int:
 
 
 def report_compare(args: argparse.Namespace) -> int:
-    """0; with --fail-on-regression 1 when a pass rate dropped significantly, 3 when the
-    inputs cannot tell (partial, or nothing finished on one side)."""
+    """0; with --fail-on-regression 1 when a pass rate or the mean reward dropped
+    significantly, 3 when the inputs cannot tell (partial, nothing finished on one side,
+    too few tasks graded on both)."""
     from runner.reports.compare import check_selection, compare, render_compare
     from runner.reports.merge import load_shard
 
@@ -51,16 +52,15 @@ def report_compare(args: argparse.Namespace) -> int:
         alpha=args.alpha,
     )
     if args.format == "json":
-        say(result.model_dump_json(indent=2))
+        say(result.to_json())
     else:
         say(render_compare(result).removesuffix("\n"))
     if not args.fail_on_regression:
         return EXIT_OK
     for why in result.inconclusive:
         warn(f"compare: inconclusive: {why}", one_line=True)
-    return (
-        EXIT_TASK_FAILED if result.regressions else EXIT_RUNNER if result.inconclusive else EXIT_OK
-    )
+    failed = result.regressions or result.reward_regressions
+    return EXIT_TASK_FAILED if failed else EXIT_RUNNER if result.inconclusive else EXIT_OK
 
 
 def _label(directory: Path, variant: str | None, model: str | None) -> str:

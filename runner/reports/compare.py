@@ -14,6 +14,7 @@ Three tests, for three questions (README, "A/B comparisons"):
 All are exact, computed in integers (`reports.stats`): with the handful of runs a benchmark
 affords, a normal approximation (z-test, chi-squared) is wrong exactly where it matters.
 Every rate is over finished runs; skipped and errored runs are counted, never compared.
+Suite runs also compare mean rewards, task by task (`reports.reward_compare`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from pydantic import BaseModel, ConfigDict
 from runner.errors import ConfigError, Problem
 from runner.reports.fmt import cell, duration, money, percent, table
 from runner.reports.model import Report, RunReport
+from runner.reports.reward_compare import (
+    RewardComparison,
+    RewardRow,
+    compare_rewards,
+    render_rewards,
+)
 from runner.reports.stats import fisher_exact, holm, stratified_test
 from runner.reports.summary import column_name, partial_text
 from runner.reports.task_drift import changed_tasks
@@ -116,10 +123,20 @@ class Comparison(BaseModel):
     """Why the comparison cannot clear a CI gate: a partial report (missing shards, or a
     checkpoint of a batch still running), or a model/variant with runs on both sides but
     none finished on one (all errored or skipped). `--fail-on-regression` exits 3 then."""
+    reward: RewardComparison | None = None
+    """Mean rewards, when either side has any (suite runs); absent from the JSON without."""
 
     @property
     def regressions(self) -> list[Row]:
         return [r for r in [self.overall, *self.groups] if r.verdict == "regression"]
+
+    @property
+    def reward_regressions(self) -> list[RewardRow]:
+        return self.reward.regressions if self.reward else []
+
+    def to_json(self) -> str:
+        """Without rewards, the same document as before there were any."""
+        return self.model_dump_json(indent=2, exclude={"reward"} if self.reward is None else None)
 
 
 def _side(runs: Sequence[RunReport]) -> Side:
@@ -404,6 +421,8 @@ def compare(
         for r in [overall, *groups]
         if r.base.runs and r.new.runs and not (r.base.finished and r.new.finished)
     ]
+    reward = compare_rewards(a, b, group, task_key, alpha, (base_name, new_name))
+    why += reward.inconclusive if reward else []
     return Comparison(
         base=base_name,
         new=new_name,
@@ -416,6 +435,7 @@ def compare(
         tasks_only_in_new=only_b,
         notes=notes,
         inconclusive=why,
+        reward=reward,
     )
 
 
@@ -518,9 +538,9 @@ def render_compare(c: Comparison) -> str:
             *_costs(r),
         ]
 
-    regressions = c.regressions
+    regressions = len(c.regressions) + len(c.reward_regressions)
     head = (
-        f"**{len(regressions)} significant regression(s)**"
+        f"**{regressions} significant regression(s)**"
         if regressions
         else "**Inconclusive**"
         if c.inconclusive
@@ -554,6 +574,7 @@ def render_compare(c: Comparison) -> str:
             "",
             *table(header, align, [line(c.overall)]),
             "",
+            *(render_rewards(c.reward) if c.reward else []),
             *groups,
             "## By task",
             "",

@@ -69,7 +69,7 @@ def _exact(doubled: Sequence[int], observed: int) -> float:
         for s, c in enumerate(counts):
             grown[s + r] += c
         counts = grown
-    total = 2 ** len(doubled)
+    total = 1 << len(doubled)
     low, high = sum(counts[: observed + 1]), sum(counts[observed:])
     return min(1.0, 2 * min(low, high) / total)
 
@@ -140,12 +140,15 @@ def paired_interval(
     differences: Sequence[float], confidence: float = 0.95
 ) -> tuple[float, float] | None:
     """Student's t interval of the mean difference: mean +- t(n-1) * s / sqrt(n). None
-    with fewer than two differences, which give no spread. When every difference is the
-    same the interval has no width: the t interval cannot see the few tasks behind it, so
-    read it with the test's n and p."""
+    with fewer than two differences, and when they are all the same: the t interval would
+    have no width, yet a few tasks that agree are no certainty (the test's n and p say how
+    little they show)."""
     n = len(differences)
     if n < 2:
         return None
+    spread = statistics.stdev(differences)
+    if round(spread, DIGITS) == 0:
+        return None
     mean = statistics.fmean(differences)
-    half = t_quantile(confidence, n - 1) * statistics.stdev(differences) / math.sqrt(n)
+    half = t_quantile(confidence, n - 1) * spread / math.sqrt(n)
     return mean - half, mean + half
