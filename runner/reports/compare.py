@@ -504,6 +504,10 @@ def _verdict(r: Row) -> str:
     return f"**{r.verdict}**" if r.significant else r.verdict
 
 
+def _reward_test(c: Comparison) -> str:
+    return f"; mean reward: {c.reward.test}" if c.reward else ""
+
+
 def render_compare(c: Comparison) -> str:
     """The comparison as Markdown: the verdict first, then per group and per task."""
     header = ["", "Base pass", "New pass", "Change", "p pooled", "Verdict", "p per task"]
@@ -557,7 +561,7 @@ def render_compare(c: Comparison) -> str:
         [
             f"# Compare {cell(c.base)} -> {cell(c.new)}",
             "",
-            f"{head} at alpha {c.alpha:g} ({c.test}).",
+            f"{head} at alpha {c.alpha:g} ({c.test}{_reward_test(c)}).",
             "",
             *[f"> {cell(n)}" for n in c.notes],
             *([""] if c.notes else []),

@@ -111,6 +111,7 @@ def test_a_significant_drop_fails_the_gate(tmp_path: Path) -> None:
     md = _cli(d, d, *flags, "--fail-on-regression")
     assert md.returncode == 1
     assert md.stdout.count("**1 significant regression(s)**") == 1
+    assert "finished runs; mean reward: Wilcoxon signed-rank test, two-sided" in md.stdout
     assert "| 8, 8 changed | 0.008 | **regression** |" in md.stdout
     # The other way round it is an improvement, and the gate passes.
     assert (
