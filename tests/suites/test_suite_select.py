@@ -191,3 +191,17 @@ def test_validate_says_what_a_suite_run_starts_from_and_what_was_not_read(
     assert lines[1].endswith(
         "tasks.yaml:7: suites[0] (harbor): 1 of 2 tasks not selected, so not read"
     ), lines
+
+
+def test_an_instance_that_is_not_selected_does_not_block(tmp_path: Path) -> None:
+    good = (FIXTURES / "swe-bench" / "instances.jsonl").read_text().strip()
+    bad = '{"instance_id": "other-1", "repo": 7}'
+    (tmp_path / "i.jsonl").write_text(good + "\n" + bad + "\n" + "[]\n")
+    path = tmp_path / "tasks.yaml"
+    entry = "{format: swe-bench, path: i.jsonl, environment: {image: x}, select: {ids: [%s]}}"
+    path.write_text(HEAD + "suites:\n  - " + entry % "runner-fixtures__tinycalc-1" + "\n")
+    assert ids(path) == ["runner-fixtures__tinycalc-1"]
+    path.write_text(HEAD + "suites:\n  - " + entry % "other-1" + "\n")
+    found = problems(path)
+    assert any("i.jsonl:2: repo: expected a string" in p for p in found), found
+    assert not any(":3:" in p for p in found), found  # no id: named only for the whole suite
