@@ -35,6 +35,7 @@ from runner.vocabulary import (
 if TYPE_CHECKING:
     from runner.batch import BatchPlan
     from runner.config import Loaded
+    from runner.config.resolved import Run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -385,13 +386,22 @@ def _validate(args: argparse.Namespace) -> int:
     # machinery and the report model) is not needed to check a file.
     loaded = _config(args, offline=args.offline)
     for t in loaded.runs:
-        say(
-            f"{t.name}: {t.label}, {len(t.turns) + 1} turn(s), repo {t.repo}",
-            one_line=True,
-        )
+        say(f"{t.name}: {t.label}, {len(t.turns) + 1} turn(s), {_starts_from(t)}", one_line=True)
+    for note in loaded.notes:
+        say(note, one_line=True)
     ids = {t.id for t in loaded.runs}
     say(f"{loaded.file}: ok, {len(ids)} task(s), {len(loaded.runs)} run(s)", one_line=True)
     return EXIT_OK
+
+
+def _starts_from(t: Run) -> str:
+    """What the run's work starts from: the repo copied in, or for a suite's task (nothing
+    copied) its image or build folder and the workdir the agent starts in."""
+    if t.suite is None:
+        return f"repo {t.repo}"
+    env = t.environment
+    where = f"image {env.image}" if env.image is not None else f"build {env.build}"
+    return f"{where}, workdir {env.workdir} (nothing copied in)"
 
 
 def _print_answers(answers: list[str]) -> None:

@@ -21,8 +21,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from runner.cli_common import say, warn
+from runner.errors import ConfigError
 from runner.vocabulary import (
     AGENT_KINDS,
     EXIT_BAD_INPUT,
@@ -100,10 +102,17 @@ def guess_format(path: Path) -> str | None:
     return None
 
 
-def check_file(path: Path, fmt: str, backend: str, build: Path | None = None) -> str:
+def check_file(
+    path: Path,
+    fmt: str,
+    backend: str,
+    build: Path | None = None,
+    ids: dict[str, list[str]] | None = None,
+) -> str:
     """The task file of a check: the suite twice, once per sanity agent. The runs are
     labelled `agent/oracle` and `agent/nop` as any sanity run is; the model the file names
-    (the config pass resolves one for every task) is never called."""
+    (the config pass resolves one for every task) is never called. `ids`: per agent, the
+    tasks it runs (default: all); an agent with none is left out."""
     env = f"backend: {backend}" + (f", build: {json.dumps(str(build.resolve()))}" if build else "")
     entries = "".join(
         f"  - format: {fmt}\n"
@@ -111,7 +120,9 @@ def check_file(path: Path, fmt: str, backend: str, build: Path | None = None) ->
         f"    agent: {agent}\n"
         f"    id_prefix: {agent}\n"
         f"    environment: {{{env}}}\n"
+        + (f"    select: {{ids: {json.dumps(ids[agent])}}}\n" if ids is not None else "")
         for agent in ("oracle", "nop")
+        if ids is None or ids[agent]
     )
     return (
         "version: 1\n"
@@ -119,6 +130,32 @@ def check_file(path: Path, fmt: str, backend: str, build: Path | None = None) ->
         f"defaults: {{model: {SANITY_PROVIDER}/none}}\n"
         f"suites:\n{entries}"
     )
+
+
+def unreadable_tasks(path: Path, fmt: str) -> tuple[dict[str, list[str]], list[str]]:
+    """Every task of the suite read as a batch would read it: (per sanity agent, the ids
+    it can run; one line per task, or agent, that cannot run and why, located). A task
+    that cannot be read is listed, not a reason to check none; a path that is no suite
+    at all is a ConfigError (exit 2)."""
+    from runner.suites.model import SuiteFormat
+    from runner.suites.read import list_suite
+
+    listing = list_suite(cast(SuiteFormat, fmt), path.resolve())
+    ids: dict[str, list[str]] = {"oracle": [], "nop": []}
+    lines = [f"{p}" for p in listing.unlisted]
+    for listed in listing.tasks:
+        task, found = listed.read()
+        lines += [f"{listed.id}: cannot be read: {p}" for p in found]
+        if task is None:
+            continue
+        ids["nop"].append(listed.id)
+        if task.solution is not None:
+            ids["oracle"].append(listed.id)
+        elif task.solution_problems:
+            lines += [f"{listed.id}: oracle cannot run: {p}" for p in task.solution_problems]
+        else:
+            lines.append(f"{listed.id}: oracle cannot run: the task has no solution")
+    return ids, lines
 
 
 def broken_tasks(report: dict[str, Any]) -> list[str]:
@@ -146,17 +183,29 @@ def _check(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    try:
+        ids, unreadable = unreadable_tasks(args.path, fmt)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            warn(f"error: {problem}", one_line=True)
+        return EXIT_BAD_INPUT
+    if unreadable:
+        say(f"suite check: {len(unreadable)} problem(s) keep tasks from being checked:")
+        for line in unreadable:
+            say(f"  {line}", one_line=True)
+    if not ids["oracle"] and not ids["nop"]:
+        return EXIT_TASK_FAILED
     work = Path(tempfile.mkdtemp(prefix="runner-suite-check-"))
     out = args.out or work / "out"
     task_file = work / "check.yaml"
-    task_file.write_text(check_file(args.path, fmt, args.backend, args.build))
+    task_file.write_text(check_file(args.path, fmt, args.backend, args.build, ids))
     code = _check_batch(args, task_file, out, main)
     if code == EXIT_OK or not (out / "journal").is_dir():
         shutil.rmtree(work, ignore_errors=True)  # nothing to look at or to resume
     else:
         kept = "its task file" if args.out else "its task file and out dir"
         print(f"suite check: {kept} are kept in {work}")
-    return code
+    return EXIT_TASK_FAILED if code == EXIT_OK and unreadable else code
 
 
 def _check_batch(
@@ -176,7 +225,7 @@ def _check_batch(
         for line in broken:
             print(f"  {line}")
         return EXIT_TASK_FAILED
-    print(f"suite check: all {runs // 2} tasks score 1 with oracle and 0 with nop")
+    print(f"suite check: the {runs} runs score 1 with oracle and 0 with nop")
     return EXIT_OK
 
 

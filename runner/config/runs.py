@@ -32,6 +32,8 @@ class Loaded:
     selection: Selection
     task_file: TaskFile
     file: str
+    notes: tuple[str, ...] = ()
+    """What `validate` says beside the runs (a suite's tasks its `select` left unread)."""
 
 
 def load(
@@ -96,7 +98,7 @@ def load(
     )
     if found:
         raise ConfigError(found)
-    return Loaded(chosen.runs, chosen, tf, file)
+    return Loaded(chosen.runs, chosen, tf, file, suites.notes)
 
 
 def load_runs(

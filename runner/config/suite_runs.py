@@ -28,10 +28,10 @@ from runner.config.resolve import check_path, merged_layers
 from runner.config.schema import COMMAND_LINE, ID_RE, Limits, LineMap, Settings, TaskSpec
 from runner.config.suite_entry import SuiteEntry
 from runner.config.taskfile import TaskFile
-from runner.config.text import Path_
+from runner.config.text import Path_, dotted
 from runner.errors import ConfigError, Problem
-from runner.suites.model import SuiteTask
-from runner.suites.read import read_suite
+from runner.suites.model import Listed, SuiteListing, SuiteTask
+from runner.suites.read import list_suite
 from runner.vocabulary import AgentKind
 
 _NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -51,6 +51,8 @@ class WithSuites:
     """The file with each suite task appended to `tasks` (its lines those of its entry)."""
     bound: Mapping[str, Bound]
     """Task id -> its suite task, for the tasks that came from `suites:`."""
+    notes: tuple[str, ...] = ()
+    """One line per entry whose `select` left tasks of its suite unread."""
 
 
 def with_suites(
@@ -68,18 +70,23 @@ def with_suites(
     ids = {t.id for t in tf.tasks}
     specs: list[TaskSpec] = []
     bound: dict[str, Bound] = {}
+    notes: list[str] = []
     for s, entry in enumerate(tf.suites):
         at = _At(file, lines, ("suites", s))
-        tasks = _read(entry, base_dir, at, problems)
-        for task in _selected(tasks, entry, at, problems):
+        listing = _list(entry, base_dir, at, problems)
+        if listing is None:
+            continue
+        picked = _selected(listing, entry, at, problems)
+        if len(picked) < len(listing.tasks):
+            notes.append(
+                f"{at.where()} ({entry.path}): {len(listing.tasks) - len(picked)} of "
+                f"{len(listing.tasks)} tasks not selected, so not read"
+            )
+        kind = agent or entry.agent
+        for task in _read(picked, kind, at, problems):
             tid = _task_id(task.id, entry.id_prefix)
             if tid in ids:
                 problems.append(at.problem("path", f"task id {tid!r} is used twice; set id_prefix"))
-                continue
-            kind = agent or entry.agent
-            if kind == "oracle" and task.solution is None:
-                why = f"{task.id}: agent oracle needs the task's solution; it has none"
-                problems.append(at.problem("agent", why))
                 continue
             spec = _spec(tf, entry, task, tid, base_dir, at, problems)
             if spec is None:
@@ -95,7 +102,7 @@ def with_suites(
         return WithSuites(tf, {})
     out = tf.model_copy(update={"tasks": (*tf.tasks, *specs)})
     out._lines = LineMap(lines, tf._lines.sha256)
-    return WithSuites(out, bound)
+    return WithSuites(out, bound, tuple(notes))
 
 
 class _At:
@@ -114,10 +121,13 @@ class _At:
         return None
 
     def problem(self, field: str, message: str) -> Problem:
-        """`field` dotted below the entry, e.g. `select.ids.0`."""
+        """`field` below the entry, given dotted (`select.ids.0`), named as every field of
+        the task file is (`suites[1].select.ids[0]`)."""
         sub = tuple(int(p) if p.isdigit() else p for p in field.split("."))
-        dotted = ".".join(str(p) for p in (*self.path, *sub))
-        return Problem(self.file, self.line(*sub), dotted, message)
+        return Problem(self.file, self.line(*sub), dotted((*self.path, *sub)), message)
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line()}: {dotted(self.path)}"
 
     def lend(self, task: Path_) -> None:
         n = len(self.path)
@@ -126,13 +136,15 @@ class _At:
                 self.lines[(*task, *sub[n:])] = line
 
 
-def _read(entry: SuiteEntry, base_dir: Path, at: _At, problems: list[Problem]) -> list[SuiteTask]:
+def _list(
+    entry: SuiteEntry, base_dir: Path, at: _At, problems: list[Problem]
+) -> SuiteListing | None:
     path, wrong = check_path(base_dir, entry.path, want_dir=entry.format != "swe-bench")
     if wrong is not None or path is None:
         problems.append(at.problem("path", wrong or "not found"))
-        return []
+        return None
     try:
-        return read_suite(
+        return list_suite(
             entry.format,
             path,
             prompt_template=entry.prompt_template,
@@ -141,33 +153,98 @@ def _read(entry: SuiteEntry, base_dir: Path, at: _At, problems: list[Problem]) -
         )
     except ConfigError as exc:
         problems.extend(exc.problems)
-        return []
+        return None
+
+
+def _read(
+    picked: list[Listed], agent: AgentKind, at: _At, problems: list[Problem]
+) -> list[SuiteTask]:
+    """The selected tasks read in full; each one's faults are problems (the solution's
+    only for `agent: oracle`, the one agent that runs it)."""
+    tasks = []
+    for listed in picked:
+        task, found = listed.read()
+        problems.extend(found)
+        if task is None:
+            continue
+        if agent == "oracle" and task.solution is None:
+            why = "it has none" if not task.solution_problems else "it has none runner runs"
+            problems.append(
+                at.problem("agent", f"{task.id}: agent oracle needs the task's solution; {why}")
+            )
+            problems.extend(task.solution_problems)
+            continue
+        tasks.append(task)
+    return tasks
 
 
 def _selected(
-    tasks: list[SuiteTask], entry: SuiteEntry, at: _At, problems: list[Problem]
-) -> list[SuiteTask]:
-    """The entry's `select`, in the suite's order; `count` draws from the ids sorted, so
-    the draw is the same whatever order the suite's files were listed in."""
+    listing: SuiteListing, entry: SuiteEntry, at: _At, problems: list[Problem]
+) -> list[Listed]:
+    """The entry's `select`, decided on the ids and tags the suite gives, in the suite's
+    order. `count` draws from the ids sorted, every id the suite names whether runner can
+    read its task or not, so the draw is the same on every machine and every version of
+    runner. A name, pattern or tag that picks nothing, and a count over what there is,
+    are refused: most often a typo, and a batch of 2 runs where 50 were asked for is not
+    what the user measures."""
     sel = entry.select
+    tasks = listing.tasks
     known = {t.id for t in tasks}
-    if tasks:
-        for k, wanted in enumerate(sel.ids):
-            if wanted not in known:
-                problems.append(at.problem(f"select.ids.{k}", f"no task {wanted!r} in the suite"))
+    if not (sel.ids or sel.globs or sel.tags):
+        problems.extend(listing.unlisted)
+    for k, wanted in enumerate(sel.ids):
+        if wanted not in known:
+            problems.append(at.problem(f"select.ids.{k}", f"no task {wanted!r} in the suite"))
+    for k, pattern in enumerate(sel.globs):
+        if not any(fnmatch.fnmatchcase(t.id, pattern) for t in tasks):
+            problems.append(
+                at.problem(f"select.globs.{k}", f"{pattern!r} matches no task id of the suite")
+            )
+    named = [
+        t for t in tasks if t.id in sel.ids or any(fnmatch.fnmatchcase(t.id, g) for g in sel.globs)
+    ]
+    by_tag = _tagged(tasks, named, entry, at, problems) if sel.tags else []
     picked = tasks
     if sel.ids or sel.globs or sel.tags:
-        picked = [
-            t
-            for t in tasks
-            if t.id in sel.ids
-            or any(fnmatch.fnmatchcase(t.id, g) for g in sel.globs)
-            or set(sel.tags) & set(t.tags)
-        ]
-    if sel.count is not None and sel.count < len(picked):
+        chosen = {t.id for t in (*named, *by_tag)}
+        picked = tuple(t for t in tasks if t.id in chosen)
+    if sel.count is not None and sel.count > len(picked):
+        problems.append(
+            at.problem(
+                "select.count",
+                f"asks for {sel.count} tasks, but the selection has {len(picked)}: write "
+                f"count: {len(picked)} or less, or leave count out to run them all",
+            )
+        )
+    elif sel.count is not None and sel.count < len(picked):
         drawn = set(random.Random(sel.seed).sample(sorted(t.id for t in picked), sel.count))
-        picked = [t for t in picked if t.id in drawn]
-    return picked
+        picked = tuple(t for t in picked if t.id in drawn)
+    return list(picked)
+
+
+def _tagged(
+    tasks: tuple[Listed, ...],
+    named: list[Listed],
+    entry: SuiteEntry,
+    at: _At,
+    problems: list[Problem],
+) -> list[Listed]:
+    """The tasks with one of `select.tags`. A task whose tags cannot be read, and that no
+    id or pattern selects, is a problem: whether it is selected cannot be told."""
+    wanted = set(entry.select.tags)
+    seen: set[str] = set()
+    out = []
+    for t in tasks:
+        tags, found = t.tags()
+        if found and t not in named:
+            problems.extend(found)
+        seen |= set(tags)
+        if wanted & set(tags):
+            out.append(t)
+    for k, tag in enumerate(entry.select.tags):
+        if tag not in seen:
+            problems.append(at.problem(f"select.tags.{k}", f"no task of the suite has tag {tag!r}"))
+    return out
 
 
 def _task_id(raw: str, prefix: str | None) -> str:

@@ -8,11 +8,13 @@ import os
 import re
 import stat
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from runner import hostfs
 from runner.errors import ConfigError, Problem
+from runner.suites.model import Listed, SuiteListing, SuiteTask
 
 _T = TypeVar("_T")
 
@@ -109,44 +111,48 @@ def _read_regular(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
-def task_folders(path: Path, marker: str, fmt: str) -> list[Path]:
-    """`path` itself when it holds `marker`, else each of its folders (hidden ones left
-    out), sorted by name; a folder without the marker is refused, not skipped."""
+def list_tasks(
+    path: Path,
+    marker: str,
+    fmt: str,
+    read: Callable[[Path], tuple[SuiteTask | None, list[Problem]]],
+    tags: Callable[[Path], tuple[tuple[str, ...], list[Problem]]],
+) -> SuiteListing:
+    """`path` itself when it holds `marker`, else each of its folders that does (hidden
+    ones and links left out), sorted by name, each named by its folder and read only when
+    asked. A folder without the marker names no task: it is `unlisted`, refused when the
+    whole suite is wanted. Only the folder's names are read here, never a file."""
     if not path.is_dir():
         raise ConfigError([Problem(str(path), None, "path", f"not a folder of {fmt} tasks")])
     if os.path.lexists(path / marker):
-        return [path]
-    folders, problems = [], []
-    for entry in sorted(path.iterdir()):
-        if entry.name.startswith(".") or not entry.is_dir() or entry.is_symlink():
-            continue
-        if os.path.lexists(entry / marker):
-            folders.append(entry)
-        else:
-            problems.append(
-                Problem(str(entry), None, "(folder)", f"not a {fmt} task: it has no {marker}")
-            )
-    if not folders and not problems:
-        problems.append(Problem(str(path), None, "path", f"holds no {fmt} task (no {marker})"))
-    if problems:
-        raise ConfigError(problems)
-    return folders
+        folders = [path]
+        unlisted: list[Problem] = []
+    else:
+        folders, unlisted = [], []
+        for entry in sorted(path.iterdir()):
+            if entry.name.startswith(".") or not entry.is_dir() or entry.is_symlink():
+                continue
+            if os.path.lexists(entry / marker):
+                folders.append(entry)
+            else:
+                why = f"not a {fmt} task: it has no {marker}"
+                unlisted.append(Problem(str(entry), None, "(folder)", why))
+    if not folders and not unlisted:
+        raise ConfigError([Problem(str(path), None, "path", f"holds no {fmt} task (no {marker})")])
+    return SuiteListing(
+        tuple(Listed(f.name, partial(tags, f), partial(read, f)) for f in folders),
+        tuple(unlisted),
+    )
 
 
-def read_tasks(
-    path: Path, marker: str, fmt: str, read: Callable[[Path], tuple[_T | None, list[Problem]]]
-) -> list[_T]:
-    """`read` of every task folder under `path`, or one ConfigError listing every problem
-    of every task: a user fixes a whole suite in one pass, not one task a run."""
-    tasks, problems = [], []
-    for folder in task_folders(path, marker, fmt):
-        task, found = read(folder)
-        problems += found
-        if task is not None:
-            tasks.append(task)
-    if problems:
-        raise ConfigError(problems)
-    return tasks
+def apart(folder: TaskFolder, read: Callable[[], _T]) -> tuple[_T, tuple[Problem, ...]]:
+    """`read()` and the problems it found, taken off the folder's own: a task's solution
+    matters to `agent: oracle` alone, so its faults must not make the task unreadable."""
+    n = len(folder.problems)
+    value = read()
+    found = tuple(folder.problems[n:])
+    del folder.problems[n:]
+    return value, found
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")

@@ -21,8 +21,8 @@ from typing import Any
 
 from runner.errors import Problem
 from runner.suites import bounds
-from runner.suites.folder import TaskFolder, dockerfile_workdir, expand, read_tasks
-from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
+from runner.suites.folder import TaskFolder, apart, dockerfile_workdir, expand, list_tasks
+from runner.suites.model import Solution, SuiteEnvironment, SuiteListing, SuiteTask, Verifier
 
 VERIFIER_TIMEOUT_S = 600.0
 BUILD_TIMEOUT_S = 600.0
@@ -54,8 +54,49 @@ def read_harbor(path: Path, variables: Mapping[str, str] | None = None) -> list[
     """Every task under `path` (a task folder, or a folder of them), or one ConfigError
     listing every problem of every task. `variables` fill `${VAR}` and `${VAR:-default}`
     in the `env` tables: what the user gave, never the whole host environment."""
+    return list_harbor(path, variables).read_all()
+
+
+def list_harbor(path: Path, variables: Mapping[str, str] | None = None) -> SuiteListing:
+    """The tasks under `path` by folder name, each read only when asked (`read_harbor`)."""
     given = dict(variables or {})
-    return read_tasks(path, "task.toml", "Harbor", lambda folder: _read_task(folder, given))
+    return list_tasks(path, "task.toml", "Harbor", lambda folder: _read_task(folder, given), _tags)
+
+
+def _tags(root: Path) -> tuple[tuple[str, ...], list[Problem]]:
+    """The task's tags from its task.toml alone (`[metadata].tags`, `[task].keywords`):
+    what a `select: {tags: ...}` needs, without the rest of the folder."""
+    folder = TaskFolder(root)
+    doc = _parsed(folder)
+    if doc is None:
+        return (), folder.problems
+    tags, _ = _metadata(doc)
+    return tags, folder.problems
+
+
+def _parsed(folder: TaskFolder, variables: Mapping[str, str] | None = None) -> _Toml | None:
+    """task.toml read and parsed; None (its problem kept) when it cannot be."""
+    text = folder.text("task.toml")
+    if text is None:
+        if not folder.problems:
+            folder.refuse("task.toml", None, "(file)", "missing")
+        return None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        folder.refuse(
+            "task.toml",
+            int(match.group(1)) if match else None,
+            "(syntax)",
+            f"not valid TOML: {exc}",
+        )
+        return None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        folder.refuse("task.toml", None, "(syntax)", f"not valid TOML: {exc}")
+        return None
+    written: dict[Key, str] = {}
+    return _Toml(folder, data, toml_lines(text, written), variables or {}, written)
 
 
 # -- task.toml: lines of keys ---------------------------------------------------------------
@@ -226,28 +267,11 @@ def _quoted(part: str) -> str:
 
 def _read_task(root: Path, variables: Mapping[str, str]) -> tuple[SuiteTask | None, list[Problem]]:
     folder = TaskFolder(root)
-    text = folder.text("task.toml")
+    doc = _parsed(folder, variables)
     instruction = folder.text("instruction.md")
-    if text is None:
-        if not folder.problems:
-            folder.refuse("task.toml", None, "(file)", "missing")
+    if doc is None:
         return None, folder.problems
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        match = re.search(r"line (\d+)", str(exc))
-        folder.refuse(
-            "task.toml",
-            int(match.group(1)) if match else None,
-            "(syntax)",
-            f"not valid TOML: {exc}",
-        )
-        return None, folder.problems
-    except ValueError as exc:  # an integer of more digits than Python converts
-        folder.refuse("task.toml", None, "(syntax)", f"not valid TOML: {exc}")
-        return None, folder.problems
-    written: dict[Key, str] = {}
-    doc = _Toml(folder, data, toml_lines(text, written), variables, written)
+    data = doc.data
     if instruction is None and not folder.lexists("instruction.md"):
         folder.refuse("instruction.md", None, "(file)", "missing: it is the task's instruction")
     elif instruction is not None and not instruction.strip():
@@ -260,12 +284,13 @@ def _read_task(root: Path, variables: Mapping[str, str]) -> tuple[SuiteTask | No
     agent = doc.table("agent", _AGENT, {})
     verifier_t = doc.table("verifier", _VERIFIER, {})
     environment_t = doc.table("environment", _ENVIRONMENT, _REFUSED_ENVIRONMENT)
-    solution_t = doc.table("solution", _SOLUTION, {})
     doc.table("task", _TASK, {})
     tags, metadata = _metadata(doc)
     environment = _environment(doc, environment_t, agent)
     verifier = _verifier(doc, verifier_t)
-    solution = _solution(doc, solution_t)
+    solution, solution_problems = apart(
+        folder, lambda: _solution(doc, doc.table("solution", _SOLUTION, {}))
+    )
     agent_s = doc.seconds(agent, ("agent", "timeout_sec"), None, bounds.MAX_AGENT_S)
     build_s = doc.seconds(
         environment_t, ("environment", "build_timeout_sec"), BUILD_TIMEOUT_S, bounds.MAX_BUILD_S
@@ -280,11 +305,12 @@ def _read_task(root: Path, variables: Mapping[str, str]) -> tuple[SuiteTask | No
             instruction=instruction,
             environment=environment,
             verifier=verifier,
-            solution=solution,
+            solution=None if solution_problems else solution,
             agent_timeout_s=agent_s,
             build_timeout_s=build_s,
             tags=tags,
             metadata=metadata,
+            solution_problems=solution_problems,
         ),
         [],
     )
@@ -333,16 +359,8 @@ def _environment(
         doc.refuse(_CPUS, wrong)
         cpus = None
     cpus_f = float(cpus) if cpus is not None else None
-    memory_mb = _megabytes(doc, env_t, "memory_mb", "memory")
-    if memory_mb is not None:
-        said = doc.written.get(("environment", "memory_mb"))
-        key = "memory_mb" if said is not None else "memory"
-        said = said or bounds.shown(env_t.get("memory"))
-        wrong = bounds.memory_problem(memory_mb, said)
-        if wrong is not None:
-            doc.refuse(("environment", key), wrong)
-            memory_mb = None
-    _megabytes(doc, env_t, "storage_mb", "storage")  # checked; no cap runner can set
+    memory_mb = _megabytes(doc, env_t, "memory_mb", "memory", bounded=True)
+    _megabytes(doc, env_t, "storage_mb", "storage", bounded=False)  # no cap runner can set
     workdir = _text(doc, env_t, "workdir", bounds.workdir_problem, "an absolute path")
     network = _agent_network(doc, env_t, agent)
     env = doc.env(env_t, ("environment", "env"))
@@ -407,16 +425,47 @@ def _text(
     return value
 
 
-def _megabytes(doc: _Toml, table: dict[str, Any], key: str, old: str) -> int | None:
-    """`memory_mb`, or the older `memory = "2G"` Harbor still reads; None when neither is
-    written or what is written is refused. Bounds are the caller's (memory has them)."""
+def _megabytes(
+    doc: _Toml, table: dict[str, Any], key: str, old: str, *, bounded: bool
+) -> int | None:
+    """`key` (whole MB), or the older `old = "2G"` Harbor still reads. Each one written is
+    checked on its own (against runner's memory bounds when `bounded`), so an absurd one
+    is named even beside a sound one; two sound ones that disagree are refused, since
+    which of them Harbor honours is not for runner to guess. None when neither is written
+    or one is refused."""
+    sizes: dict[str, int] = {}
+    refused = False
+    for name, size in ((key, _whole_mb(doc, table, key)), (old, _size_mb(doc, table, old, key))):
+        if size is None:
+            refused = refused or table.get(name) is not None
+            continue
+        said = doc.written.get(("environment", name)) or bounds.shown(table.get(name))
+        if bounded and (wrong := bounds.memory_problem(size, said)) is not None:
+            doc.refuse(("environment", name), wrong)
+            refused = True
+            continue
+        sizes[name] = size
+    if len(sizes) == 2 and sizes[key] != sizes[old]:
+        doc.refuse(
+            ("environment", old),
+            f"says {sizes[old]} MB and {key} says {sizes[key]} MB: keep one of them",
+        )
+        return None
+    return None if refused or not sizes else next(iter(sizes.values()))
+
+
+def _whole_mb(doc: _Toml, table: dict[str, Any], key: str) -> int | None:
     value = table.get(key)
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            said = doc.written.get(("environment", key)) or bounds.shown(value)
-            doc.refuse(("environment", key), f"must be a whole number of MB above 0, got {said}")
-            return None
-        return min(value, _MOST_MB)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        said = doc.written.get(("environment", key)) or bounds.shown(value)
+        doc.refuse(("environment", key), f"must be a whole number of MB above 0, got {said}")
+        return None
+    return min(value, _MOST_MB)
+
+
+def _size_mb(doc: _Toml, table: dict[str, Any], old: str, key: str) -> int | None:
     text = table.get(old)
     if text is None:
         return None

@@ -9,9 +9,12 @@ and say what they refuse with a `Problem` naming the file, line and field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from runner.errors import ConfigError, Problem
 
 SuiteFormat = Literal["harbor", "terminal-bench", "swe-bench"]
 
@@ -98,3 +101,43 @@ class SuiteTask:
     metadata: tuple[tuple[str, str], ...] = ()
     """What the format says about the task that runner does not use (difficulty,
     category, SWE-bench's repo and version), kept for the report."""
+    solution_problems: tuple[Problem, ...] = ()
+    """Why the task has no solution runner can run (Terminal-Bench's `solution.yaml`):
+    refused for `agent: oracle` only, since a model or nop never runs the solution."""
+
+
+Read = Callable[[], tuple[SuiteTask | None, list[Problem]]]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A task as its suite names it, before its files are read in full: selection is
+    decided on this, so a task that is not selected never has to be one runner reads."""
+
+    id: str
+    tags: Callable[[], tuple[tuple[str, ...], list[Problem]]]
+    """The suite's own tags, read from as little as gives them (task.toml's tables)."""
+    read: Read
+
+
+@dataclass(frozen=True)
+class SuiteListing:
+    tasks: tuple[Listed, ...]
+    """Every task the suite names, in its order, whether or not runner can read it."""
+    unlisted: tuple[Problem, ...] = ()
+    """What the suite holds that names no task (a folder without the format's marker
+    file, an instance without a usable id): a problem when the whole suite is wanted."""
+
+    def read_all(self) -> list[SuiteTask]:
+        """Every task, or one ConfigError listing every problem of every task: a user
+        fixes a whole suite in one pass, not one task a run. Solution problems count."""
+        tasks, problems = [], list(self.unlisted)
+        for listed in self.tasks:
+            task, found = listed.read()
+            problems += found
+            if task is not None:
+                problems += task.solution_problems
+                tasks.append(task)
+        if problems:
+            raise ConfigError(problems)
+        return tasks

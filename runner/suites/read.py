@@ -6,27 +6,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from runner.suites.model import SuiteFormat, SuiteTask
+from runner.suites.model import SuiteFormat, SuiteListing
 
 
-def read_suite(
+def list_suite(
     fmt: SuiteFormat,
     path: Path,
     *,
     prompt_template: str | None = None,
     image_template: str | None = None,
     variables: Mapping[str, str] | None = None,
-) -> list[SuiteTask]:
-    """Every task of the suite at `path`; ConfigError listing every problem found in the
-    suite's own files (each named by file, line and field)."""
+) -> SuiteListing:
+    """The tasks of the suite at `path` by id, each read only when asked; ConfigError
+    when `path` is no suite of the format at all (each problem named by file, line and
+    field). A task's own faults are its `read`'s, so one that is not selected never
+    stops a batch."""
     if fmt == "harbor":
-        from runner.suites.harbor import read_harbor
+        from runner.suites.harbor import list_harbor
 
-        return read_harbor(path, variables)
+        return list_harbor(path, variables)
     if fmt == "terminal-bench":
-        from runner.suites.terminal_bench import read_terminal_bench
+        from runner.suites.terminal_bench import list_terminal_bench
 
-        return read_terminal_bench(path, variables)
-    from runner.suites.swe_bench import read_swe_bench
+        return list_terminal_bench(path, variables)
+    from runner.suites.swe_bench import list_swe_bench
 
-    return read_swe_bench(path, prompt_template=prompt_template, image_template=image_template)
+    return list_swe_bench(path, prompt_template=prompt_template, image_template=image_template)

@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from string import Formatter
 from typing import Any
@@ -36,7 +37,14 @@ from typing import Any
 from runner.errors import ConfigError, Problem, UnsafeFileError
 from runner.hostfs import read_regular
 from runner.suites.bounds import image_problem
-from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
+from runner.suites.model import (
+    Listed,
+    Solution,
+    SuiteEnvironment,
+    SuiteListing,
+    SuiteTask,
+    Verifier,
+)
 from runner.suites.swe_grading import default_log_parser
 
 MAX_INSTANCES_FILE_BYTES = 512 << 20
@@ -124,34 +132,61 @@ def read_swe_bench(
 
     `image_template` overrides the instances' own `image`; `build_dir` (a folder with a
     Dockerfile, relative to the instances file) is built instead of any image."""
+    return list_swe_bench(
+        path, prompt_template=prompt_template, image_template=image_template, build_dir=build_dir
+    ).read_all()
+
+
+_Record = tuple[str, int | None, object]
+
+
+def list_swe_bench(
+    path: Path,
+    *,
+    prompt_template: str | None = None,
+    image_template: str | None = None,
+    build_dir: Path | None = None,
+) -> SuiteListing:
+    """The instances of `path` by `instance_id`, each made a task only when asked. The
+    file is read and parsed whole (one JSON text); an instance is checked only when
+    selected. One without a usable id is `unlisted`; an id written twice is a problem of
+    that id."""
     problems = template_problems(prompt_template, PROMPT_FIELDS, "prompt_template")
     problems += template_problems(image_template, IMAGE_FIELDS, "image_template")
     build = _build_dir(path, build_dir, problems)
     if problems:
         raise ConfigError(problems)
-    tasks: list[SuiteTask] = []
-    seen: dict[str, str] = {}
+    records: dict[str, list[_Record]] = {}
+    unlisted: list[Problem] = []
     for where, line, raw in _records(path, _read(path)):
-        task = _task(raw, path, where, line, problems, prompt_template, image_template, build)
-        if task is None:
-            continue
-        if task.id in seen:
-            problems.append(
-                Problem(
-                    str(path),
-                    line,
-                    f"{where}instance_id",
-                    f"{task.id!r} is already the id of {seen[task.id]}",
-                )
-            )
-            continue
-        seen[task.id] = f"line {line}" if line else where.rstrip(".")
-        tasks.append(task)
-    if problems:
-        raise ConfigError(problems)
-    if not tasks:
+        iid = raw.get("instance_id") if isinstance(raw, dict) else None
+        if isinstance(iid, str) and _INSTANCE_ID.fullmatch(iid):
+            records.setdefault(iid, []).append((where, line, raw))
+        else:  # its own problems name what is wrong with it, the id among them
+            _task(raw, path, where, line, unlisted, prompt_template, image_template, build)
+    if not records and not unlisted:
         raise ConfigError([Problem(str(path), None, "(instances)", "holds no instance")])
-    return tasks
+
+    def read(iid: str) -> tuple[SuiteTask | None, list[Problem]]:
+        (where, line, raw), *again = records[iid]
+        found: list[Problem] = []
+        task = _task(raw, path, where, line, found, prompt_template, image_template, build)
+        first = f"line {line}" if line else where.rstrip(".")
+        for w, n, _ in again:
+            found.append(
+                Problem(str(path), n, f"{w}instance_id", f"{iid!r} is already the id of {first}")
+            )
+        return (None if found else task), found
+
+    def tags(iid: str) -> tuple[tuple[str, ...], list[Problem]]:
+        raw = records[iid][0][2]
+        repo = raw.get("repo") if isinstance(raw, dict) else None
+        return ((repo,) if isinstance(repo, str) else ()), []
+
+    return SuiteListing(
+        tuple(Listed(iid, partial(tags, iid), partial(read, iid)) for iid in records),
+        tuple(unlisted),
+    )
 
 
 def template_problems(template: str | None, fields: frozenset[str], name: str) -> list[Problem]:

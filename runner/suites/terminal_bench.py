@@ -17,8 +17,8 @@ from typing import Any
 from runner.errors import Problem
 from runner.suites import bounds
 from runner.suites.compose import ComposeService, reduce_compose
-from runner.suites.folder import TaskFolder, dockerfile_workdir, read_tasks
-from runner.suites.model import Solution, SuiteEnvironment, SuiteTask, Verifier
+from runner.suites.folder import TaskFolder, apart, dockerfile_workdir, list_tasks
+from runner.suites.model import Solution, SuiteEnvironment, SuiteListing, SuiteTask, Verifier
 from runner.suites.yaml_text import KeyPath, dotted, line_of, load_yaml
 
 AGENT_TIMEOUT_S = 360.0
@@ -59,8 +59,41 @@ _ACCEPTED = {
 def read_terminal_bench(path: Path, variables: Mapping[str, str] | None = None) -> list[SuiteTask]:
     """Every task under `path` (a task folder, or a folder of them), or one ConfigError
     listing every problem of every task. `variables` fill `${VAR}` in compose files."""
+    return list_terminal_bench(path, variables).read_all()
+
+
+def list_terminal_bench(path: Path, variables: Mapping[str, str] | None = None) -> SuiteListing:
+    """The tasks under `path` by folder name, each read only when asked."""
     given = dict(variables or {})
-    return read_tasks(path, "task.yaml", "Terminal-Bench", lambda folder: _read_task(folder, given))
+    return list_tasks(
+        path, "task.yaml", "Terminal-Bench", lambda folder: _read_task(folder, given), _tags
+    )
+
+
+def _tags(root: Path) -> tuple[tuple[str, ...], list[Problem]]:
+    """The task's `tags:` from its task.yaml alone: what `select: {tags: ...}` needs."""
+    folder = TaskFolder(root)
+    doc = _parsed(folder)
+    if doc is None:
+        return (), folder.problems
+    return doc.tags(), folder.problems
+
+
+def _parsed(folder: TaskFolder) -> _Yaml | None:
+    """task.yaml read and parsed to a mapping; None (its problem kept) when it cannot be."""
+    text = folder.text("task.yaml")
+    if text is None:
+        if not folder.problems:
+            folder.refuse("task.yaml", None, "(file)", "missing")
+        return None
+    data, lines, problems = load_yaml(text, str(folder.root / "task.yaml"))
+    if problems:
+        folder.problems += problems
+        return None
+    if not isinstance(data, dict):
+        folder.refuse("task.yaml", 1, "(top level)", "must be a mapping with `instruction:`")
+        return None
+    return _Yaml(folder, data, lines)
 
 
 class _Yaml:
@@ -72,6 +105,13 @@ class _Yaml:
     def refuse(self, key: str, message: str) -> None:
         path: KeyPath = (key,)
         self.folder.refuse("task.yaml", line_of(path, self.lines), dotted(path), message)
+
+    def tags(self) -> tuple[str, ...]:
+        tags = self.data.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            self.refuse("tags", "must be a list of strings")
+            return ()
+        return tuple(tags)
 
     def seconds(self, key: str, default: float, most: float) -> float:
         value = self.data.get(key, default)
@@ -92,18 +132,10 @@ _E_NOTATION = re.compile(r"[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+
 
 def _read_task(root: Path, variables: dict[str, str]) -> tuple[SuiteTask | None, list[Problem]]:
     folder = TaskFolder(root)
-    text = folder.text("task.yaml")
-    if text is None:
-        if not folder.problems:
-            folder.refuse("task.yaml", None, "(file)", "missing")
+    doc = _parsed(folder)
+    if doc is None:
         return None, folder.problems
-    data, lines, problems = load_yaml(text, str(root / "task.yaml"))
-    if problems:
-        return None, problems
-    if not isinstance(data, dict):
-        folder.refuse("task.yaml", 1, "(top level)", "must be a mapping with `instruction:`")
-        return None, folder.problems
-    doc = _Yaml(folder, data, lines)
+    data = doc.data
     for key in data:
         if str(key) not in _ACCEPTED:
             doc.refuse(str(key), "unknown field; allowed: " + ", ".join(sorted(_ACCEPTED)))
@@ -119,15 +151,12 @@ def _read_task(root: Path, variables: dict[str, str]) -> tuple[SuiteTask | None,
             "only `false` is supported: runner runs the tests in a fresh shell after the "
             "agent's phase, never in the agent's own",
         )
-    tags = data.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        doc.refuse("tags", "must be a list of strings")
-        tags = []
+    tags = doc.tags()
     agent_s = doc.seconds("max_agent_timeout_sec", AGENT_TIMEOUT_S, bounds.MAX_AGENT_S)
     test_s = doc.seconds("max_test_timeout_sec", TEST_TIMEOUT_S, bounds.MAX_VERIFY_S)
     environment = _environment(folder, variables)
     verifier = _verifier(folder, test_s)
-    solution = _solution(folder)
+    solution, solution_problems = apart(folder, lambda: _solution(folder))
     if folder.problems or environment is None or verifier is None:
         return None, folder.problems
     metadata = tuple((key, str(data[key])) for key in _METADATA if data.get(key) not in (None, ""))
@@ -139,10 +168,11 @@ def _read_task(root: Path, variables: dict[str, str]) -> tuple[SuiteTask | None,
             instruction=str(instruction),
             environment=environment,
             verifier=verifier,
-            solution=solution,
+            solution=None if solution_problems else solution,
             agent_timeout_s=agent_s,
-            tags=tuple(tags),
+            tags=tags,
             metadata=metadata,
+            solution_problems=solution_problems,
         ),
         [],
     )

@@ -419,6 +419,39 @@ def test_a_sound_check_leaves_no_temp_dir(tmp_path: Path, image: str) -> None:
     assert [p.name for p in temp.iterdir() if p.name.startswith("runner-suite-check-")] == []
 
 
+def test_suite_check_lists_a_task_it_cannot_read_and_checks_the_rest(
+    tmp_path: Path, image: str
+) -> None:
+    """The review's suite: one task runner reads, one with a multi-step task.toml, one
+    whose solution runner cannot run (nop still runs on it). Exit 1, not 2, and no temp
+    dir kept for a batch whose runs all scored as they should."""
+    suite = tmp_path / "harbor"
+    shutil.copytree(FIXTURES / "harbor" / "hello", suite / "hello")
+    shutil.copytree(FIXTURES / "harbor" / "hello", suite / "steps")
+    with (suite / "steps" / "task.toml").open("a") as f:
+        f.write("\n[[steps]]\nname = 'two'\n")
+    shutil.copytree(FIXTURES / "harbor" / "hello", suite / "no-solution")
+    (suite / "no-solution" / "solution" / "solve.sh").unlink()
+    (suite / "no-solution" / "solution" / "solve.sh").symlink_to("/bin/true")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    res = run_cli("suite", "check", suite, "--out", tmp_path / "out", env={"TMPDIR": str(temp)})
+    assert res.returncode == 1, res.stdout + res.stderr
+    listed = [ln.strip() for ln in res.stdout.splitlines() if ln.startswith("  ")]
+    assert [ln.split(": ")[0:2] for ln in listed] == [
+        ["no-solution", "oracle cannot run"],
+        ["steps", "cannot be read"],
+    ]
+    assert "solution/solve.sh: (file): a symbolic link" in listed[0]
+    runs = report_of(tmp_path / "out")["runs"]
+    assert sorted((r["id"], r["reward"]) for r in runs) == [
+        ("nop.hello", 0.0),
+        ("nop.no-solution", 0.0),
+        ("oracle.hello", 1.0),
+    ]
+    assert [p.name for p in temp.iterdir() if p.name.startswith("runner-suite-check-")] == []
+
+
 def test_a_reward_file_over_the_cap_is_an_error_naming_it_once(tmp_path: Path, image: str) -> None:
     task = tmp_path / "harbor" / "big-reward"
     shutil.copytree(FIXTURES / "harbor" / "hello", task)

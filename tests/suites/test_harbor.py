@@ -259,7 +259,8 @@ def test_every_task_of_a_suite_is_checked_and_a_stray_folder_named(tmp_path: Pat
     (tmp_path / "suite" / "README.md").write_text("a suite\n")
     with pytest.raises(ConfigError) as caught:
         read_harbor(tmp_path / "suite")
-    assert [(Path(p.file).name, p.field) for p in caught.value.problems] == [("notes", "(folder)")]
+    said = [(Path(p.file).name, p.field) for p in caught.value.problems]
+    assert said[0] == ("notes", "(folder)") and ("task.toml", "steps") in said
     shutil.rmtree(tmp_path / "suite" / "notes")
     with pytest.raises(ConfigError) as caught:
         read_harbor(tmp_path / "suite")
@@ -293,3 +294,35 @@ f={ g = 1 }
         ("top",): 2, ("a",): 3, ("a", "x"): 4, ("a", "y.z"): 5, ("a", "b", "c"): 6,
         ("a", "s"): 7, ("a", "t"): 11, ("arr",): 12, ("d", "e"): 13, ("d", "e", "f"): 14,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("environment", "refused"),
+    [
+        # the review's case: a sound memory_mb hid an absurd memory
+        ('memory_mb = 512\nmemory = "999999G"\n', ["3: environment.memory: '999999G' is over"]),
+        ('memory_mb = 99999999999\nmemory = "1G"\n', ["2: environment.memory_mb: 99999999999"]),
+        ('memory_mb = 8\nmemory = "lots"\n', ["3: environment.memory: must be a size",
+                                              "2: environment.memory_mb: 8 is under"]),
+        ('memory_mb = 512\nmemory = "1G"\n', ["3: environment.memory: says 1024 MB and "
+                                              "memory_mb says 512 MB: keep one of them"]),
+        ('storage_mb = 512\nstorage = "x"\n', ["3: environment.storage: must be a size"]),
+        ('storage_mb = 512\nstorage = "1G"\n', ["3: environment.storage: says 1024 MB"]),
+    ],
+)  # fmt: skip
+def test_both_spellings_of_a_size_are_checked(
+    tmp_path: Path, environment: str, refused: list[str]
+) -> None:
+    root = make_task(tmp_path / "t", "[environment]\n" + environment)
+    with pytest.raises(ConfigError) as caught:
+        read_harbor(root)
+    said = [str(p) for p in caught.value.problems]
+    assert len(said) == len(refused), said
+    for got, want in zip(said, refused, strict=True):
+        assert got.startswith(f"{root}/task.toml:{want}"), got
+
+
+def test_two_spellings_of_one_size_agree(tmp_path: Path) -> None:
+    root = make_task(tmp_path / "t", '[environment]\nmemory_mb = 1024\nmemory = "1G"\n')
+    (task,) = read_harbor(root)
+    assert task.environment.memory_mb == 1024

@@ -189,8 +189,8 @@ def test_located_problems(tmp_path: Path) -> None:
         "  - format: harbor\n    path: harbor\n    select: {ids: [nope]}\n",
     )
     found = problems(path)
-    assert any(":8:" in p and "suites.0.path" in p and "not a directory" in p for p in found)
-    assert any(":11:" in p and "suites.1.select.ids.0" in p and "'nope'" in p for p in found)
+    assert any(":8:" in p and "suites[0].path" in p and "not a directory" in p for p in found)
+    assert any(":11:" in p and "suites[1].select.ids[0]" in p and "'nope'" in p for p in found)
 
 
 def test_wrong_fields_for_the_format(tmp_path: Path) -> None:
@@ -219,7 +219,7 @@ def test_agent_flag_without_suites_is_refused(tmp_path: Path) -> None:
 def test_a_suite_runs_in_its_image_not_on_the_host(tmp_path: Path) -> None:
     text = "suites:\n  - format: harbor\n    path: harbor\n    environment: {backend: local}\n"
     found = problems(suite_dir(tmp_path, text))
-    assert any("suites.0.environment.backend" in p and "backend podman" in p for p in found)
+    assert any("suites[0].environment.backend" in p and "backend podman" in p for p in found)
 
 
 def test_a_verifier_user_on_kubernetes_is_refused_and_located(tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ def test_a_verifier_user_on_kubernetes_is_refused_and_located(tmp_path: Path) ->
     toml = tmp_path / "harbor" / "hello" / "task.toml"
     toml.write_text(toml.read_text().replace("[verifier]\n", "[verifier]\nuser = 'nobody'\n"))
     (found,) = [p for p in problems(path) if "kubectl" in p]
-    assert ":10:" in found and "suites.0.environment.backend" in found
+    assert ":10:" in found and "suites[0].environment.backend" in found
     assert "hello" in found and "'nobody'" in found and "podman or docker" in found
     path.write_text(HEAD + text.replace("backend: kubernetes", "backend: podman"))
     (run,) = load(path, offline=True).runs

@@ -244,12 +244,13 @@ def test_without_swebench_a_classic_instance_says_how_to_get_its_parser(tmp_path
 
 def test_every_problem_of_a_file_is_told_at_once(tmp_path: Path) -> None:
     path = tmp_path / "instances.jsonl"
-    lines = [json.dumps(GOOD), "", json.dumps({**_without("repo"), "version": 1.0}), "[]"]
+    other = {**_without("repo"), "version": 1.0, "instance_id": "other-1"}
+    lines = [json.dumps(GOOD), "", json.dumps(other), "[]"]
     path.write_text("\n".join(lines) + "\n")
-    assert problems_of(path) == [
+    assert problems_of(path) == [  # one without an id first: it names no instance
+        f"{path}:4: (instance): expected an object with the SWE-bench fields, got a list",
         f"{path}:3: repo: missing",
         f"{path}:3: version: expected a string, got a number",
-        f"{path}:4: (instance): expected an object with the SWE-bench fields, got a list",
     ]
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
     assert problems_of(path) == [
