@@ -79,6 +79,10 @@ class Environments:
         self._builders: dict[str, Builder] = {}
         self._reaped: set[str] = set()
         self._folder_locks: dict[Path, anyio.Lock] = {}
+        self._images: dict[tuple[str, Path], str] = {}
+        """The image each build folder has for the whole batch: its tag when the batch
+        started (`reserve`), or when its first run built it. Files written into the folder
+        later change no run's image: one batch, one image per folder."""
         self.mark: LiveBatch | None = None
         """The batch's live mark (set once the batch holds it), where its images are listed."""
 
@@ -118,15 +122,20 @@ class Environments:
                 with contextlib.suppress(EnvironmentFault, UnsafeFileError, OSError):
                     tag, _ = await self.builder(t).tag(t.build_dir, ids.setdefault(exe, {}))
                     self.mark.uses([tag])
+                    self._images[(exe, t.build_dir)] = tag
 
     async def build(self, t: Run) -> tuple[str, bool]:
         """The tag of the run's `build:` image, and whether this call built it (one run
-        of the folder does; the others wait for it and find it)."""
+        of the folder does; the others wait for it and find it). The tag is decided once
+        per batch (`_images`): the image of the folder as the batch found it, when that
+        is built, else the one its first run builds."""
         assert t.build_dir is not None
         builder = self.builder(t)
+        key = (builder.engine.executable, t.build_dir)
         async with self._folder_locks.setdefault(t.build_dir, anyio.Lock()):
             before = len(builder.built)
-            image = await builder.image(t.build_dir)
+            image = await builder.image(t.build_dir, self._images.get(key))
+            self._images[key] = image
             return image, image in builder.built[before:]
 
     def kubectl(self) -> Kubectl:

@@ -108,6 +108,10 @@ class RunRecord:
     an error."""
     stopped_before_check: bool = False
     """A signal stopped the batch before this run's check could finish."""
+    stopped_before_start: bool = False
+    """A signal stopped the batch before this run's agent began (its image building, its
+    container starting): `interrupted`, never an error, whatever the cut-short build or
+    start said."""
     skipped: SkipReason | None = None
     """Why the run did not start (`budget`, `interrupted`), when it did not."""
     output: Any = None
@@ -154,16 +158,37 @@ class Finished:
 
 
 INTERRUPTED_BEFORE_CHECK = "interrupted by a signal before its check finished; the work is kept"
+INTERRUPTED_BEFORE_START = "interrupted by a signal before its agent started"
+
+AGENT_STOPS = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.MAX_REQUESTS,
+        RunStatus.MAX_TOOL_CALLS,
+        RunStatus.BUDGET,
+        RunStatus.TIMEOUT,
+        RunStatus.FAILED,
+        RunStatus.MAX_OUTPUT_TOKENS,
+        RunStatus.SIZE_LIMIT,
+    }
+)
+"""How a loop ends that leaves a suite run to its grade: the model's own end, or a limit
+of the agent's (`limits:`, the timeout, a byte cap). The suites' harnesses grade what the
+agent left, not how it stopped. The others (error, rate_limited, quota_exhausted,
+interrupted) say nothing about the agent and stay what they are."""
 
 
 def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
-    """The run's status and the reason it gives, by one precedence rule: an environment
-    that could not be built, started or kept (never a score); a run that could not start
-    or keep its work; changes outside the allowed scope; then, for a completed
-    loop, a final answer that breaks the schema, a stop before the check, a suite task's
-    grade (passed at reward >= 1 or resolved, failed below, an error without a grade), a
+    """The run's status and the reason it gives, by one precedence rule: a signal before
+    the agent began; an environment that could not be built, started or kept (never a
+    score); a run that could not start or keep its work; changes outside the allowed
+    scope; then, for a suite task whose agent stopped by itself or at a limit
+    (`AGENT_STOPS`), a stop before the grade, then the grade alone (`_graded`); for a
+    completed loop, a final answer that breaks the schema, a stop before the check, a
     failed check; else how the loop ended."""
     o = r.outcome
+    if o is None and r.stopped_before_start:
+        return RunStatus.INTERRUPTED, INTERRUPTED_BEFORE_START
     if r.environment is not None and r.environment.fault is not None:
         return RunStatus.ERROR, r.environment.fault
     if o is None:
@@ -172,13 +197,15 @@ def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
         return RunStatus.ERROR, o.error
     if r.result is not None and r.result.violations:
         return RunStatus.SCOPE_VIOLATION, "scope violation: " + "; ".join(r.result.violations)
+    if r.run.suite is not None and o.status in AGENT_STOPS:
+        if r.stopped_before_check:
+            return RunStatus.INTERRUPTED, INTERRUPTED_BEFORE_CHECK
+        return _graded(r)
     if o.status is RunStatus.COMPLETED:
         if r.output_error is not None:
             return RunStatus.FAILED, r.output_error
         if r.stopped_before_check:
             return RunStatus.INTERRUPTED, INTERRUPTED_BEFORE_CHECK
-        if r.run.suite is not None:
-            return _graded(r)
         if r.check is not None and not r.check.passed:
             return RunStatus.CHECK_FAILED, (
                 f"check failed with exit code {r.check.exit_code}: {r.check.command}"
@@ -187,7 +214,10 @@ def verdict(r: RunRecord) -> tuple[RunStatus, str | None]:
 
 
 def _graded(r: RunRecord) -> tuple[RunStatus, str | None]:
-    """A completed suite run: its verifier's grade decides, and no grade is an error."""
+    """A suite run whose agent stopped by itself or at a limit: its verifier's grade
+    decides (passed at reward >= 1 or resolved, failed below), as the suites' own
+    harnesses grade the work left, not the trajectory; no grade is an error. The limit
+    that stopped it stays in the report (`stopped_by`)."""
     if r.verifier_error is not None:
         return RunStatus.ERROR, f"verifier failed: {r.verifier_error}"
     g = r.grade
@@ -199,11 +229,23 @@ def _graded(r: RunRecord) -> tuple[RunStatus, str | None]:
     if g.resolution is not None:
         said = f"{g.resolution} ({said})"
     why = f": {g.why}" if g.why else ""
-    return RunStatus.CHECK_FAILED, f"graded {said} by the suite's verifier{why}"
+    stop = r.outcome.error if r.outcome is not None and r.outcome.error else None
+    after = f"; the agent was stopped first: {stop}" if stop else ""
+    return RunStatus.CHECK_FAILED, f"graded {said} by the suite's verifier{why}{after}"
 
 
 def status_of(r: RunRecord) -> RunStatus:
     return verdict(r)[0]
+
+
+def stopped_by(r: RunRecord) -> RunStatus | None:
+    """The limit (or the model's failure) that ended a graded suite run's agent before it
+    said it was done, when the grade, not that stop, gave the run its status; else None."""
+    o = r.outcome
+    if r.run.suite is None or o is None or o.status is RunStatus.COMPLETED:
+        return None
+    graded = status_of(r) in (RunStatus.COMPLETED, RunStatus.CHECK_FAILED)
+    return o.status if graded and o.status in AGENT_STOPS else None
 
 
 def error_of(r: RunRecord) -> str | None:

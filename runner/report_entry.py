@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.budget import cost_usd
 from runner.items import Usage
-from runner.record import RunRecord, error_of, status_of
+from runner.record import RunRecord, error_of, status_of, stopped_by
 from runner.redact import Redactor
 from runner.vocabulary import RunStatus
 
@@ -96,6 +96,7 @@ def task_report(rec: RunRecord, out_dir: Path, order: Mapping[str, int]) -> RunR
         "cost_usd": 0.0 if sanity else cost_usd(run.price, o.usage if o else Usage()),
         "index": order.get(run.fingerprint),
         "skip_reason": rec.skipped if status is RunStatus.SKIPPED else None,
+        "stopped_by": stopped_by(rec),
         "inputs": rec.inputs,
         "redone": rec.redone,
         "environment": _environment(rec),

@@ -240,6 +240,10 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
     except Exception as exc:  # a bug in one run must not stop the others
         rec = _failed(rec, log, _internal(exc))
     finally:
+        if rec.outcome is None and b.stop.is_set():
+            # Cut short in its build or container start (or failed there because the
+            # signal reached the engine too): interrupted, for --resume, not an error.
+            rec = rec.but(stopped_before_start=True)
         with anyio.CancelScope(shield=True):
             _finished(await _wind_up(rec, b, log, renv), b)
 

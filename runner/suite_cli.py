@@ -28,6 +28,7 @@ from runner.errors import ConfigError
 from runner.vocabulary import (
     AGENT_KINDS,
     EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUNNER,
     EXIT_TASK_FAILED,
@@ -158,11 +159,18 @@ def unreadable_tasks(path: Path, fmt: str) -> tuple[dict[str, list[str]], list[s
     return ids, lines
 
 
+UNFINISHED = ("interrupted", "skipped")
+"""Runs a signal (or the batch budget) stopped: they say nothing of the task."""
+
+
 def broken_tasks(report: dict[str, Any]) -> list[str]:
     """One line per task whose oracle did not score 1 or whose nop did not score 0 (an
-    error, e.g. a verifier that gave no grade, counts as not scoring)."""
+    error, e.g. a verifier that gave no grade, counts as not scoring). A run the user
+    stopped is not listed: it was not scored at all."""
     lines: list[str] = []
     for run in report.get("runs", []):
+        if run.get("status") in UNFINISHED:
+            continue
         agent = str(run.get("agent", ""))
         want = 1.0 if agent == "oracle" else 0.0
         reward = run.get("reward")
@@ -220,6 +228,12 @@ def _check_batch(
     report = json.loads((out / "report.json").read_text())
     broken = broken_tasks(report)
     runs = len(report.get("runs", []))
+    if code == EXIT_INTERRUPTED:
+        stopped = sum(r.get("status") in UNFINISHED for r in report.get("runs", []))
+        print(f"suite check: interrupted; {stopped} of {runs} runs not scored (--resume them)")
+        for line in broken:
+            print(f"  does not score as it should: {line}")
+        return EXIT_INTERRUPTED
     if broken:
         print(f"suite check: {len(broken)} of {runs} runs do not score as they should:")
         for line in broken:

@@ -47,7 +47,7 @@ def test_run_writes_report_and_events(loopback_thread: ThreadFactory, tmp_path: 
     assert step_summary.read_text() == "earlier step\n" + summary + "\n"
     assert "all done" in res.stdout
     report = json.loads((out / "report.json").read_text())
-    assert report["schema_version"] == "runner.report/3.6"
+    assert report["schema_version"] == "runner.report/3.7"
     assert report["totals"]["runs"] == 2 and report["totals"]["completed"] == 2
     assert report["totals"]["requests"] == 4
     by_id = {t["id"]: t for t in report["runs"]}

@@ -45,6 +45,9 @@ def run(agent: str, task: str, reward: float | None, status: str, error: str | N
             ["a: nop got no reward, wants 0 (error): verifier failed: x"],
         ),
         ([run("oracle", "a.b", 1.0, "completed")], []),
+        # Stopped by the user (mid-build too): not scored, so not broken.
+        ([run("oracle", "a", None, "interrupted", "interrupted by a signal")], []),
+        ([run("nop", "a", None, "skipped", "interrupted before it started")], []),
     ],
 )
 def test_broken_tasks(runs: list[Any], listed: list[str]) -> None:

@@ -179,7 +179,7 @@ def render_comment(
             "|---|---|---|--:|--:|--:|---|",
         ]
         head += [
-            f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status)} | "
+            f"| {cell(r.run or r.id)} | {cell(r.model)} | {mark(r.status, r.stopped_by)} | "
             f"{tokens(r.usage.total_tokens)} | {percent(r.usage.cache_hit_ratio)} | "
             f"{_cost_cell(r.cost_usd)} | {_changes(r)} |"
             for r in report.runs[:TABLE_ROWS]
@@ -189,7 +189,8 @@ def render_comment(
         head.append("")
     head.append(_totals_line(report))
     failed = [
-        f"- **{inline(r.run or r.id)}** {mark(r.status)}" + (f": {w}" if (w := _why(r)) else "")
+        f"- **{inline(r.run or r.id)}** {mark(r.status, r.stopped_by)}"
+        + (f": {w}" if (w := _why(r)) else "")
         for r in report.runs
         if r.status is not RunStatus.COMPLETED
     ][:TABLE_ROWS]
@@ -218,7 +219,7 @@ def render_pr_body(task: RunReport, report: Report, ctx: Context) -> str:
         TASK_MARKER.format(run=task.run or task.id),
         f"Automated change by **runner**: task **{inline(task.id)}** on {inline(task.model)}.",
         "",
-        f"- Status: {mark(task.status)}",
+        f"- Status: {mark(task.status, task.stopped_by)}",
         f"- Tokens: {tokens(task.usage.total_tokens)}, cached "
         f"{percent(task.usage.cache_hit_ratio)}, cost {_cost_cell(task.cost_usd)}",
         f"- Changes: {_changes(task)}",

@@ -75,8 +75,17 @@ def truncate(text: str, limit: int = ERROR_LIMIT) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
 
 
-def mark(status: RunStatus) -> str:
-    return MARKS[status]
+def mark(status: RunStatus, stopped_by: RunStatus | None = None) -> str:
+    """`PASS`, `FAIL (requests)`; a graded suite run a limit stopped says so beside the
+    grade's mark: `PASS (agent stopped: requests)`, `FAIL (check; agent stopped: timeout)`."""
+    shown = MARKS[status]
+    if stopped_by is None:
+        return shown
+    said = MARKS[stopped_by]
+    why = said.partition("(")[2].rstrip(")") or stopped_by.value
+    if shown.endswith(")"):
+        return f"{shown[:-1]}; agent stopped: {why})"
+    return f"{shown} (agent stopped: {why})"
 
 
 def tokens(n: float) -> str:

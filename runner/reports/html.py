@@ -231,7 +231,7 @@ def _totals(report: Report) -> str:
         g = group_stats(runs)
         ci = "-" if g.interval is None else f"{g.interval[0]:.0%}-{g.interval[1]:.0%}"
         rate = f"{g.passed}/{g.runs} {g.passed / g.runs:.0%}" if g.runs else "-"
-        reward = [reward_text(g.mean_reward, g.reward_interval, g.rewarded)] if rewards else []
+        reward = [reward_text(g)] if rewards else []
         rows.append(
             [
                 name,

@@ -37,7 +37,7 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from runner.reports.model import Report, RunReport, UsageReport
-from runner.reports.totals import compute_totals, mean_reward
+from runner.reports.totals import compute_totals, mean_reward, task_rewards
 from runner.vocabulary import RunStatus, Verdict
 
 REASONS: dict[RunStatus, str] = {
@@ -131,12 +131,13 @@ def run_properties(task: RunReport) -> list[tuple[str, str]]:
         [
             ("status", task.status),
             ("skip_reason", task.skip_reason),
+            ("stopped_by", task.stopped_by),
             ("variant", task.variant),
             ("repeat", str(task.repeat)),
             *_usage_pairs(task.usage),
             ("cost_usd", _cost(task.cost_usd)),
             ("requests", str(len(task.requests))),
-            ("user_turns", str(task.turns_completed)),
+            ("user_turns", str(task.user_turns)),
             ("tool_calls", str(task.tool_calls)),
             ("duration_s", _time(task.duration_s)),
             ("branch", branch),
@@ -152,6 +153,7 @@ def run_properties(task: RunReport) -> list[tuple[str, str]]:
 CASE_OUTPUT = (
     "status",
     "skip_reason",
+    "stopped_by",
     "requests",
     "tokens",
     "cache_hit_ratio",
@@ -179,7 +181,7 @@ def suite_properties(tasks: list[RunReport]) -> list[tuple[str, str]]:
             *_usage_pairs(totals.usage),
             ("cost_usd", _cost(totals.cost_usd)),
             ("requests", str(totals.requests)),
-            ("user_turns", str(sum(t.turns_completed for t in tasks))),
+            ("user_turns", str(sum(t.user_turns for t in tasks))),
             ("tool_calls", str(totals.tool_calls)),
             ("duration_s", _time(sum(t.duration_s for t in tasks))),
             *_reward_pairs(tasks),
@@ -188,15 +190,18 @@ def suite_properties(tasks: list[RunReport]) -> list[tuple[str, str]]:
 
 
 def _reward_pairs(tasks: list[RunReport]) -> list[tuple[str, str | None]]:
-    """Mean reward over finished graded runs, with its 95% interval (`mean_interval`)."""
+    """Mean reward over tasks (each its finished graded runs' mean), with its 95% interval
+    (`totals.mean_reward`); the graded runs and the tasks, its n."""
     n, mean, ci = mean_reward(tasks)
+    runs, _ = task_rewards(tasks)
     if mean is None:
         return []
     return [
         ("mean_reward", f"{mean:.4f}"),
         ("mean_reward_ci_low", None if ci is None else f"{ci[0]:.4f}"),
         ("mean_reward_ci_high", None if ci is None else f"{ci[1]:.4f}"),
-        ("rewarded", str(n)),
+        ("rewarded", str(runs)),
+        ("reward_tasks", str(n)),
     ]
 
 

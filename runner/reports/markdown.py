@@ -84,7 +84,7 @@ def _comparison(
         rate = f"{g.passed}/{g.runs} {_pct(g.passed / g.runs)}{ci}" if g.runs else "-"
         row = [cell(name), str(g.runs), str(g.skipped), str(g.errored), rate]
         if rewards:
-            row.append(reward_text(g.mean_reward, g.reward_interval, g.rewarded))
+            row.append(reward_text(g))
         if repeats:
             row += [_pct(g.pass_at_1), f"{_pct(g.pass_at_n)} (n={g.repeats})"]
         hit = percent(g.cache_hit)
@@ -260,11 +260,11 @@ def _run_rows(report: Report) -> list[list[str]]:
         cached = percent(t.usage.cache_hit_ratio)
         if t.usage.ideal_cache_ratio is not None:
             cached += f" / {percent(t.usage.ideal_cache_ratio)}"
-        row.append(mark(t.status))
+        row.append(mark(t.status, t.stopped_by))
         if graded:
             row.append(_grade(t))
         row += [
-            str(t.turns_completed),
+            str(t.user_turns),
             str(len(t.requests)),
             str(t.tool_calls),
             tokens(t.usage.total_tokens),
@@ -337,7 +337,9 @@ def _problem_items(report: Report) -> list[str]:
             why = f"check {t.check.command} exited {t.check.exit_code}: {t.check.output_tail}"
         why = why or t.final_message or ""
         text = f": {inline(truncate(why))}" if why.strip() else ""
-        items.append(f"- **{inline(_name(t))}** ({inline(t.model)}) {mark(t.status)}{text}")
+        items.append(
+            f"- **{inline(_name(t))}** ({inline(t.model)}) {mark(t.status, t.stopped_by)}{text}"
+        )
     return items
 
 

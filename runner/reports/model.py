@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.vocabulary import RunStatus, SkipReason
 
-SCHEMA_VERSION = "runner.report/3.6"
+SCHEMA_VERSION = "runner.report/3.7"
 READS = frozenset(
     {
         "runner.report/1",
@@ -20,6 +20,7 @@ READS = frozenset(
         "runner.report/3.3",
         "runner.report/3.4",
         "runner.report/3.5",
+        "runner.report/3.6",
         SCHEMA_VERSION,
     }
 )
@@ -29,8 +30,10 @@ lacked the retry counts and waits (`retries`, `retry_wait_s`) and the spend of r
 attempts (`redone`); /3.2 lacked `runs[].environment`; /3.3 lacked a suite task's grade
 (`reward`, `rewards`, `resolution`, `verifier`); /3.4 lacked `runs[].api_model`,
 `runs[].inputs.agents_md` and the retries of redone attempts; /3.5 lacked the mean reward
-per model and variant (`totals.reward_by_model`, `totals.reward_by_variant`). All of these
-are optional, read as 0, null or empty. Older reports are read and written back as /3.6."""
+per model and variant (`totals.reward_by_model`, `totals.reward_by_variant`); /3.6
+lacked `runs[].stopped_by` and the mean reward's `tasks` (its mean and interval were over
+runs, now over task means). All of these are optional, read as 0, null or empty. Older
+reports are read and written back as /3.7."""
 
 OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 """Report keys before /3, and their names now."""
@@ -294,12 +297,20 @@ class RunReport(Strict):
     skip_reason: SkipReason | None = None
     """Why a `skipped` run never started: `budget` (the batch budget was spent) or
     `interrupted` (Ctrl-C or SIGTERM came first). `runner run --resume` runs it."""
+    stopped_by: RunStatus | None = None
+    """A graded suite run whose agent a limit (`max_requests`, `timeout`, ...) or the model's
+    failure stopped before it said it was done: that stop. Its `status` comes from the
+    grade all the same (`completed` when resolved or reward >= 1, else `check_failed`), as
+    the suites' own harnesses grade the work left, not how the agent stopped. Null
+    otherwise."""
     index: int | None = None
     """Position of the run in its batch (task-file order: task, model, variant, repeat),
     counted before `--shard` splits the batch; merged shards are put back in this order."""
     error: str | None
     final_message: str | None
     turns_completed: int
+    """User turns (the task prompt, each follow-up) the agent finished: a run a limit or an
+    error stopped mid-turn has not finished that one (`user_turns` counts it)."""
     tool_calls: int
     duration_s: float
     usage: UsageReport
@@ -359,20 +370,33 @@ class RunReport(Strict):
     verifier: VerifierReport | None = None
     """The verifier's run; null for runs of no suite, and for a suite run stopped first."""
 
+    @property
+    def user_turns(self) -> int:
+        """User turns the model was given (the task prompt, then each follow-up that
+        reached it), finished or not: what the reports' "User turns" show. From the
+        requests, so older reports count the same way."""
+        return max(self.turns_completed, max((r.turn for r in self.requests), default=-1) + 1)
+
 
 class MeanReward(Strict):
     """The mean reward of a group's graded runs (finished suite runs with a reward), with
     its 95% interval: the numbers summary.md, report.html and junit.xml show."""
 
     rewarded: int
-    """Finished runs with a reward: the n of the mean."""
+    """Finished runs with a reward."""
+    tasks: int | None = None
+    """Tasks among them: the n of the mean and its interval (the task is the unit; each
+    task's runs, its repeats and variants, are averaged first). Null in reports before
+    runner.report/3.7, whose mean and interval were over runs."""
     mean: float | None = None
-    """Null when no run of the group was graded (every one errored or was skipped)."""
+    """The mean over tasks of each task's mean reward. Null when no run of the group was
+    graded (every one errored or was skipped)."""
     ci_low: float | None = None
     ci_high: float | None = None
-    """The 95% interval of the mean (Wilson's score interval with the mean for the rate;
-    exact for 0/1 rewards, conservative between). Null without a graded run, or when a
-    reward lies outside [0, 1], where the bound would not hold."""
+    """The 95% interval of the mean over the task means (Wilson's score interval with the
+    mean for the rate, n = tasks; conservative, since rewards in [0, 1] vary at most
+    m(1 - m)). Null without a graded run, or when a reward lies outside [0, 1], where the
+    bound would not hold."""
 
 
 class Totals(Strict):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from runner.reports.fmt import duration, money, tokens
 from runner.reports.model import RedoneReport, Report, RunReport
 from runner.reports.stats import mean_pass_at_k, wilson_interval
-from runner.reports.totals import finished_runs, mean_reward, sum_cost
+from runner.reports.totals import finished_runs, mean_reward, sum_cost, task_rewards
 from runner.vocabulary import RunStatus, Verdict
 
 
@@ -51,9 +51,11 @@ class GroupStats:
     """Total run time of every run of the group."""
     rewarded: int = 0
     """Finished runs with a reward (suite runs graded by their verifier)."""
+    reward_tasks: int = 0
+    """Tasks among them: the n of the mean reward (`totals.mean_reward`)."""
     mean_reward: float | None = None
     reward_interval: tuple[float, float] | None = None
-    """95% interval of the mean reward (`stats.mean_interval`)."""
+    """95% interval of the mean reward over task means (`totals.mean_reward`)."""
 
 
 def group_stats(every: Sequence[RunReport]) -> GroupStats:
@@ -70,7 +72,7 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
     cached = sum(t.usage.cached_tokens for t in tasks)
     sent = sum(t.usage.input_tokens for t in tasks)
     cost = sum_cost(t.cost_usd for t in tasks)
-    rewarded, reward, reward_ci = mean_reward(tasks)
+    reward_tasks, reward, reward_ci = mean_reward(tasks)
     return GroupStats(
         runs=len(tasks),
         passed=passed,
@@ -91,18 +93,23 @@ def group_stats(every: Sequence[RunReport]) -> GroupStats:
         output_tokens=sum(t.usage.output_tokens for t in every),
         cost=sum_cost(t.cost_usd for t in every if t.requests),
         time=sum(t.duration_s for t in every),
-        rewarded=rewarded,
+        rewarded=task_rewards(tasks)[0],
+        reward_tasks=reward_tasks,
         mean_reward=reward,
         reward_interval=reward_ci,
     )
 
 
-def reward_text(mean: float | None, interval: tuple[float, float] | None, n: int) -> str:
-    """`0.67 (0.21-0.94) n=3`: the mean reward of graded runs with its 95% interval."""
-    if mean is None:
+def reward_text(g: GroupStats) -> str:
+    """`0.67 (0.21-0.94) n=3`: the mean reward of graded runs with its 95% interval, n
+    the tasks; `n=4 tasks (16 runs)` when tasks ran more than once."""
+    if g.mean_reward is None:
         return "-"
-    ci = "" if interval is None else f" ({interval[0]:.2f}-{interval[1]:.2f})"
-    return f"{mean:.2f}{ci} n={n}"
+    i = g.reward_interval
+    ci = "" if i is None else f" ({i[0]:.2f}-{i[1]:.2f})"
+    n = g.reward_tasks
+    many = f"n={n}" if g.rewarded == n else f"n={n} tasks ({g.rewarded} runs)"
+    return f"{g.mean_reward:.2f}{ci} {many}"
 
 
 def environment_label(t: RunReport) -> str:

@@ -67,17 +67,34 @@ def finished_runs(tasks: Iterable[RunReport]) -> list[RunReport]:
     return [t for t in tasks if t.status.verdict in (Verdict.PASSED, Verdict.FAILED)]
 
 
+def task_rewards(tasks: Iterable[RunReport]) -> tuple[int, list[float]]:
+    """(graded runs, the mean reward of each task): rewards of finished runs the verifier
+    graded, averaged per task id over its repeats (and variants or models, when a group
+    holds several), in report order."""
+    per_task: dict[str, list[float]] = {}
+    for t in finished_runs(tasks):
+        if t.reward is not None:
+            per_task.setdefault(t.id, []).append(t.reward)
+    runs = sum(len(v) for v in per_task.values())
+    return runs, [statistics.fmean(v) for v in per_task.values()]
+
+
 def mean_reward(tasks: Iterable[RunReport]) -> tuple[int, float | None, tuple[float, float] | None]:
-    """(n, mean, 95% interval) of the rewards of finished runs the verifier graded: one
-    computation for report.json, the summaries and JUnit."""
-    rewards = [t.reward for t in finished_runs(tasks) if t.reward is not None]
-    return len(rewards), statistics.fmean(rewards) if rewards else None, mean_interval(rewards)
+    """(n tasks, mean, 95% interval) of the rewards of finished runs the verifier graded:
+    one computation for report.json, the summaries and JUnit. The task is the unit: runs
+    of one task (repeats, variants) are not independent samples of the benchmark, so each
+    task's runs are averaged first and the mean and its interval are over those task
+    means, with n the number of tasks. Each task weighs the same, however many of its runs
+    finished."""
+    _, means = task_rewards(tasks)
+    return len(means), statistics.fmean(means) if means else None, mean_interval(means)
 
 
 def _mean_reward(tasks: Sequence[RunReport]) -> MeanReward:
     n, mean, ci = mean_reward(tasks)
     return MeanReward(
-        rewarded=n,
+        rewarded=task_rewards(tasks)[0],
+        tasks=n,
         mean=None if mean is None else round(mean, 4),
         ci_low=None if ci is None else round(ci[0], 4),
         ci_high=None if ci is None else round(ci[1], 4),

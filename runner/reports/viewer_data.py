@@ -224,7 +224,7 @@ def run_data(
         "resolution": run.resolution,
         "skip": run.skip_reason,
         "requests": len(run.requests),
-        "turns": run.turns_completed,
+        "turns": run.user_turns,
         "tools": run.tool_calls,
         "input": u.input_tokens,
         "cached": u.cached_tokens,

@@ -394,8 +394,15 @@ class Builder:
         key = build_key(digest, bases)
         return f"{BUILD_REPO}:{key}", all(found for _, found in bases)
 
-    async def image(self, folder: Path) -> str:
-        """The tag of `folder`'s image, built now unless an image of its content exists."""
+    async def image(self, folder: Path, pinned: str | None = None) -> str:
+        """The tag of `folder`'s image, built now unless an image of its content exists.
+        `pinned`: the tag the batch decided on earlier; used as it is when that image
+        exists, whatever the folder holds now (else the folder is hashed and built as it
+        is, so a tag never names other content than its own)."""
+        if pinned is not None and await image_labels(self.engine, pinned) is not None:
+            if self.mark is not None:
+                self.mark.uses([pinned])
+            return pinned
         tag, complete = await self.tag(folder)
         lock = self._locks.setdefault(tag, anyio.Lock())
         async with lock:

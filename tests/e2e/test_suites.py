@@ -466,3 +466,36 @@ def test_a_reward_file_over_the_cap_is_an_error_naming_it_once(tmp_path: Path, i
     assert run["status"] == "error" and run["reward"] is None
     assert run["error"].count("/logs/verifier/reward.txt") == 1, run["error"]
     assert "over 65536 bytes" in run["error"]
+
+
+def test_a_resolved_run_a_limit_stopped_passes_and_says_the_limit(
+    loopback_thread: ThreadFactory, tmp_path: Path, image: str
+) -> None:
+    """Review 27b #3: the agent writes the answer, then keeps calling tools until
+    `max_requests` stops it. The verifier grades what it left, as Harbor does: passed,
+    with the limit beside it, and the pass rate agrees with the mean reward."""
+
+    def busy(req: RecordedRequest, i: int) -> Reply:
+        if i == 0:
+            return shell("echo 'Hello, world!' > hello.txt", "c0")
+        return shell("ls", f"c{i}")
+
+    srv = loopback_thread(per_conversation(busy))
+    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        f"providers: {{fake: {{base_url: '{srv.base_url}', env_key: FAKE_API_KEY}}}}\n"
+        "defaults: {limits: {max_requests: 2}}\n"
+        "suites:\n"
+        "  - {format: harbor, path: harbor, select: {ids: [hello]}, model: fake/m}\n"
+    )
+    out = tmp_path / "out"
+    res = run_cli("run", tasks, "--out", out)
+    assert res.returncode == 0, res.stderr
+    report = report_of(out)
+    (run,) = report["runs"]
+    assert (run["status"], run["stopped_by"], run["reward"]) == ("completed", "max_requests", 1.0)
+    assert report["totals"]["pass_rate"] == report["totals"]["reward_by_model"]["fake/m"]["mean"]
+    summary = (out / "summary.md").read_text()
+    assert "PASS (agent stopped: requests)" in summary and "FAIL" not in summary

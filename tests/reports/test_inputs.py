@@ -44,7 +44,7 @@ def test_inputs_are_stored_once_and_named_from_each_run(
     res = run_cli("run", tasks, "--out", out)
     assert res.returncode == 0, res.stderr
     report = _report(out)
-    assert report["schema_version"] == "runner.report/3.6"
+    assert report["schema_version"] == "runner.report/3.7"
     runs = report["runs"]
     assert len(runs) == 8
     files = sorted(p.name for p in (out / "inputs").iterdir())

@@ -160,7 +160,7 @@ def test_suite_properties_are_the_model_totals() -> None:
         "cache_hit_ratio": "0.8400",
         "cost_usd": "0.148700",
         "requests": "30",
-        "user_turns": "25",
+        "user_turns": "26",  # the interrupted run was given its prompt: 1, not 0
         "tool_calls": "52",
         "duration_s": "211.750",
     }

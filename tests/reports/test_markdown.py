@@ -404,3 +404,22 @@ def test_no_cache_data_and_median() -> None:
             "37.5s",
         ]
     ]
+
+
+def test_user_turns_count_the_turn_a_limit_or_an_error_cut_short() -> None:
+    """Review 27b #11: a run stopped by a limit or an error in its first turn showed "User
+    turns 0" (turns finished). The column counts the prompts the model was given."""
+    first = task("a", "p/m", "max_requests", requests=3)
+    first = first.model_copy(update={"turns_completed": 0})
+    second = task("b", "p/m", "error", requests=2)
+    second = second.model_copy(
+        update={
+            "turns_completed": 1,
+            "requests": [second.requests[0], second.requests[1].model_copy(update={"turn": 1})],
+        }
+    )
+    never = task("c", "p/m", "skipped", requests=0)
+    assert [t.user_turns for t in (first, second, never)] == [1, 2, 0]
+    md = render_markdown(report([first, second, never]))
+    assert "| a | p/m | FAIL (requests) | 1 | 3 |" in md
+    assert "| b | p/m | ERROR | 2 | 2 |" in md

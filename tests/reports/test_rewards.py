@@ -5,6 +5,7 @@ junit.xml (schema-valid), and the interval's own properties."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from runner.reports.junit import render_junit
 from runner.reports.markdown import render_markdown
 from runner.reports.model import READS, Report, RunReport
 from runner.reports.stats import mean_interval, wilson_interval
-from runner.reports.totals import compute_totals
+from runner.reports.totals import compute_totals, mean_reward
 from tests.support.reports import GOLDEN, report, task
 
 
@@ -172,3 +173,100 @@ def test_a_report_before_3_6_is_read_without_reward_groups() -> None:
     back = Report.model_validate(old)
     assert back.totals.reward_by_model == {} and back.totals.reward_by_variant == {}
     assert "runner.report/3.5" in READS
+
+
+def test_a_resolved_run_a_limit_stopped_passes_everywhere_and_says_the_limit() -> None:
+    """Review 27b #3: `FAIL (requests) | resolved (1)` beside a pass rate of 0/1 and a mean
+    reward of 1. The grade decides; the limit is shown beside it, never as a FAIL."""
+    runs = [
+        graded("a", "p/x", 1.0, "completed", resolution="resolved", stopped_by="max_requests"),
+        graded(
+            "b",
+            "p/x",
+            0.0,
+            "check_failed",
+            resolution="not",
+            stopped_by="timeout",
+            error="graded not (reward 0) by the suite's verifier",
+        ),
+    ]
+    r = report(runs)
+    md = render_markdown(r)
+    assert "| PASS (agent stopped: requests) | resolved (1) |" in md
+    assert "| FAIL (check; agent stopped: timeout) | not (0) |" in md
+    assert "FAIL (requests)" not in md
+    root = ET.fromstring(render_junit(r))
+    cases = {c.attrib["name"]: c for c in root.iter("testcase")}
+    a = next(c for n, c in cases.items() if n.startswith("a"))
+    assert a.find("failure") is None and a.find("error") is None
+    assert "stopped_by=max_requests" in (a.findtext("system-out") or "")
+    props = {p.attrib["name"]: p.attrib["value"] for p in root.iter("property")}
+    assert props["pass_rate"] == "0.5000" and props["mean_reward"] == "0.5000"
+    totals = compute_totals(runs)
+    assert totals.pass_rate == totals.reward_by_model["p/x"].mean == 0.5
+
+
+def by_task(reward: dict[str, list[float]], model: str = "p/x") -> list[RunReport]:
+    return [
+        graded(tid, model, v, "completed" if v >= 1 else "check_failed", repeat=i + 1)
+        for tid, values in reward.items()
+        for i, v in enumerate(values)
+    ]
+
+
+def test_the_mean_reward_interval_takes_the_task_as_the_unit() -> None:
+    """Review 27b #11: 4 tasks x 4 repeats were n=16, as if the repeats were independent
+    samples. Per-task means first: n=4, the mean of the task means, and the Wilson
+    interval on that mean with n=4, checked against a hand computation."""
+    runs = by_task(
+        {
+            "a": [1.0, 1.0, 1.0, 1.0],
+            "b": [1.0, 0.0, 1.0, 0.0],
+            "c": [0.0, 0.0, 0.0, 0.0],
+            "d": [1.0, 0.0, 0.0, 0.0],
+        }
+    )
+    n, mean, ci = mean_reward(runs)
+    # Task means 1, 0.5, 0, 0.25: mean 0.4375. Wilson with n = 4, z = 1.96:
+    # centre = (m + z^2/8) / (1 + z^2/4), half = z sqrt(m(1-m)/4 + z^2/64) / (1 + z^2/4).
+    z = 1.959963984540054
+    m = 0.4375
+    centre = (m + z * z / 8) / (1 + z * z / 4)
+    half = z * math.sqrt(m * (1 - m) / 4 + z * z / 64) / (1 + z * z / 4)
+    assert (n, mean) == (4, m)
+    assert ci == pytest.approx((centre - half, centre + half))
+    assert ci == pytest.approx((0.1196, 0.8167), abs=1e-4)  # worked by hand, 4 decimals
+    # Over 16 runs as if independent, the interval would be narrower: that was the bug.
+    narrow = mean_interval([r.reward or 0.0 for r in runs])
+    assert narrow is not None and narrow[1] - narrow[0] < ci[1] - ci[0]  # type: ignore[index]
+    totals = compute_totals(runs)
+    group = totals.reward_by_model["p/x"]
+    assert (group.tasks, group.rewarded, group.mean) == (4, 16, 0.4375)
+    assert "0.44 (0.12-0.82) n=4 tasks (16 runs)" in render_markdown(report(runs))
+    root = ET.fromstring(render_junit(report(runs)))
+    props = {p.attrib["name"]: p.attrib["value"] for p in root.iter("property")}
+    assert (props["reward_tasks"], props["rewarded"]) == ("4", "16")
+
+
+def test_runs_of_one_task_in_two_variants_are_one_sample_per_model_not_two() -> None:
+    """Per model, a task's runs in each variant are one task; per variant, one each."""
+    runs = [
+        graded("a", "p/x", 1.0, "completed", variant="v1"),
+        graded("a", "p/x", 0.0, "check_failed", variant="v2"),
+        graded("b", "p/x", 1.0, "completed", variant="v1"),
+        graded("b", "p/x", 1.0, "completed", variant="v2"),
+    ]
+    totals = compute_totals(runs)
+    x = totals.reward_by_model["p/x"]
+    assert (x.tasks, x.rewarded, x.mean) == (2, 4, 0.75)
+    assert x.ci_low == round(mean_interval([0.5, 1.0])[0], 4)  # type: ignore[index]
+    v1, v2 = totals.reward_by_variant["v1"], totals.reward_by_variant["v2"]
+    assert (v1.tasks, v1.mean, v2.tasks, v2.mean) == (2, 1.0, 2, 0.5)
+
+
+def test_a_task_whose_runs_partly_errored_weighs_as_much_as_any_other() -> None:
+    runs = [
+        *by_task({"a": [1.0, 1.0, 1.0], "b": [0.0]}),
+        graded("b", "p/x", None, "error", repeat=2, error="verifier failed: no reward file"),
+    ]
+    assert mean_reward(runs)[:2] == (2, 0.5)

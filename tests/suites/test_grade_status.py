@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from runner.config import Run, load
-from runner.record import EnvironmentInfo, Grade, RunRecord, error_of, status_of
-from runner.vocabulary import RunStatus
+from runner.record import (
+    AGENT_STOPS,
+    EnvironmentInfo,
+    Grade,
+    RunRecord,
+    error_of,
+    status_of,
+    stopped_by,
+)
+from runner.vocabulary import RunStatus, Verdict
 from tests.support.records import outcome
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
@@ -58,8 +66,12 @@ NOT = Grade(0.0, (), "not")
             S.ERROR,
             "podman lost",
         ),
-        (S.TIMEOUT, {"grade": ONE}, S.TIMEOUT, None),
-        (S.MAX_REQUESTS, {"grade": NOT}, S.MAX_REQUESTS, None),
+        (S.TIMEOUT, {"grade": ONE}, S.COMPLETED, None),
+        (S.MAX_REQUESTS, {"grade": NOT}, S.CHECK_FAILED, "graded not"),
+        (S.MAX_REQUESTS, {"grade": RESOLVED}, S.COMPLETED, None),
+        (S.MAX_REQUESTS, {"verifier_error": "timed out"}, S.ERROR, "verifier failed"),
+        (S.ERROR, {"grade": RESOLVED}, S.ERROR, None),
+        (S.INTERRUPTED, {"stopped_before_check": True}, S.INTERRUPTED, None),
     ],
 )
 def test_status_table(
@@ -85,3 +97,69 @@ def test_a_grade_passes_at_one_or_resolved() -> None:
         False,
         False,
     ]
+
+
+LOOP_ENDS = [s for s in RunStatus if s not in (S.CHECK_FAILED, S.SCOPE_VIOLATION, S.SKIPPED)]
+"""Every way the agent loop can end."""
+GRADES: dict[str, dict[str, object]] = {
+    "one": {"grade": ONE},
+    "above one": {"grade": Grade(1.5)},
+    "half": {"grade": HALF},
+    "several": {"grade": SEVERAL},
+    "resolved": {"grade": RESOLVED},
+    "partial": {"grade": PARTIAL},
+    "not": {"grade": NOT},
+    "verifier error": {"verifier_error": "no reward file"},
+    "no grade": {},
+}
+
+
+def test_the_whole_table_of_loop_ends_and_grades(suite_run: Run) -> None:
+    """The rule, walked over every loop end x every grade: when the agent stopped by
+    itself or at a limit, the grade alone decides (passed exactly when resolved or reward
+    >= 1, so pass rate and resolved rate agree) and `stopped_by` keeps the limit; a missing
+    grade is an error; the infrastructure's stops and signals keep their status."""
+    assert set(LOOP_ENDS) == AGENT_STOPS | {
+        S.ERROR,
+        S.RATE_LIMITED,
+        S.QUOTA_EXHAUSTED,
+        S.INTERRUPTED,
+    }
+    for loop in LOOP_ENDS:
+        for name, changes in GRADES.items():
+            rec = RunRecord(
+                run=suite_run, events_file="e.jsonl", outcome=outcome(loop, error=f"{loop} hit")
+            ).but(**changes)
+            status, g = status_of(rec), rec.grade
+            where = (loop, name)
+            if loop not in AGENT_STOPS:
+                assert status is loop, where
+                assert stopped_by(rec) is None, where
+                continue
+            if g is None:
+                assert status is S.ERROR, where
+                assert stopped_by(rec) is None, where
+                continue
+            assert status is (S.COMPLETED if g.passed else S.CHECK_FAILED), where
+            assert (status.verdict is Verdict.PASSED) == (
+                g.resolution == "resolved" if g.resolution else (g.reward or 0) >= 1
+            ), where
+            assert stopped_by(rec) is (None if loop is S.COMPLETED else loop), where
+            if loop is not S.COMPLETED and not g.passed:
+                assert f"{loop} hit" in (error_of(rec) or ""), where  # the stop is said
+
+
+def test_a_signal_before_the_agent_began_is_interrupted_whatever_the_build_said(
+    suite_run: Run,
+) -> None:
+    killed = EnvironmentInfo("podman", fault="podman environment failed: build exit 143")
+    for rec in (
+        RunRecord(run=suite_run, events_file="e.jsonl", stopped_before_start=True),
+        RunRecord(
+            run=suite_run, events_file="e.jsonl", stopped_before_start=True, environment=killed
+        ),
+    ):
+        assert status_of(rec) is S.INTERRUPTED
+        assert "before its agent started" in (error_of(rec) or "")
+    never = RunRecord(run=suite_run, events_file="e.jsonl")
+    assert status_of(never) is S.ERROR  # no signal: still an error, as before
