@@ -265,7 +265,7 @@ def swe_log_grade(log: str, task: SuiteTask, exit_code: int, took: float, tail: 
     never started (the test_patch did not apply), is a verifier failure; one whose test
     run the grading cannot trust is `not` resolved, as the harness says, with no share of
     tests it could not count."""
-    from runner.suites.swe_bench import APPLY_PATCH_FAIL, START_TEST_OUTPUT
+    from runner.suites.swe_eval import APPLY_PATCH_FAIL, START_TEST_OUTPUT
     from runner.suites.swe_grading import grade_swe_log
 
     try:

@@ -25,7 +25,6 @@ would otherwise drop a setting silently), a column runner knows it cannot honour
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +44,7 @@ from runner.suites.model import (
     SuiteTask,
     Verifier,
 )
+from runner.suites.swe_eval import DIFF_HEADER, END_TEST_OUTPUT, WORKDIR, eval_script
 from runner.suites.swe_grading import default_log_parser
 
 MAX_INSTANCES_FILE_BYTES = 512 << 20
@@ -52,15 +52,8 @@ MAX_INSTANCES_FILE_BYTES = 512 << 20
 MAX_SCRIPT_BYTES = 120_000
 """The eval script reaches the environment as one `bash -c` argument, and Linux refuses an
 argument over 128 KiB (MAX_ARG_STRLEN)."""
-WORKDIR = "/testbed"
 VERIFY_TIMEOUT_S = 1800.0
 """The official harness's per-instance timeout."""
-
-START_TEST_OUTPUT = ">>>>> Start Test Output"
-END_TEST_OUTPUT = ">>>>> End Test Output"
-TEST_EXIT_CODE = ">>>>> Test Exit Code"
-APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
-"""The harness's log markers (swebench.harness.constants), which its grading looks for."""
 
 DEFAULT_PROMPT_TEMPLATE = """\
 The repository {repo} is checked out in /testbed. A user reported the problem below.
@@ -118,7 +111,6 @@ _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+")
 _INSTANCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 _PARSER = re.compile(r"parse_log_[a-z0-9_]+")
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 
 
 def read_swe_bench(
@@ -397,7 +389,7 @@ def _task(
     if found:
         problems.extend(found)
         return None
-    script = _eval_script(text)
+    script = eval_script(text)
     if len(script.encode()) > MAX_SCRIPT_BYTES:
         field = "eval_script" if "eval_script" in text else "test_patch"
         bad(
@@ -508,7 +500,7 @@ def _check_shapes(raw: dict[str, Any], text: dict[str, str], bad: Any) -> None:
         bad("eval_script", f"does not print {END_TEST_OUTPUT!r}, so no grading can read it")
     if raw.get("image_assets"):
         bad("image_assets", "binary test assets (SWE-bench Multimodal) are not supported")
-    if "test_patch" in text and not _DIFF_HEADER.search(text["test_patch"]):
+    if "test_patch" in text and not DIFF_HEADER.search(text["test_patch"]):
         bad("test_patch", "not a git diff (no `diff --git a/... b/...` line)")
 
 
@@ -531,76 +523,6 @@ def _default_parser(text: dict[str, str], bad: Any) -> None:
         )
         return
     text["log_parser"] = name
-
-
-def _eval_script(text: dict[str, str]) -> str:
-    if "eval_script" in text:
-        return _record_exit_code(text["eval_script"])
-    test_patch = text["test_patch"]
-    files = sorted({m[1] for m in _DIFF_HEADER.finditer(test_patch)})
-    created = {
-        m[1] for m in re.finditer(r"^diff --git a/(\S+) b/\S+\nnew file mode", test_patch, re.M)
-    }
-    kept = [f for f in files if f not in created]
-    base = text["base_commit"]
-    eof = _delimiter(test_patch)
-    reset = [f"git checkout {base} -- {_q(kept)}"] if kept else []
-    drop = [f"rm -f -- {_q(sorted(created))}"] if created else []
-    return "\n".join(
-        [
-            "#!/bin/bash",
-            "set -uo pipefail",
-            f"cd {WORKDIR}",
-            *reset,
-            *drop,
-            f"if ! git apply --verbose - <<'{eof}'",
-            test_patch.rstrip("\n"),
-            eof,
-            f"then echo {_q([APPLY_PATCH_FAIL])}; exit 1; fi",
-            f"echo {_q([START_TEST_OUTPUT])}",
-            text["test_cmd"],
-            "SWEBENCH_TEST_EXIT_CODE=$?",
-            f"echo {_q([END_TEST_OUTPUT])}",
-            f'echo "{TEST_EXIT_CODE}: $SWEBENCH_TEST_EXIT_CODE"',
-            *reset,
-            *drop,
-            "",
-        ]
-    )
-
-
-def _record_exit_code(script: str) -> str:
-    """The 5.x harness records the test command's exit status after the end marker, which
-    its grading cross-checks with the log; its helper lives in a module that needs
-    `datasets`, so the same insertion is made here."""
-    lines = script.split("\n")
-    for i, line in enumerate(lines):
-        if END_TEST_OUTPUT in line:
-            return "\n".join(
-                [
-                    *lines[:i],
-                    "SWEBENCH_TEST_EXIT_CODE=$?",
-                    line,
-                    f'echo "{TEST_EXIT_CODE}: $SWEBENCH_TEST_EXIT_CODE"',
-                    *lines[i + 1 :],
-                ]
-            )
-    return script
-
-
-def _delimiter(body: str) -> str:
-    """A heredoc end word that no line of `body` is."""
-    lines = set(body.splitlines())
-    n = 0
-    while True:
-        word = "EOF_" + hashlib.sha256(f"{n}:{body}".encode()).hexdigest()[:12]
-        if word not in lines:
-            return word
-        n += 1
-
-
-def _q(words: list[str]) -> str:
-    return " ".join("'" + w.replace("'", "'\\''") + "'" for w in words)
 
 
 def _kind(value: object) -> str:
