@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from runner.sandbox.engine import Engine
+from runner.sandbox.engine import RUN_LABEL, Engine
 from tests.support.cli import run_cli
 from tests.support.environments import base_image, engine_answers
 from tests.support.fixtures import ThreadFactory
@@ -204,3 +207,59 @@ def test_a_test_patch_that_does_not_apply_is_an_error_and_a_gold_patch_is_not_re
     assert "the gold patch did not apply" in bad_gold["error"]
     assert bad_gold["verifier"]["patch_applied"] is False
     assert "Patch Apply Failed" in bad_gold["verifier"]["output_tail"]
+
+
+def copies(tmp_path: Path, name: str, ids: list[str], **fields: str) -> None:
+    """The fixture instance under each of `ids`, with `fields` over its own, in one file."""
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    lines = [json.dumps({**raw, **fields, "instance_id": i}) + "\n" for i in ids]
+    (tmp_path / name).write_text("".join(lines))
+
+
+def live_of(prefix: str) -> int:
+    """How many containers, running or not, carry a run label starting with `prefix`."""
+    engine = Engine("podman")
+    done = subprocess.run(
+        engine.argv(["ps", "-a", "--format", "{{.Labels}}"]),
+        env=engine.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return sum(f"{RUN_LABEL}:{prefix}" in line for line in done.stdout.splitlines())
+
+
+def test_max_environments_counts_the_grading_container(tmp_path: Path, image: str) -> None:
+    """The agent's container is removed before its grading container starts, in its slot:
+    with max_environments 1, never two of the batch's containers at once."""
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    prefix = f"cap{uuid.uuid4().hex[:8]}-"
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    slow = "sleep 1; " + raw["test_cmd"]  # each grading lasts long enough to be seen
+    copies(tmp_path, "three.jsonl", [f"{INSTANCE}-{n}" for n in "abc"], test_cmd=slow)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nmax_environments: 1\nsuites:\n"
+        f"  - {{format: swe-bench, path: three.jsonl, agent: oracle, id_prefix: {prefix}, "
+        "environment: {build: swe}}\n"
+    )
+    seen: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(live_of(prefix))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        res = run_cli("run", tasks, "--out", tmp_path / "out", "--concurrency", "3")
+    finally:
+        done.set()
+        watcher.join()
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = report_of(tmp_path / "out")
+    assert [r["resolution"] for r in runs] == ["resolved"] * 3
+    assert all(r["verifier"]["fresh_environment"] for r in runs)
+    assert len(seen) > 10 and max(seen) == 1, seen  # seen alive, never two at once
+
