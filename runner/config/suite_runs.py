@@ -16,7 +16,7 @@ import os
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,7 @@ def _read(entry: SuiteEntry, base_dir: Path, at: _At, problems: list[Problem]) -
         problems.append(at.problem("path", wrong or "not found"))
         return []
     try:
-        return read_suite(
+        tasks = read_suite(
             entry.format,
             path,
             prompt_template=entry.prompt_template,
@@ -142,6 +142,10 @@ def _read(entry: SuiteEntry, base_dir: Path, at: _At, problems: list[Problem]) -
     except ConfigError as exc:
         problems.extend(exc.problems)
         return []
+    if entry.verifier_timeout_s is None:
+        return tasks
+    timeout_s = float(entry.verifier_timeout_s)
+    return [replace(t, verifier=replace(t.verifier, timeout_s=timeout_s)) for t in tasks]
 
 
 def _selected(

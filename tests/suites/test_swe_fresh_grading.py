@@ -263,3 +263,23 @@ def test_max_environments_counts_the_grading_container(tmp_path: Path, image: st
     assert all(r["verifier"]["fresh_environment"] for r in runs)
     assert len(seen) > 10 and max(seen) == 1, seen  # seen alive, never two at once
 
+
+def test_the_grading_timeout_is_the_user_s_and_a_timeout_is_recorded_as_it_went(
+    tmp_path: Path, image: str
+) -> None:
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    copies(tmp_path, "slow.jsonl", [f"{INSTANCE}-slow"], test_cmd="sleep 60")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nsuites:\n  - {format: swe-bench, path: slow.jsonl, agent: oracle, "
+        "verifier_timeout_s: 3, environment: {build: swe}}\n"
+    )
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
+    assert res.returncode == 3, res.stdout + res.stderr  # the verifier's error, not a score
+    (run,) = report_of(tmp_path / "out")
+    assert run["status"] == "error" and run["reward"] is None
+    assert "timed out after 3 s" in run["error"], run["error"]
+    v = run["verifier"]
+    assert v["fresh_environment"] is True
+    assert v["start_s"] is not None and 0 < v["start_s"] < v["duration_s"]
+    assert 3.0 <= v["duration_s"] < 40, v
