@@ -265,7 +265,8 @@ def test_swe_bench_verifier_timeout_is_the_entry_s_and_bounded(tmp_path: Path) -
 
 
 def test_a_verifier_timeout_on_harbor_is_refused_at_its_entry(tmp_path: Path) -> None:
-    path = suite_dir(tmp_path, "suites:\n  - {format: harbor, path: harbor, verifier_timeout_s: 9}\n")
+    entry = "  - {format: harbor, path: harbor, verifier_timeout_s: 9}\n"
+    path = suite_dir(tmp_path, "suites:\n" + entry)
     (said,) = problems(path)
     assert "tasks.yaml:7" in said, said
     assert "verifier_timeout_s is for format swe-bench, not harbor" in said, said
