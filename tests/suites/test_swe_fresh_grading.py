@@ -162,6 +162,11 @@ def test_only_the_recorded_patch_is_graded(
     assert big["environment"]["left_out"] == ["notes.txt: over 16.0 MiB, left out of the patch"]
     kept = prediction(out, "fake/big")["model_patch"]
     assert "return high" in kept and "notes.txt" not in kept
+    incomplete = json.loads((out / "predictions" / "fake__big.incomplete.json").read_text())
+    assert incomplete == {INSTANCE: big["environment"]["left_out"]}
+    assert sorted(p.name for p in (out / "predictions").glob("*.incomplete.json")) == [
+        "fake__big.incomplete.json"
+    ]
 
 
 def broken_copy(tmp_path: Path, name: str, field: str, old: str, new: str) -> str:
