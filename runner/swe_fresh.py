@@ -28,10 +28,17 @@ APPLIED = ">>>>> Applied Patch"
 APPLY_FAILED = ">>>>> Patch Apply Failed"
 """The harness's markers (swebench.harness.constants)."""
 
+MISSING = ">>>>> runner: not in the image:"
+"""Said, with the program's name, for a try the image cannot make."""
+TRIES = ("git apply", "git apply --3way", "git apply --reject", "patch --fuzz=5")
+"""The tries of `_APPLY`, as a note names them."""
+
 _APPLY = f"""
 tried=
 for cmd in "git apply --verbose" "git apply --verbose --3way" \\
     "git apply --verbose --reject" "patch --batch --forward --fuzz=5 -p1 -i"; do
+  prog=${{cmd%% *}}
+  if ! command -v "$prog" >/dev/null 2>&1; then echo "{MISSING} $prog"; continue; fi
   if [ -n "$tried" ]; then git checkout -- . ; git clean -fd; fi
   tried=1
   if $cmd {PATCH_AT}; then echo '{APPLIED}'; exit 0; fi
@@ -81,6 +88,29 @@ async def apply_patch(env: Environment, patch: bytes) -> tuple[bool, str]:
     """The run's patch applied as the harness applies a prediction; (applied, output)."""
     ok, said, _ = await _with_file(env, PATCH_AT, patch, _APPLY)
     return ok, said
+
+
+def not_applied(whose: str, said: str) -> str:
+    """Why no test ran: what was tried, and which tries the image could not make (the
+    official images have `patch`; one built without it cannot run the fuzzy fallback)."""
+    missing = sorted(
+        {
+            line.removeprefix(MISSING).strip()
+            for line in said.splitlines()
+            if line.startswith(MISSING)
+        }
+    )
+    lacking = ""
+    if missing:
+        could_not = [t for t in TRIES if t.split()[0] in missing]
+        lacking = (
+            f"; the image has no {', no '.join(f'`{m}`' for m in missing)} program, so "
+            f"{', '.join(could_not)} could not run"
+        )
+    return (
+        f"the {whose} patch did not apply to the instance at its base_commit (tried "
+        f"{', '.join(TRIES)}{lacking}), so no test ran"
+    )
 
 
 async def _with_file(

@@ -171,11 +171,7 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
         except (EnvironmentFault, UnsafeFileError, OSError) as exc:
             raise VerifierFailed(f"{task.id}: the patch could not be applied: {exc}") from None
         if not applied:
-            whose = "gold" if rec.run.agent == "oracle" else "run's"
-            why = (
-                f"the {whose} patch did not apply to the instance at its base_commit "
-                "(every way the harness tries), so no test ran"
-            )
+            why = swe_fresh.not_applied("gold" if rec.run.agent == "oracle" else "run's", said)
             took = round(time.monotonic() - began, 3)
             return Grade(
                 0.0,
