@@ -51,6 +51,7 @@ from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder, reap_builds
 from runner.sandbox.kubectl import Kubectl
 from runner.sandbox.orphans import LiveBatch, batch_alive, reap_orphans
 from runner.skills import Staged, stage
+from runner.swe_fresh import gold_patch
 from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
@@ -348,7 +349,7 @@ class RunEnvironment:
         try:
             got = await changes.diff(self.inner, self.snapshot)
             patch = _redacted(got.patch, redact)
-            if got.left_out:
+            if got.left_out and gold_patch(self.run) is None:
                 notes.append(left_out_note(got.left_out, redact, "patch"))
             # What the patch lacks is named even when nothing else changed: a grade made
             # from the patch alone must know it is not the whole work.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 
+from runner.config import Run
 from runner.record import RunRecord
 from runner.sandbox.environment import Environment
 from runner.suites.model import SuiteTask
@@ -57,6 +58,18 @@ code=$?
 rm -f {TEST_PATCH_AT}
 exit $code
 """
+
+
+def gold_patch(run: Run) -> bytes | None:
+    """The gold patch an `agent: oracle` SWE-bench run is graded on, as the harness
+    evaluates the gold prediction; None for any other run (graded on its recorded patch).
+    Such a run's own diff is not its grade's, so what that diff left out is no note."""
+    task = run.suite
+    if run.agent != "oracle" or task is None or task.verifier.grading != "swe-bench":
+        return None
+    if task.solution is None or not task.solution.patch:
+        return None
+    return task.solution.patch.encode("utf-8", "surrogateescape")
 
 
 async def recorded_patch(rec: RunRecord, out_dir: Path) -> tuple[bytes, tuple[str, ...]]:

@@ -148,10 +148,10 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
     assert task is not None
     began = time.monotonic()
     patch, left_out = await swe_fresh.recorded_patch(rec, renv.out_dir)
-    if rec.run.agent == "oracle" and task.solution is not None and task.solution.patch:
+    if (gold := swe_fresh.gold_patch(rec.run)) is not None:
         # The gold prediction, as the harness evaluates it: one that does not apply is
         # said so, not hidden behind the empty diff its failed apply left.
-        patch, left_out = task.solution.patch.encode("utf-8", "surrogateescape"), ()
+        patch, left_out = gold, ()
     env = renv.fresh()
     start_s: float | None = None
     try:

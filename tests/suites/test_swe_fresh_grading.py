@@ -294,3 +294,32 @@ def test_the_grading_timeout_is_the_user_s_and_a_timeout_is_recorded_as_it_went(
     assert v["fresh_environment"] is True
     assert v["start_s"] is not None and 0 < v["start_s"] < v["duration_s"]
     assert 3.0 <= v["duration_s"] < 40, v
+
+
+def test_an_oracle_graded_on_a_huge_gold_patch_says_nothing_of_its_own_diff(
+    tmp_path: Path, image: str
+) -> None:
+    """The gold patch adds a file over the patch's per-file cap: the oracle's own diff
+    leaves it out, but the oracle is graded on the gold patch itself, so that diff's
+    gap is no note on a run that passed."""
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    lines = (17 << 20) // len("# pad\n")
+    huge = (
+        "diff --git a/huge.py b/huge.py\nnew file mode 100644\n--- /dev/null\n+++ b/huge.py\n"
+        f"@@ -0,0 +1,{lines} @@\n" + "+# pad\n" * lines
+    )
+    copies(tmp_path, "huge.jsonl", [f"{INSTANCE}-huge"], patch=raw["patch"] + huge)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nsuites:\n  - {format: swe-bench, path: huge.jsonl, agent: oracle, "
+        "environment: {build: swe}}\n"
+    )
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (run,) = report_of(tmp_path / "out")
+    assert (run["status"], run["resolution"]) == ("completed", "resolved")
+    assert run["error"] is None, run["error"]  # nothing about huge.py on a passing run
+    assert run["verifier"]["patch_applied"] is True and run["verifier"]["note"] is None
+    # The container's diff is still recorded as it is: huge.py is not in patches/.
+    assert run["environment"]["left_out"] == ["huge.py: over 16.0 MiB, left out of the patch"]
