@@ -211,8 +211,9 @@ def test_a_test_patch_that_does_not_apply_is_an_error_and_a_gold_patch_is_not_re
     assert bad_gold["rewards"] == {"reward": 0.0}  # no test ran: no share to give
     assert "the gold patch did not apply" in bad_gold["error"]
     # What was tried, and what the image lacks (the base image has git, not `patch`).
-    assert "tried git apply, git apply --3way, git apply --reject, patch --fuzz=5" in (
-        bad_gold["error"]
+    assert (
+        "tried git apply, git apply --3way, git apply --reject, patch --fuzz=5"
+        in (bad_gold["error"])
     )
     assert "no `patch` program, so patch --fuzz=5 could not run" in bad_gold["error"]
     assert bad_gold["verifier"]["note"] in bad_gold["error"]
