@@ -51,6 +51,7 @@ from runner.sandbox.images import MAX_PARALLEL_BUILDS, Builder, reap_builds
 from runner.sandbox.kubectl import Kubectl
 from runner.sandbox.orphans import LiveBatch, batch_alive, reap_orphans
 from runner.skills import Staged, stage
+from runner.swe_fresh import gold_patch
 from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
@@ -185,6 +186,7 @@ class RunEnvironment:
         """The task's skills as the environment shows them (`SKILLS_AT/<n>`, as in the
         local sandbox), copied in by `start`; None without skills."""
         self._slot = False
+        self._retired = False
         self._copy: bytes | None = None
         self._skills_dir: str | None = None
         self._shell: str | None = None
@@ -252,8 +254,8 @@ class RunEnvironment:
         agent's: SWE-bench grades a prediction by applying its patch to a container of the
         instance image, so nothing else the agent did (files outside the patch, a planted
         `usercustomize.py`, a process left running) can reach the grade. The caller starts
-        and stops it; a batch killed meanwhile leaves it labelled as the run's, and the
-        next batch reaps it."""
+        and stops it, in the slot of the agent's (`retire`d first); a batch killed
+        meanwhile leaves it labelled as the run's, and the next batch reaps it."""
         assert self.info.image is not None and self.info.workdir is not None
         return self._make(self.info.image, self.info.workdir, f"{self.run.name}.grade")
 
@@ -356,7 +358,7 @@ class RunEnvironment:
         try:
             got = await changes.diff(self.inner, self.snapshot)
             patch = _redacted(got.patch, redact)
-            if got.left_out:
+            if got.left_out and gold_patch(self.run) is None:
                 notes.append(left_out_note(got.left_out, redact, "patch"))
             # What the patch lacks is named even when nothing else changed: a grade made
             # from the patch alone must know it is not the whole work.
@@ -399,10 +401,23 @@ class RunEnvironment:
             self.info = dataclasses.replace(self.info, artifacts=folder)
         return notes
 
+    async def retire(self) -> None:
+        """The agent's container or Pod removed, its slot kept: SWE-bench grades in a
+        fresh one (`fresh`), which takes that slot, so `max_environments` counts live
+        containers, graders included. Called once its patch and artifacts are out."""
+        with anyio.CancelScope(shield=True):
+            try:
+                if self.inner is not None and not self._retired:
+                    self._retired = True
+                    await self.inner.stop()
+            except EnvironmentFault:
+                pass  # the next batch reaps what could not be removed (`reap_orphans`)
+
     async def stop(self) -> None:
         with anyio.CancelScope(shield=True):
             try:
-                if self.inner is not None:
+                if self.inner is not None and not self._retired:
+                    self._retired = True
                     await self.inner.stop()
             except EnvironmentFault:
                 pass  # the next batch reaps what could not be removed (`reap_orphans`)

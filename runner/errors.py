@@ -352,7 +352,14 @@ class EnvironmentLost(EnvironmentFault):
 class VerifierFailed(RunnerError):
     """A benchmark suite's verifier ran but gave nothing to grade: no reward file, a
     reward that is no finite number, a test log without pytest's summary. The run is an
-    `error`, never a score of 0: a broken verifier must not pass for a failed agent."""
+    `error`, never a score of 0: a broken verifier must not pass for a failed agent.
+    `fresh` and `start_s`: it ran in an environment started for it, which took that long
+    to start (SWE-bench), so the report's record of the attempt is true."""
+
+    def __init__(self, message: str, *, fresh: bool = False, start_s: float | None = None):
+        super().__init__(message)
+        self.fresh = fresh
+        self.start_s = start_s
 
 
 class ReportError(RunnerError):

@@ -133,6 +133,9 @@ class RunRecord:
     verifier_error: str | None = None
     """Why a suite task's verifier gave no grade (no reward file, a timeout, a lost
     container): the run is an error, never a score."""
+    verifier_spent: Grade | None = None
+    """With `verifier_error`: what that attempt took (`duration_s`, `fresh`, `start_s`);
+    its reward and resolution mean nothing."""
     notes: tuple[str, ...] = ()
     """What went wrong or was left out, in the order it happened: the report's `error`
     joins them after the status's own reason."""

@@ -177,6 +177,13 @@ def _graded(rec: RunRecord) -> dict[str, Any]:
         }
     elif rec.verifier_error is not None:
         out["verifier"] = {"error": rec.verifier_error}
+        if (spent := rec.verifier_spent) is not None:
+            out["verifier"] |= {
+                "duration_s": spent.duration_s,
+                "fresh_environment": spent.fresh,
+                "start_s": spent.start_s,
+                "patch_applied": spent.patch_applied,
+            }
     return out
 
 

@@ -376,7 +376,8 @@ async def _wind_up(
     up. Commit first: files the check creates (caches, build output) must not land on the
     branch. A container's changes are its workdir's diff, applied to the host workspace
     (when it has one) before the commit; its artifacts are copied out after the check,
-    and it is removed last."""
+    and it is removed last, or, for a run graded in a fresh container (SWE-bench), before
+    that container starts, so `max_environments` holds with the graders counted."""
     ws = rec.workspace
     try:
         if renv is not None:
@@ -400,10 +401,17 @@ async def _wind_up(
                         "output_tail": rec.check.output_tail,
                     }
                 )
-        if renv is not None and rec.run.suite is not None and rec.outcome is not None:
+        graded_here = renv is not None and rec.run.suite is not None and rec.outcome is not None
+        fresh = graded_here and _grades_fresh(rec)
+        if renv is not None and fresh:
+            # Graded in a container of its own: the agent's goes first, its slot passed on.
+            rec = _noted(rec, log, *await renv.artifacts(b.redact))
+            await renv.retire()
+        if renv is not None and graded_here:
             rec = await graded(rec, renv, stop=b.stop, checks=b.checks, redact=b.redact, log=log)
         if renv is not None:
-            rec = _noted(rec, log, *await renv.artifacts(b.redact))
+            if not fresh:
+                rec = _noted(rec, log, *await renv.artifacts(b.redact))
         elif ws is not None:
             info, notes = await local_artifacts(rec.run, ws.path, b.out_dir, b.redact)
             rec = _noted(rec.but(environment=info), log, *notes)
@@ -421,6 +429,11 @@ async def _wind_up(
         finally:
             log.close()
     return rec
+
+
+def _grades_fresh(rec: RunRecord) -> bool:
+    """SWE-bench: graded from the run's patch in a fresh container (`swe_graded`)."""
+    return rec.run.suite is not None and rec.run.suite.verifier.grading == "swe-bench"
 
 
 def _finished(rec: RunRecord, b: BatchContext) -> None:

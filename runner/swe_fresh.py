@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 
+from runner.config import Run
 from runner.record import RunRecord
 from runner.sandbox.environment import Environment
 from runner.suites.model import SuiteTask
@@ -28,10 +29,17 @@ APPLIED = ">>>>> Applied Patch"
 APPLY_FAILED = ">>>>> Patch Apply Failed"
 """The harness's markers (swebench.harness.constants)."""
 
+MISSING = ">>>>> runner: not in the image:"
+"""Said, with the program's name, for a try the image cannot make."""
+TRIES = ("git apply", "git apply --3way", "git apply --reject", "patch --fuzz=5")
+"""The tries of `_APPLY`, as a note names them."""
+
 _APPLY = f"""
 tried=
 for cmd in "git apply --verbose" "git apply --verbose --3way" \\
     "git apply --verbose --reject" "patch --batch --forward --fuzz=5 -p1 -i"; do
+  prog=${{cmd%% *}}
+  if ! command -v "$prog" >/dev/null 2>&1; then echo "{MISSING} $prog"; continue; fi
   if [ -n "$tried" ]; then git checkout -- . ; git clean -fd; fi
   tried=1
   if $cmd {PATCH_AT}; then echo '{APPLIED}'; exit 0; fi
@@ -50,6 +58,18 @@ code=$?
 rm -f {TEST_PATCH_AT}
 exit $code
 """
+
+
+def gold_patch(run: Run) -> bytes | None:
+    """The gold patch an `agent: oracle` SWE-bench run is graded on, as the harness
+    evaluates the gold prediction; None for any other run (graded on its recorded patch).
+    Such a run's own diff is not its grade's, so what that diff left out is no note."""
+    task = run.suite
+    if run.agent != "oracle" or task is None or task.verifier.grading != "swe-bench":
+        return None
+    if task.solution is None or not task.solution.patch:
+        return None
+    return task.solution.patch.encode("utf-8", "surrogateescape")
 
 
 async def recorded_patch(rec: RunRecord, out_dir: Path) -> tuple[bytes, tuple[str, ...]]:
@@ -81,6 +101,29 @@ async def apply_patch(env: Environment, patch: bytes) -> tuple[bool, str]:
     """The run's patch applied as the harness applies a prediction; (applied, output)."""
     ok, said, _ = await _with_file(env, PATCH_AT, patch, _APPLY)
     return ok, said
+
+
+def not_applied(whose: str, said: str) -> str:
+    """Why no test ran: what was tried, and which tries the image could not make (the
+    official images have `patch`; one built without it cannot run the fuzzy fallback)."""
+    missing = sorted(
+        {
+            line.removeprefix(MISSING).strip()
+            for line in said.splitlines()
+            if line.startswith(MISSING)
+        }
+    )
+    lacking = ""
+    if missing:
+        could_not = [t for t in TRIES if t.split()[0] in missing]
+        lacking = (
+            f"; the image has no {', no '.join(f'`{m}`' for m in missing)} program, so "
+            f"{', '.join(could_not)} could not run"
+        )
+    return (
+        f"the {whose} patch did not apply to the instance at its base_commit (tried "
+        f"{', '.join(TRIES)}{lacking}), so no test ran"
+    )
 
 
 async def _with_file(

@@ -66,6 +66,7 @@ async def graded(
         return rec.but(stopped_before_check=True)
     if renv.inner is None or renv.fault is not None or renv.snapshot is None:
         return rec  # an error naming the backend already
+    began = time.monotonic()
     with anyio.CancelScope() as scope:
         checks.add(scope)
         try:
@@ -75,8 +76,10 @@ async def graded(
                 grade = await verify(renv.inner, rec.run.suite)
         except VerifierFailed as exc:
             note = redact(str(exc))
+            took = round(time.monotonic() - began, 3)
             log.emit(ev.verifier_completed(error=note))
-            return rec.but(verifier_error=note)
+            spent = Grade(None, duration_s=took, fresh=exc.fresh, start_s=exc.start_s)
+            return rec.but(verifier_error=note, verifier_spent=spent)
         finally:
             checks.discard(scope)
     if scope.cancelled_caught:
@@ -145,11 +148,12 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
     assert task is not None
     began = time.monotonic()
     patch, left_out = await swe_fresh.recorded_patch(rec, renv.out_dir)
-    if rec.run.agent == "oracle" and task.solution is not None and task.solution.patch:
+    if (gold := swe_fresh.gold_patch(rec.run)) is not None:
         # The gold prediction, as the harness evaluates it: one that does not apply is
         # said so, not hidden behind the empty diff its failed apply left.
-        patch, left_out = task.solution.patch.encode("utf-8", "surrogateescape"), ()
+        patch, left_out = gold, ()
     env = renv.fresh()
+    start_s: float | None = None
     try:
         try:
             await env.start()
@@ -167,11 +171,7 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
         except (EnvironmentFault, UnsafeFileError, OSError) as exc:
             raise VerifierFailed(f"{task.id}: the patch could not be applied: {exc}") from None
         if not applied:
-            whose = "gold" if rec.run.agent == "oracle" else "run's"
-            why = (
-                f"the {whose} patch did not apply to the instance at its base_commit "
-                "(every way the harness tries), so no test ran"
-            )
+            why = swe_fresh.not_applied("gold" if rec.run.agent == "oracle" else "run's", said)
             took = round(time.monotonic() - began, 3)
             return Grade(
                 0.0,
@@ -186,6 +186,8 @@ async def swe_graded(rec: RunRecord, renv: RunEnvironment) -> Grade:
                 why=why,
             )
         grade = await verify(env, task)
+    except VerifierFailed as exc:
+        raise VerifierFailed(str(exc), fresh=True, start_s=start_s) from None
     finally:
         await _stopped(env)
     took = round(time.monotonic() - began, 3)

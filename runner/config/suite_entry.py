@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from runner.config.base import Frozen, PathText, StrictInt
+from runner.config.base import Frozen, PathText, StrictFloat, StrictInt
 from runner.config.schema import ID_RE, Settings
 from runner.vocabulary import AgentKind
 
@@ -46,6 +46,9 @@ class SuiteEntry(Settings):
     image_template: str | None = None
     """swe-bench: the image name, with `{image_id}`, `{instance_id}`, `{repo}`, `{version}`
     (default: the official `sweb.eval` naming)."""
+    verifier_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] | None = None
+    """swe-bench: the grading's time (the official harness's `--timeout`; default 1800 s).
+    Harbor and Terminal-Bench tasks set their own in their files."""
     variables: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
     """harbor, terminal-bench: values for `${VAR}` and `${VAR:-default}` in the tasks'
     `env` tables and compose files (never the host's environment)."""
@@ -59,7 +62,11 @@ class SuiteEntry(Settings):
 
     @model_validator(mode="after")
     def _format_fields(self) -> SuiteEntry:
-        swe_only = [n for n in ("prompt_template", "image_template") if getattr(self, n)]
+        swe_only = [
+            n
+            for n in ("prompt_template", "image_template", "verifier_timeout_s")
+            if getattr(self, n) is not None
+        ]
         if self.format != "swe-bench" and swe_only:
             raise ValueError(f"{swe_only[0]} is for format swe-bench, not {self.format}")
         if self.format == "swe-bench" and self.variables:

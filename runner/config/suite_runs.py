@@ -16,7 +16,7 @@ import os
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def with_suites(
                 f"{len(listing.tasks)} tasks not selected, so not read"
             )
         kind = agent or entry.agent
-        for task in _read(picked, kind, at, problems):
+        for task in _read(picked, kind, at, problems, _timeout(entry)):
             tid = _task_id(task.id, entry.id_prefix)
             if tid in ids:
                 problems.append(at.problem("path", f"task id {tid!r} is used twice; set id_prefix"))
@@ -157,10 +157,15 @@ def _list(
 
 
 def _read(
-    picked: list[Listed], agent: AgentKind, at: _At, problems: list[Problem]
+    picked: list[Listed],
+    agent: AgentKind,
+    at: _At,
+    problems: list[Problem],
+    verifier_timeout_s: float | None = None,
 ) -> list[SuiteTask]:
     """The selected tasks read in full; each one's faults are problems (the solution's
-    only for `agent: oracle`, the one agent that runs it)."""
+    only for `agent: oracle`, the one agent that runs it). `verifier_timeout_s`: the
+    entry's, over the suite's own (SWE-bench only)."""
     tasks = []
     for listed in picked:
         task, found = listed.read()
@@ -174,6 +179,8 @@ def _read(
             )
             problems.extend(task.solution_problems)
             continue
+        if verifier_timeout_s is not None:
+            task = replace(task, verifier=replace(task.verifier, timeout_s=verifier_timeout_s))
         tasks.append(task)
     return tasks
 
@@ -338,3 +345,7 @@ def suite_environment(
     return merged_layers(
         EnvironmentSettings, EnvironmentSettings.model_validate(base), entry.environment
     )
+
+
+def _timeout(entry: SuiteEntry) -> float | None:
+    return None if entry.verifier_timeout_s is None else float(entry.verifier_timeout_s)

@@ -5,6 +5,7 @@ report merge` writes them too:
   (`instance_id`, `model_name_or_path`, `model_patch`) per model and variant (and repeat,
   since the harness keeps one prediction per instance), which the official harness
   evaluates unchanged; of model runs only (an oracle's gold patch is no model's work);
+  `<same>.incomplete.json` beside one whose patches lack part of the work;
 - `OUT/harbor/<task>/<run>/`: Harbor's trial layout for every graded suite run,
   `verifier/reward.json` (named rewards) or `verifier/reward.txt` (one), the verifier's
   output in `verifier/test-stdout.txt`, and `result.json` (fields in docs/report.md).
@@ -50,21 +51,34 @@ def model_label(t: RunReport) -> str:
 
 
 def _predictions(runs: list[RunReport], out_dir: Path, redact: Redactor) -> None:
+    """One file per model, variant and repeat, each with a `model_name_or_path` of its
+    own (`.r<n>` for a repeat, as the file name): the harness keys its logs, its
+    skip-if-done and its report by run id and that label, so two files evaluated under
+    one run id must not share it. Beside a file, `<name>.incomplete.json` lists the
+    instances whose patch is not the run's whole work (a file over the per-file cap, or
+    every change over the patch's cap), which the harness's own fields cannot carry."""
     from runner.suites.swe_predictions import predictions_lines
 
     repeats = any(t.repeat > 1 for t in runs)
     files: dict[str, list[tuple[str, str, str | None]]] = {}
+    incomplete: dict[str, dict[str, list[str]]] = {}
     for t in runs:
         if t.status is RunStatus.SKIPPED:
             continue
-        name = _UNSAFE.sub("-", model_label(t).replace("/", "__"))
-        if repeats:
-            name += f".r{t.repeat}"
+        label = model_label(t) + (f".r{t.repeat}" if repeats else "")
+        name = _UNSAFE.sub("-", label.replace("/", "__"))
         instance = (t.suite or "").partition(":")[2]
-        files.setdefault(name, []).append((instance, model_label(t), _patch(t, out_dir)))
+        files.setdefault(name, []).append((instance, label, _patch(t, out_dir)))
+        if t.environment is not None and t.environment.left_out:
+            incomplete.setdefault(name, {})[instance] = list(t.environment.left_out)
     for name, lines in files.items():
         text = predictions_lines(lines).decode("ascii")
         _write(out_dir / "predictions" / f"{name}.jsonl", redact(text))
+        notes = out_dir / "predictions" / f"{name}.incomplete.json"
+        if name in incomplete:
+            _write(notes, redact(json.dumps(incomplete[name], indent=2)) + "\n")
+        else:
+            notes.unlink(missing_ok=True)  # from an earlier write of this out dir
 
 
 def _patch(t: RunReport, out_dir: Path) -> str | None:

@@ -499,3 +499,20 @@ def test_a_resolved_run_a_limit_stopped_passes_and_says_the_limit(
     assert report["totals"]["pass_rate"] == report["totals"]["reward_by_model"]["fake/m"]["mean"]
     summary = (out / "summary.md").read_text()
     assert "PASS (agent stopped: requests)" in summary and "FAIL" not in summary
+
+
+def test_a_verifier_timeout_records_the_time_it_took(tmp_path: Path, image: str) -> None:
+    task = tmp_path / "harbor" / "slow"
+    shutil.copytree(FIXTURES / "harbor" / "hello", task)
+    toml = (task / "task.toml").read_text().replace("timeout_sec = 60.0", "timeout_sec = 2.0")
+    (task / "task.toml").write_text(toml)
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\nsleep 60\n")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("version: 1\nsuites:\n  - {format: harbor, path: harbor, agent: nop}\n")
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
+    assert res.returncode == 3, res.stdout + res.stderr
+    (run,) = report_of(tmp_path / "out")["runs"]
+    assert run["status"] == "error" and "timed out after 2 s" in run["error"]
+    v = run["verifier"]
+    assert 2.0 <= v["duration_s"] < 30, v
+    assert v["fresh_environment"] is False and v["start_s"] is None  # the agent's container

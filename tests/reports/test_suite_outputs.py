@@ -92,3 +92,52 @@ def test_oracle_and_nop_runs_write_no_predictions(tmp_path: Path) -> None:
     write_reports(report(runs[1:]), only, redact=Redactor([]))
     assert not (only / "predictions").exists()
     assert (only / "harbor" / "oracle-i-1").is_dir()  # the trial layout keeps every graded run
+
+
+def labels_in(path: Path) -> set[str]:
+    return {json.loads(x)["model_name_or_path"] for x in path.read_text().splitlines()}
+
+
+def test_each_repeat_s_file_has_a_label_of_its_own(tmp_path: Path) -> None:
+    """The harness keys its logs, skip-if-done and report by run id and label: two files
+    evaluated under one run id must not share a label."""
+    runs = [
+        swe("i-1", "p/x", "diff --git a/f b/f\n", tmp_path, repeat=1, run="i-1.r1"),
+        swe("i-1", "p/x", "diff --git a/g b/g\n", tmp_path, repeat=2, run="i-1.r2"),
+        swe("i-1", "p/x", "", tmp_path, repeat=2, variant="v", run="i-1.v.r2"),
+    ]
+    write_reports(report(runs), tmp_path, redact=Redactor([]))
+    got = {p.name: labels_in(p) for p in (tmp_path / "predictions").glob("*.jsonl")}
+    assert got == {
+        "p__x.r1.jsonl": {"p/x.r1"},
+        "p__x.r2.jsonl": {"p/x.r2"},
+        "p__x.v.r2.jsonl": {"p/x.v.r2"},
+    }
+
+
+def test_a_patch_that_is_not_the_whole_work_is_listed_beside_the_predictions(
+    tmp_path: Path,
+) -> None:
+    """The harness reads its three fields only: what a prediction lacks goes in a file
+    of its own, never in the .jsonl."""
+    big = ["big.txt: over 16.0 MiB, left out of the patch"]
+    whole = ["/testbed: the diff is over 64.0 MiB"]
+    env = EnvironmentReport(backend="podman", image="img", start_s=0.5)
+    runs = [
+        swe("i-1", "p/x", "diff --git a/f b/f\n", tmp_path),
+        swe("i-2", "p/x", "diff --git a/g b/g\n", tmp_path),
+        swe("i-3", "p/x", None, tmp_path),
+    ]
+    runs[1] = runs[1].model_copy(
+        update={"environment": runs[1].environment.model_copy(update={"left_out": big})}
+    )
+    runs[2] = runs[2].model_copy(update={"environment": env.model_copy(update={"left_out": whole})})
+    write_reports(report(runs), tmp_path, redact=Redactor([]))
+    folder = tmp_path / "predictions"
+    lines = [json.loads(x) for x in (folder / "p__x.jsonl").read_text().splitlines()]
+    assert [sorted(x) for x in lines] == [["instance_id", "model_name_or_path", "model_patch"]] * 3
+    assert lines[2]["model_patch"] == ""  # the whole patch was dropped
+    assert json.loads((folder / "p__x.incomplete.json").read_text()) == {"i-2": big, "i-3": whole}
+    assert sorted(p.name for p in folder.glob("*.jsonl")) == ["p__x.jsonl"]
+    write_reports(report(runs[:1]), tmp_path, redact=Redactor([]))
+    assert not (folder / "p__x.incomplete.json").exists()  # an earlier write's is gone

@@ -238,3 +238,35 @@ def test_a_verifier_user_on_kubernetes_is_refused_and_located(tmp_path: Path) ->
     path.write_text(HEAD + text.replace("backend: kubernetes", "backend: podman"))
     (run,) = load(path, offline=True).runs
     assert run.suite is not None and run.suite.verifier.user == "nobody"
+
+
+def test_swe_bench_verifier_timeout_is_the_entry_s_and_bounded(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "swe-bench", tmp_path / "swe")
+    entry = "suites:\n  - {format: swe-bench, path: swe/instances.jsonl, environment: {build: swe}"
+    path = tmp_path / "tasks.yaml"
+    path.write_text(HEAD + entry + "}\n")
+    (run,) = load(path, offline=True).runs
+    assert run.suite is not None and run.suite.verifier.timeout_s == 1800.0  # the harness's
+    path.write_text(HEAD + entry + ", verifier_timeout_s: 90}\n")
+    (run,) = load(path, offline=True).runs
+    assert run.suite is not None and run.suite.verifier.timeout_s == 90.0
+    for bad, says in (
+        ("0", "greater than 0"),
+        ("86401", "less than or equal to 86400"),
+        (".nan", "finite number"),
+        ("'60'", "must be a number"),
+    ):
+        path.write_text(HEAD + entry + f", verifier_timeout_s: {bad}}}\n")
+        (said,) = problems(path)
+        assert "tasks.yaml:7: suites" in said and "0].verifier_timeout_s: " in said.replace(
+            ".0.", "[0]."
+        ), said
+        assert says in said, said
+
+
+def test_a_verifier_timeout_on_harbor_is_refused_at_its_entry(tmp_path: Path) -> None:
+    entry = "  - {format: harbor, path: harbor, verifier_timeout_s: 9}\n"
+    path = suite_dir(tmp_path, "suites:\n" + entry)
+    (said,) = problems(path)
+    assert "tasks.yaml:7" in said, said
+    assert "verifier_timeout_s is for format swe-bench, not harbor" in said, said

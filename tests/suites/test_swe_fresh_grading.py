@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from runner.sandbox.engine import Engine
+from runner.sandbox.engine import RUN_LABEL, Engine
 from tests.support.cli import run_cli
 from tests.support.environments import base_image, engine_answers
 from tests.support.fixtures import ThreadFactory
@@ -159,6 +162,11 @@ def test_only_the_recorded_patch_is_graded(
     assert big["environment"]["left_out"] == ["notes.txt: over 16.0 MiB, left out of the patch"]
     kept = prediction(out, "fake/big")["model_patch"]
     assert "return high" in kept and "notes.txt" not in kept
+    incomplete = json.loads((out / "predictions" / "fake__big.incomplete.json").read_text())
+    assert incomplete == {INSTANCE: big["environment"]["left_out"]}
+    assert sorted(p.name for p in (out / "predictions").glob("*.incomplete.json")) == [
+        "fake__big.incomplete.json"
+    ]
 
 
 def broken_copy(tmp_path: Path, name: str, field: str, old: str, new: str) -> str:
@@ -202,5 +210,117 @@ def test_a_test_patch_that_does_not_apply_is_an_error_and_a_gold_patch_is_not_re
     assert bad_gold["status"] == "check_failed" and bad_gold["resolution"] == "not"
     assert bad_gold["rewards"] == {"reward": 0.0}  # no test ran: no share to give
     assert "the gold patch did not apply" in bad_gold["error"]
+    # What was tried, and what the image lacks (the base image has git, not `patch`).
+    assert (
+        "tried git apply, git apply --3way, git apply --reject, patch --fuzz=5"
+        in (bad_gold["error"])
+    )
+    assert "no `patch` program, so patch --fuzz=5 could not run" in bad_gold["error"]
+    assert bad_gold["verifier"]["note"] in bad_gold["error"]
     assert bad_gold["verifier"]["patch_applied"] is False
     assert "Patch Apply Failed" in bad_gold["verifier"]["output_tail"]
+
+
+def copies(tmp_path: Path, name: str, ids: list[str], **fields: str) -> None:
+    """The fixture instance under each of `ids`, with `fields` over its own, in one file."""
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    lines = [json.dumps({**raw, **fields, "instance_id": i}) + "\n" for i in ids]
+    (tmp_path / name).write_text("".join(lines))
+
+
+def live_of(prefix: str) -> int:
+    """How many containers, running or not, carry a run label starting with `prefix`."""
+    engine = Engine("podman")
+    done = subprocess.run(
+        engine.argv(["ps", "-a", "--format", "{{.Labels}}"]),
+        env=engine.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return sum(f"{RUN_LABEL}:{prefix}" in line for line in done.stdout.splitlines())
+
+
+def test_max_environments_counts_the_grading_container(tmp_path: Path, image: str) -> None:
+    """The agent's container is removed before its grading container starts, in its slot:
+    with max_environments 1, never two of the batch's containers at once."""
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    prefix = f"cap{uuid.uuid4().hex[:8]}-"
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    slow = "sleep 1; " + raw["test_cmd"]  # each grading lasts long enough to be seen
+    copies(tmp_path, "three.jsonl", [f"{INSTANCE}-{n}" for n in "abc"], test_cmd=slow)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nmax_environments: 1\nsuites:\n"
+        f"  - {{format: swe-bench, path: three.jsonl, agent: oracle, id_prefix: {prefix}, "
+        "environment: {build: swe}}\n"
+    )
+    seen: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(live_of(prefix))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        res = run_cli("run", tasks, "--out", tmp_path / "out", "--concurrency", "3")
+    finally:
+        done.set()
+        watcher.join()
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = report_of(tmp_path / "out")
+    assert [r["resolution"] for r in runs] == ["resolved"] * 3
+    assert all(r["verifier"]["fresh_environment"] for r in runs)
+    assert len(seen) > 10 and max(seen) == 1, seen  # seen alive, never two at once
+
+
+def test_the_grading_timeout_is_the_user_s_and_a_timeout_is_recorded_as_it_went(
+    tmp_path: Path, image: str
+) -> None:
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    copies(tmp_path, "slow.jsonl", [f"{INSTANCE}-slow"], test_cmd="sleep 60")
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nsuites:\n  - {format: swe-bench, path: slow.jsonl, agent: oracle, "
+        "verifier_timeout_s: 3, environment: {build: swe}}\n"
+    )
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
+    assert res.returncode == 3, res.stdout + res.stderr  # the verifier's error, not a score
+    (run,) = report_of(tmp_path / "out")
+    assert run["status"] == "error" and run["reward"] is None
+    assert "timed out after 3 s" in run["error"], run["error"]
+    v = run["verifier"]
+    assert v["fresh_environment"] is True
+    assert v["start_s"] is not None and 0 < v["start_s"] < v["duration_s"]
+    assert 3.0 <= v["duration_s"] < 40, v
+
+
+def test_an_oracle_graded_on_a_huge_gold_patch_says_nothing_of_its_own_diff(
+    tmp_path: Path, image: str
+) -> None:
+    """The gold patch adds a file over the patch's per-file cap: the oracle's own diff
+    leaves it out, but the oracle is graded on the gold patch itself, so that diff's
+    gap is no note on a run that passed."""
+    shutil.copytree(FIXTURE, tmp_path / "swe")
+    raw = json.loads((FIXTURE / "instances.jsonl").read_text())
+    lines = (17 << 20) // len("# pad\n")
+    huge = (
+        "diff --git a/huge.py b/huge.py\nnew file mode 100644\n--- /dev/null\n+++ b/huge.py\n"
+        f"@@ -0,0 +1,{lines} @@\n" + "+# pad\n" * lines
+    )
+    copies(tmp_path, "huge.jsonl", [f"{INSTANCE}-huge"], patch=raw["patch"] + huge)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "version: 1\nsuites:\n  - {format: swe-bench, path: huge.jsonl, agent: oracle, "
+        "environment: {build: swe}}\n"
+    )
+    res = run_cli("run", tasks, "--out", tmp_path / "out")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (run,) = report_of(tmp_path / "out")
+    assert (run["status"], run["resolution"]) == ("completed", "resolved")
+    assert run["error"] is None, run["error"]  # nothing about huge.py on a passing run
+    assert run["verifier"]["patch_applied"] is True and run["verifier"]["note"] is None
+    # The container's diff is still recorded as it is: huge.py is not in patches/.
+    assert run["environment"]["left_out"] == ["huge.py: over 16.0 MiB, left out of the patch"]
