@@ -79,7 +79,7 @@ class NullSink:
 
 
 async def thread(base_url: str, steps: int, cwd: Path) -> Outcome:
-    context = prompts.initial_context(
+    context, _ = prompts.initial_context(
         cwd=cwd,
         sandbox="workspace-write",
         network=False,
