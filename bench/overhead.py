@@ -36,6 +36,12 @@ from tests.support.loopback import ProcessServer, ThreadedServer, reply_message 
 STEPS = 50
 OUTPUT = "x" * 300  # a typical short tool output
 
+# DESIGN.md, "Performance budgets" (the current ones).
+CPU_PER_REQUEST_BUDGET_MS = {100: 2.0, 2000: 5.0}  # by history items
+CONNECTIONS_PER_THREAD_BUDGET = 1
+FIRST_REQUEST_BUDGET_S = 0.25
+PEAK_RSS_BUDGET_MB = 80.0  # one 2,000-item thread
+
 
 class Noop:
     name = "noop"
@@ -111,7 +117,7 @@ def bench_overhead() -> None:
         f"{'history items':>14} {'cpu/req ms':>11} {'median cpu ms':>14} {'wall/req ms':>12} "
         f"{'budget ms':>10} {'conns/thread':>12}"
     )
-    for n_items, budget in ((100, 5.0), (2000, 20.0)):
+    for n_items, budget in CPU_PER_REQUEST_BUDGET_MS.items():
         cpus, walls = [], []
         srv = ProcessServer("bench.scripts:calls", env=env, keep_bodies=False, validate=False)
         srv.start()
@@ -123,10 +129,13 @@ def bench_overhead() -> None:
         finally:
             srv.stop()
         med = statistics.median(cpus)
+        conns = srv.connections_opened / 5
         print(
             f"{n_items:>14} {statistics.mean(cpus):>11.2f} {med:>14.2f} "
             f"{statistics.median(walls):>12.2f} {budget:>10.1f} "
-            f"{srv.connections_opened / 5:>12.0f}   ratio {med / budget:.2f} of budget"
+            f"{conns:>12.0f}   ratio {med / budget:.2f} of budget; connections "
+            f"budget {CONNECTIONS_PER_THREAD_BUDGET}, ratio "
+            f"{conns / CONNECTIONS_PER_THREAD_BUDGET:.2f}"
         )
 
 
@@ -155,7 +164,8 @@ def bench_startup() -> None:
         med = statistics.median(times)
         print(
             f"time from `runner run` start to first request: median {med * 1000:.0f} ms "
-            f"(budget 350 ms, ratio {med / 0.35:.2f})"
+            f"(budget {FIRST_REQUEST_BUDGET_S * 1000:.0f} ms, "
+            f"ratio {med / FIRST_REQUEST_BUDGET_S:.2f})"
         )
 
 
@@ -166,6 +176,7 @@ if __name__ == "__main__":
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"peak RSS of this process after the 100- and 2,000-item threads: {rss:.0f} MB "
-        f"(budget 150 MB for one 2,000-item thread, ratio {rss / 150:.2f})"
+        f"(budget {PEAK_RSS_BUDGET_MB:.0f} MB for one 2,000-item thread, "
+        f"ratio {rss / PEAK_RSS_BUDGET_MB:.2f})"
     )
     bench_startup()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import re
 from collections.abc import Sequence
@@ -40,7 +39,9 @@ def hide_own(names: Sequence[str]) -> None:
     for name in names:
         os.environ.pop(name, None)
     _zero_initial_block(hidden)
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    # The process's own symbols, libc's among them: `find_library("c")` would start
+    # `ldconfig -p` and parse its output on every start.
+    libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 

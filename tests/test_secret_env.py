@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -411,3 +412,17 @@ def test_credential_names_are_secrets_and_ordinary_names_stay_visible() -> None:
     env = {name: f"value-of-{name.lower()}" for name in SECRET_NAMES + ORDINARY_NAMES}
     assert secret_names(env) == set(SECRET_NAMES)
     assert sorted(without_secrets(env, [])) == sorted(ORDINARY_NAMES)
+
+
+def test_hide_own_makes_the_runner_non_dumpable() -> None:
+    """Another process of the runner's user may then not read its /proc environ or mem."""
+    probe = (
+        "import ctypes; from runner.secret_env import hide_own; "
+        "get = lambda: ctypes.CDLL(None).prctl(3, 0, 0, 0, 0); "  # PR_GET_DUMPABLE
+        "before = get(); hide_own(['RUNNER_TEST_NOTHING']); print(before, get())"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.split() == ["1", "0"]

@@ -246,7 +246,7 @@ class BwrapExecutor:
         self._masked = tuple(
             existing([c for c in credentials if any(c.is_relative_to(s) for s in self._shown)])
         )
-        self._others = tuple(p for p in run_dirs() if p not in self._hidden)
+        self._others = self._not_hidden(run_dirs())
         self._view = host_view((*self._hidden, *self._others))
         self._paths: dict[str, str] = {}
         self._resolv = resolv_under_run()
@@ -254,10 +254,15 @@ class BwrapExecutor:
         self._base_usage: int | None = None
         """The workspace's disk use before the first command: the cap counts growth."""
 
+    def _not_hidden(self, places: Sequence[Path]) -> tuple[Path, ...]:
+        """`places` less this sandbox's own hidden ones, by a set: there can be hundreds."""
+        hidden = set(self._hidden)
+        return tuple(p for p in places if p not in hidden)
+
     def layout(self) -> Layout:
         """Looked up per command: a `.runner` made by one command is protected in the next,
         and a batch started since the last command has its run directories left out."""
-        others = tuple(p for p in run_dirs() if p not in self._hidden)
+        others = self._not_hidden(run_dirs())
         if others != self._others:
             self._others, self._view = others, host_view((*self._hidden, *others))
         protected = existing(

@@ -19,7 +19,7 @@ import os
 import pwd
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,11 +74,11 @@ def host_view(hidden: Sequence[Path]) -> HostView:
     binds: list[Path] = []
     links: list[tuple[Path, str]] = []
     folders: list[Path] = []
-    # Set lookups, not a scan of `hidden` per entry: a uid's registry can name hundreds
-    # of kept folders, and the walk visits every entry of every folder on their way.
-    hidden_set = set(hidden)
-    holders = {parent for h in hidden for parent in h.parents}
-    todo = [Path("/")]
+    # Strings and set lookups, not Paths and a scan of `hidden` per entry: a uid's
+    # registry can name hundreds of kept folders, and this runs for every run.
+    hidden_set = {str(h) for h in hidden}
+    holders = _ancestors(hidden_set)
+    todo = ["/"]
     while todo:
         folder = todo.pop()
         try:
@@ -86,24 +86,45 @@ def host_view(hidden: Sequence[Path]) -> HostView:
         except OSError:
             continue
         for name in names:
-            path = folder / name
-            if (folder == Path("/") and name in PROVIDED) or path in hidden_set:
+            path = os.path.join(folder, name)
+            if (folder == "/" and name in PROVIDED) or path in hidden_set:
                 continue
             try:
                 mode = os.lstat(path).st_mode
             except OSError:
                 continue
             if stat.S_ISLNK(mode):
-                real = Path(os.path.realpath(path))
-                if hidden_set.isdisjoint((real, *real.parents)):
-                    links.append((path, os.readlink(path)))
+                if not _within(os.path.realpath(path), hidden_set):
+                    links.append((Path(path), os.readlink(path)))
             elif path in holders:
                 if stat.S_ISDIR(mode):
                     todo.append(path)
-                    folders.append(path)
+                    folders.append(Path(path))
             elif stat.S_ISDIR(mode) or stat.S_ISREG(mode):
-                binds.append(path)
+                binds.append(Path(path))
     return HostView(binds, links, folders)
+
+
+def _ancestors(paths: Iterable[str]) -> set[str]:
+    """Every folder above one of `paths` (absolute), each visited once: hundreds of kept
+    folders share a few ancestors."""
+    out: set[str] = set()
+    for path in paths:
+        up = os.path.dirname(path)
+        while up != path and up not in out:
+            out.add(up)
+            path, up = up, os.path.dirname(up)
+    return out
+
+
+def _within(path: str, places: Container[str]) -> bool:
+    """`path` is one of `places` or below one (as `Path.is_relative_to`, for absolute
+    normalized paths), by set lookups of its ancestors rather than a scan of `places`."""
+    while path not in places:
+        path, prev = os.path.dirname(path), path
+        if path == prev:
+            return False
+    return True
 
 
 def run_dirs() -> tuple[Path, ...]:
@@ -216,11 +237,12 @@ def tools_in(homes: Sequence[Path], hidden: Sequence[Path]) -> list[Path]:
     another hidden place (a virtualenv in the user's repository) is not shown, and a home
     entry holding such a place is narrowed to the PATH directory itself."""
     out: list[Path] = []
+    places = {str(h) for h in hidden}
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         real = Path(os.path.realpath(entry))
-        if any(real.is_relative_to(h) for h in hidden):
+        if _within(str(real), places):
             continue
         for h in homes:
             if real != h and real.is_relative_to(h) and real.is_dir():

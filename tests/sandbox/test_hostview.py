@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runner.sandbox import hostview, registry
 
@@ -72,3 +74,14 @@ def test_the_version_changes_with_each_batch(tmp_path: Path) -> None:
         assert during != before
     with registry.live([]):
         assert registry.version() != during
+
+
+_PATHS = st.lists(st.sampled_from(["a", "b", "ab"]), max_size=4).map(lambda p: "/" + "/".join(p))
+
+
+@given(places=st.lists(_PATHS, max_size=6), path=_PATHS)
+def test_within_and_ancestors_agree_with_pathlib(places: list[str], path: str) -> None:
+    """The host view's string lookups say what `Path.is_relative_to` and `Path.parents`
+    say: a wrong answer would show a hidden place, or name one."""
+    assert hostview._within(path, set(places)) == any(Path(path).is_relative_to(p) for p in places)
+    assert hostview._ancestors(places) == {str(a) for p in places for a in Path(p).parents}
