@@ -24,6 +24,7 @@ from runner import workspace
 from runner.agent import Outcome, Thread
 from runner.artifacts import local_artifacts
 from runner.budget import BatchSpend, RunBudget, cost_usd
+from runner.check import renv_check, run_check
 from runner.config import Run, branch_fields
 from runner.envrun import Environments, RunEnvironment, uses_environment
 from runner.errors import (
@@ -42,59 +43,19 @@ from runner.models import Price
 from runner.output_schema import check_answer
 from runner.progress import EventSink
 from runner.prompt import agents_md_of
-from runner.record import CheckResult, Finished, RunRecord, left_out_note, status_of
+from runner.record import Finished, RunRecord, left_out_note, status_of
 from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.reports.events import EventLog
 from runner.reports.inputs import record_inputs
-from runner.sandbox import make_environment, user_folder
-from runner.sandbox.env import child_env
-from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, Environment, ExecResult
+from runner.sandbox import user_folder
+from runner.sandbox.environment import Environment
 from runner.sanity import run_sanity_agent
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
 from runner.verify import graded
 from runner.vocabulary import RunStatus
-from runner.wiring import Clients, make_thread, sandbox_policy
-
-CHECK_TAIL_BYTES = 4000
-
-
-async def run_check(
-    t: Run,
-    cwd: Path,
-    env: dict[str, str],
-    objects: Sequence[Path] | None = None,
-    hidden: Sequence[Path] = (),
-) -> CheckResult | None:
-    """The task's `check`, in the run's workspace with the agent's environment and in the
-    agent's sandbox: its exit code, not the model's word, decides whether the run passed."""
-    if t.check is None:
-        return None
-    policy = sandbox_policy(t, cwd, hidden)
-    environment = make_environment(policy, workdir=cwd, objects=objects)
-    await environment.start()
-    try:
-        res = await environment.exec(
-            ["bash", "-c", t.check],
-            env=child_env(env),
-            timeout_s=t.check_timeout_s,
-            output_cap=EXECUTOR_OUTPUT_CAP,
-        )
-    finally:
-        with anyio.CancelScope(shield=True):
-            await environment.stop()
-    return check_result(t, res)
-
-
-def check_result(t: Run, res: ExecResult) -> CheckResult:
-    """What the report keeps of the check's run: its exit code and output's tail."""
-    assert t.check is not None
-    text = res.output.decode("utf-8", "replace")
-    if res.timed_out:
-        text += f"\n[check timed out after {t.check_timeout_s:g} s]"
-    tail = text[-CHECK_TAIL_BYTES:]
-    return CheckResult(t.check, res.exit_code, res.exit_code == 0, round(res.duration_s, 3), tail)
+from runner.wiring import Clients, make_thread
 
 
 class RunSink:
@@ -509,15 +470,6 @@ async def _check_unless_stopped(
         if not scope.cancelled_caught:
             return rec.but(check=check)
     return rec.but(stopped_before_check=True)
-
-
-async def renv_check(t: Run, renv: RunEnvironment) -> CheckResult | None:
-    """The task's check inside the run's container: None when there is no check or the
-    environment is gone (the run is then an error, never a score)."""
-    if t.check is None:
-        return None
-    res = await renv.check(t.check, t.check_timeout_s)
-    return None if res is None else check_result(t, res)
 
 
 def with_output(rec: RunRecord) -> RunRecord:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from tests.support import paths
 
-MAX_PROCESS_TESTS = 44
-"""When pinned: 22 outside tests/security/ (4 exit statuses and --json, 5 closed pipes, 6
-signals or kill -9 (one mid-build), 2 second live batches naming the first's pid, a fresh
+MAX_PROCESS_TESTS = 46
+"""When pinned: 24 outside tests/security/ (4 exit statuses and --json, 5 closed pipes, 8
+signals or kill -9 (three mid-build), 2 second live batches naming the first's pid, a fresh
 interpreter's imports, an installed runner's build commit, the README's container
 quickstart as written, 2 files watched while a live batch writes them) and 22 inside
 (runners as another user, /proc/<pid>/environ, peak memory, kill -9 and resume). There
