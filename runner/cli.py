@@ -222,10 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 on a significant drop in pass rate overall or for a "
-        "model/variant; else exit 3 when the comparison is inconclusive "
-        "(BASE or NEW partial, or a model/variant with no finished run "
-        "on one side: all errored or skipped); else 0",
+        help="exit 1 on a significant drop in pass rate or mean reward overall or "
+        "for a model/variant; else exit 3 when the comparison is inconclusive "
+        "(BASE or NEW partial, a model/variant with no finished run on one side, "
+        "or rewards with fewer than 6 tasks graded on both sides); else 0",
     )
     add_commands(sub)
     return p

@@ -26,6 +26,28 @@ class SuiteSelect(Frozen):
     seed: StrictInt = 0
     """For `count`: the draw is a function of the seed and the sorted ids alone."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _selects_something(cls, data: Any) -> Any:
+        """An empty list or mapping (a template that found nothing) would select the
+        whole suite; a name written twice is a slip. Both refused, as an id that matches
+        nothing is."""
+        if isinstance(data, dict):
+            if not data:
+                raise ValueError(
+                    "selects nothing: give ids, globs, tags or count, or leave select out "
+                    "to run every task"
+                )
+            for name in ("ids", "globs", "tags"):
+                values = data.get(name)
+                if isinstance(values, list | tuple) and not values:
+                    raise ValueError(f"{name}: an empty list would select every task")
+                if isinstance(values, list | tuple):
+                    twice = sorted({str(v) for v in values if values.count(v) > 1})
+                    if twice:
+                        raise ValueError(f"{name}: {', '.join(twice)} written twice")
+        return data
+
 
 class SuiteEntry(Settings):
     """One suite: its tasks run as tasks written here would, with the settings this entry
@@ -36,7 +58,8 @@ class SuiteEntry(Settings):
     path: PathText
     """The suite's folder (harbor, terminal-bench), or instances file (swe-bench),
     relative to the task file."""
-    select: SuiteSelect = SuiteSelect()
+    select: SuiteSelect = Field(default_factory=SuiteSelect.model_construct)
+    """Unset: every task (an empty `select: {}` is refused, as a slip)."""
     agent: AgentKind = "model"
     id_prefix: Annotated[str, Field(pattern=ID_RE)] | None = None
     """Put before each task id, when two suites share ids: `p` gives `p.<id>`; a prefix
@@ -46,7 +69,7 @@ class SuiteEntry(Settings):
     image_template: str | None = None
     """swe-bench: the image name, with `{image_id}`, `{instance_id}`, `{repo}`, `{version}`
     (default: the official `sweb.eval` naming)."""
-    verifier_timeout_s: Annotated[StrictFloat, Field(gt=0, le=24 * 3600)] | None = None
+    verifier_timeout_s: Annotated[StrictFloat, Field(ge=1, le=24 * 3600)] | None = None
     """swe-bench: the grading's time (the official harness's `--timeout`; default 1800 s).
     Harbor and Terminal-Bench tasks set their own in their files."""
     variables: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}

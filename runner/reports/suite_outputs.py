@@ -13,7 +13,9 @@ report merge` writes them too:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -71,14 +73,24 @@ def _predictions(runs: list[RunReport], out_dir: Path, redact: Redactor) -> None
         files.setdefault(name, []).append((instance, label, _patch(t, out_dir)))
         if t.environment is not None and t.environment.left_out:
             incomplete.setdefault(name, {})[instance] = list(t.environment.left_out)
+    folder = out_dir / "predictions"
     for name, lines in files.items():
         text = predictions_lines(lines).decode("ascii")
-        _write(out_dir / "predictions" / f"{name}.jsonl", redact(text))
-        notes = out_dir / "predictions" / f"{name}.incomplete.json"
+        _write(folder / f"{name}.jsonl", redact(text))
         if name in incomplete:
-            _write(notes, redact(json.dumps(incomplete[name], indent=2)) + "\n")
-        else:
-            notes.unlink(missing_ok=True)  # from an earlier write of this out dir
+            _write(
+                folder / f"{name}.incomplete.json",
+                redact(json.dumps(incomplete[name], indent=2)) + "\n",
+            )
+    # An earlier write of this out dir may have named files otherwise (before a second
+    # repeat finished, one model's file had no `.r1`): a stale file would be graded as a
+    # prediction set of its own, under a label another file now uses.
+    keep = {f"{n}.jsonl" for n in files} | {f"{n}.incomplete.json" for n in incomplete}
+    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+        for entry in entries:
+            stale = entry.name.endswith((".jsonl", ".incomplete.json"))
+            if stale and entry.name not in keep and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
 
 
 def _patch(t: RunReport, out_dir: Path) -> str | None:

@@ -38,7 +38,7 @@ from runner import hostfs
 from runner.errors import EnvironmentFault, EnvironmentLost, UnsafeFileError
 from runner.sandbox.engine import Engine
 from runner.sandbox.environment import DEFAULT_OUTPUT_CAP, ExecResult
-from runner.sandbox.images import _walk
+from runner.sandbox.images import walk_tree
 from runner.sandbox.orphans import labels, remove_args
 from runner.sandbox.process import Capture
 
@@ -455,7 +455,7 @@ def _pack(src: Path, max_bytes: int) -> bytes:
     buf = io.BytesIO()
     total = 0
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel, path, mode in _walk(src):
+        for rel, path, mode in walk_tree(src):
             info = tarfile.TarInfo(rel)
             info.mode = mode & 0o7777
             info.mtime = int(os.lstat(path).st_mtime)

@@ -252,7 +252,7 @@ def context_hash(
     folder past `max_files` or `max_bytes`."""
     digest = hashlib.sha256()
     size = 0
-    for files, (rel, path, mode) in enumerate(_walk(folder), 1):
+    for files, (rel, path, mode) in enumerate(walk_tree(folder), 1):
         if files > max_files:
             raise UnsafeFileError(f"{folder}: more than {max_files} files in a build folder")
         digest.update(f"{rel}\0{'d' if stat.S_ISDIR(mode) else oct(mode & 0o111)}\0".encode())
@@ -267,7 +267,7 @@ def context_hash(
     return digest.hexdigest()[:16]
 
 
-def _walk(top: Path) -> Iterator[tuple[str, Path, int]]:
+def walk_tree(top: Path) -> Iterator[tuple[str, Path, int]]:
     """(relative path, path, mode) of everything under `top`, sorted, never following a
     link; iterative, so no depth exhausts the stack."""
     todo = [""]

@@ -141,3 +141,16 @@ def test_a_patch_that_is_not_the_whole_work_is_listed_beside_the_predictions(
     assert sorted(p.name for p in folder.glob("*.jsonl")) == ["p__x.jsonl"]
     write_reports(report(runs[:1]), tmp_path, redact=Redactor([]))
     assert not (folder / "p__x.incomplete.json").exists()  # an earlier write's is gone
+
+
+def test_a_file_named_at_an_earlier_checkpoint_is_not_left_behind(tmp_path: Path) -> None:
+    """Review 27c #1: the first checkpoint saw one repeat and wrote `p__x.jsonl`; once a
+    second repeat finished the files became `.r1`/`.r2`, and the first one stayed, a
+    partial prediction set under the model's own label."""
+    first = [swe("i-1", "p/x", "diff --git a/f b/f\n", tmp_path, repeat=1, run="i-1.r1")]
+    write_reports(report(first), tmp_path, redact=Redactor([]))
+    assert [p.name for p in (tmp_path / "predictions").glob("*.jsonl")] == ["p__x.jsonl"]
+    both = [*first, swe("i-1", "p/x", "diff --git a/g b/g\n", tmp_path, repeat=2, run="i-1.r2")]
+    write_reports(report(both), tmp_path, redact=Redactor([]))
+    names = sorted(p.name for p in (tmp_path / "predictions").iterdir())
+    assert names == ["p__x.r1.jsonl", "p__x.r2.jsonl"]

@@ -251,7 +251,8 @@ def test_swe_bench_verifier_timeout_is_the_entry_s_and_bounded(tmp_path: Path) -
     (run,) = load(path, offline=True).runs
     assert run.suite is not None and run.suite.verifier.timeout_s == 90.0
     for bad, says in (
-        ("0", "greater than 0"),
+        ("0", "greater than or equal to 1"),
+        ("1.0e-300", "greater than or equal to 1"),
         ("86401", "less than or equal to 86400"),
         (".nan", "finite number"),
         ("'60'", "must be a number"),

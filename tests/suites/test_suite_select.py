@@ -14,6 +14,7 @@ import pytest
 
 from runner.config import load
 from runner.errors import ConfigError
+from tests.support import paths
 from tests.support.cli import run_cli
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
@@ -205,3 +206,30 @@ def test_an_instance_that_is_not_selected_does_not_block(tmp_path: Path) -> None
     found = problems(path)
     assert any("i.jsonl:2: repo: expected a string" in p for p in found), found
     assert not any(":3:" in p for p in found), found  # no id: named only for the whole suite
+
+
+@pytest.mark.parametrize(
+    ("select", "said"),
+    [
+        ("{ids: []}", "suites[0].select: ids: an empty list would select every task"),
+        ("{globs: []}", "suites[0].select: globs: an empty list would select every task"),
+        ("{tags: [], count: 1}", "suites[0].select: tags: an empty list would select every task"),
+        ("{}", "suites[0].select: selects nothing"),
+        ("{ids: [hello, hello]}", "suites[0].select: ids: hello written twice"),
+    ],
+)
+def test_a_select_that_would_run_everything_by_a_slip_is_refused(
+    tmp_path: Path, select: str, said: str
+) -> None:
+    """Review 27c #2: an empty list (a template that found nothing) selected the whole
+    suite; `select: null`, like no select, still means every task."""
+    shutil.copytree(paths.FIXTURES / "suites" / "harbor", tmp_path / "h")
+    tasks = tmp_path / "t.yaml"
+    head = "version: 1\nproviders: {p: {base_url: 'http://127.0.0.1:9/v1'}}\n"
+    head += "defaults: {model: p/m}\nsuites:\n"
+    tasks.write_text(head + f"  - {{format: harbor, path: h, select: {select}}}\n")
+    res = run_cli("validate", tasks, "--offline")
+    assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr, res.stderr
+    tasks.write_text(head + "  - {format: harbor, path: h, select: null}\n")
+    everything = run_cli("validate", tasks, "--offline")
+    assert everything.returncode == 0 and "2 task(s)" in everything.stdout, everything.stderr
