@@ -1,5 +1,7 @@
 """Tests you can find (tests/README.md): a test file named after a module sits where that
-module sits, `runner/<package>/<module>.py` in `tests/<package>/test_<module>.py`."""
+module sits, `runner/<package>/<module>.py` in `tests/<package>/test_<module>.py`; a
+new module comes with that file, and the older modules without one (tests/unmirrored.txt)
+only get fewer."""
 
 from __future__ import annotations
 
@@ -33,6 +35,35 @@ def misplaced(root: Path, tests: Path) -> list[str]:
 
 def test_a_modules_tests_sit_in_its_mirror() -> None:
     assert misplaced(paths.ROOT / "runner", paths.TESTS) == []
+
+
+def unmirrored(root: Path, tests: Path) -> list[str]:
+    """Modules (not packages' faces, not private ones) with no test file of their own."""
+    found = []
+    for module in sorted(root.rglob("*.py")):
+        if module.name.startswith("_"):
+            continue
+        rel = module.relative_to(root)
+        if not (tests / rel.parent / f"test_{rel.name}").exists():
+            found.append(str(Path(root.name, rel)))
+    return found
+
+
+def test_a_new_module_comes_with_its_mirror_and_the_gaps_only_close() -> None:
+    listed = paths.TESTS / "unmirrored.txt"
+    known = {s for line in listed.read_text().splitlines() if (s := line.strip()) and s[0] != "#"}
+    now = set(unmirrored(paths.ROOT / "runner", paths.TESTS))
+    assert now - known == set(), f"give these a tests/<package>/test_<module>.py: {now - known}"
+    assert known - now == set(), f"mirrored now: take them out of {listed.name}: {known - now}"
+
+
+def test_the_gap_check_sees_a_module_without_its_file(tmp_path: Path) -> None:
+    (tmp_path / "runner/config").mkdir(parents=True)
+    for name in ("config/load.py", "config/__init__.py", "config/_private.py", "run.py"):
+        (tmp_path / "runner" / name).write_text("")
+    (tmp_path / "tests/config").mkdir(parents=True)
+    (tmp_path / "tests/config/test_load.py").write_text("")
+    assert unmirrored(tmp_path / "runner", tmp_path / "tests") == ["runner/run.py"]
 
 
 def test_the_check_sees_a_misplaced_file(tmp_path: Path) -> None:
