@@ -68,7 +68,7 @@ class Environment(Protocol):
     `stop` is safe to call more than once and after a failed `start`; the caller calls it
     on every exit path (completion, error, timeout, cancellation). Only a container (or
     Pod) can die under the run, which raises `EnvironmentLost`; `local` has nothing to
-    lose. tests/sandbox/test_environment_contract.py holds every backend to this."""
+    lose. tests/sandbox/test_environment.py holds every backend to this."""
 
     backend: str
     """`local`, `podman`, `docker` or `kubernetes`: recorded in the report."""

@@ -126,7 +126,7 @@ def test_files_are_read_written_and_removed_never_through_links(pod: PodEnvironm
     assert go(pod.read_file, "/work/deep/new.txt", max_bytes=100) is None
     with pytest.raises(UnsafeFileError, match="directory"):
         go(pod.remove_file, "/work/deep")
-    # As the contract suite asks of the other backends (test_environment_contract.py).
+    # As the contract suite asks of the other backends (test_environment.py).
     assert go(pod.exec, ["mkfifo", "/work/deep/fifo"], timeout_s=30).exit_code == 0
     with pytest.raises(UnsafeFileError, match="FIFO"):
         go(pod.write_file, "/work/deep/fifo", b"never blocks")

@@ -1,5 +1,5 @@
 """Environments of every backend for the contract suite
-(tests/sandbox/test_environment_contract.py) and for what is built on the protocol
+(tests/sandbox/test_environment.py) and for what is built on the protocol
 (tests/sandbox/test_changes.py).
 
 Each backend is a `Backend`: how to make an environment over a test's temp dir, and how to

@@ -10,9 +10,10 @@ import pytest
 
 from runner.config import load
 from runner.errors import ConfigError
+from tests.support import paths
 from tests.support.cli import run_cli
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
+FIXTURES = paths.FIXTURES / "suites"
 HEAD = """version: 1
 providers:
   p: {base_url: "http://127.0.0.1:9/v1"}

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from runner.sandbox.engine import RUN_LABEL, Engine
+from tests.support import paths
 from tests.support.cli import run_cli
 from tests.support.environments import base_image, engine_answers
 from tests.support.fixtures import ThreadFactory
@@ -30,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(not engine_answers("podman"), reason="podman does not answer here"),
 ]
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "suites" / "swe-bench"
+FIXTURE = paths.FIXTURES / "suites" / "swe-bench"
 INSTANCE = "runner-fixtures__tinycalc-1"
 
 FIXED_OPS = """\
