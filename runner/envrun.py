@@ -416,11 +416,7 @@ class RunEnvironment:
     async def stop(self) -> None:
         with anyio.CancelScope(shield=True):
             try:
-                if self.inner is not None and not self._retired:
-                    self._retired = True
-                    await self.inner.stop()
-            except EnvironmentFault:
-                pass  # the next batch reaps what could not be removed (`reap_orphans`)
+                await self.retire()
             finally:
                 if self._slot:
                     self._slot = False
