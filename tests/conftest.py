@@ -6,8 +6,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Unpack
 
+import anyio
 import pytest
 
+from runner.sandbox.engine import Engine
+from tests.support.environments import base_image
 from tests.support.fixtures import LoopbackFactory, ProcessFactory, ThreadFactory, make_git_repo
 from tests.support.loopback import (
     LoopbackServer,
@@ -130,3 +133,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(600))
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The base image on podman (`localhost/runner-base`), built once if missing: what
+    the container tests' runs start from. A module may give its own (a tiny image)."""
+    return anyio.run(base_image, Engine("podman"))

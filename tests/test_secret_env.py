@@ -23,7 +23,7 @@ from runner import workspace
 from runner.config import expand, parse_task_file
 from runner.config.secrets import secret_names, secrets_from_env, without_secrets
 from runner.redact import MASK, Redactor
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, shell
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import (
     RecordedRequest,
@@ -204,10 +204,6 @@ NAMES = " ".join(EXTRA_ENV)
 def needles(secret: str) -> list[str]:
     raw = secret.encode()
     return [secret, raw.hex(), urllib.parse.quote(secret, safe=""), *b64_cores(raw)]
-
-
-def shell(cmd: str, call_id: str) -> Reply:
-    return reply_function_call("shell", {"command": ["bash", "-c", cmd]}, call_id=call_id)
 
 
 def leaky_model(req: RecordedRequest, i: int) -> Reply:

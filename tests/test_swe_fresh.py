@@ -14,13 +14,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from runner.sandbox.engine import RUN_LABEL, Engine
 from tests.support import paths
 from tests.support.cli import run_cli
-from tests.support.environments import base_image, engine_answers
+from tests.support.environments import engine_answers
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_function_call
 from tests.support.loopback import reply_message as message
@@ -85,11 +84,6 @@ BIG = FIXED_OPS + "python3 -c \"open('notes.txt', 'w').write('# filler\\n' * (2 
 """The right fix, and an 18 MiB file: over the patch's per-file cap, so left out."""
 
 SCRIPTS = {"fake/cheat": CHEAT, "fake/sabotage": SABOTAGE, "fake/big": BIG}
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    return anyio.run(base_image, Engine("podman"))
 
 
 def by_model(req: RecordedRequest, i: int) -> Reply:

@@ -12,22 +12,13 @@ from runner.config import load
 from runner.errors import ConfigError
 from tests.support import paths
 from tests.support.cli import run_cli
+from tests.support.suites import HEAD, suite_task_file
 
 FIXTURES = paths.FIXTURES / "suites"
-HEAD = """version: 1
-providers:
-  p: {base_url: "http://127.0.0.1:9/v1"}
-defaults:
-  model: p/m
-"""
 
 
 def suite_dir(tmp_path: Path, text: str) -> Path:
-    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
-    shutil.copytree(FIXTURES / "terminal-bench", tmp_path / "tb")
-    path = tmp_path / "tasks.yaml"
-    path.write_text(HEAD + text)
-    return path
+    return suite_task_file(tmp_path, text)
 
 
 def problems(path: Path, **kw: object) -> list[str]:

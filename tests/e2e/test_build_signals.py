@@ -15,14 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from runner.sandbox.engine import Engine
 from runner.vocabulary import EXIT_INTERRUPTED
 from tests.e2e.test_build_killed import processes_with, wait_for
 from tests.support.cli import KEY, run_cli
-from tests.support.environments import base_image, engine_answers
+from tests.support.environments import engine_answers
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_message
 
@@ -34,11 +33,6 @@ pytestmark = [
 
 ENGINE = Engine("podman")
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    return anyio.run(base_image, ENGINE)
 
 
 def report_of(out: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ the branch, builds, a container killed mid-run, SIGTERM and the cap on live cont
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -15,14 +16,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from runner.sandbox.engine import RUN_LABEL, Engine
 from runner.vocabulary import EXIT_INTERRUPTED
 from tests.support import tiny_image
 from tests.support.cli import KEY, run_cli
-from tests.support.environments import base_image, engine_answers
+from tests.support.cli import shell as any_shell
+from tests.support.environments import engine_answers
 from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import (
     RecordedRequest,
@@ -41,11 +42,6 @@ pytestmark = [
 ENGINE = Engine("podman")
 
 
-@pytest.fixture(scope="module")
-def image() -> str:
-    return anyio.run(base_image, ENGINE)
-
-
 def podman(*args: str) -> str:
     done = subprocess.run(
         ENGINE.argv(list(args)), env=ENGINE.env(), capture_output=True, text=True, timeout=60
@@ -58,8 +54,7 @@ def containers_of(run: str) -> list[str]:
     return podman("ps", "-a", "-q", "--filter", f"label={RUN_LABEL}={run}").split()
 
 
-def shell(cmd: str, call_id: str) -> Reply:
-    return reply_function_call("shell", {"command": ["bash", "-lc", cmd]}, call_id=call_id)
+shell = functools.partial(any_shell, login=True)
 
 
 PATCH = "*** Begin Patch\n*** Add File: new.txt\n+patched in the container\n*** End Patch"

@@ -5,25 +5,24 @@ fixture suite of each format."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import shutil
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from runner.sandbox.engine import Engine
 from tests.support.cli import run_cli
-from tests.support.environments import base_image, engine_answers
+from tests.support.cli import shell as any_shell
+from tests.support.environments import engine_answers
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import (
     RecordedRequest,
     Reply,
     per_conversation,
     reply_custom_tool_call,
-    reply_function_call,
     reply_message,
 )
 
@@ -36,13 +35,7 @@ pytestmark = [
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
 
 
-@pytest.fixture(scope="module")
-def image() -> str:
-    return anyio.run(base_image, Engine("podman"))
-
-
-def shell(cmd: str, call_id: str) -> Reply:
-    return reply_function_call("shell", {"command": ["bash", "-lc", cmd]}, call_id=call_id)
+shell = functools.partial(any_shell, login=True)
 
 
 def solver(req: RecordedRequest, i: int) -> Reply:

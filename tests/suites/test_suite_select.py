@@ -14,25 +14,15 @@ import pytest
 
 from runner.config import load
 from runner.errors import ConfigError
-from tests.support import paths
 from tests.support.cli import run_cli
+from tests.support.suites import HEAD, suite_task_file
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "suites"
-HEAD = """version: 1
-providers:
-  p: {base_url: "http://127.0.0.1:9/v1"}
-defaults:
-  model: p/m
-"""
 
 
 def task_file(tmp_path: Path, entry: str) -> Path:
     """The fixture suites copied (harbor/, tb/) beside a task file with one entry."""
-    shutil.copytree(FIXTURES / "harbor", tmp_path / "harbor")
-    shutil.copytree(FIXTURES / "terminal-bench", tmp_path / "tb")
-    path = tmp_path / "tasks.yaml"
-    path.write_text(HEAD + "suites:\n  - " + entry + "\n")
-    return path
+    return suite_task_file(tmp_path, "suites:\n  - " + entry + "\n")
 
 
 def problems(path: Path, **kw: object) -> list[str]:
@@ -223,13 +213,9 @@ def test_a_select_that_would_run_everything_by_a_slip_is_refused(
 ) -> None:
     """Review 27c #2: an empty list (a template that found nothing) selected the whole
     suite; `select: null`, like no select, still means every task."""
-    shutil.copytree(paths.FIXTURES / "suites" / "harbor", tmp_path / "h")
-    tasks = tmp_path / "t.yaml"
-    head = "version: 1\nproviders: {p: {base_url: 'http://127.0.0.1:9/v1'}}\n"
-    head += "defaults: {model: p/m}\nsuites:\n"
-    tasks.write_text(head + f"  - {{format: harbor, path: h, select: {select}}}\n")
+    tasks = task_file(tmp_path, f"{{format: harbor, path: harbor, select: {select}}}")
     res = run_cli("validate", tasks, "--offline")
     assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr, res.stderr
-    tasks.write_text(head + "  - {format: harbor, path: h, select: null}\n")
+    tasks.write_text(HEAD + "suites:\n  - {format: harbor, path: harbor, select: null}\n")
     everything = run_cli("validate", tasks, "--offline")
     assert everything.returncode == 0 and "2 task(s)" in everything.stdout, everything.stderr

@@ -95,8 +95,10 @@ def run_cli_process(
     )
 
 
-def shell(cmd: str, call_id: str) -> Reply:
-    return reply_function_call("shell", {"command": ["bash", "-c", cmd]}, call_id=call_id)
+def shell(cmd: str, call_id: str, *, login: bool = False) -> Reply:
+    """The model's `shell` call running `cmd` (`bash -lc` as Codex sends it, with `login`)."""
+    argv = ["bash", "-lc" if login else "-c", cmd]
+    return reply_function_call("shell", {"command": argv}, call_id=call_id)
 
 
 def tasks_file(

@@ -1,0 +1,26 @@
+"""A task file beside copies of the suites written for the tests (harbor/, tb/)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.support import paths
+
+HEAD = """version: 1
+providers:
+  p: {base_url: "http://127.0.0.1:9/v1"}
+defaults:
+  model: p/m
+"""
+"""A provider nobody listens on: these task files are read, never run."""
+
+
+def suite_task_file(tmp_path: Path, text: str) -> Path:
+    """`tasks.yaml` (HEAD + `text`) in `tmp_path`, with the fixture suites copied beside
+    it as `harbor/` and `tb/`."""
+    shutil.copytree(paths.FIXTURES / "suites" / "harbor", tmp_path / "harbor")
+    shutil.copytree(paths.FIXTURES / "suites" / "terminal-bench", tmp_path / "tb")
+    path = tmp_path / "tasks.yaml"
+    path.write_text(HEAD + text)
+    return path
