@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from runner.items import Item
 from runner.models import codex_defaults
 from runner.sse import usage_from_responses
 from tests.support.cli import run_file as run_cli
@@ -24,7 +23,6 @@ from tests.support.cli import write_task_file as write_tasks
 from tests.support.loopback import (
     assert_exact_extension,
     function_call_item,
-    message_item,
     reply_items,
     reply_message,
 )
@@ -148,30 +146,6 @@ def test_reasoning_round_trip_without_asking(
     back = next(i for i in third["input"] if i.get("id") == "rs_2")
     assert back["encrypted_content"] == "gAAAA-two"
     assert_exact_extension(srv.requests)
-
-
-def test_items_keep_ids_and_drop_nulls() -> None:
-    msg = {**message_item("hi"), "id": "msg_1", "phase": None}
-    assert json.loads(Item(msg).wire) == {k: v for k, v in msg.items() if v is not None}
-    nested = {
-        **msg,
-        "content": [
-            {
-                "type": "output_text",
-                "text": "x",
-                "logprobs": None,
-                "annotations": [{"type": "t", "title": None}],
-            }
-        ],
-    }
-    assert json.loads(Item(nested).wire)["content"] == [
-        {"type": "output_text", "text": "x", "annotations": [{"type": "t"}]}
-    ]
-    assert Item(reasoning("rs", None)).wire == ""  # unusable with store: false
-    assert Item(reasoning("rs", None)).stored_wire != ""  # store: true resolves it by id
-    assert Item(reasoning(None, "enc")).wire == ""  # the API requires an id
-    raw = [{"type": "reasoning_text", "text": "t"}]
-    assert json.loads(Item(reasoning("rs", None, content=raw)).wire)["content"] == raw
 
 
 def test_cache_write_tokens_are_read() -> None:

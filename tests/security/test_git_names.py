@@ -1,91 +1,19 @@
-"""What git treats as its own: names that are `.git` to git, NTFS or HFS+, a `.gitmodules`
-link, and repositories the agent makes inside the workspace. None of them may lose a
-run's work, and the runner's git never reads an agent-made `.git` below the top."""
+"""What git treats as its own, attacked through a whole run: names that are `.git` to git,
+NTFS or HFS+, a `.gitmodules` link, and repositories the agent makes inside the
+workspace. None of them may lose a run's work, and the runner's git never reads an
+agent-made `.git` below the top. (The name rule itself: tests/test_gitnames.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from runner.gitnames import component_is_dotgit, git_refuses
 from tests.support.fixtures import ThreadFactory, git, make_git_repo
 from tests.support.loopback import RecordedRequest, Reply, per_conversation, reply_message
 from tests.support.security import cli, patch, runs, sh, tasks
-
-ALIASES = [
-    ".git ",
-    ".git.",
-    ".git. . ",
-    "git~1",
-    "GIT~1",
-    ".GiT",
-    ".git:x",
-    ".git::$INDEX",
-    ".g\u200cit",
-    "\ufeff.git",
-    ".gi\u200dT",
-    "a\\.git",
-    "b\\git~1\\c",
-]
-FINE = [
-    ".gitx",
-    "git~2",
-    "git",
-    ".github",
-    "x.git",
-    ".gitignore",
-    ".git~1",
-    "a\\b",
-    ".gitmodules",
-    "git~1x",
-]
-
-
-def _git_refuses(tmp: Path, name: str, *, link: bool) -> bool:
-    """git's own verdict, with the protections the runner turns on."""
-    top = tmp / ("l" if link else "f")
-    if not (top / ".git").exists():
-        make_git_repo(top)
-    entry = top / name
-    if link:
-        os.symlink("README.md", entry)
-    else:
-        entry.write_text("x")
-    proc = subprocess.run(
-        [
-            "git",
-            "-c",
-            "core.protectNTFS=true",
-            "-c",
-            "core.protectHFS=true",
-            "update-index",
-            "--add",
-            "--",
-            name,
-        ],
-        cwd=top,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    os.unlink(entry)
-    return "Ignoring path" in proc.stderr
-
-
-@pytest.mark.parametrize("name", ALIASES + FINE)
-def test_the_alias_rule_is_gits_own(tmp_path: Path, name: str) -> None:
-    """One rule, checked against git itself: what git refuses to record, and nothing
-    else, is a `.git` alias (and `.gitmodules` aliases only as links)."""
-    expected = _git_refuses(tmp_path, name, link=False)
-    assert (git_refuses(name) is not None) == expected == (name in ALIASES)
-    assert component_is_dotgit(name) == expected
-    for link_name in (".gitmodules", ".GITMODULES. ", "gitmod~1", "gi7eba~3"):
-        assert git_refuses(link_name, symlink=True) is not None
-        assert _git_refuses(tmp_path, link_name, link=True)
 
 
 def _outputs(requests: list[RecordedRequest]) -> str:
