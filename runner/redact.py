@@ -115,7 +115,7 @@ class Redactor:
             buf = prev + chunk
             if any(n in buf for n in self._bneedles):
                 return True
-            prev = buf[len(buf) - keep :] if keep else b""
+            prev = buf[max(0, len(buf) - keep) :] if keep else b""
         return False
 
     def _safe_cut(self, data: builtins.bytes, cut: int) -> int:

@@ -20,22 +20,7 @@ from tests.support.cli import run_cli
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.loopback import per_conversation, reply_message
 from tests.support.security import runs, sh, tasks
-
-DEPTH = 1100
-"""Past Python's recursion limit (1000), which `shutil.rmtree` hit. (Each rmdir costs
-milliseconds on a disk, so deeper only makes the suite slower.)"""
-
-
-def _deep(top: Path, depth: int) -> None:
-    """A chain `top/d/d/...` made fd by fd (no path grows past PATH_MAX)."""
-    top.mkdir(parents=True)
-    fd = os.open(top, os.O_RDONLY)
-    for _ in range(depth):
-        os.mkdir("d", dir_fd=fd)
-        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
+from tests.support.trees import DEPTH, make_deep
 
 
 @pytest.mark.slow
@@ -52,7 +37,7 @@ def test_deep_trees_and_leftovers_never_break_a_batch(
 def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) -> None:
     # What a batch killed with kill -9 left in the free slot: deeper than Python's
     # recursion limit, with permissions taken away.
-    _deep(tmpdir / "runner-work" / "0" / "junk", DEPTH)
+    make_deep(tmpdir / "runner-work" / "0" / "junk", DEPTH)
     (tmpdir / "runner-work" / "0" / "junk").chmod(0)
     repo = make_git_repo(tmp_path / "repo")
     deep = "/".join(["d"] * DEPTH)
@@ -79,19 +64,6 @@ def _deep_batches(loopback_thread: ThreadFactory, tmp_path: Path, tmpdir: Path) 
         "run", tasks(tmp_path, srv.base_url, repo, ["healthy"]), "--out", tmp_path / "o2", env=env
     )
     assert res.returncode == 0, res.stderr
-
-
-def test_remove_tree_handles_any_depth_links_and_modes(tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "keep").write_text("k")
-    top = tmp_path / "top"
-    _deep(top, DEPTH)
-    os.symlink(outside, top / "link")  # removed as a link, its target untouched
-    os.mkfifo(top / "d" / "fifo")
-    (top / "d" / "d").chmod(0)
-    remove_tree(top)
-    assert not top.exists() and (outside / "keep").read_text() == "k"
 
 
 def test_dev_shm_is_capped_per_command(tmp_path: Path) -> None:
@@ -216,7 +188,7 @@ def test_a_committed_deep_tree_is_handed_to_the_sandbox_user(tmp_path: Path) -> 
     limit (and than the fd limit); a root runner hands the whole checkout over to the
     sandbox's user, then removes it, without recursion."""
     repo = make_git_repo(tmp_path / "repo")
-    _deep(repo / "deep", DEPTH)
+    make_deep(repo / "deep", DEPTH)
     fd = os.open(repo / "deep", os.O_RDONLY)
     for _ in range(DEPTH):
         nxt = os.open("d", os.O_RDONLY, dir_fd=fd)

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from runner import hostfs
-from runner.errors import UnsafeFileError
 from runner.prompt import load_instructions
 from runner.skills import SkillError, read_skill
 from tests.support.fixtures import ThreadFactory, make_git_repo
@@ -81,29 +79,11 @@ def test_an_agents_md_link_inside_the_repository_is_read(
     assert "Use tabs always." in srv.requests[0].raw.decode()
 
 
-def test_only_regular_files_within_their_limit_are_read(tmp_path: Path) -> None:
-    """FIFOs and devices are refused at once (a FIFO nobody writes would block forever),
-    and no more than the limit is read, whatever the file's size."""
+def test_instruction_files_and_skills_that_are_fifos_are_located_errors(tmp_path: Path) -> None:
+    """A FIFO named as an instruction file or a skill is refused at once (nobody writes
+    it, so reading it would block forever): a config error naming it."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(UnsafeFileError, match="is a FIFO, not a regular file"):
-        hostfs.read_inside(tmp_path, fifo, 100)
-    with pytest.raises(UnsafeFileError, match="is a FIFO"):
-        hostfs.read_regular(fifo, 100)
-    with pytest.raises(UnsafeFileError, match="is a character device"):
-        hostfs.read_regular(Path("/dev/zero"), 100)
-    os.symlink("/dev/zero", tmp_path / "zero")
-    with pytest.raises(UnsafeFileError, match="outside"):
-        hostfs.read_inside(tmp_path, tmp_path / "zero", 100)
-    big = tmp_path / "big"
-    with big.open("wb") as f:
-        f.truncate(64 << 20)
-    assert len(hostfs.read_inside(tmp_path, big, 1000)) == 1000
-    # A link in a parent directory that leads out is refused too.
-    os.symlink("/etc", tmp_path / "etc")
-    with pytest.raises(UnsafeFileError, match="outside"):
-        hostfs.read_inside(tmp_path, tmp_path / "etc" / "passwd", 100)
-    # Instruction files and skills the task file names: FIFOs are located config errors.
     from runner.errors import ConfigError
 
     with pytest.raises(ConfigError, match="FIFO"):
