@@ -177,8 +177,17 @@ def request_headers(
     out = dict(fixed)
     out.update(headers or {})
     if api_key:
-        out["authorization"] = f"Bearer {api_key}"
+        _set_header(out, "authorization", f"Bearer {api_key}")
     return out
+
+
+def _set_header(out: dict[str, str], name: str, value: str) -> None:
+    """`name` (lower case) set to `value`, every other spelling of it dropped: header
+    names are case-insensitive, so a configured `Authorization` left beside it would go
+    out as a second value."""
+    for key in [k for k in out if k.lower() == name]:
+        del out[key]
+    out[name] = value
 
 
 def provider_headers(
@@ -204,7 +213,7 @@ def provider_headers(
     key = env.get(env_key) if env_key and auth != "none" else None
     if auth == "api-key":
         if key:
-            out["api-key"] = key
+            _set_header(out, "api-key", key)
         return out, None
     return out, key or None
 

@@ -3,10 +3,8 @@ prompt cache warm, against the loopback server, which caches exact prefixes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +24,10 @@ from runner.tools import ToolContext
 from runner.tools.shell import ShellTool
 from tests.support.cache_stable import assert_cache_stable, cache_problems
 from tests.support.cli import run_cli
+from tests.support.compacting import CompactingServer
 from tests.support.events import ListSink
 from tests.support.fixtures import LoopbackFactory
 from tests.support.loopback import (
-    LoopbackServer,
     RecordedRequest,
     Reply,
     find_extension_break,
@@ -337,36 +335,6 @@ async def test_nothing_fits_fails_clearly(loopback: LoopbackFactory, tmp_path: P
 
 
 # --- remote compaction ------------------------------------------------------------------
-
-
-class CompactingServer(LoopbackServer):
-    """The loopback server plus `POST /v1/responses/compact`, answered by `compact`."""
-
-    def __init__(
-        self,
-        script: Any,
-        compact: Callable[[dict[str, Any]], tuple[int, Any]],
-    ) -> None:
-        super().__init__(script)
-        self.compact = compact
-        self.compact_requests: list[RecordedRequest] = []
-
-    def _reject(
-        self,
-        req: RecordedRequest,
-        writer: asyncio.StreamWriter,
-        status: int,
-        code: str,
-        message: str,
-        keep_alive: bool,
-    ) -> bool:
-        if req.path != "/v1/responses/compact" or req.method != "POST":
-            return super()._reject(req, writer, status, code, message, keep_alive)
-        req.body = json.loads(req.raw)
-        self.compact_requests.append(req)
-        status, answer = self.compact(req.body)
-        self._write_json(writer, status, answer, not keep_alive)
-        return keep_alive
 
 
 def compacted(body: dict[str, Any]) -> tuple[int, Any]:

@@ -41,7 +41,6 @@ from runner.providers.constrained import (
     DEFAULT_TOOL_RESULT_NOTE,
     TOOL_RESULT_HEADER,
     Constrained,
-    constrained_schema,
 )
 from runner.providers.grammar import MAX_LENGTH, bound
 from runner.providers.local import LocalEngine, find_model
@@ -137,29 +136,6 @@ def test_constrained_body_has_schema_not_tools() -> None:
     system = body["messages"][0]["content"]
     assert system.startswith(INSTRUCTIONS) and '{"answer":"<text>"}' in system
     assert "## shell" in system and '"command": string[] (required)' in system
-
-
-@pytest.mark.parametrize(
-    ("choice", "keys"),
-    [
-        ("none", [["answer"]]),
-        ("required", [["tool", "arguments"]]),
-        ("auto", [["tool", "arguments"], ["answer"]]),
-    ],
-)
-def test_tool_choice_picks_branches(choice: str, keys: list[list[str]]) -> None:
-    schema = constrained_schema([SHELL], tool_choice=choice)
-    branches = schema.get("oneOf", [schema])
-    assert [list(b["properties"]) for b in branches] == keys
-
-
-def test_all_arguments_when_asked() -> None:
-    schema = constrained_schema([SHELL], settings=Constrained(required_args_only=False))
-    assert list(schema["oneOf"][0]["properties"]["arguments"]["properties"]) == [
-        "command",
-        "workdir",
-        "timeout_ms",
-    ]
 
 
 def test_bound_schema_without_mutating() -> None:

@@ -53,20 +53,6 @@ def test_azure_key_goes_in_api_key_not_bearer() -> None:
     assert BUILTIN_PROVIDERS["azure"].store is True
 
 
-def test_auth_none_sends_no_key_and_key_beats_configured_header() -> None:
-    assert provider_headers(
-        http_headers={"x": "1"}, env_http_headers={}, env_key="K", auth="none", env={"K": "secret"}
-    ) == ({"x": "1"}, None)
-    headers, _ = provider_headers(
-        http_headers={"api-key": "spoof"},
-        env_http_headers={},
-        env_key="K",
-        auth="api-key",
-        env={"K": "real"},
-    )
-    assert headers == {"api-key": "real"}
-
-
 def task_text(providers: str, model: str, extra: str = "") -> str:
     return (
         f"version: 1\n{providers}defaults:\n  model: {model}\n{extra}"

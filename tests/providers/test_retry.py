@@ -3,27 +3,22 @@ status and message a run ends with when resending cannot help."""
 
 from __future__ import annotations
 
-import email.utils
 import json
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from runner.agent import Outcome, Thread, ThreadSpec
 from runner.errors import (
-    AuthFailed,
     ContextWindowExceeded,
     ModelError,
     ModelNoAnswer,
     QuotaExhausted,
     RateLimited,
-    StatusRefusal,
     StreamFailure,
 )
-from runner.http import retry_after_s
 from runner.items import message
 from runner.providers import Prompt
 from runner.providers.chat import ChatClient
@@ -43,17 +38,6 @@ from tests.support.loopback import (
     reply_message,
     reply_sse_bytes,
 )
-
-
-def test_retry_after_forms() -> None:
-    assert retry_after_s(httpx.Headers({"retry-after-ms": "1500"})) == 1.5
-    assert retry_after_s(httpx.Headers({"retry-after": "7"})) == 7.0
-    date = email.utils.formatdate(1000.0 + 30, usegmt=True)
-    assert retry_after_s(httpx.Headers({"retry-after": date}), now=1000.0) == 30.0
-    assert retry_after_s(httpx.Headers({"retry-after": "soon"})) is None
-    assert retry_after_s(httpx.Headers({})) is None
-    # retry-after-ms wins: it is the more precise of the two.
-    assert retry_after_s(httpx.Headers({"retry-after-ms": "10", "retry-after": "9"})) == 0.01
 
 
 def body(code: str | None, message: str = "m", kind: str = "x") -> str:
@@ -86,19 +70,6 @@ def body(code: str | None, message: str = "m", kind: str = "x") -> str:
 )
 def test_decide(exc: Any, expected: Retry | None) -> None:
     assert decide(exc) == expected
-
-
-def test_http_errors_become_the_right_class() -> None:
-    quota = http_error(429, body("insufficient_quota", "You exceeded your current quota"))
-    assert isinstance(quota, QuotaExhausted)
-    assert str(quota).startswith("quota exhausted: HTTP 429 insufficient_quota: You exceeded")
-    assert isinstance(http_error(403, ""), AuthFailed)
-    assert isinstance(http_error(400, body("context_length_exceeded")), ContextWindowExceeded)
-    bad = http_error(400, body(None, "Unknown parameter: 'foo'.", "invalid_request_error"))
-    assert isinstance(bad, StatusRefusal)
-    assert str(bad) == "HTTP 400 invalid_request_error: Unknown parameter: 'foo'."
-    assert str(http_error(502, "<html>" + "x" * 5000)).startswith("HTTP 502: <html>xxx")
-    assert len(str(http_error(502, "x" * 5000))) < 520
 
 
 SAID: dict[str, tuple[int, dict[str, Any], type[ModelError]]] = {
