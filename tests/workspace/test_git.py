@@ -24,7 +24,7 @@ from tests.support.fixtures import git, make_git_repo
 
 def test_git_env_drops_what_was_inherited_and_sets_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_DIR", "/elsewhere/.git")
-    monkeypatch.setenv("GIT_SSH_COMMAND", "touch /tmp/pwned")
+    monkeypatch.setenv("GIT_SSH_COMMAND", "touch pwned")
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.pager=evil'")
     monkeypatch.setenv("PAGER", "evil")
     monkeypatch.setenv("KEPT_FOR_GIT", "yes")
@@ -92,7 +92,7 @@ def test_every_filter_driver_of_the_user_is_blanked(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "r")
     git(repo, "config", "filter.lfs.clean", "git-lfs clean -- %f")
     git(repo, "config", "filter.lfs.required", "true")
-    git(repo, "config", "filter.my.dotted.smudge", "touch /tmp/x")
+    git(repo, "config", "filter.my.dotted.smudge", "touch smudged")
     git(repo, "config", "filter.noseparator", "x")
     assert user_filter_blanks(repo) == [
         ("filter.lfs.clean", ""),
