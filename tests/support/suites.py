@@ -24,3 +24,9 @@ def suite_task_file(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "tasks.yaml"
     path.write_text(HEAD + text)
     return path
+
+
+SWE_BENCH = paths.FIXTURES / "suites" / "swe-bench"
+"""The SWE-bench fixture: tinycalc's instance, its image's folder and recorded test logs."""
+SWE_INSTANCES = SWE_BENCH / "instances.jsonl"
+SWE_LOGS = SWE_BENCH / "logs"
