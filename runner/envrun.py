@@ -56,7 +56,6 @@ from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
 """The host workspace copied into a container (a tar held in memory once)."""
-"""What one run's artifacts may hold, all paths together."""
 DEFAULT_WORKDIR = "/work"
 """Where a host repository goes in an image that names no WORKDIR."""
 

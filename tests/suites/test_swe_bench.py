@@ -20,19 +20,16 @@ from typing import Any
 
 import pytest
 
-from runner.errors import ConfigError, VerifierFailed
-from runner.suites.model import SuiteTask
+from runner.errors import ConfigError
 from runner.suites.swe_bench import (
     DEFAULT_IMAGE_TEMPLATE,
     MAX_SCRIPT_BYTES,
     image_id,
     read_swe_bench,
 )
-from runner.verify import swe_log_grade
 from tests.support import paths
 from tests.support.suites import SWE_BENCH as FIXTURE
 from tests.support.suites import SWE_INSTANCES as INSTANCES
-from tests.support.suites import SWE_LOGS as LOGS
 
 GOOD: dict[str, Any] = json.loads(INSTANCES.read_text())
 F2P = tuple(json.loads(GOOD["FAIL_TO_PASS"]))
@@ -313,39 +310,6 @@ def test_the_fixture_repository_is_at_base_commit_and_both_patches_apply(tmp_pat
     _git(repo, "apply", "--check", "-", stdin=GOOD["patch"])
     _git(repo, "apply", "-", stdin=GOOD["test_patch"])
     _git(repo, "apply", "--check", "-", stdin=(FIXTURE / "partial.diff").read_text())
-
-
-# -- grading (runner/verify.py) ---------------------------------------------------------
-
-
-def test_the_verifier_errs_when_the_test_patch_failed_and_gives_no_share_of_no_tests(
-    swe_task: SuiteTask,
-) -> None:
-    """The run's patch went in before the eval script, so a failed apply in its log is the
-    instance's test_patch: an error naming the instance, never a score. A log whose tests
-    the grading cannot trust is `not` resolved, with no FAIL_TO_PASS or PASS_TO_PASS share
-    (no test counted), and says why."""
-    log = (LOGS / "gold.log").read_text()
-    for bad, said in (
-        (">>>>> Patch Apply Failed\n" + log, "test_patch did not apply"),
-        (log.replace(">>>>> Start Test Output", ""), "never reached its tests"),
-    ):
-        with pytest.raises(VerifierFailed, match=said) as caught:
-            swe_log_grade(bad, swe_task, 1, 0.1, bad[-100:])
-        assert swe_task.id in str(caught.value)
-    start = ">>>>> Start Test Output\n"
-    for untrusted in (
-        log.replace(">>>>> Test Exit Code: 0", ">>>>> Test Exit Code: 1"),
-        log.replace(">>>>> End Test Output", ""),  # cut short
-        # Printed by the patch's own code while the tests ran: its failure, not an error.
-        log.replace(start, start + ">>>>> Patch Apply Failed\n"),
-    ):
-        grade = swe_log_grade(untrusted, swe_task, 1, 0.1, "")
-        assert (grade.resolution, grade.rewards) == ("not", (("reward", 0.0),))
-        assert grade.why is not None and "no test run the grading can trust" in grade.why
-    good = swe_log_grade(log, swe_task, 0, 0.1, "")
-    assert good.rewards == (("reward", 1.0), ("fail_to_pass", 1.0), ("pass_to_pass", 1.0))
-    assert good.passed and good.why is None
 
 
 def test_dataset_columns_runner_does_not_read_are_kept_as_metadata(tmp_path: Path) -> None:
