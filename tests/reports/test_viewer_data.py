@@ -98,11 +98,15 @@ def test_the_transcript_reads_what_it_can_and_keeps_both_ends(tmp_path: Path) ->
     assert left == ITEMS_LIMIT + 8
 
 
-def test_one_huge_entry_is_cut_to_the_budget_not_dropped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chars", [5, 100_000])
+def test_a_first_entry_over_the_budget_is_cut_not_dropped(tmp_path: Path, chars: int) -> None:
+    """Whether it is a little over (label and text 14 characters, budget 10) or far over:
+    a transcript never shows nothing because its first entry was long."""
     run = task("a", "p/m", "completed")
-    events(tmp_path, run, message("z" * 100_000))
-    [entry], left = transcript(tmp_path, run, 1000)
-    assert left == 0 and len(entry[2]) < 1100 and "characters cut" in entry[2]
+    events(tmp_path, run, message("z" * chars), message("second"))
+    [entry], left = transcript(tmp_path, run, 10)
+    assert left == 1 and entry[:2] == ["msg", "assistant"]
+    assert entry[2] == "z" * chars if chars <= 10 else "characters cut" in entry[2]
 
 
 def one_run(tmp_path: Path, run: RunReport) -> dict[str, Any]:
