@@ -178,3 +178,22 @@ def test_a_problem_without_its_own_line_takes_the_nearest_enclosing_one() -> Non
         "unknown field; allowed here: version, pr",
     )
     assert len(found) == 2
+
+
+def test_a_suite_variable_name_is_said_in_words_not_as_its_regex() -> None:
+    """Found while mirroring the tests (issue 29): pydantic's "String should match pattern
+    '^[A-Za-z_]...'" reached the user."""
+    [p] = problems("version: 1\nsuites:\n  - {format: harbor, path: h, variables: {1A: b}}\n")
+    assert (p.line, p.field, p.message) == (
+        3,
+        "suites[0].variables.1A",
+        "must be a variable name: letters, digits and '_', not starting with a digit",
+    )
+
+
+@pytest.mark.xfail(strict=True, reason="a union's members leak into the field path (issue 29)")
+def test_a_field_of_two_kinds_is_one_problem_at_its_own_path() -> None:
+    """`codex_config` is true or a path: an empty one is reported today twice, at
+    `codex_config.bool` and `codex_config.function-after[_path_text(), str]`."""
+    [p] = problems("version: 1\ncodex_config: ''\ntasks: [{id: a, prompt: p}]\n")
+    assert (p.line, p.field) == (2, "codex_config")
