@@ -13,6 +13,7 @@ from pydantic import (
 )
 
 from runner.config.schema import ID_RE, PROVIDER_NAME_RE
+from runner.config.suite_entry import VARIABLE_RE
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, describe, dotted, esc, line_for, short
 from runner.errors import Problem
@@ -134,6 +135,8 @@ def _pattern_message(pattern: str) -> str | None:
     """What a field with this pattern takes, in words (a regex means nothing to a user)."""
     if pattern == ID_RE:
         return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    if pattern == VARIABLE_RE:
+        return "must be a variable name: letters, digits and '_', not starting with a digit"
     if pattern == PROVIDER_NAME_RE:
         return "provider names may use only letters, digits, '_' and '-'"
     if "https?" in pattern:
