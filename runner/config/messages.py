@@ -146,16 +146,47 @@ def _pattern_message(pattern: str) -> str | None:
     return None
 
 
+_SCALAR_TAGS = frozenset({"bool", "str", "int", "float", "none", "bytes"})
+
+
+def _union_member(segment: str | int, prefix: Path_, lines: dict[Path_, int]) -> bool:
+    """`segment` is pydantic's name for one member of a union (`bool`,
+    `function-after[...]`, a model's class name), not a key of the file: a field that
+    takes one of several kinds gets one error per kind, each under such a name."""
+    if not isinstance(segment, str) or (*prefix, segment) in lines:
+        return False
+    return segment in _SCALAR_TAGS or "[" in segment or segment[:1].isupper()
+
+
 def validation_problems(exc: ValidationError, file: str, lines: dict[Path_, int]) -> list[Problem]:
-    problems: list[Problem] = []
-    for err in exc.errors():
-        loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+    """One problem per field: the errors of a union's members (a field that is `true` or
+    a path) are said together, at the field's own path."""
+    said: dict[tuple[Path_, int], list[str]] = {}
+    for n, err in enumerate(exc.errors()):
+        loc: Path_ = ()
+        member = False
+        for part in err["loc"]:
+            if not isinstance(part, (str, int)):
+                continue
+            if _union_member(part, loc, lines):
+                member = True
+            else:
+                loc = (*loc, part)
         if loc and loc[-1] == "[key]":  # a dict key failed: blame the key itself
             loc = loc[:-1]
         msg_loc = loc
         if err["type"] == "duplicate_task_id":
             loc = ("tasks", (err.get("ctx") or {}).get("index", 0), "id")
-        problems.append(
-            Problem(file, line_for(loc, lines), dotted(loc), _message(err, msg_loc, lines))
+        message = _message(err, msg_loc, lines)
+        key = (loc, -1 if member else n)  # a union's members are one problem
+        if message not in said.setdefault(key, []):
+            said[key].append(message)
+    return [
+        Problem(
+            file,
+            line_for(loc, lines),
+            dotted(loc),
+            msgs[0] if len(msgs) == 1 else "either " + ", or ".join(msgs),
         )
-    return problems
+        for (loc, _), msgs in said.items()
+    ]
