@@ -124,6 +124,8 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
             f" (first at line {first})" if first else ""
         )
     if kind == "string_pattern_mismatch" and (said := _pattern_message(ctx.get("pattern", ""))):
+        if said.startswith("provider names") and "mcp_servers" in loc:
+            return said.replace("provider names", "MCP server names", 1)
         return said
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must not be empty"

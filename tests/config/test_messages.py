@@ -202,3 +202,15 @@ def test_a_field_of_two_kinds_is_one_problem_at_its_own_path() -> None:
     assert (p.line, p.field) == (2, "codex_config") and "[" not in p.message
     two = problems("version: 1\ncodex_config: 5\ntasks: [{id: a, prompt: p, repo: 7}]\n")
     assert [(q.line, q.field) for q in two] == [(2, "codex_config"), (3, "tasks[0].repo")]
+
+
+TASK = "tasks: [{id: a, prompt: p}]\n"
+
+
+def test_a_bad_mcp_server_name_is_called_one() -> None:
+    text = "version: 1\ndefaults: {mcp_servers: {'bad name': {command: [x]}}}\n"
+    [p] = problems(text + TASK)
+    assert (p.line, p.field) == (2, "defaults.mcp_servers.bad name")
+    assert p.message.startswith("MCP server names may use only letters")
+    [p] = problems("version: 1\nproviders: {'bad name': {base_url: 'http://x'}}\n" + TASK)
+    assert p.message.startswith("provider names may use only")
