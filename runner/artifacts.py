@@ -46,8 +46,7 @@ async def copy_artifacts(
             continue
         try:
             data = await env.read_file(rel, max_bytes=left)
-        except UnsafeFileError:
-            data = None
+        except UnsafeFileError as unreadable:
             try:
                 await env.get_dir(rel, dest / rel, max_bytes=left)
                 left -= hostfs.disk_usage(dest / rel)
@@ -55,7 +54,10 @@ async def copy_artifacts(
             except (UnsafeFileError, EnvironmentFault) as exc:
                 if isinstance(exc, EnvironmentLost):
                     raise
-                notes.append(f"artifact {rel} not copied: {exc}")
+                # Not a file nor a folder that could be copied: both reasons, since
+                # either may be the one that matters (a file over the cap, a FIFO).
+                _prune(out_dir / "artifacts", f"{run_name}/{rel}")
+                notes.append(f"artifact {rel} not copied: {unreadable}; as a folder: {exc}")
                 continue
         if data is None:
             notes.append(f"artifact {rel} not copied: nothing is there")
@@ -113,6 +115,18 @@ async def local_artifacts(
     except OSError as exc:
         return None, [redact(f"artifacts not copied: {exc}")]
     return EnvironmentInfo(backend="local", artifacts=folder), [redact(n) for n in notes]
+
+
+def _prune(top: Path, rel: str) -> None:
+    """The empty folders a failed `get_dir` left, from `top/rel` up to `top`: a file
+    that was refused must not show up as an empty folder of its name."""
+    here = top / posixpath.normpath(rel)
+    while here == top or top in here.parents:
+        try:
+            here.rmdir()
+        except OSError:
+            return
+        here = here.parent
 
 
 def _write_inside(dest: Path, rel: str, data: bytes) -> None:

@@ -26,10 +26,9 @@ import anyio.abc
 
 from runner import clock, outdir
 from runner.budget import BatchSpend
-from runner.config import BatchLimits, Run
+from runner.config import BatchLimits, Run, uses_environment
 from runner.config.preflight import FULL_ACCESS
 from runner.config.secrets import secrets_from_env, without_secrets
-from runner.envrun import Environments, uses_environment
 from runner.errors import ConfigError, EnvironmentFault, Problem, RunnerError
 from runner.hostfs import remove_tree
 from runner.journal import Journal, Pins, done, pin_note, resume_note
@@ -51,6 +50,7 @@ from runner.vocabulary import (
 from runner.wiring import Clients
 
 if TYPE_CHECKING:
+    from runner.envrun import Environments
     from runner.reports.model import Report, RunReport  # loaded when the first run ends
 
 
@@ -316,6 +316,8 @@ async def _environments(
     them, before it marks its id alive), then the batch is marked alive for its life."""
     if not any(uses_environment(t) for t in tasks):
         return None
+    from runner.envrun import Environments  # containers and Pods: not a local batch's cost
+
     envs = Environments(batch_id, max_environments, env)
     try:
         gone = await envs.reap(tasks)

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from runner.config import Run
-from runner.envrun import RunEnvironment
 from runner.record import CheckResult
 from runner.sandbox import make_environment
 from runner.sandbox.env import child_env
 from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 from runner.wiring import sandbox_policy
+
+if TYPE_CHECKING:
+    from runner.envrun import RunEnvironment
 
 CHECK_TAIL_BYTES = 4000
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import anyio
 
 from runner.artifacts import copy_artifacts
-from runner.config import Run
+from runner.config import Run, uses_environment
 from runner.config.environment import CONTAINER_BACKENDS
 from runner.errors import EnvironmentFault, EnvironmentLost, UnsafeFileError, WorkspaceError
 from runner.fsutil import atomic_write_bytes
@@ -56,13 +56,8 @@ from runner.workspace.git import run_git
 
 COPY_IN_MAX_BYTES = 1 << 30
 """The host workspace copied into a container (a tar held in memory once)."""
-"""What one run's artifacts may hold, all paths together."""
 DEFAULT_WORKDIR = "/work"
 """Where a host repository goes in an image that names no WORKDIR."""
-
-
-def uses_environment(t: Run) -> bool:
-    return t.environment.backend != "local"
 
 
 class Environments:

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -25,8 +25,7 @@ from runner.agent import Outcome, Thread
 from runner.artifacts import local_artifacts
 from runner.budget import BatchSpend, RunBudget, cost_usd
 from runner.check import renv_check, run_check
-from runner.config import Run, branch_fields
-from runner.envrun import Environments, RunEnvironment, uses_environment
+from runner.config import Run, branch_fields, uses_environment
 from runner.errors import (
     ConfigError,
     EngineError,
@@ -53,9 +52,13 @@ from runner.sandbox.environment import Environment
 from runner.sanity import run_sanity_agent
 from runner.skills import Staged, stage
 from runner.tools.mcp import McpSessions
-from runner.verify import graded
 from runner.vocabulary import RunStatus
 from runner.wiring import Clients, make_thread
+
+if TYPE_CHECKING:
+    # Containers, Pods and grading load with the first run that has them (`live`): a
+    # batch of local runs starts without them.
+    from runner.envrun import Environments, RunEnvironment
 
 
 class RunSink:
@@ -178,6 +181,8 @@ async def live(rec: RunRecord, b: BatchContext) -> None:
             workspace=ws, current_date=t.current_date or b.today, timezone=t.timezone or b.tz
         )
         if uses_environment(t):
+            from runner.envrun import RunEnvironment
+
             assert b.environments is not None
             renv = RunEnvironment(b.environments, t, b.out_dir)
             await renv.prepare(None if ws is None else ws.path)
@@ -369,6 +374,8 @@ async def _wind_up(
             rec = _noted(rec, log, *await renv.artifacts(b.redact))
             await renv.retire()
         if renv is not None and graded_here:
+            from runner.verify import graded
+
             rec = await graded(rec, renv, stop=b.stop, checks=b.checks, redact=b.redact, log=log)
         if renv is not None:
             if not fresh:

@@ -1,4 +1,5 @@
-"""Shared fixtures: the loopback Responses API server in its three modes."""
+"""Shared fixtures: the loopback Responses API server in its three modes, and the
+environment of each backend (`backend`, over `docker` where the test names it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import anyio
 import pytest
 
 from runner.sandbox.engine import Engine
-from tests.support.environments import base_image
+from tests.support.environments import Backend, base_image, docker_engine, make_backend
 from tests.support.fixtures import LoopbackFactory, ProcessFactory, ThreadFactory, make_git_repo
 from tests.support.loopback import (
     LoopbackServer,
@@ -140,3 +141,17 @@ def image() -> str:
     """The base image on podman (`localhost/runner-base`), built once if missing: what
     the container tests' runs start from. A module may give its own (a tiny image)."""
     return anyio.run(base_image, Engine("podman"))
+
+
+@pytest.fixture(scope="session")
+def docker() -> Iterator[Engine]:
+    """The docker CLI and a daemon that answers it, for the whole session (a podman
+    service started for it, where no daemon runs, is ended at the session's end)."""
+    with docker_engine() as engine:
+        yield engine
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The backend named by the test's parameter (`BACKENDS`, `CONTAINER_BACKENDS`)."""
+    return make_backend(str(request.param), lambda: request.getfixturevalue("docker"))

@@ -26,7 +26,7 @@ from runner.config.load import MAX_TASK_FILE_BYTES, load_task_file, parse_task_f
 from runner.config.matrix import expand, fingerprint, resolve
 from runner.config.pins import timezone_problem
 from runner.config.resolve import read_text_file
-from runner.config.resolved import Origin, Run, branch_fields
+from runner.config.resolved import Origin, Run, branch_fields, uses_environment
 from runner.config.runs import Loaded, load, load_runs
 from runner.config.schema import (
     BUILTIN_PROVIDERS,
@@ -94,5 +94,6 @@ __all__ = [
     "select",
     "source_sha256",
     "timezone_problem",
+    "uses_environment",
     "written",
 ]

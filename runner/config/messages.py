@@ -13,6 +13,7 @@ from pydantic import (
 )
 
 from runner.config.schema import ID_RE, PROVIDER_NAME_RE
+from runner.config.suite_entry import VARIABLE_RE
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, describe, dotted, esc, line_for, short
 from runner.errors import Problem
@@ -123,6 +124,8 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
             f" (first at line {first})" if first else ""
         )
     if kind == "string_pattern_mismatch" and (said := _pattern_message(ctx.get("pattern", ""))):
+        if said.startswith("provider names") and "mcp_servers" in loc:
+            return said.replace("provider names", "MCP server names", 1)
         return said
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must not be empty"
@@ -134,6 +137,8 @@ def _pattern_message(pattern: str) -> str | None:
     """What a field with this pattern takes, in words (a regex means nothing to a user)."""
     if pattern == ID_RE:
         return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    if pattern == VARIABLE_RE:
+        return "must be a variable name: letters, digits and '_', not starting with a digit"
     if pattern == PROVIDER_NAME_RE:
         return "provider names may use only letters, digits, '_' and '-'"
     if "https?" in pattern:
@@ -143,16 +148,47 @@ def _pattern_message(pattern: str) -> str | None:
     return None
 
 
+_SCALAR_TAGS = frozenset({"bool", "str", "int", "float", "none", "bytes"})
+
+
+def _union_member(segment: str | int, prefix: Path_, lines: dict[Path_, int]) -> bool:
+    """`segment` is pydantic's name for one member of a union (`bool`,
+    `function-after[...]`, a model's class name), not a key of the file: a field that
+    takes one of several kinds gets one error per kind, each under such a name."""
+    if not isinstance(segment, str) or (*prefix, segment) in lines:
+        return False
+    return segment in _SCALAR_TAGS or "[" in segment or segment[:1].isupper()
+
+
 def validation_problems(exc: ValidationError, file: str, lines: dict[Path_, int]) -> list[Problem]:
-    problems: list[Problem] = []
-    for err in exc.errors():
-        loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+    """One problem per field: the errors of a union's members (a field that is `true` or
+    a path) are said together, at the field's own path."""
+    said: dict[tuple[Path_, int], list[str]] = {}
+    for n, err in enumerate(exc.errors()):
+        loc: Path_ = ()
+        member = False
+        for part in err["loc"]:
+            if not isinstance(part, (str, int)):
+                continue
+            if _union_member(part, loc, lines):
+                member = True
+            else:
+                loc = (*loc, part)
         if loc and loc[-1] == "[key]":  # a dict key failed: blame the key itself
             loc = loc[:-1]
         msg_loc = loc
         if err["type"] == "duplicate_task_id":
             loc = ("tasks", (err.get("ctx") or {}).get("index", 0), "id")
-        problems.append(
-            Problem(file, line_for(loc, lines), dotted(loc), _message(err, msg_loc, lines))
+        message = _message(err, msg_loc, lines)
+        key = (loc, -1 if member else n)  # a union's members are one problem
+        if message not in said.setdefault(key, []):
+            said[key].append(message)
+    return [
+        Problem(
+            file,
+            line_for(loc, lines),
+            dotted(loc),
+            msgs[0] if len(msgs) == 1 else "either " + ", or ".join(msgs),
         )
-    return problems
+        for (loc, _), msgs in said.items()
+    ]

@@ -107,6 +107,11 @@ class Run(RunSettings):
         return fingerprint(self)
 
 
+def uses_environment(t: Run) -> bool:
+    """The run's commands go to a container or Pod (not this machine's sandbox)."""
+    return t.environment.backend != "local"
+
+
 def branch_fields(t: Run, batch_id: str) -> dict[str, str]:
     """The values a `git.branch` template may name (`{batch}`, `{name}`, ...)."""
     return {

@@ -12,6 +12,9 @@ from runner.config.base import Frozen, PathText, StrictFloat, StrictInt
 from runner.config.schema import ID_RE, Settings
 from runner.vocabulary import AgentKind
 
+VARIABLE_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A name `${VAR}` may use in a suite's files."""
+
 
 class SuiteSelect(Frozen):
     """Which of the suite's tasks run; unset: all. `ids`, `globs` and `tags` keep a task
@@ -72,7 +75,7 @@ class SuiteEntry(Settings):
     verifier_timeout_s: Annotated[StrictFloat, Field(ge=1, le=24 * 3600)] | None = None
     """swe-bench: the grading's time (the official harness's `--timeout`; default 1800 s).
     Harbor and Terminal-Bench tasks set their own in their files."""
-    variables: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
+    variables: dict[Annotated[str, Field(pattern=VARIABLE_RE)], str] = {}
     """harbor, terminal-bench: values for `${VAR}` and `${VAR:-default}` in the tasks'
     `env` tables and compose files (never the host's environment)."""
 

@@ -15,6 +15,7 @@ import yaml
 
 from runner.config.text import Path_, dotted, esc, line_for, short
 from runner.errors import Problem
+from runner.yaml_depth import DepthBoundLoader
 
 _TAG = "tag:yaml.org,2002:"
 _STR_TAGS = {_TAG + "str", _TAG + "value"}
@@ -54,7 +55,7 @@ class _BadValue(yaml.constructor.ConstructorError):
     """A scalar whose explicit tag does not fit it, e.g. `!!int ten`."""
 
 
-class TaskYamlLoader(yaml.SafeLoader):
+class TaskYamlLoader(DepthBoundLoader):
     """SafeLoader that remembers anchor names and where aliases stand in sequences, and
     turns the constructor's own ValueError/KeyError/... on bad tagged values into a
     located error."""

@@ -40,7 +40,7 @@ OLD_KEYS = {"run_id": "batch_id", "tasks": "runs"}
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 INPUT_FILE = r"^inputs/[0-9a-f]{64}\.json$"

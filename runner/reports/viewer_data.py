@@ -143,9 +143,9 @@ def transcript(out_dir: Path, run: RunReport, budget: int) -> tuple[list[Entry],
         entry = entries[i // 2] if i % 2 == 0 else entries[-1 - i // 2]
         length = len(entry[1]) + len(entry[2])
         if size + length > budget:
-            if size or length <= 2 * budget:
+            if size:
                 break
-            entry = [entry[0], entry[1][:budget], cut(entry[2], budget)]  # one huge entry
+            entry = [entry[0], entry[1][:budget], cut(entry[2], budget)]  # first, too big
             length = budget
         size += length
         (head if i % 2 == 0 else tail).append(entry)

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from runner.errors import Problem
+from runner.yaml_depth import DepthBoundLoader
 
 KeyPath = tuple[str | int, ...]
 
@@ -21,12 +22,12 @@ KeyPath = tuple[str | int, ...]
 def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int], list[Problem]]:
     """The data, a map from key path to line, and what is wrong (then the data is None)."""
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=DepthBoundLoader):
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark else None
                 return None, {}, [Problem(file, line, "(syntax)", "aliases are not allowed")]
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=DepthBoundLoader)
+        data = yaml.load(text, Loader=DepthBoundLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

@@ -42,9 +42,10 @@ from runner.config import (
     parse_task_file,
     resolve,
 )
-from runner.errors import ConfigError, Problem
+from runner.errors import ConfigError
 from tests.support import paths
 from tests.support.cli import run_cli
+from tests.support.taskfiles import parse, problems
 
 CORPUS = paths.TESTS / "config_corpus"
 
@@ -285,40 +286,6 @@ def test_run_model_override_with_unknown_provider_names_the_flag(tmp_path: Path)
 # ---------------------------------------------------------------- parse_task_file
 
 
-def parse(text: str) -> TaskFile:
-    return parse_task_file(text, "t.yaml")
-
-
-def problems(text: str) -> list[Problem]:
-    with pytest.raises(ConfigError) as info:
-        parse(text)
-    return info.value.problems
-
-
-def test_parse_reports_every_problem_with_its_line() -> None:
-    got = problems(
-        "version: 1\n"
-        "tasks:\n"
-        "  - id: a\n"
-        "    prompt: ''\n"
-        "  - id: 'b c'\n"
-        "    prompt: p\n"
-        "    limits: {max_requests: 0}\n"
-    )
-    assert {(p.line, p.field) for p in got} == {
-        (4, "tasks[0].prompt"),
-        (5, "tasks[1].id"),
-        (7, "tasks[1].limits.max_requests"),
-    }
-    assert all(p.file == "t.yaml" for p in got)
-
-
-def test_parse_unknown_field_lists_the_allowed_ones() -> None:
-    [p] = problems("version: 1\ntasks: [{id: a, prompt: p, model_options: {temprature: 1}}]\n")
-    assert p.field == "tasks[0].model_options.temprature"
-    assert p.message.startswith("unknown field; allowed here: temperature, top_p, seed")
-
-
 def test_parse_unknown_provider_knows_declared_providers() -> None:
     tf = parse(
         "version: 1\nproviders: {mine: {base_url: 'http://h/v1'}}\n"
@@ -333,12 +300,6 @@ def test_parse_unknown_provider_knows_declared_providers() -> None:
     assert "unknown provider 'theirs'" in p.message and "mine" in p.message
 
 
-def test_parse_yaml_syntax_error_has_a_line() -> None:
-    [p] = problems("version: 1\ntasks:\n  - id: a\n    prompt: [unclosed\n")
-    assert p.field == "(syntax)" and p.message.startswith("not valid YAML")
-    assert p.line is not None and p.line >= 4
-
-
 def test_parse_top_level_not_a_mapping_points_at_the_document() -> None:
     [p] = problems("# comment\n\n- id: a\n  prompt: p\n")
     assert (p.line, p.field) == (3, "(top level)")
@@ -347,200 +308,6 @@ def test_parse_top_level_not_a_mapping_points_at_the_document() -> None:
 def test_parse_top_level_scalar_points_at_the_document() -> None:
     [p] = problems("# comment\n---\njust words\n")
     assert (p.line, p.field) == (3, "(top level)")
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ("!!int ten", "`ten` is not a valid !!int"),
-        ("!!int ''", "an empty value is not a valid !!int"),
-        ("!!float x", "`x` is not a valid !!float"),
-        ("!!bool maybe", "`maybe` is not a valid !!bool"),
-        ("!!timestamp soon", "`soon` is not a valid !!timestamp"),
-    ],
-)
-def test_parse_explicit_tag_on_a_bad_value_is_located(value: str, message: str) -> None:
-    [p] = problems(
-        f"version: 1\ntasks:\n  - id: a\n    prompt: p\n    seed: 1\n"
-        f"    limits:\n      max_requests: {value}\n"
-    )
-    assert (p.line, p.field, p.message) == (7, "tasks[0].limits.max_requests", message)
-
-
-def test_parse_self_referencing_alias_is_a_problem() -> None:
-    [p] = problems(
-        "version: 1\ntasks: [{id: a, prompt: p}]\ndefaults:\n  limits: &l {max_requests: *l}\n"
-    )
-    assert (p.line, p.field) == (4, "defaults.limits")
-    assert "*l" in p.message and "recursive" in p.message
-
-
-def test_parse_billion_laughs_fails_fast() -> None:
-    text = 'version: 1\ntasks: [{id: a, prompt: p}]\na: &a ["lol","lol","lol","lol","lol"]\n'
-    for prev, name in zip("abcdefghijklmnopq", "bcdefghijklmnopqr", strict=True):
-        text += f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 5) + "]\n"
-    start = time.monotonic()
-    got = problems(text)
-    assert time.monotonic() - start < 5
-    assert any("aliases expand" in p.message for p in got), got
-
-
-def test_parse_aliases_used_within_reason_work_and_are_located() -> None:
-    tf = parse(
-        "version: 1\ndefaults: {limits: &l {max_requests: 3}}\n"
-        "tasks:\n  - &t {id: a, prompt: p, limits: *l}\n  - {id: b, prompt: p}\n"
-    )
-    assert tf.tasks[0].limits == Limits(max_requests=3)
-    # An alias in a sequence is blamed where it stands, not where its anchor is.
-    got = problems(
-        "version: 1\ntasks:\n  - id: a\n    prompt: p\n    turns: [&e ' ', ok,\n      *e]\n"
-    )
-    assert {(p.line, p.field) for p in got} == {(5, "tasks[0].turns[0]"), (6, "tasks[0].turns[2]")}
-
-
-def test_parse_merge_keys_are_located_at_the_merged_key() -> None:
-    got = problems(
-        "version: 1\ndefaults: &d\n  sandbox: read-only\n  shell_timeout_ms: 0\n"
-        "tasks:\n  - <<: *d\n    id: a\n    prompt: p\n"
-    )
-    assert {(p.line, p.field) for p in got} == {
-        (4, "defaults.shell_timeout_ms"),
-        (4, "tasks[0].shell_timeout_ms"),
-    }
-
-
-@pytest.mark.parametrize(
-    ("text", "line"),
-    [
-        (
-            'version: 1\ntasks:\n  - id: a\n    prompt: "a\u2028b\u0085c\u2029d"\n'
-            "    limits: {max_requests: 0}\n",
-            5,
-        ),
-        (
-            "version: 1\ntasks:\n  - id: a\n    prompt: 'a\x85b'\n    turns: [\"c\u2029d\"]\n"
-            "    limits: {max_requests: 0}\n",
-            6,
-        ),
-    ],
-)
-def test_parse_lines_count_newlines_only(text: str, line: int) -> None:
-    [p] = problems(text)
-    assert (p.line, p.field) == (line, "tasks[0].limits.max_requests")
-
-
-def test_parse_control_character_is_one_located_line() -> None:
-    [p] = problems('version: 1\n\ntasks: [{id: a, prompt: "x\x1by"}]\n')
-    assert (p.line, p.field) == (3, "(syntax)")
-    assert "U+001B" in p.message and "\n" not in p.message and "position" not in p.message
-
-
-def test_parse_yaml_syntax_error_keeps_its_context() -> None:
-    [p] = problems("version: 1\ntasks: [{id: a,\n  prompt: p\n")
-    assert p.line is not None and p.line >= 3
-    assert "while parsing a flow mapping at line 2" in p.message and "\n" not in p.message
-
-
-@pytest.mark.parametrize(
-    ("snippet", "field", "words"),
-    [
-        ("version: true", "version", "must be 1, got a boolean"),
-        ("version: 1.0", "version", "must be 1"),
-        (
-            "tasks: [{id: a, prompt: p, limits: {max_requests: yes}}]",
-            "tasks[0].limits.max_requests",
-            "must be a valid integer, got a boolean",
-        ),
-        (
-            "tasks: [{id: a, prompt: p, limits: {max_requests: '5'}}]",
-            "tasks[0].limits.max_requests",
-            "must be a valid integer, got a string",
-        ),
-        (
-            "tasks: [{id: a, prompt: p, limits: {timeout_s: on}}]",
-            "tasks[0].limits.timeout_s",
-            "must be a number, got a boolean",
-        ),
-        (
-            "tasks: [{id: a, prompt: p, shell_timeout_ms: true}]",
-            "tasks[0].shell_timeout_ms",
-            "must be a valid integer",
-        ),
-        (
-            "providers: {p: {base_url: 'http://h', store: 'yes'}}",
-            "providers.p.store",
-            "must be true or false, got a string",
-        ),
-        ("tasks: [{id: a, prompt: ' \t '}]", "tasks[0].prompt", "must not be empty"),
-        ("tasks: [{id: a, prompt: p, turns: ['  ']}]", "tasks[0].turns[0]", "must not be empty"),
-        (
-            "tasks: [{id: a, prompt: p, instructions_file: ''}]",
-            "tasks[0].instructions_file",
-            "must not be empty",
-        ),
-        ("tasks: [{id: a, prompt: p, repo: ''}]", "tasks[0].repo", "must not be empty"),
-        (
-            "tasks: [{id: a, prompt: p, limits: 40}]",
-            "tasks[0].limits",
-            "must be a mapping, got an integer",
-        ),
-        (
-            "tasks: [{id: a, prompt: p, tools: shell}]",
-            "tasks[0].tools",
-            "must be a list, got a string; allowed items: 'shell', 'apply_patch', 'update_plan'",
-        ),
-        ("tasks: [{id: a, prompt: p, turns: more}]", "tasks[0].turns", "must be a list"),
-        ("providers: {'a.b': {base_url: 'http://h'}}", "providers.a.b", "letters, digits"),
-        (
-            "providers: {p: {base_url: 'http://h', query_params: [a]}}",
-            "providers.p.query_params",
-            "must be a mapping, got a list",
-        ),
-    ],
-)
-def test_parse_messages_speak_yaml(snippet: str, field: str, words: str) -> None:
-    text = "version: 1\ntasks: [{id: a, prompt: p}]\n"
-    key = snippet.split(":", 1)[0]
-    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(key + ":"))
-    got = problems(f"{text}\n{snippet}\n")
-    assert [p.field for p in got] == [field], got
-    [p] = got
-    assert words in p.message
-    for python in ("tuple", "instance of", "dict", "Input should", "Value error"):
-        assert python not in p.message
-
-
-@pytest.mark.parametrize(
-    ("text", "line", "field"),
-    [
-        ("version: 1\ntasks: [{id: a, prompt: p}]\n1: one\n", 3, "1"),
-        (
-            "version: 1\ntasks: [{id: a, prompt: p}]\nproviders:\n  p:\n    base_url: 'http://h'\n"
-            "    http_headers:\n      2024: x\n",
-            7,
-            "providers.p.http_headers.2024",
-        ),
-        ("version: 1\ntasks:\n  - id: a\n    prompt: p\n    null: x\n", 5, "tasks[0].null"),
-        (
-            "version: 1\ntasks:\n  - id: a\n    prompt: p\n    ? [x]\n    : y\n",
-            5,
-            "tasks[0].(list)",
-        ),
-    ],
-)
-def test_parse_non_string_keys(text: str, line: int, field: str) -> None:
-    [p] = problems(text)
-    assert (p.line, p.field) == (line, field)
-    assert p.message.startswith("keys must be strings")
-
-
-def test_parse_duplicate_task_id_points_at_the_second() -> None:
-    [p] = problems(
-        "version: 1\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p}\n"
-        "  - {id: a, prompt: p}\n"
-    )
-    assert (p.line, p.field) == (5, "tasks[2].id")
-    assert p.message == "task id 'a' is used twice; ids must be unique (first at line 3)"
 
 
 def test_parse_deep_nesting_is_a_problem() -> None:
@@ -1022,31 +789,3 @@ class _NoAliasDumper(yaml.SafeDumper):
 @given(st.one_of(file_like, structures))
 def test_fuzz_structures(data: Any) -> None:
     check_outcome(yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True))
-
-
-def test_matrix_expands_runs(tmp_path: Path) -> None:
-    from runner.config import expand, parse_task_file
-
-    text = (
-        "version: 1\nproviders:\n  p: {base_url: 'http://127.0.0.1:1/v1'}\n"
-        "matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n"
-        "tasks:\n  - {id: one, prompt: x}\n  - {id: two, prompt: y, model: p/c}\n"
-    )
-    tf = parse_task_file(text, "t.yaml")
-    runs = expand(tf, tmp_path, file="t.yaml")
-    assert [(r.id, r.model, r.repeat, r.name) for r in runs] == [
-        ("one", "a", 1, "one.p-a.r1"),
-        ("one", "a", 2, "one.p-a.r2"),
-        ("one", "b:7b", 1, "one.p-b-7b.r1"),
-        ("one", "b:7b", 2, "one.p-b-7b.r2"),
-        ("two", "a", 1, "two.p-a.r1"),
-        ("two", "a", 2, "two.p-a.r2"),
-        ("two", "b:7b", 1, "two.p-b-7b.r1"),
-        ("two", "b:7b", 2, "two.p-b-7b.r2"),
-    ]
-    # --model replaces the matrix models; one model and no repeat keeps plain names.
-    plain = parse_task_file(
-        text.replace("matrix: {model: [p/a, 'p/b:7b'], repeat: 2}\n", ""), "t.yaml"
-    )
-    assert [r.name for r in expand(plain, tmp_path, models=["p/z"])] == ["one", "two"]
-    assert [r.model for r in expand(plain, tmp_path)] == ["smollm2", "c"]

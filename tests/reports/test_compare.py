@@ -1,6 +1,7 @@
 """`runner report compare`: Fisher's exact test against published values, the comparison of
 two variants with hand-counted pass rates, two models from real batches (two out dirs, and
-one with both), task sets that differ, and the CLI's exit code for CI gating."""
+one with both), and task sets that differ. The CLI's exit codes for CI gating are
+tests/test_report_cli.py's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import pytest
 
 from runner.errors import ReportError
 from runner.reports.compare import compare, render_compare
-from runner.reports.model import Report
 from runner.reports.stats import fisher_exact
 from tests.support.cli import run_cli, shell, write_tasks
 from tests.support.loopback import (
@@ -26,7 +26,7 @@ from tests.support.loopback import (
     per_conversation,
     reply_message,
 )
-from tests.support.reports import benchmark_report, report, task, usage
+from tests.support.reports import benchmark_report, report, report_dir, task, usage
 
 
 @pytest.mark.parametrize(
@@ -91,72 +91,8 @@ def test_skipped_and_errored_runs_are_not_compared() -> None:
     assert "1/1 -> 0/0" in render_compare(c)
 
 
-def _write(directory: Path, r: Report) -> Path:
-    directory.mkdir(parents=True)
-    (directory / "report.json").write_text(r.model_dump_json())
-    return directory
-
-
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
     return run_cli("report", "compare", *map(str, args))
-
-
-def test_cli_gates_on_a_significant_regression(tmp_path: Path) -> None:
-    d = _write(tmp_path / "bench", benchmark_report())
-    ok = _cli(d, d, "--base-variant", "terse", "--new-variant", "plain", "--fail-on-regression")
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.startswith("# Compare bench \\[terse\\] -> bench \\[plain\\]")
-    bad = _cli(
-        d,
-        d,
-        "--base-variant",
-        "plain",
-        "--new-variant",
-        "terse",
-        "--fail-on-regression",
-        "--format",
-        "json",
-    )
-    assert bad.returncode == 1
-    data = json.loads(bad.stdout)
-    assert [g["verdict"] for g in data["groups"]] == ["no significant change", "regression"]
-    assert _cli(d, d, "--base-variant", "plain", "--new-variant", "terse").returncode == 0
-
-
-def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
-    d = _write(tmp_path / "bench", benchmark_report())
-    res = _cli(d, d, "--base-variant", "nope")
-    assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert "--base-variant: no run of variant 'nope'; variants there: plain, terse" in res.stderr
-    res = _cli(d, tmp_path / "missing")
-    assert res.returncode == 2 and "report.json" in res.stderr
-    assert _cli(d, d, "--alpha", "2").returncode == 2
-
-
-def test_cli_gate_does_not_pass_errored_only_or_partial_inputs(tmp_path: Path) -> None:
-    passed = [task("a", "p/m", "completed"), task("b", "p/m", "completed")]
-    base = _write(tmp_path / "base", report(passed))
-    broken = _write(
-        tmp_path / "broken", report([task("a", "p/m", "error"), task("b", "p/m", "rate_limited")])
-    )
-    res = _cli(base, broken, "--fail-on-regression")
-    assert res.returncode == 3, res.stderr
-    assert "inconclusive: all runs: no finished run in broken (2 errored, 0 skipped)" in res.stderr
-    assert "**Inconclusive**" in res.stdout
-    assert _cli(base, broken).returncode == 0  # no gate asked for: a report only
-    half = report(passed).model_copy(update={"partial": True, "missing_shards": [2]})
-    part = _write(tmp_path / "part", half)
-    res = _cli(part, base, "--fail-on-regression", "--format", "json")
-    assert res.returncode == 3
-    assert json.loads(res.stdout)["inconclusive"] == ["part is partial (shard(s) 2 missing)"]
-    # A model only one side ran is a change of the matrix, not a broken input.
-    more = _write(tmp_path / "more", report([*passed, task("a", "p/other", "completed")]))
-    assert _cli(base, more, "--fail-on-regression").returncode == 0
-    # A real regression still says so with 1, whatever else is inconclusive.
-    failing = report([task(i, "p/m", "check_failed") for i in "abcdefgh"])
-    good = _write(tmp_path / "good", report([task(i, "p/m", "completed") for i in "abcdefgh"]))
-    bad = _write(tmp_path / "bad", failing.model_copy(update={"pending": 3}))
-    assert _cli(good, bad, "--fail-on-regression").returncode == 1
 
 
 # Two models, compared as a researcher would: batches made by `runner run` against the
@@ -312,11 +248,11 @@ def test_a_closed_stdout_keeps_the_exit_code(model_batches: dict[str, Path]) -> 
 
 
 def test_different_task_sets_are_refused_unless_allowed(tmp_path: Path) -> None:
-    base = _write(
+    base = report_dir(
         tmp_path / "base",
         report([task(i, "p/m", "completed", repeat=r) for i in "abc" for r in (1, 2)]),
     )
-    new = _write(
+    new = report_dir(
         tmp_path / "new",
         report([task(i, "p/m", "check_failed", repeat=r) for i in "bcd" for r in (1, 2)]),
     )
@@ -341,7 +277,7 @@ def test_different_task_sets_are_refused_unless_allowed(tmp_path: Path) -> None:
         "> compared on the 2 task(s) both sides ran; left out: only in base: a; only in new: d"
         in md
     )
-    other = _write(tmp_path / "other", report([task("z", "p/m", "completed")]))
+    other = report_dir(tmp_path / "other", report([task("z", "p/m", "completed")]))
     res = _cli(base, other, "--allow-different-tasks")
     assert res.returncode == 2 and "no task is on both sides" in res.stderr
 
@@ -370,7 +306,9 @@ def test_no_task_on_both_sides_has_no_per_task_p_value(tmp_path: Path) -> None:
     so there is no per-task p-value (not p = 1), and a note says why."""
     base = report([task("a", "p/m", "completed"), task("b", "p/m", "error")])
     new = report([task("a", "p/m", "error"), task("b", "p/m", "check_failed")])
-    res = _cli(_write(tmp_path / "b", base), _write(tmp_path / "n", new), "--format", "json")
+    res = _cli(
+        report_dir(tmp_path / "b", base), report_dir(tmp_path / "n", new), "--format", "json"
+    )
     assert res.returncode == 0, res.stderr
     overall = json.loads(res.stdout)["overall"]
     assert overall["tasks_compared"] == 0 and overall["p_value"] is not None
@@ -388,8 +326,8 @@ def test_a_run_listed_twice_is_refused(tmp_path: Path) -> None:
         for i in "ab"
         for r in (1, 2)
     ]
-    good = _write(tmp_path / "good", report(runs))
-    edited = _write(tmp_path / "edited", report([*runs, runs[1]]))
+    good = report_dir(tmp_path / "good", report(runs))
+    edited = report_dir(tmp_path / "edited", report([*runs, runs[1]]))
     for res in (_cli(good, edited), run_cli("report", "merge", edited, "--out", tmp_path / "m")):
         assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
         assert f"{edited / 'report.json'}: runs[4]: is run 'a.r2' again (first at runs[1]" in (

@@ -10,7 +10,6 @@ import pytest
 from runner.reports.fmt import PR_COMMENT_MAX_CHARS
 from runner.reports.markdown import render_markdown
 from runner.reports.model import RunReport
-from runner.reports.summary import group_stats
 from tests.support.reports import (
     benchmark_report,
     check_golden,
@@ -252,43 +251,6 @@ def test_no_repeats_means_no_pass_at_k_columns() -> None:
 def test_single_run_has_no_comparison() -> None:
     md = render_markdown(report([task("a", "p/m", "completed")]))
     assert "## By model" not in md and "## Runs" in md
-
-
-def test_group_stats_are_null_safe() -> None:
-    g = group_stats(
-        [
-            task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0)),
-            task("a", "p/m", "failed", cost_usd=0.5, u=make_usage(0, 0, 0)),
-        ]
-    )
-    assert (g.runs, g.passed, g.repeats) == (2, 0, 2)
-    assert g.cost_per_pass is None  # nothing passed
-    assert g.cache_hit is None  # nothing sent
-    assert g.pass_at_1 == 0.0 and g.pass_at_n == 0.0
-    unknown = group_stats(
-        [task("a", "p/m", "completed", cost_usd=0.5), task("b", "p/m", "completed", cost_usd=None)]
-    )
-    assert unknown.cost_per_pass is None  # one price unknown: no number at all
-    known = group_stats(
-        [task("a", "p/m", "completed", cost_usd=0.5), task("b", "p/m", "failed", cost_usd=0.25)]
-    )
-    assert known.cost_per_pass == pytest.approx(0.75)
-
-
-def test_uneven_repeats_use_the_fewest() -> None:
-    g = group_stats(
-        [
-            task("a", "p/m", "completed", repeat=1),
-            task("a", "p/m", "failed", repeat=2),
-            task("a", "p/m", "failed", repeat=3),
-            task("b", "p/m", "completed"),
-            task("b", "p/m", "failed", repeat=2),
-        ]
-    )
-    assert g.repeats == 2
-    # a: n=3, c=1 -> pass@2 = 1 - C(2,2)/C(3,2) = 2/3; b: n=2, c=1 -> 1.
-    assert g.pass_at_n == pytest.approx((2 / 3 + 1) / 2)
-    assert g.pass_at_1 == pytest.approx((1 / 3 + 1 / 2) / 2)
 
 
 def test_not_completed_section_truncates_and_escapes() -> None:

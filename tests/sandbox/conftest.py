@@ -19,10 +19,8 @@ import pytest
 from runner import workspace
 from runner.sandbox import Policy, make_executor
 from runner.sandbox.bwrap import Limits
-from runner.sandbox.engine import Engine
 from runner.sandbox.env import child_env
 from runner.tools import ExecResult
-from tests.support.environments import Backend, docker_engine, make_backend
 from tests.support.fixtures import make_git_repo
 from tests.support.sandbox import Box, HostService, Runner
 
@@ -91,17 +89,3 @@ def host_service() -> Iterator[HostService]:
     stop.set()
     thread.join()
     srv.close()
-
-
-@pytest.fixture(scope="session")
-def docker() -> Iterator[Engine]:
-    """The docker CLI and a daemon that answers it, for the whole session (a podman
-    service started for it, where no daemon runs, is ended at the session's end)."""
-    with docker_engine() as engine:
-        yield engine
-
-
-@pytest.fixture
-def backend(request: pytest.FixtureRequest) -> Backend:
-    """The backend named by the test's parameter (`BACKENDS`, `CONTAINER_BACKENDS`)."""
-    return make_backend(str(request.param), lambda: request.getfixturevalue("docker"))

@@ -1,11 +1,11 @@
-"""SWE-bench instances read into SuiteTasks (the fixture and a table of broken ones), test
-logs graded by the swebench package's own grading, and predictions.jsonl lines.
+"""SWE-bench instances read into SuiteTasks (the fixture and a table of broken ones), and
+the verifier's verdict on their logs (the grading itself is in test_swe_grading.py).
 
 The fixture (tests/fixtures/suites/swe-bench) is a tiny repository, tinycalc, whose
 instance has two FAIL_TO_PASS and five PASS_TO_PASS unittest ids (read by swebench's
 `parse_log_django`, the parser of unittest's verbose output). Its logs under `logs/` were
-recorded by running the instance's eval script in the fixture's image (the slow test at the
-end does the same and grades live).
+recorded by running the instance's eval script in the fixture's image (the slow test of
+test_swe_grading.py does the same and grades live).
 """
 
 from __future__ import annotations
@@ -20,21 +20,17 @@ from typing import Any
 
 import pytest
 
-from runner.errors import ConfigError, VerifierFailed
+from runner.errors import ConfigError
 from runner.suites.swe_bench import (
     DEFAULT_IMAGE_TEMPLATE,
     MAX_SCRIPT_BYTES,
     image_id,
     read_swe_bench,
 )
-from runner.suites.swe_grading import SweGrade, grade_swe_log, swebench_problem
-from runner.suites.swe_predictions import predictions_lines
-from runner.verify import swe_log_grade
 from tests.support import paths
+from tests.support.suites import SWE_BENCH as FIXTURE
+from tests.support.suites import SWE_INSTANCES as INSTANCES
 
-FIXTURE = paths.ROOT / "tests" / "fixtures" / "suites" / "swe-bench"
-INSTANCES = FIXTURE / "instances.jsonl"
-LOGS = FIXTURE / "logs"
 GOOD: dict[str, Any] = json.loads(INSTANCES.read_text())
 F2P = tuple(json.loads(GOOD["FAIL_TO_PASS"]))
 P2P = tuple(json.loads(GOOD["PASS_TO_PASS"]))
@@ -314,192 +310,6 @@ def test_the_fixture_repository_is_at_base_commit_and_both_patches_apply(tmp_pat
     _git(repo, "apply", "--check", "-", stdin=GOOD["patch"])
     _git(repo, "apply", "-", stdin=GOOD["test_patch"])
     _git(repo, "apply", "--check", "-", stdin=(FIXTURE / "partial.diff").read_text())
-
-
-# -- grading -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def task() -> Any:
-    if (problem := swebench_problem()) is not None:
-        pytest.fail(f"the dev lock installs swebench's grading: {problem}")
-    return read_swe_bench(INSTANCES, build_dir=Path("."))[0]
-
-
-def test_the_gold_patch_is_resolved(task: Any) -> None:
-    grade = grade_swe_log((LOGS / "gold.log").read_text(), task)
-    assert grade == SweGrade("resolved", True, (F2P, ()), (P2P, ()))
-    assert grade.reward == 1.0
-
-
-def test_half_a_fix_is_partial(task: Any) -> None:
-    grade = grade_swe_log((LOGS / "partial.log").read_text(), task)
-    assert grade.resolution == "partial" and grade.tests_ran and grade.reward == 0.0
-    assert grade.fail_to_pass == ((F2P[0],), (F2P[1],)) and grade.pass_to_pass == (P2P, ())
-
-
-def test_no_change_is_not_resolved(task: Any) -> None:
-    grade = grade_swe_log((LOGS / "nop.log").read_text(), task)
-    assert grade == SweGrade("not", True, ((), F2P), (P2P, ()))
-
-
-def test_a_broken_maintained_test_is_not_resolved(task: Any) -> None:
-    """A fix that breaks a PASS_TO_PASS test is not even partial (the official rule)."""
-    log = (LOGS / "gold.log").read_text()
-    broken = log.replace(f"{P2P[0]} ... ok", f"{P2P[0]} ... FAIL")
-    assert broken != log
-    grade = grade_swe_log(broken, task)
-    assert grade.resolution == "not" and grade.pass_to_pass == (P2P[1:], P2P[:1])
-
-
-def test_a_log_without_its_markers_or_with_a_failed_apply_is_not_graded(task: Any) -> None:
-    log = (LOGS / "gold.log").read_text()
-    for bad in (
-        log.replace(">>>>> End Test Output", ""),
-        ">>>>> Patch Apply Failed\n" + log,
-        # The recorded exit status says the tests failed, the log says all passed.
-        log.replace(">>>>> Test Exit Code: 0", ">>>>> Test Exit Code: 1"),
-        "",
-    ):
-        assert grade_swe_log(bad, task) == SweGrade("not", False), bad[-300:]
-
-
-def test_the_verifier_errs_when_the_test_patch_failed_and_gives_no_share_of_no_tests(
-    task: Any,
-) -> None:
-    """The run's patch went in before the eval script, so a failed apply in its log is the
-    instance's test_patch: an error naming the instance, never a score. A log whose tests
-    the grading cannot trust is `not` resolved, with no FAIL_TO_PASS or PASS_TO_PASS share
-    (no test counted), and says why."""
-    log = (LOGS / "gold.log").read_text()
-    for bad, said in (
-        (">>>>> Patch Apply Failed\n" + log, "test_patch did not apply"),
-        (log.replace(">>>>> Start Test Output", ""), "never reached its tests"),
-    ):
-        with pytest.raises(VerifierFailed, match=said) as caught:
-            swe_log_grade(bad, task, 1, 0.1, bad[-100:])
-        assert task.id in str(caught.value)
-    start = ">>>>> Start Test Output\n"
-    for untrusted in (
-        log.replace(">>>>> Test Exit Code: 0", ">>>>> Test Exit Code: 1"),
-        log.replace(">>>>> End Test Output", ""),  # cut short
-        # Printed by the patch's own code while the tests ran: its failure, not an error.
-        log.replace(start, start + ">>>>> Patch Apply Failed\n"),
-    ):
-        grade = swe_log_grade(untrusted, task, 1, 0.1, "")
-        assert (grade.resolution, grade.rewards) == ("not", (("reward", 0.0),))
-        assert grade.why is not None and "no test run the grading can trust" in grade.why
-    good = swe_log_grade(log, task, 0, 0.1, "")
-    assert good.rewards == (("reward", 1.0), ("fail_to_pass", 1.0), ("pass_to_pass", 1.0))
-    assert good.passed and good.why is None
-
-
-def test_the_same_log_grades_the_same_twice(task: Any) -> None:
-    for name in ("gold", "partial", "nop"):
-        log = (LOGS / f"{name}.log").read_text()
-        assert grade_swe_log(log, task) == grade_swe_log(log, task)
-
-
-def test_grading_does_not_load_the_harness_heavy_dependencies(task: Any) -> None:
-    """What the package's harness __init__ would import (docker, datasets, modal) and the
-    `.env` it would load are not touched; a fresh interpreter proves it."""
-    code = (
-        "import sys, json\n"
-        "from pathlib import Path\n"
-        "from runner.suites.swe_bench import read_swe_bench\n"
-        "from runner.suites.swe_grading import grade_swe_log\n"
-        f"task = read_swe_bench(Path({str(INSTANCES)!r}))[0]\n"
-        f"print(grade_swe_log(Path({str(LOGS / 'gold.log')!r}).read_text(), task).resolution)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('docker', 'datasets', 'modal', 'dotenv', 'tqdm'))))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True,
-        timeout=120, check=True, cwd=paths.ROOT,
-    )  # fmt: skip
-    assert done.stdout.split("\n")[:2] == ["resolved", "[]"], done.stderr
-
-
-# -- predictions ---------------------------------------------------------------------------
-
-
-def test_predictions_lines_are_what_the_harness_reads() -> None:
-    data = predictions_lines(
-        [("a__b-1", "gpt-x/prompt-b", "diff --git a/x b/x\n+é\n"), ("a__b-2", "gpt-x/prompt-b", "")]
-    )
-    lines = data.decode("ascii").splitlines()
-    assert [json.loads(line) for line in lines] == [
-        {"instance_id": "a__b-1", "model_name_or_path": "gpt-x/prompt-b",
-         "model_patch": "diff --git a/x b/x\n+é\n"},
-        {"instance_id": "a__b-2", "model_name_or_path": "gpt-x/prompt-b", "model_patch": ""},
-    ]  # fmt: skip
-    assert list(json.loads(lines[0])) == ["instance_id", "model_name_or_path", "model_patch"]
-    assert data.endswith(b"\n") and predictions_lines([]) == b""
-    assert json.loads(predictions_lines([("i", "m", None)]))["model_patch"] is None
-
-
-def test_predictions_refuse_a_second_run_or_model() -> None:
-    with pytest.raises(ValueError, match="twice in one predictions file"):
-        predictions_lines([("i", "m", "p"), ("i", "m", "q")])
-    with pytest.raises(ValueError, match="one file per model and variant"):
-        predictions_lines([("i", "m", "p"), ("j", "n", "q")])
-
-
-# -- live, in the fixture's image ----------------------------------------------------------
-
-VERIFY_ENV = {"TZ": "UTC", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
-
-
-async def verify_in_image(patch: str | None) -> str:
-    """The official flow on the fixture's image: the prediction applied in /testbed, then
-    the instance's eval script; its whole output is the log."""
-    from runner.sandbox.container import ContainerEnvironment
-    from runner.sandbox.engine import Engine
-    from runner.sandbox.images import Builder
-    from tests.support.environments import base_image
-
-    engine = Engine("podman")
-    await base_image(engine)
-    tag = await Builder(engine, network="none").image(FIXTURE)
-    (task,) = read_swe_bench(INSTANCES, build_dir=Path("."))
-    env = ContainerEnvironment(
-        engine=engine, image=tag, workdir="/testbed", batch_id="swe-bench", run_name="tinycalc"
-    )
-    await env.start()
-    try:
-        if patch is not None:
-            applied = await env.exec(
-                ["git", "apply", "--verbose", "-"], stdin=patch.encode(), timeout_s=60
-            )
-            assert applied.exit_code == 0, applied.output
-        done = await env.exec(list(task.verifier.command), env=VERIFY_ENV, timeout_s=300)
-        assert not done.timed_out
-        return done.output.decode()
-    finally:
-        await env.stop()
-
-
-@pytest.mark.anyio
-@pytest.mark.timeout(900)
-@pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
-async def test_gold_partial_and_nop_graded_live_in_the_fixture_image(task: Any) -> None:
-    patches = {
-        "gold": GOOD["patch"],
-        "partial": (FIXTURE / "partial.diff").read_text(),
-        "nop": None,
-    }
-    want = {"gold": "resolved", "partial": "partial", "nop": "not"}
-    for name, patch in patches.items():
-        log = await verify_in_image(patch)
-        if os.environ.get("RUNNER_RECORD_SWE_LOGS") == "1":
-            (LOGS / f"{name}.log").write_text(log)
-        assert grade_swe_log(log, task).resolution == want[name], log
-        # Recorded from the same run: only the time unittest reports may differ.
-        assert _untimed(log) == _untimed((LOGS / f"{name}.log").read_text())
-
-
-def _untimed(log: str) -> str:
-    return "\n".join(line for line in log.splitlines() if not line.startswith("Ran "))
 
 
 def test_dataset_columns_runner_does_not_read_are_kept_as_metadata(tmp_path: Path) -> None:

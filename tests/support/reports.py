@@ -6,6 +6,8 @@ tests/reports` and review the diff; without it the tests only compare.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from runner.reports.model import (
     CheckReport,
     PrefixReport,
@@ -359,3 +361,10 @@ def benchmark_report() -> Report:
                     )
                 )
     return report(tasks)
+
+
+def report_dir(directory: Path, r: Report) -> Path:
+    """A finished out dir as the report commands read it: its report.json alone."""
+    directory.mkdir(parents=True)
+    (directory / "report.json").write_text(r.model_dump_json())
+    return directory

@@ -1,10 +1,16 @@
-"""A task file beside copies of the suites written for the tests (harbor/, tb/)."""
+"""A task file beside copies of the suites written for the tests (harbor/, tb/), and the
+SWE-bench fixture's instance as a task."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import pytest
+
+from runner.suites.model import SuiteTask
+from runner.suites.swe_bench import read_swe_bench
+from runner.suites.swe_grading import swebench_problem
 from tests.support import paths
 
 HEAD = """version: 1
@@ -24,3 +30,17 @@ def suite_task_file(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "tasks.yaml"
     path.write_text(HEAD + text)
     return path
+
+
+SWE_BENCH = paths.FIXTURES / "suites" / "swe-bench"
+"""The SWE-bench fixture: tinycalc's instance, its image's folder and recorded test logs."""
+SWE_INSTANCES = SWE_BENCH / "instances.jsonl"
+SWE_LOGS = SWE_BENCH / "logs"
+
+
+def swe_fixture_task() -> SuiteTask:
+    """The fixture's instance, for grading its logs; the dev lock installs the swebench
+    package that grades them, so its absence fails the test rather than skipping it."""
+    if (problem := swebench_problem()) is not None:
+        pytest.fail(f"the dev lock installs swebench's grading: {problem}")
+    return read_swe_bench(SWE_INSTANCES, build_dir=Path("."))[0]
