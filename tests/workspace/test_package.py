@@ -6,7 +6,6 @@ import base64
 import hashlib
 import http.server
 import os
-import stat
 import subprocess
 import threading
 import time
@@ -244,26 +243,6 @@ async def test_dirty_user_tree_is_reported_not_included(repo: Path, tmp_path: Pa
     assert snapshot(repo) == before
 
 
-@pytest.mark.parametrize("dirt", ["modified", "staged", "untracked"])
-async def test_each_kind_of_dirt_is_seen(repo: Path, tmp_path: Path, dirt: str) -> None:
-    if dirt == "modified":
-        (repo / "README.md").write_text("# changed\n")
-    elif dirt == "staged":
-        (repo / "x.py").write_text("x\n")
-        git(repo, "add", "x.py")
-    else:
-        (repo / "x.py").write_text("x\n")
-    assert (await wsm.prepare(repo, root=tmp_path / "ws", name="d")).base_dirty
-
-
-async def test_clean_tree_is_not_dirty_and_ignored_files_do_not_count(
-    repo: Path, tmp_path: Path
-) -> None:
-    (repo / "noise.log").write_text("ignored\n")
-    ws = await wsm.prepare(repo, root=tmp_path / "ws", name="c")
-    assert not ws.base_dirty
-
-
 async def test_nothing_changed_gives_none_and_no_branch(repo: Path, tmp_path: Path) -> None:
     before = snapshot(repo)
     ws, res = await run_one(repo, tmp_path, change=False)
@@ -391,26 +370,6 @@ async def test_workspace_is_a_working_git_repository_for_the_agent(
     assert {f.path for f in res.files} == {"README.md", "more.txt"}
 
 
-async def test_base_other_than_head_and_bad_bases(repo: Path, tmp_path: Path) -> None:
-    first = git(repo, "rev-parse", "HEAD").strip()
-    (repo / "later.txt").write_text("later\n")
-    git(repo, "add", "later.txt")
-    git(repo, "commit", "-qm", "later")
-    git(repo, "tag", "-a", "-m", "t", "v1", first)
-    ws = await wsm.prepare(repo, base="v1", root=tmp_path / "ws", name="old")
-    assert ws.base == first
-    assert not (ws.path / "later.txt").exists()
-    for bad in ("nope", "--output=/tmp/x", "HEAD:README.md", ""):
-        with pytest.raises(WorkspaceError):
-            await wsm.prepare(repo, base=bad, root=tmp_path / "ws", name="bad")
-    assert not (tmp_path / "ws" / "bad").exists()
-    with pytest.raises(WorkspaceError, match="already exists"):
-        await wsm.prepare(repo, root=tmp_path / "ws", name="old")
-    for name in ("", ".", "..", "a/b", ".hidden"):
-        with pytest.raises(WorkspaceError):
-            await wsm.prepare(repo, root=tmp_path / "ws", name=name)
-
-
 async def test_shallow_user_clone(repo: Path, tmp_path: Path) -> None:
     (repo / "second.txt").write_text("2\n")
     git(repo, "add", "second.txt")
@@ -466,20 +425,6 @@ async def test_inherited_git_environment_is_ignored(
     assert res is not None and res.branch == BRANCH
     monkeypatch.undo()
     assert snapshot(repo, ignore_branches=(BRANCH,)) == before
-
-
-async def test_cleanup_removes_everything_even_read_only_dirs(repo: Path, tmp_path: Path) -> None:
-    ws = await wsm.prepare(repo, root=tmp_path / "ws", name="c")
-    locked = ws.path / "locked"
-    (locked / "deep").mkdir(parents=True)
-    (locked / "deep" / "f").write_text("x")
-    (locked / "deep").chmod(0)
-    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    await wsm.cleanup(ws)
-    await wsm.cleanup(ws)
-    # Only the runs' store of the base's objects is left, kept until the root goes.
-    assert [p.name for p in (tmp_path / "ws").iterdir()] == [".objects"]
-    assert branches(repo) == ["main"]
 
 
 async def test_agent_pointing_its_git_at_the_user_repo_changes_nothing(
