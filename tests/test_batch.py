@@ -693,19 +693,6 @@ def test_a_result_that_cannot_be_kept_is_an_error(
     assert run["status"] == "error" and "could not keep the result" in run["error"]
 
 
-def test_resume_clears_the_ref_lock_of_a_killed_attempt(tmp_path: Path) -> None:
-    from runner import workspace
-
-    repo = make_git_repo(tmp_path / "repo")
-    lock = repo / ".git" / "refs" / "heads" / "runner" / "abc" / "t1.lock"
-    lock.parent.mkdir(parents=True)
-    lock.write_text("")
-    head = git(repo, "rev-parse", "HEAD").strip()
-    workspace.delete_branch_sync(repo, "runner/abc/t1", head)
-    assert not lock.exists()
-    git(repo, "branch", "runner/abc/t1")  # git can make the branch again
-
-
 def test_retried_attempts_the_server_billed_are_counted(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:

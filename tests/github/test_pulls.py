@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 
-from runner.errors import WorkspaceError
 from runner.github import ACTIONS_BOT, MARKER, Context, main, render_comment
 from runner.github.context import REPLY_MARKER
 from runner.github.pulls import PRS_SETTING
 from runner.reports.model import Report
-from runner.workspace import swap_branch_sync
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.gha import (
     API_KEY,
@@ -565,28 +563,6 @@ def test_bad_reopen_closed_is_exit_2(
         in capsys.readouterr().out
     )
     assert not github.log
-
-
-def test_swap_refuses_when_the_branch_moved_since_it_was_read(tmp_path: Path) -> None:
-    """The lease itself: the remote refuses an update whose expected commit is stale."""
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    repo = make_git_repo(tmp_path / "repo")
-    first = git(repo, "rev-parse", "HEAD")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "second")
-    second = git(repo, "rev-parse", "HEAD")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "third")
-    third = git(repo, "rev-parse", "HEAD")
-    swap_branch_sync(repo, first, "b", remote=str(origin), expected=None)
-    with pytest.raises(WorkspaceError):  # it exists now: a create-only swap is refused
-        swap_branch_sync(repo, second, "b", remote=str(origin), expected=None)
-    swap_branch_sync(repo, second, "b", remote=str(origin), expected=first, recorded=first)
-    with pytest.raises(WorkspaceError):  # someone moved it to `second` meanwhile
-        swap_branch_sync(repo, third, "b", remote=str(origin), expected=first, recorded=second)
-    with pytest.raises(WorkspaceError):  # the record moved: neither ref is updated
-        swap_branch_sync(repo, third, "b", remote=str(origin), expected=second, recorded=first)
-    assert git(origin, "rev-parse", "refs/heads/b") == second
-    assert git(origin, "rev-parse", "refs/runner/wrote/b") == second
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
 """The Environment contract, the same tests against every backend (real engines, real
 images, the real bubblewrap sandbox): commands, files, folders, timeouts, output caps,
-hostile links, a dead environment, and the orphans of a batch killed with SIGKILL.
+and hostile links. What only containers do (a dead one, labels, a command as another
+user) is in test_container.py; the orphans of a batch killed with SIGKILL in
+test_orphans.py.
 
 Where the backends differ by design, the shared test says what all of them must do and
 the difference is tested apart: `local` works on the host, so its file methods stay inside
@@ -10,44 +12,26 @@ container's are the agent's own and refuse every link in the last place."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
-import signal
-import sys
-import textwrap
-import uuid
 from pathlib import Path
 
 import anyio
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 
-from runner.errors import EnvironmentFault, EnvironmentLost, PathRefused, UnsafeFileError
-from runner.sandbox.container import ContainerEnvironment
-from runner.sandbox.engine import Engine
-from runner.sandbox.environment import Environment
-from runner.sandbox.orphans import live_batch, reap_orphans, remove_args, runner_containers
+from runner.errors import PathRefused, UnsafeFileError
 from tests.support.environments import (
     BACKENDS,
     CONTAINER_BACKENDS,
     LOCAL_BACKENDS,
-    WORKDIR,
     Backend,
-    base_image,
-    kill_container,
+    sh,
     started,
 )
 
 # The first test of a fresh machine builds the base image (about 2 min).
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(900)]
 backends = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-
-
-async def sh(box: Environment, script: str, env: dict[str, str] | None = None) -> str:
-    done = await box.exec(["sh", "-c", script], env=env, timeout_s=30)
-    assert done.exit_code == 0, done.output
-    return done.output.decode()
 
 
 @backends
@@ -281,149 +265,3 @@ async def test_output_is_capped_while_streaming(backend: Backend, tmp_path: Path
         assert done.truncated_bytes >= 5_000_000 - 1000
         assert len(done.output) < 1100 and done.output.endswith(b"end\n")
         assert done.total_lines == 2
-
-
-# -- container backends only ----------------------------------------------------------
-
-containers = pytest.mark.parametrize("backend", CONTAINER_BACKENDS, indirect=True)
-
-
-@containers
-async def test_a_killed_environment_raises_lost(backend: Backend, tmp_path: Path) -> None:
-    """Containers only: a `local` environment is the host's own folder and processes,
-    which nothing outside the runner ends as a unit, so it has no `EnvironmentLost`."""
-    assert backend.engine is not None
-    async with started(backend, tmp_path) as env:
-        assert (await env.exec(["true"], timeout_s=30)).exit_code == 0
-        await kill_container(backend.engine, env)
-        with pytest.raises(EnvironmentLost, match="gone"):
-            await env.exec(["true"], timeout_s=30)
-        with pytest.raises(EnvironmentLost):
-            await env.read_file("x", max_bytes=10)
-    await env.stop()  # again: nothing to do
-    with pytest.raises(EnvironmentFault, match="not running"):
-        await env.exec(["true"], timeout_s=30)
-
-
-_CHILD = textwrap.dedent(
-    """
-    import sys, anyio
-    from runner.sandbox.container import ContainerEnvironment
-    from runner.sandbox.engine import Engine
-    from runner.sandbox.orphans import live_batch
-
-    async def main():
-        env = ContainerEnvironment(engine=Engine(sys.argv[1]), image=sys.argv[2],
-                                   workdir="/work", batch_id=sys.argv[3], run_name="doomed")
-        await env.start()
-        print(env.name, flush=True)
-        await anyio.sleep(600)
-
-    with live_batch(sys.argv[3]):
-        anyio.run(main)
-    """
-)
-
-
-@containers
-async def test_orphans_of_a_killed_batch_are_reaped(backend: Backend, tmp_path: Path) -> None:
-    """Containers only: `local` leaves nothing behind a SIGKILL of the runner (each
-    command's processes end with their sandbox or supervisor)."""
-    engine = backend.engine
-    assert engine is not None
-    image = await base_image(engine)
-    doomed = f"test-doomed-{uuid.uuid4().hex[:8]}"
-    child = await anyio.open_process(
-        [sys.executable, "-c", _CHILD, engine.executable, image, doomed],
-        stderr=None,
-        env={**os.environ, **engine.extra_env},
-    )
-    try:
-        assert child.stdout is not None
-        with anyio.fail_after(120):
-            line = await BufferedByteReceiveStream(child.stdout).receive_until(b"\n", 1000)
-        name = line.decode().strip()
-    finally:
-        child.send_signal(signal.SIGKILL)
-        await child.wait()
-        await child.aclose()
-    stranger = f"not-runner-{uuid.uuid4().hex[:8]}"
-    await engine.check(
-        ["run", "-d", "--name", stranger, "--network", "none", image, "sleep", "600"]
-    )
-    try:
-        async with started(backend, tmp_path) as live:
-            names = await _names(engine)
-            assert name in names  # SIGKILL removed nothing
-            reaped = await reap_orphans(engine)
-            names = await _names(engine)
-            assert name not in names and reaped
-            assert isinstance(live, ContainerEnvironment) and live.name in names
-            assert (await live.exec(["true"], timeout_s=30)).exit_code == 0
-            shown = await engine.check(["ps", "-a", "-q", "--filter", f"name={stranger}"])
-            assert shown.text, "a container without the runner's labels was removed"
-    finally:
-        await engine.call(remove_args(engine, [stranger]))
-
-
-async def _names(engine: Engine) -> set[str]:
-    found = set()
-    for cid, _ in await runner_containers(engine):
-        shown = await engine.check(["inspect", "--type", "container", cid])
-        found.add(json.loads(shown.stdout)[0]["Name"].lstrip("/"))
-    return found
-
-
-@containers
-async def test_every_container_carries_the_runners_labels(backend: Backend, tmp_path: Path) -> None:
-    async with started(backend, tmp_path) as env:
-        assert isinstance(env, ContainerEnvironment)
-        shown = await env.engine.check(["inspect", "--type", "container", env.name])
-        labels = json.loads(shown.stdout)[0]["Config"]["Labels"]
-        assert labels["io.runner.owner"] == "runner"
-        assert labels["io.runner.batch"].startswith("test-")
-        assert labels["io.runner.run"] == "contract"
-        network = json.loads(shown.stdout)[0]["HostConfig"]["NetworkMode"]
-        assert network == "none"
-    gone = await env.engine.call(["inspect", "--type", "container", env.name])
-    assert gone.code != 0
-
-
-@containers
-async def test_without_the_helper_each_command_is_an_exec(backend: Backend, tmp_path: Path) -> None:
-    engine = backend.engine
-    assert engine is not None
-    env = ContainerEnvironment(
-        engine=engine,
-        image=await base_image(engine),
-        workdir=WORKDIR,
-        batch_id=f"test-{uuid.uuid4().hex[:8]}",
-        run_name="plain",
-        helper=False,
-    )
-    with live_batch(env.labels["io.runner.batch"]):
-        try:
-            await env.start()
-            done = await env.exec(["sh", "-c", "cat; pwd; exit 3"], stdin=b"in\n", timeout_s=30)
-            assert (done.exit_code, done.output) == (3, f"in\n{WORKDIR}\n".encode())
-            done = await env.exec(["sleep", "30"], timeout_s=1)
-            assert done.timed_out and done.exit_code == 124
-            await env.write_file("f", b"data")
-            assert await env.read_file("f", max_bytes=10) == b"data"
-        finally:
-            await env.stop()
-
-
-@containers
-async def test_one_command_runs_as_another_user(backend: Backend, tmp_path: Path) -> None:
-    """`exec(user=...)` (a suite's verifier user; containers only) changes that command's
-    user alone: the next one runs as the container's again, through the helper."""
-    async with started(backend, tmp_path) as env:
-        assert isinstance(env, ContainerEnvironment)
-        done = await env.exec(["sh", "-c", "id -u; pwd"], timeout_s=30, user="nobody")
-        assert (done.exit_code, done.output) == (0, f"65534\n{WORKDIR}\n".encode())
-        done = await env.exec(["id", "-u"], timeout_s=30, user="65534:65534")
-        assert done.output == b"65534\n"
-        assert await sh(env, "id -u") == "0\n"
-        done = await env.exec(["sleep", "30"], timeout_s=1, user="nobody")
-        assert done.timed_out and done.exit_code == 124

@@ -251,3 +251,10 @@ async def started(backend: Backend, tmp_path: Path, sub: str = "") -> AsyncItera
         finally:
             with anyio.CancelScope(shield=True):
                 await env.stop()
+
+
+async def sh(box: Environment, script: str, env: dict[str, str] | None = None) -> str:
+    """`script`'s output in `box`, which it must run to exit 0."""
+    done = await box.exec(["sh", "-c", script], env=env, timeout_s=30)
+    assert done.exit_code == 0, done.output
+    return done.output.decode()
