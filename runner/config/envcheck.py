@@ -12,7 +12,6 @@ from runner.config.environment import EnvironmentSettings, build_problem, settin
 from runner.config.resolved import Origin, Run
 from runner.config.text import esc, short
 from runner.errors import Problem
-from runner.sandbox.enginecheck import image_missing, which
 
 
 def _at(origins: Mapping[str, Origin], name: str) -> Origin:
@@ -56,6 +55,10 @@ def engine_problems(runs: Sequence[Run], env: Mapping[str, str]) -> list[Problem
     """The engine of each container run is on this machine, and so is its `image`
     (podman, docker: the cluster pulls a kubernetes image, so that one is not looked for).
     Each engine and image is asked about once."""
+    if all(t.environment.backend == "local" for t in runs):
+        return []
+    from runner.sandbox.enginecheck import image_missing, which  # container runs only
+
     found: list[Problem] = []
     where: dict[str, str | None] = {}
     images: dict[tuple[str, str], str | None] = {}

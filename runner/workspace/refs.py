@@ -13,7 +13,6 @@ import anyio
 
 from runner import hostfs
 from runner.errors import GitError, UnsafeFileError, WorkspaceError
-from runner.workspace.authproxy import is_http, local_urls, run_git_via_forwarder
 from runner.workspace.git import (
     PUSH_PROTOCOLS,
     common_dir,
@@ -164,8 +163,11 @@ def _remote_git(
     """Its stdout. A git command that talks to `url`. With a token and an HTTP(S) URL, git is given
     the runner's forwarder instead of `url` (see `authproxy`); other URLs (file, ssh)
     get no token."""
-    if not token or not is_http(url):
+    if not token or not url.startswith(("http://", "https://")):
         return run_git(args_for(url), cwd=cwd, protocols=PUSH_PROTOCOLS, timeout=timeout).stdout
+    # The forwarder (a local HTTP server) loads with the first push that needs it.
+    from runner.workspace.authproxy import local_urls, run_git_via_forwarder
+
     proc, local = run_git_via_forwarder(
         lambda u: git_argv(args_for(u)),
         url=url,
