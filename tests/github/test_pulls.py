@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from tests.support.gha import (
     FakeGitHub,
     github_remote,
     run_action,
-    serve_fake_github,
 )
 from tests.support.loopback import (
     RecordedRequest,
@@ -45,11 +44,6 @@ from tests.support.loopback import (
     reply_message,
 )
 from tests.support.threads import HOSTILE, comment_event, git, pr_remote, report_file
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGitHub]:
-    yield from serve_fake_github()
 
 
 def step_env(
