@@ -1,13 +1,28 @@
-"""The inputs the Action parses (models, sandbox) and the trust check of a pull request's
-base-branch runner config."""
+"""Where the Action runs and what it was given: the event, the inputs it parses (models,
+sandbox, tags, logins, extra args, an inline prompt), the runner's command line, and the
+trust check of a pull request's base-branch runner config."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runner.github import main, parse_models, sandbox_for, trust_problems
+from runner.errors import RunnerError
+from runner.github import MARKER, Context, main, parse_models, sandbox_for, trust_problems
+from runner.github.context import (
+    DEFAULT_MODEL,
+    bot_allowed,
+    is_bot,
+    missing_keys,
+    parse_extra_args,
+    parse_names,
+    prompt_task,
+    runner_argv,
+    summary_marker,
+    unsandboxed_runs,
+)
 from tests.support.gha import parse_output_file
 
 
@@ -109,3 +124,111 @@ def test_trusted_config_refuses_what_the_pr_could_control(tmp_path: Path) -> Non
     )
     assert parse_output_file(out.read_text()) == {"exit-code": "2"}
     assert "did not run" in summary.read_text() and not (tmp_path / "out").exists()
+
+
+def test_the_sticky_comment_marker_of_a_tag() -> None:
+    assert summary_marker("  ") == MARKER
+    assert summary_marker(" nightly.v2 ") == "<!-- runner:summary:nightly.v2 -->"
+    for bad in ("x-->", "-x", "a b", "a" * 65, "é"):
+        with pytest.raises(RunnerError, match=r"^comment-tag must be 1-64 letters"):
+            summary_marker(bad)
+
+
+def test_logins_and_bots() -> None:
+    assert parse_names("Alice, bob\n\tCAROL ") == {"alice", "bob", "carol"}
+    assert is_bot({"login": "x", "type": "Bot"}) and is_bot({"login": "renovate[bot]"})
+    assert not is_bot({"login": "bot", "type": "User"}) and not is_bot({})
+    assert bot_allowed("Dependabot[bot]", {"dependabot"})
+    assert bot_allowed("dependabot[bot]", {"dependabot[bot]"})
+    assert not bot_allowed("evil-dependabot[bot]", {"dependabot"})
+
+
+def test_an_inline_prompt_becomes_one_task() -> None:
+    data = prompt_task(" fix it ", repo=".", model="", base_url="", key_env="K", task_id="pr-7")
+    assert data == {
+        "version": 1,
+        "defaults": {"model": DEFAULT_MODEL},
+        "tasks": [{"id": "pr-7", "prompt": " fix it ", "repo": "."}],
+    }
+    local = prompt_task("p", repo=".", model="ollama/m", base_url="http://h:1/v1", key_env="K")
+    assert local["providers"] == {"ollama": {"base_url": "http://h:1/v1", "env_key": "K"}}
+    with pytest.raises(RunnerError, match=r"^prompt is empty"):
+        prompt_task(" \n", repo=".", model="", base_url="", key_env="K")
+    with pytest.raises(RunnerError, match=r"^base-url must be an http\(s\) URL, got 'file:///x'"):
+        prompt_task("p", repo=".", model="", base_url="file:///x", key_env="K")
+
+
+def test_extra_args_are_split_and_the_actions_own_flags_refused() -> None:
+    assert parse_extra_args("--concurrency 2 --label 'a b' -s x") == [
+        "--concurrency", "2", "--label", "a b", "-s", "x",
+    ]  # fmt: skip
+    for flag in ("--sandbox=danger-full-access", "--sand x", "--ou=/tmp", "--secret-fd 3"):
+        with pytest.raises(RunnerError, match=r"^extra-args: --\w+[-\w]* is not taken there"):
+            parse_extra_args(flag)
+    with pytest.raises(RunnerError, match=r"^extra-args: No closing quotation in"):
+        parse_extra_args("--label 'open")
+
+
+def test_the_runner_command_line() -> None:
+    argv = runner_argv(
+        "t.yaml", out="o", models=["a/b", "c/d"], shard="1/2", sandbox="read-only",
+        concurrency="3", effort="high", extra=["--label", "x"],
+    )  # fmt: skip
+    assert argv[argv.index("-m") + 1 :] == [
+        "runner", "run", "t.yaml", "--out", "o", "--force", "--model", "a/b", "--model", "c/d",
+        "--shard", "1/2", "--sandbox", "read-only", "--concurrency", "3",
+        "--reasoning-effort", "high", "--label", "x",
+    ]  # fmt: skip
+    assert argv[1] == "-I"  # never imports a runner/ package from the checkout
+    with pytest.raises(RunnerError, match=r"^reasoning-effort must be one of .*; got 'max'"):
+        runner_argv("t", out="o", models=[], shard="", sandbox=None, concurrency="", effort="max")
+
+
+def test_the_event_file_is_read_and_a_broken_one_named(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text('{"issue": {"number": 3}}')
+    env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "a/b", "GITHUB_RUN_ID": "9"}
+    ctx = Context.from_env(env)
+    assert ctx.prompt_id == "issue-3" and ctx.run_url == "https://github.com/a/b/actions/runs/9"
+    event.write_text("[1]")
+    assert Context.from_env(env).event is None
+    event.write_text("{not json")
+    with pytest.raises(RunnerError, match=rf"^GITHUB_EVENT_PATH {event} is not JSON: "):
+        Context.from_env(env)
+
+
+def test_what_an_event_says_about_its_pull_request() -> None:
+    def ctx(event: dict[str, Any], name: str = "pull_request") -> Context:
+        return Context(repository="a/b", event_name=name, event=event)
+
+    def pr(repo: object) -> dict[str, Any]:
+        return {"pull_request": {"number": 7, "head": {"repo": repo}}}
+
+    assert ctx(pr({"full_name": "a/b"})).prompt_id == "pr-7"
+    assert not ctx(pr({"full_name": "a/b"})).from_fork
+    assert ctx(pr(None)).from_fork  # a deleted fork is still not this repository
+    assert ctx(pr({"full_name": "x/b"})).from_fork
+    assert not ctx({"pull_request": {"number": 7, "head": {}}}).from_fork
+    comment = ctx({"issue": {"number": 5, "pull_request": {}}}, "issue_comment")
+    assert comment.pr_number == 5 and comment.on_pr and comment.foreign_code
+    queued = {"merge_group": {"head_ref": "refs/heads/gh-readonly-queue/main/pr-12-0af3"}}
+    assert ctx(queued, "merge_group").linked_prs == [12]
+    assert ctx({}, "schedule").prompt_id == "prompt" and not ctx({}, "schedule").foreign_code
+
+
+def test_keys_and_unsandboxed_runs_of_a_task_file(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.yaml"
+    tasks.write_text(
+        "version: 1\n"
+        "providers:\n  p: {base_url: 'http://127.0.0.1:9/v1', env_key: P_KEY}\n"
+        "defaults: {model: p/m}\n"
+        "tasks:\n  - {id: a, prompt: x}\n  - {id: b, prompt: y, sandbox: danger-full-access}\n"
+    )
+    assert (
+        missing_keys(tasks, [], {}) == ["P_KEY"] and missing_keys(tasks, [], {"P_KEY": "k"}) == []
+    )
+    assert [n.split(".")[0] for n in unsandboxed_runs(tasks, None, [])] == ["b"]
+    assert len(unsandboxed_runs(tasks, "danger-full-access", [])) == 2
+    assert unsandboxed_runs(tasks, "read-only", []) == []
+    tasks.write_text("version: 1\ntasks: [oops")  # the runner names the problem itself
+    assert unsandboxed_runs(tasks, None, []) == [] and missing_keys(tasks, [], {}) == []
