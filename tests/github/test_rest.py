@@ -1,16 +1,27 @@
 """The REST client of the Action's steps, against the loopback fake GitHub: what it resends,
-what it gives up on, and how each failure is named."""
+what it gives up on, how each failure is named; and the calls the steps make with it
+(who the token is, write access, the sticky comment, pull requests)."""
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from runner.errors import GitHubError, ModelError
-from runner.github.rest import GitHub
-from tests.support.gha import PAT, FakeGitHub
+from runner.github import ACTIONS_BOT, MARKER
+from runner.github.rest import (
+    GitHub,
+    add_comment,
+    has_write_access,
+    pulls_from,
+    token_login,
+    upsert_comment,
+    upsert_pull_request,
+)
+from tests.support.gha import GITHUB_TOKEN, PAT, REPO, FakeGitHub
 
 
 def test_rest_resends_a_503_after_the_wait_retry_after_asks(github: FakeGitHub) -> None:
@@ -106,3 +117,65 @@ def test_rest_network_failure_is_a_github_error_not_a_model_error() -> None:
     finally:
         gh.close()
     assert not isinstance(info.value, ModelError)
+
+
+@pytest.fixture
+def gh(github: FakeGitHub) -> Iterator[GitHub]:
+    client = GitHub(github.url, PAT, base_delay_s=0.001)
+    yield client
+    client.close()
+
+
+def test_the_token_writes_as_its_user_or_as_the_actions_bot(github: FakeGitHub) -> None:
+    for token, login in ((PAT, "octo-bot"), (GITHUB_TOKEN, ACTIONS_BOT), ("unknown", ACTIONS_BOT)):
+        client = GitHub(github.url, token, base_delay_s=0.001)
+        try:
+            assert token_login(client) == login
+        finally:
+            client.close()
+
+
+def test_write_access_is_the_collaborator_permission(github: FakeGitHub, gh: GitHub) -> None:
+    github.permissions.update({"m": "maintain", "r": "read", "admin": "admin"})
+    assert has_write_access(gh, REPO, "alice") and has_write_access(gh, REPO, "m")
+    assert not has_write_access(gh, REPO, "r") and not has_write_access(gh, REPO, "nobody")
+    # A login is one path segment, whatever it holds: it cannot reach another endpoint.
+    assert not has_write_access(gh, REPO, "../../admin/x?y")
+    assert github.log[-1][1] == f"/repos/{REPO}/collaborators/..%2F..%2Fadmin%2Fx%3Fy/permission"
+
+
+def test_only_our_own_marked_comment_is_edited(github: FakeGitHub, gh: GitHub) -> None:
+    quoted = add_comment(gh, REPO, 7, f"> {MARKER} quoted by someone")
+    other = GitHub(github.url, GITHUB_TOKEN, base_delay_s=0.001)
+    try:
+        theirs = add_comment(other, REPO, 7, f"{MARKER}\nby the actions bot")
+    finally:
+        other.close()
+    assert upsert_comment(gh, REPO, 7, f"{MARKER}\none", author="octo-bot")[0] == "created"
+    how, number = upsert_comment(gh, REPO, 7, f"{MARKER}\ntwo", author="octo-bot")
+    assert how == "patched" and github.comments[number]["body"] == f"{MARKER}\ntwo"
+    assert github.comments[quoted]["body"].startswith("> ")
+    assert github.comments[theirs]["body"] == f"{MARKER}\nby the actions bot"
+    tagged = upsert_comment(gh, REPO, 7, "x", author="octo-bot", marker="<!-- runner:summary:t -->")
+    assert tagged[0] == "created" and len(github.comments) == 4
+
+
+def test_the_comments_are_read_page_by_page(github: FakeGitHub, gh: GitHub) -> None:
+    for i in range(101):
+        add_comment(gh, REPO, 3, f"filler {i}")
+    add_comment(gh, REPO, 3, f"{MARKER}\nmine")
+    how, _ = upsert_comment(gh, REPO, 3, f"{MARKER}\nnew", author="octo-bot")
+    assert how == "patched"
+    assert len(github.calls("GET", r"/issues/3/comments$")) == 2
+
+
+def test_pull_requests_from_a_branch_newest_first(github: FakeGitHub, gh: GitHub) -> None:
+    args = {"head": "runner/a", "base": "main", "title": "t", "body": "b"}
+    assert upsert_pull_request(gh, REPO, **args)[0] == "created"
+    github.pulls[0]["state"] = "closed"
+    how, url = upsert_pull_request(gh, REPO, **{**args, "title": "t2"})
+    assert (how, url) == ("created", f"https://github.test/{REPO}/pull/2")
+    how, _ = upsert_pull_request(gh, REPO, **{**args, "body": "b3"})
+    assert how == "updated" and github.pulls[1]["body"] == "b3"
+    assert [p["number"] for p in pulls_from(gh, REPO, "runner/a", "main")] == [2, 1]
+    assert pulls_from(gh, REPO, "runner/other", "main") == []
