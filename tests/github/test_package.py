@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from runner.github import (
-    ACTIONS_BOT,
     MARKER,
     main,
     readme_with_docs,
@@ -36,7 +35,6 @@ from tests.support.gha import (
     FORK_TOKEN,
     GITHUB_TOKEN,
     GOLDEN,
-    PAT,
     PR_WORKFLOW,
     REPO,
     ROOT,
@@ -54,6 +52,7 @@ from tests.support.loopback import (
     reply_function_call,
     reply_message,
 )
+from tests.support.threads import PR_EVENT
 
 # ------------------------------------------------------------------ the scripted model
 
@@ -105,20 +104,6 @@ def write_tasks(path: Path, base_url: str, repo: Path, tasks: str) -> Path:
         f"tasks:\n{tasks.replace('REPO', str(repo))}"
     )
     return path
-
-
-PR_EVENT = {
-    "number": 7,
-    "action": "synchronize",
-    "pull_request": {
-        "number": 7,
-        "user": {"login": "alice"},
-        "head": {"sha": "abc", "repo": {"full_name": REPO}},
-    },
-    "sender": {"login": "alice"},
-    "repository": {"full_name": REPO, "default_branch": "main"},
-}
-"""A pull request from a branch of this repository: the write-access gate needs no API."""
 
 
 def assert_no_canary(files: list[Path], *texts: str) -> None:
@@ -605,62 +590,6 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     assert fix_step["with"]["push"] == "false" and fix_step["with"]["comment"] == "false"
 
 
-def test_comment_without_write_access_fails_the_step_except_on_a_fork(
-    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A comment GitHub refuses is the Action's own failure (exit 2, an error saying
-    which permission to give); a fork's PR, whose token GitHub makes read-only, only
-    warns and the job goes on."""
-    report = tmp_path / "report.json"
-    report.write_text(
-        Report.model_validate(
-            {
-                "batch_id": "r1",
-                "task_file": "t.yaml",
-                "started_at": "s",
-                "finished_at": "f",
-                "duration_s": 1.0,
-                "tasks": [],
-                "totals": {
-                    "tasks": 0,
-                    "completed": 0,
-                    "not_completed": 0,
-                    "requests": 0,
-                    "tool_calls": 0,
-                    "usage": {},
-                },
-            }
-        ).model_dump_json()
-    )
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(PR_EVENT))
-    env = {
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": "ghs_wrongtoken123456",
-    }
-    assert main(["comment", "--report", str(report)], env=env) == 2
-    out = capsys.readouterr().out
-    assert "::error title=runner::comment: could not write to #7: " in out
-    assert "HTTP 401" in out and "permissions: pull-requests: write" in out
-    assert "ghs_wrongtoken123456" not in out and not github.comments
-    fork = {**PR_EVENT, "pull_request": {"number": 7, "head": {"repo": {"full_name": "m/w"}}}}
-    event.write_text(json.dumps(fork))
-    assert main(["comment", "--report", str(report)], env=env) == 0
-    out = capsys.readouterr().out
-    assert "::warning title=runner comment::" in out and "a fork's token is read-only" in out
-    event.write_text(json.dumps(PR_EVENT))
-    # Not a PR event and comment: auto: nothing is sent at all.
-    env["GITHUB_EVENT_PATH"] = ""
-    github.log.clear()
-    assert main(["comment", "--report", str(report)], env=env) == 0 and not github.log
-    # A broken event file is bad input, not a traceback.
-    event.write_text("{not json")
-    env["GITHUB_EVENT_PATH"] = str(event)
-    assert main(["comment", "--report", str(report)], env=env) == 2
-
-
 # ------------------------------------------------------------------ pull requests: trust
 
 
@@ -1039,68 +968,6 @@ def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: 
 
 
 # ------------------------------------------------------------------ the comment's author
-
-
-def empty_report(path: Path) -> Path:
-    path.write_text(
-        Report.model_validate(
-            {
-                "batch_id": "r1",
-                "task_file": "t.yaml",
-                "started_at": "s",
-                "finished_at": "f",
-                "duration_s": 1.0,
-                "tasks": [],
-                "totals": {
-                    "tasks": 0,
-                    "completed": 0,
-                    "not_completed": 0,
-                    "requests": 0,
-                    "tool_calls": 0,
-                    "usage": {},
-                },
-            }
-        ).model_dump_json()
-    )
-    return path
-
-
-def test_comment_with_a_personal_token_is_edited_not_reposted(
-    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """With a custom github-token the comment is written by that account, not by
-    github-actions[bot]: the next run must find it by that login."""
-    report = empty_report(tmp_path / "report.json")
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(PR_EVENT))
-    # An old comment of ours written with the workflow's token: not this token's.
-    github.comments[1] = {
-        "id": 1,
-        "issue": 7,
-        "body": f"{MARKER} old",
-        "user": {"login": ACTIONS_BOT},
-    }
-    env = {
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": PAT,
-    }
-    for _ in range(3):
-        assert main(["comment", "--report", str(report)], env=env) == 0
-    assert len(github.calls("POST", r"/comments$")) == 1
-    ours = max(github.comments)
-    assert github.comments[ours]["user"]["login"] == "octo-bot"
-    assert [c[1] for c in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/{ours}"] * 2
-    assert len(github.calls("GET", "^/user$")) == 3
-    assert github.comments[1]["body"] == f"{MARKER} old"
-    # comment-author given: no `GET /user`, that login's comment is the one edited.
-    github.log.clear()
-    assert main(["comment", "--report", str(report), "--author", ACTIONS_BOT], env=env) == 0
-    assert not github.calls("GET", "^/user$")
-    assert [c[1] for c in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/1"]
-    assert PAT not in capsys.readouterr().out
 
 
 def test_actions_pin_third_party_actions_by_commit() -> None:
