@@ -5,6 +5,7 @@ that user, with a stand-in `sudo`. Each needs root to become another user."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from runner.errors import RunnerError
+from runner.github.sudo import drop_sudo
 from tests.support.gha import ROOT
 
 FAKE_SUDO = """#!/bin/sh
@@ -241,3 +244,27 @@ def test_an_open_container_socket_refuses_the_unsandboxed_run(
             assert proc.returncode == 0, proc.stdout + proc.stderr
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root")
+def test_as_root_there_is_nothing_to_drop_and_a_warning_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    drop_sudo({"PATH": "/nonexistent"}, sockets=())
+    assert capsys.readouterr().out.startswith(
+        "::warning title=runner::the job runs as root, so the unsandboxed agent has root too"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="as a normal user")
+def test_without_sudo_a_socket_the_user_can_open_still_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    closed, open_ = tmp_path / "closed.sock", tmp_path / "open.sock"
+    closed.write_text("")
+    closed.chmod(0o400)
+    open_.write_text("")
+    drop_sudo({"PATH": "/nonexistent"}, sockets=(str(closed), str(tmp_path / "absent.sock")))
+    assert "sudo: not available to this user, nothing to drop" in capsys.readouterr().out
+    with pytest.raises(RunnerError, match=rf"^{re.escape(str(open_))} is open to this user"):
+        drop_sudo({"PATH": "/nonexistent"}, sockets=(str(closed), str(open_)))
