@@ -258,7 +258,8 @@ def action_docs(action: Mapping[str, Any]) -> str:
 
 
 def readme_with_docs(readme: str, action: Mapping[str, Any]) -> str:
-    if readme.count(DOCS_START) != 1 or readme.count(DOCS_END) != 1:
-        raise RunnerError(f"README needs one {DOCS_START!r} and one {DOCS_END!r} line")
+    ordered = readme.find(DOCS_START) < readme.find(DOCS_END)
+    if readme.count(DOCS_START) != 1 or readme.count(DOCS_END) != 1 or not ordered:
+        raise RunnerError(f"README needs one {DOCS_START!r} and, after it, one {DOCS_END!r} line")
     head, rest = readme.split(DOCS_START, 1)
     return head + action_docs(action) + rest.split(DOCS_END, 1)[1]

@@ -6,30 +6,20 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from runner.errors import GitHubError, ModelError
 from runner.github import (
-    ACTIONS_BOT,
     MARKER,
-    Context,
-    format_outputs,
     main,
-    parse_models,
     readme_with_docs,
-    render_comment,
-    sandbox_for,
     trust_problems,
 )
-from runner.github.rest import GitHub
 from runner.github.task_input import inline_tasks
 from runner.reports.fmt import percent, tokens
 from runner.reports.model import Report
@@ -45,7 +35,6 @@ from tests.support.gha import (
     FORK_TOKEN,
     GITHUB_TOKEN,
     GOLDEN,
-    PAT,
     PR_WORKFLOW,
     REPO,
     ROOT,
@@ -53,7 +42,6 @@ from tests.support.gha import (
     github_remote,
     parse_output_file,
     run_action,
-    serve_fake_github,
 )
 from tests.support.loopback import (
     RecordedRequest,
@@ -64,12 +52,7 @@ from tests.support.loopback import (
     reply_function_call,
     reply_message,
 )
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGitHub]:
-    yield from serve_fake_github()
-
+from tests.support.threads import PR_EVENT
 
 # ------------------------------------------------------------------ the scripted model
 
@@ -121,20 +104,6 @@ def write_tasks(path: Path, base_url: str, repo: Path, tasks: str) -> Path:
         f"tasks:\n{tasks.replace('REPO', str(repo))}"
     )
     return path
-
-
-PR_EVENT = {
-    "number": 7,
-    "action": "synchronize",
-    "pull_request": {
-        "number": 7,
-        "user": {"login": "alice"},
-        "head": {"sha": "abc", "repo": {"full_name": REPO}},
-    },
-    "sender": {"login": "alice"},
-    "repository": {"full_name": REPO, "default_branch": "main"},
-}
-"""A pull request from a branch of this repository: the write-access gate needs no API."""
 
 
 def assert_no_canary(files: list[Path], *texts: str) -> None:
@@ -372,77 +341,6 @@ def test_bad_task_file_fails_the_action_without_a_report(
     # The runner's error is an annotation, not a plain `error:` line.
     assert "::error title=runner::" in run.logs["run"] and "\nerror: " not in run.logs["run"]
     assert run.outputs["conclusion"] == "failure"
-
-
-# ------------------------------------------------------------------ pure parts
-
-
-def test_outputs_survive_any_value(tmp_path: Path) -> None:
-    nasty = "line one\nsneaky=1\nrunner_deadbeef\n<<EOF\n"
-    text = format_outputs({"a": nasty, "b": "", "c": "plain"})
-    assert parse_output_file(text) == {"a": nasty, "b": "", "c": "plain"}
-
-
-def test_models_and_sandbox_inputs() -> None:
-    assert parse_models("openai/gpt-5.5\n ollama/gpt-oss:20b, local/smollm2 ") == [
-        "openai/gpt-5.5",
-        "ollama/gpt-oss:20b",
-        "local/smollm2",
-    ]
-    assert sandbox_for("auto", True) == "read-only"
-    assert sandbox_for("auto", False) is None
-    assert sandbox_for("task-file", True) is None
-    assert sandbox_for("workspace-write", True) == "workspace-write"
-    with pytest.raises(Exception, match="sandbox must be"):
-        sandbox_for("yolo", False)
-
-
-def test_finish_maps_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["finish", "--exit-code", "0"]) == 0
-    assert main(["finish", "--exit-code", "1"]) == 1
-    assert main(["finish", "--exit-code", "1", "--fail-on-task-failure", "false"]) == 0
-    assert main(["finish", "--exit-code", "2", "--fail-on-task-failure", "false"]) == 2
-    assert main(["finish", "--exit-code", ""]) == 3
-    assert "::error title=runner::" in capsys.readouterr().out
-
-
-def test_comment_is_empty_of_task_markup() -> None:
-    report = Report.model_validate(
-        {
-            "batch_id": "r1",
-            "task_file": "t.yaml",
-            "started_at": "s",
-            "finished_at": "f",
-            "duration_s": 1.0,
-            "totals": {
-                "tasks": 1,
-                "completed": 0,
-                "not_completed": 1,
-                "requests": 1,
-                "tool_calls": 0,
-                "usage": {},
-            },
-            "tasks": [
-                {
-                    "id": "x",
-                    "run": "x|<img src=y>",
-                    "model": "p/m",
-                    "status": "failed",
-                    "error": "boom <script>@everyone",
-                    "final_message": None,
-                    "turns_completed": 0,
-                    "tool_calls": 0,
-                    "duration_s": 1.0,
-                    "usage": {},
-                    "requests": [],
-                    "events_file": "e",
-                }
-            ],
-        }
-    )
-    body = render_comment(report, Context())
-    assert not re.search(r"(?<!\\)<(img|script)", body) and "x\\|" in body
-    assert "@everyone" not in body and "@\u2060everyone" in body
 
 
 # ------------------------------------------------------------------ lint: action, workflows
@@ -692,194 +590,6 @@ def test_example_task_files_validate(tmp_path: Path) -> None:
     assert fix_step["with"]["push"] == "false" and fix_step["with"]["comment"] == "false"
 
 
-def test_comment_without_write_access_fails_the_step_except_on_a_fork(
-    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A comment GitHub refuses is the Action's own failure (exit 2, an error saying
-    which permission to give); a fork's PR, whose token GitHub makes read-only, only
-    warns and the job goes on."""
-    report = tmp_path / "report.json"
-    report.write_text(
-        Report.model_validate(
-            {
-                "batch_id": "r1",
-                "task_file": "t.yaml",
-                "started_at": "s",
-                "finished_at": "f",
-                "duration_s": 1.0,
-                "tasks": [],
-                "totals": {
-                    "tasks": 0,
-                    "completed": 0,
-                    "not_completed": 0,
-                    "requests": 0,
-                    "tool_calls": 0,
-                    "usage": {},
-                },
-            }
-        ).model_dump_json()
-    )
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(PR_EVENT))
-    env = {
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": "ghs_wrongtoken123456",
-    }
-    assert main(["comment", "--report", str(report)], env=env) == 2
-    out = capsys.readouterr().out
-    assert "::error title=runner::comment: could not write to #7: " in out
-    assert "HTTP 401" in out and "permissions: pull-requests: write" in out
-    assert "ghs_wrongtoken123456" not in out and not github.comments
-    fork = {**PR_EVENT, "pull_request": {"number": 7, "head": {"repo": {"full_name": "m/w"}}}}
-    event.write_text(json.dumps(fork))
-    assert main(["comment", "--report", str(report)], env=env) == 0
-    out = capsys.readouterr().out
-    assert "::warning title=runner comment::" in out and "a fork's token is read-only" in out
-    event.write_text(json.dumps(PR_EVENT))
-    # Not a PR event and comment: auto: nothing is sent at all.
-    env["GITHUB_EVENT_PATH"] = ""
-    github.log.clear()
-    assert main(["comment", "--report", str(report)], env=env) == 0 and not github.log
-    # A broken event file is bad input, not a traceback.
-    event.write_text("{not json")
-    env["GITHUB_EVENT_PATH"] = str(event)
-    assert main(["comment", "--report", str(report)], env=env) == 2
-
-
-def test_rest_resends_a_503_after_the_wait_retry_after_asks(github: FakeGitHub) -> None:
-    github.faults.append((503, {"retry-after": "1"}))
-    gh = GitHub(github.url, PAT, base_delay_s=0.001)
-    started = time.monotonic()
-    try:
-        assert gh.request("GET", "/user") == {"login": "octo-bot", "type": "User"}
-    finally:
-        gh.close()
-    assert time.monotonic() - started >= 0.95  # not the 1 ms backoff
-    assert [c[1] for c in github.log] == ["/user", "/user"]
-
-
-def test_rest_gives_up_after_its_attempts_with_the_last_status(github: FakeGitHub) -> None:
-    github.faults += [(503, {}), (429, {}), (502, {})]
-    gh = GitHub(github.url, PAT, base_delay_s=0.001)
-    try:
-        with pytest.raises(GitHubError, match=r"^GitHub GET /user: HTTP 502 fault 502$"):
-            gh.request("GET", "/user")
-        # A refusal is final at once: it is not resent.
-        github.faults.append((422, {}))
-        with pytest.raises(GitHubError, match=r"^GitHub POST /x: HTTP 422 fault 422$"):
-            gh.request("POST", "/x", json_body={})
-        # On GitHub a 409 is a real conflict (a ref moved, a merge failed), not a busy server.
-        github.faults.append((409, {}))
-        with pytest.raises(GitHubError, match=r"^GitHub POST /y: HTTP 409 fault 409$"):
-            gh.request("POST", "/y", json_body={})
-    finally:
-        gh.close()
-    assert [c[:2] for c in github.log] == [
-        *[("GET", "/user")] * 3,
-        ("POST", "/x"),
-        ("POST", "/y"),
-    ]
-
-
-@pytest.mark.parametrize("status", [408, 429, 500, 503])
-def test_rest_resends_the_statuses_model_requests_resend(github: FakeGitHub, status: int) -> None:
-    github.faults.append((status, {}))
-    gh = GitHub(github.url, PAT, base_delay_s=0.001)
-    try:
-        assert gh.request("GET", "/user") == {"login": "octo-bot", "type": "User"}
-    finally:
-        gh.close()
-    assert len(github.log) == 2
-
-
-def test_rest_body_that_cannot_be_decoded_is_named_and_not_resent(github: FakeGitHub) -> None:
-    """A body not in its content-encoding (the seam decodes every answer itself, with a
-    cap) is named as such, and not resent: over TLS a corrupt body is the server's doing."""
-    github.faults += [(200, {"content-encoding": "gzip"})] * 3
-    gh = GitHub(github.url, PAT, base_delay_s=0.001)
-    try:
-        with pytest.raises(GitHubError, match=r"^GitHub GET /user: the gzip body is corrupt"):
-            gh.request("GET", "/user")
-    finally:
-        gh.close()
-    assert len(github.log) == 1
-
-
-@pytest.mark.parametrize(
-    ("status", "body", "says"),
-    [
-        (200, b"<html>rate limited</html>", r"HTTP 200 answer is not JSON \(application/json\)$"),
-        (200, b"[" * 100_000, r"HTTP 200 answer is not JSON \(application/json\)$"),
-        (404, b"<html>gone</html>", r"HTTP 404$"),
-        (404, b"[1, 2]", r"HTTP 404$"),
-    ],
-    ids=["html", "too deep", "error html", "error list"],
-)
-def test_rest_answer_that_is_not_json_names_the_call(
-    github: FakeGitHub, status: int, body: bytes, says: str
-) -> None:
-    github.faults.append((status, {}, body))
-    gh = GitHub(github.url, PAT, base_delay_s=0.001)
-    try:
-        with pytest.raises(GitHubError, match=r"^GitHub GET /user: " + says):
-            gh.request("GET", "/user")
-    finally:
-        gh.close()
-    assert len(github.log) == 1
-
-
-def test_rest_network_failure_is_a_github_error_not_a_model_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
-    gh = GitHub(f"http://127.0.0.1:{port}", PAT, base_delay_s=0.001)
-    try:
-        with pytest.raises(GitHubError, match=r"^GitHub GET /user: ConnectError$") as info:
-            gh.request("GET", "/user")
-    finally:
-        gh.close()
-    assert not isinstance(info.value, ModelError)
-
-
-def test_comment_stays_under_githubs_limit() -> None:
-    task = {
-        "id": "x",
-        "model": "p/m",
-        "status": "failed",
-        "error": "e" * 500,
-        "final_message": "m" * 10_000,
-        "turns_completed": 0,
-        "tool_calls": 0,
-        "duration_s": 1.0,
-        "usage": {},
-        "requests": [],
-        "events_file": "e",
-    }
-    report = Report.model_validate(
-        {
-            "batch_id": "r1",
-            "task_file": "t.yaml",
-            "started_at": "s",
-            "finished_at": "f",
-            "duration_s": 1.0,
-            "tasks": [{**task, "run": f"x{i}"} for i in range(400)],
-            "totals": {
-                "tasks": 400,
-                "completed": 0,
-                "not_completed": 400,
-                "requests": 0,
-                "tool_calls": 0,
-                "usage": {},
-            },
-        }
-    )
-    body = render_comment(report, Context())
-    assert len(body) < 65_536 and "350 more run(s) in the report." in body
-    assert "More final messages are in the report artifact." in body
-
-
 # ------------------------------------------------------------------ pull requests: trust
 
 
@@ -1119,92 +829,6 @@ def test_swap_refuses_a_symlinked_runner_dir(tmp_path: Path) -> None:
     assert git(repo, "rev-parse", "HEAD") == head
 
 
-def test_trusted_config_refuses_what_the_pr_could_control(tmp_path: Path) -> None:
-    trusted = tmp_path / "repo/.github/runner"
-    (trusted / "skills/lint").mkdir(parents=True)
-    (trusted / "skills/lint/SKILL.md").write_text(
-        "---\nname: lint\ndescription: run the linter\n---\nRun make lint.\n"
-    )
-    (trusted / "instr.md").write_text("be careful\n")
-    (trusted / "schema.json").write_text('{"type": "object"}\n')
-    (trusted / "mcp").mkdir()
-    (tmp_path / "repo/docs").mkdir()
-    (tmp_path / "repo/docs/instr.md").write_text("PR text\n")
-    (trusted / "linked.md").symlink_to(tmp_path / "repo/docs/instr.md")
-
-    def problems(settings: str, tasks: str = "") -> list[str]:
-        path = trusted / "t.yaml"
-        path.write_text(
-            f"version: 1\ndefaults:\n{settings}\n"
-            f"tasks:\n  - {{id: a, prompt: p, repo: ../..{tasks}}}\n"
-        )
-        return trust_problems(path, trusted)
-
-    assert (
-        problems(
-            "  instructions_file: instr.md\n  skills: [skills]\n"
-            "  output_schema: schema.json\n"
-            "  mcp_servers:\n    m: {command: [python3, server.py], cwd: mcp}\n"
-            "    web: {url: 'https://mcp.example/x'}"
-        )
-        == []
-    )
-    assert problems("  instructions_file: ../../docs/instr.md") == [
-        f"defaults.instructions_file: ../../docs/instr.md is outside {trusted}"
-    ]
-    assert problems("  instructions_file: linked.md") == [
-        f"defaults.instructions_file: linked.md is outside {trusted}"
-    ]
-    assert problems("  output_schema: ../../docs/instr.md")[0].startswith("defaults.output_schema:")
-    (trusted / "skills/lint/ref.md").symlink_to(tmp_path / "repo/docs/instr.md")
-    assert problems("  skills: [skills]") == [
-        f"defaults.skills: lint/ref.md in skills leads outside {trusted}"
-    ]
-    (trusted / "skills/lint/ref.md").unlink()
-    found = problems("  model: local/smollm2", ", mcp_servers: {m: {command: [npx, srv]}}")
-    assert len(found) == 1 and found[0].startswith("tasks.a.mcp_servers.m: a stdio MCP")
-    assert problems("  mcp_servers:\n    m: {command: [python3, x.py], cwd: ../../docs}") == [
-        f"defaults.mcp_servers.m.cwd: ../../docs is outside {trusted}"
-    ]
-    assert problems("  mcp_servers:\n    m: {command: [../../docs/x], cwd: mcp}") == [
-        f"defaults.mcp_servers.m.command: ../../docs/x is outside {trusted}"
-    ]
-    assert problems("  git: {push: {remote: origin}}") == [
-        "defaults.git.push: pull-request runs do not push"
-    ]
-    outside = tmp_path / "repo/t.yaml"
-    outside.write_text("version: 1\ntasks: [{id: a, prompt: p}]\n")
-    assert trust_problems(outside, trusted) == [f"the task file {outside} is not inside {trusted}"]
-
-    # Through the Action's run command: exit code 2 as an output, nothing started.
-    out = tmp_path / "output"
-    summary = tmp_path / "summary.md"
-    env = {
-        "GITHUB_OUTPUT": str(out),
-        "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_EVENT_NAME": "pull_request",
-        "PATH": "/usr/bin:/bin",
-    }
-    problems("  instructions_file: ../../docs/instr.md")
-    assert (
-        main(
-            [
-                "run",
-                "--task-file",
-                str(trusted / "t.yaml"),
-                "--out",
-                str(tmp_path / "out"),
-                "--trusted-config",
-                str(trusted),
-            ],
-            env=env,
-        )
-        == 0
-    )
-    assert parse_output_file(out.read_text()) == {"exit-code": "2"}
-    assert "did not run" in summary.read_text() and not (tmp_path / "out").exists()
-
-
 # ------------------------------------------------------------------ the write-access gate
 
 
@@ -1344,68 +968,6 @@ def test_pull_requests_never_pushed_on_a_pr_event(github: FakeGitHub, tmp_path: 
 
 
 # ------------------------------------------------------------------ the comment's author
-
-
-def empty_report(path: Path) -> Path:
-    path.write_text(
-        Report.model_validate(
-            {
-                "batch_id": "r1",
-                "task_file": "t.yaml",
-                "started_at": "s",
-                "finished_at": "f",
-                "duration_s": 1.0,
-                "tasks": [],
-                "totals": {
-                    "tasks": 0,
-                    "completed": 0,
-                    "not_completed": 0,
-                    "requests": 0,
-                    "tool_calls": 0,
-                    "usage": {},
-                },
-            }
-        ).model_dump_json()
-    )
-    return path
-
-
-def test_comment_with_a_personal_token_is_edited_not_reposted(
-    github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """With a custom github-token the comment is written by that account, not by
-    github-actions[bot]: the next run must find it by that login."""
-    report = empty_report(tmp_path / "report.json")
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(PR_EVENT))
-    # An old comment of ours written with the workflow's token: not this token's.
-    github.comments[1] = {
-        "id": 1,
-        "issue": 7,
-        "body": f"{MARKER} old",
-        "user": {"login": ACTIONS_BOT},
-    }
-    env = {
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": PAT,
-    }
-    for _ in range(3):
-        assert main(["comment", "--report", str(report)], env=env) == 0
-    assert len(github.calls("POST", r"/comments$")) == 1
-    ours = max(github.comments)
-    assert github.comments[ours]["user"]["login"] == "octo-bot"
-    assert [c[1] for c in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/{ours}"] * 2
-    assert len(github.calls("GET", "^/user$")) == 3
-    assert github.comments[1]["body"] == f"{MARKER} old"
-    # comment-author given: no `GET /user`, that login's comment is the one edited.
-    github.log.clear()
-    assert main(["comment", "--report", str(report), "--author", ACTIONS_BOT], env=env) == 0
-    assert not github.calls("GET", "^/user$")
-    assert [c[1] for c in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/1"]
-    assert PAT not in capsys.readouterr().out
 
 
 def test_actions_pin_third_party_actions_by_commit() -> None:

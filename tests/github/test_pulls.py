@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from tests.support.gha import (
     FakeGitHub,
     github_remote,
     run_action,
-    serve_fake_github,
 )
 from tests.support.loopback import (
     RecordedRequest,
@@ -42,79 +41,15 @@ from tests.support.loopback import (
     reply_function_call,
     reply_message,
 )
-from tests.support.threads import HOSTILE, comment_event, git, pr_remote, report_file
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGitHub]:
-    yield from serve_fake_github()
-
-
-def step_env(
-    tmp: Path, github: FakeGitHub, event_name: str, event: dict[str, Any]
-) -> dict[str, str]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "event.json").write_text(json.dumps(event))
-    return {
-        "GITHUB_EVENT_PATH": str(tmp / "event.json"),
-        "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_SERVER_URL": "https://github.test",
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-    }
-
-
-PR_EVENT = {
-    "number": 7,
-    "pull_request": {
-        "number": 7,
-        "user": {"login": "alice"},
-        "head": {"sha": "abc", "repo": {"full_name": REPO}},
-    },
-    "sender": {"login": "alice"},
-    "repository": {"full_name": REPO, "default_branch": "main"},
-}
-
+from tests.support.threads import (
+    HOSTILE,
+    comment_event,
+    git,
+    pr_remote,
+    step_env,
+)
 
 # ------------------------------------------------------------------ comments
-
-
-def test_each_comment_tag_keeps_its_own_sticky_comment(github: FakeGitHub, tmp_path: Path) -> None:
-    report = report_file(tmp_path / "report.json")
-    env = step_env(tmp_path, github, "pull_request", PR_EVENT)
-    # A comment from before tags existed: the default tag still finds it.
-    github.comments[1] = {
-        "id": 1,
-        "issue": 7,
-        "body": f"{MARKER}\nold",
-        "user": {"login": ACTIONS_BOT},
-    }
-    for tag in ("", "review", "explain", "review", ""):
-        assert main(["comment", "--report", str(report), "--tag", tag], env=env) == 0
-    bodies = {c["id"]: c["body"].split("\n", 1)[0] for c in github.comments.values()}
-    assert sorted(bodies.values()) == sorted(
-        [MARKER, "<!-- runner:summary:review -->", "<!-- runner:summary:explain -->"]
-    )
-    assert bodies[1] == MARKER
-    # Two new comments (review, explain); every later run edited its own.
-    assert len(github.calls("POST", r"/comments$")) == 2
-    patched = [c[1].rsplit("/", 1)[1] for c in github.calls("PATCH")]
-    review = next(i for i, b in bodies.items() if b.endswith(":review -->"))
-    assert patched == ["1", str(review), "1"]
-
-
-@pytest.mark.parametrize("tag", ["a b", "x-->", "-x", "é", "a" * 65])
-def test_a_bad_comment_tag_is_refused_with_exit_2(
-    github: FakeGitHub, tmp_path: Path, tag: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    report = report_file(tmp_path / "report.json")
-    env = step_env(tmp_path, github, "pull_request", PR_EVENT)
-    # As the step passes it: --tag="$TAG" (a value may start with "-").
-    assert main(["comment", "--report", str(report), f"--tag={tag}"], env=env) == 2
-    out = capsys.readouterr().out
-    assert "::error title=runner::comment-tag must be 1-64 letters" in out
-    assert not github.log
 
 
 def test_a_bad_comment_tag_stops_the_action_before_the_agent_runs(

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from runner.reports.model import Report
 from tests.support.fixtures import make_git_repo
-from tests.support.gha import (
-    REPO,
-)
+from tests.support.gha import GITHUB_TOKEN, REPO, FakeGitHub
 
 
 def git(repo: Path, *args: str) -> str:
@@ -93,3 +92,33 @@ def report_file(path: Path, error: str = HOSTILE) -> Path:
     }
     path.write_text(Report.model_validate(report).model_dump_json())
     return path
+
+
+PR_EVENT: dict[str, Any] = {
+    "number": 7,
+    "action": "synchronize",
+    "pull_request": {
+        "number": 7,
+        "user": {"login": "alice"},
+        "head": {"sha": "abc", "repo": {"full_name": REPO}},
+    },
+    "sender": {"login": "alice"},
+    "repository": {"full_name": REPO, "default_branch": "main"},
+}
+"""A pull request from a branch of this repository: the write-access gate needs no API."""
+
+
+def step_env(
+    tmp: Path, github: FakeGitHub, event_name: str, event: dict[str, Any]
+) -> dict[str, str]:
+    """The variables GitHub gives a step for `event`, with the fake GitHub as the API."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "event.json").write_text(json.dumps(event))
+    return {
+        "GITHUB_EVENT_PATH": str(tmp / "event.json"),
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_SERVER_URL": "https://github.test",
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+    }
