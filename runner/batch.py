@@ -38,7 +38,6 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.run import BatchContext, live
 from runner.sandbox import RUN_DIRS, registry, user_folder
-from runner.sandbox.orphans import live_batch
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -317,6 +316,7 @@ async def _environments(
     if not any(uses_environment(t) for t in tasks):
         return None
     from runner.envrun import Environments  # containers and Pods: not a local batch's cost
+    from runner.sandbox.orphans import live_batch
 
     envs = Environments(batch_id, max_environments, env)
     try:
