@@ -124,11 +124,16 @@ def measured_slow() -> frozenset[str]:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks the measured-slow tests `slow` before `-m` deselects anything. Slow tests (the
     embedded model, kill -9 cycles) get 600 s instead of the default 120 s: on a busy
-    2-core machine the model alone can take minutes."""
+    2-core machine the model alone can take minutes. When every test is collected (no
+    paths given), an id in the list that names no test stops the session: a test moved
+    or renamed would otherwise lose its mark and slow the inner loop unseen."""
     slow = measured_slow()
+    whole = not config.args or config.args == config.getini("testpaths")
+    if whole and (stale := sorted(slow - {item.nodeid for item in items})):
+        raise pytest.UsageError(f"{SLOW_LIST.name} names no such test: {stale[:5]}")
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
