@@ -40,7 +40,7 @@ are separate tokens), and a joiner after each costs nothing."""
 _XREF = re.compile(r"(?<=[\w.-])#(?=\d)")
 """A `#` glued to a preceding word (`acme/other#12`, `other#12`): never this repository's
 own `#12`, which follows a space, a line start or punctuation."""
-_BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"`]*")
+_BARE_URL = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]{0,31}://|www\.)[^\s<>\"`]*")
 _COMMAND = re.compile(r"(?m)^(\s*):(?=:)")
 _CONTROL = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"

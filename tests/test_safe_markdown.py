@@ -280,3 +280,14 @@ def test_bidi_controls_are_neutralised() -> None:
 def test_a_quoted_address_keeps_its_quotes_out_of_the_code() -> None:
     out = render('See "https://x.test/p.png" here', server_url=SERVER, repository=REPO)
     assert "<code>https://x.test/p.png</code>" in out and "&quot;</code>" not in out
+
+
+def test_a_long_word_renders_at_once_and_a_url_after_it_stays_code() -> None:
+    """A final message is the model's: a run of letters once cost the bare-address search
+    the square of its length (3 s at 20,000 letters), trying every letter as the start of
+    a scheme: 200,000 letters (under a raised length cap) would take minutes."""
+    word = "a" * 100_000
+    text = f"{word} {word}http://evil.test/x"
+    out = render(text, server_url=SERVER, repository=REPO, limit=len(text))
+    assert "<code>" in out and "http://evil.test/x</code>" in out
+    assert 'href="http://evil' not in out
