@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from runner.items import (
     Item,
@@ -16,16 +15,7 @@ from runner.items import (
     message,
     message_text,
 )
-from tests.support.loopback import message_item
-
-
-def reasoning(rid: str | None, enc: str | None, **more: Any) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "reasoning", "summary": []}
-    if rid is not None:
-        item = {"id": rid, **item}
-    if enc is not None:
-        item["encrypted_content"] = enc
-    return {**item, **more}
+from tests.support.loopback import message_item, reasoning
 
 
 def test_items_keep_ids_and_drop_nulls() -> None:

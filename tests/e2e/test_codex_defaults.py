@@ -23,6 +23,7 @@ from tests.support.cli import write_task_file as write_tasks
 from tests.support.loopback import (
     assert_exact_extension,
     function_call_item,
+    reasoning,
     reply_items,
     reply_message,
 )
@@ -105,15 +106,6 @@ def test_codex_model_variants() -> None:
     }
     assert codex_defaults("o3") == {"reasoning_effort": "medium"}
     assert codex_defaults("gpt-5.5-pro-x") == {}
-
-
-def reasoning(rid: str | None, enc: str | None, **more: Any) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "reasoning", "summary": []}
-    if rid is not None:
-        item = {"id": rid, **item}
-    if enc is not None:
-        item["encrypted_content"] = enc
-    return {**item, **more}
 
 
 def test_reasoning_round_trip_without_asking(

@@ -14,7 +14,7 @@ from runner.reports.compare import compare, render_compare
 from runner.reports.model import Report, RunReport
 from runner.reports.paired import t_quantile
 from tests.support.cli import run_cli
-from tests.support.reports import report, run_name, task
+from tests.support.reports import report, report_dir, run_name, task
 
 GOOD, BAD = "openai/good", "openai/bad"
 
@@ -43,12 +43,6 @@ def graded(
     return t.model_copy(update={"suite": f"harbor:{task_id}", "reward": reward, "rewards": rewards})
 
 
-def _write(directory: Path, r: Report) -> Path:
-    directory.mkdir(parents=True)
-    (directory / "report.json").write_text(r.model_dump_json())
-    return directory
-
-
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
     return run_cli("report", "compare", *map(str, args))
 
@@ -63,7 +57,7 @@ def _models(base: dict[str, float], new: dict[str, float]) -> Report:
 def test_the_reviewers_case_shows_the_mean_reward(tmp_path: Path) -> None:
     """Reward 0.25 for one model and 0.75 for the other on 2 tasks: the pass rates are
     0/2 against 0/2, the rewards are not."""
-    d = _write(tmp_path / "suite", _models({"a": 0.25, "b": 0.25}, {"a": 0.75, "b": 0.75}))
+    d = report_dir(tmp_path / "suite", _models({"a": 0.25, "b": 0.25}, {"a": 0.75, "b": 0.75}))
     flags = ["--base-model", GOOD, "--new-model", BAD]
     md = _cli(d, d, *flags)
     assert md.returncode == 0, md.stderr
@@ -93,7 +87,7 @@ def test_a_significant_drop_fails_the_gate(tmp_path: Path) -> None:
     base = {k: 0.5 + i / 20 for i, k in enumerate("abcdefgh")}
     new = {k: v - 0.1 - (i % 3) / 10 for i, (k, v) in enumerate(base.items())}
     diffs = [new[k] - base[k] for k in base]
-    d = _write(tmp_path / "suite", _models(base, new))
+    d = report_dir(tmp_path / "suite", _models(base, new))
     flags = ["--base-model", GOOD, "--new-model", BAD]
     res = _cli(d, d, *flags, "--fail-on-regression", "--format", "json")
     assert res.returncode == 1, res.stderr
@@ -125,7 +119,7 @@ def _stdev(xs: list[float]) -> float:
 
 
 def test_one_paired_task_is_inconclusive(tmp_path: Path) -> None:
-    d = _write(tmp_path / "suite", _models({"a": 1.0}, {"a": 0.0}))
+    d = report_dir(tmp_path / "suite", _models({"a": 1.0}, {"a": 0.0}))
     res = _cli(d, d, "--base-model", GOOD, "--new-model", BAD, "--fail-on-regression")
     assert res.returncode == 3, res.stderr
     assert "mean reward: 1 paired task(s), too few" in res.stderr
@@ -198,7 +192,7 @@ def test_rows_per_model_when_variants_are_compared(tmp_path: Path) -> None:
         for m in (GOOD, BAD)
         for var, v in (("plain", 0.8), ("terse", 0.8 if m == GOOD else 0.3))
     ]
-    d = _write(tmp_path / "suite", report(runs))
+    d = report_dir(tmp_path / "suite", report(runs))
     res = _cli(
         d,
         d,
@@ -220,8 +214,8 @@ def test_rows_per_model_when_variants_are_compared(tmp_path: Path) -> None:
 
 def test_no_graded_run_on_one_side_is_inconclusive(tmp_path: Path) -> None:
     """BASE ran the tasks outside a suite (no reward at all); NEW is graded."""
-    base = _write(tmp_path / "base", report([task(k, "p/m", "completed") for k in "abcdef"]))
-    new = _write(
+    base = report_dir(tmp_path / "base", report([task(k, "p/m", "completed") for k in "abcdef"]))
+    new = report_dir(
         tmp_path / "new", report([graded(k, "p/m", 1.0, status="completed") for k in "abcdef"])
     )
     res = _cli(base, new, "--fail-on-regression", "--format", "json")
@@ -236,7 +230,7 @@ def test_no_graded_run_on_one_side_is_inconclusive(tmp_path: Path) -> None:
 
 def test_without_rewards_nothing_is_added(tmp_path: Path) -> None:
     r = report([task(k, "p/m", "completed") for k in "ab"])
-    d = _write(tmp_path / "plain", r)
+    d = report_dir(tmp_path / "plain", r)
     data: dict[str, Any] = json.loads(_cli(d, d, "--format", "json").stdout)
     assert "reward" not in data
     c = compare(r, r)

@@ -175,6 +175,16 @@ class Reply:
         return replace(self, **changes)
 
 
+def reasoning(rid: str | None, enc: str | None, **more: Any) -> JSON:
+    """A reasoning item, with its id and encrypted content when given."""
+    item: JSON = {"type": "reasoning", "summary": []}
+    if rid is not None:
+        item = {"id": rid, **item}
+    if enc is not None:
+        item["encrypted_content"] = enc
+    return {**item, **more}
+
+
 def message_item(text: str, *, phase: str | None = None) -> JSON:
     """An assistant message output item, in the key order the real API uses."""
     item: JSON = {
