@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from runner.config.schema import ProviderConfig
 from runner.errors import ConfigError, Problem
+from runner.nesting import toml_loads
 
 SAME = (
     "name",
@@ -59,7 +60,7 @@ def load_codex_providers(path: Path) -> dict[str, ProviderConfig]:
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except OSError as exc:
         raise ConfigError(
             [Problem(file, None, "(file)", f"cannot read: {exc.strerror or exc}")]
@@ -73,6 +74,8 @@ def load_codex_providers(path: Path) -> dict[str, ProviderConfig]:
         raise ConfigError(
             [Problem(file, int(at.group(1)) if at else None, "(syntax)", str(exc).split(" (at")[0])]
         ) from None
+    except ValueError as exc:  # too deep, or an integer of more digits than Python converts
+        raise ConfigError([Problem(file, None, "(syntax)", f"not valid TOML: {exc}")]) from None
     return providers_from_toml(data, text, file)
 
 

@@ -28,6 +28,7 @@ from runner.config.yaml_lines import (
     yaml_problem,
 )
 from runner.errors import ConfigError, Problem
+from runner.nesting import TOO_DEEP, node_too_deep
 
 
 def parse_task_file(text: str, file: str) -> TaskFile:
@@ -94,6 +95,9 @@ def _load(
         problems = walker.problems or alias_problems(node, walker, loader.anchor_names)
     except RecursionError:
         raise ConfigError([Problem(file, None, "(syntax)", "YAML nested too deeply")]) from None
+    if not problems and (deep := node_too_deep(node)) is not None:
+        why = f"YAML {TOO_DEEP}, counting what its aliases repeat where they stand"
+        problems = [Problem(file, at(deep.start_mark.index), "(syntax)", why)]
     if problems:
         raise ConfigError(problems)
     try:

@@ -9,7 +9,6 @@ pass that blames each problem on its line; split, the problems would be found tw
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted, esc, line_for, short
 from runner.errors import ConfigError, Problem, SkillError
 from runner.models import codex_defaults
+from runner.nesting import json_loads
 from runner.skills import Skill, load_skills
 
 _M = TypeVar("_M", bound=Frozen)
@@ -481,7 +481,7 @@ def _json_file(raw: str, path: Path_, r: Resolver) -> dict[str, Any] | None:
 def _read_json(found: Path) -> dict[str, Any] | str:
     """The JSON object in `found`, or what is wrong with it."""
     try:
-        value = json.loads(found.read_text(encoding="utf-8"))
+        value = json_loads(found.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return f"cannot read JSON from {esc(str(found))}: {esc(str(exc))}"
     if not isinstance(value, dict):

@@ -15,7 +15,7 @@ import yaml
 
 from runner.config.text import Path_, dotted, esc, line_for, short
 from runner.errors import Problem
-from runner.yaml_depth import DepthBoundLoader
+from runner.nesting import DepthBoundLoader
 
 _TAG = "tag:yaml.org,2002:"
 _STR_TAGS = {_TAG + "str", _TAG + "value"}

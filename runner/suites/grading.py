@@ -6,13 +6,13 @@ since scoring it 0 would blame the agent for a broken test script."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from runner.errors import VerifierFailed
+from runner.nesting import json_loads
 
 MAIN_REWARD = "reward"
 """The name `reward.txt`'s one float takes, and the entry of `reward.json` read as the
@@ -56,7 +56,7 @@ def reward_from_files(reward_json: bytes | None, reward_txt: bytes | None) -> Re
 
 def _from_json(raw: bytes) -> Reward:
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_once)
+        data = json_loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_once)
     except (UnicodeDecodeError, ValueError) as exc:
         raise VerifierFailed(f"reward.json is not JSON: {_short(str(exc))}") from None
     if not isinstance(data, dict):

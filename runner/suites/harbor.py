@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import Problem
+from runner.nesting import toml_loads
 from runner.suites import bounds
 from runner.suites.folder import TaskFolder, apart, dockerfile_workdir, expand, list_tasks
 from runner.suites.model import Solution, SuiteEnvironment, SuiteListing, SuiteTask, Verifier
@@ -82,7 +83,7 @@ def _parsed(folder: TaskFolder, variables: Mapping[str, str] | None = None) -> _
             folder.refuse("task.toml", None, "(file)", "missing")
         return None
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         folder.refuse(
@@ -92,7 +93,7 @@ def _parsed(folder: TaskFolder, variables: Mapping[str, str] | None = None) -> _
             f"not valid TOML: {exc}",
         )
         return None
-    except ValueError as exc:  # an integer of more digits than Python converts
+    except ValueError as exc:  # too deep, or an integer of more digits than Python converts
         folder.refuse("task.toml", None, "(syntax)", f"not valid TOML: {exc}")
         return None
     written: dict[Key, str] = {}

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from runner.errors import Problem
-from runner.yaml_depth import DepthBoundLoader
+from runner.nesting import DepthBoundLoader
 
 KeyPath = tuple[str | int, ...]
 

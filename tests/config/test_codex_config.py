@@ -171,3 +171,14 @@ def test_ignored_keys_are_dropped_and_a_file_without_providers_gives_none(tmp_pa
     assert p.base_url == "https://x/v1"
     path.write_text('model = "gpt-5"\n')
     assert load_codex_providers(path) == {}
+
+
+@pytest.mark.parametrize("depth", [600, 100_000])
+def test_a_table_nested_too_deeply_is_one_problem(tmp_path: Path, depth: int) -> None:
+    """tomllib recurses once per level: 600 levels ended in a RecursionError."""
+    deep = tmp_path / "config.toml"
+    deep.write_text("x = " + "[" * depth + "]" * depth + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_codex_providers(deep)
+    (p,) = err.value.problems
+    assert (p.file, p.field) == (str(deep), "(syntax)") and "nested too deeply" in p.message

@@ -789,3 +789,16 @@ class _NoAliasDumper(yaml.SafeDumper):
 @given(st.one_of(file_like, structures))
 def test_fuzz_structures(data: Any) -> None:
     check_outcome(yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True))
+
+
+@pytest.mark.parametrize("depth", [150, 100_000])
+def test_an_output_schema_file_nested_too_deeply_is_located(tmp_path: Path, depth: int) -> None:
+    """jsonschema checks a schema recursively, json reads it so: 150 levels once ended in a
+    RecursionError traceback, 100,000 in json.loads."""
+    (tmp_path / "d.json").write_text('{"items": ' * depth + "{}" + "}" * depth)
+    text = "version: 1\ntasks:\n  - {id: a, prompt: p, output_schema: d.json}\n"
+    with pytest.raises(ConfigError) as caught:
+        resolve(parse(text), tmp_path, file="t.yaml")
+    [p] = caught.value.problems
+    assert (p.file, p.line, p.field) == ("t.yaml", 3, "tasks[0].output_schema")
+    assert "nested too deeply" in p.message

@@ -36,6 +36,7 @@ def test_rewards_read(
 
 BROKEN_REWARDS: list[tuple[bytes | None, bytes | None, str]] = [
     (None, None, "neither"),
+    (b'{"reward": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, "nested too deeply"),
     (None, b"", "one number, not 'empty'"),
     (None, b"  \n", "one number"),
     (None, b"pass", "one number, not 'pass'"),

@@ -326,3 +326,12 @@ def test_two_spellings_of_one_size_agree(tmp_path: Path) -> None:
     root = make_task(tmp_path / "t", '[environment]\nmemory_mb = 1024\nmemory = "1G"\n')
     (task,) = read_harbor(root)
     assert task.environment.memory_mb == 1024
+
+
+def test_a_task_toml_nested_too_deeply_is_located(tmp_path: Path) -> None:
+    """A suite is a stranger's: 600 levels of `[` once ended tomllib in a RecursionError."""
+    root = make_task(tmp_path / "t", "x = " + "[" * 600 + "]" * 600 + "\n")
+    with pytest.raises(ConfigError) as caught:
+        read_harbor(root)
+    (problem,) = caught.value.problems
+    assert problem.file == str(root / "task.toml") and "nested too deeply" in problem.message

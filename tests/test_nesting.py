@@ -1,4 +1,4 @@
-"""Nesting is refused while scanning, at the place it goes too deep (runner/yaml_depth.py)."""
+"""Nesting is refused while scanning, at the place it goes too deep (runner.nesting.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import yaml
 
 from runner.config import parse_task_file
 from runner.errors import ConfigError
+from runner.nesting import (
+    MAX_DEPTH,
+    DepthBoundLoader,
+    json_loads,
+    node_too_deep,
+    toml_loads,
+    too_deep,
+)
 from runner.suites.yaml_text import load_yaml
-from runner.yaml_depth import MAX_DEPTH, DepthBoundLoader
 
 
 def _load(text: str) -> object:
@@ -77,3 +84,58 @@ def test_ordinary_documents_load_as_safe_load_does() -> None:
     assert _load(text) == yaml.safe_load(text)
     with pytest.raises(yaml.constructor.ConstructorError):
         _load("!!python/object/apply:os.system ['true']\n")
+
+
+def nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_parsed_data_deeper_than_the_bound_is_too_deep() -> None:
+    assert not too_deep(nested(MAX_DEPTH)) and too_deep(nested(MAX_DEPTH + 1))
+    assert not too_deep({"a": {"b": [1, "x", None]}}) and not too_deep("text")
+    assert too_deep({"k": nested(MAX_DEPTH)})  # a mapping is a level too
+    loop: list[object] = []
+    loop.append(loop)
+    assert too_deep(loop)
+
+
+def test_shared_values_are_walked_once_per_depth_not_once_per_path() -> None:
+    """61 levels of a list holding the level below twice: 2**60 paths, one object each."""
+    value: list[object] = [1]
+    for _ in range(60):
+        value = [value, value]
+    assert not too_deep(value)
+    for _ in range(MAX_DEPTH - 61 + 1):
+        value = [value, value]
+    assert too_deep(value)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 100_000])
+def test_json_and_toml_deeper_than_the_bound_are_a_value_error(depth: int) -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        json_loads("[" * depth + "]" * depth)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        toml_loads("x = " + "[" * depth + "]" * depth)
+    assert json_loads("[" * MAX_DEPTH + "]" * MAX_DEPTH) == nested(MAX_DEPTH)
+    assert toml_loads("x = " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)) == {
+        "x": nested(MAX_DEPTH - 1)
+    }
+
+
+def test_aliases_count_where_they_stand_in_a_task_file() -> None:
+    """Each anchor is 88 levels and holds the one before: every line is shallow, the
+    data 30 x 88 deep. pydantic's dump of the run (its fingerprint) once failed on it."""
+    lines = [
+        f"  x{i}: &a{i} " + "{a: " * 88 + (f"*a{i - 1}" if i else "1") + "}" * 88 for i in range(30)
+    ]
+    text = "version: 1\ntasks: [{id: a, prompt: p}]\nx:\n" + "\n".join(lines) + "\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_task_file(text, "tasks.yaml")
+    [p] = caught.value.problems
+    assert (p.file, p.field) == ("tasks.yaml", "(syntax)") and p.line is not None
+    assert "nested too deeply" in p.message and "aliases" in p.message
+    node = yaml.compose("a: &x [[1]]\nb: [*x, *x]\n", Loader=DepthBoundLoader)
+    assert node is not None and node_too_deep(node) is None
