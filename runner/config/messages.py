@@ -140,7 +140,7 @@ def _pattern_message(pattern: str) -> str | None:
     if pattern == VARIABLE_RE:
         return "must be a variable name: letters, digits and '_', not starting with a digit"
     if pattern == PROVIDER_NAME_RE:
-        return "provider names may use only letters, digits, '_' and '-'"
+        return "provider names may use only ASCII letters, digits, '_' and '-'"
     if "https?" in pattern:
         return "must be an http:// or https:// URL"
     if "/" in pattern:
@@ -188,7 +188,22 @@ def validation_problems(exc: ValidationError, file: str, lines: dict[Path_, int]
             file,
             line_for(loc, lines),
             dotted(loc),
-            msgs[0] if len(msgs) == 1 else "either " + ", or ".join(msgs),
+            _either(msgs),
         )
         for (loc, _), msgs in said.items()
     ]
+
+
+_GOT = re.compile(r"^must be (.+?), (got .+?)(?: \(quote it to make it text\))?$")
+
+
+def _either(msgs: list[str]) -> str:
+    """One message for a union's members: `must be a mapping or a valid string, got a
+    boolean` when each says what it wanted of the same value, else each in turn."""
+    if len(msgs) == 1:
+        return msgs[0]
+    parts = [_GOT.match(m) for m in msgs]
+    if all(parts) and len({p.group(2) for p in parts if p}) == 1:
+        wanted = [p.group(1) for p in parts if p]
+        return f"must be {' or '.join(wanted)}, {parts[0].group(2) if parts[0] else ''}"
+    return "either " + ", or ".join(msgs)

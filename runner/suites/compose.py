@@ -21,6 +21,9 @@ from runner.suites.folder import expand
 from runner.suites.yaml_text import KeyPath, dotted, line_of, load_yaml
 
 _TOP_KEYS = {"services", "version", "name"}
+_COMPOSE_TOP_KEYS = {"networks", "volumes", "configs", "secrets", "include", "models"}
+"""The compose specification's other top-level keys: what runner leaves to a compose
+engine, not typing mistakes."""
 _SERVICE_KEYS = {
     "build",
     "image",
@@ -245,7 +248,12 @@ def reduce_compose(
         return None, reducer.problems
     for key in data:
         if key not in _TOP_KEYS:
-            reducer.refuse((str(key),), "not supported: runner runs the task as one container")
+            why = (
+                "not supported: runner runs the task as one container"
+                if key in _COMPOSE_TOP_KEYS
+                else "not a key of a compose file"
+            )
+            reducer.refuse((str(key),), f"{why}; allowed here: {', '.join(sorted(_TOP_KEYS))}")
     services = data.get("services")
     if not isinstance(services, dict) or not services:
         reducer.refuse(("services",), "must name the task's one service")

@@ -211,6 +211,6 @@ def test_a_bad_mcp_server_name_is_called_one() -> None:
     text = "version: 1\ndefaults: {mcp_servers: {'bad name': {command: [x]}}}\n"
     [p] = problems(text + TASK)
     assert (p.line, p.field) == (2, "defaults.mcp_servers.bad name")
-    assert p.message.startswith("MCP server names may use only letters")
+    assert p.message.startswith("MCP server names may use only ASCII letters")
     [p] = problems("version: 1\nproviders: {'bad name': {base_url: 'http://x'}}\n" + TASK)
     assert p.message.startswith("provider names may use only")

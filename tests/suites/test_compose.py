@@ -95,6 +95,7 @@ def test_what_does_not_reduce_is_one_located_problem(
         ("services: {}\n", 1, "services", "the task's one service"),
         ("- services\n", 1, "(top level)", "must be a mapping"),
         ("services:\n  a: {image: x}\nnetworks: {n: {}}\n", 3, "networks", "one container"),
+        ("services:\n  a: {image: x}\nservice: 1\n", 3, "service", "not a key of a compose file"),
         ("services:\n  a: &s {image: x}\n  b: *s\n", 3, "(syntax)", "aliases"),
     ],
 )
