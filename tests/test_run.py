@@ -179,7 +179,13 @@ async def test_a_resumed_run_deletes_only_the_branch_its_attempt_recorded(tmp_pa
     git(repo, "branch", "runner/b/t", head)
     git(repo, "branch", "runner/b/moved", head)
     await _forget_attempt(Entry("started", "t", "runner/b/moved", None, commit="0" * 40), repo)
+    # An attempt that recorded no commit made no branch: a ref lock on its name (another
+    # git's, mid-update) is not its to remove.
+    lock = repo / ".git" / "refs" / "heads" / "runner" / "b" / "t.lock"
+    lock.write_text("")
     await _forget_attempt(Entry("started", "t", "runner/b/t", None, commit=None), repo)
+    assert lock.exists()
+    lock.unlink()
     await _forget_attempt(None, repo)
     listed = git(repo, "branch", "--list", "runner/*").split()
     assert listed == ["runner/b/moved", "runner/b/t"], "not at the recorded commit: kept"
