@@ -120,7 +120,8 @@ async def test_keep_commits_writes_the_patch_and_makes_the_branch(tmp_path: Path
     out = tmp_path / "out"
     kept = await keep(rec, ws, out, BATCH, Redactor([SECRET]), {}, log)
     log.close()
-    assert kept.result is not None and kept.result.branch == branch_for(t, BATCH)
+    assert kept.result is not None and kept.result.branch is not None
+    assert kept.result.branch == branch_for(t, BATCH)
     assert git(t.repo, "rev-parse", kept.result.branch).strip() == kept.result.commit
     message = git(t.repo, "log", "-1", "--format=%B", kept.result.commit)
     assert f"Runner-Run: {BATCH}\nRunner-Status: completed" in message
