@@ -14,7 +14,7 @@ from runner.github.context import REPLY_MARKER, TASK_MARKER
 from runner.github.render import DOCS_END, DOCS_START, final_message, render_pr_body
 from runner.reports.model import CheckReport, Report
 from tests.support.gha import parse_output_file
-from tests.support.reports import report, result, task, usage
+from tests.support.reports import mixed_report, report, result, task, usage
 
 
 def test_outputs_survive_any_value(tmp_path: Path) -> None:
@@ -183,3 +183,8 @@ def test_the_readme_tables_replace_what_is_between_the_markers() -> None:
 def test_a_readme_without_one_pair_of_markers_is_refused(readme: str) -> None:
     with pytest.raises(RunnerError, match=r"^README needs one '<!-- action-docs:start"):
         readme_with_docs(readme, ACTION)
+
+
+def test_action_failed_output_leaves_out_skipped_runs() -> None:
+    out = outputs_for(mixed_report(), "runner-out/report.json")
+    assert (out["runs"], out["passed"], out["failed"]) == ("5", "1", "2")

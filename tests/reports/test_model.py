@@ -4,6 +4,7 @@ named by their hash), and older reports read under today's names."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -17,7 +18,8 @@ from runner.reports.model import (
     Totals,
 )
 from runner.vocabulary import RunStatus
-from tests.support.reports import report, task
+from tests.support.cli import run_cli
+from tests.support.reports import mixed_report, report, task
 
 
 def test_a_report_before_3_reads_under_todays_names_and_writes_them() -> None:
@@ -85,3 +87,14 @@ def test_the_old_status_name_is_read_as_the_new_one() -> None:
     data = json.loads(task("a", "p/m", "completed").model_dump_json())
     data["status"] = "max_turns"
     assert RunReport.model_validate(data).status is RunStatus.MAX_REQUESTS
+
+
+def test_reports_of_schema_1_are_still_read(tmp_path: Path) -> None:
+    data = json.loads(mixed_report().model_dump_json())
+    data["schema_version"] = "runner.report/1"
+    data["totals"]["runs"] = data["totals"].pop("runs")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "report.json").write_text(json.dumps(data))
+    res = run_cli("report", "compare", tmp_path / "old", tmp_path / "old", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["overall"]["base"]["runs"] == 5

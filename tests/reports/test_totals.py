@@ -5,6 +5,7 @@ junit.xml (schema-valid), and the interval's own properties."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,7 +20,7 @@ from runner.reports.markdown import render_markdown
 from runner.reports.model import READS, Report, RunReport
 from runner.reports.stats import mean_interval, wilson_interval
 from runner.reports.totals import compute_totals, mean_reward
-from tests.support.reports import GOLDEN, report, task
+from tests.support.reports import GOLDEN, mixed_report, report, task
 
 
 def graded(
@@ -270,3 +271,11 @@ def test_a_task_whose_runs_partly_errored_weighs_as_much_as_any_other() -> None:
         graded("b", "p/x", None, "error", repeat=2, error="verifier failed: no reward file"),
     ]
     assert mean_reward(runs)[:2] == (2, 0.5)
+
+
+def test_totals_count_runs_under_their_name_and_old_reports_still_load() -> None:
+    rep = mixed_report()
+    data = json.loads(rep.model_dump_json())
+    assert data["totals"]["runs"] == 5 and "tasks" not in data["totals"]
+    data["totals"]["runs"] = data["totals"].pop("runs")  # as older runners wrote it
+    assert Report.model_validate(data).totals.runs == 5

@@ -176,6 +176,20 @@ def report(
     )
 
 
+def mixed_report() -> Report:
+    """Five runs: one passed, one failed its check, one errored, two skipped (budget and
+    interrupt), so passed, failed and skipped counts all differ."""
+    return report(
+        [
+            task("a", "p/m", "completed"),
+            task("a", "p/m", "check_failed"),
+            task("b", "p/m", "error"),
+            task("b", "p/m", "skipped", requests=0, skip_reason="budget"),
+            task("c", "p/m", "skipped", requests=0, skip_reason="interrupted"),
+        ]
+    )
+
+
 def sample_report() -> Report:
     """Two models, every status, a branch, a scope violation, a prefix break, costs known
     for one model only, and awkward text."""
