@@ -39,13 +39,15 @@ def open_private(path: Path) -> IO[str]:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write_chunks(path, [data])
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    atomic_write_chunks(path, [data], durable=durable)
 
 
-def atomic_write_chunks(path: Path, chunks: Iterable[bytes]) -> None:
+def atomic_write_chunks(path: Path, chunks: Iterable[bytes], *, durable: bool = True) -> None:
     """`path` written atomically from `chunks` as they come, so a copy of any size holds
-    one chunk in memory at a time."""
+    one chunk in memory at a time. `durable`: on the disk before this returns (a file
+    and its folder synced: a few ms each); without it a crash of the machine may leave
+    the file empty, which suits only files their writer checks and writes again."""
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -53,11 +55,14 @@ def atomic_write_chunks(path: Path, chunks: Iterable[bytes]) -> None:
             for chunk in chunks:
                 f.write(chunk)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -65,5 +70,5 @@ def atomic_write_chunks(path: Path, chunks: Iterable[bytes]) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode(), durable=durable)

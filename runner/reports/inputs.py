@@ -2,9 +2,10 @@
 `prompt_template`) with its follow-up turns, the instructions, the tool schemas, and the
 AGENTS.md text the model was given.
 Each value is stored once per batch directory, as `inputs/<sha256>.json` named by the
-hash of its bytes (written atomically, 0600, secrets redacted first), and each run's
-report entry names its files (`RunReport.inputs`). A thousand runs of one prompt under
-three variants keep four files, not three thousand copies.
+hash of its bytes (written atomically, 0600, secrets redacted first; not synced to the
+disk, so written again when a crash left it holding other bytes), and each run's report
+entry names its files (`RunReport.inputs`). A thousand runs of one prompt under three
+variants keep four files, not three thousand copies.
 
 Also the runner's own identity for `report.json`: its version, and the git commit of
 its checkout when it runs from one."""
@@ -14,9 +15,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
+from runner import hostfs
 from runner.checkout import runner_commit
 from runner.fsutil import atomic_write_text
 from runner.redact import Redactor
@@ -33,9 +37,29 @@ def stored(out_dir: Path, value: Any, redact: Redactor) -> str:
     text = redact(json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1)) + "\n"
     rel = f"{INPUTS_DIR}/{hashlib.sha256(text.encode()).hexdigest()}.json"
     path = out_dir / rel
-    if not path.is_file():
-        atomic_write_text(path, text)
+    if not _holds(path, text):
+        # Not synced: before a run's first request (8 syncs of 1-3 ms each for 4 files),
+        # and a file a crash left empty or cut holds other bytes, so it is written again.
+        atomic_write_text(path, text, durable=False)
     return rel
+
+
+def _holds(path: Path, text: str) -> bool:
+    """`path` is a regular file (not followed if a link) with exactly `text`."""
+    data = text.encode()
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return hostfs.read_bytes(fd, len(data) + 1) == data
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def record_inputs(

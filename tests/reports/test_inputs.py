@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from runner.redact import Redactor
+from runner.reports.inputs import stored
 from tests.support.cli import run_cli, write_tasks
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import per_conversation, reply_message
@@ -147,3 +149,27 @@ def test_the_agents_md_and_the_wire_model_are_on_record(
     assert {req.json["model"] for req in srv.requests} == {"mA"}
     page = (out / "report.html").read_text()
     assert "Never touch vendor/." in page and "AGENTS.md" in page
+
+
+def test_a_stored_input_a_crash_cut_or_a_link_took_is_written_again(tmp_path: Path) -> None:
+    """Inputs are not synced before a run's first request (8 syncs for 4 files): a file a
+    crash left empty or cut is told by its bytes and written anew; one that holds its
+    bytes is kept as it is (same inode); a link at the name is replaced, not followed."""
+    rel = stored(tmp_path, {"prompts": ["hi"]}, Redactor([]))
+    path = tmp_path / rel
+    good = path.read_bytes()
+    assert hashlib.sha256(good).hexdigest() == path.stem
+    inode = path.stat().st_ino
+    assert stored(tmp_path, {"prompts": ["hi"]}, Redactor([])) == rel
+    assert path.stat().st_ino == inode
+    for broken in (b"", good[:-3], good[:-1] + b"!"):
+        path.write_bytes(broken)
+        stored(tmp_path, {"prompts": ["hi"]}, Redactor([]))
+        assert path.read_bytes() == good and stat.S_IMODE(path.stat().st_mode) == 0o600
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(good)
+    path.unlink()
+    path.symlink_to(outside)
+    stored(tmp_path, {"prompts": ["hi"]}, Redactor([]))
+    assert not path.is_symlink() and path.read_bytes() == good
+    assert outside.read_bytes() == good
