@@ -105,6 +105,7 @@ def open_regular(name: str, dir_fd: int, shown: str) -> int:
 
 def kind(mode: int) -> str:
     for test, word in (
+        (stat.S_ISREG, "regular file"),
         (stat.S_ISDIR, "directory"),
         (stat.S_ISFIFO, "FIFO"),
         (stat.S_ISCHR, "character device"),

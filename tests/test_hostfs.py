@@ -146,3 +146,14 @@ def test_chown_tree_changes_every_entry_but_never_a_links_target(tmp_path: Path)
         st = os.lstat(path)
         assert (st.st_uid, st.st_gid) == (4321, 4322), path
     assert os.stat(outside).st_uid == os.geteuid()
+
+
+def test_kind_names_each_file_type(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    os.mkfifo(tmp_path / "p")
+    (tmp_path / "l").symlink_to("f")
+    assert hostfs.kind(os.lstat(tmp_path / "f").st_mode) == "regular file"
+    assert hostfs.kind(os.lstat(tmp_path).st_mode) == "directory"
+    assert hostfs.kind(os.lstat(tmp_path / "p").st_mode) == "FIFO"
+    assert hostfs.kind(os.lstat(tmp_path / "l").st_mode) == "symbolic link"
+    assert hostfs.kind(os.lstat("/dev/null").st_mode) == "character device"
