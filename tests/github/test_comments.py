@@ -21,27 +21,7 @@ def test_comment_without_write_access_fails_the_step_except_on_a_fork(
     """A comment GitHub refuses is the Action's own failure (exit 2, an error saying
     which permission to give); a fork's PR, whose token GitHub makes read-only, only
     warns and the job goes on."""
-    report = tmp_path / "report.json"
-    report.write_text(
-        Report.model_validate(
-            {
-                "batch_id": "r1",
-                "task_file": "t.yaml",
-                "started_at": "s",
-                "finished_at": "f",
-                "duration_s": 1.0,
-                "tasks": [],
-                "totals": {
-                    "tasks": 0,
-                    "completed": 0,
-                    "not_completed": 0,
-                    "requests": 0,
-                    "tool_calls": 0,
-                    "usage": {},
-                },
-            }
-        ).model_dump_json()
-    )
+    report = empty_report(tmp_path / "report.json")
     event = tmp_path / "event.json"
     event.write_text(json.dumps(PR_EVENT))
     env = {
