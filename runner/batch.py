@@ -86,6 +86,8 @@ class BatchPlan:
     shard: int = 1
     shards: int = 1
     not_selected: int = 0
+    bases: tuple[tuple[str, str, str], ...] = ()
+    """(repository, base, commit) the config pass found moments ago (`Loaded.bases`)."""
 
     def identity(self) -> dict[str, Any]:
         import hashlib
@@ -168,7 +170,7 @@ async def _run_batch(
     journal = Journal(out_dir)
     if plan is None:
         plan = BatchPlan(tuple(t.fingerprint for t in tasks), "")
-    here = await _pins_here(tasks)
+    here = await _pins_here(tasks, plan.bases)
     batch_id = journal.start_batch(
         batch_id=uuid.uuid4().hex[:12],
         task_file=task_file,
@@ -278,27 +280,30 @@ async def _run_batch(
     return BatchResult(runs, report_path, interrupted=stop.is_set())
 
 
-async def _pins_here(tasks: Sequence[Run]) -> Pins:
+async def _pins_here(tasks: Sequence[Run], known: Sequence[tuple[str, str, str]]) -> Pins:
     """This machine's day and zone now, the pinned ones, and the commit each repository's
-    `git.base` names now: what a fresh batch records for `--resume` (`journal.Pins`)."""
+    `git.base` names now: what a fresh batch records for `--resume` (`journal.Pins`).
+    `known`: commits the config pass found moments before, not asked of git again."""
     from runner import workspace
 
+    found: dict[tuple[str, str], str] = {(r, b): sha for r, b, sha in known}
+    asked = {
+        (str(t.repo), t.git.base): t.repo for t in tasks if not uses_environment(t) or t.repo_named
+    }
+
     def commits() -> tuple[tuple[str, str, str], ...]:
-        found: dict[tuple[str, str], str] = {}
-        for t in tasks:
-            key = (str(t.repo), t.git.base)
-            if key in found or (uses_environment(t) and not t.repo_named):
-                continue
-            with contextlib.suppress(workspace.WorkspaceError):  # the run says why
-                found[key] = workspace.check_base(t.repo, t.git.base)
-        return tuple((r, b, sha) for (r, b), sha in found.items())
+        for (repo, base), path in asked.items():
+            if (repo, base) not in found:
+                with contextlib.suppress(workspace.WorkspaceError):  # the run says why
+                    found[(repo, base)] = workspace.check_base(path, base)
+        return tuple((r, b, found[(r, b)]) for r, b in asked if (r, b) in found)
 
     return Pins(
         clock.today(),
         clock.local_timezone(),
         tuple(sorted({t.current_date for t in tasks if t.current_date})),
         tuple(sorted({t.timezone for t in tasks if t.timezone})),
-        await anyio.to_thread.run_sync(commits),
+        commits() if asked.keys() <= found.keys() else await anyio.to_thread.run_sync(commits),
     )
 
 

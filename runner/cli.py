@@ -377,6 +377,7 @@ def _load(args: argparse.Namespace, **kw: Any) -> tuple[Loaded, BatchPlan]:
         chosen.shard,
         chosen.shards,
         chosen.not_selected,
+        loaded.bases,
     )
     return loaded, plan
 

@@ -770,3 +770,35 @@ def test_resume_of_another_shard_or_batch_is_refused(
         t["events_file"].split("/")[-1] for t in report["runs"]
     }
     assert not old_threads & {p.name for p in (out / "threads").iterdir()}
+
+
+_SPAWNED: list[list[str]] = []
+
+
+def _spawns(event: str, args: tuple[Any, ...]) -> None:
+    if event == "subprocess.Popen" and _SPAWNED and isinstance(args[1], (list, tuple)):
+        _SPAWNED[0].append(" ".join(str(a) for a in args[1]))
+
+
+sys.addaudithook(_spawns)  # hooks cannot be removed; it records only while a list is set
+
+
+def test_a_repository_base_is_asked_of_git_once_per_batch(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The config pass checks each repository's base; the batch's resume pins take the
+    commit it found rather than ask again (one git process before the first request). A
+    batch started without the config pass (`runner.run_batch`) asks for itself."""
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    body = "".join(f"  - {{id: t{i}, prompt: p, repo: .}}\n" for i in range(3))
+    tasks = write_tasks(tmp_path, srv.base_url, body)
+    _SPAWNED.append([])
+    try:
+        assert run_cli("run", tasks, "--out", tmp_path / "out").returncode == 0
+    finally:
+        calls = _SPAWNED.pop()
+    asked = [c for c in calls if "rev-parse --verify --end-of-options HEAD^{commit}" in c]
+    assert len(asked) == 1, asked
+    journal = json.loads((tmp_path / "out" / "journal" / "batch.json").read_text())
+    head = git(tmp_path, "rev-parse", "HEAD").strip()
+    assert [b[1:] for b in journal["pins"]["bases"]] == [["HEAD", head]]

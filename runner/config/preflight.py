@@ -66,8 +66,10 @@ def problems(
     offline: bool = False,
     concurrency: int | None = None,
     secret_vars: Collection[str] = (),
+    bases: dict[tuple[str, str], str] | None = None,
 ) -> list[Problem]:
-    """What `check` raises, each problem once (a defaults' problem is every run's)."""
+    """What `check` raises, each problem once (a defaults' problem is every run's).
+    `bases` gets the commit each repository's base names, as the check found it."""
     if budget_at is None:
         file = runs[0].origins[""].file if runs else ""
         budget_at = Origin(file=file, line=None, field="budget.max_cost_usd")
@@ -80,7 +82,10 @@ def problems(
     if not offline:
         found += _keys([t for t in runs if t.agent == "model"], env)  # oracle, nop: no model
         found += _suite_graders(runs)
-        found += _repos([t for t in runs if t.repo_named or t.environment.backend == "local"])
+        found += _repos(
+            [t for t in runs if t.repo_named or t.environment.backend == "local"],
+            {} if bases is None else bases,
+        )
         found += engine_problems(runs, env)
         found += mcp_secrets(runs, env, concurrency or 1, secret_vars)
     return list({str(p): p for p in found}.values())
@@ -270,8 +275,9 @@ def mcp_secrets(
     return out
 
 
-def _repos(tasks: Sequence[Run]) -> list[Problem]:
-    """Every task's repository and base must name a commit before anything starts."""
+def _repos(tasks: Sequence[Run], bases: dict[tuple[str, str], str]) -> list[Problem]:
+    """Every task's repository and base must name a commit before anything starts; the
+    commits found go to `bases`."""
     out = []
     checked: set[tuple[Path, str]] = set()
     for t in tasks:
@@ -288,7 +294,7 @@ def _repos(tasks: Sequence[Run]) -> list[Problem]:
             )
             continue
         try:
-            workspace.check_base(t.repo, t.git.base)
+            bases[(str(t.repo), t.git.base)] = workspace.check_base(t.repo, t.git.base)
         except workspace.WorkspaceError as exc:
             out.append(_say(t.at(*_culprit(t)), str(exc)))
     return out

@@ -34,6 +34,9 @@ class Loaded:
     file: str
     notes: tuple[str, ...] = ()
     """What `validate` says beside the runs (a suite's tasks its `select` left unread)."""
+    bases: tuple[tuple[str, str, str], ...] = ()
+    """(repository, base, commit) as the checks found them (none when offline): the
+    batch's resume pins take these rather than ask git again."""
 
 
 def load(
@@ -87,6 +90,7 @@ def load(
     budget_at = Origin(
         file=file, line=field_line(tf, ("budget", "max_cost_usd")), field="budget.max_cost_usd"
     )
+    bases: dict[tuple[str, str], str] = {}
     found = preflight.problems(
         chosen.runs,
         env=env,
@@ -95,10 +99,12 @@ def load(
         offline=offline,
         concurrency=concurrency,
         secret_vars=secret_vars,
+        bases=bases,
     )
     if found:
         raise ConfigError(found)
-    return Loaded(chosen.runs, chosen, tf, file, suites.notes)
+    known = tuple((r, b, sha) for (r, b), sha in bases.items())
+    return Loaded(chosen.runs, chosen, tf, file, suites.notes, known)
 
 
 def load_runs(
