@@ -203,6 +203,10 @@ def _either(msgs: list[str]) -> str:
     if len(msgs) == 1:
         return msgs[0]
     parts = [_GOT.match(m) for m in msgs]
+    if any(parts) and not all(parts):
+        # One kind took the value and refused it for another reason (an empty path): that
+        # is what the writer meant; the other kinds only say the value is not theirs.
+        return ", or ".join(m for m, p in zip(msgs, parts, strict=True) if p is None)
     if all(parts) and len({p.group(2) for p in parts if p}) == 1:
         wanted = [p.group(1) for p in parts if p]
         return f"must be {' or '.join(wanted)}, {parts[0].group(2) if parts[0] else ''}"

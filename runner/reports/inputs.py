@@ -38,18 +38,40 @@ def stored(out_dir: Path, value: Any, redact: Redactor) -> str:
     rel = f"{INPUTS_DIR}/{hashlib.sha256(text.encode()).hexdigest()}.json"
     path = out_dir / rel
     if not _holds(path, text):
+        _clear(path.parent, folder=True)
+        _clear(path, folder=False)
         # Not synced: before a run's first request (8 syncs of 1-3 ms each for 4 files),
         # and a file a crash left empty or cut holds other bytes, so it is written again.
         atomic_write_text(path, text, durable=False)
     return rel
 
 
+def _clear(path: Path, *, folder: bool) -> None:
+    """What stands at `path` in the out dir and is not ours to write through: a link is
+    removed, not followed; a folder where a file belongs, or a file where the folder
+    belongs, goes."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode) or stat.S_ISDIR(mode) != folder:
+        if stat.S_ISDIR(mode):
+            hostfs.remove_tree(path)
+        else:
+            path.unlink()
+
+
 def _holds(path: Path, text: str) -> bool:
-    """`path` is a regular file (not followed if a link) with exactly `text`."""
+    """`path` is a regular file of ours (not a link, mode 0600, one name) with exactly
+    `text`, in a folder that is no link."""
     data = text.encode()
     try:
+        if stat.S_ISLNK(os.lstat(path.parent).st_mode):
+            return False
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        if stat.S_IMODE(st.st_mode) != 0o600 or st.st_nlink != 1:
             return False
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

@@ -44,6 +44,14 @@ def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int], list[Probl
         if "maximum nesting depth" in reason:  # libyaml's own bound, past ours
             reason = TOO_DEEP
         return None, {}, [Problem(file, line, "(syntax)", f"not valid YAML: {reason}")]
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        if _LOADER is DepthBoundLoader:
+            line = text.count("\n", 0, exc.position) + 1
+        else:  # libyaml counts bytes of UTF-8
+            line = text.encode()[: exc.position].count(b"\n") + 1
+        why = f"not valid YAML: character U+{code:04X} is not allowed"
+        return None, {}, [Problem(file, line, "(syntax)", why)]
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
         reason = " ".join(str(exc).split())[:200]
         return None, {}, [Problem(file, None, "(syntax)", f"not valid YAML: {reason}")]

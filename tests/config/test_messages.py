@@ -197,7 +197,7 @@ def test_a_field_of_two_kinds_is_one_problem_at_its_own_path() -> None:
     gets one problem at the field, saying both."""
     [p] = problems("version: 1\ncodex_config: ''\ntasks: [{id: a, prompt: p}]\n")
     assert (p.line, p.field) == (2, "codex_config")
-    assert p.message.startswith("either must be true or false, got a string, or must not be")
+    assert p.message.startswith("must not be empty")
     [p] = problems("version: 1\ncodex_config: 5\ntasks: [{id: a, prompt: p}]\n")
     assert (p.line, p.field) == (2, "codex_config") and "[" not in p.message
     two = problems("version: 1\ncodex_config: 5\ntasks: [{id: a, prompt: p, repo: 7}]\n")

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from runner import hostfs
 from runner.redact import Redactor
 from runner.reports.inputs import stored
 from tests.support.cli import run_cli, write_tasks
@@ -173,3 +175,32 @@ def test_a_stored_input_a_crash_cut_or_a_link_took_is_written_again(tmp_path: Pa
     stored(tmp_path, {"prompts": ["hi"]}, Redactor([]))
     assert not path.is_symlink() and path.read_bytes() == good
     assert outside.read_bytes() == good
+
+
+def test_what_stands_in_the_inputs_folder_is_replaced_never_followed(tmp_path: Path) -> None:
+    """An out dir reused with --force may hold anything: a folder at a file's name, a
+    file or a link at the folder's, a right copy of mode 0644 or with a second name."""
+    out = tmp_path / "out"
+    rel = stored(out, {"prompts": ["hi"]}, Redactor([]))
+    path = out / rel
+    good = path.read_bytes()
+    path.unlink()
+    (path / "deep").mkdir(parents=True)
+    stored(out, {"prompts": ["hi"]}, Redactor([]))
+    assert path.is_file() and path.read_bytes() == good
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    hostfs.remove_tree(path.parent)
+    path.parent.symlink_to(elsewhere)
+    stored(out, {"prompts": ["hi"]}, Redactor([]))
+    assert not path.parent.is_symlink() and path.read_bytes() == good
+    assert list(elsewhere.iterdir()) == []
+    path.chmod(0o644)
+    os.link(path, tmp_path / "second")
+    stored(out, {"prompts": ["hi"]}, Redactor([]))
+    st = path.stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_nlink) == (0o600, 1)
+    hostfs.remove_tree(path.parent)
+    path.parent.write_text("a file")
+    stored(out, {"prompts": ["hi"]}, Redactor([]))
+    assert path.read_bytes() == good

@@ -73,3 +73,13 @@ def test_dotted_names_a_key_path_as_a_user_writes_it() -> None:
     assert dotted(("services", "client", "volumes", 0)) == "services.client.volumes[0]"
     assert dotted((0, "a")) == "[0].a"
     assert dotted(()) == "(top level)"
+
+
+def test_a_character_yaml_refuses_is_located_in_words() -> None:
+    """libyaml's reader error carries no line and counts bytes: the line is counted here."""
+    for text, line in (("a: 1\nb: x\x00y\n", 2), ("a: " + "é" * 40 + "\nb: 1\nc: \x07\n", 3)):
+        data, lines, problems = load_yaml(text, "task.yaml")
+        assert data is None and lines == {}
+        [p] = problems
+        assert (p.file, p.line, p.field) == ("task.yaml", line, "(syntax)")
+        assert p.message.startswith("not valid YAML: character U+00") and "unicode" not in p.message
