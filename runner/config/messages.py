@@ -123,9 +123,9 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
         return f"task id {ctx.get('id')} is used twice; ids must be unique" + (
             f" (first at line {first})" if first else ""
         )
-    if kind == "string_pattern_mismatch" and (said := _pattern_message(ctx.get("pattern", ""))):
-        if said.startswith("provider names") and "mcp_servers" in loc:
-            return said.replace("provider names", "MCP server names", 1)
+    if kind == "string_pattern_mismatch" and (
+        said := _pattern_message(ctx.get("pattern", ""), loc)
+    ):
         return said
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must not be empty"
@@ -133,14 +133,15 @@ def _message(err: Any, loc: Path_, lines: dict[Path_, int]) -> str:
     return esc(msg.replace("Input should be", "must be"))
 
 
-def _pattern_message(pattern: str) -> str | None:
+def _pattern_message(pattern: str, loc: Path_) -> str | None:
     """What a field with this pattern takes, in words (a regex means nothing to a user)."""
     if pattern == ID_RE:
         return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
     if pattern == VARIABLE_RE:
         return "must be a variable name: letters, digits and '_', not starting with a digit"
     if pattern == PROVIDER_NAME_RE:
-        return "provider names may use only ASCII letters, digits, '_' and '-'"
+        names = "MCP server names" if "mcp_servers" in loc else "provider names"
+        return f"{names} may use only ASCII letters, digits, '_' and '-'"
     if "https?" in pattern:
         return "must be an http:// or https:// URL"
     if "/" in pattern:
@@ -202,12 +203,11 @@ def _either(msgs: list[str]) -> str:
     boolean` when each says what it wanted of the same value, else each in turn."""
     if len(msgs) == 1:
         return msgs[0]
-    parts = [_GOT.match(m) for m in msgs]
-    if any(parts) and not all(parts):
+    kinds = [p for m in msgs if (p := _GOT.match(m))]
+    if 0 < len(kinds) < len(msgs):
         # One kind took the value and refused it for another reason (an empty path): that
         # is what the writer meant; the other kinds only say the value is not theirs.
-        return ", or ".join(m for m, p in zip(msgs, parts, strict=True) if p is None)
-    if all(parts) and len({p.group(2) for p in parts if p}) == 1:
-        wanted = [p.group(1) for p in parts if p]
-        return f"must be {' or '.join(wanted)}, {parts[0].group(2) if parts[0] else ''}"
+        return ", or ".join(m for m in msgs if not _GOT.match(m))
+    if kinds and len({p.group(2) for p in kinds}) == 1:
+        return f"must be {' or '.join(p.group(1) for p in kinds)}, {kinds[0].group(2)}"
     return "either " + ", or ".join(msgs)

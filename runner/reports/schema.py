@@ -23,11 +23,16 @@ from runner.reports.model import Report
 
 
 @cache
+def _tree(module: str) -> ast.Module:
+    """A module's source parsed once, for all of its classes."""
+    return ast.parse(inspect.getsource(sys.modules[module]))
+
+
+@cache
 def field_docs(cls: type) -> dict[str, str]:
     """The string statement right after each annotated field of `cls`'s own body."""
-    tree = ast.parse(inspect.getsource(sys.modules[cls.__module__]))
     found: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(cls.__module__)):
         if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
             body = node.body
             for field, after in zip(body, body[1:], strict=False):

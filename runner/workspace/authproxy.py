@@ -75,10 +75,6 @@ def basic_auth(token: str) -> str:
     return "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
 
-def is_http(url: str) -> bool:
-    return url.startswith(("http://", "https://"))
-
-
 def run_git_via_forwarder(
     argv_for: Callable[[str], list[str]],
     *,

@@ -152,6 +152,11 @@ def _remote(repo: Path, remote: str) -> str:
     return url
 
 
+def is_http(url: str) -> bool:
+    """A URL git reaches over HTTP(S): the only kind a token goes with (the forwarder)."""
+    return url.startswith(("http://", "https://"))
+
+
 def _remote_git(
     args_for: Callable[[str], list[str]],
     url: str,
@@ -163,7 +168,7 @@ def _remote_git(
     """Its stdout. A git command that talks to `url`. With a token and an HTTP(S) URL, git is given
     the runner's forwarder instead of `url` (see `authproxy`); other URLs (file, ssh)
     get no token."""
-    if not token or not url.startswith(("http://", "https://")):
+    if not token or not is_http(url):
         return run_git(args_for(url), cwd=cwd, protocols=PUSH_PROTOCOLS, timeout=timeout).stdout
     # The forwarder (a local HTTP server) loads with the first push that needs it.
     from runner.workspace.authproxy import local_urls, run_git_via_forwarder

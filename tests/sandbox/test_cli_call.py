@@ -5,6 +5,7 @@ polite stop first with a grace, and a client that is not there. Real processes."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,21 @@ from tests.support.procs import ends_soon
 pytestmark = pytest.mark.anyio
 
 ENV = {"PATH": "/usr/bin:/bin"}
+
+
+async def _killed(argv: list[str], **more: Any) -> int | None:
+    """`argv` run as a client of the tests, past a 0.3 s limit: its exit code or None."""
+    return await run_once(
+        argv,
+        ENV,
+        stdin=None,
+        stdout=Bounded(10),
+        stderr=Bounded(10),
+        limit=0.3,
+        kill_group=True,
+        what="the test client",
+        **more,
+    )
 
 
 def test_bounded_keeps_the_head_whole_and_counts_the_rest() -> None:
@@ -45,16 +61,7 @@ async def test_the_exit_code_the_output_and_stdin_fed_in_pieces() -> None:
 
 async def test_a_client_past_its_limit_is_killed_with_what_it_started(tmp_path: Path) -> None:
     pid_file = tmp_path / "helper"
-    code = await run_once(
-        ["sh", "-c", f"sleep 30 & echo $! > {pid_file}; wait"],
-        ENV,
-        stdin=None,
-        stdout=Bounded(10),
-        stderr=Bounded(10),
-        limit=0.3,
-        kill_group=True,
-        what="the test client",
-    )
+    code = await _killed(["sh", "-c", f"sleep 30 & echo $! > {pid_file}; wait"])
     assert code is None
     helper = int(pid_file.read_text())
     assert ends_soon(helper)
@@ -62,16 +69,8 @@ async def test_a_client_past_its_limit_is_killed_with_what_it_started(tmp_path: 
 
 async def test_with_a_grace_the_client_is_asked_to_stop_first(tmp_path: Path) -> None:
     said = tmp_path / "said"
-    code = await run_once(
-        ["sh", "-c", f"trap 'echo term > {said}; exit 0' TERM; sleep 30 & wait"],
-        ENV,
-        stdin=None,
-        stdout=Bounded(10),
-        stderr=Bounded(10),
-        limit=0.3,
-        kill_group=True,
-        what="the test client",
-        grace_s=5,
+    code = await _killed(
+        ["sh", "-c", f"trap 'echo term > {said}; exit 0' TERM; sleep 30 & wait"], grace_s=5
     )
     assert code is None
     assert said.read_text() == "term\n"

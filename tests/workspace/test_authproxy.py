@@ -13,7 +13,6 @@ import pytest
 from runner.workspace.authproxy import (
     ROUTES,
     basic_auth,
-    is_http,
     local_urls,
     route,
     run_git_via_forwarder,
@@ -55,11 +54,6 @@ def test_the_header_is_basic_with_the_token_as_password() -> None:
     scheme, _, value = basic_auth(TOKEN).partition(" ")
     assert scheme == "Basic"
     assert base64.b64decode(value).decode() == f"x-access-token:{TOKEN}"
-
-
-def test_only_http_urls_go_through_the_forwarder() -> None:
-    assert is_http("https://github.com/o/r.git") and is_http("http://127.0.0.1:1/r")
-    assert not any(map(is_http, ["file:///r", "git@github.com:o/r.git", "ssh://h/r", "HTTPS:x"]))
 
 
 def test_local_urls_are_put_back_to_the_remote_s() -> None:

@@ -21,6 +21,7 @@ from runner.workspace.refs import (
     delete_branch_at,
     delete_branch_sync,
     has_path_at,
+    is_http,
     push_sync,
     reflog,
     remote_tip,
@@ -154,3 +155,8 @@ def test_a_killed_attempts_branches_go_and_the_users_own_stay(tmp_path: Path) ->
     delete_branch_sync(repo, "runner/abc/t1", result)
     left = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/runner")
     assert left.split() == ["runner/abc/t1-3", "runner/abc/t1-x", "runner/abc/t10"]
+
+
+def test_only_http_urls_go_through_the_forwarder() -> None:
+    assert is_http("https://github.com/o/r.git") and is_http("http://127.0.0.1:1/r")
+    assert not any(map(is_http, ["file:///r", "git@github.com:o/r.git", "ssh://h/r", "HTTPS:x"]))
