@@ -38,6 +38,7 @@ from runner.redact import Redactor
 from runner.report_entry import run_report
 from runner.run import BatchContext, live
 from runner.sandbox import RUN_DIRS, registry, user_folder
+from runner.sandbox.bwrap import probe_ahead
 from runner.vocabulary import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -259,6 +260,8 @@ async def _run_batch(
             async with anyio.create_task_group() as outer:
                 checkpoints.waiting_in = outer  # cancelled with it: the final report follows
                 outer.start_soon(_stop_on_signal, outer.cancel_scope, stop, ctx.checks)
+                if any(_in_bwrap(t) for t in tasks if t.fingerprint not in finished):
+                    outer.start_soon(anyio.to_thread.run_sync, probe_ahead)
                 async with anyio.create_task_group() as tg:
                     for t in tasks:
                         if t.fingerprint not in finished:
@@ -337,6 +340,11 @@ async def _environments(
     envs.mark = stack.enter_context(live_batch(batch_id))
     await envs.reserve(tasks)
     return envs
+
+
+def _in_bwrap(t: Run) -> bool:
+    """Whether the run's commands (or its check) run in bubblewrap on this host."""
+    return t.sandbox != FULL_ACCESS and not uses_environment(t)
 
 
 def _warn_unisolated(tasks: Sequence[Run], concurrency: int, show: EventSink) -> None:

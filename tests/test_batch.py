@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -802,3 +803,35 @@ def test_a_repository_base_is_asked_of_git_once_per_batch(
     journal = json.loads((tmp_path / "out" / "journal" / "batch.json").read_text())
     head = git(tmp_path, "rev-parse", "HEAD").strip()
     assert [b[1:] for b in journal["pins"]["bases"]] == [["HEAD", head]]
+
+
+def test_the_sandbox_is_probed_while_the_first_workspace_is_made(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """The bwrap probe (one process, once per runner) runs beside the first run's git
+    work, not after it. Here the workspace's `read-tree` waits for the probe to have
+    started: a batch that probed only once its workspace was ready would wait in vain."""
+    real_git, real_bwrap = shutil.which("git"), shutil.which("bwrap")
+    assert real_git is not None and real_bwrap is not None
+    marker, folder = tmp_path / "probed", tmp_path / "bin"
+    folder.mkdir()
+    (folder / "git").write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" read-tree "*)\n'
+        f"  i=0; while [ ! -e {marker} ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n"
+        f"  [ -e {marker} ] || {{ echo 'the probe never started' >&2; exit 1; }};;\n"
+        "esac\n"
+        f'exec {real_git} "$@"\n'
+    )
+    # The probe is the one bwrap command that runs `true`.
+    (folder / "bwrap").write_text(
+        f'#!/bin/sh\ncase "$*" in *true) : > {marker};; esac\nexec {real_bwrap} "$@"\n'
+    )
+    for tool in ("git", "bwrap"):
+        (folder / tool).chmod(0o755)
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    tasks = write_tasks(tmp_path / "repo", srv.base_url, "  - {id: a, prompt: p, repo: .}\n")
+    path = f"{folder}:{os.environ['PATH']}"
+    done = run_cli("run", tasks, "--out", tmp_path / "out", env={"PATH": path})
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()

@@ -32,11 +32,13 @@ view (read from the disk), each in its own module.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import pwd
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -115,10 +117,23 @@ def probe(search_path: str | None = None) -> Host:
 
     Never falls back: a sandboxed mode either runs in bubblewrap or fails the run.
     """
-    found = _probe(search_path if search_path is not None else os.environ.get("PATH", ""))
+    with _PROBING:  # a second caller waits for the answer rather than probe again
+        found = _probe(search_path if search_path is not None else os.environ.get("PATH", ""))
     if isinstance(found, str):
         raise SandboxError(found)
     return found
+
+
+_PROBING = threading.Lock()
+
+
+def probe_ahead() -> None:
+    """`probe` now, its answer kept for the first sandboxed command. The batch calls it
+    in a worker thread while the first workspace is made: the probe is a bwrap process
+    (about 13 ms), which the first run otherwise waited for after its git work. A
+    failure is the first run's to report, so it is not raised here."""
+    with contextlib.suppress(SandboxError):
+        probe()
 
 
 @functools.cache

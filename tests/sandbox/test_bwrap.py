@@ -8,11 +8,13 @@ import re
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from runner.sandbox.bwrap import SANDBOX_UID, Limits
+from runner.errors import SandboxError
+from runner.sandbox.bwrap import SANDBOX_UID, Limits, probe, probe_ahead
 from tests.support.sandbox import Box, HostService, Runner, out
 
 
@@ -251,3 +253,43 @@ def test_huge_writes_are_stopped(box: Box, run: Runner) -> None:
     text = out(res)
     assert "ws=153" in text and "tmp=153" in text, text  # 128 + SIGXFSZ
     assert (box.path / "big").stat().st_size == limits.file_bytes
+
+
+def test_two_threads_asking_at_once_start_one_probe(tmp_path: Path) -> None:
+    """`probe_ahead` runs in a worker thread beside the first run's workspace; a run that
+    asks meanwhile waits for that answer instead of starting a second bwrap process."""
+    real = shutil.which("bwrap")
+    assert real is not None
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    calls = tmp_path / "calls"
+    # Slow enough that the second caller asks while the first probe is still running.
+    (folder / "bwrap").write_text(f'#!/bin/sh\necho x >> {calls}\nsleep 0.3\nexec {real} "$@"\n')
+    (folder / "bwrap").chmod(0o755)
+    search = f"{folder}:{os.environ['PATH']}"
+    found: list[object] = []
+
+    def ask() -> None:
+        found.append(probe(search))
+
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(4):
+            pool.submit(ask)
+    assert len(found) == 4 and len(set(map(id, found))) == 1
+    assert calls.read_text() == "x\n"
+
+
+def test_probe_ahead_keeps_a_failure_for_the_run_to_report(tmp_path: Path) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "bwrap").write_text("#!/bin/sh\necho 'no user namespaces' >&2\nexit 1\n")
+    (folder / "bwrap").chmod(0o755)
+    search = f"{folder}:{os.environ['PATH']}"
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = search
+    try:
+        probe_ahead()  # says nothing
+    finally:
+        os.environ["PATH"] = saved
+    with pytest.raises(SandboxError, match="no user namespaces"):
+        probe(search)
