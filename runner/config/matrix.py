@@ -211,8 +211,12 @@ def expand(
                     env_problems += environment_problems(values["environment"], origins)
                 build_dir = build_dirs.get(base_dir, values["environment"].build, origins)
                 for rep in range(1, repeat + 1):
+                    # Every value is already the type the field takes (the task file's
+                    # models validated them): not validated again, which would build
+                    # Run's validator, ~7 ms of every start (tests/config/test_matrix.py
+                    # holds the two to the same result).
                     runs.append(
-                        Run(
+                        Run.model_construct(
                             **{
                                 **values,
                                 "model_options": opts,

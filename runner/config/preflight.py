@@ -146,15 +146,21 @@ def _prices(tasks: Sequence[Run], budget: BatchLimits | None, budget_at: Origin)
 def _output_caps(tasks: Sequence[Run]) -> list[Problem]:
     """With constrained tool calls every answer is sized to `max_output_tokens`: a cap too
     small to hold one call of each offered tool would silently take the tools away."""
+    capped = [
+        t
+        for t in tasks
+        if t.provider.constrained_tools and t.model_options.max_output_tokens is not None
+    ]
+    if not capped:
+        return []  # the grammar modules are loaded only for a batch that needs them
     from runner.providers.constrained import Constrained, answer_branches
     from runner.providers.grammar import allocate
     from runner.tools.offered import offered_tools
 
     out = []
-    for t in tasks:
+    for t in capped:
         cap = t.model_options.max_output_tokens
-        if not t.provider.constrained_tools or cap is None:
-            continue
+        assert cap is not None
         tools = offered_tools(
             t.tools,
             apply_patch_tool=t.apply_patch_tool,
@@ -181,6 +187,8 @@ def _output_caps(tasks: Sequence[Run]) -> list[Problem]:
 def _local_models(tasks: Sequence[Run]) -> list[Problem]:
     """The embedded engine serves the one model it ships with, whatever the request names:
     `local/foo` would run that model and label its results `local/foo`."""
+    if not any(t.provider_name == "local" for t in tasks):
+        return []  # the engine's module is loaded only for a batch that runs it
     from runner.providers.local import MODEL_NAME
 
     known = f"local/{MODEL_NAME}"
