@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -23,11 +23,13 @@ from runner.config.schema import (
     Variant,
     written,
 )
-from runner.config.suite_runs import Bound
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted, line_for
 from runner.errors import ConfigError, Problem
 from runner.vocabulary import AgentKind, ReasoningEffort, SandboxMode, model_label
+
+if TYPE_CHECKING:
+    from runner.config.suite_runs import Bound
 
 __all__ = ["expand", "fingerprint", "resolve"]
 

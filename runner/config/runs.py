@@ -10,6 +10,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.config import preflight
 from runner.config.load import load_task_file
@@ -17,10 +18,12 @@ from runner.config.matrix import expand
 from runner.config.resolved import Origin, Run
 from runner.config.schema import COMMAND_LINE, pin_problems
 from runner.config.select import Selection, select
-from runner.config.suite_runs import with_suites
 from runner.config.taskfile import TaskFile, field_line
 from runner.errors import ConfigError, Problem
 from runner.vocabulary import AgentKind, ReasoningEffort, SandboxMode
+
+if TYPE_CHECKING:
+    from runner.config.suite_runs import Bound
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,20 @@ def load(
         tf = load_task_file(path)
     except ConfigError as exc:
         raise ConfigError([*flags, *exc.problems]) from None
-    try:
-        suites = with_suites(tf, path.resolve().parent, file=file, agent=agent)
-    except ConfigError as exc:
-        raise ConfigError([*flags, *exc.problems]) from None
+    bound: Mapping[str, Bound] = {}
+    notes: tuple[str, ...] = ()
+    if tf.suites or agent is not None:
+        # The suite readers load only for a file that has suites (or `--agent`, which
+        # says it needs them).
+        from runner.config.suite_runs import with_suites
+
+        try:
+            suites = with_suites(tf, path.resolve().parent, file=file, agent=agent)
+        except ConfigError as exc:
+            raise ConfigError([*flags, *exc.problems]) from None
+        tf, bound, notes = suites.tf, suites.bound, suites.notes
     if flags:
         raise ConfigError(flags)
-    tf = suites.tf
     runs = expand(
         tf,
         path.resolve().parent,
@@ -84,7 +94,7 @@ def load(
         current_date=current_date,
         timezone=timezone,
         reasoning_effort=reasoning_effort,
-        suites=suites.bound,
+        suites=bound,
     )
     chosen = select(runs, file=file, only=only, tags=tags, shard=shard, env=env)
     budget_at = Origin(
@@ -104,7 +114,7 @@ def load(
     if found:
         raise ConfigError(found)
     known = tuple((r, b, sha) for (r, b), sha in bases.items())
-    return Loaded(chosen.runs, chosen, tf, file, suites.notes, known)
+    return Loaded(chosen.runs, chosen, tf, file, notes, known)
 
 
 def load_runs(
