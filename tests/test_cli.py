@@ -5,10 +5,13 @@ command in-process (`run_cli`)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli, run_cli_process, shell, write_tasks
+from tests.support.cli import KEY, run_cli, run_cli_process, shell, write_tasks
 from tests.support.fixtures import ThreadFactory
 from tests.support.loopback import (
     Reply,
@@ -226,3 +229,40 @@ def test_max_environments_in_the_task_file_is_checked_with_its_line(tmp_path: Pa
     res = run_cli("validate", tasks, "--offline")
     assert res.returncode == 2
     assert "tasks.yaml:2" in res.stderr and "max_environments" in res.stderr
+
+
+ONLY_FOR_OTHER_BATCHES = (
+    "runner.envrun",  # containers and Pods
+    "runner.verify",  # suite graders
+    "runner.sandbox.orphans",
+    "runner.sandbox.enginecheck",
+    "runner.workspace.authproxy",  # pushes
+    "runner.config.suite_runs",  # `suites:`
+    "runner.providers.local",  # the embedded engine
+    "runner.providers.constrained",  # constrained tool calls
+    "runner.tools.patch_format",  # the first patch the model sends
+)
+
+
+def test_a_plain_local_batch_loads_nothing_only_other_batches_need(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """Each module here costs every start its import; a batch that has no use for it
+    (one local run, a model that only answers) must not load it."""
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    tasks = write_tasks(tmp_path, srv.base_url, "  - {id: a, prompt: p, repo: .}\n")
+    code = (
+        "import json, sys\n"
+        "from runner.cli import main\n"
+        f"code = main(['run', {str(tasks)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        f"print(json.dumps([code, [m for m in {ONLY_FOR_OTHER_BATCHES!r} if m in sys.modules]]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FAKE_API_KEY": KEY},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, []]

@@ -25,44 +25,19 @@ import json
 import posixpath
 from collections.abc import Sequence
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import PatchError, PathRefused, UnsafeFileError
 from runner.tools import Environment, ToolCall, ToolContext, ToolResult
-from runner.tools.patch_format import (
-    SUCCESS_HEADER,
-    AddFile,
-    ApplyResult,
-    ChangeKind,
-    Chunk,
-    DeleteFile,
-    FileChange,
-    Hunk,
-    Patch,
-    UpdateFile,
-    extract_shell_patch,
-    parse_patch,
-    path_key,
-    plan_patch,
-)
 
-__all__ = [
-    "LARK_GRAMMAR",
-    "AddFile",
-    "ApplyPatchTool",
-    "ApplyResult",
-    "Chunk",
-    "DeleteFile",
-    "FileChange",
-    "Hunk",
-    "Patch",
-    "PatchError",
-    "UpdateFile",
-    "apply_patch",
-    "extract_shell_patch",
-    "parse_patch",
-    "plan_patch",
-]
+if TYPE_CHECKING:
+    from runner.tools.patch_format import ApplyResult, FileChange, Patch
+
+__all__ = ["LARK_GRAMMAR", "ApplyPatchTool", "apply_patch", "patch_started"]
+
+# The patch format (parser, planner: runner/tools/patch_format.py, eight dataclasses) is
+# loaded with the first patch, not at start: it was about 6 ms of every run's start, for
+# runs whose model never sends one.
 
 # --------------------------------------------------------------------------- applier
 
@@ -216,6 +191,8 @@ class _Files:
 
 
 def _failure(message: str, changes: list[dict[str, str]]) -> ApplyResult:
+    from runner.tools.patch_format import ApplyResult
+
     return ApplyResult(
         output=f"apply_patch failed: {message}\nNo files were changed.",
         success=False,
@@ -226,6 +203,8 @@ def _failure(message: str, changes: list[dict[str, str]]) -> ApplyResult:
 def patch_started(text: str, workdir: str | None) -> dict[str, Any] | None:
     """The `in_progress` file_change item for a patch about to be applied (paths as the
     patch names them, under `workdir`), or None when it does not even parse."""
+    from runner.tools.patch_format import parse_patch
+
     try:
         patch = parse_patch(text)
     except PatchError:
@@ -237,6 +216,8 @@ def patch_started(text: str, workdir: str | None) -> dict[str, Any] | None:
 
 
 def _event_changes(patch: Patch, names: dict[str, str]) -> list[dict[str, str]]:
+    from runner.tools.patch_format import AddFile, ChangeKind, DeleteFile, UpdateFile
+
     kinds: dict[type, ChangeKind] = {AddFile: "add", DeleteFile: "delete", UpdateFile: "update"}
     return [{"path": names.get(h.path, h.path), "kind": kinds[type(h)]} for h in patch.hunks]
 
@@ -256,6 +237,8 @@ async def apply_patch(
     path is allowed and every hunk plans cleanly; if a write still fails, earlier writes
     are rolled back. Nothing is written when `read_only`, as the sandbox refuses it.
     """
+    from runner.tools.patch_format import ApplyResult, UpdateFile, parse_patch, plan_patch
+
     try:
         patch = parse_patch(text)
     except PatchError as exc:
@@ -314,6 +297,8 @@ async def apply_patch(
 
 async def _carry_out(change: FileChange, files: _Files, names: dict[str, str]) -> None:
     """One planned change, remembered by `files` so a later failure can undo it."""
+    from runner.tools.patch_format import path_key
+
     source = names[change.path]
     if change.kind == "delete":
         await files.remove(source)  # the entry itself: a link goes, not its target
@@ -338,6 +323,8 @@ async def _carry_out(change: FileChange, files: _Files, names: dict[str, str]) -
 
 def _summary(plan: Sequence[FileChange]) -> str:
     """The Codex success text: added, then modified, then deleted paths."""
+    from runner.tools.patch_format import SUCCESS_HEADER
+
     groups: dict[str, list[str]] = {"A": [], "M": [], "D": []}
     for change in plan:
         if change.kind == "add":

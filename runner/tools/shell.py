@@ -17,7 +17,7 @@ from runner.errors import ToolArgumentsError
 from runner.items import dumps
 from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP
 from runner.tools import ToolCall, ToolContext, ToolResult
-from runner.tools.apply_patch import apply_patch, extract_shell_patch, patch_started
+from runner.tools.apply_patch import apply_patch, patch_started
 
 OUTPUT_BUDGET_BYTES = 10_000
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
@@ -152,6 +152,8 @@ class ShellTool:
                 "exit_code": None,
                 "status": "in_progress",
             }
+        from runner.tools.patch_format import extract_shell_patch  # with the first command
+
         intercepted = extract_shell_patch(args.command)
         if intercepted is not None:
             patch, cd = intercepted
@@ -170,6 +172,8 @@ class ShellTool:
             args = ShellArgs(call.arguments, self.default_timeout_ms)
         except ToolArgumentsError as exc:
             return ToolResult(f"invalid shell call: {exc}", success=False)
+        from runner.tools.patch_format import extract_shell_patch
+
         intercepted = extract_shell_patch(args.command)
         if intercepted is not None:
             return await _apply_patch_via_shell(ctx, intercepted, args.workdir, self.plain_output)

@@ -26,14 +26,12 @@ from runner.sandbox.local import LocalExecutor
 from runner.sandbox.localenv import LocalEnvironment
 from runner.sse import Assembler, Framer
 from runner.tools import ToolContext
-from runner.tools.apply_patch import (
-    ApplyPatchTool,
-    Hunk,
-)
+from runner.tools.apply_patch import ApplyPatchTool
 from runner.tools.patch_format import (
     AddFile,
     Chunk,
     DeleteFile,
+    Hunk,
     Patch,
     UpdateFile,
     parse_patch,

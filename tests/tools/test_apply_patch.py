@@ -37,13 +37,10 @@ from runner.sandbox.local import LocalExecutor
 from runner.sandbox.localenv import LocalEnvironment
 from runner.tools import ToolCall, ToolContext, ToolResult
 from runner.tools import apply_patch as ap
-from runner.tools.apply_patch import (
-    LARK_GRAMMAR,
-    ApplyPatchTool,
-    ApplyResult,
-)
+from runner.tools.apply_patch import LARK_GRAMMAR, ApplyPatchTool
 from runner.tools.patch_format import (
     AddFile,
+    ApplyResult,
     DeleteFile,
     UpdateFile,
     extract_shell_patch,
