@@ -72,3 +72,14 @@ def atomic_write_chunks(path: Path, chunks: Iterable[bytes], *, durable: bool = 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     atomic_write_bytes(path, text.encode(), durable=durable)
+
+
+def sync_written(*paths: Path) -> None:
+    """Put on the disk files (and folders) that were written without `durable`, once
+    something that depends on them is about to be written durably."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
