@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -36,6 +36,7 @@ from runner.errors import (
     RunEnds,
     SizeLimitReached,
 )
+from runner.frozen import frozen
 from runner.items import Item, Usage
 from runner.providers import Compactor, ModelClient, ModelResponse, Prompt
 from runner.sizes import SizeCaps, size
@@ -58,7 +59,7 @@ class Sink(Protocol):
     def emit(self, event: dict[str, Any]) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class ThreadSpec:
     thread_id: str
     model: str
@@ -82,7 +83,7 @@ class ThreadSpec:
     """Byte caps (`limits:`): what bounds the thread's memory, whatever usage says."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     """How the thread ended and everything it did: copies, so it never changes after."""
 

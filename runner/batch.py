@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from runner.config import BatchLimits, Run, uses_environment
 from runner.config.preflight import FULL_ACCESS
 from runner.config.secrets import secrets_from_env, without_secrets
 from runner.errors import ConfigError, EnvironmentFault, Problem, RunnerError
+from runner.frozen import frozen
 from runner.hostfs import remove_tree
 from runner.journal import Journal, Pins, done, pin_note, resume_note
 from runner.progress import EventSink, QuietProgress
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from runner.reports.model import Report, RunReport  # loaded when the first run ends
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchResult:
     runs: list[Finished]
     """Every run in task-file order, with its report entry."""
@@ -77,7 +77,7 @@ def exit_code(statuses: Iterable[RunStatus]) -> int:
     return EXIT_OK if seen <= {RunStatus.COMPLETED} else EXIT_TASK_FAILED
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchPlan:
     """The whole batch a (possibly sharded) run belongs to, for the report's identity."""
 

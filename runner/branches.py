@@ -27,12 +27,12 @@ import datetime as dt
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from runner import workspace
 from runner.errors import ConfigError, Problem
+from runner.frozen import frozen
 from runner.reports.model import Report
 from runner.workspace import IDENTITY
 from runner.workspace.names import component
@@ -45,7 +45,7 @@ SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 BranchState = Literal["present", "deleted", "gone", "moved", "checked-out", "foreign", "invalid"]
 
 
-@dataclass(frozen=True)
+@frozen
 class BranchCheck:
     """What the repository says of one branch a report claims."""
 

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from importlib import resources
 from typing import Literal
 
 from runner import items as it
 from runner.errors import ContextWindowExceeded, ModelError
+from runner.frozen import frozen
 from runner.items import Item, Usage, dumps
 from runner.prompt import is_contextual_user_message
 from runner.providers import ModelResponse, Prompt
@@ -63,7 +64,7 @@ def summary_prefix() -> str:
     return _data("compact_summary_prefix.md")
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionSettings:
     limit: int | None = None
     """Compact when the thread's token count reaches this. None: only when the server says
@@ -73,7 +74,7 @@ class CompactionSettings:
     user_message_tokens: int = USER_MESSAGE_TOKENS
 
 
-@dataclass(frozen=True)
+@frozen
 class Compaction:
     """One compaction, for the event log and the report."""
 

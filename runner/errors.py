@@ -47,8 +47,8 @@ any `RemoteError`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from runner.frozen import frozen
 from runner.items import Usage
 from runner.vocabulary import RunStatus
 
@@ -57,7 +57,7 @@ class RunnerError(Exception):
     """Base of everything the runner raises on purpose."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     """One thing wrong with an input, located precisely enough to fix it."""
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any
+
+from runner.frozen import frozen
 
 JSON = dict[str, Any]
 
@@ -22,7 +24,7 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass(frozen=True)
+@frozen
 class Item:
     """One Responses API item.
 
@@ -140,7 +142,7 @@ TOOL_CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
 TOOL_OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
 
 
-@dataclass(frozen=True)
+@frozen
 class Usage:
     """Token usage of one response, as the server reported it (missing details are 0)."""
 

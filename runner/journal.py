@@ -16,7 +16,6 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from runner import hostfs
 from runner.errors import ConfigError, Problem, UnsafeFileError
+from runner.frozen import frozen
 from runner.fsutil import atomic_write_text, sync_written
 from runner.vocabulary import NOT_WORKING, RunStatus, Verdict
 
@@ -35,7 +35,7 @@ REDO_STATUSES = frozenset({RunStatus.INTERRUPTED})
 batch budget has no `finished` record and is run again too."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     state: str
     run: str
@@ -49,7 +49,7 @@ class Entry:
     killed in its turn does not lose it)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Pins:
     """What a batch's runs see besides their settings: the day and zone
     `<environment_context>` states when the task pins none, and the commit each

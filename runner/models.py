@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
+from runner.frozen import frozen
 from runner.items import Usage
 
 _Usd = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
@@ -41,7 +42,7 @@ class Price(BaseModel):
         ) / 1_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelInfo:
     context_window: int | None = None
     auto_compact_limit: int | None = None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from runner.frozen import frozen
 from runner.vocabulary import RunStatus, SkipReason
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from runner.workspace import Result, Workspace
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckResult:
     command: str
     exit_code: int
@@ -31,7 +31,7 @@ class CheckResult:
     output_tail: str
 
 
-@dataclass(frozen=True)
+@frozen
 class EnvironmentInfo:
     """Where a run's commands ran, when not on the host (runner/envrun.py)."""
 
@@ -56,7 +56,7 @@ class EnvironmentInfo:
     EnvironmentLost mid-run): the run is an error whatever the agent did."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Grade:
     """What a suite task's verifier made of the run (runner/verify.py)."""
 
@@ -91,7 +91,7 @@ class Grade:
         return self.reward is not None and self.reward >= 1.0
 
 
-@dataclass(frozen=True)
+@frozen
 class RunRecord:
     run: Run
     events_file: str
@@ -147,7 +147,7 @@ class RunRecord:
         return dataclasses.replace(self, notes=self.notes + notes)
 
 
-@dataclass(frozen=True)
+@frozen
 class Finished:
     """A run the batch is done with: its record (None when an earlier session of a
     resumed batch finished it) and its redacted entry in report.json."""

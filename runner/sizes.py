@@ -10,9 +10,8 @@ The defaults sit far above real threads (a 1M-token context is about 4 MiB of te
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runner.errors import SizeLimitReached
+from runner.frozen import frozen
 
 MIB = 1024 * 1024
 
@@ -29,7 +28,7 @@ PATCH_MAX_BYTES = 64 * MIB
 """The whole diff an environment hands back (sandbox/changes.py), held in memory once."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SizeCaps:
     response_bytes: int = RESPONSE_BYTES
     """One response as streamed (every event, deltas included)."""

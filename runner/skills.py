@@ -13,13 +13,13 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from runner import hostfs
 from runner.errors import SkillError, UnsafeFileError
+from runner.frozen import frozen
 
 SKILL_FILE = "SKILL.md"
 MAX_NAME_CHARS = 64
@@ -35,7 +35,7 @@ MAX_STAGED_DEPTH = 32
 _FRONT = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*\r?$", re.S | re.M)
 
 
-@dataclass(frozen=True)
+@frozen
 class Skill:
     name: str
     description: str
@@ -157,7 +157,7 @@ def read_skill(path: Path) -> Skill:
     return Skill(name, description, path.resolve(), Path(os.path.realpath(path.parent)))
 
 
-@dataclass(frozen=True)
+@frozen
 class Staged:
     """Skills as a sandboxed run sees them: each folder copied by the runner and shown
     at `SKILLS_AT/<n>`, so neither the prompt, nor a mount's source in

@@ -14,9 +14,10 @@ loop that fills it: the event shapes and the report read it without importing th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
+from runner.frozen import frozen
 from runner.items import Item, Usage, dumps
 from runner.providers import Prompt
 
@@ -24,7 +25,7 @@ COMPACTION = "compaction"
 """The break reason of the first request after a compaction: the one expected break."""
 
 
-@dataclass(frozen=True)
+@frozen
 class PrefixRecord:
     extends_previous: bool
     """True for the first request, and for any request that repeats the previous one
@@ -127,7 +128,7 @@ class PrefixAudit:
 RequestKind = Literal["turn", "compaction"]
 
 
-@dataclass(frozen=True)
+@frozen
 class RequestRecord:
     """One request: what was sent, then what came back (or why nothing did)."""
 

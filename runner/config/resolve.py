@@ -12,7 +12,6 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +35,7 @@ from runner.config.schema import (
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted, esc, line_for, short
 from runner.errors import ConfigError, Problem, SkillError
+from runner.frozen import frozen
 from runner.models import codex_defaults
 from runner.nesting import json_loads
 from runner.skills import Skill, load_skills
@@ -116,7 +116,7 @@ def text_of(path: Path, raw: bytes) -> tuple[str | None, str | None]:
     return text.replace("\r\n", "\n").replace("\r", "\n"), None
 
 
-@dataclass(frozen=True)
+@frozen
 class UserText:
     """A user file read once: its trimmed text (None when unusable, `wrong` says why) and
     the hash of its bytes (a run's fingerprint counts the file by content)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,13 +19,14 @@ from runner.config.schema import COMMAND_LINE, pin_problems
 from runner.config.select import Selection, select
 from runner.config.taskfile import TaskFile, field_line
 from runner.errors import ConfigError, Problem
+from runner.frozen import frozen
 from runner.vocabulary import AgentKind, ReasoningEffort, SandboxMode
 
 if TYPE_CHECKING:
     from runner.config.suite_runs import Bound
 
 
-@dataclass(frozen=True)
+@frozen
 class Loaded:
     """What one pass found: the runs to start, and what the batch's identity (`selection`)
     and its limits (`task_file.budget`) are made from."""

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from runner.config.resolved import Run
 from runner.config.schema import COMMAND_LINE
 from runner.errors import ConfigError, Problem
+from runner.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Selection:
     runs: tuple[Run, ...]
     """This shard's runs, in task-file order."""

@@ -16,7 +16,7 @@ import os
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from runner.config.suite_entry import SuiteEntry
 from runner.config.taskfile import TaskFile
 from runner.config.text import Path_, dotted
 from runner.errors import ConfigError, Problem
+from runner.frozen import frozen
 from runner.suites.model import Listed, SuiteListing, SuiteTask
 from runner.suites.read import list_suite
 from runner.vocabulary import AgentKind
@@ -37,7 +38,7 @@ from runner.vocabulary import AgentKind
 _NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-@dataclass(frozen=True)
+@frozen
 class Bound:
     """What a suite's task brings to its runs beyond a task's fields."""
 
@@ -45,7 +46,7 @@ class Bound:
     agent: AgentKind
 
 
-@dataclass(frozen=True)
+@frozen
 class WithSuites:
     tf: TaskFile
     """The file with each suite task appended to `tasks` (its lines those of its entry)."""

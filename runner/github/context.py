@@ -9,12 +9,12 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.config.schema import McpServerConfig, Settings
 from runner.errors import RunnerError
+from runner.frozen import frozen
 from runner.reports.fmt import PR_COMMENT_MAX_CHARS
 from runner.vocabulary import REASONING_EFFORTS, SANDBOX_MODES
 
@@ -70,7 +70,7 @@ PYTHON = (sys.executable, "-I")
 imported (see the module docstring)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Context:
     """Where the action runs, from the variables GitHub sets for every step."""
 

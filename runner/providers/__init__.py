@@ -8,14 +8,15 @@ runner/http.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
+from runner.frozen import frozen
 from runner.items import Item, Usage
 from runner.sizes import SizeCaps
 
 
-@dataclass(frozen=True)
+@frozen
 class Prompt:
     """Everything one model request carries. Identical prefixes give identical bytes."""
 
@@ -41,7 +42,7 @@ class Prompt:
         return sum(i.held_bytes for i in self.input)
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelResponse:
     items: list[Item]
     """Output items in order, exactly as the server sent them in `output_item.done`."""

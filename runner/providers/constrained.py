@@ -9,10 +9,10 @@ Apart from the wire so that the pre-flight check can size answers without the wi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import AnswerTruncated
+from runner.frozen import frozen
 from runner.items import JSON, dumps
 from runner.providers.grammar import narrow
 
@@ -35,7 +35,7 @@ To answer the user: {"answer":"<text>"}"""
 often than a `{"type":"message"}` discriminator does."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Constrained:
     """Settings of constrained mode (see the module docstring).
 

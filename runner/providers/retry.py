@@ -40,6 +40,7 @@ from runner.errors import (
     RemoteError,
     StreamFailure,
 )
+from runner.frozen import frozen
 from runner.items import Usage
 from runner.providers import ModelClient, ModelResponse, Prompt, find_compactor
 
@@ -62,7 +63,7 @@ Budget = Literal["request", "stream"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen
 class Retry:
     """Resend after a failed attempt."""
 

@@ -20,13 +20,13 @@ import json
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from runner import hostfs, outdir
 from runner.errors import ConfigError, Problem, UnsafeFileError
+from runner.frozen import frozen
 from runner.fsutil import atomic_write_chunks
 from runner.redact import Redactor
 from runner.reports.entries import repeated_runs
@@ -49,7 +49,7 @@ COPIED_DIRS = ("threads", "patches", INPUTS_DIR)
 these."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Shard:
     """One shard's report and where it was read from (for messages)."""
 

@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runner.frozen import frozen
 from runner.reports.fmt import duration, money, tokens
 from runner.reports.model import RedoneReport, Report, RunReport
 from runner.reports.stats import mean_pass_at_k, wilson_interval
@@ -18,7 +19,7 @@ from runner.reports.totals import finished_runs, mean_reward, sum_cost, task_rew
 from runner.vocabulary import RunStatus, Verdict
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupStats:
     """What one row of a comparison says about a set of runs. Rates, medians and
     intervals are over finished runs only; skipped and errored runs are counted apart."""

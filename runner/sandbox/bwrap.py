@@ -41,7 +41,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -50,6 +49,7 @@ import anyio.to_thread
 
 from runner import hostfs
 from runner.errors import SandboxError
+from runner.frozen import frozen
 from runner.sandbox.env import login_profile, sandbox_env
 from runner.sandbox.environment import EXECUTOR_OUTPUT_CAP, ExecResult
 from runner.sandbox.hostview import (
@@ -88,7 +88,7 @@ FIX = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Host:
     """What the probe found: the programs to run and as whom."""
 
@@ -103,7 +103,7 @@ class Host:
     """The runner's own home, whose credential files are hidden."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Limits:
     processes: int = MAX_PROCESSES
     file_bytes: int = MAX_WRITTEN_FILE_BYTES

@@ -30,8 +30,9 @@ import posixpath
 import tarfile
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from runner.frozen import frozen
 from runner.sandbox.environment import Environment, ExecResult
 from runner.sizes import PATCH_FILE_MAX_BYTES, PATCH_MAX_BYTES, size
 
@@ -85,7 +86,7 @@ exec {_GIT} diff --binary --full-index --no-renames --no-color --no-ext-diff --n
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class Snapshot:
     """The start state of a workdir: a tree in a private store (git) or its files."""
 
@@ -100,7 +101,7 @@ class Snapshot:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class Changes:
     patch: bytes
     """`git apply`-able, paths relative to workdir; empty when nothing changed."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from runner.errors import EnvironmentFault
+from runner.frozen import frozen
 from runner.sandbox.cli_call import Bounded, run_once
 from runner.sandbox.env import SECRET_NAME
 
@@ -71,7 +72,7 @@ HOST_LABEL = "io.runner.host"
 RECIPE_LABEL = "io.runner.recipe"
 
 
-@dataclass(frozen=True)
+@frozen
 class Called:
     code: int
     stdout: bytes
@@ -85,7 +86,7 @@ class Called:
         return (self.stderr or self.stdout).decode(errors="replace").strip()[-2000:]
 
 
-@dataclass(frozen=True)
+@frozen
 class Engine:
     """One container engine, named by its executable (`podman`, `docker`, or a path)."""
 

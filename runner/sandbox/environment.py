@@ -16,9 +16,10 @@ a bounded retry, and reports a dead environment as `EnvironmentLost`, which make
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from runner.frozen import frozen
 
 __all__ = ["DEFAULT_OUTPUT_CAP", "EXECUTOR_OUTPUT_CAP", "Environment", "ExecResult", "Executor"]
 
@@ -30,7 +31,7 @@ EXECUTOR_OUTPUT_CAP = 1 << 20
 shows the model 10 kB of it, so 1 MiB of head and tail is plenty."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ExecResult:
     exit_code: int
     output: bytes

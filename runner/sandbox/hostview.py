@@ -20,9 +20,9 @@ import pwd
 import stat
 import tempfile
 from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from runner.frozen import frozen
 from runner.sandbox.mounts import PROVIDED
 from runner.sandbox.registry import RUN_DIRS, registered, version
 
@@ -54,7 +54,7 @@ CREDENTIALS = (
 """Under each hidden home: hidden again below the toolchain folders shown from it."""
 
 
-@dataclass(frozen=True)
+@frozen
 class HostView:
     binds: list[Path]
     links: list[tuple[Path, str]]

@@ -30,12 +30,12 @@ import stat
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from runner.errors import EnvironmentFault, UnsafeFileError
+from runner.frozen import frozen
 from runner.sandbox.engine import (
     BATCH_LABEL,
     HOST_LABEL,
@@ -63,7 +63,7 @@ DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # -- the Debian mirror apt uses ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class AptSource:
     uri: str
     suites: tuple[str, ...]
@@ -457,7 +457,7 @@ def build_labels(key: str, batch_id: str) -> dict[str, str]:
 # -- what runner built, kept or removed ------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class Built:
     """An image labelled as the runner's."""
 
@@ -538,7 +538,7 @@ def _removable(image: Built, in_use: set[str], folder: Path | None) -> tuple[boo
     return True, "yours, and no live batch uses it"
 
 
-@dataclass(frozen=True)
+@frozen
 class Pruned:
     gone: list[str]
     """`name: why`, removed (or, dry run, to be)."""

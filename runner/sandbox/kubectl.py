@@ -16,9 +16,10 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from runner.errors import EnvironmentFault
+from runner.frozen import frozen
 from runner.sandbox.cli_call import Bounded, Sink, run_once
 
 CALL_TIMEOUT_S = 60.0
@@ -55,7 +56,7 @@ _TRANSIENT = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Done:
     code: int | None
     """None: the call outlived its timeout and was killed."""
@@ -71,14 +72,14 @@ class Done:
         return self.code is None or (self.code != 0 and bool(_TRANSIENT.search(self.said)))
 
 
-@dataclass(frozen=True)
+@frozen
 class Called:
     code: int
     stdout: bytes
     said: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Kubectl:
     """kubectl, named by its executable (`kubectl` on PATH, or a path), and an optional
     kubeconfig context."""

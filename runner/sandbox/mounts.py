@@ -26,9 +26,9 @@ depth so the most specific rule wins:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from runner.frozen import frozen
 from runner.sandbox.policy import Policy
 
 MAX_TMP_BYTES = 1 << 30
@@ -41,7 +41,7 @@ HOME = "/tmp/home"
 OBJECTS_AT = "/tmp/.runner/objects"
 
 
-@dataclass(frozen=True)
+@frozen
 class Layout:
     """What the disk holds that the mounts depend on, looked up before each command."""
 
@@ -65,7 +65,7 @@ class Layout:
     """The host's folders rebuilt around a hidden place (see `host_view`)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class _Mount:
     dest: Path
     rank: int

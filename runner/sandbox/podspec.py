@@ -14,8 +14,10 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
+
+from runner.frozen import frozen
 
 OWNER_LABEL = "io.runner.owner"
 OWNER = "runner"
@@ -36,7 +38,7 @@ _UID = re.compile(r"(\d{1,10})(?::(\d{1,10}))?")
 _ROOT_DROPS = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SYS_CHROOT")
 
 
-@dataclass(frozen=True)
+@frozen
 class PodSpec:
     name: str
     image: str

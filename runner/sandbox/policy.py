@@ -6,9 +6,9 @@ from the same value, so what the model is told and what holds cannot drift apart
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from runner.frozen import frozen
 from runner.vocabulary import SandboxMode
 
 PROTECTED_NAMES = (".git", ".runner")
@@ -30,7 +30,7 @@ LIFETIME_NOTE = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Policy:
     """Paths are absolute and resolved (symlinks followed), as bubblewrap sees them."""
 

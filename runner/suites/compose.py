@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import Problem
+from runner.frozen import frozen
 from runner.suites import bounds
 from runner.suites.folder import expand
 from runner.suites.yaml_text import KeyPath, dotted, line_of, load_yaml
@@ -37,7 +37,7 @@ _SERVICE_KEYS = {
 _BUILD_KEYS = {"context", "dockerfile"}
 
 
-@dataclass(frozen=True)
+@frozen
 class ComposeService:
     name: str
     context: str | None

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from runner.errors import VerifierFailed
+from runner.frozen import frozen
 from runner.nesting import json_loads
 
 MAIN_REWARD = "reward"
@@ -19,7 +19,7 @@ MAIN_REWARD = "reward"
 run's reward when there are several."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Reward:
     """Harbor's named rewards, in the order the verifier wrote them."""
 

@@ -10,11 +10,11 @@ and say what they refuse with a `Problem` naming the file, line and field.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from runner.errors import ConfigError, Problem
+from runner.frozen import frozen
 
 SuiteFormat = Literal["harbor", "terminal-bench", "swe-bench"]
 
@@ -28,7 +28,7 @@ Grading = Literal["reward-file", "pytest-summary", "swe-bench"]
   as the official harness grades them (resolved, partial or not)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SuiteEnvironment:
     """Where the task's work is: an image by name, or a folder with a Dockerfile."""
 
@@ -43,7 +43,7 @@ class SuiteEnvironment:
     user: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Verifier:
     """How a finished run is graded, after the agent's phase and out of its sight."""
 
@@ -72,7 +72,7 @@ class Verifier:
     """SWE-bench: `pass_and_fail` or `fail_only`; None → by repo, as the harness does."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Solution:
     """What `agent: oracle` does instead of a model."""
 
@@ -85,7 +85,7 @@ class Solution:
     """Harbor's `[solution].env`: set for the solution script only."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SuiteTask:
     id: str
     format: SuiteFormat
@@ -109,7 +109,7 @@ class SuiteTask:
 Read = Callable[[], tuple[SuiteTask | None, list[Problem]]]
 
 
-@dataclass(frozen=True)
+@frozen
 class Listed:
     """A task as its suite names it, before its files are read in full: selection is
     decided on this, so a task that is not selected never has to be one runner reads."""
@@ -120,7 +120,7 @@ class Listed:
     read: Read
 
 
-@dataclass(frozen=True)
+@frozen
 class SuiteListing:
     tasks: tuple[Listed, ...]
     """Every task the suite names, in its order, whether or not runner can read it."""

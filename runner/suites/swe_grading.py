@@ -16,12 +16,12 @@ from __future__ import annotations
 import importlib
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, cast
 
 from runner.errors import ConfigError, Problem
+from runner.frozen import frozen
 from runner.suites.model import SuiteTask
 
 MIN_VERSION = (5, 0, 2)
@@ -36,7 +36,7 @@ _RESOLUTION: dict[str, Resolution] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class SweGrade:
     resolution: Resolution
     """The official `get_resolution_status`: resolved when every FAIL_TO_PASS and

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from runner.frozen import frozen
 from runner.sandbox.environment import Environment, ExecResult, Executor
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 CallKind = Literal["function", "custom"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolCall:
     call_id: str
     name: str
@@ -37,7 +38,7 @@ class ToolCall:
     kind: CallKind = "function"
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolResult:
     output: str
     """Exactly the text the model gets back."""

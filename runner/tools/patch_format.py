@@ -17,6 +17,7 @@ from pathlib import PurePath
 from typing import Literal
 
 from runner.errors import PatchError
+from runner.frozen import frozen
 
 BEGIN_PATCH = "*** Begin Patch"
 END_PATCH = "*** End Patch"
@@ -33,7 +34,7 @@ ChangeKind = Literal["add", "delete", "update"]
 # --------------------------------------------------------------------------- model
 
 
-@dataclass(frozen=True)
+@frozen
 class Chunk:
     """One `@@` section of an update: replace `old_lines` by `new_lines`."""
 
@@ -45,18 +46,18 @@ class Chunk:
     """`*** End of File` was given: `old_lines` must be the last lines of the file."""
 
 
-@dataclass(frozen=True)
+@frozen
 class AddFile:
     path: str
     contents: str
 
 
-@dataclass(frozen=True)
+@frozen
 class DeleteFile:
     path: str
 
 
-@dataclass(frozen=True)
+@frozen
 class UpdateFile:
     path: str
     move_to: str | None
@@ -66,12 +67,12 @@ class UpdateFile:
 Hunk = AddFile | DeleteFile | UpdateFile
 
 
-@dataclass(frozen=True)
+@frozen
 class Patch:
     hunks: list[Hunk]
 
 
-@dataclass(frozen=True)
+@frozen
 class FileChange:
     """The planned effect of one hunk: the full new body, ready to be written."""
 
@@ -82,7 +83,7 @@ class FileChange:
     move_to: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ApplyResult:
     output: str
     """Exactly what the model is shown."""

@@ -22,7 +22,6 @@ import base64
 import hmac
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -30,6 +29,7 @@ import anyio
 from anyio.abc import SocketStream
 
 from runner.errors import StreamFailure
+from runner.frozen import frozen
 from runner.workspace.peer import served_by_tree
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def route(method: str, target: str, prefix: str) -> str | None:
     return rest if (method, rest) in ROUTES else None
 
 
-@dataclass(frozen=True)
+@frozen
 class Finished:
     returncode: int
     stdout: bytes

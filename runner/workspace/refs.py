@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import anyio
 
 from runner import hostfs
 from runner.errors import GitError, UnsafeFileError, WorkspaceError
+from runner.frozen import frozen
 from runner.workspace.git import (
     PUSH_PROTOCOLS,
     common_dir,
@@ -304,7 +304,7 @@ def run_trailers(repo: Path, commit: str) -> list[str] | None:
     return info.stdout.split() if info.returncode == 0 else None
 
 
-@dataclass(frozen=True)
+@frozen
 class ReflogEntry:
     commit: str
     message: str

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from runner.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class Workspace:
     """One run's checkout of `base`. Give the agent `path` (and read-only access to
     `sandbox_objects`, which `path/.git` borrows through alternates); never
@@ -47,7 +48,7 @@ class Workspace:
         return self.private_dir / "index"
 
 
-@dataclass(frozen=True)
+@frozen
 class FileChange:
     """One path in a result, as `git diff-tree -M` sees it."""
 
@@ -60,7 +61,7 @@ class FileChange:
     binary: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     """What a run produced: a commit on top of `base`, its patch, and maybe a branch."""
 
@@ -90,7 +91,7 @@ class Result:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Scope:
     """Which paths a run may change and how much. `allowed=None` allows everything."""
 
@@ -99,7 +100,7 @@ class Scope:
     max_diff_lines: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class PushResult:
     remote: str
     branch: str
