@@ -287,7 +287,7 @@ class Server:
         req.replied_at = time.monotonic()
 
     def _account(self, req: Request, body: JSON) -> None:
-        segments = [_dumps(body.get("instructions"))]
+        segments = [_dumps(body["instructions"])] if "instructions" in body else []
         segments += [_dumps(t) for t in body.get("tools") or []]
         items = body.get("input")
         segments += [_dumps(i) for i in items] if isinstance(items, list) else [_dumps(items)]
@@ -484,7 +484,9 @@ def main() -> None:
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     script = obj if required else obj()  # a script, or a function that makes one
-    asyncio.run(_child(script, args.dir))
+    # The scripts build replies with bench.loopback's Reply, not this __main__'s.
+    served: Any = importlib.import_module("bench.loopback")
+    asyncio.run(served._child(script, args.dir))
 
 
 if __name__ == "__main__":
