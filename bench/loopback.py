@@ -7,6 +7,10 @@ alive, counts them, notes when each request arrived and its reply was written, a
 accounts a prompt cache by exact prefix. It does not check bodies against the SDK's
 types nor inject faults: the tests' server does that.
 
+The cache accounting re-encodes every item of every request, ~10 ms a request on a
+2,000-item thread, so only the thread server does it; the process server (the CPU
+benchmarks') reports the body's bytes // 4 as input and nothing cached.
+
 Cache accounting, as the tests' server does it: a request's segments are its
 `instructions`, each tool, each input item; `input_tokens` is their UTF-8 bytes // 4 and
 `cached_tokens` the bytes of the segments equal, in order, to the previous request with
@@ -208,9 +212,10 @@ def _head(status: int, headers: Sequence[tuple[str, str]]) -> bytes:
 class Server:
     """The server on the running asyncio loop; `ThreadedServer`/`ProcessServer` host it."""
 
-    def __init__(self, script: Script, *, keep_bodies: bool = True) -> None:
+    def __init__(self, script: Script, *, keep_bodies: bool = True, cache: bool = True) -> None:
         self.script = script
         self.keep_bodies = keep_bodies
+        self.cache = cache
         self.requests: list[Request] = []
         self.connections_opened = 0
         self.port = 0
@@ -258,7 +263,10 @@ class Server:
             json={},
             received_at=received,
         )
-        self._account(req, body)
+        if self.cache:
+            self._account(req, body)
+        else:
+            req.input_tokens = len(raw) // 4
         self.requests.append(req)
         req.json = body
         reply = self.script(req, req.index)
@@ -456,7 +464,7 @@ class ProcessServer:
 
 
 async def _child(script: Script, out: Path) -> None:
-    server = Server(script, keep_bodies=False)
+    server = Server(script, keep_bodies=False, cache=False)
     await server.start()
     (out / "port.tmp").write_text(str(server.port))
     (out / "port.tmp").rename(out / "port")
