@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import runner  # noqa: E402
-from tests.support.fixtures import make_git_repo  # noqa: E402
-from tests.support.loopback import ProcessServer  # noqa: E402
+from bench.gitrepo import make_git_repo  # noqa: E402
+from bench.loopback import ProcessServer  # noqa: E402
 
 # DESIGN.md, "Performance budgets" (the current ones).
 CPU_PER_REQUEST_BUDGET_MS = 20.0  # git included
@@ -57,7 +57,7 @@ def phase(runs: int, concurrency: int, delay_s: float, tmp: Path) -> tuple[float
     repo = make_git_repo(
         tmp / f"repo-{runs}-{concurrency}", {f"src/file{i}.py": f"x = {i}\n" for i in range(200)}
     )
-    with ProcessServer("bench.scripts:batch", env=env, keep_bodies=False, validate=False) as srv:
+    with ProcessServer("bench.scripts:batch", env=env) as srv:
         path = task_file(tmp, srv.base_url, repo, runs)
         runs_ = runner.load_runs(path)
         c0, t0 = cpu(), time.perf_counter()

@@ -7,6 +7,11 @@ cached / ideal, where ideal is what a perfect prefix cache could have served (se
 `runner.usage`). The 200-step thread passes an 8,000-token compaction limit several times;
 for each compaction the summary request's own cache share is printed too.
 
+Measures one thread's prompt caching directly (runner.agent, runner.compaction,
+runner.prompt, runner.providers.responses, runner.sandbox.local,
+runner.sandbox.localenv, runner.tools, runner.tools.shell, runner.tools.plan,
+runner.tools.apply_patch, runner.usage): no public API gives it.
+
     .venv/bin/python bench/cache.py
 """
 
@@ -22,6 +27,13 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.loopback import (  # noqa: E402
+    Reply,
+    Request,
+    ThreadedServer,
+    reply_function_call,
+    reply_message,
+)
 from runner import compaction as cp  # noqa: E402
 from runner import prompt as prompts  # noqa: E402
 from runner.agent import Outcome, Thread, ThreadSpec  # noqa: E402
@@ -33,13 +45,6 @@ from runner.tools.apply_patch import ApplyPatchTool  # noqa: E402
 from runner.tools.plan import PlanTool  # noqa: E402
 from runner.tools.shell import ShellTool  # noqa: E402
 from runner.usage import ideal_cached_tokens  # noqa: E402
-from tests.support.loopback import (  # noqa: E402
-    RecordedRequest,
-    Reply,
-    ThreadedServer,
-    reply_function_call,
-    reply_message,
-)
 
 LIMIT = 8_000
 OUTPUT = "x" * 600
@@ -56,7 +61,7 @@ class Steps:
         self.n = n
         self.made = 0
 
-    def __call__(self, req: RecordedRequest, index: int, /) -> Reply:
+    def __call__(self, req: Request, index: int, /) -> Reply:
         if req.json.get("tool_choice") == "none":
             return reply_message(f"Ran {self.made} of {self.n} steps; keep going.")
         if self.made >= self.n:

@@ -7,6 +7,9 @@ few `.git` look-alike names), then times `finish` (walk, ignore check, redaction
 staging, commit, patch, branch). Prints wall time, the runner's own CPU, its git
 children's CPU and the runner's peak RSS.
 
+Measures the workspace capture directly (runner.workspace, runner.redact): no public API
+gives it.
+
     .venv/bin/python bench/capture.py [--files 100000]
 """
 

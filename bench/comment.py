@@ -4,6 +4,8 @@ A 20,000-character review (the per-message cap) made of headings, a table, code 
 links and images in and outside the repository, mentions and raw HTML, rendered 50 times:
 milliseconds per render and output size; then a 200,000-character message, which is cut.
 
+Measures the comment renderer directly (runner.safe_markdown): no public API gives it.
+
     .venv/bin/python bench/comment.py
 """
 

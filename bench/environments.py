@@ -9,6 +9,11 @@ the two budgets of issue 26, end to end:
 - what a shell tool call adds to its command (`true`, and `bash -lc true` as models
   write them), through the podman helper and through bubblewrap (budget 0.1 s).
 
+Measures the environments directly (runner.sandbox, runner.sandbox.container,
+runner.sandbox.engine, runner.sandbox.env, runner.sandbox.images,
+runner.sandbox.orphans, runner.tools, runner.tools.shell, runner.workspace): no public
+API gives it; the first-request times run the CLI.
+
     .venv/bin/python bench/environments.py [--runs 20]
 
 Needs podman (`make containers`) and the base image (built on first use, about 2 min).
@@ -38,6 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from sandbox import make_repo  # noqa: E402
 
+from bench.loopback import ThreadedServer, reply_message  # noqa: E402
 from runner import workspace  # noqa: E402
 from runner.sandbox import make_environment, make_executor, make_policy  # noqa: E402
 from runner.sandbox.container import ContainerEnvironment  # noqa: E402
@@ -47,7 +53,6 @@ from runner.sandbox.images import BASE_IMAGE, ensure_base_image  # noqa: E402
 from runner.sandbox.orphans import live_batch  # noqa: E402
 from runner.tools import ToolCall, ToolContext  # noqa: E402
 from runner.tools.shell import ShellTool  # noqa: E402
-from tests.support.loopback import ThreadedServer, reply_message  # noqa: E402
 
 START_BUDGET_S = 0.5
 COMMAND_BUDGET_S = 0.1

@@ -7,6 +7,9 @@ changed files (streamed), commit, write the patch (streamed to disk), remove the
 workspace. Prints the runner process's peak RSS (git's own memory is its children's,
 printed apart) and the wall time of each step.
 
+Measures the workspace's end-of-run steps directly (runner.workspace, runner.redact,
+runner.sandbox): no public API gives it.
+
     .venv/bin/python bench/hostile.py [--size-mib 1024] [--files 1]
 
 Budget: DESIGN.md's, the constant below (first set by issue 14).

@@ -24,6 +24,9 @@ Scenarios:
   stream and on a 400 error body (httpx's own decoding took the runner to 3.1 GB);
 - `gzip-one`: the same 3 GiB gzipped once (3 MB), which the runner does undo.
 
+Measures the CLI process's memory; it imports only the caps and the item encoder
+directly (runner.sizes, runner.items): no public API gives it.
+
     .venv/bin/python bench/hostile_server.py [--scenario all] [--requests 40]
 """
 
@@ -42,18 +45,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner.items import dumps  # noqa: E402
-from runner.sizes import SizeCaps  # noqa: E402
-from tests.support.fixtures import make_git_repo  # noqa: E402
-from tests.support.loopback import (  # noqa: E402
+from bench.gitrepo import make_git_repo  # noqa: E402
+from bench.loopback import (  # noqa: E402
     JSON,
     TINY_USAGE,
-    RecordedRequest,
+    ProcessServer,
     Reply,
+    Request,
     function_call_item,
     reasoning_item,
-    start_process,
 )
+from runner.items import dumps  # noqa: E402
+from runner.sizes import SizeCaps  # noqa: E402
 
 BUDGET_MB = 300
 MIB = 1024 * 1024
@@ -73,12 +76,12 @@ def _call(i: int) -> JSON:
     return function_call_item("shell", {"command": ["true"]}, call_id=f"c{i}")
 
 
-def issue(req: RecordedRequest, i: int, /) -> Reply:
+def issue(req: Request, i: int, /) -> Reply:
     """Issue 25's stream: 12 MiB of reasoning per response, tiny usage."""
     return Reply(output=(_reasoning(12 * MIB, False), _call(i)), usage=TINY_USAGE)
 
 
-def under_caps(req: RecordedRequest, i: int, /) -> Reply:
+def under_caps(req: Request, i: int, /) -> Reply:
     """Items just under the item cap, two per response: one plain, one wide (where
     Python holds 4 bytes a character, the caps count 4, so it has a quarter of the
     characters)."""
@@ -89,7 +92,7 @@ def under_caps(req: RecordedRequest, i: int, /) -> Reply:
     )
 
 
-def objects(req: RecordedRequest, i: int, /) -> Reply:
+def objects(req: Request, i: int, /) -> Reply:
     """Items made of tiny JSON values (`[[],[],...]`, 67 bytes held for 3 sent), two per
     response, each just under the item cap."""
     item = reasoning_item("thinking")
@@ -133,24 +136,24 @@ def _cached(name: str, make: Callable[[], list[str]], i: int) -> Reply:
     return Reply(sse_body=_MEMO[name].replace(b'"c0"', f'"c{i}"'.encode()))
 
 
-def keys(req: RecordedRequest, i: int, /) -> Reply:
+def keys(req: Request, i: int, /) -> Reply:
     """The review's event: ~700k pairs, just under the old 16 MiB event cap."""
     return _cached("keys", lambda: [_keys_item((16 * MIB - 64 * 1024) // 24)], i)
 
 
-def keys_one(req: RecordedRequest, i: int, /) -> Reply:
+def keys_one(req: Request, i: int, /) -> Reply:
     """999k one-character keys (U+10000 on), 14 MB: under the old million-values check."""
     return _cached("keys-one", lambda: [_keys_item(999_000, one=True)], i)
 
 
-def keys_under(req: RecordedRequest, i: int, /) -> Reply:
+def keys_under(req: Request, i: int, /) -> Reply:
     """Key items just under what the parse check admits, two per response: a pair is
     ~18 characters held at 4 bytes, counted twice, plus 200 bytes for its `:` and `,`."""
     pairs = PARSE_CAP // 560
     return _cached("keys-under", lambda: [_keys_item(pairs)] * 2, i)
 
 
-def wide_event(req: RecordedRequest, i: int, /) -> Reply:
+def wide_event(req: Request, i: int, /) -> Reply:
     """One event just under the event cap: a 4-byte character, then ASCII."""
     filler = WIDE + "A" * (EVENT_CAP - 64 * 1024)
     item = dumps(reasoning_item("thinking", encrypted_content=filler))
@@ -170,17 +173,15 @@ def _bomb(layers: int) -> bytes:
     return data
 
 
-def gzip_stream(req: RecordedRequest, i: int, /) -> Reply:
+def gzip_stream(req: Request, i: int, /) -> Reply:
     return Reply(sse_body=_bomb(2), headers=(("content-encoding", "gzip, gzip"),))
 
 
-def gzip_error(req: RecordedRequest, i: int, /) -> Reply:
-    return Reply(
-        kind="http", status=400, body=_bomb(2), headers=(("content-encoding", "gzip, gzip"),)
-    )
+def gzip_error(req: Request, i: int, /) -> Reply:
+    return Reply(status=400, body=_bomb(2), headers=(("content-encoding", "gzip, gzip"),))
 
 
-def gzip_one(req: RecordedRequest, i: int, /) -> Reply:
+def gzip_one(req: Request, i: int, /) -> Reply:
     return Reply(sse_body=_bomb(1), headers=(("content-encoding", "gzip"),))
 
 
@@ -203,7 +204,7 @@ def run_one(script: str, requests: int, tmp: Path) -> tuple[float, str, int]:
     repo = tmp / "repo"
     if not repo.exists():
         make_git_repo(repo, {"README.md": "# bench\n"})
-    with start_process(script, keep_bodies=False, validate=False) as srv:
+    with ProcessServer(script) as srv:
         tasks = tmp / "tasks.yaml"
         tasks.write_text(
             "version: 1\n"

@@ -5,6 +5,10 @@ this process spends per request is the runner's own cost: building the request, 
 and decoding the response, running the loop, emitting events. Also measured: wall time per
 request, connections opened, and the time from `runner run` starting to its first request.
 
+Measures one thread's per-request cost directly (runner.agent, runner.items,
+runner.providers.responses, runner.sandbox.local, runner.sandbox.localenv,
+runner.tools): no public API gives it; the first-request time runs the CLI.
+
     .venv/bin/python bench/overhead.py
 """
 
@@ -24,14 +28,14 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.gitrepo import make_git_repo  # noqa: E402
+from bench.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
 from runner import items as it  # noqa: E402
 from runner.agent import Thread, ThreadSpec  # noqa: E402
 from runner.providers.responses import ResponsesClient  # noqa: E402
 from runner.sandbox.local import LocalExecutor  # noqa: E402
 from runner.sandbox.localenv import LocalEnvironment  # noqa: E402
 from runner.tools import ToolCall, ToolContext, ToolResult  # noqa: E402
-from tests.support.fixtures import make_git_repo  # noqa: E402
-from tests.support.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
 
 STEPS = 50
 OUTPUT = "x" * 300  # a typical short tool output
@@ -119,7 +123,7 @@ def bench_overhead() -> None:
     )
     for n_items, budget in CPU_PER_REQUEST_BUDGET_MS.items():
         cpus, walls = [], []
-        srv = ProcessServer("bench.scripts:calls", env=env, keep_bodies=False, validate=False)
+        srv = ProcessServer("bench.scripts:calls", env=env)
         srv.start()
         try:
             for _ in range(5):

@@ -7,6 +7,9 @@ load event.
 Runs are synthetic (built in memory: 20 requests each, every third with a 200-event
 transcript on disk), so the numbers are the report code's alone.
 
+Measures report writing directly (runner.reports.json_report, runner.reports.files,
+runner.reports.compare, runner.reports.model, runner.redact): no public API gives it.
+
     .venv/bin/python bench/reports.py [--runs 2000]
 """
 
@@ -131,7 +134,7 @@ def main() -> None:
 
 
 def load_page(page: Path, profile: Path) -> None:
-    from tests.support.chromium import Browser
+    from bench.browser import Browser
 
     browser = Browser(profile)
     try:

@@ -2,6 +2,9 @@
 `true` through the unsandboxed one, both via the same `run_process` path (new session,
 output capture), on a real workspace made by `runner.workspace.prepare`.
 
+Measures the executors directly (runner.sandbox, runner.sandbox.env, runner.tools,
+runner.workspace): no public API gives it.
+
     .venv/bin/python bench/sandbox.py [--runs 50]
 
 Prints the median and 90th percentile wall time of each and the ratio of the medians.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.support.loopback import Reply, per_conversation, reply_function_call, reply_message
+from bench.loopback import Reply, Request, per_conversation, reply_function_call, reply_message
 
 
-def _calls(req: Any, i: int) -> Reply:
+def _calls(req: Request, i: int) -> Reply:
     steps = int(os.environ.get("BENCH_STEPS", "50"))
     if i < steps:
         return reply_function_call("noop", {"n": i}, call_id=f"call_{i}")
@@ -20,7 +20,7 @@ def calls() -> Any:
     return per_conversation(_calls)
 
 
-async def _batch(req: Any, i: int) -> Reply:
+async def _batch(req: Request, i: int) -> Reply:
     delay = float(os.environ.get("BENCH_DELAY_S", "0"))
     if delay:
         import asyncio

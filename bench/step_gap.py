@@ -12,6 +12,9 @@ and when the next request arrived. Two modes:
 Beside each gap: the same command run by the same executor outside the runner, so the
 runner's own share of the gap shows (gap minus command).
 
+Measures the CLI process; the command-alone times use the executor directly
+(runner.sandbox, runner.sandbox.env): no public API gives it.
+
     .venv/bin/python bench/step_gap.py [--steps 41]
 """
 
@@ -31,16 +34,16 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.sandbox import make_executor, make_policy  # noqa: E402
-from runner.sandbox.env import child_env  # noqa: E402
-from tests.support.fixtures import make_git_repo  # noqa: E402
-from tests.support.loopback import (  # noqa: E402
-    RecordedRequest,
+from bench.gitrepo import make_git_repo  # noqa: E402
+from bench.loopback import (  # noqa: E402
+    Request,
     ThreadedServer,
     per_conversation,
     reply_function_call,
     reply_message,
 )
+from runner.sandbox import make_executor, make_policy  # noqa: E402
+from runner.sandbox.env import child_env  # noqa: E402
 
 # DESIGN.md, "Performance budgets": every sandbox mode, whatever the profile costs.
 STEP_GAP_BUDGET_S = 0.030
@@ -48,7 +51,7 @@ SLOW_PROFILE = "sleep 0.1\nexport SLOW_PROFILE=1\n"
 
 
 def script(steps: int) -> object:
-    def answer(req: RecordedRequest, i: int) -> object:
+    def answer(req: Request, i: int) -> object:
         if i < steps:
             return reply_function_call("shell", {"command": ["bash", "-lc", "true"]}, f"c{i}")
         return reply_message("done")
@@ -56,7 +59,7 @@ def script(steps: int) -> object:
     return per_conversation(answer)  # type: ignore[arg-type]
 
 
-def gaps(requests: list[RecordedRequest]) -> list[float]:
+def gaps(requests: list[Request]) -> list[float]:
     return [
         cur.received_at - prev.replied_at
         for prev, cur in zip(requests, requests[1:], strict=False)

@@ -27,7 +27,6 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import anyio
 
@@ -35,13 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import runner  # noqa: E402
-from tests.support.fixtures import make_git_repo  # noqa: E402
-from tests.support.loopback import (  # noqa: E402
+from bench.gitrepo import make_git_repo  # noqa: E402
+from bench.loopback import (  # noqa: E402
     Reply,
+    Request,
+    ThreadedServer,
     per_conversation,
     reply_function_call,
     reply_message,
-    start_in_thread,
 )
 
 
@@ -65,7 +65,7 @@ def layer_of(module: str, table: list[list[str]]) -> int | None:
     return None if best is None else best[0]
 
 
-def _script(req: Any, i: int) -> Reply:
+def _script(req: Request, i: int) -> Reply:
     if i == 0:
         patch = "*** Begin Patch\n*** Add File: result.txt\n+made by the walk\n*** End Patch"
         return reply_function_call("apply_patch", {"input": patch}, call_id="p0")
@@ -115,7 +115,7 @@ def run_one(tmp: Path, walk: Walk) -> str:
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     repo = make_git_repo(tmp / "repo")
     subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", str(remote)], check=True)
-    with start_in_thread(per_conversation(_script)) as srv:
+    with ThreadedServer(per_conversation(_script)) as srv:
         path = tmp / "tasks.yaml"
         path.write_text(
             "version: 1\n"

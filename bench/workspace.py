@@ -5,6 +5,9 @@ Compares ways to give one run its own checkout of a commit, then times what
 Each number is the median (and 90th percentile) of RUNS fresh workspaces; "cpu" is this
 process's plus its git children's CPU time, the quantity the batch budget counts.
 
+Measures workspace preparation directly (runner.workspace, runner.workspace.prepare): no
+public API gives it.
+
     .venv/bin/python bench/workspace.py [--files 5000] [--runs 10]
 
 Strategies (all with hooks and fsmonitor disabled, all checking out the same commit):
