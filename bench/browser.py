@@ -1,8 +1,9 @@
-"""Headless Chromium over the DevTools protocol on a pipe, for timing report.html.
+"""A headless Chromium driven over the DevTools protocol: report.html's tests
+(tests/support/chromium.py) and its timing (bench/reports.py) use this one driver.
 
-The pipe (`--remote-debugging-pipe`: the browser reads fd 3 and writes fd 4, messages end
-with a NUL) needs no free port. Calls block until their answer or a deadline; events
-read meanwhile wait in `events`.
+The protocol runs over a pipe (`--remote-debugging-pipe`: fd 3 to the browser, fd 4 back,
+each message JSON ended by a NUL), so no port is opened and none has to be free. Calls are
+synchronous with a deadline; events that arrive meanwhile are kept in `events`.
 """
 
 from __future__ import annotations
@@ -19,57 +20,83 @@ from pathlib import Path
 from typing import Any
 
 
-def _above_100(fd: int) -> int:
-    """Moved out of the way of fds 3 and 4, which the child's pipes take."""
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _high(fd: int) -> int:
+    """`fd` moved to 100 or above, so putting the pipes on 3 and 4 clobbers neither."""
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
     os.close(fd)
-    return moved
+    return high
 
 
 class Browser:
-    def __init__(self, profile: Path) -> None:
-        exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    def __init__(
+        self, profile: Path, downloads: Path | None = None, *, exe: str | None = None
+    ) -> None:
+        exe = exe or find_chromium()
         if exe is None:
-            raise RuntimeError("no Chromium on PATH")
-        child_in, self._out = (_above_100(fd) for fd in os.pipe())
-        self._in, child_out = (_above_100(fd) for fd in os.pipe())
+            raise RuntimeError("no Chromium: `make chromium` installs Debian's package")
+        to_r, to_w = (_high(fd) for fd in os.pipe())
+        from_r, from_w = (_high(fd) for fd in os.pipe())
 
-        def wire() -> None:
-            os.dup2(child_in, 3)
-            os.dup2(child_out, 4)
+        def on_3_and_4() -> None:
+            os.dup2(to_r, 3)
+            os.dup2(from_w, 4)
 
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
         self.proc = subprocess.Popen(
-            [exe, *flags, "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "--window-size=1200,900",
+                "about:blank",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             pass_fds=(3, 4),
-            preexec_fn=wire,
+            preexec_fn=on_3_and_4,
         )
-        os.close(child_in)
-        os.close(child_out)
-        self._pending = b""
-        self._next_id = 0
+        os.close(to_r)
+        os.close(from_w)
+        self._out, self._in = to_w, from_r
+        self._buf = b""
+        self._id = 0
         self.events: list[dict[str, Any]] = []
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        attached = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})
-        self.session = attached["sessionId"]
-        self.call("Page.enable", session=True)
-        self.call("Runtime.enable", session=True)
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable", session=True)
+        if downloads is not None:
+            self.call(
+                "Browser.setDownloadBehavior",
+                {"behavior": "allow", "downloadPath": str(downloads), "eventsEnabled": True},
+            )
 
-    def _read(self, deadline: float) -> dict[str, Any]:
-        while b"\0" not in self._pending:
+    def _message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._in], [], [], left)[0]:
                 raise TimeoutError("Chromium did not answer in time")
-            data = os.read(self._in, 1 << 20)
-            if not data:
+            chunk = os.read(self._in, 1 << 20)
+            if not chunk:
                 raise EOFError("Chromium closed its pipe")
-            self._pending += data
-        message, self._pending = self._pending.split(b"\0", 1)
-        parsed: dict[str, Any] = json.loads(message)
-        return parsed
+            self._buf += chunk
+        raw, self._buf = self._buf.split(b"\0", 1)
+        message: dict[str, Any] = json.loads(raw)
+        return message
 
     def call(
         self,
@@ -79,37 +106,41 @@ class Browser:
         session: bool = False,
         timeout: float = 60,
     ) -> dict[str, Any]:
-        self._next_id += 1
-        msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        self._id += 1
+        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
             msg["sessionId"] = self.session
         os.write(self._out, json.dumps(msg).encode() + b"\0")
         deadline = time.monotonic() + timeout
         while True:
-            got = self._read(deadline)
-            if got.get("id") != self._next_id:
-                self.events.append(got)
-                continue
-            if "error" in got:
-                raise RuntimeError(f"{method}: {got['error']}")
-            result: dict[str, Any] = got.get("result", {})
-            return result
+            reply = self._message(deadline)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                result: dict[str, Any] = reply.get("result", {})
+                return result
+            self.events.append(reply)
 
     def wait_event(self, method: str, timeout: float = 60) -> dict[str, Any]:
+        """The first event `method` not yet taken, waiting for it if needed."""
         deadline = time.monotonic() + timeout
         while True:
-            for n, event in enumerate(self.events):
-                if event.get("method") == method:
-                    return self.events.pop(n)
-            self.events.append(self._read(deadline))
+            for i, e in enumerate(self.events):
+                if e.get("method") == method:
+                    return self.events.pop(i)
+            self.events.append(self._message(deadline))
 
     def js(self, expression: str, timeout: float = 60) -> Any:
-        """The expression's value in the page, a promise awaited."""
-        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
-        got = self.call("Runtime.evaluate", params, session=True, timeout=timeout)
-        if "exceptionDetails" in got:
-            raise RuntimeError(f"{expression}: {got['exceptionDetails']}")
-        return got["result"].get("value")
+        """The value of `expression` in the page (awaited if it is a promise)."""
+        reply = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=True,
+            timeout=timeout,
+        )
+        if "exceptionDetails" in reply:
+            raise AssertionError(f"{expression}: {reply['exceptionDetails']}")
+        return reply["result"].get("value")
 
     def close(self) -> None:
         with contextlib.suppress(TimeoutError, EOFError, OSError, RuntimeError):

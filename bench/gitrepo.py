@@ -1,4 +1,5 @@
-"""The git repository a benchmark's runs start from."""
+"""The git repository a run starts from, for the benchmarks and the tests (tests/support
+re-exports it: one way to make it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     for args in (
         ["init", "-q", "-b", "main"],
         ["add", "-A"],
-        ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "base"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"],
     ):
         subprocess.run(["git", *args], cwd=path, check=True, env=env)
     return path

@@ -3,11 +3,11 @@ import these, never conftest itself."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Protocol, Unpack
 
+from bench.gitrepo import make_git_repo as make_git_repo  # the one way, shared with bench/
 from tests.support.loopback import (
     LoopbackServer,
     ProcessServer,
@@ -27,22 +27,6 @@ class ThreadFactory(Protocol):
 
 class ProcessFactory(Protocol):
     def __call__(self, script: str = ..., **opts: Unpack[ServerOptions]) -> ProcessServer: ...
-
-
-def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    """A real git repository with one commit, for runs that need a base to start from."""
-    path.mkdir(parents=True, exist_ok=True)
-    for name, text in (files or {"README.md": "# sample\n"}).items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path)}
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True, env=env)
-    return path
 
 
 def git(repo: Path, *args: str) -> str:
