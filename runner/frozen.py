@@ -13,50 +13,72 @@ from __future__ import annotations
 
 import dataclasses
 import reprlib
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform
 
 _T = TypeVar("_T")
 
 
-_Plan = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+_Fields = Callable[[object], tuple[Any, ...]]
 
 
-def _plan_of(cls: type[Any]) -> _Plan:
-    """The names compared, hashed and shown, in field order: read once, by `frozen`."""
-    fields = dataclasses.fields(cls)
-    compared = tuple(f.name for f in fields if f.compare)
-    hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-    shown = tuple(f.name for f in fields if f.repr)
-    return compared, hashed, shown
+def _getter(names: tuple[str, ...]) -> _Fields:
+    """The named fields' values as a tuple, read by one C call (`attrgetter`)."""
+    if not names:
+        return lambda obj: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return attrgetter(*names)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """The fields compared, hashed and shown, in field order, read once by `frozen`."""
+
+    compared: _Fields
+    hashed: _Fields
+    shown: tuple[str, ...]
 
 
 _PLANS: dict[type[Any], _Plan] = {}
 
 
+def _plan_of(cls: type[Any]) -> _Plan:
+    fields = dataclasses.fields(cls)
+    return _Plan(
+        compared=_getter(tuple(f.name for f in fields if f.compare)),
+        hashed=_getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))),
+        shown=tuple(f.name for f in fields if f.repr),
+    )
+
+
 def _plan(obj: object) -> _Plan:
-    """The plan of `obj`'s class, or of the nearest `frozen` class it inherits from (a
-    plain subclass compares as its parent's generated methods would)."""
-    for c in type(obj).__mro__:
+    cls = type(obj)
+    plan = _PLANS.get(cls)
+    if plan is not None:
+        return plan
+    for c in cls.__mro__:  # a plain subclass compares as its parent's methods would
         if c in _PLANS:
             return _PLANS[c]
-    raise TypeError(f"{type(obj).__qualname__} is not a frozen class")
+    raise TypeError(f"{cls.__qualname__} is not a frozen class")
 
 
 def _eq(self: object, other: object) -> object:  # bool, or NotImplemented
     if other.__class__ is not self.__class__:
         return NotImplemented
-    names = _plan(self)[0]
-    mine = tuple(getattr(self, n) for n in names)
-    return bool(mine == tuple(getattr(other, n) for n in names))
+    fields = _plan(self).compared
+    return bool(fields(self) == fields(other))
 
 
 def _hash(self: object) -> int:
-    return hash(tuple(getattr(self, n) for n in _plan(self)[1]))
+    return hash(_plan(self).hashed(self))
 
 
 @reprlib.recursive_repr()
 def _repr(self: object) -> str:
-    shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _plan(self)[2])
+    shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _plan(self).shown)
     return f"{self.__class__.__qualname__}({shown})"
 
 
