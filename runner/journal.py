@@ -186,6 +186,24 @@ class Journal:
                     ]
                 )
             return str(_batch_id(old))
+        if (
+            resume
+            and meta.is_file()
+            and any(e.state == "finished" for e in self.entries().values())
+        ):
+            # Starting afresh would drop those runs' results and leave their branches.
+            raise ConfigError(
+                [
+                    Problem(
+                        str(meta),
+                        None,
+                        "--resume",
+                        "cannot be read as this batch's record, yet the journal holds "
+                        "finished runs; restore the file, or run without --resume (or with "
+                        "a new --out) to start a new batch",
+                    )
+                ]
+            )
         if meta.is_file():  # an earlier batch's out directory: its files go with it
             for sub in ("threads", "patches", "inputs"):
                 shutil.rmtree(self.dir.parent / sub, ignore_errors=True)

@@ -105,3 +105,40 @@ def test_nothing_is_synced_before_the_first_request_and_the_batch_before_its_fir
     # A resume reads it all back: the run is finished, nothing is redone.
     again = run_cli("run", tasks, "--out", out, "--resume")
     assert again.returncode == 0 and len(srv.requests) == 1, again.stderr
+
+
+def test_resume_refuses_an_unreadable_batch_record_that_would_drop_finished_runs(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    body = "  - {id: a, prompt: p, repo: .}\n  - {id: b, prompt: p, repo: .}\n"
+    tasks = write_tasks(tmp_path / "repo", srv.base_url, body)
+    out = tmp_path / "out"
+    assert run_cli("run", tasks, "--out", out).returncode == 0
+    meta = out / "journal" / "batch.json"
+    records = sorted(p.read_bytes() for p in (out / "journal" / "runs").iterdir())
+    for damage in (b"", b'{"batch_id": "x"', b"\0" * 40):
+        meta.write_bytes(damage)
+        refused = run_cli("run", tasks, "--out", out, "--resume")
+        assert refused.returncode == 2, refused.stderr
+        assert f"{meta}: --resume: cannot be read" in refused.stderr
+        assert sorted(p.read_bytes() for p in (out / "journal" / "runs").iterdir()) == records
+    assert len(srv.requests) == 2  # nothing was run again
+
+
+def test_resume_after_a_crash_before_any_result_starts_afresh(
+    loopback_thread: ThreadFactory, tmp_path: Path
+) -> None:
+    """batch.json is not synced until a result is (a machine crash can leave it empty);
+    with no finished run there is nothing to lose, so --resume starts the batch anew."""
+    srv = loopback_thread(lambda req, i: reply_message("done"))
+    tasks = write_tasks(tmp_path / "repo", srv.base_url, "  - {id: a, prompt: p, repo: .}\n")
+    out = tmp_path / "out"
+    (out / "journal" / "runs").mkdir(parents=True)
+    (out / "journal" / "batch.json").write_bytes(b"")
+    (out / "journal" / "runs" / "0123456789abcdef.json").write_text(
+        '{"state": "started", "run": "a", "branch": null, "report": null}\n'
+    )
+    done = run_cli("run", tasks, "--out", out, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert len(srv.requests) == 1

@@ -180,6 +180,11 @@ def _probe(search_path: str) -> Host | str:
         proc = subprocess.run(
             argv, env={}, capture_output=True, timeout=PROBE_TIMEOUT_S, cwd="/", check=False
         )
+    except subprocess.TimeoutExpired:
+        return (
+            f"bubblewrap ({bwrap}) did not finish a sandboxed `true` in {PROBE_TIMEOUT_S:g} s; "
+            "the sandbox cannot be used on this machine as it is"
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap ({bwrap}) could not be started: {exc}; {FIX}"
     if proc.returncode != 0:

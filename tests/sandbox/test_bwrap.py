@@ -293,3 +293,19 @@ def test_probe_ahead_keeps_a_failure_for_the_run_to_report(tmp_path: Path) -> No
         os.environ["PATH"] = saved
     with pytest.raises(SandboxError, match="no user namespaces"):
         probe(search)
+
+
+def test_a_bwrap_that_never_answers_is_said_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.sandbox import bwrap
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "bwrap").write_text("#!/bin/sh\nexec sleep 30\n")
+    (folder / "bwrap").chmod(0o755)
+    monkeypatch.setattr(bwrap, "PROBE_TIMEOUT_S", 0.5)
+    with pytest.raises(SandboxError) as got:
+        probe(f"{folder}:{os.environ['PATH']}")
+    assert "did not finish a sandboxed `true` in 0.5 s" in str(got.value)
+    assert "did not finish" in str(got.value) and "install" not in str(got.value)
