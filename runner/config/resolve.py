@@ -82,6 +82,11 @@ def check_path(base_dir: Path, raw: str, want_dir: bool) -> tuple[Path | None, s
         ok = path.is_dir() if want_dir else path.is_file()
     except (OSError, ValueError, RuntimeError) as exc:
         return None, f"cannot use path {esc(repr(short(raw, 80)))}: {esc(_os_reason(exc))}"
+    if not ok and want_dir and path.name == ".git" and path.is_file():
+        return path, (
+            f"{esc(str(path))} is a git worktree's .git file, not a folder; point it at "
+            "the work tree that holds it"
+        )
     if not ok:
         return path, f"{esc(str(path))} is not a {'directory' if want_dir else 'file'}"
     return path, None
