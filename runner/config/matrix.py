@@ -213,35 +213,36 @@ def expand(
                     env_problems += environment_problems(values["environment"], origins)
                 build_dir = build_dirs.get(base_dir, values["environment"].build, origins)
                 for rep in range(1, repeat + 1):
-                    # Every value is already the type the field takes (the task file's
-                    # models validated them): not validated again, which would build
-                    # Run's validator, ~7 ms of every start (tests/config/test_matrix.py
-                    # holds the two to the same result).
-                    runs.append(
-                        Run.model_construct(
-                            **{
-                                **values,
-                                "model_options": opts,
-                                "name": _run_name(
-                                    base["id"],
-                                    model_label(model, agent),
-                                    v,
-                                    rep,
-                                    several_models=len(chosen) > 1,
-                                    repeats=repeat > 1,
-                                ),
-                                "repeat": rep,
-                                "variant": None if v is None else v.name,
-                                "sandbox": sandbox or values["sandbox"],
-                                "current_date": current_date or values["current_date"],
-                                "timezone": timezone or values["timezone"],
-                                "origins": origins,
-                                "build_dir": build_dir,
-                                "suite": None if bound is None else bound.task,
-                                "agent": agent,
-                            }
-                        )
-                    )
+                    own = {
+                        **values,
+                        "model_options": opts,
+                        "name": _run_name(
+                            base["id"],
+                            model_label(model, agent),
+                            v,
+                            rep,
+                            several_models=len(chosen) > 1,
+                            repeats=repeat > 1,
+                        ),
+                        "repeat": rep,
+                        "variant": None if v is None else v.name,
+                        "sandbox": sandbox or values["sandbox"],
+                        "current_date": current_date or values["current_date"],
+                        "timezone": timezone or values["timezone"],
+                        "origins": origins,
+                        "build_dir": build_dir,
+                        "suite": None if bound is None else bound.task,
+                        "agent": agent,
+                    }
+                    # Every value is already the type its field takes (the task file's
+                    # models validated them), so the run is not validated again: that
+                    # built Run's validator, ~7 ms of every start (tests/config/
+                    # test_matrix.py holds the two to the same runs). Each run gets its
+                    # own dicts, as validation gave it: none is shared with a sibling run.
+                    fresh: dict[str, Any] = {
+                        k: dict(x) if isinstance(x, dict) else x for k, x in own.items()
+                    }
+                    runs.append(Run.model_construct(**fresh))
     found = list(dict.fromkeys([*env_problems, *build_dirs.problems]))
     if found:
         raise ConfigError(found)

@@ -176,3 +176,8 @@ def test_runs_are_built_unvalidated_as_validation_would_build_them(tmp_path: Pat
         again = Run(**{f: getattr(run, f) for f in Run.model_fields})
         assert _same(run, again), run.name
         assert run.model_fields_set == again.model_fields_set
+    # No run shares a dict with another (an edit to one would show in its siblings).
+    dicts = [
+        id(v) for run in runs for f in Run.model_fields if isinstance(v := getattr(run, f), dict)
+    ]
+    assert len(dicts) == len(set(dicts))
