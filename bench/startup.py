@@ -99,7 +99,7 @@ def main() -> None:
             f"{statistics.median(walls[ROOT]) / BUDGET_S:.2f}x"
         )
         if args.no_valgrind or shutil.which("valgrind") is None:
-            print("instructions: valgrind not installed, skipped")
+            print("instructions: skipped (--no-valgrind, or valgrind is not installed)")
             return
         hook = Path(tmp) / "exit_at_connect.py"
         hook.write_text(EXIT_AT_CONNECT)

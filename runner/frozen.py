@@ -33,13 +33,14 @@ def _getter(names: tuple[str, ...]) -> _Fields:
     return attrgetter(*names)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class _Plan:
-    """The fields compared, hashed and shown, in field order, read once by `frozen`."""
+    """The fields compared, hashed and shown, in field order, read once by `frozen` (a
+    plain class: a dataclass here would pay the cost this module saves)."""
 
-    compared: _Fields
-    hashed: _Fields
-    shown: tuple[str, ...]
+    __slots__ = ("compared", "hashed", "shown")
+
+    def __init__(self, compared: _Fields, hashed: _Fields, shown: tuple[str, ...]) -> None:
+        self.compared, self.hashed, self.shown = compared, hashed, shown
 
 
 _PLANS: dict[type[Any], _Plan] = {}
