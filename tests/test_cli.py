@@ -266,3 +266,34 @@ def test_a_plain_local_batch_loads_nothing_only_other_batches_need(
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [0, []]
+
+
+def test_pydantic_s_plugin_loader_is_left_out_only_when_the_runner_turned_plugins_off(
+    tmp_path: Path,
+) -> None:
+    """The command turns pydantic's plugins off for itself (none are used) and then does
+    not load the loader that would only answer "none" (importlib.metadata with it); a
+    caller who set PYDANTIC_DISABLE_PLUGINS keeps pydantic's own loader and choice."""
+    tasks = tmp_path / "t.yaml"
+    tasks.write_text("version: 1\ntasks:\n  - {id: a, prompt: p, repo: .}\n")
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from runner.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main(['validate', {str(tasks)!r}, '--offline'])\n"
+        "loader = sys.modules['pydantic.plugin._loader']\n"
+        "print(json.dumps([code, 'importlib.metadata' in sys.modules,"
+        " hasattr(loader, 'entry_points')]))\n"
+    )
+    for env, loaded in (({}, False), ({"PYDANTIC_DISABLE_PLUGINS": "some_plugin"}, True)):
+        clean = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**clean, **env},
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.splitlines()[-1]) == [0, loaded, loaded]
