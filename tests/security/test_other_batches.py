@@ -25,6 +25,10 @@ ENV = "A_DB_PASSWORD=batch-a-env-canary-90b2"
 KILLED = "batch-k-workspace-canary-e4d1"
 
 
+HOLD = "for i in $(seq 2400); do [ -e go ] && break; sleep 0.05; done"
+"""Wait for a file named `go` in the command's directory, two minutes at most."""
+
+
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
     for _ in range(600):
         if path.exists() or proc.poll() is not None:
@@ -52,7 +56,9 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
             "echo probe-done"
         )
         steps = {
-            "a1": [sh(f"echo {CANARY}; sleep 10", "a"), reply_message("done")],
+            # A's command lasts until B has looked (the test drops `go` into A's
+            # workspace then), not a fixed 10 s that B had to finish within.
+            "a1": [sh(f"echo {CANARY}; {HOLD}; rm -f go", "a"), reply_message("done")],
             "k1": [sh(f"echo {KILLED} > secret.txt; sleep 60", "k"), reply_message("done")],
             "b1": [sh(look, "b"), reply_message("done")],
         }
@@ -97,9 +103,14 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
                     break
                 time.sleep(0.05)
             alive = look_from_b(1)
+            assert a.poll() is None, "batch A ended before B looked"
         finally:
-            a_err = a.communicate(timeout=120)[1]
+            held = list((place / "tmpA" / "runner-work").glob("*/a1"))
+            for work in held:
+                (work / "go").touch()
+            a_err = a.communicate(timeout=180)[1]
         assert a.returncode == 0, a_err
+        assert held, "no workspace of A's to let its command end"
         finished = look_from_b(2)
         for seen in (alive, finished):
             assert CANARY not in seen and ENV not in seen and KILLED not in seen, seen
