@@ -28,7 +28,7 @@ from tests.support.isolation import PATH, Who, run_outputs, scripted
 from tests.support.loopback import (
     reply_message,
 )
-from tests.support.security import sh, tasks
+from tests.support.security import HOLD, let_go, sh, tasks
 
 BASES = ("/home", "/srv", "/var", "/tmp")
 T1_CANARY = "t1-answer-7c0d5e21"
@@ -317,7 +317,8 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
         )
         canary = "batch-a-live-canary-6d1f"
         steps = {
-            "a1": [sh(f"echo {canary} > secret.txt; sleep 12", "a"), reply_message("done")],
+            # A lasts until B has looked (`let_go`), not a fixed 12 s B had to finish in.
+            "a1": [sh(f"echo {canary} > secret.txt; {HOLD}", "a"), reply_message("done")],
             "b1": [sh(probe, "b"), reply_message("done")],
         }
         srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
@@ -343,10 +344,13 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
             for p in (work, work / "0", work / "0" / "a1", work / "0" / ".a1.runner"):
                 assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
             res = who.cli("run", task_b, "--out", place / "b" / "out")
+            assert a.poll() is None, "batch A ended before B looked"
         finally:
-            a_out, a_err = a.communicate(timeout=120)
+            held = let_go(work / "0" / "a1")
+            a_out, a_err = a.communicate(timeout=180)
         assert res.returncode == 0, res.stderr
         assert a.returncode == 0, a_err
+        assert held, "no workspace of A's to let its command end"
         seen = run_outputs(place / "b" / "out", "b1")
         assert "probe-done" in seen and "mine: x" in seen, seen
         assert canary not in seen, seen

@@ -18,15 +18,11 @@ from pathlib import Path
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.isolation import PATH, Who, run_outputs, scripted
 from tests.support.loopback import reply_message
-from tests.support.security import sh, tasks
+from tests.support.security import HOLD, let_go, sh, tasks
 
 CANARY = "batch-a-transcript-canary-31c7"
 ENV = "A_DB_PASSWORD=batch-a-env-canary-90b2"
 KILLED = "batch-k-workspace-canary-e4d1"
-
-
-HOLD = "for i in $(seq 2400); do [ -e go ] && break; sleep 0.05; done"
-"""Wait for a file named `go` in the command's directory, two minutes at most."""
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
@@ -58,7 +54,7 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
         steps = {
             # A's command lasts until B has looked (the test drops `go` into A's
             # workspace then), not a fixed 10 s that B had to finish within.
-            "a1": [sh(f"echo {CANARY}; {HOLD}; rm -f go", "a"), reply_message("done")],
+            "a1": [sh(f"echo {CANARY}; {HOLD}", "a"), reply_message("done")],
             "k1": [sh(f"echo {KILLED} > secret.txt; sleep 60", "k"), reply_message("done")],
             "b1": [sh(look, "b"), reply_message("done")],
         }
@@ -105,9 +101,7 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
             alive = look_from_b(1)
             assert a.poll() is None, "batch A ended before B looked"
         finally:
-            held = list((place / "tmpA" / "runner-work").glob("*/a1"))
-            for work in held:
-                (work / "go").touch()
+            held = let_go(place / "tmpA" / "runner-work" / "*" / "a1")
             a_err = a.communicate(timeout=180)[1]
         assert a.returncode == 0, a_err
         assert held, "no workspace of A's to let its command end"

@@ -52,6 +52,20 @@ def cli(
     return run_cli(*args, env=env, timeout=timeout)
 
 
+HOLD = "for i in $(seq 2400); do [ -e go ] && break; sleep 0.05; done; rm -f go"
+"""A command that keeps its run alive until the test drops a file named `go` into the
+run's workspace (`let_go`), two minutes at most: a batch that must still be running
+while another one looks lasts as long as the look, not a fixed sleep."""
+
+
+def let_go(work: Path) -> list[Path]:
+    """End `HOLD` in every workspace matching `work` (a glob); the ones it found."""
+    held = sorted(Path(work.anchor).glob(str(work.relative_to(work.anchor))))
+    for ws in held:
+        (ws / "go").touch()
+    return held
+
+
 def sh(cmd: str, call_id: str) -> Reply:
     return reply_function_call("shell", {"command": ["bash", "-c", cmd]}, call_id=call_id)
 
