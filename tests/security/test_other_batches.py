@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.isolation import PATH, Who, run_outputs, scripted
 from tests.support.loopback import reply_message
-from tests.support.security import HOLD, let_go, sh, tasks
+from tests.support.security import hold, let_go, sh, tasks
 
 CANARY = "batch-a-transcript-canary-31c7"
 ENV = "A_DB_PASSWORD=batch-a-env-canary-90b2"
@@ -54,7 +54,7 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
         steps = {
             # A's command lasts until B has looked (the test drops `go` into A's
             # workspace then), not a fixed 10 s that B had to finish within.
-            "a1": [sh(f"echo {CANARY}; {HOLD}", "a"), reply_message("done")],
+            "a1": [sh(f"echo {CANARY}; {hold()}", "a"), reply_message("done")],
             "k1": [sh(f"echo {KILLED} > secret.txt; sleep 60", "k"), reply_message("done")],
             "b1": [sh(look, "b"), reply_message("done")],
         }

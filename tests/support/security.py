@@ -52,14 +52,16 @@ def cli(
     return run_cli(*args, env=env, timeout=timeout)
 
 
-HOLD = "for i in $(seq 2400); do [ -e go ] && break; sleep 0.05; done; rm -f go"
-"""A command that keeps its run alive until the test drops a file named `go` into the
-run's workspace (`let_go`), two minutes at most: a batch that must still be running
-while another one looks lasts as long as the look, not a fixed sleep."""
+def hold(gate: str = "go") -> str:
+    """A command that keeps its run alive until the file `gate` appears (relative: in the
+    run's workspace, see `let_go`), two minutes at most: a run that must still be going
+    while another one looks lasts as long as the look, not a fixed sleep."""
+    wait = f"for i in $(seq 2400); do [ -e {gate} ] && break; sleep 0.05; done"
+    return wait if gate.startswith("/") else f"{wait}; rm -f {gate}"  # not left in the result
 
 
 def let_go(work: Path) -> list[Path]:
-    """End `HOLD` in every workspace matching `work` (a glob); the ones it found."""
+    """End `hold()` in every workspace matching `work` (a glob); the ones it found."""
     held = sorted(Path(work.anchor).glob(str(work.relative_to(work.anchor))))
     for ws in held:
         (ws / "go").touch()
