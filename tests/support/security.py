@@ -97,10 +97,16 @@ def tool_outputs(out: Path, run: str) -> list[str]:
     return found
 
 
-def start_batch(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+def start_batch(
+    task_file: Path, out: Path, *extra: str, tmp: Path | None = None
+) -> subprocess.Popen[str]:
+    """`tmp`: the batch's TMPDIR, for a test that looks into its runs' workspaces."""
+    env = {**os.environ, "FAKE_API_KEY": KEY}
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     return subprocess.Popen(
         [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out), *extra],
-        env={**os.environ, "FAKE_API_KEY": KEY},
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
