@@ -24,12 +24,21 @@ KEY = "sk-canary-0123456789abcdef"
 
 
 def tasks(
-    dir_: Path, base_url: str, repo: Path, ids: list[str], *, extra: str = "", git: str = ""
+    dir_: Path,
+    base_url: str,
+    repo: Path,
+    ids: list[str],
+    *,
+    extra: str = "",
+    git: str = "",
+    provider: str = "",
 ) -> Path:
+    """`provider`: more fields of the provider's entry (`key: value, ...`)."""
+    more = f", {provider}" if provider else ""
     lines = [
         "version: 1",
         "providers:",
-        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}",
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY{more}}}",
         "defaults:",
         "  model: fake/m",
         "  apply_patch_tool: freeform",
