@@ -162,6 +162,17 @@ def test_a_closed_stderr_does_not_stop_the_batch(
     assert proc.stdout.count("done") == 3
 
 
+def _holds_four(out: Path) -> bool:
+    """Every report a checkpoint writes has the four quick runs (report.json first)."""
+    try:
+        runs = json.loads((out / "report.json").read_text())["runs"]
+        junit = (out / "junit.xml").read_text()
+        summary = (out / "summary.md").read_text()
+    except FileNotFoundError:
+        return False
+    return len(runs) == 4 and 'tests="4"' in junit and "1 more runs not finished" in summary
+
+
 def test_checkpoints_keep_up_with_finished_runs_and_say_partial(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:
@@ -213,7 +224,12 @@ def test_checkpoints_keep_up_with_finished_runs_and_say_partial(
         while sum('"finished"' in p.read_text() for p in (out / "journal/runs").glob("*.json")) < 4:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        time.sleep(CHECKPOINT_S + 2)  # the interval, and the write itself
+        # Within the interval and the write itself: report.json, then junit.xml and
+        # summary.md, each hold the four (polled, so the test ends when they do).
+        deadline = time.monotonic() + CHECKPOINT_S + 2
+        while not _holds_four(out):
+            assert time.monotonic() < deadline, "no checkpoint with the four runs in time"
+            time.sleep(0.05)
         assert proc.poll() is None
     finally:
         proc.kill()

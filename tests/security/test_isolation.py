@@ -17,7 +17,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import anyio
@@ -26,9 +26,13 @@ import pytest
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.isolation import PATH, Who, run_outputs, scripted
 from tests.support.loopback import (
+    RecordedRequest,
+    Reply,
+    last_user_text,
+    per_conversation,
     reply_message,
 )
-from tests.support.security import sh, tasks
+from tests.support.security import hold, let_go, sh, tasks
 
 BASES = ("/home", "/srv", "/var", "/tmp")
 T1_CANARY = "t1-answer-7c0d5e21"
@@ -63,23 +67,50 @@ def test_a_run_cannot_read_another_runs_transcript_or_the_out_dir(
     loopback_thread: ThreadFactory, who: Who, place: Path
 ) -> None:
     """t2 looks for t1's live transcript while t1 waits; the out dir is not there for it,
-    and every file the runner wrote there is private to the runner's user."""
+    and every file the runner wrote there is private to the runner's user. t1 waits until
+    t2's probe is over (the model server lets it go when t2 asks its next turn), and t2's
+    probe is sent once t1's transcript is there on the host."""
     repo, out = _repo(place), place / "out"
+    gate = Path(tempfile.mkdtemp(prefix="runner-iso-gate-", dir="/var/tmp"))
+    gate.chmod(0o755)
     probe = (
-        f"for i in $(seq 30); do test -e {out}/threads/t1.jsonl && break; sleep 0.1; done; "
         f"test -e {out} && echo OUT-VISIBLE || echo OUT-HIDDEN; "
         f"cat {out}/threads/t1.jsonl; ls -la {out} {out}/threads {out}/journal; "
         "echo siblings: $(ls -a ..)"
     )
     steps = {
-        "t1": [sh(f"echo {T1_CANARY}; sleep 5", "a"), reply_message("done")],
+        "t1": [sh(f"echo {T1_CANARY}; {hold(str(gate / 'go'))}", "a"), reply_message("done")],
         "t2": [sh(probe, "b"), reply_message("done")],
     }
-    srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
+
+    async def after_t1_started() -> Reply:
+        for _ in range(1200):
+            if (out / "threads" / "t1.jsonl").exists():
+                break
+            await anyio.sleep(0.05)
+        return steps["t2"][0]
+
+    def script(req: RecordedRequest, turn: int) -> Reply | Awaitable[Reply]:
+        name = last_user_text(req).strip()
+        if name == "t2" and turn == 0:
+            return after_t1_started()
+        if name == "t2":
+            (gate / "go").touch()  # t2's probe is over
+        return steps[name][min(turn, 1)]
+
+    srv = loopback_thread(per_conversation(script))
     who.own(place)
-    res = who.cli(
-        "run", tasks(place, srv.base_url, repo, ["t1", "t2"]), "--out", out, "--concurrency", "2"
-    )
+    try:
+        res = who.cli(
+            "run",
+            tasks(place, srv.base_url, repo, ["t1", "t2"]),
+            "--out",
+            out,
+            "--concurrency",
+            "2",
+        )
+    finally:
+        shutil.rmtree(gate, ignore_errors=True)
     assert res.returncode == 0, res.stderr
     seen = run_outputs(out, "t2")
     assert T1_CANARY in run_outputs(out, "t1")
@@ -317,7 +348,8 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
         )
         canary = "batch-a-live-canary-6d1f"
         steps = {
-            "a1": [sh(f"echo {canary} > secret.txt; sleep 12", "a"), reply_message("done")],
+            # A lasts until B has looked (`let_go`), not a fixed 12 s B had to finish in.
+            "a1": [sh(f"echo {canary} > secret.txt; {hold()}", "a"), reply_message("done")],
             "b1": [sh(probe, "b"), reply_message("done")],
         }
         srv = loopback_thread(scripted(steps))  # type: ignore[arg-type]
@@ -343,10 +375,13 @@ def test_a_batch_cannot_reach_another_batchs_run_directories(
             for p in (work, work / "0", work / "0" / "a1", work / "0" / ".a1.runner"):
                 assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
             res = who.cli("run", task_b, "--out", place / "b" / "out")
+            assert a.poll() is None, "batch A ended before B looked"
         finally:
-            a_out, a_err = a.communicate(timeout=120)
+            held = let_go(work / "0" / "a1")
+            a_out, a_err = a.communicate(timeout=180)
         assert res.returncode == 0, res.stderr
         assert a.returncode == 0, a_err
+        assert held, "no workspace of A's to let its command end"
         seen = run_outputs(place / "b" / "out", "b1")
         assert "probe-done" in seen and "mine: x" in seen, seen
         assert canary not in seen, seen

@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.support.fixtures import ThreadFactory, make_git_repo
 from tests.support.isolation import PATH, Who, run_outputs, scripted
 from tests.support.loopback import reply_message
-from tests.support.security import sh, tasks
+from tests.support.security import hold, let_go, sh, tasks
 
 CANARY = "batch-a-transcript-canary-31c7"
 ENV = "A_DB_PASSWORD=batch-a-env-canary-90b2"
@@ -52,7 +52,9 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
             "echo probe-done"
         )
         steps = {
-            "a1": [sh(f"echo {CANARY}; sleep 10", "a"), reply_message("done")],
+            # A's command lasts until B has looked (the test drops `go` into A's
+            # workspace then), not a fixed 10 s that B had to finish within.
+            "a1": [sh(f"echo {CANARY}; {hold()}", "a"), reply_message("done")],
             "k1": [sh(f"echo {KILLED} > secret.txt; sleep 60", "k"), reply_message("done")],
             "b1": [sh(look, "b"), reply_message("done")],
         }
@@ -97,9 +99,12 @@ def test_other_batches_are_hidden_alive_finished_and_killed(
                     break
                 time.sleep(0.05)
             alive = look_from_b(1)
+            assert a.poll() is None, "batch A ended before B looked"
         finally:
-            a_err = a.communicate(timeout=120)[1]
+            held = let_go(place / "tmpA" / "runner-work" / "*" / "a1")
+            a_err = a.communicate(timeout=180)[1]
         assert a.returncode == 0, a_err
+        assert held, "no workspace of A's to let its command end"
         finished = look_from_b(2)
         for seen in (alive, finished):
             assert CANARY not in seen and ENV not in seen and KILLED not in seen, seen

@@ -39,6 +39,12 @@ def _batch(loopback: ThreadFactory, tmp: Path, repo: Path, out: Path, answer: st
     return out
 
 
+def _next_second() -> None:
+    """Wait into the next whole second of the clock: reflog times are whole seconds, and
+    what starts now must stand after everything already written (1.1 s was the most)."""
+    time.sleep(1.01 - time.time() % 1)
+
+
 def _edit(out: Path, change: Any) -> dict[str, Any]:
     path = out / "report.json"
     rep: dict[str, Any] = json.loads(path.read_text())
@@ -220,7 +226,7 @@ def test_a_report_copying_an_older_batch_cannot_delete_its_branch(
     a_rep = json.loads((a / "report.json").read_text())
     a_entry = a_rep["runs"][0]
     a_branch = a_entry["result"]["branch"]
-    time.sleep(1.1)  # reflog times are whole seconds: B starts in a later one
+    _next_second()  # reflog times are whole seconds: B starts in a later one
     b = _batch(loopback_thread, tmp_path, repo, tmp_path / "b")
     b_branch = json.loads((b / "report.json").read_text())["runs"][0]["result"]["branch"]
     assert a_branch != b_branch
@@ -327,7 +333,7 @@ def test_a_report_naming_an_older_batch_as_a_shard_deletes_nothing_of_it(
     a_rep = json.loads((a / "report.json").read_text())
     a_entry = a_rep["runs"][0]
     a_branch, a_commit = a_entry["result"]["branch"], a_entry["result"]["commit"]
-    time.sleep(1.1)
+    _next_second()
     b = _batch(loopback_thread, tmp_path, repo, tmp_path / "b")
     b_rep = json.loads((b / "report.json").read_text())
     b_branch = b_rep["runs"][0]["result"]["branch"]
@@ -415,7 +421,7 @@ def test_a_resumed_batch_deletes_the_branches_of_both_sessions(
         time.sleep(0.05)
     proc.kill()
     proc.wait()
-    time.sleep(1.1)
+    _next_second()
     state["hang"] = False
     res = cli("run", tf, "--out", out, "--resume")
     assert res.returncode == 0, res.stderr

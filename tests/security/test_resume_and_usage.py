@@ -81,6 +81,11 @@ def test_resume_deletes_its_branch_only_while_it_points_at_the_recorded_commit(
     ]
 
 
+ONE_RETRY = "stream_max_retries: 1"
+"""A bad usage fails its request as a broken stream, which is resent (5 times by default,
+6 s of backoff that prove nothing more here); once shows it fails again on resend."""
+
+
 def test_absurd_token_counts_fail_only_their_request(
     loopback_thread: ThreadFactory, tmp_path: Path
 ) -> None:
@@ -99,7 +104,7 @@ def test_absurd_token_counts_fail_only_their_request(
     out = tmp_path / "o"
     res = cli(
         "run",
-        tasks(tmp_path, srv.base_url, repo, [*bad, "healthy"]),
+        tasks(tmp_path, srv.base_url, repo, [*bad, "healthy"], provider=ONE_RETRY),
         "--out",
         out,
         "--concurrency",
@@ -137,7 +142,7 @@ def test_inconsistent_or_missing_usage_never_reads_as_a_real_count(
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "o"
     ids = [*bad, "healthy", "silent"]
-    task_file = tasks(tmp_path, srv.base_url, repo, ids)
+    task_file = tasks(tmp_path, srv.base_url, repo, ids, provider=ONE_RETRY)
     task_file.write_text(
         task_file.read_text().replace(
             "defaults:",

@@ -38,8 +38,14 @@ def test_sigterm_ends_every_state_within_seconds(
     srv = loopback_thread(per_conversation(script))
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "o"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     proc = start_batch(
-        tasks(tmp_path, srv.base_url, repo, list(STATES)), out, "--concurrency", str(len(STATES))
+        tasks(tmp_path, srv.base_url, repo, list(STATES)),
+        out,
+        "--concurrency",
+        str(len(STATES)),
+        tmp=tmp,
     )
 
     def all_busy() -> bool:
@@ -50,8 +56,13 @@ def test_sigterm_ends_every_state_within_seconds(
             ready += "item.started" in text
         return ready == len(STATES) and len(srv.requests) >= len(STATES) + 1
 
+    def written() -> bool:
+        """The big file and the deep tree are whole: each command wrote its marker after."""
+        work = tmp / "runner-work"
+        return all(any(work.glob(f"*/{name}/{name[0]}.txt")) for name in ("big", "deep"))
+
     wait_until(all_busy, proc)
-    time.sleep(6)  # the big file and the deep tree are written by now
+    wait_until(written, proc)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)

@@ -24,12 +24,21 @@ KEY = "sk-canary-0123456789abcdef"
 
 
 def tasks(
-    dir_: Path, base_url: str, repo: Path, ids: list[str], *, extra: str = "", git: str = ""
+    dir_: Path,
+    base_url: str,
+    repo: Path,
+    ids: list[str],
+    *,
+    extra: str = "",
+    git: str = "",
+    provider: str = "",
 ) -> Path:
+    """`provider`: more fields of the provider's entry (`key: value, ...`)."""
+    more = f", {provider}" if provider else ""
     lines = [
         "version: 1",
         "providers:",
-        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY}}",
+        f"  fake: {{base_url: '{base_url}', env_key: FAKE_API_KEY{more}}}",
         "defaults:",
         "  model: fake/m",
         "  apply_patch_tool: freeform",
@@ -50,6 +59,22 @@ def cli(
     *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, env=env, timeout=timeout)
+
+
+def hold(gate: str = "go") -> str:
+    """A command that keeps its run alive until the file `gate` appears (relative: in the
+    run's workspace, see `let_go`), two minutes at most: a run that must still be going
+    while another one looks lasts as long as the look, not a fixed sleep."""
+    wait = f"for i in $(seq 2400); do [ -e {gate} ] && break; sleep 0.05; done"
+    return wait if gate.startswith("/") else f"{wait}; rm -f {gate}"  # not left in the result
+
+
+def let_go(work: Path) -> list[Path]:
+    """End `hold()` in every workspace matching `work` (a glob); the ones it found."""
+    held = sorted(Path(work.anchor).glob(str(work.relative_to(work.anchor))))
+    for ws in held:
+        (ws / "go").touch()
+    return held
 
 
 def sh(cmd: str, call_id: str) -> Reply:
@@ -81,10 +106,16 @@ def tool_outputs(out: Path, run: str) -> list[str]:
     return found
 
 
-def start_batch(task_file: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+def start_batch(
+    task_file: Path, out: Path, *extra: str, tmp: Path | None = None
+) -> subprocess.Popen[str]:
+    """`tmp`: the batch's TMPDIR, for a test that looks into its runs' workspaces."""
+    env = {**os.environ, "FAKE_API_KEY": KEY}
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     return subprocess.Popen(
         [sys.executable, "-m", "runner", "run", str(task_file), "--out", str(out), *extra],
-        env={**os.environ, "FAKE_API_KEY": KEY},
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
