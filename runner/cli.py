@@ -322,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _no_plugins() -> types.ModuleType:
+    """Stands in for pydantic's plugin loader: `get_plugins()` gives no plugin, as the
+    real one does when PYDANTIC_DISABLE_PLUGINS is `__all__`."""
     module = types.ModuleType("pydantic.plugin._loader")
-    module.get_plugins = tuple  # type: ignore[attr-defined]  # () : no plugin
+    module.get_plugins = tuple  # type: ignore[attr-defined]
     return module
 
 
