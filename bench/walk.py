@@ -10,7 +10,9 @@ A real batch of one run (in-process, loopback server in a thread, a check, a bra
 push to a bare remote) is profiled with `sys.setprofile`. A *stop* is a distinct call edge
 (caller function -> callee function) between two runner modules, the caller being the
 nearest runner frame up the stack; a *climb* is such an edge whose callee sits in a
-higher layer than its caller, by the import-linter layer order in pyproject.toml.
+higher layer than its caller, by the import-linter layer order in pyproject.toml. Calls
+made while a runner module is being imported (loaded on first use during the run) are
+loading, not the run's flow, and are left out.
 
     .venv/bin/python bench/walk.py [--list]
 """
@@ -92,7 +94,7 @@ class Walk:
         name = f"{mod}:{frame.f_code.co_qualname}"
         if name == "runner.run:live":
             self.active = True
-        if not self.active:
+        if not self.active or _importing(frame):
             return
         up = frame.f_back
         while up is not None and not up.f_globals.get("__name__", "").startswith("runner"):
@@ -108,6 +110,19 @@ class Walk:
             caller = f"{caller_mod}:{up.f_code.co_qualname}"
             self.edges.setdefault((caller, name), (caller_mod, mod))
             self.calls[(caller, name)] += 1
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether a runner module is being imported at this point: a module loaded on first
+    use during the run (the patch format at the first patch) runs its body and its class
+    decorators then, which is loading code, not the run's flow."""
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__", "").startswith(
+            "runner"
+        ):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def run_one(tmp: Path, walk: Walk) -> str:
