@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,8 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.gitrepo import make_git_repo  # noqa: E402
-from bench.loopback import ProcessServer, ThreadedServer, reply_message  # noqa: E402
+from bench.loopback import ProcessServer  # noqa: E402
+from bench.startup import first_request_s, one_task  # noqa: E402
 from runner import items as it  # noqa: E402
 from runner.agent import Thread, ThreadSpec  # noqa: E402
 from runner.providers.responses import ResponsesClient  # noqa: E402
@@ -144,27 +142,9 @@ def bench_overhead() -> None:
 
 
 def bench_startup() -> None:
-    with (
-        ThreadedServer(lambda req, i: reply_message("hi")) as srv,
-        tempfile.TemporaryDirectory() as tmp,
-    ):
-        make_git_repo(Path(tmp) / "repo")
-        tasks = Path(tmp) / "t.yaml"
-        tasks.write_text(
-            f"version: 1\nproviders:\n  fake: {{base_url: '{srv.base_url}'}}\n"
-            "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo}\n"
-        )
-        times = []
-        for i in range(5):
-            before = len(srv.requests)
-            t0 = time.monotonic()
-            out = Path(tmp) / f"o{i}"  # a used out dir needs --force
-            subprocess.run(
-                [sys.executable, "-m", "runner", "run", str(tasks), "--out", str(out)],
-                check=True,
-                capture_output=True,
-            )
-            times.append(srv.requests[before].received_at - t0)
+    with one_task() as (srv, tmp, tasks):
+        # a used out dir needs --force: a new one each time
+        times = [first_request_s(srv, sys.executable, tasks, tmp / f"o{i}") for i in range(5)]
         med = statistics.median(times)
         print(
             f"time from `runner run` start to first request: median {med * 1000:.0f} ms "

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,16 +53,10 @@ runpy.run_module("runner", run_name="__main__", alter_sys=True)
 """Run as the runner's main script: the process ends the moment it first connects."""
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--against", type=Path, required=True, help="another checkout")
-    ap.add_argument("--pairs", type=int, default=30)
-    ap.add_argument("--no-valgrind", action="store_true")
-    args = ap.parse_args()
-    roots = [args.against.resolve(), ROOT]
-    for r in roots:
-        if not (r / ".venv" / "bin" / "python").exists():
-            sys.exit(f"{r} has no .venv (run make setup there)")
+@contextmanager
+def one_task() -> Iterator[tuple[ThreadedServer, Path, Path]]:
+    """A loopback model that answers at once, a repository and a one-run task file for it
+    (the server, a temp folder, the task file): the start-up benches' fixture."""
     with (
         ThreadedServer(lambda req, i: reply_message("done")) as srv,
         tempfile.TemporaryDirectory() as tmp,
@@ -72,23 +68,38 @@ def main() -> None:
             f"providers:\n  fake: {{base_url: '{srv.base_url}'}}\n"
             "tasks:\n  - {id: a, prompt: hi, model: fake/m, repo: repo}\n"
         )
+        yield srv, Path(tmp), tasks
+
+
+def first_request_s(
+    srv: ThreadedServer, python: Path | str, tasks: Path, out: Path, *, cwd: Path | None = None
+) -> float:
+    """Seconds from starting `python -m runner run` to the server's receiving its first
+    request (`out` must be a new folder)."""
+    before, t0 = len(srv.requests), time.monotonic()
+    argv = [str(python), "-m", "runner", "run", str(tasks), "--out", str(out)]
+    env = {**os.environ, "FAKE_API_KEY": "k" * 20}
+    subprocess.run(argv, check=True, capture_output=True, cwd=cwd, env=env)
+    return srv.requests[before].received_at - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--against", type=Path, required=True, help="another checkout")
+    ap.add_argument("--pairs", type=int, default=30)
+    ap.add_argument("--no-valgrind", action="store_true")
+    args = ap.parse_args()
+    roots = [args.against.resolve(), ROOT]
+    for r in roots:
+        if not (r / ".venv" / "bin" / "python").exists():
+            sys.exit(f"{r} has no .venv (run make setup there)")
+    with one_task() as (srv, tmp, tasks):
         env = {**os.environ, "FAKE_API_KEY": "k" * 20}
         walls: dict[Path, list[float]] = {r: [] for r in roots}
         for i in range(args.pairs):
             for k, r in enumerate(roots):
-                before, t0 = len(srv.requests), time.monotonic()
-                out = Path(tmp) / f"out-{i}-{k}"
-                argv = [
-                    str(r / ".venv/bin/python"),
-                    "-m",
-                    "runner",
-                    "run",
-                    str(tasks),
-                    "--out",
-                    str(out),
-                ]
-                subprocess.run(argv, check=True, capture_output=True, cwd=r, env=env)
-                walls[r].append(srv.requests[before].received_at - t0)
+                out = tmp / f"out-{i}-{k}"
+                walls[r].append(first_request_s(srv, r / ".venv/bin/python", tasks, out, cwd=r))
         print(f"wall time to the first request, {args.pairs} alternating pairs:")
         for r in roots:
             mid, low = 1000 * statistics.median(walls[r]), 1000 * min(walls[r])
@@ -101,11 +112,11 @@ def main() -> None:
         if args.no_valgrind or shutil.which("valgrind") is None:
             print("instructions: skipped (--no-valgrind, or valgrind is not installed)")
             return
-        hook = Path(tmp) / "exit_at_connect.py"
+        hook = tmp / "exit_at_connect.py"
         hook.write_text(EXIT_AT_CONNECT)
         counts = {}
         for k, r in enumerate(roots):
-            out = Path(tmp) / f"vg-{k}"
+            out = tmp / f"vg-{k}"
             argv = [
                 "valgrind",
                 "--tool=callgrind",
